@@ -1,0 +1,68 @@
+"""The ``zerollm`` command line: one subcommand per module, all with ``main(argv=None)``.
+
+Each command module exposes ``add_arguments(parser)`` and ``run(args) -> int``. Modules keep
+heavy imports (torch, matplotlib) inside functions so ``zerollm --help`` stays instant.
+User mistakes raise ``ZeroLLMError``; here they become one line on stderr and exit code 1.
+"""
+
+import argparse
+import importlib
+import os
+import sys
+
+from zerollm import __version__
+from zerollm.errors import ZeroLLMError
+
+# name -> (module, one-line help). Order is the order of the course.
+COMMANDS = {
+    "attention": ("zerollm.teach.attention_walkthrough",
+                  "self-attention by hand, every step printed (the course's seed example)"),
+}
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse prints usage + error over several lines; we print one line and point at --help."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
+
+
+def build_parser():
+    parser = OneLineParser(prog="zerollm", description="zerollm: an LLM built from zero in NumPy.")
+    parser.add_argument("--version", action="version", version=f"zerollm {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=OneLineParser)
+    for name, (module_name, help_text) in COMMANDS.items():
+        module = importlib.import_module(module_name)
+        cmd = sub.add_parser(name, help=help_text, description=help_text)
+        module.add_arguments(cmd)
+        cmd.set_defaults(_module=module)
+    return parser
+
+
+def _one_line(message):
+    return " ".join(str(message).split())
+
+
+def main(argv=None):
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 0
+    prog = f"zerollm {args.command}"
+    try:
+        return args._module.run(args) or 0
+    except ZeroLLMError as err:
+        print(f"{prog}: error: {_one_line(err)}", file=sys.stderr)
+        return 1
+    except BrokenPipeError:
+        # the reader stopped early (e.g. `zerollm attention | head`): not an error. Point stdout
+        # at /dev/null so Python's final flush does not complain a second time.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    except OSError as err:  # a file the user named could not be read or written
+        print(f"{prog}: error: {_one_line(err)}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print(f"{prog}: interrupted", file=sys.stderr)
+        return 130

@@ -1,0 +1,109 @@
+"""GPTConfig: every architectural choice of a zerollm model, checked when it is made.
+
+One frozen dataclass covers GPT-2 (layernorm, learned positions, GELU MLP, biases, tied
+embeddings) and Llama-style models (rmsnorm, RoPE, SwiGLU, grouped-query attention), plus the
+in-between combinations the course explores. ``zerollm.model`` re-exports it.
+"""
+
+from dataclasses import asdict, dataclass, fields
+
+from zerollm.errors import ZeroLLMError
+
+NORMS = ("layernorm", "rmsnorm")
+POSITIONS = ("learned", "sinusoidal", "rope")
+MLPS = ("gelu", "swiglu")
+GELUS = ("tanh", "erf")
+ATTN_IMPLS = ("naive", "flash")
+DTYPES = ("float32", "float64")
+
+
+@dataclass(frozen=True)
+class GPTConfig:
+    """Architecture of a decoder-only (or, with causal=False, encoder-only) Transformer.
+
+    Sizes: C = n_embd, nh = n_head, hs = C // nh (head size), V = vocab_size.
+    """
+    vocab_size: int = 50257
+    block_size: int = 1024          # longest sequence (context length)
+    n_layer: int = 12
+    n_head: int = 12
+    n_kv_head: int | None = None    # None = n_head (plain multi-head); 1 = multi-query; else grouped-query
+    n_embd: int = 768
+    n_inner: int | None = None      # MLP width; None = 4*C for gelu, and the Llama rule for swiglu
+    norm: str = "layernorm"         # 'layernorm' | 'rmsnorm'
+    norm_eps: float = 1e-5
+    pos: str = "learned"            # 'learned' | 'sinusoidal' | 'rope'
+    rope_theta: float = 10000.0     # RoPE base (Su et al. 2021); Llama 2 uses 1e4, Llama 3 5e5
+    mlp: str = "gelu"               # 'gelu' (GPT-2, 4x width) | 'swiglu' (Shazeer 2020, Llama)
+    gelu: str = "tanh"              # 'tanh' approximation (GPT-2) | 'erf' (exact)
+    bias: bool = True               # biases in linears and layernorms (GPT-2: True)
+    dropout: float = 0.0
+    tie_embeddings: bool = True     # lm head shares wte (GPT-2: True)
+    causal: bool = True             # False = bidirectional encoder (BERT-style)
+    attn_impl: str = "naive"        # 'naive' (readable) | 'flash' (tiled, O(T) memory)
+    init_std: float = 0.02
+    dtype: str = "float32"
+
+    def __post_init__(self):
+        if self.n_kv_head is None:
+            object.__setattr__(self, "n_kv_head", self.n_head)   # frozen: set the resolved default once
+        if self.n_inner is None:
+            object.__setattr__(self, "n_inner", default_inner(self.n_embd, self.mlp))
+        self._validate()
+
+    # ------------------------------------------------------------------
+    def _validate(self):
+        for name in ("vocab_size", "block_size", "n_layer", "n_head", "n_kv_head", "n_embd", "n_inner"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise ZeroLLMError(f"GPTConfig.{name} must be a positive integer, got {value!r}")
+        for name, allowed in (("norm", NORMS), ("pos", POSITIONS), ("mlp", MLPS), ("gelu", GELUS),
+                              ("attn_impl", ATTN_IMPLS), ("dtype", DTYPES)):
+            if getattr(self, name) not in allowed:
+                raise ZeroLLMError(f"GPTConfig.{name} must be one of {', '.join(allowed)}; "
+                                   f"got {getattr(self, name)!r}")
+        for name in ("bias", "tie_embeddings", "causal"):
+            if not isinstance(getattr(self, name), bool):
+                raise ZeroLLMError(f"GPTConfig.{name} must be True or False, got {getattr(self, name)!r}")
+        if self.n_embd % self.n_head:
+            raise ZeroLLMError(f"n_embd={self.n_embd} is not divisible by n_head={self.n_head}; "
+                               "pick n_embd = n_head * head_size")
+        if self.n_head % self.n_kv_head:
+            raise ZeroLLMError(f"n_kv_head={self.n_kv_head} must divide n_head={self.n_head} "
+                               "(each group of query heads shares one key/value head)")
+        if self.pos == "rope" and self.head_size % 2:
+            raise ZeroLLMError(f"RoPE rotates pairs of dimensions, so the head size must be even; "
+                               f"got n_embd/n_head = {self.head_size}")
+        if not 0.0 <= self.dropout < 1.0:
+            raise ZeroLLMError(f"dropout must be in [0, 1), got {self.dropout}")
+        if not self.norm_eps > 0 or not self.init_std > 0 or not self.rope_theta > 0:
+            raise ZeroLLMError("norm_eps, init_std and rope_theta must be positive")
+
+    # ------------------------------------------------------------------
+    @property
+    def head_size(self):
+        return self.n_embd // self.n_head
+
+    def to_dict(self):
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d):
+        """Build from a dict (e.g. a saved config.json); unknown keys are an error, not ignored."""
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(d) - known)
+        if unknown:
+            raise ZeroLLMError(f"unknown GPTConfig fields {unknown}; known fields are {sorted(known)}")
+        try:
+            return cls(**d)
+        except TypeError as err:
+            raise ZeroLLMError(f"bad GPTConfig: {err}") from None
+
+
+def default_inner(n_embd, mlp):
+    """MLP width: 4*C for GELU (GPT-2); for SwiGLU 2/3 of 4*C rounded up to a multiple of 8, so the
+    three SwiGLU matrices hold about as many weights as GPT-2's two (the Llama rule)."""
+    if mlp == "swiglu":
+        hidden = int(2 * 4 * n_embd / 3)
+        return 8 * ((hidden + 7) // 8)
+    return 4 * n_embd

@@ -44,6 +44,15 @@ def softmax(x, axis=-1):
     return e / np.where(total == 0, 1, total)     # 0 / 1 = 0 for fully masked slices
 
 
+def softmax_backward(dy, y, axis=-1):
+    """Backward of ``y = softmax(x)``: dx = y * (dy - sum(dy * y)) along ``axis``.
+
+    The Jacobian dy_i/dx_j = y_i (delta_ij - y_j) is never formed; applied to dy it reduces to one
+    weighted sum per row. Entries with y == 0 (masked) get dx == 0.
+    """
+    return y * (dy - np.sum(dy * y, axis=axis, keepdims=True))
+
+
 def causal_mask(T, Tk=None):
     """Boolean (T, Tk) mask, True above the diagonal: query i may not look at key j > i.
 

@@ -1,0 +1,157 @@
+"""Every layer's forward and hand-written backward vs PyTorch autograd (float64 and float32) and
+vs finite differences (float64), through the one helper in opcheck.py."""
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
+
+from opcheck import check_op
+from zerollm.gradcheck import CASES, run_all
+
+# ----------------------------------------------------------------------------
+# the same ops written with torch (each takes the case and the inputs as float64 tensors)
+
+
+def t_rope_tables(T, hs, theta):
+    inv_freq = 1.0 / theta ** (torch.arange(0, hs, 2, dtype=torch.float64) / hs)
+    angle = torch.outer(torch.arange(T, dtype=torch.float64), inv_freq)
+    emb = torch.cat([angle, angle], dim=-1)
+    return emb.cos(), emb.sin()
+
+
+def t_linear(case, x, w, b=None):
+    return x @ w + (0 if b is None else b)
+
+
+def t_sdpa(q, k, v, causal, mask):
+    # torch's kernel on (..., T, hs) with kv heads expanded; its bool mask means "may attend"
+    k, v = k.expand_as(q) if k.shape[-2] == q.shape[-2] else k, v.expand(*q.shape[:-2], *v.shape[-2:])
+    allowed = None if mask is None else ~torch.from_numpy(np.asarray(mask))
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=allowed, is_causal=causal and mask is None)
+
+
+def t_mha(x, w_attn, b_attn, w_proj, b_proj, n_head, n_kv_head, rope=None, causal=True):
+    B, T, C = x.shape
+    hs = C // n_head
+    q, k, v = (x @ w_attn + (0 if b_attn is None else b_attn)).split(
+        [n_head * hs, n_kv_head * hs, n_kv_head * hs], dim=-1)
+    q = q.view(B, T, n_head, hs).transpose(1, 2)
+    k = k.view(B, T, n_kv_head, hs).transpose(1, 2)
+    v = v.view(B, T, n_kv_head, hs).transpose(1, 2)
+    if rope is not None:
+        cos, sin = rope
+        q, k = apply_rotary_pos_emb(q, k, cos[None], sin[None])     # Hugging Face's Llama code
+    rep = n_head // n_kv_head
+    k, v = k.repeat_interleave(rep, dim=1), v.repeat_interleave(rep, dim=1)
+    y = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+    y = y.transpose(1, 2).reshape(B, T, C)
+    return y @ w_proj + (0 if b_proj is None else b_proj)
+
+
+def t_norm(cfg, x, w, b=None):
+    if cfg.norm == "rmsnorm":
+        return F.rms_norm(x, (x.shape[-1],), w, eps=cfg.norm_eps)
+    return F.layer_norm(x, (x.shape[-1],), w, b, eps=cfg.norm_eps)
+
+
+def t_mlp(cfg, x, w_fc, b_fc, w_proj, b_proj):
+    h = t_linear(None, x, w_fc, b_fc)
+    if cfg.mlp == "swiglu":
+        gate, up = h.chunk(2, dim=-1)
+        h = F.silu(gate) * up
+    else:
+        h = F.gelu(h, approximate="tanh" if cfg.gelu == "tanh" else "none")
+    return t_linear(None, h, w_proj, b_proj)
+
+
+def t_block(case, x, *ws):
+    cfg = case.info["config"]
+    p = dict(zip(case.info["names"], ws))
+    g = lambda name: p.get("h.0." + name)
+    rope = t_rope_tables(x.shape[1], cfg.head_size, cfg.rope_theta) if cfg.pos == "rope" else None
+    h = t_norm(cfg, x, g("ln_1.weight"), g("ln_1.bias"))
+    x = x + t_mha(h, g("attn.c_attn.weight"), g("attn.c_attn.bias"), g("attn.c_proj.weight"),
+                  g("attn.c_proj.bias"), cfg.n_head, cfg.n_kv_head, rope, cfg.causal)
+    h = t_norm(cfg, x, g("ln_2.weight"), g("ln_2.bias"))
+    return x + t_mlp(cfg, h, g("mlp.c_fc.weight"), g("mlp.c_fc.bias"), g("mlp.c_proj.weight"), g("mlp.c_proj.bias"))
+
+
+def t_mha_case(case, x, w_attn, b_attn, w_proj, b_proj):
+    kw = case.kwargs
+    rope = None
+    if "rope" in kw:
+        rope = t_rope_tables(x.shape[1], x.shape[2] // kw["n_head"], 10000.0)
+    return t_mha(x, w_attn, b_attn, w_proj, b_proj, kw["n_head"], kw["n_kv_head"], rope, kw["causal"])
+
+
+def t_rope(case, x, cos, sin):
+    tcos, tsin = t_rope_tables(x.shape[-2], x.shape[-1], 100.0)    # independent of our tables
+    return apply_rotary_pos_emb(x, x, tcos[None], tsin[None])[0]
+
+
+def t_dropout(case, x):
+    # torch's random stream differs from NumPy's, so reuse our mask: the check is of the backward
+    _, cache = case.forward(*case.inputs)
+    return x * torch.from_numpy(cache.mask.astype(np.float64))
+
+
+def t_cross_entropy(case, logits, targets):
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=-100)
+
+
+def t_layernorm(case, x, w, b=None):
+    return F.layer_norm(x, (x.shape[-1],), w, b, eps=1e-5)
+
+
+TORCH = {
+    "linear": t_linear,
+    "linear_nobias": t_linear,
+    "embedding": lambda case, idx, w: w[idx],
+    "rope": t_rope,
+    "layernorm": t_layernorm,
+    "layernorm_nobias": t_layernorm,
+    "rmsnorm": lambda case, x, w: F.rms_norm(x, (x.shape[-1],), w, eps=1e-5),
+    "gelu_tanh": lambda case, x: F.gelu(x, approximate="tanh"),
+    "gelu_erf": lambda case, x: F.gelu(x),
+    "silu": lambda case, x: F.silu(x),
+    "softmax": lambda case, x: torch.softmax(x, dim=-1),
+    "gelu_mlp": lambda case, *a: t_mlp(type("cfg", (), {"mlp": "gelu", "gelu": "tanh"}), *a),
+    "swiglu": lambda case, *a: t_mlp(type("cfg", (), {"mlp": "swiglu"}), *a),
+    "sdpa_causal": lambda case, q, k, v: t_sdpa(q, k, v, True, None),
+    "sdpa_bidirectional": lambda case, q, k, v: t_sdpa(q, k, v, False, None),
+    "sdpa_padding": lambda case, q, k, v: t_sdpa(q, k, v, False, case.kwargs["mask"]),
+    "mha": t_mha_case,
+    "gqa": t_mha_case,
+    "mqa": t_mha_case,
+    "dropout": t_dropout,
+    "cross_entropy": t_cross_entropy,
+    "block_gpt2": t_block,
+    "block_llama": t_block,
+}
+
+
+def test_every_registered_layer_has_a_torch_reference():
+    assert set(TORCH) == set(CASES)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32], ids=["float64", "float32"])
+@pytest.mark.parametrize("key", sorted(CASES))
+def test_layer_matches_torch(key, dtype):
+    check_op(key, TORCH[key], dtype)
+
+
+def test_gradcheck_catches_a_wrong_backward():
+    """The finite-difference checker must be able to fail: break one backward on purpose."""
+    from zerollm.gradcheck import check_case
+    case = CASES["layernorm"](np.random.default_rng(0), np.float64)
+    right = case.backward
+    case.backward = lambda d, c: tuple(g * 1.01 if i == 0 else g for i, g in enumerate(right(d, c)))
+    assert not check_case(case).ok
+
+
+def test_all_cases_pass_finite_differences():
+    results = run_all()
+    assert all(r.ok for r in results), [(r.name, r.max_rel) for r in results if not r.ok]
+    assert max(r.max_rel for r in results) < 1e-6

@@ -1,0 +1,258 @@
+"""The GPT model: embeddings, a stack of pre-norm blocks, a final norm and the language-model head.
+
+Forward and backward are both written out here, layer by layer; no autograd anywhere.
+
+    idx (B, T) -> wte[idx] (+ positions) -> dropout -> block x n_layer -> norm_f -> logits (B, T, V)
+
+Parameters live in one flat dict named exactly as Hugging Face's GPT-2 checkpoints (without the
+"transformer." prefix), so loading GPT-2 weights is a name match:
+
+    wte.weight (V, C)              wpe.weight (block_size, C)      [pos == 'learned']
+    h.{i}.ln_1.weight/.bias        h.{i}.attn.c_attn.weight (C, (nh + 2 nkv) hs)  [.bias]
+    h.{i}.attn.c_proj.weight (C, C) [.bias]                        h.{i}.ln_2.weight/.bias
+    h.{i}.mlp.c_fc.weight (C, H) or (C, 2H) for SwiGLU [.bias]     h.{i}.mlp.c_proj.weight (H, C) [.bias]
+    ln_f.weight/.bias              lm_head.weight (V, C)           [untied embeddings only]
+
+Linear weights are (in, out), as GPT-2's Conv1D stores them. Norm biases exist only for layernorm
+with bias=True; linear biases only with bias=True.
+"""
+
+import numpy as np
+
+from zerollm.config import GPTConfig
+from zerollm.errors import ZeroLLMError
+from zerollm.nn.block import block_backward, block_forward, norm_backward, norm_forward
+from zerollm.nn.dropout import dropout_backward, dropout_forward
+from zerollm.nn.embedding import embedding_backward, embedding_forward
+from zerollm.nn.loss import cross_entropy_backward, cross_entropy_forward
+from zerollm.nn.position import rope_tables, sinusoidal_positions
+
+__all__ = ["GPT", "GPTConfig", "param_shapes"]
+
+
+# ----------------------------------------------------------------------------
+# parameter names, shapes and initialisation
+
+def param_shapes(cfg):
+    """Every parameter name -> shape, in architecture order."""
+    C, V, hs, H = cfg.n_embd, cfg.vocab_size, cfg.head_size, cfg.n_inner
+    qkv = (cfg.n_head + 2 * cfg.n_kv_head) * hs
+    fc = 2 * H if cfg.mlp == "swiglu" else H
+    norm_bias = cfg.norm == "layernorm" and cfg.bias
+    shapes = {"wte.weight": (V, C)}
+    if cfg.pos == "learned":
+        shapes["wpe.weight"] = (cfg.block_size, C)
+
+    def norm(name):
+        shapes[name + ".weight"] = (C,)
+        if norm_bias:
+            shapes[name + ".bias"] = (C,)
+
+    def linear(name, n_in, n_out):
+        shapes[name + ".weight"] = (n_in, n_out)
+        if cfg.bias:
+            shapes[name + ".bias"] = (n_out,)
+
+    for i in range(cfg.n_layer):
+        p = f"h.{i}."
+        norm(p + "ln_1")
+        linear(p + "attn.c_attn", C, qkv)
+        linear(p + "attn.c_proj", C, C)
+        norm(p + "ln_2")
+        linear(p + "mlp.c_fc", C, fc)
+        linear(p + "mlp.c_proj", H, C)
+    norm("ln_f")
+    if not cfg.tie_embeddings:
+        shapes["lm_head.weight"] = (V, C)
+    return shapes
+
+
+def init_params(cfg, rng):
+    """GPT-2 initialisation: N(0, 0.02) weights; the projections that write into the residual stream
+    (attn.c_proj, mlp.c_proj) scaled by 1/sqrt(2 n_layer) so the stream's variance does not grow
+    with depth; biases 0; norm gains 1."""
+    dtype = np.dtype(cfg.dtype)
+    params = {}
+    for name, shape in param_shapes(cfg).items():
+        if name.endswith(".bias"):
+            params[name] = np.zeros(shape, dtype)
+        elif len(shape) == 1:                      # a norm gain
+            params[name] = np.ones(shape, dtype)
+        else:
+            std = cfg.init_std
+            if name.endswith("c_proj.weight"):
+                std /= np.sqrt(2 * cfg.n_layer)
+            params[name] = (rng.standard_normal(shape) * std).astype(dtype)
+    return params
+
+
+# ----------------------------------------------------------------------------
+# the model
+
+class GPT:
+    """A GPT (or, with causal=False, a bidirectional encoder) in NumPy with a hand-written backward.
+
+    >>> model = GPT(GPTConfig(vocab_size=11, block_size=8, n_layer=1, n_head=2, n_embd=8))
+    >>> logits, loss = model.forward(np.array([[1, 2, 3]]), np.array([[2, 3, 4]]))
+    >>> logits.shape, sorted(model.backward())[:2]
+    ((1, 3, 11), ['h.0.attn.c_attn.bias', 'h.0.attn.c_attn.weight'])
+    """
+
+    def __init__(self, config, seed=0):
+        if not isinstance(config, GPTConfig):
+            raise ZeroLLMError(f"GPT needs a GPTConfig, got {type(config).__name__}")
+        self.config = config
+        self.dtype = np.dtype(config.dtype)
+        init_seq, dropout_seq = np.random.SeedSequence(seed).spawn(2)
+        self.params = init_params(config, np.random.default_rng(init_seq))
+        self.rng = np.random.default_rng(dropout_seq)    # dropout masks; saved in checkpoints
+        self.grads = {}
+        self.training = True
+        self._cache = None
+        self._pos_tables = self._make_position_tables()
+
+    def _make_position_tables(self):
+        """Sinusoidal and RoPE tables depend only on the config: built once, sliced per call."""
+        cfg = self.config
+        if cfg.pos == "sinusoidal":
+            return sinusoidal_positions(cfg.block_size, cfg.n_embd, dtype=self.dtype)
+        if cfg.pos == "rope":
+            return rope_tables(cfg.block_size, cfg.head_size, cfg.rope_theta, dtype=self.dtype)
+        return None
+
+    # ------------------------------------------------------------------
+    def train(self):
+        self.training = True
+        return self
+
+    def eval(self):
+        self.training = False
+        return self
+
+    def num_params(self, non_embedding=False):
+        """Number of parameters; ``non_embedding`` leaves out the position table (as GPT-2 counts)."""
+        n = sum(p.size for p in self.params.values())
+        if non_embedding and "wpe.weight" in self.params:
+            n -= self.params["wpe.weight"].size
+        return n
+
+    @property
+    def head_weight(self):
+        """(V, C): the output projection, which is wte itself when embeddings are tied."""
+        return self.params["wte.weight" if self.config.tie_embeddings else "lm_head.weight"]
+
+    # ------------------------------------------------------------------
+    def _check_idx(self, idx, what="idx"):
+        idx = np.asarray(idx)
+        if idx.ndim == 1:
+            idx = idx[None]                              # (T,) -> (1, T)
+        if idx.ndim != 2 or not np.issubdtype(idx.dtype, np.integer):
+            raise ZeroLLMError(f"{what} must be integer token ids of shape (B, T); got {idx.dtype} {idx.shape}")
+        T, V = idx.shape[1], self.config.vocab_size
+        if not 0 < T <= self.config.block_size:
+            raise ZeroLLMError(f"sequence length {T} must be between 1 and block_size={self.config.block_size}; "
+                               "crop the input to the last block_size tokens")
+        return idx, V
+
+    def forward(self, idx, targets=None):
+        """idx (B, T) ints -> (logits (B, T, V), loss or None). Keeps what backward() needs."""
+        cfg, p = self.config, self.params
+        idx, V = self._check_idx(idx)
+        if idx.min() < 0 or idx.max() >= V:
+            raise ZeroLLMError(f"token ids must be in [0, {V}); got min {idx.min()}, max {idx.max()}")
+        B, T = idx.shape
+
+        # 1. token embeddings plus positions
+        x, emb = embedding_forward(idx, p["wte.weight"])                # (B, T) -> (B, T, C)
+        if cfg.pos == "learned":
+            x += p["wpe.weight"][:T]                                    # (T, C) broadcast over B
+        elif cfg.pos == "sinusoidal":
+            x += self._pos_tables[:T]
+        rope = None
+        if cfg.pos == "rope":
+            cos, sin = self._pos_tables
+            rope = (cos[:T], sin[:T])                                   # (T, hs) each
+        x, drop = dropout_forward(x, cfg.dropout, self.rng, self.training)
+
+        # 2. the blocks
+        blocks = []
+        for i in range(cfg.n_layer):
+            x, c = block_forward(x, p, f"h.{i}.", cfg, rope=rope, rng=self.rng, training=self.training)
+            blocks.append(c)
+
+        # 3. final norm and the head: logits = x W^T
+        x, ln_f = norm_forward(x, p, "ln_f", cfg)                       # (B, T, C)
+        logits = x @ self.head_weight.T                                 # (B, T, C) @ (C, V) -> (B, T, V)
+
+        loss = ce = None
+        if targets is not None:
+            targets = np.asarray(targets)
+            if targets.shape != idx.shape:
+                raise ZeroLLMError(f"targets must have the shape of idx {idx.shape}; got {targets.shape}")
+            loss, ce = cross_entropy_forward(logits, targets)
+        self._cache = dict(emb=emb, T=T, drop=drop, blocks=blocks, ln_f=ln_f, x_f=x, ce=ce)
+        return logits, loss
+
+    def backward(self):
+        """Gradients of the last forward's loss w.r.t. every parameter -> dict (also ``self.grads``).
+
+        The steps of forward, in reverse. Keys are the parameter names.
+        """
+        cache = self._cache
+        if cache is None or cache["ce"] is None:
+            raise ZeroLLMError("call forward(idx, targets) with targets before backward()")
+        cfg, grads = self.config, {}
+
+        # 3. head and final norm: logits = x_f W^T  =>  dx_f = dlogits W,  dW = dlogits^T x_f
+        dlogits = cross_entropy_backward(cache["ce"])                   # (B, T, V)
+        x_f = cache["x_f"]
+        C = x_f.shape[-1]
+        dx = dlogits @ self.head_weight                                 # (B, T, V) @ (V, C) -> (B, T, C)
+        dhead = dlogits.reshape(-1, dlogits.shape[-1]).T @ x_f.reshape(-1, C)   # (V, N) @ (N, C) -> (V, C)
+        dx = norm_backward(dx, cache["ln_f"], "ln_f", cfg, grads)
+
+        # 2. the blocks, last first
+        for i in reversed(range(cfg.n_layer)):
+            dx = block_backward(dx, cache["blocks"][i], f"h.{i}.", cfg, grads)
+
+        # 1. embeddings: dropout, positions, token lookup
+        dx = dropout_backward(dx, cache["drop"])
+        if cfg.pos == "learned":
+            dwpe = np.zeros_like(self.params["wpe.weight"])
+            dwpe[:cache["T"]] = dx.sum(axis=0)                          # every sequence used rows 0..T-1
+            grads["wpe.weight"] = dwpe
+        dwte = embedding_backward(dx, cache["emb"])
+        if cfg.tie_embeddings:
+            dwte += dhead            # wte is used twice (lookup and head): its gradients add up
+        else:
+            grads["lm_head.weight"] = dhead
+        grads["wte.weight"] = dwte
+
+        self._cache = None           # free the activations; backward twice would be an error
+        self.grads = {name: grads[name] for name in self.params}       # parameter order
+        return self.grads
+
+    # ------------------------------------------------------------------
+    def state_dict(self):
+        """name -> array, Hugging Face GPT-2 names and layouts. The arrays are the live parameters."""
+        return dict(self.params)
+
+    def load_state_dict(self, state):
+        """Copy arrays into the parameters (in place, so optimizer references stay valid).
+
+        Every mismatch is listed in one error: missing keys, unexpected keys, wrong shapes.
+        """
+        missing = sorted(set(self.params) - set(state))
+        unexpected = sorted(set(state) - set(self.params))
+        wrong = sorted(f"{k}: expected {self.params[k].shape}, got {tuple(np.shape(state[k]))}"
+                       for k in set(self.params) & set(state) if np.shape(state[k]) != self.params[k].shape)
+        if missing or unexpected or wrong:
+            parts = [f"missing keys {missing}" if missing else "",
+                     f"unexpected keys {unexpected}" if unexpected else "",
+                     f"shape mismatches [{'; '.join(wrong)}]" if wrong else ""]
+            raise ZeroLLMError("state dict does not fit this model's config: "
+                               + ", ".join(x for x in parts if x)
+                               + "; build the model with the config the weights were saved with")
+        for name, value in state.items():
+            np.copyto(self.params[name], np.asarray(value), casting="same_kind")
+        return self

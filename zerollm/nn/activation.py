@@ -1,0 +1,67 @@
+"""Elementwise activations and their derivatives: GELU (tanh and erf forms) and SiLU.
+
+GELU(x) = x * Phi(x), Phi the standard normal CDF (Hendrycks & Gimpel 2016). GPT-2 uses the tanh
+approximation; the exact form needs erf, which NumPy lacks, so we evaluate math.erf per element
+(exact, slower: the erf form is for comparison, not the hot path).
+"""
+
+import math
+from typing import NamedTuple
+
+import numpy as np
+
+_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+_GELU_C = 0.044715
+_erf = np.frompyfunc(math.erf, 1, 1)
+
+
+class ActCache(NamedTuple):
+    x: np.ndarray
+    aux: np.ndarray   # a value from the forward pass the derivative reuses (tanh(u), Phi(x), sigmoid(x))
+
+
+# ----------------------------------------------------------------------------
+# GELU, tanh approximation (GPT-2's "gelu_new")
+
+def gelu_tanh_forward(x):
+    """y = 0.5 x (1 + tanh(u)),  u = sqrt(2/pi) (x + 0.044715 x^3)."""
+    t = np.tanh(_SQRT_2_OVER_PI * (x + _GELU_C * x * x * x))
+    return 0.5 * x * (1.0 + t), ActCache(x, t)
+
+
+def gelu_tanh_backward(dy, cache):
+    """dy/dx = 0.5 (1 + t) + 0.5 x (1 - t^2) du/dx,  du/dx = sqrt(2/pi) (1 + 3 * 0.044715 x^2)."""
+    x, t = cache
+    du = _SQRT_2_OVER_PI * (1.0 + 3.0 * _GELU_C * x * x)
+    return dy * (0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * du)
+
+
+# ----------------------------------------------------------------------------
+# GELU, exact
+
+def gelu_erf_forward(x):
+    """y = x Phi(x),  Phi(x) = (1 + erf(x / sqrt 2)) / 2."""
+    phi_cdf = (0.5 * (1.0 + _erf(x / math.sqrt(2.0)))).astype(x.dtype)
+    return x * phi_cdf, ActCache(x, phi_cdf)
+
+
+def gelu_erf_backward(dy, cache):
+    """dy/dx = Phi(x) + x phi(x),  phi(x) = exp(-x^2/2) / sqrt(2 pi) the normal density."""
+    x, phi_cdf = cache
+    pdf = np.exp(-0.5 * x * x) / math.sqrt(2.0 * math.pi)
+    return dy * (phi_cdf + x * pdf)
+
+
+# ----------------------------------------------------------------------------
+# SiLU / swish (used inside SwiGLU)
+
+def silu_forward(x):
+    """y = x * sigmoid(x)."""
+    s = 1.0 / (1.0 + np.exp(-x))
+    return x * s, ActCache(x, s)
+
+
+def silu_backward(dy, cache):
+    """dy/dx = s + x s (1 - s) = s (1 + x (1 - s))."""
+    x, s = cache
+    return dy * s * (1.0 + x * (1.0 - s))

@@ -1,0 +1,148 @@
+"""Multi-head attention with one fused qkv projection, grouped-query heads, RoPE, masks, dropout.
+
+Shapes used in this module:
+    B batch, T query positions, Tk key positions (T unless a KV cache holds earlier tokens)
+    C model width, nh query heads, nkv key/value heads, g = nh // nkv query heads per kv head
+    hs head size = C // nh
+
+Heads are an array axis, never a Python loop. Queries are kept as (B, nkv, g, T, hs) and keys and
+values as (B, nkv, 1, Tk, hs): matmul broadcasting then lets every group of g query heads share
+one key/value head (grouped-query attention, Ainslie et al. 2023) without copying k and v.
+nkv == nh is ordinary multi-head attention, nkv == 1 is multi-query attention (Shazeer 2019).
+"""
+
+from typing import NamedTuple
+
+import numpy as np
+
+from zerollm.attention import causal_mask, softmax, softmax_backward
+from zerollm.nn.dropout import dropout_backward, dropout_forward
+from zerollm.nn.linear import linear_backward, linear_forward
+from zerollm.nn.position import rope_backward, rope_forward
+
+
+# ----------------------------------------------------------------------------
+# scaled dot-product attention on grouped heads (the "naive" implementation: full T x Tk scores)
+
+class SDPACache(NamedTuple):
+    q: np.ndarray         # (B, nkv, g, T, hs)
+    k: np.ndarray         # (B, nkv, 1, Tk, hs)
+    v: np.ndarray         # (B, nkv, 1, Tk, hs)
+    att: np.ndarray       # (B, nkv, g, T, Tk) softmax weights
+    att_used: np.ndarray  # att after dropout: what multiplied v
+    drop: tuple           # DropoutCache
+    scale: float
+
+
+def sdpa_forward(q, k, v, *, causal=True, mask=None, dropout=0.0, rng=None, training=False):
+    """softmax(q k^T / sqrt(hs) + mask) v on grouped heads. mask: bool, broadcastable to
+    (B, 1, 1, T, Tk) after the caller inserted the head axes, True = hidden."""
+    T, Tk, hs = q.shape[-2], k.shape[-2], q.shape[-1]
+    scale = 1.0 / np.sqrt(hs)
+    att = q @ np.swapaxes(k, -1, -2)                        # (B,nkv,g,T,hs) @ (B,nkv,1,hs,Tk) -> (B,nkv,g,T,Tk)
+    att *= att.dtype.type(scale)
+    hidden = causal_mask(T, Tk) if causal else None         # (T, Tk)
+    if mask is not None:
+        hidden = mask if hidden is None else (hidden | mask)
+    if hidden is not None:
+        att = np.where(hidden, att.dtype.type(-np.inf), att)
+    att = softmax(att, axis=-1)                             # rows of all -inf give 0, not NaN
+    att_used, drop = dropout_forward(att, dropout, rng, training)
+    out = att_used @ v                                      # (B,nkv,g,T,Tk) @ (B,nkv,1,Tk,hs) -> (B,nkv,g,T,hs)
+    return out, SDPACache(q, k, v, att, att_used, drop, scale)
+
+
+def sdpa_backward(dout, cache):
+    """forward was S = q k^T * scale, A = softmax(S), A' = dropout(A), out = A' v, so:
+        dA' = dout v^T                       dv = A'^T dout   (summed over the g heads sharing v)
+        dA  = dropout_backward(dA')
+        dS  = A * (dA - sum_j dA * A)        (softmax Jacobian applied row by row)
+        dq  = dS k * scale                   dk = dS^T q * scale (summed over the g heads)
+    Masked entries have A = 0, so they get no gradient.
+    """
+    q, k, v, att, att_used = cache.q, cache.k, cache.v, cache.att, cache.att_used
+    datt = dout @ np.swapaxes(v, -1, -2)                                        # (B,nkv,g,T,Tk)
+    dv = (np.swapaxes(att_used, -1, -2) @ dout).sum(axis=2, keepdims=True)      # (B,nkv,1,Tk,hs)
+    datt = dropout_backward(datt, cache.drop)
+    ds = softmax_backward(datt, att)                                            # (B,nkv,g,T,Tk)
+    ds *= ds.dtype.type(cache.scale)
+    dq = ds @ k                                                                 # (B,nkv,g,T,hs)
+    dk = (np.swapaxes(ds, -1, -2) @ q).sum(axis=2, keepdims=True)               # (B,nkv,1,Tk,hs)
+    return dq, dk, dv
+
+
+# ----------------------------------------------------------------------------
+# splitting the fused qkv projection into heads, and merging back
+
+def split_qkv(qkv, n_head, n_kv_head):
+    """(B, T, (nh + 2 nkv) hs) -> q (B, nkv, g, T, hs), k and v (B, nkv, 1, T, hs).
+
+    Column layout of c_attn: [q | k | v]; inside each block head j owns columns j*hs .. (j+1)*hs,
+    so query head j = kv_head * g + i belongs to kv head j // g (as in Hugging Face's GQA).
+    """
+    B, T, width = qkv.shape
+    hs = width // (n_head + 2 * n_kv_head)
+    g = n_head // n_kv_head
+    nq = n_head * hs
+    q = qkv[..., :nq].reshape(B, T, n_kv_head, g, hs).transpose(0, 2, 3, 1, 4)
+    k = qkv[..., nq:nq + n_kv_head * hs].reshape(B, T, n_kv_head, 1, hs).transpose(0, 2, 3, 1, 4)
+    v = qkv[..., nq + n_kv_head * hs:].reshape(B, T, n_kv_head, 1, hs).transpose(0, 2, 3, 1, 4)
+    return q, k, v
+
+
+def merge_heads(x):
+    """(B, nkv, g, T, hs) -> (B, T, nkv * g * hs): heads side by side again, in head order."""
+    B, nkv, g, T, hs = x.shape
+    return x.transpose(0, 3, 1, 2, 4).reshape(B, T, nkv * g * hs)
+
+
+# ----------------------------------------------------------------------------
+# the whole attention sub-layer
+
+class MHACache(NamedTuple):
+    attn: tuple             # LinearCache of c_attn
+    rope_q: tuple | None
+    rope_k: tuple | None
+    sdpa: SDPACache
+    proj: tuple             # LinearCache of c_proj
+    drop: tuple             # DropoutCache of the residual dropout
+    n_head: int
+    n_kv_head: int
+
+
+def mha_forward(x, w_attn, b_attn, w_proj, b_proj, *, n_head, n_kv_head, causal=True, mask=None,
+                rope=None, dropout=0.0, rng=None, training=False):
+    """Multi-head self-attention: x (B, T, C) -> (B, T, C).
+
+    rope: optional (cos, sin) tables of shape (T, hs) for these positions.
+    mask: optional bool (B, T, T) or (T, T), True = hidden (e.g. padding), on top of causal.
+    """
+    qkv, attn = linear_forward(x, w_attn, b_attn)          # (B, T, C) -> (B, T, (nh + 2 nkv) hs)
+    q, k, v = split_qkv(qkv, n_head, n_kv_head)            # (B,nkv,g,T,hs), (B,nkv,1,T,hs) x2
+    rope_q = rope_k = None
+    if rope is not None:
+        q, rope_q = rope_forward(q, *rope)
+        k, rope_k = rope_forward(k, *rope)
+    if mask is not None and mask.ndim == 3:
+        mask = mask[:, None, None]                         # (B, T, Tk) -> (B, 1, 1, T, Tk)
+    y, sd = sdpa_forward(q, k, v, causal=causal, mask=mask, dropout=dropout, rng=rng, training=training)
+    y = merge_heads(y)                                     # (B, nkv, g, T, hs) -> (B, T, C)
+    out, proj = linear_forward(y, w_proj, b_proj)          # (B, T, C) -> (B, T, C)
+    out, drop = dropout_forward(out, dropout, rng, training)
+    return out, MHACache(attn, rope_q, rope_k, sd, proj, drop, n_head, n_kv_head)
+
+
+def mha_backward(dout, cache):
+    """Returns (dx, dw_attn, db_attn, dw_proj, db_proj): the forward steps in reverse."""
+    dout = dropout_backward(dout, cache.drop)
+    dy, dw_proj, db_proj = linear_backward(dout, cache.proj)           # (B, T, C)
+    B, T, C = dy.shape
+    nkv, g = cache.n_kv_head, cache.n_head // cache.n_kv_head
+    dy = dy.reshape(B, T, nkv, g, C // cache.n_head).transpose(0, 2, 3, 1, 4)   # (B,nkv,g,T,hs)
+    dq, dk, dv = sdpa_backward(dy, cache.sdpa)
+    if cache.rope_q is not None:
+        dq = rope_backward(dq, cache.rope_q)
+        dk = rope_backward(dk, cache.rope_k)
+    dqkv = np.concatenate([merge_heads(dq), merge_heads(dk), merge_heads(dv)], axis=-1)  # (B, T, (nh+2nkv) hs)
+    dx, dw_attn, db_attn = linear_backward(dqkv, cache.attn)
+    return dx, dw_attn, db_attn, dw_proj, db_proj

@@ -1,0 +1,96 @@
+"""The pre-norm Transformer block (GPT-2 order, Radford et al. 2019):
+
+    x = x + attn(norm_1(x))
+    x = x + mlp(norm_2(x))
+
+The residual stream x passes through untouched; each sub-layer only adds to it. In the backward
+pass the gradient therefore flows along the stream unchanged and each branch adds its own part.
+Parameters are read from the model's flat dict by their Hugging Face GPT-2 names ("h.0.ln_1.weight").
+"""
+
+from typing import NamedTuple
+
+from zerollm.nn.attention import mha_backward, mha_forward
+from zerollm.nn.mlp import gelu_mlp_backward, gelu_mlp_forward, swiglu_backward, swiglu_forward
+from zerollm.nn.norm import layernorm_backward, layernorm_forward, rmsnorm_backward, rmsnorm_forward
+
+
+# ----------------------------------------------------------------------------
+# norm and MLP chosen by the config
+
+def norm_forward(x, params, name, cfg):
+    """LayerNorm or RMSNorm with weights ``name.weight`` (and ``name.bias`` when present)."""
+    w = params[name + ".weight"]
+    if cfg.norm == "rmsnorm":
+        return rmsnorm_forward(x, w, cfg.norm_eps)
+    return layernorm_forward(x, w, params.get(name + ".bias"), cfg.norm_eps)
+
+
+def norm_backward(dy, cache, name, cfg, grads):
+    """Backward of ``norm_forward``; writes name.weight (and name.bias) into grads, returns dx."""
+    if cfg.norm == "rmsnorm":
+        dx, grads[name + ".weight"] = rmsnorm_backward(dy, cache)
+        return dx
+    dx, grads[name + ".weight"], db = layernorm_backward(dy, cache)
+    if db is not None:
+        grads[name + ".bias"] = db
+    return dx
+
+
+def mlp_forward(x, params, name, cfg):
+    args = (params[name + ".c_fc.weight"], params.get(name + ".c_fc.bias"),
+            params[name + ".c_proj.weight"], params.get(name + ".c_proj.bias"))
+    if cfg.mlp == "swiglu":
+        return swiglu_forward(x, *args)
+    return gelu_mlp_forward(x, *args, gelu=cfg.gelu)
+
+
+def _put(grads, name, dw, db):
+    grads[name + ".weight"] = dw
+    if db is not None:
+        grads[name + ".bias"] = db
+
+
+def mlp_backward(dy, cache, name, cfg, grads):
+    backward = swiglu_backward if cfg.mlp == "swiglu" else gelu_mlp_backward
+    dx, dw_fc, db_fc, dw_proj, db_proj = backward(dy, cache)
+    _put(grads, name + ".c_fc", dw_fc, db_fc)
+    _put(grads, name + ".c_proj", dw_proj, db_proj)
+    return dx
+
+
+# ----------------------------------------------------------------------------
+# the block
+
+class BlockCache(NamedTuple):
+    ln_1: tuple
+    attn: tuple
+    ln_2: tuple
+    mlp: tuple
+
+
+def block_forward(x, params, prefix, cfg, *, rope=None, mask=None, rng=None, training=False):
+    """One block: (B, T, C) -> (B, T, C). ``prefix`` is e.g. "h.3."."""
+    h, ln_1 = norm_forward(x, params, prefix + "ln_1", cfg)
+    a, attn = mha_forward(
+        h, params[prefix + "attn.c_attn.weight"], params.get(prefix + "attn.c_attn.bias"),
+        params[prefix + "attn.c_proj.weight"], params.get(prefix + "attn.c_proj.bias"),
+        n_head=cfg.n_head, n_kv_head=cfg.n_kv_head, causal=cfg.causal, mask=mask, rope=rope,
+        dropout=cfg.dropout, rng=rng, training=training)
+    x = x + a                                   # residual 1 (a new array: the caller's x is kept)
+    h, ln_2 = norm_forward(x, params, prefix + "ln_2", cfg)
+    m, mlp = mlp_forward(h, params, prefix + "mlp", cfg)
+    x += m                                      # residual 2
+    return x, BlockCache(ln_1, attn, ln_2, mlp)
+
+
+def block_backward(dx, cache, prefix, cfg, grads):
+    """forward was x1 = x + attn(ln_1(x)); x2 = x1 + mlp(ln_2(x1)), so the gradient of the stream
+    goes straight through each "+" and each branch adds its contribution. Returns dx."""
+    dh = mlp_backward(dx, cache.mlp, prefix + "mlp", cfg, grads)
+    dx = dx + norm_backward(dh, cache.ln_2, prefix + "ln_2", cfg, grads)
+    dh, dw_attn, db_attn, dw_proj, db_proj = mha_backward(dx, cache.attn)
+    _put(grads, prefix + "attn.c_attn", dw_attn, db_attn)
+    _put(grads, prefix + "attn.c_proj", dw_proj, db_proj)
+    dx += norm_backward(dh, cache.ln_1, prefix + "ln_1", cfg, grads)
+    return dx

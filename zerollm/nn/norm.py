@@ -1,0 +1,75 @@
+"""LayerNorm (Ba et al. 2016, GPT-2) and RMSNorm (Zhang & Sennrich 2019, Llama).
+
+Both normalise each token's C numbers on their own; shapes (..., C) in and out.
+"""
+
+from typing import NamedTuple
+
+import numpy as np
+
+
+class NormCache(NamedTuple):
+    xhat: np.ndarray    # (..., C) the normalised input
+    rstd: np.ndarray    # (..., 1) 1 / standard deviation (or 1 / rms)
+    w: np.ndarray       # (C,) gain
+    has_bias: bool
+
+
+# ----------------------------------------------------------------------------
+# LayerNorm
+
+def layernorm_forward(x, w, b=None, eps=1e-5):
+    """y = (x - mean) / sqrt(var + eps) * w + b, statistics over the last dim (biased variance)."""
+    mean = x.mean(axis=-1, keepdims=True)                    # (..., 1)
+    xc = x - mean                                            # (..., C)
+    var = np.mean(xc * xc, axis=-1, keepdims=True)           # (..., 1)
+    rstd = 1.0 / np.sqrt(var + eps)                          # (..., 1)
+    xhat = xc * rstd                                         # (..., C)
+    y = xhat * w
+    if b is not None:
+        y += b
+    return y, NormCache(xhat, rstd, w, b is not None)
+
+
+def layernorm_backward(dy, cache):
+    """forward was xhat = (x - mean) * rstd, y = xhat * w + b, so:
+        dw = sum dy * xhat,  db = sum dy          (over every token)
+        dxhat = dy * w
+        dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat))
+    The two mean terms are the paths through mean and var: shifting all of x changes nothing,
+    and scaling x along xhat changes nothing either, so those components are projected out.
+    """
+    xhat, rstd, w = cache.xhat, cache.rstd, cache.w
+    C = xhat.shape[-1]
+    dy2, xhat2 = dy.reshape(-1, C), xhat.reshape(-1, C)
+    dw = np.einsum("nc,nc->c", dy2, xhat2)
+    db = dy2.sum(axis=0) if cache.has_bias else None
+    dxhat = dy * w
+    dx = dxhat - dxhat.mean(axis=-1, keepdims=True) - xhat * np.mean(dxhat * xhat, axis=-1, keepdims=True)
+    dx *= rstd
+    return dx, dw, db
+
+
+# ----------------------------------------------------------------------------
+# RMSNorm: no centring, no bias, one statistic
+
+def rmsnorm_forward(x, w, eps=1e-5):
+    """y = x / sqrt(mean(x^2) + eps) * w."""
+    rstd = 1.0 / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps)   # (..., 1)
+    xhat = x * rstd                                                       # (..., C)
+    return xhat * w, NormCache(xhat, rstd, w, False)
+
+
+def rmsnorm_backward(dy, cache):
+    """forward was xhat = x * rstd, rstd = (mean(x^2) + eps)^-1/2, y = xhat * w, so:
+        dw = sum dy * xhat
+        dx = rstd * (dxhat - xhat * mean(dxhat * xhat)),  dxhat = dy * w
+    (LayerNorm's formula without the mean-shift term.)
+    """
+    xhat, rstd, w = cache.xhat, cache.rstd, cache.w
+    C = xhat.shape[-1]
+    dw = np.einsum("nc,nc->c", dy.reshape(-1, C), xhat.reshape(-1, C))
+    dxhat = dy * w
+    dx = dxhat - xhat * np.mean(dxhat * xhat, axis=-1, keepdims=True)
+    dx *= rstd
+    return dx, dw

@@ -17,6 +17,8 @@ from zerollm.errors import ZeroLLMError
 COMMANDS = {
     "attention": ("zerollm.teach.attention_walkthrough",
                   "self-attention by hand, every step printed (the course's seed example)"),
+    "gradcheck": ("zerollm.teach.gradcheck_cmd",
+                  "check every layer's hand-written backward against finite differences"),
 }
 
 

@@ -232,6 +232,21 @@ class GPT:
         self.grads = {name: grads[name] for name in self.params}       # parameter order
         return self.grads
 
+    def attention_weights(self):
+        """The attention weights of the last forward, one (B, nh, T, Tk) array per layer.
+
+        Row t of head h is how much position t looked at each earlier position (what ``zerollm
+        heads`` draws). Available until backward() frees the activations.
+        """
+        if self._cache is None:
+            raise ZeroLLMError("run forward() first: attention weights come from the last forward pass")
+        maps = []
+        for c in self._cache["blocks"]:
+            att = c.attn.sdpa.att                                   # (B, nkv, g, T, Tk)
+            B, nkv, g, T, Tk = att.shape
+            maps.append(att.reshape(B, nkv * g, T, Tk))             # head j = kv * g + i
+        return maps
+
     # ------------------------------------------------------------------
     def state_dict(self):
         """name -> array, Hugging Face GPT-2 names and layouts. The arrays are the live parameters."""

@@ -11,6 +11,7 @@ Parameters are read from the model's flat dict by their Hugging Face GPT-2 names
 from typing import NamedTuple
 
 from zerollm.nn.attention import mha_backward, mha_forward
+from zerollm.nn.dropout import dropout_backward, dropout_forward
 from zerollm.nn.mlp import gelu_mlp_backward, gelu_mlp_forward, swiglu_backward, swiglu_forward
 from zerollm.nn.norm import layernorm_backward, layernorm_forward, rmsnorm_backward, rmsnorm_forward
 
@@ -67,27 +68,29 @@ class BlockCache(NamedTuple):
     attn: tuple
     ln_2: tuple
     mlp: tuple
+    drop: tuple      # residual dropout after the MLP (the attention's is inside mha)
 
 
-def block_forward(x, params, prefix, cfg, *, rope=None, mask=None, rng=None, training=False):
-    """One block: (B, T, C) -> (B, T, C). ``prefix`` is e.g. "h.3."."""
+def block_forward(x, params, prefix, cfg, *, rope=None, mask=None, rng=None, training=False, kv=None, layer=0):
+    """One block: (B, T, C) -> (B, T, C). ``prefix`` is e.g. "h.3."; kv/layer: see mha_forward."""
     h, ln_1 = norm_forward(x, params, prefix + "ln_1", cfg)
     a, attn = mha_forward(
         h, params[prefix + "attn.c_attn.weight"], params.get(prefix + "attn.c_attn.bias"),
         params[prefix + "attn.c_proj.weight"], params.get(prefix + "attn.c_proj.bias"),
         n_head=cfg.n_head, n_kv_head=cfg.n_kv_head, causal=cfg.causal, mask=mask, rope=rope,
-        dropout=cfg.dropout, rng=rng, training=training)
+        dropout=cfg.dropout, rng=rng, training=training, kv=kv, layer=layer)
     x = x + a                                   # residual 1 (a new array: the caller's x is kept)
     h, ln_2 = norm_forward(x, params, prefix + "ln_2", cfg)
     m, mlp = mlp_forward(h, params, prefix + "mlp", cfg)
+    m, drop = dropout_forward(m, cfg.dropout, rng, training)
     x += m                                      # residual 2
-    return x, BlockCache(ln_1, attn, ln_2, mlp)
+    return x, BlockCache(ln_1, attn, ln_2, mlp, drop)
 
 
 def block_backward(dx, cache, prefix, cfg, grads):
     """forward was x1 = x + attn(ln_1(x)); x2 = x1 + mlp(ln_2(x1)), so the gradient of the stream
     goes straight through each "+" and each branch adds its contribution. Returns dx."""
-    dh = mlp_backward(dx, cache.mlp, prefix + "mlp", cfg, grads)
+    dh = mlp_backward(dropout_backward(dx, cache.drop), cache.mlp, prefix + "mlp", cfg, grads)
     dx = dx + norm_backward(dh, cache.ln_2, prefix + "ln_2", cfg, grads)
     dh, dw_attn, db_attn, dw_proj, db_proj = mha_backward(dx, cache.attn)
     _put(grads, prefix + "attn.c_attn", dw_attn, db_attn)

@@ -1,0 +1,202 @@
+"""Hugging Face twins of a zerollm model: the same weights in GPT2LMHeadModel / LlamaForCausalLM.
+
+A test helper: tests/test_torch_ref.py uses it to prove zerollm.torch_ref right against transformers.
+"""
+
+import functools
+import types
+from contextlib import contextmanager
+
+import numpy as np
+import torch
+
+from zerollm.config import GPTConfig
+from zerollm.errors import ZeroLLMError
+from zerollm.torch_ref import param_shapes
+
+# ----------------------------------------------------------------------------
+# Hugging Face twins: the same weights in GPT2LMHeadModel / LlamaForCausalLM (float64, eager attention)
+
+def _require(config, family, **needed):
+    wrong = [f"{key}={getattr(config, key)!r} (needs {value!r})"
+             for key, value in needed.items() if getattr(config, key) != value]
+    if wrong:
+        raise ZeroLLMError(f"{family} cannot express this config: {', '.join(wrong)}")
+
+
+def gpt2_kwargs(config: GPTConfig) -> dict:
+    """GPT2Config arguments for a GPTConfig (layernorm, learned positions, GELU MLP, causal)."""
+    _require(config, "GPT-2", norm="layernorm", pos="learned", mlp="gelu", causal=True)
+    return dict(vocab_size=config.vocab_size, n_positions=config.block_size, n_embd=config.n_embd,
+                n_layer=config.n_layer, n_head=config.n_head, n_inner=config.n_inner,
+                activation_function="gelu_new" if config.gelu == "tanh" else "gelu",
+                layer_norm_epsilon=config.norm_eps, tie_word_embeddings=config.tie_embeddings,
+                resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, bos_token_id=None, eos_token_id=None)
+
+
+def llama_kwargs(config: GPTConfig) -> dict:
+    """LlamaConfig arguments for a GPTConfig (rmsnorm, RoPE, SwiGLU, causal)."""
+    _require(config, "Llama", norm="rmsnorm", pos="rope", mlp="swiglu", causal=True)
+    return dict(vocab_size=config.vocab_size, max_position_embeddings=config.block_size,
+                hidden_size=config.n_embd, intermediate_size=config.n_inner,
+                num_hidden_layers=config.n_layer, num_attention_heads=config.n_head,
+                num_key_value_heads=config.n_kv_head, head_dim=config.head_size, hidden_act="silu",
+                rms_norm_eps=config.norm_eps, tie_word_embeddings=config.tie_embeddings,
+                rope_parameters={"rope_type": "default", "rope_theta": config.rope_theta},  # transformers 5
+                rope_theta=config.rope_theta,                                               # transformers 4
+                attention_bias=config.bias, mlp_bias=config.bias, attention_dropout=0.0,
+                bos_token_id=None, eos_token_id=None, pad_token_id=None)
+
+
+# ----------------------------------------------------------------------------
+# name maps: each of our parameters is one HF tensor, or several side by side
+# (c_attn = [q | k | v], c_fc = [gate | up])
+
+_TABLES = ("wte.weight", "wpe.weight", "lm_head.weight")    # (rows, C) in both layouts, never transposed
+
+
+def gpt2_pieces(config):
+    """{our name: [(HF name, width)]}: GPT-2 keeps our layout; only a "transformer." prefix is added."""
+    pieces = {name: [("transformer." + name, shape[-1])] for name, shape in param_shapes(config).items()}
+    if not config.tie_embeddings:
+        pieces["lm_head.weight"] = [("lm_head.weight", config.n_embd)]
+    return pieces
+
+
+def llama_pieces(config):
+    """{our name: [(HF name, width)]}: the HF pieces sit side by side, in order, along our last axis."""
+    C, H, hs = config.n_embd, config.n_inner, config.head_size
+    q, kv = config.n_head * hs, config.n_kv_head * hs
+    pieces = {"wte.weight": [("model.embed_tokens.weight", C)], "ln_f.weight": [("model.norm.weight", C)],
+              "lm_head.weight": [("lm_head.weight", C)]}
+    for i in range(config.n_layer):
+        layer = {"ln_1": [("input_layernorm", C)], "ln_2": [("post_attention_layernorm", C)],
+                 "attn.c_attn": [("self_attn.q_proj", q), ("self_attn.k_proj", kv),
+                                 ("self_attn.v_proj", kv)],
+                 "attn.c_proj": [("self_attn.o_proj", C)],
+                 "mlp.c_fc": [("mlp.gate_proj", H), ("mlp.up_proj", H)],
+                 "mlp.c_proj": [("mlp.down_proj", C)]}
+        for ours, theirs in layer.items():
+            for kind in ("weight", "bias"):
+                pieces[f"h.{i}.{ours}.{kind}"] = [(f"model.layers.{i}.{name}.{kind}", width)
+                                                  for name, width in theirs]
+    return {name: pieces[name] for name in param_shapes(config)}   # only what this config has
+
+
+def _transposed(name, value, out_in):
+    # nn.Linear stores (out, in); our matrices and GPT-2's Conv1D store (in, out)
+    return value.T if out_in and value.ndim == 2 and name not in _TABLES else value
+
+
+def to_hf_arrays(state, pieces, out_in):
+    """Our arrays -> HF arrays: split along our last axis, then transpose matrices for nn.Linear."""
+    hf = {}
+    for name, parts in pieces.items():
+        cuts = np.cumsum([width for _, width in parts])[:-1]
+        for (hf_name, _), piece in zip(parts, np.split(np.asarray(state[name]), cuts, axis=-1)):
+            hf[hf_name] = _transposed(name, piece, out_in)
+    return hf
+
+
+def from_hf_arrays(hf, pieces, out_in):
+    """HF arrays -> ours (the inverse of ``to_hf_arrays``); works for weights and for gradients."""
+    return {name: np.concatenate([_transposed(name, np.asarray(hf[n]), out_in) for n, _ in parts], axis=-1)
+            for name, parts in pieces.items()}
+
+
+# ----------------------------------------------------------------------------
+# building the HF models
+
+@contextmanager
+def _llama_in_float64():
+    """Run HF Llama's own code with its float32 casts turned into float64.
+
+    modeling_llama computes RMSNorm, the attention softmax and the RoPE angles in float32 on purpose
+    (safe bf16 training). That caps agreement near 1e-7, too coarse to prove a layout. Inside this
+    context the names ``torch.float32`` and ``torch.float`` in that one module mean float64; every
+    formula stays HF's.
+    """
+    from transformers.models.llama import modeling_llama
+    real = modeling_llama.torch
+    fake = types.ModuleType("torch")
+    fake.__dict__.update(real.__dict__)
+    fake.float32 = fake.float = torch.float64
+    modeling_llama.torch = fake
+    try:
+        yield
+    finally:
+        modeling_llama.torch = real
+
+
+def _load(model, arrays, zero_biases=False):
+    """Copy arrays into every entry of ``model.state_dict()``; absent biases become zeros if allowed."""
+    tensors = {}
+    for name, current in model.state_dict().items():
+        if name in arrays:
+            value = torch.tensor(np.asarray(arrays[name]), dtype=torch.float64)
+        elif zero_biases and name.endswith(".bias"):
+            value = torch.zeros_like(current)
+        else:
+            raise ZeroLLMError(f"no weights for HF parameter {name}")
+        if value.shape != current.shape:
+            raise ZeroLLMError(f"{name}: got shape {tuple(value.shape)}, HF expects {tuple(current.shape)}")
+        tensors[name] = value
+    model.load_state_dict(tensors, strict=True)
+    return model
+
+
+def to_hf_gpt2(state, config):
+    """A float64 ``GPT2LMHeadModel`` (eager attention, eval mode) holding ``state``.
+
+    With bias=False its (always present) biases are zeros, which computes exactly our bias-free model.
+    """
+    from transformers import GPT2Config, GPT2LMHeadModel
+    hf_config = GPT2Config(**gpt2_kwargs(config), attn_implementation="eager")
+    model = GPT2LMHeadModel(hf_config).to(torch.float64).eval()
+    arrays = to_hf_arrays(state, gpt2_pieces(config), out_in=False)
+    if config.tie_embeddings:
+        arrays["lm_head.weight"] = arrays["transformer.wte.weight"]   # one shared tensor in HF
+    return _load(model, arrays, zero_biases=not config.bias)
+
+
+def to_hf_llama(state, config):
+    """A float64 ``LlamaForCausalLM`` (eager attention, eval mode) holding ``state``.
+
+    Its forward runs inside ``_llama_in_float64``, so HF's float32 casts do not blur the comparison.
+    """
+    from transformers import LlamaConfig, LlamaForCausalLM
+    hf_config = LlamaConfig(**llama_kwargs(config), attn_implementation="eager")
+    with _llama_in_float64():
+        model = LlamaForCausalLM(hf_config)                  # RoPE inv_freq is computed here
+    model = model.to(torch.float64).eval()
+    arrays = to_hf_arrays(state, llama_pieces(config), out_in=True)
+    if config.tie_embeddings:
+        arrays["lm_head.weight"] = arrays["model.embed_tokens.weight"]
+    forward = model.forward
+
+    @functools.wraps(forward)
+    def forward_in_float64(*args, **kwargs):
+        with _llama_in_float64():
+            return forward(*args, **kwargs)
+
+    model.forward = forward_in_float64
+    return _load(model, arrays)
+
+
+def _hf_pieces(model, config):
+    if model.config.model_type == "llama":
+        return llama_pieces(config), True
+    return gpt2_pieces(config), False
+
+
+def hf_state_numpy(model, config):
+    """The HF model's weights, in our names and layout."""
+    arrays = {name: t.detach().numpy() for name, t in model.state_dict().items()}
+    return from_hf_arrays(arrays, *_hf_pieces(model, config))
+
+
+def hf_grads_numpy(model, config):
+    """The HF model's gradients (after backward), in our names and layout. Tied: the shared tensor's grad."""
+    params = model.state_dict(keep_vars=True)                # tied: both HF names, one Parameter
+    arrays = {name: p.grad.numpy() for name, p in params.items() if p.grad is not None}
+    return from_hf_arrays(arrays, *_hf_pieces(model, config))

@@ -142,43 +142,67 @@ class GPT:
         return self.params["wte.weight" if self.config.tie_embeddings else "lm_head.weight"]
 
     # ------------------------------------------------------------------
-    def _check_idx(self, idx, what="idx"):
+    def _check_idx(self, idx, offset):
         idx = np.asarray(idx)
         if idx.ndim == 1:
             idx = idx[None]                              # (T,) -> (1, T)
-        if idx.ndim != 2 or not np.issubdtype(idx.dtype, np.integer):
-            raise ZeroLLMError(f"{what} must be integer token ids of shape (B, T); got {idx.dtype} {idx.shape}")
-        T, V = idx.shape[1], self.config.vocab_size
-        if not 0 < T <= self.config.block_size:
-            raise ZeroLLMError(f"sequence length {T} must be between 1 and block_size={self.config.block_size}; "
+        if idx.ndim != 2 or idx.shape[1] == 0 or not np.issubdtype(idx.dtype, np.integer):
+            raise ZeroLLMError(f"idx must be integer token ids of shape (B, T) with T >= 1; "
+                               f"got {idx.dtype} {idx.shape}")
+        cfg, T = self.config, idx.shape[1]
+        # learned positions stop at block_size; sinusoidal/RoPE positions can go on with a KV cache
+        limit_applies = offset == 0 or cfg.pos == "learned"
+        if limit_applies and offset + T > cfg.block_size:
+            raise ZeroLLMError(f"positions {offset}..{offset + T - 1} go past block_size={cfg.block_size}; "
                                "crop the input to the last block_size tokens")
-        return idx, V
-
-    def forward(self, idx, targets=None):
-        """idx (B, T) ints -> (logits (B, T, V), loss or None). Keeps what backward() needs."""
-        cfg, p = self.config, self.params
-        idx, V = self._check_idx(idx)
+        V = cfg.vocab_size
         if idx.min() < 0 or idx.max() >= V:
             raise ZeroLLMError(f"token ids must be in [0, {V}); got min {idx.min()}, max {idx.max()}")
+        return idx
+
+    def _positions(self, offset, T):
+        """Position information for positions offset .. offset+T-1 (None for learned positions)."""
+        cfg, tables = self.config, self._pos_tables
+        inside = offset + T <= cfg.block_size
+        if cfg.pos == "sinusoidal":
+            return tables[offset:offset + T] if inside else sinusoidal_positions(T, cfg.n_embd, offset, self.dtype)
+        if cfg.pos == "rope":
+            if inside:
+                return tables[0][offset:offset + T], tables[1][offset:offset + T]   # (T, hs) each
+            return rope_tables(T, cfg.head_size, cfg.rope_theta, offset, self.dtype)
+        return None
+
+    def forward(self, idx, targets=None, *, kv_cache=None, mask=None):
+        """idx (B, T) ints -> (logits (B, T, V), loss or None).
+
+        Without a cache, keeps what backward() needs. ``kv_cache`` (zerollm.kvcache.KVCache): idx are
+        the tokens that follow what the cache holds; inference only. ``mask``: bool (T, T) or
+        (B, T, T), True = hidden, on top of the causal mask (padding, a sliding window).
+        """
+        cfg, p = self.config, self.params
+        offset = 0 if kv_cache is None else kv_cache.pos
+        idx = self._check_idx(idx, offset)
         B, T = idx.shape
+        training = self.training and kv_cache is None
 
         # 1. token embeddings plus positions
         x, emb = embedding_forward(idx, p["wte.weight"])                # (B, T) -> (B, T, C)
+        pos = self._positions(offset, T)
+        rope = pos if cfg.pos == "rope" else None
         if cfg.pos == "learned":
-            x += p["wpe.weight"][:T]                                    # (T, C) broadcast over B
+            x += p["wpe.weight"][offset:offset + T]                     # (T, C) broadcast over B
         elif cfg.pos == "sinusoidal":
-            x += self._pos_tables[:T]
-        rope = None
-        if cfg.pos == "rope":
-            cos, sin = self._pos_tables
-            rope = (cos[:T], sin[:T])                                   # (T, hs) each
-        x, drop = dropout_forward(x, cfg.dropout, self.rng, self.training)
+            x += pos
+        x, drop = dropout_forward(x, cfg.dropout, self.rng, training)
 
         # 2. the blocks
         blocks = []
         for i in range(cfg.n_layer):
-            x, c = block_forward(x, p, f"h.{i}.", cfg, rope=rope, rng=self.rng, training=self.training)
+            x, c = block_forward(x, p, f"h.{i}.", cfg, rope=rope, mask=mask, rng=self.rng,
+                                 training=training, kv=kv_cache, layer=i)
             blocks.append(c)
+        if kv_cache is not None:
+            kv_cache.advance(T)
 
         # 3. final norm and the head: logits = x W^T
         x, ln_f = norm_forward(x, p, "ln_f", cfg)                       # (B, T, C)
@@ -191,6 +215,8 @@ class GPT:
                 raise ZeroLLMError(f"targets must have the shape of idx {idx.shape}; got {targets.shape}")
             loss, ce = cross_entropy_forward(logits, targets)
         self._cache = dict(emb=emb, T=T, drop=drop, blocks=blocks, ln_f=ln_f, x_f=x, ce=ce)
+        if kv_cache is not None:
+            self._cache["ce"] = None                  # a cached (inference) pass has no backward
         return logits, loss
 
     def backward(self):

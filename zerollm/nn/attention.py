@@ -111,11 +111,13 @@ class MHACache(NamedTuple):
 
 
 def mha_forward(x, w_attn, b_attn, w_proj, b_proj, *, n_head, n_kv_head, causal=True, mask=None,
-                rope=None, dropout=0.0, rng=None, training=False):
+                rope=None, dropout=0.0, rng=None, training=False, kv=None, layer=0):
     """Multi-head self-attention: x (B, T, C) -> (B, T, C).
 
     rope: optional (cos, sin) tables of shape (T, hs) for these positions.
     mask: optional bool (B, T, T) or (T, T), True = hidden (e.g. padding), on top of causal.
+    kv: optional KVCache (zerollm.kvcache): the new keys/values are stored in it, the queries attend
+        to everything it holds, and its own mask (causal + window rule) replaces ``causal``.
     """
     qkv, attn = linear_forward(x, w_attn, b_attn)          # (B, T, C) -> (B, T, (nh + 2 nkv) hs)
     q, k, v = split_qkv(qkv, n_head, n_kv_head)            # (B,nkv,g,T,hs), (B,nkv,1,T,hs) x2
@@ -123,6 +125,9 @@ def mha_forward(x, w_attn, b_attn, w_proj, b_proj, *, n_head, n_kv_head, causal=
     if rope is not None:
         q, rope_q = rope_forward(q, *rope)
         k, rope_k = rope_forward(k, *rope)
+    if kv is not None:
+        k, v, mask = kv.update(layer, k, v)                # (B,nkv,1,Tk,hs) x2, (T, Tk)
+        causal = False                                     # the cache's mask already hides the future
     if mask is not None and mask.ndim == 3:
         mask = mask[:, None, None]                         # (B, T, Tk) -> (B, 1, 1, T, Tk)
     y, sd = sdpa_forward(q, k, v, causal=causal, mask=mask, dropout=dropout, rng=rng, training=training)

@@ -301,3 +301,18 @@ def _load_optimizer(path):
             raise ZeroLLMError(f"{path}: unexpected tensor {key!r}; optimizer tensors are m.* and v.*")
         state[which][name] = a
     return state
+
+
+# ----------------------------------------------------------------------------
+# a trained model, ready to use
+
+def load_model(path):
+    """(GPT in eval mode, tokenizer or None, Checkpoint) from a run directory or a step directory."""
+    from zerollm.config import GPTConfig
+    from zerollm.model import GPT
+    from zerollm.tokenizers import load_tokenizer
+    ckpt = load_checkpoint(path, optimizer=False)
+    model = GPT(GPTConfig.from_dict(ckpt.model_config))
+    model.load_state_dict(ckpt.params)
+    tokenizer = load_tokenizer(ckpt.tokenizer_path) if ckpt.tokenizer_path else None
+    return model.eval(), tokenizer, ckpt

@@ -9,6 +9,7 @@ import argparse
 import importlib
 import os
 import sys
+import warnings
 
 from zerollm import __version__
 from zerollm.errors import ZeroLLMError
@@ -17,8 +18,21 @@ from zerollm.errors import ZeroLLMError
 COMMANDS = {
     "attention": ("zerollm.teach.attention_walkthrough",
                   "self-attention by hand, every step printed (the course's seed example)"),
+    "download": ("zerollm.download",
+                 "fetch a public corpus (tiny Shakespeare) into the cache, verified; prints its path"),
+    "prepare": ("zerollm.data",
+                "tokenize a text file (byte, char or BPE) into train.bin/val.bin + tokenizer.json"),
+    "train": ("zerollm.commands.train", "train a GPT on a text file, with crash-safe checkpoints"),
+    "sample": ("zerollm.commands.sample", "generate text from a trained checkpoint or a Hugging Face model"),
+    "eval": ("zerollm.commands.evaluate", "the loss of a checkpoint on a text file"),
+    "convert": ("zerollm.commands.convert",
+                "Hugging Face GPT-2/Llama directory <-> zerollm model directory (safetensors only)"),
     "gradcheck": ("zerollm.teach.gradcheck_cmd",
                   "check every layer's hand-written backward against finite differences"),
+    "shapes": ("zerollm.teach.shapes",
+               "multi-head attention shape by shape: every matmul's shapes, FLOPs, memory, GQA savings"),
+    "heads": ("zerollm.teach.heads",
+              "draw every layer's and head's attention weights as a grid of heat maps (PNG)"),
 }
 
 
@@ -45,6 +59,15 @@ def _one_line(message):
     return " ".join(str(message).split())
 
 
+def _one_line_warnings(prog):
+    """Warnings (e.g. "prompt truncated") as one plain line on stderr, without file/line noise.
+    Returns the previous handler so main() can put it back."""
+    def show(message, category, filename, lineno, file=None, line=None):
+        print(f"{prog}: warning: {_one_line(message)}", file=sys.stderr)
+    old, warnings.showwarning = warnings.showwarning, show
+    return old
+
+
 def main(argv=None):
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -52,6 +75,7 @@ def main(argv=None):
         parser.print_help()
         return 0
     prog = f"zerollm {args.command}"
+    old_showwarning = _one_line_warnings(prog)
     try:
         return args._module.run(args) or 0
     except ZeroLLMError as err:
@@ -68,3 +92,5 @@ def main(argv=None):
     except KeyboardInterrupt:
         print(f"{prog}: interrupted", file=sys.stderr)
         return 130
+    finally:
+        warnings.showwarning = old_showwarning

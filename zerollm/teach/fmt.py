@@ -1,4 +1,6 @@
-"""Printing helpers shared by the walkthroughs: matrices, rules, JSON-safe arrays."""
+"""Printing helpers shared by the walkthroughs: matrices, rules, aligned columns, JSON-safe arrays."""
+
+import unicodedata
 
 import numpy as np
 
@@ -22,6 +24,25 @@ def number(x, precision):
 
 def vector(a, precision):
     return "[" + ", ".join(number(x, precision) for x in np.asarray(a).ravel()) + "]"
+
+
+def display_width(text):
+    """Columns ``text`` takes in a terminal: CJK characters are two columns wide, others one.
+
+    >>> display_width("abc"), display_width("乘加次数")
+    (3, 8)
+    """
+    return sum(2 if unicodedata.east_asian_width(ch) in ("W", "F") else 1 for ch in text)
+
+
+def pad(text, width, align="<"):
+    """``text`` padded with spaces to ``width`` terminal columns (``str.ljust`` counts CJK as 1).
+
+    >>> pad("头", 4) + "|", pad("ab", 4, ">") + "|"
+    ('头  |', '  ab|')
+    """
+    fill = " " * max(width - display_width(text), 0)
+    return fill + text if align == ">" else text + fill
 
 
 def heading(title):

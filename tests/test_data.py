@@ -1,0 +1,334 @@
+"""Data preparation, loading, batches, and `zerollm prepare` / `zerollm download` (against a
+local HTTP server only; the internet is never touched)."""
+
+import hashlib
+import http.server
+import json
+import threading
+from functools import partial
+
+import numpy as np
+import pytest
+
+from zerollm import data as data_mod
+from zerollm import download as dl
+from zerollm.cli import main
+from zerollm.data import get_batch, load_prepared, prepare, token_dtype
+from zerollm.errors import ZeroLLMError
+
+SHAKESPEARE_SHA = "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed"
+
+
+def run_cli(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def assert_one_line_error(code, err, command, fragment):
+    assert code == 1
+    assert err.count("\n") == 1 and err.startswith(f"zerollm {command}: error:")
+    assert "Traceback" not in err
+    assert fragment in err, err
+
+
+# ----------------------------------------------------------------------------
+# prepare + load_prepared
+
+@pytest.mark.parametrize("kind", ["byte", "char"])
+@pytest.mark.parametrize("corpus", ["shakespeare_path", "tang_path"])
+def test_prepare_whole_corpus(request, tmp_path, kind, corpus):
+    path = request.getfixturevalue(corpus)
+    text = path.read_text(encoding="utf-8")
+    meta = prepare(path, tmp_path / "out", kind)
+    n = meta["train_tokens"] + meta["val_tokens"]
+    assert n == (len(text.encode("utf-8")) if kind == "byte" else len(text))
+    assert meta["val_tokens"] == round(n * 0.1) and meta["dtype"] == "uint16"
+    assert meta["source"]["sha256"] == hashlib.sha256(path.read_bytes()).hexdigest()
+    assert meta["source"]["file"] == path.name
+    train, val, meta2, tok = load_prepared(tmp_path / "out")
+    assert meta2 == meta and isinstance(train, np.memmap) and train.dtype == np.dtype("<u2")
+    assert (tmp_path / "out" / "train.bin").stat().st_size == 2 * meta["train_tokens"]
+    assert tok.name == kind and tok.vocab_size == meta["vocab_size"]
+    ids = np.concatenate([train, val])
+    assert tok.decode(ids) == text                                 # nothing lost at the split
+    if kind == "char":
+        assert tok.decode(val[:12]) == text[-meta["val_tokens"]:][:12]   # val = the LAST 10%
+
+
+def test_prepare_bpe_on_a_slice(tmp_path, shakespeare_path):
+    text = shakespeare_path.read_text(encoding="utf-8")[:60_000] + "<|endoftext|>" + "中文也行。" * 30
+    src = tmp_path / "slice.txt"
+    src.write_text(text, encoding="utf-8")
+    meta = prepare(src, tmp_path / "out", "bpe", vocab_size=400, block_size=32, pattern="gpt2")
+    train, val, _, tok = load_prepared(tmp_path / "out")
+    assert meta["tokenizer"] == "bpe" and meta["vocab_size"] == tok.vocab_size == 400
+    ids = np.concatenate([train, val]).tolist()
+    assert tok.special_tokens["<|endoftext|>"] in ids              # recognised as a separator
+    assert tok.decode(ids) == text and len(ids) < 0.7 * len(text)
+
+
+@pytest.mark.parametrize("vocab_size, dtype", [(256, "uint16"), (65536, "uint16"), (65537, "uint32"),
+                                                (100_277, "uint32")])
+def test_token_dtype(vocab_size, dtype):
+    assert token_dtype(vocab_size) == dtype
+
+
+def test_more_than_65536_tokens_are_stored_as_uint32(tmp_path):
+    # 70,000 distinct characters (surrogates skipped) -> a char vocabulary too big for uint16
+    chars = [chr(c) for c in range(0x100, 0x100 + 72_100) if not 0xD800 <= c <= 0xDFFF][:70_000]
+    src = tmp_path / "wide.txt"
+    src.write_text("".join(chars), encoding="utf-8")
+    meta = prepare(src, tmp_path / "out", "char")
+    assert meta["vocab_size"] == 70_000 and meta["dtype"] == "uint32"
+    train, val, _, tok = load_prepared(tmp_path / "out")
+    assert train.dtype == np.dtype("<u4") and int(val.max()) == 69_999
+    assert (tmp_path / "out" / "val.bin").stat().st_size == 4 * meta["val_tokens"]
+    assert tok.decode(np.concatenate([train, val])) == "".join(chars)
+
+
+def test_written_files_are_little_endian_and_complete(tmp_path):
+    src = tmp_path / "t.txt"
+    src.write_text("abcdefgh" * 40, encoding="utf-8")
+    prepare(src, tmp_path / "out", "byte", block_size=8)
+    raw = (tmp_path / "out" / "train.bin").read_bytes()
+    assert raw[:4] == bytes([97, 0, 98, 0])                        # 'a', 'b' as <u2
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [
+        "meta.json", "tokenizer.json", "train.bin", "val.bin"]     # no temp files left behind
+
+
+# ----------------------------------------------------------------------------
+# get_batch
+
+@pytest.fixture
+def small_ids():
+    return (np.arange(1000) * 3).astype(np.uint16)       # the id at position i is 3 * i
+
+
+@pytest.mark.parametrize("B, T", [(1, 1), (4, 8), (16, 64), (3, 999)])
+def test_batch_shapes_and_shift(small_ids, B, T):
+    x, y = get_batch(small_ids, B, T, np.random.default_rng(0))
+    assert x.shape == y.shape == (B, T) and x.dtype == y.dtype == np.int64
+    np.testing.assert_array_equal(x[:, 1:], y[:, :-1])             # y is x shifted by one
+    starts = x[:, 0] // 3
+    assert starts.min() >= 0 and starts.max() + T < len(small_ids)  # y's last id exists
+    for b, s in enumerate(starts):                                  # each row is a real window
+        np.testing.assert_array_equal(x[b], small_ids[s:s + T])
+        np.testing.assert_array_equal(y[b], small_ids[s + 1:s + T + 1])
+
+
+def test_every_window_can_be_drawn():
+    x, y = get_batch(np.arange(5, dtype=np.uint16), 2000, 3, np.random.default_rng(0))
+    assert set(x[:, 0].tolist()) == {0, 1}                          # starts 0 and 1 only (5 = 1 + 3 + 1)
+    assert y.max() == 4
+
+
+def test_batches_depend_only_on_the_rng(small_ids):
+    a, b = np.random.default_rng(42), np.random.default_rng(42)
+    np.random.seed(0)
+    first = [get_batch(small_ids, 4, 16, a) for _ in range(3)]
+    np.random.seed(1)                                              # the global state plays no role
+    second = [get_batch(small_ids, 4, 16, b) for _ in range(3)]
+    for (x1, y1), (x2, y2) in zip(first, second):
+        np.testing.assert_array_equal(x1, x2)
+        np.testing.assert_array_equal(y1, y2)
+    assert not np.array_equal(first[0][0], first[1][0])            # the rng advances
+    other = get_batch(small_ids, 4, 16, np.random.default_rng(43))[0]
+    assert not np.array_equal(other, first[0][0])
+
+
+def test_batches_from_a_memmap(tmp_path, shakespeare_path):
+    prepare(shakespeare_path, tmp_path / "out", "char")
+    train, _, _, tok = load_prepared(tmp_path / "out")
+    x, y = get_batch(train, 2, 32, np.random.default_rng(0))
+    assert isinstance(x, np.ndarray) and not isinstance(x, np.memmap)
+    assert len(tok.decode(x[0])) == 32
+
+
+@pytest.mark.parametrize("B, T, fragment", [(0, 4, "batch_size"), (2, 1000, "needs 1001"),
+                                            (2, 2.5, "block_size"), (True, 4, "batch_size")])
+def test_bad_batch_arguments(small_ids, B, T, fragment):
+    with pytest.raises(ZeroLLMError, match=fragment):
+        get_batch(small_ids, B, T, np.random.default_rng(0))
+
+
+# ----------------------------------------------------------------------------
+# load_prepared errors
+
+@pytest.fixture
+def prepared(tmp_path):
+    src = tmp_path / "t.txt"
+    src.write_text("hello world, " * 100, encoding="utf-8")
+    prepare(src, tmp_path / "out", "char")
+    return tmp_path / "out"
+
+
+@pytest.mark.parametrize("damage, fragment", [
+    (lambda d: d.rename(d.parent / "gone"), "folder not found"),
+    (lambda d: (d / "meta.json").unlink(), "no meta.json"),
+    (lambda d: (d / "meta.json").write_text("{oops"), "not valid JSON"),
+    (lambda d: (d / "meta.json").write_text('{"format": "zerollm-data", "version": 9}'), "version 1"),
+    (lambda d: (d / "train.bin").write_bytes((d / "train.bin").read_bytes()[:-2]), "damaged"),
+    (lambda d: (d / "val.bin").unlink(), "missing"),
+    (lambda d: (d / "meta.json").write_text((d / "meta.json").read_text().replace(
+        '"train_tokens": ', '"train_tokens": -')), "bad token count"),
+    (lambda d: (d / "tokenizer.json").write_text(
+        json.dumps({"format": "zerollm-tokenizer", "version": 1, "type": "byte"})), "vocab_size 256"),
+])
+def test_load_prepared_errors(prepared, damage, fragment):
+    damage(prepared)
+    with pytest.raises(ZeroLLMError, match=fragment):
+        load_prepared(prepared)
+
+
+# ----------------------------------------------------------------------------
+# `zerollm prepare`
+
+def test_prepare_cli_default_out_dir(capsys, tmp_path, monkeypatch, shakespeare_path):
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run_cli(capsys, "prepare", "--data", str(shakespeare_path), "--tokenizer", "char")
+    assert code == 0 and err == ""
+    assert "vocab_size 65" in out and "1,115,394" in out
+    assert "data/tinyshakespeare-char" in out
+    meta = json.loads((tmp_path / "data" / "tinyshakespeare-char" / "meta.json").read_text())
+    assert meta["tokenizer"] == "char" and meta["block_size"] == 64
+
+
+def _write(tmp_path, name, content):
+    path = tmp_path / name
+    path.write_bytes(content if isinstance(content, bytes) else content.encode("utf-8"))
+    return str(path)
+
+
+@pytest.mark.parametrize("case, fragment", [
+    ("missing", "data file not found"),
+    ("empty", "is empty"),
+    ("not_utf8", "byte offset 6"),
+    ("too_small", "corpus too small"),
+    ("bpe_vocab_too_small", "vocab_size must be an integer >= 257"),
+    ("bpe_no_vocab", "needs a vocab_size"),
+    ("char_with_vocab", "drop --vocab-size"),
+    ("byte_with_vocab", "always has vocab_size 256"),
+    ("pattern_not_bpe", "--pattern only applies"),
+    ("val_fraction", "val_fraction must be between 0 and 1"),
+])
+def test_prepare_cli_errors(capsys, tmp_path, case, fragment):
+    good = _write(tmp_path, "good.txt", "some text to learn from. " * 20)
+    args = {
+        "missing": ["--data", str(tmp_path / "nope.txt")],
+        "empty": ["--data", _write(tmp_path, "empty.txt", "")],
+        "not_utf8": ["--data", _write(tmp_path, "gbk.txt", b"hello \xc4\xe3\xba\xc3")],
+        "too_small": ["--data", good, "--block-size", "64"],
+        "bpe_vocab_too_small": ["--data", good, "--tokenizer", "bpe", "--vocab-size", "100"],
+        "bpe_no_vocab": ["--data", good, "--tokenizer", "bpe"],
+        "char_with_vocab": ["--data", good, "--tokenizer", "char", "--vocab-size", "50"],
+        "byte_with_vocab": ["--data", good, "--vocab-size", "300"],
+        "pattern_not_bpe": ["--data", good, "--pattern", "gpt2"],
+        "val_fraction": ["--data", good, "--val-fraction", "1.5"],
+    }[case]
+    code, out, err = run_cli(capsys, "prepare", *args, "--out", str(tmp_path / "out"))
+    assert_one_line_error(code, err, "prepare", fragment)
+    assert out == "" and not (tmp_path / "out" / "meta.json").exists()
+
+
+@pytest.mark.parametrize("args", [["--vocab-size", "many"], ["--block-size", "0"], ["--tokenizer", "word"]])
+def test_prepare_cli_usage_errors(capsys, tmp_path, args):
+    with pytest.raises(SystemExit) as exc:
+        main(["prepare", "--data", "x.txt", *args])
+    assert exc.value.code == 2 and capsys.readouterr().err.count("\n") == 1
+
+
+# ----------------------------------------------------------------------------
+# `zerollm download`, against a server on 127.0.0.1
+
+class QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def server(tmp_path, monkeypatch):
+    """Serves tmp_path/www at http://127.0.0.1:PORT/; yields (www folder, base url)."""
+    for var in ("http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"):
+        monkeypatch.delenv(var, raising=False)
+    www = tmp_path / "www"
+    www.mkdir()
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), partial(QuietHandler, directory=str(www)))
+    thread = threading.Thread(target=httpd.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    yield www, f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def test_download_with_url_then_skip(capsys, tmp_path, server):
+    www, base = server
+    (www / "input.txt").write_text("To be, or not to be", encoding="utf-8")
+    cache = tmp_path / "cache"
+    argv = ["download", "shakespeare", "--dir", str(cache), "--url", f"{base}/input.txt"]
+    code, out, err = run_cli(capsys, *argv)
+    assert code == 0 and out.strip() == str(cache / "tinyshakespeare.txt") and "downloaded" in err
+    assert (cache / "tinyshakespeare.txt").read_text(encoding="utf-8") == "To be, or not to be"
+    (www / "input.txt").unlink()                                   # present and valid: not fetched again
+    code, out, err = run_cli(capsys, *argv)
+    assert code == 0 and "already present" in err
+
+
+def test_default_url_is_verified(capsys, tmp_path, server, monkeypatch, shakespeare_path):
+    www, base = server
+    monkeypatch.setitem(dl.DATASETS["shakespeare"], "url", f"{base}/input.txt")
+    monkeypatch.setenv("ZEROLLM_CACHE", str(tmp_path / "cache"))
+    (www / "input.txt").write_text("not shakespeare", encoding="utf-8")
+    code, _, err = run_cli(capsys, "download", "shakespeare")
+    assert_one_line_error(code, err, "download", "checksum mismatch")
+    assert not any((tmp_path / "cache").iterdir())                 # nothing half-written left
+    (www / "input.txt").write_bytes(shakespeare_path.read_bytes())
+    code, out, _ = run_cli(capsys, "download", "shakespeare")
+    path = tmp_path / "cache" / "tinyshakespeare.txt"
+    assert code == 0 and out.strip() == str(path)
+    assert dl.sha256_of(path) == SHAKESPEARE_SHA
+    path.write_text("damaged")                                     # present but invalid: fetched again
+    assert run_cli(capsys, "download", "shakespeare")[0] == 0 and dl.sha256_of(path) == SHAKESPEARE_SHA
+
+
+@pytest.mark.parametrize("case, fragment", [
+    ("404", "HTTP 404"),
+    ("sha_mismatch", "checksum mismatch"),
+    ("refused", "could not download"),
+    ("scheme", "must start with http"),
+])
+def test_download_errors(capsys, tmp_path, server, case, fragment):
+    www, base = server
+    (www / "input.txt").write_text("some text", encoding="utf-8")
+    args = {"404": ["--url", f"{base}/missing.txt"],
+            "sha_mismatch": ["--url", f"{base}/input.txt", "--sha256", "0" * 64],
+            "refused": ["--url", "http://127.0.0.1:9/input.txt"],      # port 9 (discard): nothing listens
+            "scheme": ["--url", "ftp://example.com/input.txt"]}[case]
+    code, out, err = run_cli(capsys, "download", "shakespeare", "--dir", str(tmp_path / "c"), *args)
+    assert_one_line_error(code, err, "download", fragment)
+    assert out == "" and list((tmp_path / "c").iterdir()) == []
+
+
+def test_download_with_matching_sha256(capsys, tmp_path, server):
+    www, base = server
+    (www / "input.txt").write_bytes(b"abc")
+    code, _, _ = run_cli(capsys, "download", "shakespeare", "--dir", str(tmp_path / "c"),
+                         "--url", f"{base}/input.txt", "--sha256", hashlib.sha256(b"abc").hexdigest().upper())
+    assert code == 0 and (tmp_path / "c" / "tinyshakespeare.txt").read_bytes() == b"abc"
+
+
+@pytest.mark.parametrize("env, expected", [
+    ({"ZEROLLM_CACHE": "/z", "XDG_CACHE_HOME": "/x"}, "/z"),
+    ({"XDG_CACHE_HOME": "/x"}, "/x/zerollm"),
+])
+def test_cache_dir(env, expected):
+    assert str(dl.cache_dir(env)) == expected
+
+
+def test_cache_dir_default_is_in_home(monkeypatch, tmp_path):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert dl.cache_dir({}) == tmp_path / ".cache" / "zerollm"
+
+
+def test_module_docstrings_match_the_commands():
+    assert "zerollm prepare" in data_mod.__doc__ and "zerollm download" in dl.__doc__

@@ -1,0 +1,103 @@
+"""``zerollm sample``: generate text from a trained checkpoint, streamed as it is produced.
+
+    zerollm sample --ckpt runs/shakespeare --prompt "ROMEO:" --max-new-tokens 300 --temperature 0.8 --top-k 40
+"""
+
+import argparse
+import sys
+
+import numpy as np
+
+from zerollm.errors import ZeroLLMError
+from zerollm.threads import add_threads_argument, limit_threads
+
+
+def _positive_int(text):
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
+def add_arguments(p):
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("--ckpt", metavar="DIR", help="a training run directory (its latest checkpoint) or a step directory")
+    src.add_argument("--hf", metavar="DIR", help="a Hugging Face model directory (config.json + *.safetensors)")
+    p.add_argument("--prompt", default="\n", help="text to continue (default: a newline)")
+    p.add_argument("--max-new-tokens", type=_positive_int, default=200)
+    p.add_argument("--temperature", type=float, default=0.8, help="0 = greedy (default 0.8)")
+    p.add_argument("--top-k", type=_positive_int, default=None, help="sample only from the k most likely tokens")
+    p.add_argument("--top-p", type=float, default=None, help="nucleus sampling: the smallest set with probability >= p")
+    p.add_argument("--seed", type=int, default=None, help="random seed (default: different every run)")
+    p.add_argument("--num-samples", type=_positive_int, default=1)
+    p.add_argument("--window", type=_positive_int, default=None,
+                   help="sliding-window attention with a rolling KV cache of this many recent tokens")
+    p.add_argument("--sinks", type=int, default=0, help="with --window: the first N tokens stay visible (attention sinks)")
+    add_threads_argument(p)
+
+
+class StreamDecoder:
+    """Turns a growing list of ids into newly printable text. A byte-level token may end in the middle
+    of a UTF-8 character; such an unfinished tail decodes to U+FFFD and is held back until complete."""
+
+    def __init__(self, tokenizer, prompt_ids):
+        self.tok, self.ids = tokenizer, list(prompt_ids)
+        self.shown = len(tokenizer.decode(self.ids))
+
+    def push(self, token_id):
+        self.ids.append(int(token_id))
+        text = self.tok.decode(self.ids)
+        stable = len(text.rstrip("\ufffd"))
+        new, self.shown = text[self.shown:stable], max(self.shown, stable)
+        return new
+
+    def flush(self):
+        text = self.tok.decode(self.ids)
+        rest, self.shown = text[self.shown:], len(text)
+        return rest
+
+
+def load_source(args):
+    if args.hf:
+        from zerollm.hf import load, load_tokenizer_dir
+        return load(args.hf).eval(), load_tokenizer_dir(args.hf)
+    if not args.ckpt:
+        raise ZeroLLMError("give --ckpt DIR (a zerollm training run) or --hf DIR (a Hugging Face model)")
+    from zerollm.checkpoint import load_model
+    model, tok, _ = load_model(args.ckpt)
+    if tok is None:
+        raise ZeroLLMError(f"{args.ckpt} has no tokenizer.json, so text cannot be encoded")
+    return model, tok
+
+
+def run(args):
+    with limit_threads(args.threads):
+        return _run(args)
+
+
+def _run(args):
+    from zerollm.sample import check_sampling_args, generate
+    check_sampling_args(args.temperature, args.top_k, args.top_p)
+    if args.sinks < 0 or (args.sinks and args.window is None):
+        raise ZeroLLMError("--sinks needs --window and must be >= 0")
+    model, tok = load_source(args)
+    prompt = tok.encode(args.prompt)
+    if not prompt:
+        raise ZeroLLMError("the prompt encodes to no tokens; give a non-empty --prompt")
+    rng = np.random.default_rng(args.seed)
+    out = sys.stdout
+    for n in range(args.num_samples):
+        if n:
+            out.write("\n---------------\n")
+        stream = StreamDecoder(tok, prompt)
+        out.write(args.prompt)
+        for ids in generate(model, np.array([prompt]), args.max_new_tokens, temperature=args.temperature,
+                            top_k=args.top_k, top_p=args.top_p, rng=rng, window=args.window, sinks=args.sinks):
+            out.write(stream.push(ids[0]))
+            out.flush()
+        out.write(stream.flush() + "\n")
+        out.flush()
+    return 0

@@ -1,0 +1,148 @@
+"""``zerollm train``: train a GPT on a text file (or a prepared folder), with crash-safe checkpoints.
+
+    zerollm train --preset shakespeare-cpu --data shakespeare.txt --out runs/shakespeare
+    zerollm train --out runs/shakespeare --resume            # continue after a stop or a crash
+
+Every field of GPTConfig and TrainConfig is a flag (--n-layer, --lr, ...); booleans come in pairs
+(--bias/--no-bias). Precedence: the dataclass defaults, then --preset, then the flags you give.
+"""
+
+import argparse
+import dataclasses
+import os
+import sys
+import typing
+
+from zerollm.config import GPTConfig
+from zerollm.errors import ZeroLLMError
+from zerollm.threads import add_threads_argument, limit_threads
+from zerollm.train import (MODEL_FIELDS, PRESETS, JsonlLog, Trainer, TrainConfig, TrainingInterrupted,
+                           build_configs, configs_from_checkpoint, fit, plot_losses, resume_point)
+
+CHOICES = {"norm": ("layernorm", "rmsnorm"), "pos": ("learned", "sinusoidal", "rope"),
+           "mlp": ("gelu", "swiglu"), "gelu": ("tanh", "erf"), "attn_impl": ("naive", "flash"),
+           "dtype": ("float32", "float64"), "tokenizer": ("byte", "char", "bpe")}
+
+
+def _flag_type(field):
+    """int / float / str from the field's annotation (``int | None`` counts as int)."""
+    args = [a for a in typing.get_args(field.type) if a is not type(None)]
+    return args[0] if args else field.type
+
+
+def add_config_flags(parser, cls, skip=()):
+    """One flag per dataclass field; default None so that only the flags given override anything."""
+    group = parser.add_argument_group(f"{cls.__name__} fields")
+    for field in dataclasses.fields(cls):
+        if field.name in skip:
+            continue
+        flag = "--" + field.name.replace("_", "-")
+        kind = _flag_type(field)
+        default = field.default if field.default is not dataclasses.MISSING else None
+        if kind is bool:
+            group.add_argument(flag, dest=field.name, action=argparse.BooleanOptionalAction, default=None,
+                               help=f"(default {default})")
+        else:
+            group.add_argument(flag, dest=field.name, type=kind, choices=CHOICES.get(field.name), default=None,
+                               metavar=None if field.name in CHOICES else kind.__name__.upper(),
+                               help=f"(default {default})")
+
+
+def add_arguments(p):
+    p.add_argument("--data", metavar="FILE|DIR",
+                   help="a UTF-8 text file (prepared on the fly into OUT/data) or a folder from 'zerollm prepare'")
+    p.add_argument("--out", metavar="DIR", help="run directory: log.jsonl, checkpoints, loss.png "
+                   "(default: runs/<preset or 'run'>)")
+    p.add_argument("--preset", choices=sorted(PRESETS), help="a named configuration; flags override it")
+    p.add_argument("--resume", action="store_true", help="continue from the last checkpoint in --out")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar (e.g. in logs)")
+    add_threads_argument(p)
+    add_config_flags(p, GPTConfig, skip={"vocab_size"})
+    add_config_flags(p, TrainConfig)
+
+
+def _overrides(args):
+    names = MODEL_FIELDS | {f.name for f in dataclasses.fields(TrainConfig)}
+    return {name: getattr(args, name) for name in names if getattr(args, name, None) is not None}
+
+
+# ----------------------------------------------------------------------------
+# data
+
+def _prepared_dir(args, run_dir, tokenizer, vocab_size, block_size):
+    """The prepared-data folder to train on, preparing a text file into RUN/data when needed."""
+    from zerollm.data import prepare
+    if args.data is None:
+        if os.path.isfile(os.path.join(run_dir, "data", "meta.json")):
+            return os.path.join(run_dir, "data")
+        raise ZeroLLMError("give --data FILE (a text file) or --data DIR (from 'zerollm prepare')")
+    if os.path.isdir(args.data):
+        return args.data
+    if not os.path.isfile(args.data):
+        raise ZeroLLMError(f"--data: no such file or folder: {args.data}")
+    target = os.path.join(run_dir, "data")
+    print(f"preparing {args.data} with the {tokenizer} tokenizer into {target} ...", file=sys.stderr)
+    prepare(args.data, target, tokenizer=tokenizer, vocab_size=vocab_size, block_size=block_size)
+    return target
+
+
+def _load_data(folder, tokenizer_kind):
+    from zerollm.data import load_prepared
+    train, val, meta, tok = load_prepared(folder)
+    if meta["tokenizer"] != tokenizer_kind:
+        raise ZeroLLMError(f"{folder} was prepared with the {meta['tokenizer']} tokenizer but this run asks "
+                           f"for {tokenizer_kind}; pass --tokenizer {meta['tokenizer']} or prepare again")
+    return train, val, tok, os.path.join(folder, "tokenizer.json")
+
+
+# ----------------------------------------------------------------------------
+
+def run(args):
+    run_dir = args.out or os.path.join("runs", args.preset or "run")
+    overrides = _overrides(args)
+    if args.resume:
+        ckpt = resume_point(run_dir)
+        model_cfg, train_cfg, ignored = configs_from_checkpoint(ckpt, overrides)
+        if ignored:
+            print(f"note: on --resume the saved configuration is used; ignoring {', '.join(ignored)}",
+                  file=sys.stderr)
+        folder = _prepared_dir(args, run_dir, train_cfg.tokenizer, train_cfg.vocab_size, model_cfg.block_size)
+    else:
+        from zerollm.checkpoint import latest_checkpoint
+        if os.path.isdir(run_dir) and latest_checkpoint(run_dir):
+            raise ZeroLLMError(f"{run_dir} already holds a training run; continue it with --resume, "
+                               "or choose another --out")
+        model_cfg, train_cfg = build_configs(args.preset, overrides)     # validates before any work
+        folder = _prepared_dir(args, run_dir, train_cfg.tokenizer, train_cfg.vocab_size, model_cfg.block_size)
+    train, val, tok, tok_path = _load_data(folder, train_cfg.tokenizer)
+    if not args.resume:
+        model_cfg, train_cfg = build_configs(args.preset, overrides, vocab_size=tok.vocab_size)
+    trainer = Trainer(model_cfg, train_cfg, train, val)
+    if args.resume:
+        trainer.restore(ckpt)
+    os.makedirs(run_dir, exist_ok=True)
+    log_path = os.path.join(run_dir, "log.jsonl")
+    log = JsonlLog(log_path, keep_before=trainer.iter if args.resume else None)
+    print(f"model: {trainer.model.num_params():,} parameters ({model_cfg.n_layer} layers, {model_cfg.n_head} heads, "
+          f"{model_cfg.n_embd} dims, block {model_cfg.block_size}, vocab {model_cfg.vocab_size}); "
+          f"run dir: {run_dir}; starting at step {trainer.iter} of {train_cfg.max_iters}", file=sys.stderr)
+    try:
+        with limit_threads(args.threads):
+            best = fit(trainer, run_dir, tok, tok_path, log=log, progress=not args.no_progress)
+    except TrainingInterrupted as stop:
+        print(f"zerollm train: {stop}", file=sys.stderr)
+        return 130
+    finally:
+        log.close()
+    print(f"done: step {trainer.iter}, best val loss {best:.4f}; checkpoint in {run_dir}")
+    _maybe_plot(log_path, os.path.join(run_dir, "loss.png"))
+    return 0
+
+
+def _maybe_plot(log_path, png_path):
+    try:
+        plot_losses(log_path, png_path)
+    except ImportError:
+        print('loss curve skipped: matplotlib is not installed (pip install "zerollm[viz]")', file=sys.stderr)
+        return
+    print(f"loss curve: {png_path}")

@@ -1,0 +1,284 @@
+"""``zerollm heads``: every layer's and every head's attention weights as one grid of heat maps.
+
+    zerollm heads --text "To be, or not to be" --out heads.png
+    zerollm heads --random --seq 24 --n-layer 3 --n-head 6 --out heads.png
+
+Rows of the grid are layers, columns are heads; inside each square, row i is a query position
+and column j a key position, brightness the weight softmax gave it. The model is a randomly
+initialised GPT over bytes (vocab 256: each UTF-8 byte is one token), so its heads are nearly
+uniform over what they may see; the picture shows the masking, and how to read such plots.
+Weights come from ``GPT.attention_weights()`` after ``model.eval(); model.forward(idx)``.
+
+matplotlib is optional (``pip install "zerollm[viz]"``) and imported only when drawing.
+"""
+
+import os
+import unicodedata
+
+import numpy as np
+
+from zerollm.config import GPTConfig
+from zerollm.errors import ZeroLLMError
+from zerollm.fileio import atomic_write
+from zerollm.i18n import add_lang_argument, resolve_lang
+from zerollm.model import GPT
+
+MAX_TOKENS = 256       # longer inputs make panels whose cells are below one pixel
+MAX_PANELS = 144       # layers x heads; beyond that the grid is unreadable
+MAX_LABELLED = 40      # tokens: up to this many, every tick gets its character
+DEFAULT_RANDOM_T = 16
+MIDDLE_DOT = "·"       # label of the 2nd, 3rd, ... byte of a multi-byte character
+# substrings of font names that usually cover Chinese (verified against the font's charmap)
+CJK_FONT_HINTS = ("cjk", "han sans", "han serif", "wenquanyi", "simhei", "simsun", "yahei", "pingfang",
+                  "heiti", "songti", "hiragino sans gb", "droid sans fallback", "ar pl", "noto sans sc")
+
+TEXT = {
+    "wrote": {"zh": "已写入 {path}：{nl} 层 x {nh} 个头，{T} 个 token（{kind}）。",
+              "en": "Wrote {path}: {nl} layers x {nh} heads, {T} tokens ({kind})."},
+    "causal": {"zh": "因果", "en": "causal"},
+    "bidirectional": {"zh": "双向", "en": "bidirectional"},
+    "read": {
+        "zh": "怎么看这张图：行 = 层，列 = 头。每个小方块里，第 i 行是查询（正在看的位置），第 j 列是键\n"
+              "（被看的位置），越亮权重越大，每一行加起来等于 1。",
+        "en": "How to read it: rows of the grid = layers, columns = heads. Inside each square, row i is the query\n"
+              "(the position looking), column j the key (the position looked at); brighter = more weight, and\n"
+              "every row sums to 1.",
+    },
+    "read_causal": {
+        "zh": "因果模型只能看自己和前面的位置，所以只有下三角（含对角线）是亮的，对角线以上全是 0。",
+        "en": "A causal model sees only itself and earlier positions, so only the lower triangle (with the\n"
+              "diagonal) is lit; everything above the diagonal is 0.",
+    },
+    "read_bidirectional": {
+        "zh": "双向（BERT 式）模型没有掩码：每个位置都能看到所有位置，整个方块都有权重。",
+        "en": "A bidirectional (BERT-style) model has no mask: every position sees every position, so the whole\n"
+              "square carries weight.",
+    },
+    "read_random": {
+        "zh": "这是随机初始化的模型：分数都接近 0，所以权重几乎均匀（因果时第 i 行约为 1/(i+1)）。\n"
+              "训练之后会出现更尖锐的模式，比如总看前一个 token 的头。",
+        "en": "This model is randomly initialised: its scores are all near 0, so the weights are almost uniform\n"
+              "(causal row i is about 1/(i+1) each). Training brings sharper patterns, e.g. heads that always\n"
+              "look at the previous token.",
+    },
+    "no_labels": {"zh": "（{T} 个 token 太多，刻度上不标字符。）",
+                  "en": "({T} tokens are too many to label every tick.)"},
+    "no_glyph": {"zh": "没有找到能显示这些字符的字体，刻度上用码位标出：{chars}",
+                 "en": "No installed font has these characters, so their ticks show code points: {chars}"},
+}
+
+
+def say(key, lang, **fields):
+    return TEXT[key][lang].format(**fields)
+
+
+# ----------------------------------------------------------------------------
+# arguments
+
+def add_arguments(p):
+    add_lang_argument(p)
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--text", help="the input text; each UTF-8 byte is one token")
+    src.add_argument("--random", action="store_true", help="random token ids instead of a text")
+    p.add_argument("--seq", type=int, default=None,
+                   help=f"T, number of random tokens (with --random; default {DEFAULT_RANDOM_T})")
+    p.add_argument("--out", required=True, metavar="FILE.png", help="where to write the picture")
+    p.add_argument("--n-layer", type=int, default=2, help="layers of the random GPT (default 2)")
+    p.add_argument("--n-head", type=int, default=4, help="heads per layer (default 4)")
+    p.add_argument("--n-embd", type=int, default=64, help="C, model width (default 64)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the weights and random ids (default 0)")
+    p.add_argument("--bidirectional", action="store_true", help="no causal mask (a BERT-style encoder)")
+
+
+# ----------------------------------------------------------------------------
+# tokens and their tick labels
+
+def byte_tokens(text):
+    """Each UTF-8 byte is a token; a multi-byte character labels its first byte, the rest get '·'.
+
+    >>> byte_tokens("a中")
+    ([97, 228, 184, 173], ['a', '中', '·', '·'])
+    """
+    ids, labels = [], []
+    for ch in text:
+        data = ch.encode("utf-8", "surrogateescape")   # undecodable argv bytes come back as themselves
+        ids.extend(data)
+        labels.extend([ch] + [MIDDLE_DOT] * (len(data) - 1))
+    return ids, labels
+
+
+def tick_label(ch, glyphs):
+    """What to print for one character: itself when a font can draw it, else a readable stand-in.
+
+    >>> tick_label("\\n", set()), tick_label("中", set()), tick_label("$", {ord("$")})
+    ('\\\\n', 'U+4E2D', '\\\\$')
+    """
+    special = {"\n": "\\n", "\t": "\\t", "\r": "\\r", " ": "␣" if ord("␣") in glyphs else "sp"}
+    if ch in special:
+        return special[ch]
+    if unicodedata.category(ch).startswith("C") or ord(ch) not in glyphs:   # control, surrogate, no glyph
+        return f"U+{ord(ch):04X}"
+    return "\\$" if ch == "$" else ch      # a lone '$' is fine, but escaping keeps mathtext out of it
+
+
+# ----------------------------------------------------------------------------
+# matplotlib and fonts (imported only here: it is an optional dependency)
+
+def import_matplotlib():
+    """Return (font_manager, Figure, FigureCanvasAgg) or a ZeroLLMError that says how to install it."""
+    try:
+        import matplotlib.figure            # a missing (or, in the tests, blocked) package fails here
+        from matplotlib import font_manager
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+    except ImportError:
+        raise ZeroLLMError('matplotlib is not installed: pip install "zerollm[viz]"') from None
+    return font_manager, matplotlib.figure.Figure, FigureCanvasAgg
+
+
+def _charmap(path):
+    from matplotlib.ft2font import FT2Font
+    try:
+        return set(FT2Font(path).get_charmap())
+    except (OSError, RuntimeError, ValueError):     # an unreadable font file: just not a candidate
+        return set()
+
+
+def find_fonts(font_manager):
+    """(families, glyphs): DejaVu Sans (always shipped with matplotlib) plus a CJK font if one is
+    installed, and the set of code points they can draw. Asking for a glyph outside that set is
+    what makes matplotlib warn "Glyph ... missing from font(s)"."""
+    base = font_manager.findfont(font_manager.FontProperties(family="DejaVu Sans"), fallback_to_default=True)
+    families, glyphs = ["DejaVu Sans"], _charmap(base)
+    for entry in font_manager.fontManager.ttflist:
+        if any(h in entry.name.lower() for h in CJK_FONT_HINTS):
+            cmap = _charmap(entry.fname)
+            if ord("中") in cmap:
+                return families + [entry.name], glyphs | cmap
+    return families, glyphs
+
+
+# ----------------------------------------------------------------------------
+# the figure
+
+def build_figure(maps, labels, *, causal, families, cjk=False):
+    """maps: one (nh, T, T) array per layer -> (fig, axes), axes an (n_layer, n_head) array.
+
+    Every panel shares one colour scale, 0 to 1, so panels can be compared with each other.
+    """
+    _, Figure, FigureCanvasAgg = import_matplotlib()
+    nl, (nh, T, _) = len(maps), maps[0].shape
+    labelled = T <= MAX_LABELLED
+    cell = min(max(0.15 * T + 0.6, 2.0), 6.5) if labelled else 2.2          # inches per panel
+    fig = Figure(figsize=(cell * nh + 1.2, cell * nl + 0.9), dpi=100, layout="constrained")
+    FigureCanvasAgg(fig)                                                     # the Agg backend, explicitly
+    axes = fig.subplots(nl, nh, squeeze=False)
+    size = min(8.0, max(4.0, 200.0 / T))
+    for layer in range(nl):
+        for head in range(nh):
+            ax = axes[layer, head]
+            image = ax.imshow(maps[layer][head], vmin=0.0, vmax=1.0, cmap="viridis", interpolation="nearest")
+            ax.set_title(f"layer {layer}, head {head}", fontsize=9, fontfamily=families)
+            if labelled:
+                ax.set_xticks(range(T), labels, rotation=90, fontsize=size, fontfamily=families)
+                ax.set_yticks(range(T), labels, fontsize=size, fontfamily=families)
+            else:
+                ax.set_xticks([])
+                ax.set_yticks([])
+    fig.colorbar(image, ax=axes, shrink=0.8, label="attention weight")
+    title = f"Attention weights ({'causal' if causal else 'bidirectional'}): row = query, column = key"
+    if cjk:
+        title += "\n注意力权重：行 = 查询，列 = 键"
+    fig.suptitle(title, fontfamily=families)
+    return fig, axes
+
+
+def check_out(path):
+    """Refuse an --out that cannot work before spending time on the model and the drawing."""
+    if not str(path).lower().endswith(".png"):
+        raise ZeroLLMError(f"--out must name a .png file, got {path!r}; e.g. --out heads.png")
+    if os.path.isdir(path):
+        example = os.path.join(path, "heads.png")
+        raise ZeroLLMError(f"--out {path!r} is a directory; give a file name such as {example}")
+    parent = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(parent):
+        raise ZeroLLMError(f"cannot write {path!r}: the directory {parent!r} does not exist; "
+                           "create it first (mkdir -p) or choose another --out")
+
+
+def save_png(fig, path):
+    """Write the figure to ``path`` atomically (a temp file in the same directory, then os.replace)."""
+    check_out(path)
+    try:
+        with atomic_write(path, "wb") as f:
+            fig.savefig(f, format="png")
+    except PermissionError:
+        raise ZeroLLMError(f"cannot write {path!r}: permission denied; choose a writable --out") from None
+
+
+# ----------------------------------------------------------------------------
+# the command
+
+def choose_tokens(args, rng):
+    """(ids, one label or character per id) from --text or --random."""
+    if args.text is not None:
+        if args.seq is not None:
+            raise ZeroLLMError("--seq is for --random; with --text the length is the text's byte count")
+        ids, chars = byte_tokens(args.text)
+        if not ids:
+            raise ZeroLLMError("--text is empty; give at least one character")
+        return ids, chars
+    T = DEFAULT_RANDOM_T if args.seq is None else args.seq
+    if not 1 <= T <= MAX_TOKENS:      # checked before drawing T random numbers
+        raise ZeroLLMError(f"--seq must be a whole number from 1 to {MAX_TOKENS}, got {T}")
+    ids = rng.integers(0, 256, T).tolist()
+    return ids, [str(i) for i in ids]
+
+
+def check_sizes(args, T):
+    for flag, value in (("--n-layer", args.n_layer), ("--n-head", args.n_head), ("--n-embd", args.n_embd)):
+        if value < 1:
+            raise ZeroLLMError(f"{flag} must be a positive whole number, got {value}")
+    if T > MAX_TOKENS:
+        raise ZeroLLMError(f"{T} tokens is more than this picture can show ({MAX_TOKENS}); use a shorter "
+                           "--text or a smaller --seq")
+    panels = args.n_layer * args.n_head
+    if panels > MAX_PANELS:
+        raise ZeroLLMError(f"{args.n_layer} layers x {args.n_head} heads = {panels} panels, "
+                           f"more than {MAX_PANELS} can be read; use a smaller --n-layer or --n-head")
+
+
+def attention_maps(ids, args):
+    """A random-init byte-level GPT reads ``ids``; returns one (nh, T, T) weights array per layer."""
+    T = len(ids)
+    cfg = GPTConfig(vocab_size=256, block_size=max(T, 64), n_layer=args.n_layer, n_head=args.n_head,
+                    n_embd=args.n_embd, causal=not args.bidirectional)
+    model = GPT(cfg, seed=args.seed).eval()
+    model.forward(np.array([ids]))                       # (1, T)
+    return [w[0] for w in model.attention_weights()]     # (B=1, nh, T, T) -> (nh, T, T) per layer
+
+
+def run(args):
+    lang = resolve_lang(args.lang)
+    font_manager, _, _ = import_matplotlib()             # fail before any work if it is missing
+    check_out(args.out)
+    ids, chars = choose_tokens(args, np.random.default_rng(args.seed))
+    check_sizes(args, len(ids))
+    maps = attention_maps(ids, args)
+    families, glyphs = find_fonts(font_manager)
+    labels = [tick_label(ch, glyphs) if args.text is not None else ch for ch in chars]
+    fig, _ = build_figure(maps, labels, causal=not args.bidirectional, families=families,
+                          cjk=len(families) > 1)
+    save_png(fig, args.out)
+
+    T, kind = len(ids), say("bidirectional" if args.bidirectional else "causal", lang)
+    print(say("wrote", lang, path=args.out, nl=len(maps), nh=maps[0].shape[0], T=T, kind=kind))
+    print(say("read", lang))
+    print(say("read_bidirectional" if args.bidirectional else "read_causal", lang))
+    print(say("read_random", lang))
+    if T > MAX_LABELLED:
+        print(say("no_labels", lang, T=T))
+    missing = sorted({ch for ch in chars if args.text is not None and ord(ch) not in glyphs
+                      and not unicodedata.category(ch).startswith("C") and ch != " "})
+    if missing and T <= MAX_LABELLED:
+        print(say("no_glyph", lang, chars=" ".join(f"{c}=U+{ord(c):04X}" for c in missing)))
+    return 0

@@ -1,0 +1,28 @@
+"""How many CPU threads the matrix library (BLAS) may use.
+
+NumPy's BLAS starts one thread per core. For the small matrices of a tiny model, or on a machine
+that is busy with other work, fewer threads are often faster: BLAS threads that wait for each other
+while the OS runs something else waste whole time slices. ``--threads`` sets the limit.
+"""
+
+import contextlib
+
+
+def add_threads_argument(parser):
+    parser.add_argument("--threads", type=int, default=None, metavar="N",
+                        help="BLAS threads for the matrix products (default: the library's own choice, "
+                             "usually one per core)")
+
+
+@contextlib.contextmanager
+def limit_threads(n):
+    """Limit every BLAS/OpenMP pool in this process to n threads inside the block (None = no change)."""
+    if n is None:
+        yield
+        return
+    from zerollm.errors import ZeroLLMError
+    if n < 1:
+        raise ZeroLLMError(f"--threads must be >= 1, got {n}")
+    from threadpoolctl import threadpool_limits
+    with threadpool_limits(limits=n):
+        yield

@@ -1,0 +1,141 @@
+"""What every zerollm tokenizer shares: the interface, the save format, and atomic writes.
+
+A tokenizer turns text into a list of integer ids (``encode``) and back (``decode``). The rest of
+zerollm (data preparation, training, sampling) only ever uses this interface, so the byte, char
+and BPE tokenizers can be swapped freely.
+
+The save format is versioned, human-readable JSON (UTF-8, one entry per line for long lists)::
+
+    {"format": "zerollm-tokenizer", "version": 1, "type": "char", "chars": ["\\n", " ", "a"], ...}
+
+Loading never runs code: it is ``json.load`` plus checks.
+"""
+
+import json
+import os
+
+import numpy as np
+
+from zerollm.errors import ZeroLLMError
+from zerollm.fileio import atomic_write, read_json
+
+FORMAT = "zerollm-tokenizer"
+VERSION = 1
+
+
+def dumps_readable(obj):
+    """JSON with the top-level keys on their own lines and every long list one item per line.
+
+    Plain ``json.dumps(indent=2)`` would put each number of ``[116, 104]`` on its own line;
+    here each item stays compact, so a merge or a vocab entry reads as one line.
+
+    >>> print(dumps_readable({"a": 1, "b": [[1, 2], [3, 4]]}), end="")
+    {
+      "a": 1,
+      "b": [
+        [1, 2],
+        [3, 4]
+      ]
+    }
+    """
+    def one(value):
+        return json.dumps(value, ensure_ascii=False, separators=(", ", ": "))
+
+    lines = []
+    for key, value in obj.items():
+        if isinstance(value, list) and value:
+            items = ",\n".join("    " + one(item) for item in value)
+            lines.append(f"  {one(key)}: [\n{items}\n  ]")
+        else:
+            lines.append(f"  {one(key)}: {one(value)}")
+    return "{\n" + ",\n".join(lines) + "\n}\n"
+
+
+def read_json_file(path, what):
+    """Read a JSON object from ``path``; every failure is a ZeroLLMError naming the file."""
+    data = read_json(path, what)
+    if not isinstance(data, dict):
+        raise ZeroLLMError(f"{os.fspath(path)} is not a valid {what}: expected a JSON object at the top")
+    return data
+
+
+# ----------------------------------------------------------------------------
+# checking what encode() and decode() are given
+
+def check_text(text):
+    if not isinstance(text, str):
+        raise ZeroLLMError(f"encode takes a str, got {type(text).__name__}; decode bytes first, "
+                           "e.g. data.decode('utf-8')")
+
+def as_id_list(ids, vocab_size):
+    """A 1-D list/array of integer ids -> a Python list of ints, each in [0, vocab_size).
+
+    >>> as_id_list(np.array([3, 1]), 5)
+    [3, 1]
+    """
+    arr = np.asarray(ids)
+    if arr.size == 0:
+        return []
+    if arr.ndim != 1:
+        raise ZeroLLMError(f"decode takes a 1-D sequence of ids, got shape {arr.shape}; "
+                           "decode one row at a time, e.g. [tok.decode(row) for row in ids]")
+    if not np.issubdtype(arr.dtype, np.integer):
+        raise ZeroLLMError(f"decode takes integer ids, got {arr.dtype} values such as {arr[0]!r}")
+    low, high = int(arr.min()), int(arr.max())
+    if low < 0 or high >= vocab_size:
+        bad = low if low < 0 else high
+        raise ZeroLLMError(f"id {bad} is outside this tokenizer's vocabulary (0..{vocab_size - 1}); "
+                           "were these ids made with a different tokenizer?")
+    return arr.tolist()
+
+
+# ----------------------------------------------------------------------------
+# the interface
+
+class Tokenizer:
+    """Base class: ``encode``, ``decode``, ``vocab_size``, ``save``; subclasses fill them in.
+
+    Subclasses set ``name`` ("byte" | "char" | "bpe") and implement ``encode``, ``decode``,
+    ``vocab_size``, ``_payload`` (their part of the saved JSON) and ``_from_payload``.
+    """
+    name = "base"
+
+    def encode(self, text):
+        raise NotImplementedError
+
+    def decode(self, ids):
+        raise NotImplementedError
+
+    @property
+    def vocab_size(self):
+        raise NotImplementedError
+
+    def _payload(self):
+        raise NotImplementedError
+
+    @classmethod
+    def _from_payload(cls, data):
+        raise NotImplementedError
+
+    def to_dict(self):
+        """The saved form: a header that says what this is, then the tokenizer's own fields."""
+        return {"format": FORMAT, "version": VERSION, "type": self.name, **self._payload()}
+
+    def save(self, path):
+        """Write the tokenizer as JSON, atomically (temp file + rename)."""
+        with atomic_write(path, "w") as f:
+            f.write(dumps_readable(self.to_dict()))
+
+    def __repr__(self):
+        return f"{type(self).__name__}(vocab_size={self.vocab_size})"
+
+
+def check_header(data, path):
+    """Check format and version of a loaded tokenizer dict; return its type."""
+    if data.get("format") != FORMAT:
+        raise ZeroLLMError(f"{path} is not a zerollm tokenizer (format is {data.get('format')!r}, "
+                           f"expected {FORMAT!r}); save one with tokenizer.save(path)")
+    if data.get("version") != VERSION:
+        raise ZeroLLMError(f"{path} has tokenizer format version {data.get('version')!r}, but this "
+                           f"zerollm reads version {VERSION}; re-create the tokenizer or upgrade zerollm")
+    return data.get("type")

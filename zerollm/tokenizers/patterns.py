@@ -1,0 +1,70 @@
+"""Pre-splitting text into chunks before BPE: merges never cross a chunk boundary.
+
+Why split at all: without it, BPE happily learns tokens such as "dog." and "dog!" and "dog?",
+wasting vocabulary on punctuation glued to words (Radford et al. 2019, GPT-2 paper, section
+2.2). A regex cuts the text into words, numbers, punctuation runs and whitespace first.
+
+>>> split_text("Hello world's 2024!", compile_pattern(GPT2_PATTERN))
+['Hello', ' world', "'s", ' 2024', '!']
+"""
+
+import regex
+
+from zerollm.errors import ZeroLLMError
+
+# GPT-2 (openai/gpt-2, src/encoder.py): contractions, an optional space + letters, an optional
+# space + digits, an optional space + other symbols, then whitespace. "\s+(?!\S)" leaves the last
+# space of a run to start the next word, so " world" keeps its space.
+GPT2_PATTERN = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
+
+# GPT-4's cl100k_base (openai/tiktoken): case-insensitive contractions, numbers in groups of at
+# most 3 digits, newlines kept apart from other whitespace. "?+" and "++" are possessive
+# quantifiers (no backtracking), which the `regex` package (not the stdlib `re`) supports.
+GPT4_PATTERN = (r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}+|\p{N}{1,3}|"""
+                r""" ?[^\s\p{L}\p{N}]++[\r\n]*|\s*[\r\n]|\s+(?!\S)|\s+""")
+
+PATTERNS = {"gpt2": GPT2_PATTERN, "gpt4": GPT4_PATTERN}
+
+
+def resolve_pattern(pattern):
+    """'gpt2' | 'gpt4' | a regex string -> (name or None, regex string)."""
+    if not isinstance(pattern, str) or not pattern:
+        raise ZeroLLMError(f"pattern must be 'gpt2', 'gpt4' or a regex string, got {pattern!r}")
+    if pattern in PATTERNS:
+        return pattern, PATTERNS[pattern]
+    for name, text in PATTERNS.items():
+        if pattern == text:
+            return name, text
+    return None, pattern
+
+
+def compile_pattern(text):
+    try:
+        return regex.compile(text)
+    except regex.error as err:
+        raise ZeroLLMError(f"the split pattern {text!r} is not a valid regex ({err}); "
+                           "use 'gpt2', 'gpt4' or fix the regex") from None
+
+
+def split_text(text, compiled, covers_all=True):
+    """Cut ``text`` into chunks; ''.join(chunks) == text always holds.
+
+    The named patterns match every character, so ``findall`` is enough. A custom pattern may
+    skip characters; then the pieces between matches become chunks too (exactly what Hugging
+    Face's ``Split(..., behavior="isolated")`` does), so no text is ever lost.
+
+    >>> split_text("a1b", compile_pattern(r"\\d"), covers_all=False)
+    ['a', '1', 'b']
+    """
+    if covers_all:
+        return compiled.findall(text)
+    chunks, start = [], 0
+    for m in compiled.finditer(text):
+        if m.start() > start:
+            chunks.append(text[start:m.start()])
+        if m.end() > m.start():   # empty matches carry no text
+            chunks.append(m.group())
+        start = m.end()
+    if start < len(text):
+        chunks.append(text[start:])
+    return chunks

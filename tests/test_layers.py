@@ -32,6 +32,16 @@ def t_sdpa(q, k, v, causal, mask):
     return F.scaled_dot_product_attention(q, k, v, attn_mask=allowed, is_causal=causal and mask is None)
 
 
+def t_flash(case, q, k, v):
+    # the hidden mask written out (torch's is_causal aligns the diagonal top-left when Tk > T)
+    T, Tk = q.shape[-2], k.shape[-2]
+    hidden = np.triu(np.ones((T, Tk), dtype=bool), k=Tk - T + 1 if case.kwargs["causal"] else Tk)
+    if case.kwargs["mask"] is not None:
+        hidden = hidden | case.kwargs["mask"]
+    k, v = (a.expand(*q.shape[:-2], *a.shape[-2:]) for a in (k, v))
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=torch.from_numpy(~hidden))
+
+
 def t_mha(x, w_attn, b_attn, w_proj, b_proj, n_head, n_kv_head, rope=None, causal=True):
     B, T, C = x.shape
     hs = C // n_head
@@ -122,6 +132,9 @@ TORCH = {
     "sdpa_causal": lambda case, q, k, v: t_sdpa(q, k, v, True, None),
     "sdpa_bidirectional": lambda case, q, k, v: t_sdpa(q, k, v, False, None),
     "sdpa_padding": lambda case, q, k, v: t_sdpa(q, k, v, False, case.kwargs["mask"]),
+    "flash_causal": t_flash,
+    "flash_padding": t_flash,
+    "flash_gqa_kvoffset": t_flash,
     "mha": t_mha_case,
     "gqa": t_mha_case,
     "mqa": t_mha_case,

@@ -24,6 +24,7 @@ from zerollm.nn.attention import mha_backward, mha_forward, sdpa_backward, sdpa_
 from zerollm.nn.block import block_backward, block_forward
 from zerollm.nn.dropout import dropout_backward, dropout_forward
 from zerollm.nn.embedding import embedding_backward, embedding_forward
+from zerollm.nn.flash import flash_sdpa_backward, flash_sdpa_forward
 from zerollm.nn.linear import linear_backward, linear_forward
 from zerollm.nn.loss import cross_entropy_backward, cross_entropy_forward
 from zerollm.nn.mlp import gelu_mlp_backward, gelu_mlp_forward, swiglu_backward, swiglu_forward
@@ -129,6 +130,23 @@ def _sdpa(causal, padded=False):
     return build
 
 
+def _flash(nkv, g, Tq, Tk, tile, causal=True, padded=False):
+    """Tiled attention on T=7-ish sizes with tiny tiles: several tiles per row, a partial last tile,
+    skipped tiles above the causal diagonal; Tk > Tq puts the queries last (KV-cache offset)."""
+    def build(rng, dt):
+        q = _n(rng, dt, B, nkv, g, Tq, 4)
+        k, v = _n(rng, dt, B, nkv, 1, Tk, 4), _n(rng, dt, B, nkv, 1, Tk, 4)
+        mask = None
+        if padded:
+            mask = np.zeros((B, 1, 1, 1, Tk), dtype=bool)
+            mask[0, ..., -2:] = True                 # the last two keys of sequence 0 are padding
+        pad = ", padding" if padded else ""
+        name = f"flash attention (nkv={nkv}, g={g}, T={Tq}, Tk={Tk}, tile={tile}{pad})"
+        return _case(name, [q, k, v], (0, 1, 2), flash_sdpa_forward, flash_sdpa_backward,
+                     causal=causal, mask=mask, tile=tile)
+    return build
+
+
 def _mha(n_head, n_kv_head, rope=False):
     def build(rng, dt):
         hs = C // n_head
@@ -199,6 +217,9 @@ CASES = {
     "sdpa_causal": _sdpa(True),
     "sdpa_bidirectional": _sdpa(False),
     "sdpa_padding": _sdpa(False, padded=True),
+    "flash_causal": _flash(2, 3, 7, 7, tile=3),
+    "flash_padding": _flash(2, 1, 7, 7, tile=2, padded=True),
+    "flash_gqa_kvoffset": _flash(1, 4, 5, 7, tile=2),
     "mha": _mha(3, 3),
     "gqa": _mha(6, 3, rope=True),
     "mqa": _mha(4, 1),

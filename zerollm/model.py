@@ -266,6 +266,10 @@ class GPT:
         """
         if self._cache is None:
             raise ZeroLLMError("run forward() first: attention weights come from the last forward pass")
+        if self.config.attn_impl == "flash":
+            raise ZeroLLMError("attn_impl='flash' never stores the attention weights (that is how it saves "
+                               "memory); to look at them, load these weights into a model whose config has "
+                               "attn_impl='naive' (dataclasses.replace(config, attn_impl='naive'))")
         maps = []
         for c in self._cache["blocks"]:
             att = c.attn.sdpa.att                                   # (B, nkv, g, T, Tk)

@@ -16,7 +16,9 @@ from typing import NamedTuple
 import numpy as np
 
 from zerollm.attention import causal_mask, softmax, softmax_backward
+from zerollm.errors import ZeroLLMError
 from zerollm.nn.dropout import dropout_backward, dropout_forward
+from zerollm.nn.flash import FlashCache, flash_sdpa_backward, flash_sdpa_forward
 from zerollm.nn.linear import linear_backward, linear_forward
 from zerollm.nn.position import rope_backward, rope_forward
 
@@ -103,7 +105,7 @@ class MHACache(NamedTuple):
     attn: tuple             # LinearCache of c_attn
     rope_q: tuple | None
     rope_k: tuple | None
-    sdpa: SDPACache
+    sdpa: SDPACache         # or FlashCache with attn_impl='flash'
     proj: tuple             # LinearCache of c_proj
     drop: tuple             # DropoutCache of the residual dropout
     n_head: int
@@ -111,14 +113,17 @@ class MHACache(NamedTuple):
 
 
 def mha_forward(x, w_attn, b_attn, w_proj, b_proj, *, n_head, n_kv_head, causal=True, mask=None,
-                rope=None, dropout=0.0, rng=None, training=False, kv=None, layer=0):
+                rope=None, dropout=0.0, rng=None, training=False, kv=None, layer=0, attn_impl="naive"):
     """Multi-head self-attention: x (B, T, C) -> (B, T, C).
 
     rope: optional (cos, sin) tables of shape (T, hs) for these positions.
     mask: optional bool (B, T, T) or (T, T), True = hidden (e.g. padding), on top of causal.
     kv: optional KVCache (zerollm.kvcache): the new keys/values are stored in it, the queries attend
         to everything it holds, and its own mask (causal + window rule) replaces ``causal``.
+    attn_impl: 'naive' (sdpa_forward, full T x Tk scores) or 'flash' (zerollm.nn.flash, tiled, O(T) memory).
     """
+    if attn_impl not in ("naive", "flash"):
+        raise ZeroLLMError(f"attn_impl must be 'naive' or 'flash', got {attn_impl!r}")
     qkv, attn = linear_forward(x, w_attn, b_attn)          # (B, T, C) -> (B, T, (nh + 2 nkv) hs)
     q, k, v = split_qkv(qkv, n_head, n_kv_head)            # (B,nkv,g,T,hs), (B,nkv,1,T,hs) x2
     rope_q = rope_k = None
@@ -130,7 +135,8 @@ def mha_forward(x, w_attn, b_attn, w_proj, b_proj, *, n_head, n_kv_head, causal=
         causal = False                                     # the cache's mask already hides the future
     if mask is not None and mask.ndim == 3:
         mask = mask[:, None, None]                         # (B, T, Tk) -> (B, 1, 1, T, Tk)
-    y, sd = sdpa_forward(q, k, v, causal=causal, mask=mask, dropout=dropout, rng=rng, training=training)
+    sdpa = flash_sdpa_forward if attn_impl == "flash" else sdpa_forward
+    y, sd = sdpa(q, k, v, causal=causal, mask=mask, dropout=dropout, rng=rng, training=training)
     y = merge_heads(y)                                     # (B, nkv, g, T, hs) -> (B, T, C)
     out, proj = linear_forward(y, w_proj, b_proj)          # (B, T, C) -> (B, T, C)
     out, drop = dropout_forward(out, dropout, rng, training)
@@ -144,7 +150,8 @@ def mha_backward(dout, cache):
     B, T, C = dy.shape
     nkv, g = cache.n_kv_head, cache.n_head // cache.n_kv_head
     dy = dy.reshape(B, T, nkv, g, C // cache.n_head).transpose(0, 2, 3, 1, 4)   # (B,nkv,g,T,hs)
-    dq, dk, dv = sdpa_backward(dy, cache.sdpa)
+    backward = flash_sdpa_backward if isinstance(cache.sdpa, FlashCache) else sdpa_backward
+    dq, dk, dv = backward(dy, cache.sdpa)
     if cache.rope_q is not None:
         dq = rope_backward(dq, cache.rope_q)
         dk = rope_backward(dk, cache.rope_k)

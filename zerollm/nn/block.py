@@ -78,7 +78,7 @@ def block_forward(x, params, prefix, cfg, *, rope=None, mask=None, rng=None, tra
         h, params[prefix + "attn.c_attn.weight"], params.get(prefix + "attn.c_attn.bias"),
         params[prefix + "attn.c_proj.weight"], params.get(prefix + "attn.c_proj.bias"),
         n_head=cfg.n_head, n_kv_head=cfg.n_kv_head, causal=cfg.causal, mask=mask, rope=rope,
-        dropout=cfg.dropout, rng=rng, training=training, kv=kv, layer=layer)
+        dropout=cfg.dropout, rng=rng, training=training, kv=kv, layer=layer, attn_impl=cfg.attn_impl)
     x = x + a                                   # residual 1 (a new array: the caller's x is kept)
     h, ln_2 = norm_forward(x, params, prefix + "ln_2", cfg)
     m, mlp = mlp_forward(h, params, prefix + "mlp", cfg)

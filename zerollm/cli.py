@@ -25,6 +25,8 @@ COMMANDS = {
     "train": ("zerollm.commands.train", "train a GPT on a text file, with crash-safe checkpoints"),
     "sample": ("zerollm.commands.sample", "generate text from a trained checkpoint or a Hugging Face model"),
     "eval": ("zerollm.commands.evaluate", "the loss of a checkpoint on a text file"),
+    "convert": ("zerollm.commands.convert",
+                "Hugging Face GPT-2/Llama directory <-> zerollm model directory (safetensors only)"),
     "gradcheck": ("zerollm.teach.gradcheck_cmd",
                   "check every layer's hand-written backward against finite differences"),
     "shapes": ("zerollm.teach.shapes",

@@ -1,0 +1,373 @@
+"""zerollm.hf: load transformers GPT-2 / Llama directories, export zerollm models back, convert.
+
+Every model is built here with transformers (tiny, random) and compared by logits (float32, 1e-4)
+and by greedy generation token for token. Refusals must name the problem.
+"""
+
+import json
+import os
+from dataclasses import replace
+
+import numpy as np
+import pytest
+import torch
+from transformers import (AutoModelForCausalLM, AutoTokenizer, GPT2Config, GPT2LMHeadModel, GPT2Model,
+                          LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM)
+
+from zerollm import hf
+from zerollm.checkpoint import save_checkpoint
+from zerollm.cli import main
+from zerollm.errors import ZeroLLMError
+from zerollm.model import GPT, GPTConfig
+from zerollm.safetensors import load_file, save_file
+from zerollm.sample import generate
+from zerollm.tokenizers import train_tokenizer
+from zerollm.torch_ref import random_state
+
+TOL = 1e-4
+NO_SPECIAL = dict(bos_token_id=None, eos_token_id=None, pad_token_id=None)
+
+GPT2_CASES = {
+    "small": dict(vocab_size=37, n_positions=11, n_embd=12, n_layer=2, n_head=3),
+    "odd-erf-untied": dict(vocab_size=53, n_positions=9, n_embd=20, n_layer=3, n_head=5, n_inner=28,
+                           activation_function="gelu", tie_word_embeddings=False, layer_norm_epsilon=1e-3),
+}
+LLAMA_CASES = {
+    "gqa2-untied": dict(vocab_size=37, hidden_size=16, intermediate_size=20, num_hidden_layers=2,
+                        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=16),
+    "mqa-tied-theta500": dict(vocab_size=37, hidden_size=16, intermediate_size=12, num_hidden_layers=2,
+                              num_attention_heads=4, num_key_value_heads=1, max_position_embeddings=16,
+                              tie_word_embeddings=True, rope_theta=500.0, rms_norm_eps=1e-5),
+    "odd-bias": dict(vocab_size=41, hidden_size=24, intermediate_size=20, num_hidden_layers=1,
+                     num_attention_heads=6, num_key_value_heads=3, max_position_embeddings=16,
+                     attention_bias=True, mlp_bias=True),
+}
+
+
+# ----------------------------------------------------------------------------
+# helpers
+
+def jitter(model, seed=0):
+    """HF initialises biases to 0 and norm gains to 1; random values make a swapped tensor visible."""
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for _, p in model.named_parameters():
+            if p.ndim == 1:
+                p.add_(0.1 * torch.randn(p.shape, generator=g))
+            else:
+                p.copy_(0.1 * torch.randn(p.shape, generator=g))
+    return model.eval()
+
+
+def gpt2(**kw):
+    return jitter(GPT2LMHeadModel(GPT2Config(**kw, **NO_SPECIAL, resid_pdrop=0, embd_pdrop=0, attn_pdrop=0)))
+
+
+def llama(**kw):
+    return jitter(LlamaForCausalLM(LlamaConfig(**kw, **NO_SPECIAL)))
+
+
+def ids(vocab, T=9, B=2, seed=0):
+    return np.random.default_rng(seed).integers(0, vocab, (B, T))
+
+
+def hf_logits(model, idx):
+    with torch.no_grad():
+        return model(torch.tensor(idx)).logits.float().numpy()
+
+
+def gap(ours, theirs, idx):
+    """max |logits difference|, after checking both models see something (not all-zero logits)."""
+    mine = ours.forward(idx)[0]
+    assert np.abs(mine).max() > 1e-2
+    return np.abs(mine - hf_logits(theirs, idx)).max()
+
+
+def random_gpt(cfg, seed=0):
+    """A zerollm GPT whose every parameter (biases, norm gains too) is random."""
+    model = GPT(cfg)
+    model.load_state_dict(random_state(cfg, seed, dtype=np.float32))
+    return model.eval()
+
+
+# ----------------------------------------------------------------------------
+# loading transformers directories
+
+@pytest.mark.parametrize("name", GPT2_CASES)
+def test_load_gpt2_matches_transformers(tmp_path, name):
+    theirs = gpt2(**GPT2_CASES[name])
+    theirs.save_pretrained(tmp_path, safe_serialization=True)
+    ours = hf.load(tmp_path)
+    assert ours.config.tie_embeddings == theirs.config.tie_word_embeddings
+    assert gap(ours, theirs, ids(theirs.config.vocab_size)) <= TOL
+
+
+@pytest.mark.parametrize("name", LLAMA_CASES)
+@pytest.mark.parametrize("sharded", [False, True])
+def test_load_llama_matches_transformers(tmp_path, name, sharded):
+    theirs = llama(**LLAMA_CASES[name])
+    theirs.save_pretrained(tmp_path, safe_serialization=True, **({"max_shard_size": "2KB"} if sharded else {}))
+    assert os.path.isfile(tmp_path / "model.safetensors.index.json") == sharded
+    ours = hf.load(tmp_path)
+    assert (ours.config.n_kv_head, ours.config.bias) == (theirs.config.num_key_value_heads,
+                                                         theirs.config.attention_bias)
+    assert gap(ours, theirs, ids(theirs.config.vocab_size)) <= TOL
+
+
+def test_load_gpt2_base_model_without_head(tmp_path):
+    theirs = jitter(GPT2Model(GPT2Config(**GPT2_CASES["small"], **NO_SPECIAL)))
+    theirs.save_pretrained(tmp_path)
+    idx = ids(37)
+    with torch.no_grad():
+        expected = (theirs(torch.tensor(idx)).last_hidden_state @ theirs.wte.weight.T).numpy()
+    assert np.abs(hf.load(tmp_path).forward(idx)[0] - expected).max() <= TOL
+
+
+def test_load_gpt2_hub_layout_with_buffers(tmp_path):
+    """The hub's gpt2/model.safetensors: no "transformer." prefix, plus the attn.bias mask buffers."""
+    theirs = gpt2(**GPT2_CASES["small"])
+    theirs.save_pretrained(tmp_path)
+    saved = load_file(tmp_path / "model.safetensors")
+    tensors = {name.removeprefix("transformer."): a for name, a in saved.items()}
+    for i in range(2):
+        tensors[f"h.{i}.attn.bias"] = np.tril(np.ones((1, 1, 11, 11), np.float32))
+        tensors[f"h.{i}.attn.masked_bias"] = np.array(-1e4, np.float32)
+    save_file(tensors, tmp_path / "model.safetensors", {"format": "pt"})
+    assert gap(hf.load(tmp_path), theirs, ids(37)) <= TOL
+
+
+@pytest.mark.parametrize("rope", [{"rope_theta": 500.0},                                   # transformers 4
+                                  {"rope_theta": 500.0, "rope_scaling": None},
+                                  {"rope_parameters": {"rope_type": "default", "rope_theta": 500.0}}])
+def test_rope_theta_from_either_transformers_version(rope):
+    family, cfg = hf.hf_to_config({"model_type": "llama", **LLAMA_CASES["gqa2-untied"], **rope})
+    assert (family, cfg.rope_theta, cfg.pos, cfg.n_kv_head) == ("llama", 500.0, "rope", 2)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_load_half_precision_weights(tmp_path, dtype):
+    theirs = llama(**LLAMA_CASES["gqa2-untied"]).to(dtype)
+    theirs.save_pretrained(tmp_path)
+    ours = hf.load(tmp_path, dtype="float64")
+    assert ours.params["wte.weight"].dtype == np.float64
+    assert gap(ours, theirs.float(), ids(37)) <= TOL      # same rounded weights, both in full precision
+
+
+def test_load_mistral_without_sliding_window(tmp_path):
+    kw = {**LLAMA_CASES["gqa2-untied"], "sliding_window": None}
+    theirs = jitter(MistralForCausalLM(MistralConfig(**kw, **NO_SPECIAL)))
+    theirs.save_pretrained(tmp_path)
+    assert gap(hf.load(tmp_path), theirs, ids(37)) <= TOL
+
+
+# ----------------------------------------------------------------------------
+# exporting zerollm models
+
+EXPORT_CASES = {
+    "gpt2-tied": (GPTConfig(vocab_size=37, block_size=11, n_layer=2, n_head=3, n_embd=12), "GPT2LMHeadModel"),
+    # GPT-2 has neither bias switches nor GQA: zero biases and repeated kv heads must compute the same
+    "gpt2-erf-nobias-gqa": (GPTConfig(vocab_size=29, block_size=9, n_layer=2, n_head=4, n_kv_head=2, n_embd=16,
+                                      gelu="erf", bias=False, tie_embeddings=False, norm_eps=1e-3),
+                            "GPT2LMHeadModel"),
+    "gpt2-mqa-bias": (GPTConfig(vocab_size=31, block_size=8, n_layer=1, n_head=6, n_kv_head=1, n_embd=12),
+                      "GPT2LMHeadModel"),
+    "llama-gqa-untied": (GPTConfig(vocab_size=37, block_size=11, n_layer=2, n_head=4, n_kv_head=2, n_embd=16,
+                                   norm="rmsnorm", pos="rope", mlp="swiglu", bias=False, tie_embeddings=False),
+                         "LlamaForCausalLM"),
+    "llama-mqa-tied-bias": (GPTConfig(vocab_size=41, block_size=9, n_layer=1, n_head=6, n_kv_head=1, n_embd=24,
+                                      norm="rmsnorm", pos="rope", mlp="swiglu", rope_theta=5e5, norm_eps=1e-6),
+                            "LlamaForCausalLM"),
+}
+
+
+@pytest.mark.parametrize("name", EXPORT_CASES)
+def test_export_loads_in_transformers(tmp_path, name):
+    cfg, architecture = EXPORT_CASES[name]
+    ours = random_gpt(cfg)
+    hf.export(ours, tmp_path / "out")
+    theirs = AutoModelForCausalLM.from_pretrained(tmp_path / "out").eval()
+    assert type(theirs).__name__ == architecture
+    idx = ids(cfg.vocab_size, T=cfg.block_size)
+    assert gap(ours, theirs, idx) <= TOL
+    back = hf.load(tmp_path / "out")                         # and back into zerollm
+    assert np.abs(back.forward(idx)[0] - ours.forward(idx)[0]).max() <= TOL
+
+
+def test_export_llama_round_trip_is_exact(tmp_path):
+    cfg = EXPORT_CASES["llama-mqa-tied-bias"][0]
+    ours = random_gpt(cfg, seed=4)
+    back = hf.load(hf.export(ours, tmp_path / "x"))
+    assert back.config == ours.config
+    for name, value in ours.params.items():
+        np.testing.assert_array_equal(back.params[name], value, err_msg=name)
+
+
+@pytest.mark.parametrize("change, field", [
+    (dict(pos="sinusoidal"), "pos='sinusoidal'"),
+    (dict(causal=False), "causal=False"),
+    (dict(norm="rmsnorm"), "norm='rmsnorm'"),                 # rmsnorm + GELU: neither family
+])
+def test_export_refuses_what_transformers_cannot_express(tmp_path, change, field):
+    cfg = replace(EXPORT_CASES["gpt2-tied"][0], **change)
+    with pytest.raises(ZeroLLMError, match=field):
+        hf.export(GPT(cfg), tmp_path / "out")
+    assert not os.path.exists(tmp_path / "out") and os.listdir(tmp_path) == []
+
+
+def test_export_directory_is_replaced_only_when_asked(tmp_path):
+    model = random_gpt(EXPORT_CASES["gpt2-tied"][0])
+    out = hf.export(model, tmp_path / "m")
+    with pytest.raises(ZeroLLMError, match="not empty"):
+        hf.export(model, out)
+    (tmp_path / "m" / "stale.txt").write_text("old")
+    hf.export(model, out, overwrite=True)
+    assert sorted(os.listdir(out)) == ["config.json", "model.safetensors"]
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "a.txt").write_text("keep me")
+    with pytest.raises(ZeroLLMError, match="not a model directory"):
+        hf.export(model, tmp_path / "notes", overwrite=True)
+    assert (tmp_path / "notes" / "a.txt").read_text() == "keep me"
+    assert sorted(os.listdir(tmp_path)) == ["m", "notes"]      # no temp directories left behind
+
+
+def test_export_bpe_tokenizer_loads_in_autotokenizer(tmp_path, shakespeare_path):
+    tok = train_tokenizer("bpe", shakespeare_path.read_text()[:20000], vocab_size=300)
+    model = random_gpt(GPTConfig(vocab_size=304, block_size=16, n_layer=1, n_head=2, n_embd=8))
+    hf.export(model, tmp_path / "m", tokenizer=tok)
+    theirs = AutoTokenizer.from_pretrained(tmp_path / "m")
+    text = "First Citizen:\nBefore we proceed, hear me speak. 你好！<|endoftext|>"
+    assert theirs.encode(text) == tok.encode(text, allowed_special="all")
+    assert theirs.eos_token_id == tok.special_tokens["<|endoftext|>"]
+    assert json.loads((tmp_path / "m" / "config.json").read_text())["eos_token_id"] == theirs.eos_token_id
+    assert hf.load_tokenizer_dir(tmp_path / "m").encode(text) == tok.encode(text)   # and back
+
+
+def test_byte_tokenizer_is_not_exported(tmp_path):
+    model = random_gpt(EXPORT_CASES["gpt2-tied"][0])
+    hf.export(model, tmp_path / "m", tokenizer=train_tokenizer("byte", ""))
+    assert sorted(os.listdir(tmp_path / "m")) == ["config.json", "model.safetensors"]
+
+
+# ----------------------------------------------------------------------------
+# greedy generation with the KV cache equals transformers' generate
+
+@pytest.mark.parametrize("family", ["gpt2", "llama"])
+def test_greedy_generation_matches_transformers(tmp_path, family):
+    if family == "gpt2":
+        theirs = gpt2(vocab_size=50, n_positions=32, n_embd=16, n_layer=2, n_head=2)
+    else:
+        theirs = llama(vocab_size=50, hidden_size=16, intermediate_size=24, num_hidden_layers=2,
+                       num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=32)
+    theirs.save_pretrained(tmp_path)
+    prompt = ids(50, T=5, B=1, seed=1)
+    with torch.no_grad():
+        out = theirs.generate(torch.tensor(prompt), do_sample=False, max_new_tokens=20)
+    expected = out[0, 5:].tolist()
+    ours = [int(t[0]) for t in generate(hf.load(tmp_path), prompt, 20, temperature=0)]
+    assert len(set(expected)) > 3, "a degenerate model would test nothing"
+    assert ours == expected
+
+
+# ----------------------------------------------------------------------------
+# refusals
+
+def write_config(folder, **hf_config):
+    folder.mkdir(exist_ok=True)
+    (folder / "config.json").write_text(json.dumps(hf_config))
+    return folder
+
+
+def test_pickle_only_directory_is_refused(tmp_path):
+    folder = write_config(tmp_path / "m", architectures=["GPT2LMHeadModel"], model_type="gpt2",
+                          **GPT2_CASES["small"])
+    torch.save({"wte.weight": torch.zeros(37, 12)}, folder / "pytorch_model.bin")
+    expected = r"pickle.*run arbitrary code.*save_pretrained\(d, safe_serialization=True\)"
+    with pytest.raises(ZeroLLMError, match=expected):
+        hf.load(folder)
+
+
+LLAMA_JSON = dict(architectures=["LlamaForCausalLM"], model_type="llama", **LLAMA_CASES["gqa2-untied"])
+
+
+@pytest.mark.parametrize("config, message", [
+    (dict(architectures=["BertForMaskedLM"], model_type="bert"), "BertForMaskedLM is not supported"),
+    (dict(model_type="t5"), "model_type 't5' is not supported"),
+    ({**LLAMA_JSON, "rope_scaling": {"rope_type": "llama3", "factor": 8.0}}, "rope scaling 'llama3'"),
+    ({**LLAMA_JSON, "rope_parameters": {"rope_type": "yarn", "rope_theta": 1e4}}, "rope scaling 'yarn'"),
+    ({**LLAMA_JSON, "head_dim": 8}, "head_dim=8"),
+    ({**LLAMA_JSON, "hidden_act": "gelu"}, "hidden_act='gelu'"),
+    ({**LLAMA_JSON, "attention_bias": True}, "attention_bias=True with mlp_bias=False"),
+    ({**LLAMA_JSON, "architectures": ["MistralForCausalLM"], "sliding_window": 4}, "sliding_window=4"),
+    (dict(architectures=["GPT2LMHeadModel"], **GPT2_CASES["small"], scale_attn_by_inverse_layer_idx=True),
+     "scale_attn_by_inverse_layer_idx=True"),
+    (dict(architectures=["GPT2LMHeadModel"], **GPT2_CASES["small"], activation_function="relu"),
+     "activation_function='relu'"),
+])
+def test_unsupported_configs_are_refused_by_name(tmp_path, config, message):
+    with pytest.raises(ZeroLLMError, match=message):
+        hf.load(write_config(tmp_path / "m", **config))
+
+
+def test_mismatched_weights_are_listed(tmp_path):
+    gpt2(**GPT2_CASES["small"]).save_pretrained(tmp_path)
+    config = json.loads((tmp_path / "config.json").read_text())
+    write_config(tmp_path, **{**config, "n_layer": 3})
+    with pytest.raises(ZeroLLMError, match=r"missing \['h\.2\.attn\.c_attn\.bias'"):
+        hf.load(tmp_path)
+
+
+def test_shard_index_cannot_point_outside_the_directory(tmp_path):
+    folder = write_config(tmp_path / "m", **LLAMA_JSON)
+    (folder / "model.safetensors.index.json").write_text(json.dumps(
+        {"weight_map": {"model.norm.weight": "../secret.safetensors"}}))
+    with pytest.raises(ZeroLLMError, match="outside its directory"):
+        hf.load(folder)
+
+
+# ----------------------------------------------------------------------------
+# zerollm's own model directories and `zerollm convert`
+
+def test_save_and_load_zerollm_model_directory(tmp_path):
+    tok = train_tokenizer("byte", "")
+    model = random_gpt(EXPORT_CASES["llama-gqa-untied"][0])
+    hf.save_zerollm(model, tmp_path / "z", tokenizer=tok)
+    back = hf.load_zerollm(tmp_path / "z")
+    assert back.config == model.config and not back.training
+    assert all(np.array_equal(back.params[n], v) for n, v in model.params.items())
+    assert hf.load_zerollm_tokenizer(tmp_path / "z").name == "byte"
+    assert not hf.is_hf_dir(tmp_path / "z")
+
+
+def test_load_zerollm_reads_a_training_run(tmp_path):
+    model = random_gpt(EXPORT_CASES["gpt2-tied"][0])
+    save_checkpoint(tmp_path / "run", step=3, model_config=model.config.to_dict(), train_config={},
+                    params=model.params, optimizer_state={"m": {}, "v": {}, "t": 3}, rng_state={},
+                    tokenizer_path=None)
+    back = hf.load_zerollm(tmp_path / "run")
+    idx = ids(37)
+    assert np.array_equal(back.forward(idx)[0], model.forward(idx)[0])
+    assert hf.load_zerollm_tokenizer(tmp_path / "run") is None
+
+
+def test_convert_round_trip_on_the_command_line(tmp_path, capsys):
+    theirs = llama(**LLAMA_CASES["mqa-tied-theta500"])
+    theirs.save_pretrained(tmp_path / "hf")
+    assert main(["convert", "--from", str(tmp_path / "hf"), "--to", str(tmp_path / "z")]) == 0
+    assert "zerollm model directory" in capsys.readouterr().out
+    assert main(["convert", "--from", str(tmp_path / "z"), "--to", str(tmp_path / "hf2")]) == 0
+    assert "Hugging Face directory" in capsys.readouterr().out
+    again = AutoModelForCausalLM.from_pretrained(tmp_path / "hf2")
+    idx = ids(37)
+    assert np.abs(hf_logits(again, idx) - hf_logits(theirs, idx)).max() <= TOL
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--from", "{tmp}/nowhere", "--to", "{tmp}/out"], "directory not found"),
+    (["--from", "{tmp}/hf", "--to", "{tmp}/hf"], "not empty"),
+])
+def test_convert_errors_are_one_line(tmp_path, capsys, argv, message):
+    gpt2(**GPT2_CASES["small"]).save_pretrained(tmp_path / "hf")
+    capsys.readouterr()                                       # drop transformers' progress bar
+    assert main(["convert", *[a.format(tmp=tmp_path) for a in argv]]) == 1
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1 and "Traceback" not in err

@@ -1,0 +1,146 @@
+"""transformers ``config.json`` <-> GPTConfig, for the two families zerollm can run: GPT-2 and Llama.
+
+Reading, every option that would change what the network computes is checked; one we do not
+implement is a ZeroLLMError naming it (never a silently different model). Dropout is not carried
+over: a loaded model is for inference, set dropout yourself before fine-tuning.
+
+>>> family, cfg = hf_to_config({"model_type": "gpt2", "vocab_size": 50257, "n_positions": 1024,
+...                             "n_embd": 768, "n_layer": 12, "n_head": 12})
+>>> family, cfg.gelu, cfg.tie_embeddings
+('gpt2', 'tanh', True)
+"""
+
+from zerollm.config import GPTConfig
+from zerollm.errors import ZeroLLMError
+
+ARCHITECTURES = {"GPT2LMHeadModel": "gpt2", "GPT2Model": "gpt2", "LlamaForCausalLM": "llama",
+                 "LlamaModel": "llama", "MistralForCausalLM": "llama", "MistralModel": "llama"}
+MODEL_TYPES = {"gpt2": "gpt2", "llama": "llama", "mistral": "llama"}
+GPT2_ACTIVATIONS = {"gelu_new": "tanh", "gelu_pytorch_tanh": "tanh", "gelu_fast": "tanh", "gelu": "erf"}
+# what each exported layout can express (anything else in GPTConfig is a size, or free)
+LAYOUT_NEEDS = {"gpt2": dict(norm="layernorm", pos="learned", mlp="gelu", causal=True),
+                "llama": dict(norm="rmsnorm", pos="rope", mlp="swiglu", causal=True)}
+
+
+# ----------------------------------------------------------------------------
+# reading: config.json -> GPTConfig
+
+def family_of(hf, where="config.json"):
+    """'gpt2' or 'llama', from "architectures" (preferred) or "model_type"."""
+    archs = hf.get("architectures") or []
+    known = [ARCHITECTURES[a] for a in archs if a in ARCHITECTURES]
+    if archs and not known:
+        raise ZeroLLMError(f"{where}: architecture {', '.join(map(str, archs))} is not supported; "
+                           f"zerollm loads {', '.join(ARCHITECTURES)}")
+    family = known[0] if known else MODEL_TYPES.get(hf.get("model_type"))
+    if family is None:
+        raise ZeroLLMError(f"{where}: model_type {hf.get('model_type')!r} is not supported; zerollm "
+                           f"loads model types {', '.join(MODEL_TYPES)} (GPT-2 and Llama-style models)")
+    return family
+
+
+def _refuse(where, problems):
+    if problems:
+        raise ZeroLLMError(f"{where}: zerollm cannot run this model because of {'; '.join(problems)}; "
+                           "only plain GPT-2 and Llama architectures are implemented")
+
+
+def _gpt2_fields(hf, where):
+    act = hf.get("activation_function", "gelu_new")
+    # reorder_and_upcast_attn only computes the same formula in another float order: accepted
+    problems = [f"{key}={hf[key]!r} (needs {need!r})"
+                for key, need in (("scale_attn_weights", True), ("scale_attn_by_inverse_layer_idx", False),
+                                  ("add_cross_attention", False)) if hf.get(key, need) != need]
+    if act not in GPT2_ACTIVATIONS:
+        problems.append(f"activation_function={act!r} (needs one of {', '.join(GPT2_ACTIVATIONS)})")
+    _refuse(where, problems)
+    return dict(vocab_size=hf["vocab_size"], block_size=hf.get("n_positions", hf.get("n_ctx", 1024)),
+                n_layer=hf["n_layer"], n_head=hf["n_head"], n_embd=hf["n_embd"], n_inner=hf.get("n_inner"),
+                norm_eps=hf.get("layer_norm_epsilon", 1e-5), gelu=GPT2_ACTIVATIONS[act],
+                tie_embeddings=hf.get("tie_word_embeddings", True))
+
+
+def _rope_theta(hf, where):
+    """transformers 5 keeps RoPE settings in rope_parameters; transformers 4 in rope_theta + rope_scaling."""
+    params = hf.get("rope_parameters") or {}
+    scaling = hf.get("rope_scaling") or {}
+    kind = params.get("rope_type") or scaling.get("rope_type") or scaling.get("type") or "default"
+    if kind != "default":
+        _refuse(where, [f"rope scaling {kind!r} (only plain RoPE is implemented)"])
+    return float(params.get("rope_theta", hf.get("rope_theta", 10000.0)))
+
+
+def _llama_fields(hf, where):
+    C, nh = hf["hidden_size"], hf["num_attention_heads"]
+    attn_bias, mlp_bias = hf.get("attention_bias", False), hf.get("mlp_bias", False)
+    act, head_dim, window = hf.get("hidden_act", "silu"), hf.get("head_dim"), hf.get("sliding_window")
+    checks = [
+        (act not in ("silu", "swish"), f"hidden_act={act!r} (needs 'silu')"),
+        (head_dim not in (None, C // nh),
+         f"head_dim={head_dim} (needs hidden_size/num_attention_heads = {C // nh})"),
+        (attn_bias != mlp_bias,
+         f"attention_bias={attn_bias} with mlp_bias={mlp_bias} (zerollm has one bias switch)"),
+        (window is not None and window < hf.get("max_position_embeddings", 2048), f"sliding_window={window}"),
+    ]
+    _refuse(where, [problem for bad, problem in checks if bad])
+    return dict(vocab_size=hf["vocab_size"], block_size=hf.get("max_position_embeddings", 2048),
+                n_layer=hf["num_hidden_layers"], n_head=nh, n_kv_head=hf.get("num_key_value_heads") or nh,
+                n_embd=C, n_inner=hf["intermediate_size"], norm="rmsnorm",
+                norm_eps=hf.get("rms_norm_eps", 1e-6), pos="rope", rope_theta=_rope_theta(hf, where),
+                mlp="swiglu", bias=attn_bias, tie_embeddings=hf.get("tie_word_embeddings", False))
+
+
+def hf_to_config(hf, where="config.json", dtype="float32"):
+    """A transformers config dict -> (family, GPTConfig)."""
+    if not isinstance(hf, dict):
+        raise ZeroLLMError(f"{where} must hold a JSON object")
+    family = family_of(hf, where)
+    try:
+        fields = _gpt2_fields(hf, where) if family == "gpt2" else _llama_fields(hf, where)
+        return family, GPTConfig(**fields, dropout=0.0, dtype=dtype)
+    except KeyError as err:
+        raise ZeroLLMError(f"{where} lacks {err}, which a {family} config needs; "
+                           "the file is incomplete") from None
+    except TypeError as err:
+        raise ZeroLLMError(f"{where} has a value of the wrong type ({err}); the file is damaged") from None
+
+
+# ----------------------------------------------------------------------------
+# writing: GPTConfig -> config.json
+
+def export_family(cfg):
+    """'gpt2' or 'llama': the transformers layout that computes exactly this config."""
+    wrong = {family: [f"{k}={getattr(cfg, k)!r} (needs {v!r})"
+                      for k, v in needs.items() if getattr(cfg, k) != v]
+             for family, needs in LAYOUT_NEEDS.items()}
+    for family, problems in wrong.items():
+        if not problems:
+            return family
+    raise ZeroLLMError("transformers has no model that computes this config: as GPT-2 it has "
+                       f"{', '.join(wrong['gpt2'])}; as Llama it has {', '.join(wrong['llama'])}. "
+                       "Train with one of those two layouts to export it")
+
+
+def config_to_hf(cfg, family, special=None):
+    """The config.json dict for ``cfg`` in ``family``'s layout. ``special``: {"eos": id, ...} or None.
+
+    GPT-2 has no grouped-query attention: the exporter repeats the shared key/value heads, so the
+    file always has n_kv_head == n_head.
+    """
+    special = special or {}
+    common = dict(vocab_size=cfg.vocab_size, tie_word_embeddings=cfg.tie_embeddings, dtype="float32",
+                  bos_token_id=special.get("bos"), eos_token_id=special.get("eos"), pad_token_id=None,
+                  use_cache=True)
+    if family == "gpt2":
+        return dict(architectures=["GPT2LMHeadModel"], model_type="gpt2", n_positions=cfg.block_size,
+                    n_embd=cfg.n_embd, n_layer=cfg.n_layer, n_head=cfg.n_head, n_inner=cfg.n_inner,
+                    activation_function="gelu_new" if cfg.gelu == "tanh" else "gelu",
+                    layer_norm_epsilon=cfg.norm_eps, resid_pdrop=cfg.dropout, embd_pdrop=cfg.dropout,
+                    attn_pdrop=cfg.dropout, scale_attn_weights=True, **common)
+    return dict(architectures=["LlamaForCausalLM"], model_type="llama", hidden_size=cfg.n_embd,
+                intermediate_size=cfg.n_inner, num_hidden_layers=cfg.n_layer,
+                num_attention_heads=cfg.n_head, num_key_value_heads=cfg.n_kv_head, head_dim=cfg.head_size,
+                hidden_act="silu", max_position_embeddings=cfg.block_size, rms_norm_eps=cfg.norm_eps,
+                rope_parameters={"rope_type": "default", "rope_theta": cfg.rope_theta},   # transformers 5
+                rope_theta=cfg.rope_theta, rope_scaling=None,                             # transformers 4
+                attention_bias=cfg.bias, mlp_bias=cfg.bias, attention_dropout=0.0, **common)

@@ -1,0 +1,179 @@
+"""Export a zerollm GPT as a transformers directory that ``AutoModelForCausalLM`` loads unchanged.
+
+    export(model, "out")      ->  out/config.json          GPT2LMHeadModel or LlamaForCausalLM
+                                  out/model.safetensors    float32, transformers' names
+                                  out/tokenizer.json       (+ tokenizer_config.json) for a BPE tokenizer
+
+Layernorm + learned positions + GELU -> GPT-2; rmsnorm + RoPE + SwiGLU -> Llama (see configs.py).
+GPT-2 always has biases and no grouped-query attention, so a bias-free model gets zero biases and
+shared key/value heads are repeated, one copy per query head: both compute exactly the same logits.
+
+The directory appears whole or not at all: it is written under a temporary name next to ``path``
+and renamed into place (see ``write_dir``).
+"""
+
+import os
+import shutil
+import tempfile
+from dataclasses import replace
+
+import numpy as np
+
+from zerollm.errors import ZeroLLMError
+from zerollm.fileio import fsync_dir, write_json
+from zerollm.hf.configs import config_to_hf, export_family
+from zerollm.hf.weights import to_hf
+from zerollm.model import GPT, param_shapes
+from zerollm.safetensors import save_file
+
+ENDOFTEXT = "<|endoftext|>"
+
+
+# ----------------------------------------------------------------------------
+# whole directories, atomically
+
+def check_target(path, overwrite=False):
+    """The absolute path, if a model directory may be written there; else a ZeroLLMError.
+
+    Call it before slow work, so a bad --to fails at once, not after loading a big model.
+    """
+    path = os.path.abspath(os.fspath(path))
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise ZeroLLMError(f"{path} is a file; choose a directory path for the model")
+    full = os.path.isdir(path) and os.listdir(path)
+    if full and not overwrite:
+        raise ZeroLLMError(f"{path} exists and is not empty; choose a new directory, or overwrite it "
+                           "(overwrite=True, or --overwrite on the command line)")
+    if full and not os.path.isfile(os.path.join(path, "config.json")):
+        raise ZeroLLMError(f"{path} is not a model directory (no config.json), so it is not overwritten; "
+                           "choose a new directory")
+    return path
+
+
+def write_dir(path, fill, overwrite=False):
+    """Create directory ``path`` by calling ``fill(tmp_dir)``, then renaming tmp_dir to ``path``.
+
+    An existing empty directory is replaced. A non-empty one only with ``overwrite=True``, and only
+    if it holds a config.json (so a mistyped path can never wipe, say, a home directory).
+    """
+    path = check_target(path, overwrite)
+    parent, name = os.path.split(path)
+    os.makedirs(parent, exist_ok=True)
+    tmp = tempfile.mkdtemp(prefix=f".{name}.", suffix=".tmp", dir=parent)
+    try:
+        fill(tmp)
+        mask = os.umask(0)
+        os.umask(mask)
+        os.chmod(tmp, 0o777 & ~mask)               # mkdtemp makes it private (0700)
+        fsync_dir(tmp)
+        _swap_in(tmp, path)
+    except BaseException:                          # also Ctrl-C: nothing half-written stays behind
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    fsync_dir(parent)
+    return path
+
+
+def _swap_in(tmp, path):
+    if not os.path.isdir(path):
+        os.rename(tmp, path)
+        return
+    old = tmp[:-len(".tmp")] + ".old"
+    os.rename(path, old)                           # the old model stays whole until the new one is in
+    os.rename(tmp, path)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+# ----------------------------------------------------------------------------
+# weights in transformers' layout
+
+def _repeat_kv(a, nh, nkv, hs):
+    """[q | k | v] columns (.., (nh + 2 nkv) hs) -> (.., 3 nh hs): each kv head repeated nh/nkv times.
+
+    Query head j reads kv head j // (nh/nkv), so repeating each kv head in a row gives every
+    query head its own copy of the numbers it read before.
+    """
+    lead = a.shape[:-1]
+    q, k, v = np.split(a, [nh * hs, (nh + nkv) * hs], axis=-1)
+
+    def repeat(x):                                   # (.., nkv hs) -> (.., nkv, hs) -> (.., nh hs)
+        return np.repeat(x.reshape(*lead, nkv, hs), nh // nkv, axis=-2).reshape(*lead, nh * hs)
+
+    return np.concatenate([q, repeat(k), repeat(v)], axis=-1)
+
+
+def _as_full_gpt2(state, cfg):
+    """GPT-2 has biases everywhere and one key/value head per query head: make ``state`` so.
+
+    Missing biases become zeros (they add nothing); shared kv heads are repeated (_repeat_kv).
+    """
+    full = replace(cfg, bias=True, n_kv_head=cfg.n_head)
+    out = {}
+    for name, shape in param_shapes(full).items():
+        if name not in state:
+            out[name] = np.zeros(shape, np.float32)           # made at the full width already
+        elif ".attn.c_attn." in name and cfg.n_kv_head != cfg.n_head:
+            out[name] = _repeat_kv(state[name], cfg.n_head, cfg.n_kv_head, cfg.head_size)
+        else:
+            out[name] = state[name]
+    return out, full
+
+
+def hf_arrays(model):
+    """(family, {transformers name: float32 array}) for ``model``."""
+    cfg = model.config
+    family = export_family(cfg)
+    state = model.state_dict()
+    if family == "gpt2":
+        state, cfg = _as_full_gpt2(state, cfg)
+    arrays = to_hf(state, cfg, family)               # tied: no lm_head.weight, as save_pretrained does
+    return family, {name: a.astype(np.float32) for name, a in arrays.items()}
+
+
+# ----------------------------------------------------------------------------
+# tokenizer files
+
+def _special_ids(tokenizer):
+    specials = getattr(tokenizer, "special_tokens", None) or {}
+    eot = specials.get(ENDOFTEXT)
+    return {"bos": eot, "eos": eot} if eot is not None else {}
+
+
+def _write_tokenizer(tokenizer, folder, cfg):
+    """tokenizer.json + tokenizer_config.json, so ``AutoTokenizer.from_pretrained`` works."""
+    if tokenizer.vocab_size > cfg.vocab_size:
+        raise ZeroLLMError(f"the tokenizer has {tokenizer.vocab_size} tokens but the model only "
+                           f"{cfg.vocab_size}; export with the tokenizer the model was trained with")
+    tokenizer.to_hf_tokenizer_json(os.path.join(folder, "tokenizer.json"))
+    settings = {"tokenizer_class": "PreTrainedTokenizerFast", "model_max_length": cfg.block_size,
+                "clean_up_tokenization_spaces": False}
+    if ENDOFTEXT in getattr(tokenizer, "special_tokens", {}):
+        settings.update(bos_token=ENDOFTEXT, eos_token=ENDOFTEXT, unk_token=ENDOFTEXT)
+    write_json(os.path.join(folder, "tokenizer_config.json"), settings)
+
+
+# ----------------------------------------------------------------------------
+# export
+
+def export(model, path, *, tokenizer=None, overwrite=False):
+    """Write ``model`` (and a BPE ``tokenizer``, if given) as a transformers model directory.
+
+    Tokenizers without ``to_hf_tokenizer_json`` (byte, char) are skipped: transformers has no
+    equivalent of them. Returns the absolute path of the directory.
+
+    >>> export(GPT(GPTConfig(n_layer=2)), "my-gpt2")            # doctest: +SKIP
+    >>> AutoModelForCausalLM.from_pretrained("my-gpt2")          # doctest: +SKIP
+    """
+    if not isinstance(model, GPT):
+        raise ZeroLLMError(f"export needs a zerollm GPT, got {type(model).__name__}")
+    family, arrays = hf_arrays(model)
+    has_hf_tokenizer = hasattr(tokenizer, "to_hf_tokenizer_json")
+    hf_config = config_to_hf(model.config, family, _special_ids(tokenizer) if has_hf_tokenizer else None)
+
+    def fill(folder):
+        write_json(os.path.join(folder, "config.json"), hf_config)
+        save_file(arrays, os.path.join(folder, "model.safetensors"), {"format": "pt"})
+        if has_hf_tokenizer:
+            _write_tokenizer(tokenizer, folder, model.config)
+
+    return write_dir(path, fill, overwrite)

@@ -1,0 +1,69 @@
+"""Load a transformers GPT-2 / Llama directory (config.json + safetensors) into a zerollm GPT."""
+
+import os
+
+import numpy as np
+
+from zerollm.config import DTYPES, GPTConfig
+from zerollm.errors import ZeroLLMError
+from zerollm.fileio import read_json
+from zerollm.hf.configs import hf_to_config
+from zerollm.hf.weights import from_hf, read_tensors
+from zerollm.model import GPT
+
+
+def is_hf_dir(path):
+    """True when ``path/config.json`` is a transformers config (it has "architectures" or "model_type").
+
+    zerollm's own config.json files have a "format" key instead.
+    """
+    file = os.path.join(os.fspath(path), "config.json")
+    try:
+        hf = read_json(file)
+    except ZeroLLMError:
+        return False
+    return isinstance(hf, dict) and "format" not in hf and ("architectures" in hf or "model_type" in hf)
+
+
+def load(path, dtype="float32"):
+    """Load a transformers model directory into a ``GPT`` in eval mode.
+
+    ``path`` holds config.json and model.safetensors, or model.safetensors.index.json and its
+    shards. Weights of any float type (F32, F16, BF16, F64) become ``dtype`` ("float32"/"float64").
+
+    >>> model = load("gpt2")                  # doctest: +SKIP
+    >>> model.config.n_layer, model.config.gelu, model.num_params()
+    (12, 'tanh', 124439808)
+    """
+    path = os.fspath(path)
+    if dtype not in DTYPES:
+        raise ZeroLLMError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
+    if not os.path.isdir(path):
+        raise ZeroLLMError(f"model directory not found: {path}; zerollm never downloads: fetch the model "
+                           "first (see docs/huggingface.md) and give its local directory")
+    where = os.path.join(path, "config.json")
+    hf = read_json(where, what="Hugging Face config")
+    if isinstance(hf, dict) and "format" in hf:
+        raise ZeroLLMError(f"{path} is a zerollm directory ({hf['format']}), not a Hugging Face one; "
+                           "load it with zerollm.hf.load_zerollm")
+    family, cfg = hf_to_config(hf, where, dtype)
+    tensors = read_tensors(path, family, np.dtype(dtype))
+    if not cfg.tie_embeddings and "lm_head.weight" not in tensors and _is_base_model(hf):
+        # GPT2Model / LlamaModel have no head; the token table is the natural one (as GPT-2 ties it)
+        cfg = GPTConfig(**{**cfg.to_dict(), "tie_embeddings": True})
+    model = GPT(cfg)
+    model.load_state_dict(from_hf(tensors, cfg, family, path))
+    return model.eval()
+
+
+def _is_base_model(hf):
+    return any(str(a).endswith("Model") and "LMHead" not in str(a) for a in hf.get("architectures") or [])
+
+
+def load_tokenizer_dir(path):
+    """The byte-level BPE tokenizer of a transformers directory: tokenizer.json, else vocab.json +
+    merges.txt (GPT-2's files). No tokenizer files, or another kind (e.g. Llama's SentencePiece),
+    is a ZeroLLMError from the importer (zerollm.tokenizers.hf).
+    """
+    from zerollm.tokenizers import BPETokenizer
+    return BPETokenizer.from_hf_dir(os.fspath(path))

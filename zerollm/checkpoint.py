@@ -312,7 +312,7 @@ def load_model(path):
     from zerollm.model import GPT
     from zerollm.tokenizers import load_tokenizer
     ckpt = load_checkpoint(path, optimizer=False)
-    model = GPT(GPTConfig.from_dict(ckpt.model_config))
+    model = GPT(GPTConfig.from_dict(ckpt.model_config), init=False)
     model.load_state_dict(ckpt.params)
     tokenizer = load_tokenizer(ckpt.tokenizer_path) if ckpt.tokenizer_path else None
     return model.eval(), tokenizer, ckpt

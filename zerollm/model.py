@@ -98,13 +98,18 @@ class GPT:
     ((1, 3, 11), ['h.0.attn.c_attn.bias', 'h.0.attn.c_attn.weight'])
     """
 
-    def __init__(self, config, seed=0):
+    def __init__(self, config, seed=0, init=True):
+        """init=False leaves the weights at zero, for when they are about to be loaded anyway
+        (drawing 124M random numbers first would take seconds)."""
         if not isinstance(config, GPTConfig):
             raise ZeroLLMError(f"GPT needs a GPTConfig, got {type(config).__name__}")
         self.config = config
         self.dtype = np.dtype(config.dtype)
         init_seq, dropout_seq = np.random.SeedSequence(seed).spawn(2)
-        self.params = init_params(config, np.random.default_rng(init_seq))
+        if init:
+            self.params = init_params(config, np.random.default_rng(init_seq))
+        else:
+            self.params = {name: np.zeros(shape, self.dtype) for name, shape in param_shapes(config).items()}
         self.rng = np.random.default_rng(dropout_seq)    # dropout masks; saved in checkpoints
         self.grads = {}
         self.training = True

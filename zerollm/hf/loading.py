@@ -51,7 +51,7 @@ def load(path, dtype="float32"):
     if not cfg.tie_embeddings and "lm_head.weight" not in tensors and _is_base_model(hf):
         # GPT2Model / LlamaModel have no head; the token table is the natural one (as GPT-2 ties it)
         cfg = GPTConfig(**{**cfg.to_dict(), "tie_embeddings": True})
-    model = GPT(cfg)
+    model = GPT(cfg, init=False)
     model.load_state_dict(from_hf(tensors, cfg, family, path))
     return model.eval()
 

@@ -66,7 +66,7 @@ def load_zerollm(path):
     config = _model_dir_config(path)
     if config is None:
         return load_model(path)[0]                 # a training run or checkpoint (zerollm.checkpoint)
-    model = GPT(GPTConfig.from_dict(config))
+    model = GPT(GPTConfig.from_dict(config), init=False)
     model.load_state_dict(load_file(os.path.join(path, "model.safetensors")))
     return model.eval()
 

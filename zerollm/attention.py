@@ -23,13 +23,14 @@ from zerollm.errors import ZeroLLMError
 # ----------------------------------------------------------------------------
 # softmax and masks
 
-def softmax(x, axis=-1):
+def softmax(x, axis=-1, out=None):
     """Numerically stable softmax along ``axis``; keeps the dtype of ``x``.
 
     softmax(x)_i = exp(x_i - m) / sum_j exp(x_j - m), with m = max_j x_j. Subtracting the max
     changes nothing mathematically but keeps exp() <= 1, so huge logits never overflow.
     Entries equal to -inf get weight 0. A slice that is entirely -inf (a query whose keys are
     all masked) gets all zeros instead of the 0/0 = NaN the textbook formula would give.
+    ``out=x`` computes in place (the training loop does this to avoid copies of big score arrays).
 
     >>> softmax(np.array([1000.0, 1000.0]))
     array([0.5, 0.5])
@@ -38,19 +39,25 @@ def softmax(x, axis=-1):
     if not np.issubdtype(x.dtype, np.floating):
         x = x.astype(np.float64)
     m = np.max(x, axis=axis, keepdims=True)
-    m = np.where(np.isfinite(m), m, 0)           # all -inf slice: exp(-inf - 0) = 0, no NaN
-    e = np.exp(x - m)
+    m[~np.isfinite(m)] = 0                        # all -inf slice: exp(-inf - 0) = 0, no NaN
+    e = np.subtract(x, m, out=out)
+    np.exp(e, out=e)
     total = np.sum(e, axis=axis, keepdims=True)
-    return e / np.where(total == 0, 1, total)     # 0 / 1 = 0 for fully masked slices
+    total[total == 0] = 1                         # 0 / 1 = 0 for fully masked slices
+    e /= total
+    return e
 
 
-def softmax_backward(dy, y, axis=-1):
+def softmax_backward(dy, y, axis=-1, out=None):
     """Backward of ``y = softmax(x)``: dx = y * (dy - sum(dy * y)) along ``axis``.
 
     The Jacobian dy_i/dx_j = y_i (delta_ij - y_j) is never formed; applied to dy it reduces to one
-    weighted sum per row. Entries with y == 0 (masked) get dx == 0.
+    weighted sum per row. Entries with y == 0 (masked) get dx == 0. ``out=dy`` works in place.
     """
-    return y * (dy - np.sum(dy * y, axis=axis, keepdims=True))
+    weighted = np.sum(dy * y, axis=axis, keepdims=True)
+    dx = np.subtract(dy, weighted, out=out)
+    dx *= y
+    return dx
 
 
 def causal_mask(T, Tk=None):

@@ -46,9 +46,11 @@ def sdpa_forward(q, k, v, *, causal=True, mask=None, dropout=0.0, rng=None, trai
     hidden = causal_mask(T, Tk) if causal else None         # (T, Tk)
     if mask is not None:
         hidden = mask if hidden is None else (hidden | mask)
+    # Speed: the score array is the biggest thing attention makes (B*nh*T*Tk numbers), so masking
+    # and softmax work on it in place instead of creating new T x Tk arrays per step.
     if hidden is not None:
-        att = np.where(hidden, att.dtype.type(-np.inf), att)
-    att = softmax(att, axis=-1)                             # rows of all -inf give 0, not NaN
+        np.copyto(att, att.dtype.type(-np.inf), where=hidden)
+    softmax(att, axis=-1, out=att)                          # rows of all -inf give 0, not NaN
     att_used, drop = dropout_forward(att, dropout, rng, training)
     out = att_used @ v                                      # (B,nkv,g,T,Tk) @ (B,nkv,1,Tk,hs) -> (B,nkv,g,T,hs)
     return out, SDPACache(q, k, v, att, att_used, drop, scale)
@@ -64,13 +66,19 @@ def sdpa_backward(dout, cache):
     """
     q, k, v, att, att_used = cache.q, cache.k, cache.v, cache.att, cache.att_used
     datt = dout @ np.swapaxes(v, -1, -2)                                        # (B,nkv,g,T,Tk)
-    dv = (np.swapaxes(att_used, -1, -2) @ dout).sum(axis=2, keepdims=True)      # (B,nkv,1,Tk,hs)
+    dv = _sum_groups(np.swapaxes(att_used, -1, -2) @ dout)                      # (B,nkv,1,Tk,hs)
     datt = dropout_backward(datt, cache.drop)
-    ds = softmax_backward(datt, att)                                            # (B,nkv,g,T,Tk)
+    ds = softmax_backward(datt, att, out=datt)                                  # (B,nkv,g,T,Tk), in place
     ds *= ds.dtype.type(cache.scale)
     dq = ds @ k                                                                 # (B,nkv,g,T,hs)
-    dk = (np.swapaxes(ds, -1, -2) @ q).sum(axis=2, keepdims=True)               # (B,nkv,1,Tk,hs)
+    dk = _sum_groups(np.swapaxes(ds, -1, -2) @ q)                               # (B,nkv,1,Tk,hs)
     return dq, dk, dv
+
+
+def _sum_groups(x):
+    """(B, nkv, g, T, hs) -> (B, nkv, 1, T, hs): a shared k/v head gets the gradients of all g heads
+    that used it. (With g == 1 there is nothing to add, so no copy is made.)"""
+    return x if x.shape[2] == 1 else x.sum(axis=2, keepdims=True)
 
 
 # ----------------------------------------------------------------------------
@@ -155,6 +163,10 @@ def mha_backward(dout, cache):
     if cache.rope_q is not None:
         dq = rope_backward(dq, cache.rope_q)
         dk = rope_backward(dk, cache.rope_k)
-    dqkv = np.concatenate([merge_heads(dq), merge_heads(dk), merge_heads(dv)], axis=-1)  # (B, T, (nh+2nkv) hs)
+    # the inverse of split_qkv: split_qkv on the gradient buffer gives views of the right places,
+    # so each head's gradient is written once, straight into (B, T, (nh + 2 nkv) hs)
+    dqkv = np.empty((B, T, dq.shape[-1] * (cache.n_head + 2 * nkv)), dtype=dy.dtype)
+    for view, grad in zip(split_qkv(dqkv, cache.n_head, nkv), (dq, dk, dv)):
+        view[...] = grad
     dx, dw_attn, db_attn = linear_backward(dqkv, cache.attn)
     return dx, dw_attn, db_attn, dw_proj, db_proj

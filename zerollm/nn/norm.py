@@ -20,11 +20,12 @@ class NormCache(NamedTuple):
 
 def layernorm_forward(x, w, b=None, eps=1e-5):
     """y = (x - mean) / sqrt(var + eps) * w + b, statistics over the last dim (biased variance)."""
+    C = x.shape[-1]
     mean = x.mean(axis=-1, keepdims=True)                    # (..., 1)
-    xc = x - mean                                            # (..., C)
-    var = np.mean(xc * xc, axis=-1, keepdims=True)           # (..., 1)
+    xhat = x - mean                                          # (..., C) centred; normalised in place below
+    var = np.einsum("...c,...c->...", xhat, xhat)[..., None] / C   # (..., 1) without an x^2 temporary
     rstd = 1.0 / np.sqrt(var + eps)                          # (..., 1)
-    xhat = xc * rstd                                         # (..., C)
+    xhat *= rstd                                             # (..., C)
     y = xhat * w
     if b is not None:
         y += b
@@ -44,8 +45,10 @@ def layernorm_backward(dy, cache):
     dy2, xhat2 = dy.reshape(-1, C), xhat.reshape(-1, C)
     dw = np.einsum("nc,nc->c", dy2, xhat2)
     db = dy2.sum(axis=0) if cache.has_bias else None
-    dxhat = dy * w
-    dx = dxhat - dxhat.mean(axis=-1, keepdims=True) - xhat * np.mean(dxhat * xhat, axis=-1, keepdims=True)
+    dx = dy * w                                              # dxhat, turned into dx in place
+    proj = np.einsum("...c,...c->...", dx, xhat)[..., None] / C   # mean(dxhat * xhat), (..., 1)
+    dx -= dx.mean(axis=-1, keepdims=True)
+    dx -= xhat * proj
     dx *= rstd
     return dx, dw, db
 
@@ -55,7 +58,8 @@ def layernorm_backward(dy, cache):
 
 def rmsnorm_forward(x, w, eps=1e-5):
     """y = x / sqrt(mean(x^2) + eps) * w."""
-    rstd = 1.0 / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps)   # (..., 1)
+    ms = np.einsum("...c,...c->...", x, x)[..., None] / x.shape[-1]       # mean(x^2), (..., 1)
+    rstd = 1.0 / np.sqrt(ms + eps)                                        # (..., 1)
     xhat = x * rstd                                                       # (..., C)
     return xhat * w, NormCache(xhat, rstd, w, False)
 
@@ -69,7 +73,7 @@ def rmsnorm_backward(dy, cache):
     xhat, rstd, w = cache.xhat, cache.rstd, cache.w
     C = xhat.shape[-1]
     dw = np.einsum("nc,nc->c", dy.reshape(-1, C), xhat.reshape(-1, C))
-    dxhat = dy * w
-    dx = dxhat - xhat * np.mean(dxhat * xhat, axis=-1, keepdims=True)
+    dx = dy * w                                              # dxhat, turned into dx in place
+    dx -= xhat * (np.einsum("...c,...c->...", dx, xhat)[..., None] / C)
     dx *= rstd
     return dx, dw

@@ -200,3 +200,11 @@ def test_sample_streams_reproducibly_and_eval_prints_the_loss(reference_run, cor
     out = capsys.readouterr().out
     loss = float(out.split("loss ")[1].split()[0])
     assert 1.0 < loss < 4.0 and "perplexity" in out
+
+
+def test_heads_draws_a_trained_checkpoint(reference_run, tmp_path, capsys):
+    out = tmp_path / "heads.png"
+    assert main(["heads", "--ckpt", str(reference_run), "--text", "ROMEO: hi", "--out", str(out), "--lang", "en"]) == 0
+    assert out.read_bytes()[:4] == b"\x89PNG" and "trained model" in capsys.readouterr().out
+    assert main(["heads", "--ckpt", str(reference_run), "--random", "--out", str(out)]) == 1
+    assert "--ckpt needs --text" in capsys.readouterr().err

@@ -54,6 +54,11 @@ TEXT = {
         "en": "A bidirectional (BERT-style) model has no mask: every position sees every position, so the whole\n"
               "square carries weight.",
     },
+    "read_trained": {
+        "zh": "这是训练过的模型（{ckpt}，第 {step} 步）：看看有没有总盯着前一个 token、行首或标点的头。",
+        "en": "This is a trained model ({ckpt}, step {step}): look for heads that always watch the previous token,\n"
+              "the start of the line, or punctuation.",
+    },
     "read_random": {
         "zh": "这是随机初始化的模型：分数都接近 0，所以权重几乎均匀（因果时第 i 行约为 1/(i+1)）。\n"
               "训练之后会出现更尖锐的模式，比如总看前一个 token 的头。",
@@ -83,6 +88,8 @@ def add_arguments(p):
     p.add_argument("--seq", type=int, default=None,
                    help=f"T, number of random tokens (with --random; default {DEFAULT_RANDOM_T})")
     p.add_argument("--out", required=True, metavar="FILE.png", help="where to write the picture")
+    p.add_argument("--ckpt", metavar="DIR", help="a model trained with 'zerollm train' instead of a random one "
+                   "(with --text, tokenized by the checkpoint's own tokenizer)")
     p.add_argument("--n-layer", type=int, default=2, help="layers of the random GPT (default 2)")
     p.add_argument("--n-head", type=int, default=4, help="heads per layer (default 4)")
     p.add_argument("--n-embd", type=int, default=64, help="C, model width (default 64)")
@@ -257,15 +264,42 @@ def attention_maps(ids, args):
     return [w[0] for w in model.attention_weights()]     # (B=1, nh, T, T) -> (nh, T, T) per layer
 
 
+def trained_maps(args):
+    """(maps, ids, labels, checkpoint) for --ckpt: the checkpoint's model reads --text."""
+    from dataclasses import replace
+
+    from zerollm.checkpoint import load_model
+    if args.text is None:
+        raise ZeroLLMError("--ckpt needs --text: the trained model reads your text")
+    model, tok, ckpt = load_model(args.ckpt)
+    if tok is None:
+        raise ZeroLLMError(f"{args.ckpt} has no tokenizer.json, so --text cannot be encoded")
+    ids = tok.encode(args.text)
+    if not 1 <= len(ids) <= min(MAX_TOKENS, model.config.block_size):
+        raise ZeroLLMError(f"--text is {len(ids)} tokens; give 1 to {min(MAX_TOKENS, model.config.block_size)}")
+    if model.config.attn_impl == "flash":                # flash keeps no weights to draw: use naive
+        naive = type(model)(replace(model.config, attn_impl="naive"), init=False)
+        model = naive.load_state_dict(model.params).eval()
+    model.forward(np.array([ids]))
+    return [w[0] for w in model.attention_weights()], ids, [tok.decode([i]) for i in ids], ckpt
+
+
 def run(args):
     lang = resolve_lang(args.lang)
     font_manager, _, _ = import_matplotlib()             # fail before any work if it is missing
     check_out(args.out)
-    ids, chars = choose_tokens(args, np.random.default_rng(args.seed))
-    check_sizes(args, len(ids))
-    maps = attention_maps(ids, args)
+    ckpt = None
+    if args.ckpt:
+        maps, ids, chars, ckpt = trained_maps(args)
+        args.bidirectional = not ckpt.model_config.get("causal", True)
+    else:
+        ids, chars = choose_tokens(args, np.random.default_rng(args.seed))
+        check_sizes(args, len(ids))
+        maps = attention_maps(ids, args)
     families, glyphs = find_fonts(font_manager)
-    labels = [tick_label(ch, glyphs) if args.text is not None else ch for ch in chars]
+    # a token may be several characters (BPE) or part of one (a byte): label it character by character
+    labels = ["".join(tick_label(c, glyphs) for c in tok) or "\u00b7" if args.text is not None else tok
+              for tok in chars]
     fig, _ = build_figure(maps, labels, causal=not args.bidirectional, families=families,
                           cjk=len(families) > 1)
     save_png(fig, args.out)
@@ -274,10 +308,10 @@ def run(args):
     print(say("wrote", lang, path=args.out, nl=len(maps), nh=maps[0].shape[0], T=T, kind=kind))
     print(say("read", lang))
     print(say("read_bidirectional" if args.bidirectional else "read_causal", lang))
-    print(say("read_random", lang))
+    print(say("read_trained", lang, ckpt=args.ckpt, step=ckpt.step) if ckpt else say("read_random", lang))
     if T > MAX_LABELLED:
         print(say("no_labels", lang, T=T))
-    missing = sorted({ch for ch in chars if args.text is not None and ord(ch) not in glyphs
+    missing = sorted({ch for tok in chars for ch in tok if args.text is not None and ord(ch) not in glyphs
                       and not unicodedata.category(ch).startswith("C") and ch != " "})
     if missing and T <= MAX_LABELLED:
         print(say("no_glyph", lang, chars=" ".join(f"{c}=U+{ord(c):04X}" for c in missing)))

@@ -11,13 +11,13 @@ Raw ``.bin`` files (as in nanoGPT) can be memory-mapped: training reads random w
 loading the whole corpus. Shapes below: B batch size, T block size (context length).
 """
 
-import argparse
 import hashlib
 import os
 from pathlib import Path
 
 import numpy as np
 
+from zerollm.argtypes import positive_int
 from zerollm.errors import ZeroLLMError
 from zerollm.tokenizers import load_tokenizer, train_tokenizer
 from zerollm.fileio import atomic_write
@@ -191,26 +191,16 @@ def get_batch(data, batch_size, block_size, rng):
 # ----------------------------------------------------------------------------
 # the `zerollm prepare` command
 
-def _positive_int(text):
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return value
-
-
 def add_arguments(p):
     p.add_argument("--data", required=True, metavar="FILE", help="a UTF-8 text file")
     p.add_argument("--tokenizer", choices=("byte", "char", "bpe"), default="byte",
                    help="byte: 256 ids, no training; char: one id per distinct character; "
                         "bpe: byte-level BPE, needs --vocab-size (default byte)")
-    p.add_argument("--vocab-size", type=_positive_int, metavar="N", help="BPE vocabulary size, e.g. 1024")
+    p.add_argument("--vocab-size", type=positive_int, metavar="N", help="BPE vocabulary size, e.g. 1024")
     p.add_argument("--pattern", choices=("gpt2", "gpt4"), help="BPE pre-split regex (default gpt4)")
     p.add_argument("--out", metavar="DIR",
                    help="output folder (default ./data/<FILE stem>-<tokenizer>, e.g. data/input-char)")
-    p.add_argument("--block-size", type=_positive_int, default=64, metavar="N",
+    p.add_argument("--block-size", type=positive_int, default=64, metavar="N",
                    help="context length you will train with; each split needs N+1 tokens (default 64)")
     p.add_argument("--val-fraction", type=float, default=0.1, metavar="F",
                    help="the last F of the tokens become validation data (default 0.1)")

@@ -3,23 +3,13 @@
     zerollm sample --ckpt runs/shakespeare --prompt "ROMEO:" --max-new-tokens 300 --temperature 0.8 --top-k 40
 """
 
-import argparse
 import sys
 
 import numpy as np
 
+from zerollm.argtypes import positive_int
 from zerollm.errors import ZeroLLMError
 from zerollm.threads import add_threads_argument, limit_threads
-
-
-def _positive_int(text):
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return value
 
 
 def add_arguments(p):
@@ -27,13 +17,13 @@ def add_arguments(p):
     src.add_argument("--ckpt", metavar="DIR", help="a training run directory (its latest checkpoint) or a step directory")
     src.add_argument("--hf", metavar="DIR", help="a Hugging Face model directory (config.json + *.safetensors)")
     p.add_argument("--prompt", default="\n", help="text to continue (default: a newline)")
-    p.add_argument("--max-new-tokens", type=_positive_int, default=200)
+    p.add_argument("--max-new-tokens", type=positive_int, default=200)
     p.add_argument("--temperature", type=float, default=0.8, help="0 = greedy (default 0.8)")
-    p.add_argument("--top-k", type=_positive_int, default=None, help="sample only from the k most likely tokens")
+    p.add_argument("--top-k", type=positive_int, default=None, help="sample only from the k most likely tokens")
     p.add_argument("--top-p", type=float, default=None, help="nucleus sampling: the smallest set with probability >= p")
     p.add_argument("--seed", type=int, default=None, help="random seed (default: different every run)")
-    p.add_argument("--num-samples", type=_positive_int, default=1)
-    p.add_argument("--window", type=_positive_int, default=None,
+    p.add_argument("--num-samples", type=positive_int, default=1)
+    p.add_argument("--window", type=positive_int, default=None,
                    help="sliding-window attention with a rolling KV cache of this many recent tokens")
     p.add_argument("--sinks", type=int, default=0, help="with --window: the first N tokens stay visible (attention sinks)")
     add_threads_argument(p)

@@ -5,12 +5,12 @@ exactly the seed's numbers. ``--random`` makes an example of any size, ``--x/--w
 reads the learner's own numbers, ``--json`` dumps every intermediate.
 """
 
-import argparse
 import json
 import sys
 
 import numpy as np
 
+from zerollm.argtypes import int_in_range, positive_int
 from zerollm.arrayio import load_array
 from zerollm.attention import self_attention
 from zerollm.errors import ZeroLLMError
@@ -167,36 +167,16 @@ def say(key, lang, **fields):
 # ----------------------------------------------------------------------------
 # arguments
 
-def _positive_int(text):
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return value
-
-
-def _precision(text):
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if not 0 <= value <= 16:
-        raise argparse.ArgumentTypeError(f"must be a whole number from 0 to 16, got {text!r}")
-    return value
-
-
 def add_arguments(p):
     add_lang_argument(p)
     p.add_argument("--bidirectional", action="store_true",
                    help="no causal mask (a BERT-style encoder); also shows how the weights changed")
     g = p.add_argument_group("random example (any of these implies --random)")
     g.add_argument("--random", action="store_true", help="use random X and weights instead of the seed's")
-    g.add_argument("--batch", type=_positive_int, help="B, number of sequences (default 1)")
-    g.add_argument("--seq", type=_positive_int, help="T, tokens per sequence (default 4)")
-    g.add_argument("--d-model", type=_positive_int, help="C, numbers per token (default 8)")
-    g.add_argument("--d-k", type=_positive_int, help="d_k, width of queries/keys/values (default 4)")
+    g.add_argument("--batch", type=positive_int, help="B, number of sequences (default 1)")
+    g.add_argument("--seq", type=positive_int, help="T, tokens per sequence (default 4)")
+    g.add_argument("--d-model", type=positive_int, help="C, numbers per token (default 8)")
+    g.add_argument("--d-k", type=positive_int, help="d_k, width of queries/keys/values (default 4)")
     g.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     f = p.add_argument_group("your own numbers (.npy or .json nested lists; give all four)")
     f.add_argument("--x", metavar="FILE", help="X, shape (T, d_model) or (B, T, d_model)")
@@ -206,7 +186,7 @@ def add_arguments(p):
     p.add_argument("--dtype", choices=("float32", "float64"), default="float32",
                    help="precision of the computation (default float32, as in the course)")
     p.add_argument("--json", action="store_true", help="print every intermediate as one JSON object")
-    p.add_argument("--precision", type=_precision, default=4, help="decimals to print (default 4)")
+    p.add_argument("--precision", type=int_in_range(0, 16), default=4, help="decimals to print (default 4)")
 
 
 # ----------------------------------------------------------------------------

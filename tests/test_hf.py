@@ -268,6 +268,23 @@ def test_greedy_generation_matches_transformers(tmp_path, family):
     assert ours == expected
 
 
+def test_sample_hf_on_the_command_line(tmp_path, shakespeare_path, capsys):
+    """`zerollm sample --hf DIR` on a saved model + tokenizer: greedy text equals transformers'."""
+    tok = train_tokenizer("bpe", shakespeare_path.read_text()[:20000], vocab_size=300)
+    theirs = gpt2(vocab_size=tok.vocab_size, n_positions=48, n_embd=16, n_layer=2, n_head=2)
+    theirs.save_pretrained(tmp_path)
+    tok.to_hf_tokenizer_json(tmp_path / "tokenizer.json")
+    prompt = "ROMEO: What"
+    with torch.no_grad():
+        out = theirs.generate(torch.tensor([tok.encode(prompt)]), do_sample=False, max_new_tokens=15)
+    expected = tok.decode(out[0].tolist())
+    assert main(["sample", "--hf", str(tmp_path), "--prompt", prompt, "--temperature", "0",
+                 "--max-new-tokens", "15"]) == 0
+    assert capsys.readouterr().out == expected + "\n"
+    assert main(["sample", "--hf", str(tmp_path / "nowhere")]) == 1
+    assert capsys.readouterr().err.count("\n") == 1
+
+
 # ----------------------------------------------------------------------------
 # refusals
 

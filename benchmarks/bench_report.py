@@ -1,0 +1,209 @@
+"""Turning results.json into markdown tables and a chart of the zerollm/torch speed ratios.
+
+A ratio is speed(zerollm) / speed(torch) = time(torch) / time(zerollm), the median of the per-round
+pairs: 1.0 = as fast as PyTorch, 0.5 = twice as slow. Every file is written atomically.
+"""
+
+import re
+import shutil
+from pathlib import Path
+
+from zerollm.fileio import atomic_write, write_json
+
+DOCS_START, DOCS_END = "<!-- results:start -->", "<!-- results:end -->"
+
+
+def _f(x, spec=".3g", scale=1.0, suffix=""):
+    return "—" if x is None else f"{x * scale:{spec}}{suffix}"
+
+
+def _table(header, rows):
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    return "\n".join(lines + ["| " + " | ".join(str(c) for c in row) + " |" for row in rows])
+
+
+def _c(rec, contender, key):
+    return rec["contenders"].get(contender, {}).get(key)
+
+
+def _ratio(rec, contender):
+    return _f(rec["ratios"].get(contender, {}).get("median"), ".2f", suffix="x")
+
+
+# ----------------------------------------------------------------------------
+# the sections
+
+def machine(results):
+    """Which CPU, libraries, BLAS kernels and threads the numbers come from."""
+    m = results["meta"]
+    lines = [f"- CPU: {m['cpu']} ({', '.join(m['cpu_flags']) or 'no AVX2'}); Python {m['python']}, "
+             f"NumPy {m['numpy']}, torch {m['torch']}, transformers {m['transformers']}",
+             f"- threads {m['threads']}, {m['rounds']} round(s) per measurement, mode `{m['mode']}`, "
+             f"{m['date']}, took {m.get('duration_s', '?')} s"]
+    for key, info in sorted(m["libraries"].items()):
+        if not info:
+            continue
+        pools = info.get("threadpools")
+        if isinstance(pools, list):
+            pools = "; ".join(" ".join(str(p[k]) for k in ("internal_api", "version", "architecture") if p.get(k))
+                              + f" x{p['num_threads']}" for p in pools)
+        torch_build = info.get("torch", {}).get("build")
+        extra = f"; torch: {_short_build(torch_build)}" if torch_build else ""
+        lines.append(f"- `{key}` CPUs {info['affinity']}: {pools}{extra}")
+    return "\n".join(lines)
+
+
+def _short_build(lines):
+    """'Intel(R) oneAPI Math Kernel Library Version 2024.2-Product ...' -> 'MKL 2024.2', and so on."""
+    text = " ".join(lines)
+    found = [(name, re.search(pattern, text)) for name, pattern in
+             (("MKL", r"Math Kernel Library Version ([\w.]+)"), ("oneDNN", r"MKL-DNN (v[\w.]+)"),
+              ("OpenMP", r"OpenMP (\d+)"), ("CPU capability", r"CPU capability usage: (\w+)"))]
+    return ", ".join(f"{name} {m.group(1)}" for name, m in found if m)
+
+
+def check_table(results):
+    tol = results["check"][0]["tolerance"] if results["check"] else 0
+    rows = [[r["name"], _losses(r, "zerollm"), _losses(r, "torch"), _f(r.get("max_diff"), ".1e"),
+             "yes" if r["passed"] else "**FAILED**"] for r in results["check"]]
+    return _table(["config", "zerollm losses", "torch losses", "max abs diff", f"passed (< {tol:g})"], rows)
+
+
+def _losses(rec, c):
+    return ", ".join(f"{x:.6f}" for x in rec.get("losses", {}).get(c, [])) or "; ".join(rec["errors"])
+
+
+def gemm_table(results):
+    rows = [[r["threads"], r["params"]["n"], _f(_flops(r, "numpy"), ".1f", 1e-9),
+             _f(_flops(r, "torch"), ".1f", 1e-9), _ratio(r, "numpy")] for r in results["gemm"]]
+    return _table(["threads", "n", "NumPy GFLOP/s", "torch.mm GFLOP/s", "NumPy/torch"], rows)
+
+
+def _flops(rec, c):
+    best = _c(rec, c, "best_s")
+    return rec["units"] / best if best else None
+
+
+def model_table(records, unit="tokens/s"):
+    """One row per (config, threads): speeds, the paired ratio, peak memory (and token agreement)."""
+    agree = any("tokens_agree" in r for r in records)
+    rows = []
+    for r in records:
+        row = [r["name"], r["threads"], _f(_c(r, "zerollm", "per_s"), ".0f"), _f(_c(r, "torch", "per_s"), ".0f"),
+               _ratio(r, "zerollm"), _f(_c(r, "zerollm", "peak_mib"), ".1f"), _f(_c(r, "torch", "peak_mib"), ".1f")]
+        rows.append(row + ([_f(r.get("tokens_agree"), ".0%")] if agree else []))
+    header = ["config", "threads", f"zerollm {unit}", f"torch {unit}", "zerollm/torch",
+              "zerollm peak MiB", "torch peak MiB"]
+    return _table(header + (["same tokens"] if agree else []), rows)
+
+
+def attention_table(results):
+    rows = []
+    for r in results["attention"]:
+        ms = [_f(_c(r, c, "median_s"), ".2f", 1e3) for c in ("naive", "flash", "torch")]
+        mib = [_f(_c(r, c, "peak_mib"), ".1f") for c in ("naive", "flash", "torch")]
+        rows.append([r["params"]["T"], r["threads"], *ms, _ratio(r, "naive"), _ratio(r, "flash"), *mib])
+    return _table(["T", "threads", "naive ms", "flash ms", "torch ms", "naive/torch", "flash/torch",
+                   "naive MiB", "flash MiB", "torch MiB"], rows)
+
+
+def mfu_table(results):
+    giga = dict(spec=".1f", scale=1e-9)
+    rows = [[r["name"], r["threads"], _f(r["flops_per_step"], ".3g", 1e-9),
+             _f(r["zerollm_flops"], **giga), _f(r["zerollm_mfu"], ".1%"),
+             _f(r["torch_flops"], **giga), _f(r["torch_mfu"], ".1%"),
+             _f(r["numpy_peak_flops"], **giga), _f(r["torch_peak_flops"], **giga)] for r in results["mfu"]]
+    return _table(["config", "threads", "GFLOP/step", "zerollm GFLOP/s", "zerollm MFU", "torch GFLOP/s",
+                   "torch MFU", "NumPy GEMM peak GFLOP/s", "torch.mm peak GFLOP/s"], rows)
+
+
+def markdown(results):
+    mode = results["meta"]["mode"]
+    notes = [results["meta"].get("note", "")]
+    if mode != "full":
+        notes.append(f"From a `--{mode}` run: fewer rounds (and shorter attention) than the full benchmark.")
+    note = "".join(f"\n> {n}\n" for n in notes if n)
+    gen = results["generate"][0]["params"] if results["generate"] else {}
+    attn = results["attention"][0]["params"] if results["attention"] else {}
+    return "\n\n".join([
+        f"## Latest results ({mode} run, {results['meta']['date'][:10]})\n{note}", machine(results),
+        "### Correctness before timing (training losses, identical weights and batches)", check_table(results),
+        "### GEMM peak (float32 square matmul, best step)", gemm_table(results),
+        "### Training step: forward + backward + clip + AdamW", model_table(results["train"]),
+        "### Forward only", model_table(results["forward"]),
+        f"### Generation: greedy, KV cache, B=1, prompt {gen.get('prompt_tokens')}, "
+        f"{gen.get('new_tokens')} new tokens", model_table(results["generate"]),
+        f"### Attention alone: forward + backward, B={attn.get('B')}, nh={attn.get('nh')}, "
+        f"hs={attn.get('hs')}, causal, float32", attention_table(results),
+        "### MFU: achieved FLOP/s of the training step / NumPy's GEMM peak (same threads)", mfu_table(results),
+    ]) + "\n"
+
+
+# ----------------------------------------------------------------------------
+# the chart and the files
+
+def ratio_bars(results):
+    """[(label, threads, ratio)] for every ratio of every measurement."""
+    bars = []
+    for section in ("train", "forward", "generate", "attention", "gemm"):
+        for r in results[section]:
+            for c, ratio in r["ratios"].items():
+                who = "" if c == "zerollm" else f" {c}"
+                if ratio["median"] is not None:
+                    bars.append((f"{section}{who} {r['name']}", r["threads"], ratio["median"]))
+    return bars
+
+
+def chart(results, f):
+    """Grouped bars (one colour per thread count) of zerollm/torch speed, log scale; each bar starts at
+    1.0, so bars above the line are faster than PyTorch and bars below are slower."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import FixedLocator, FuncFormatter
+    bars = ratio_bars(results)
+    labels = list(dict.fromkeys(label for label, _, _ in bars))
+    threads = sorted({t for _, t, _ in bars})
+    width = 0.8 / max(len(threads), 1)
+    fig, ax = plt.subplots(figsize=(max(6, 0.55 * len(labels) + 2), 4.8))
+    for i, t in enumerate(threads):
+        xs = [labels.index(label) + (i - (len(threads) - 1) / 2) * width for label, tt, _ in bars if tt == t]
+        ratios = [r for _, tt, r in bars if tt == t]
+        drawn = ax.bar(xs, [r - 1 for r in ratios], width, bottom=1.0, label=f"{t} thread{'s' * (t > 1)}")
+        ax.bar_label(drawn, labels=[f"{r:.2g}" for r in ratios], fontsize=7)
+    ax.axhline(1.0, color="black", linewidth=1)
+    ax.set_yscale("log")                                   # 0.5x and 2x sit equally far from 1.0
+    ax.yaxis.set_major_locator(FixedLocator([0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 50]))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda y, _: f"{y:g}x"))
+    ax.yaxis.set_minor_formatter(FuncFormatter(lambda y, _: ""))
+    ax.set_xticks(range(len(labels)), labels, rotation=60, ha="right", fontsize=8)
+    ax.set_ylabel("speed ratio vs PyTorch (log)")
+    ax.set_title(f"zerollm / PyTorch speed ({results['meta']['mode']} run; 1.0 = as fast as PyTorch)")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(f, format="png", dpi=110)
+    plt.close(fig)
+
+
+def write_outputs(results, out_dir):
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    write_json(out_dir / "results.json", results)
+    with atomic_write(out_dir / "results.md", "w") as f:
+        f.write(markdown(results))
+    with atomic_write(out_dir / "ratios.png", "wb") as f:
+        chart(results, f)
+
+
+def update_docs(results, out_dir, docs_dir):
+    """Paste results.md between the markers of docs/benchmarks.md; copy the chart to docs/benchmarks.png."""
+    page = Path(docs_dir) / "benchmarks.md"
+    text = page.read_text(encoding="utf-8")
+    block = f"{DOCS_START}\n\n{markdown(results)}\n![zerollm/torch speed ratios](benchmarks.png)\n\n{DOCS_END}"
+    new, n = re.subn(re.escape(DOCS_START) + ".*?" + re.escape(DOCS_END), lambda _: block, text, flags=re.S)
+    if n != 1:
+        raise SystemExit(f"{page} needs exactly one {DOCS_START} ... {DOCS_END} block")
+    with atomic_write(page, "w") as f:
+        f.write(new)
+    with open(Path(out_dir) / "ratios.png", "rb") as src, atomic_write(Path(docs_dir) / "benchmarks.png", "wb") as f:
+        shutil.copyfileobj(src, f)

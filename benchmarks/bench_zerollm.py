@@ -1,0 +1,112 @@
+"""The zerollm (NumPy) side of every benchmark: one ``step()`` closure per task.
+
+Each builder does all the setup (weights, batches, optimizer) outside the closure, so the timed
+step is exactly the work being compared. Never imports torch.
+
+Contenders: "zerollm" (train, forward, generate, check), "naive" and "flash" (attention),
+"numpy" (gemm).
+"""
+
+import numpy as np
+
+from bench_workloads import OPTIM, attention_inputs, batches, prompt
+
+from zerollm.config import GPTConfig
+from zerollm.model import GPT
+from zerollm.optim import AdamW, clip_grad_norm
+from zerollm.sample import generate
+
+# ----------------------------------------------------------------------------
+# the model: training step, forward only, generation
+
+
+def make_model(params):
+    """The model every contender starts from: GPT(config, seed) in float32."""
+    return GPT(GPTConfig(**params["config"]), seed=params["seed"])
+
+
+def train_step(params):
+    """forward + backward + global-norm clip + AdamW, cycling over the shared batches."""
+    model = make_model(params).train()
+    data = batches(params["config"], params["batch"], seed=params["seed"])
+    opt = AdamW(model.params, lr=OPTIM["lr"], betas=OPTIM["betas"], eps=OPTIM["eps"],
+                weight_decay=OPTIM["weight_decay"])       # decays matrices only, as torch's groups below
+    count = [0]
+
+    def step():
+        x, y = data[count[0] % len(data)]
+        count[0] += 1
+        _, loss = model.forward(x, y)                      # (B, T) -> logits (B, T, V), loss
+        grads = model.backward()
+        clip_grad_norm(grads, OPTIM["max_norm"])
+        opt.step(grads)
+        return float(loss)
+    return step
+
+
+def forward_step(params):
+    model = make_model(params).eval()
+    x, _ = batches(params["config"], params["batch"], seed=params["seed"])[0]
+
+    def step():
+        model.forward(x)                                   # (B, T) -> (B, T, V)
+    return step
+
+
+def generate_step(params):
+    """Greedy generation with the KV cache; returns the new token ids."""
+    model = make_model(params)
+    ids = prompt(params["config"], params["prompt_tokens"], seed=params["seed"])   # (1, P)
+    rng = np.random.default_rng(params["seed"])            # unused by greedy decoding
+
+    def step():
+        tokens = generate(model, ids, params["new_tokens"], temperature=0.0, rng=rng, use_cache=True)
+        return [int(t[0]) for t in tokens]
+    return step
+
+
+def check_losses(params, n_steps):
+    """The losses of the first n training steps (the harness compares them with torch's)."""
+    step = train_step(params)
+    return [step() for _ in range(n_steps)]
+
+
+# ----------------------------------------------------------------------------
+# attention alone and the GEMM peak
+
+def attention_step(params, contender):
+    """Forward + backward of causal attention, heads as zerollm lays them out:
+    q (B, nh, 1, T, hs) (g = 1 query head per kv head), k and v (B, nh, 1, T, hs)."""
+    if contender == "flash":
+        from zerollm.nn.flash import flash_sdpa_backward as backward, flash_sdpa_forward as forward
+    else:
+        from zerollm.nn.attention import sdpa_backward as backward, sdpa_forward as forward
+    q, k, v, dout = (a[:, :, None] for a in attention_inputs(params["T"], params["B"], params["nh"],
+                                                              params["hs"], seed=params["seed"]))
+
+    def step():
+        out, cache = forward(q, k, v, causal=True)         # (B, nh, 1, T, hs)
+        backward(dout, cache)                              # dq, dk, dv: dropped at once
+    return step
+
+
+def gemm_step(params):
+    n = params["n"]
+    rng = np.random.default_rng(params["seed"])
+    a, b = (rng.standard_normal((n, n), dtype=np.float32) for _ in range(2))
+    c = np.empty((n, n), np.float32)
+
+    def step():
+        np.matmul(a, b, out=c)                             # (n, n) @ (n, n) -> (n, n)
+    return step
+
+
+# ----------------------------------------------------------------------------
+
+BUILDERS = {"train": train_step, "forward": forward_step, "generate": generate_step, "gemm": gemm_step}
+
+
+def build(task, contender, params):
+    if task == "attention":
+        return attention_step(params, contender)
+    return BUILDERS[task](params)

@@ -1,0 +1,272 @@
+"""zerollm vs PyTorch on the same CPU: training step, forward, generation, attention, GEMM peak, MFU.
+
+    python benchmarks/run.py                 # full: 5 rounds, 1 and 2 threads, attention up to T=8192
+    python benchmarks/run.py --quick         # 2 rounds, attention up to T=1024
+    python benchmarks/run.py --smoke         # seconds: tiny configs, 1 round, 1 thread (the test's mode)
+    python benchmarks/run.py --quick --update-docs   # also refresh docs/benchmarks.md and .png
+    python benchmarks/run.py --from-json benchmarks/results/results.json --update-docs   # redraw only
+
+Every contender runs in its own process (benchmarks/worker.py), alternating A B A B ... for several
+rounds, with the same thread count, CPUs, weights and batches. Per measurement we report each
+contender's median over rounds and the median of the PAIRED speed ratios zerollm/torch (one ratio
+per round, so slow phases of a shared machine hit both sides of a pair). Training is timed only
+after one step from identical weights gave the same loss on both sides. See docs/benchmarks.md.
+"""
+
+import argparse
+import datetime
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from importlib.metadata import version
+from pathlib import Path
+from typing import NamedTuple
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path[:0] = [str(HERE), str(ROOT)]
+
+import bench_report  # noqa: E402
+import bench_workloads as W  # noqa: E402
+from bench_measure import worker_env  # noqa: E402
+
+from zerollm.config import GPTConfig  # noqa: E402
+
+
+WORKER_TIMEOUT_S = 1800      # a worker that hangs (swapping, a deadlock) fails instead of blocking the run
+
+
+class Measurement(NamedTuple):
+    task: str               # worker task
+    name: str               # what the table calls it
+    params: dict            # the worker's params, without threads
+    contenders: tuple       # run in this order every round
+    reference: str          # the contender every ratio divides by (torch)
+    units: float            # work per step: tokens (train, forward, generate), FLOPs (gemm), 1
+
+
+# ----------------------------------------------------------------------------
+# the plan
+
+def plan(mode, flash):
+    """Every measurement of one thread count, in the order they run."""
+    budget, attn_budget = W.BUDGET[mode], W.ATTENTION_BUDGET[mode]
+    n = W.GEMM_N[mode]
+    yield Measurement("gemm", f"{n}x{n}", dict(n=n, seed=0, budget=budget), ("numpy", "torch"),
+                      "torch", W.gemm_flops(n))
+    for name, cfg, B in W.MODELS[mode]:
+        params = dict(config=cfg, batch=B, seed=0, budget=budget)
+        tokens = B * cfg["block_size"]
+        yield Measurement("train", name, params, ("zerollm", "torch"), "torch", tokens)
+        yield Measurement("forward", name, params, ("zerollm", "torch"), "torch", tokens)
+    name, cfg, n_prompt, n_new = W.GENERATION[mode]
+    params = dict(config=cfg, prompt_tokens=n_prompt, new_tokens=n_new, seed=0, budget=budget)
+    yield Measurement("generate", name, params, ("zerollm", "torch"), "torch", n_new)
+    attention = ("naive", "flash", "torch") if flash else ("naive", "torch")
+    for T in W.ATTENTION_T[mode]:
+        params = dict(W.ATTENTION_SHAPE, T=T, seed=0, budget=attn_budget)
+        yield Measurement("attention", f"T={T}", params, attention, "torch", 1)
+
+
+def flash_available():
+    import importlib.util
+    if importlib.util.find_spec("zerollm.nn.flash") is None:
+        print("note: zerollm/nn/flash.py is not there yet: the tiled attention contender is skipped")
+        return False
+    return True
+
+
+# ----------------------------------------------------------------------------
+# running workers
+
+def run_worker(task, contender, params, threads):
+    """One worker process -> its JSON result, or {"error": ...} with the tail of its stderr."""
+    cmd = [sys.executable, str(HERE / "worker.py"), task, contender, json.dumps(dict(params, threads=threads))]
+    try:
+        proc = subprocess.run(cmd, env=worker_env(threads), capture_output=True, text=True, cwd=ROOT,
+                              timeout=WORKER_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        return {"error": f"{task}/{contender} took over {WORKER_TIMEOUT_S} s and was stopped"}
+    lines = proc.stdout.strip().splitlines()
+    if proc.returncode != 0 or not lines:
+        tail = " | ".join(proc.stderr.strip().splitlines()[-3:])
+        return {"error": f"{task}/{contender} exited with {proc.returncode}: {tail}"}
+    return json.loads(lines[-1])
+
+
+def run_rounds(m, threads, rounds, libraries):
+    """A B A B ...: every contender once per round, in a fresh process each time."""
+    runs = {c: [] for c in m.contenders}
+    for r in range(rounds):
+        for c in m.contenders:
+            res = run_worker(m.task, c, m.params, threads)
+            runs[c].append(res)
+            if "info" in res:
+                libraries.setdefault(f"{c}@{threads}", res["info"])
+            if "error" in res:
+                print(f"  FAILED {res['error']}", flush=True)
+            else:
+                ms = 1e3 * statistics.median(res["times"])
+                print(f"  [{threads} thr] {m.task} {m.name} round {r + 1}/{rounds} {c}: {ms:.2f} ms/step, "
+                      f"peak +{res['peak_mib']:.1f} MiB", flush=True)
+    return summarize(m, threads, runs)
+
+
+def summarize(m, threads, runs):
+    """Medians over rounds and the paired ratios  speed(c) / speed(reference) = t_ref / t_c  per round."""
+    rec = {"task": m.task, "name": m.name, "threads": threads, "reference": m.reference, "units": m.units,
+           "params": {k: v for k, v in m.params.items() if k != "budget"}, "contenders": {}, "ratios": {}}
+    # each round's median step time, None for a round whose worker failed
+    medians = {c: [None if "error" in r else statistics.median(r["times"]) for r in rs] for c, rs in runs.items()}
+    for c, rs in runs.items():
+        rec["contenders"][c] = contender_summary(rs, medians[c], m.units)
+    for c in m.contenders:
+        if c != m.reference:
+            paired = [ref / t for ref, t in zip(medians[m.reference], medians[c]) if ref and t]
+            rec["ratios"][c] = {"paired": paired, "median": statistics.median(paired) if paired else None}
+    if m.task == "generate":
+        rec["tokens_agree"] = tokens_agree(runs)
+    return rec
+
+
+def contender_summary(results, medians, units):
+    """round_s (per-round medians), median_s over rounds, best_s (fastest step), per_s, peak_mib, errors."""
+    good = [r for r in results if "error" not in r]
+    entry = {"round_s": medians, "errors": [r["error"] for r in results if "error" in r]}
+    if good:
+        median = statistics.median(t for t in medians if t is not None)
+        entry.update(median_s=median, best_s=min(min(r["times"]) for r in good), per_s=units / median,
+                     peak_mib=statistics.median(r["peak_mib"] for r in good))
+    return entry
+
+
+def tokens_agree(runs):
+    """Fraction of greedy tokens that zerollm and GPT-2 chose alike (float32 ties may differ)."""
+    a, b = (next((r["tokens"] for r in runs[c] if "tokens" in r), None) for c in ("zerollm", "torch"))
+    if not a or not b:
+        return None
+    return sum(x == y for x, y in zip(a, b)) / max(len(a), len(b))
+
+
+# ----------------------------------------------------------------------------
+# correctness before timing
+
+def check_training(name, cfg, B):
+    """One step from identical weights and batch must give the same loss (to CHECK_TOL) on both sides."""
+    params = dict(config=cfg, batch=B, seed=0, steps=W.CHECK_STEPS)
+    res = {c: run_worker("check", c, params, threads=1) for c in ("zerollm", "torch")}
+    errors = [r["error"] for r in res.values() if "error" in r]
+    rec = {"name": name, "tolerance": W.CHECK_TOL, "errors": errors}
+    if not errors:
+        diffs = [abs(a - b) for a, b in zip(res["zerollm"]["losses"], res["torch"]["losses"])]
+        rec.update(losses={c: r["losses"] for c, r in res.items()}, max_diff=max(diffs))
+    rec["passed"] = not errors and rec["max_diff"] < W.CHECK_TOL
+    if rec["passed"]:
+        print(f"check {name}: losses agree (max |diff| {rec['max_diff']:.1e})", flush=True)
+    else:
+        print(f"!!! CORRECTNESS CHECK FAILED for {name}: {rec.get('losses', errors)} -- its training "
+              "measurement is ABORTED", file=sys.stderr, flush=True)
+    return rec
+
+
+# ----------------------------------------------------------------------------
+# putting it together
+
+def add_mfu(results):
+    """Achieved FLOP/s of each training step / the NumPy GEMM peak at the same thread count."""
+    peaks = {}                                             # threads -> {numpy, torch} -> FLOP/s
+    for g in results["gemm"]:
+        peaks[g["threads"]] = {c: g["units"] / e["best_s"]
+                               for c, e in g["contenders"].items() if "best_s" in e}
+    configs = {name: (cfg, B) for name, cfg, B in W.MODELS[results["meta"]["mode"]]}
+    for rec in results["train"]:
+        cfg, B = configs[rec["name"]]
+        flops = W.train_flops(GPTConfig(**cfg), B, cfg["block_size"])
+        peak = peaks.get(rec["threads"], {})
+        row = {"name": rec["name"], "threads": rec["threads"], "flops_per_step": flops,
+               "numpy_peak_flops": peak.get("numpy"), "torch_peak_flops": peak.get("torch")}
+        for c in ("zerollm", "torch"):
+            t = rec["contenders"][c].get("median_s")
+            row[f"{c}_flops"] = flops / t if t else None
+            row[f"{c}_mfu"] = flops / t / peak["numpy"] if t and peak.get("numpy") else None
+        results["mfu"].append(row)
+
+
+def cpu_info():
+    """The first processor's fields of /proc/cpuinfo: {"model name": ..., "flags": ...}."""
+    info = {}
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if not line.strip():
+                break                                      # the end of the first processor
+            key, _, value = line.partition(":")
+            info[key.strip()] = value.strip()
+    return info
+
+
+def meta(mode, threads, rounds):
+    cpu = cpu_info()
+    flags = cpu.get("flags", "").split()
+    return {"mode": mode, "date": datetime.datetime.now().isoformat(timespec="seconds"),
+            "cpu": cpu.get("model name", "?"), "logical_cpus": os.cpu_count(),
+            "cpu_flags": [f for f in ("avx2", "fma", "avx512f", "avx512_bf16", "amx_tile") if f in flags],
+            "python": sys.version.split()[0], "numpy": version("numpy"), "torch": version("torch"),
+            "transformers": version("transformers"), "threads": threads, "rounds": rounds,
+            "command": " ".join(sys.argv), "libraries": {}}
+
+
+def run_all(mode, threads_list, rounds):
+    results = {"meta": meta(mode, threads_list, rounds), "check": [], "gemm": [], "train": [], "forward": [],
+               "generate": [], "attention": [], "mfu": []}
+    start, flash = time.perf_counter(), flash_available()
+    results["check"] = [check_training(name, cfg, B) for name, cfg, B in W.MODELS[mode]]
+    passed = {rec["name"]: rec["passed"] for rec in results["check"]}
+    for threads in threads_list:
+        for m in plan(mode, flash):
+            if m.task == "train" and not passed[m.name]:
+                continue
+            results[m.task].append(run_rounds(m, threads, rounds, results["meta"]["libraries"]))
+    add_mfu(results)
+    results["meta"]["duration_s"] = round(time.perf_counter() - start, 1)
+    return results
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    size = parser.add_mutually_exclusive_group()
+    size.add_argument("--quick", action="store_true", help="2 rounds, attention up to T=1024")
+    size.add_argument("--smoke", action="store_true", help="tiny configs, 1 round, 1 thread (for the tests)")
+    parser.add_argument("--out", type=Path, default=HERE / "results",
+                        help="output folder (default %(default)s)")
+    parser.add_argument("--rounds", type=int, help="override the number of rounds")
+    parser.add_argument("--threads", help="override the thread counts, e.g. 1,2")
+    parser.add_argument("--note", default="", help="a line shown above the tables: which machine, how quiet")
+    parser.add_argument("--update-docs", action="store_true",
+                        help="also paste the results into docs/benchmarks.md and copy the chart to docs/")
+    parser.add_argument("--from-json", type=Path, metavar="RESULTS_JSON",
+                        help="measure nothing: redraw the tables and chart of an earlier results.json")
+    args = parser.parse_args(argv)
+    if args.from_json:
+        results = json.loads(args.from_json.read_text(encoding="utf-8"))
+    else:
+        mode = "smoke" if args.smoke else "quick" if args.quick else "full"
+        threads = [int(t) for t in args.threads.split(",")] if args.threads else W.THREADS[mode]
+        results = run_all(mode, threads, args.rounds or W.ROUNDS[mode])
+    if args.note:
+        results["meta"]["note"] = args.note
+    print("\n" + bench_report.markdown(results))
+    bench_report.write_outputs(results, args.out)
+    if args.update_docs:
+        bench_report.update_docs(results, args.out, ROOT / "docs")
+    print(f"wrote {args.out}/results.json, results.md, ratios.png")
+    failed = [r["name"] for r in results["check"] if not r["passed"]] + [
+        e for sec in ("gemm", "train", "forward", "generate", "attention")
+        for rec in results[sec] for c in rec["contenders"].values() for e in c["errors"]]
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

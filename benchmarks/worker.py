@@ -1,0 +1,81 @@
+"""One measurement of one contender, in a process of its own:
+
+    python benchmarks/worker.py <task> <contender> '<json params>'
+
+prints ONE line of JSON on stdout: per-step times, the peak memory of the first step, what the
+task returns (losses, tokens) and which BLAS/threads the process really used.
+
+tasks: train, forward, generate, attention, gemm, check (the losses of the first training steps).
+contenders: zerollm | torch (models), naive | flash | torch (attention), numpy | torch (gemm).
+params: the task's own (config, batch, T, n, ...) plus "threads", "seed" and "budget"
+(warmup, min_steps, min_seconds, max_steps; see bench_measure.time_steps).
+
+The harness (run.py) sets the thread variables in this process's environment; here we pin the
+CPUs, apply torch.set_num_threads and threadpoolctl, and only then build and time.
+"""
+
+import json
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path[:0] = [str(HERE), str(HERE.parent)]      # bench_* modules; the zerollm of this checkout
+
+import bench_measure  # noqa: E402  (needs the path above; imports nothing heavy)
+
+TASKS = ("train", "forward", "generate", "attention", "gemm", "check")
+CONTENDERS = ("zerollm", "torch", "naive", "flash", "numpy")
+
+
+def tiny(task, params):
+    """The same task on tiny inputs: run once first, so that one-time library set-up (torch loads
+    kernels and autograd state lazily: ~40 MiB) is not counted as the first real step's memory."""
+    if task == "attention":
+        return dict(params, T=16)
+    if task == "gemm":
+        return dict(params, n=32)
+    if task == "generate":
+        return dict(params, new_tokens=2)
+    return dict(params, config=dict(params["config"], block_size=8), batch=1)
+
+
+def measure(side, task, contender, params):
+    """A primer on tiny inputs; the peak memory of the first real step; the rest of the warm-up;
+    then the timed steps."""
+    budget = params["budget"]
+    side.build(task, contender, tiny(task, params))()
+    step = side.build(task, contender, params)
+    _, peak_mib, method = bench_measure.peak_memory(step)               # warm-up step 1
+    times, last = bench_measure.time_steps(step, warmup=budget["warmup"] - 1, min_steps=budget["min_steps"],
+                                           min_seconds=budget["min_seconds"], max_steps=budget["max_steps"])
+    out = {"times": times, "peak_mib": peak_mib, "peak_method": method}
+    if task == "generate":
+        out["tokens"] = last                               # the new token ids of the last timed step
+    return out
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 3 or argv[0] not in TASKS or argv[1] not in CONTENDERS:
+        sys.exit(f"usage: worker.py {{{','.join(TASKS)}}} {{{','.join(CONTENDERS)}}} '<json params>'")
+    task, contender, params = argv[0], argv[1], json.loads(argv[2])
+    threads = params["threads"]
+    cpus = bench_measure.pin_cpus(threads)                # before any thread pool exists
+    use_torch = contender == "torch"
+    if use_torch:
+        import bench_torch as side
+    else:
+        import bench_zerollm as side
+    limiter = bench_measure.limit_threads(threads, use_torch)   # held until exit: the limits stay on
+    if task == "check":
+        out = {"losses": side.check_losses(params, params["steps"])}
+    else:
+        out = measure(side, task, contender, params)
+    out.update(task=task, contender=contender, threads=threads, cpus=cpus,
+               threadpool_limits=limiter is not None, info=bench_measure.library_info(use_torch))
+    print(json.dumps(out))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

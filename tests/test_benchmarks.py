@@ -1,0 +1,150 @@
+"""benchmarks/: the harness end to end in --smoke mode, and its pieces (FLOP count, env, paired ratios).
+
+The smoke run starts ~13 worker processes (torch and transformers imports dominate): ~25 s.
+"""
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from zerollm.config import GPTConfig
+from zerollm.model import param_shapes
+
+REPO = Path(__file__).resolve().parents[1]
+BENCH = REPO / "benchmarks"
+SECTIONS = ("gemm", "train", "forward", "generate", "attention")
+
+
+def load(name):
+    """Import benchmarks/<name>.py (run.py puts benchmarks/ on sys.path for its own imports)."""
+    spec = importlib.util.spec_from_file_location(f"_bench_{name}", BENCH / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def smoke(tmp_path_factory):
+    out = tmp_path_factory.mktemp("bench")
+    proc = subprocess.run([sys.executable, str(BENCH / "run.py"), "--smoke", "--out", str(out)],
+                          capture_output=True, text=True, timeout=600, cwd=out)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return out, json.loads((out / "results.json").read_text(encoding="utf-8"))
+
+
+# ----------------------------------------------------------------------------
+# the smoke run
+
+@pytest.mark.parametrize("section", SECTIONS)
+def test_every_contender_of_every_section_has_positive_numbers(smoke, section):
+    _, results = smoke
+    assert results[section], f"{section} is empty"
+    for rec in results[section]:
+        for name, c in rec["contenders"].items():
+            assert c["errors"] == [], (section, name, c["errors"])
+            assert c["median_s"] > 0 and c["per_s"] > 0 and c["peak_mib"] >= 0, (section, name, c)
+            assert len(c["round_s"]) == results["meta"]["rounds"]
+        for name, ratio in rec["ratios"].items():
+            assert ratio["median"] > 0, (section, name)
+
+
+def test_attention_has_all_three_contenders(smoke):
+    _, results = smoke
+    assert set(results["attention"][0]["contenders"]) == {"naive", "flash", "torch"}
+    assert set(results["attention"][0]["ratios"]) == {"naive", "flash"}
+
+
+def test_training_losses_agree_before_timing(smoke):
+    _, results = smoke
+    (check,) = results["check"]
+    assert check["passed"] and check["max_diff"] < 1e-4
+    assert len(check["losses"]["zerollm"]) == len(check["losses"]["torch"]) == 2
+    assert check["losses"]["zerollm"][0] == pytest.approx(check["losses"]["torch"][0], abs=1e-4)
+
+
+def test_mfu_is_flops_over_the_numpy_peak(smoke):
+    _, results = smoke
+    (row,) = results["mfu"]
+    assert row["flops_per_step"] > 0 and row["numpy_peak_flops"] > 0 and row["torch_peak_flops"] > 0
+    assert row["zerollm_mfu"] == pytest.approx(row["zerollm_flops"] / row["numpy_peak_flops"])
+    assert 0 < row["zerollm_mfu"] and 0 < row["torch_mfu"]
+
+
+def test_workers_ran_with_one_pinned_thread_and_no_openblas_overrides(smoke):
+    _, results = smoke
+    libraries = results["meta"]["libraries"]
+    assert {"zerollm@1", "torch@1", "naive@1", "flash@1", "numpy@1"} <= set(libraries)
+    for key, info in libraries.items():
+        assert len(info["affinity"]) == 1, key
+        assert info["env"]["OMP_NUM_THREADS"] == "1" and info["env"]["OPENBLAS_CORETYPE"] is None, key
+        pools = info["threadpools"]          # a list from threadpoolctl, or a note that it is missing
+        assert pools == "threadpoolctl not installed" or all(p["num_threads"] == 1 for p in pools), key
+    assert libraries["torch@1"]["torch"]["num_threads"] == 1
+
+
+def test_markdown_and_chart_are_written(smoke):
+    out, _ = smoke
+    md = (out / "results.md").read_text(encoding="utf-8")
+    for title in ("Correctness", "GEMM", "Training step", "Forward only", "Generation", "Attention", "MFU"):
+        assert title in md
+    assert (out / "ratios.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+# ----------------------------------------------------------------------------
+# the pieces
+
+@pytest.mark.parametrize("cfg", [
+    GPTConfig(vocab_size=65, block_size=16, n_layer=2, n_head=4, n_embd=32),
+    GPTConfig(vocab_size=50, block_size=8, n_layer=1, n_head=4, n_kv_head=2, n_embd=16, mlp="swiglu",
+              norm="rmsnorm", pos="rope", bias=False, tie_embeddings=False),
+])
+def test_flop_count_matches_the_parameter_shapes(cfg):
+    """Every matmul weight (in, out) costs 2*in*out per token; the head 2*C*V; attention 4*T*T*C per layer."""
+    workloads = load("bench_workloads")
+    B, T = 3, 7
+    shapes = param_shapes(cfg)
+    matmul = sum(a * b for name, (a, b) in ((n, s) for n, s in shapes.items() if len(s) == 2)
+                 if name not in ("wte.weight", "wpe.weight", "lm_head.weight"))
+    expected = 2 * B * T * (matmul + cfg.vocab_size * cfg.n_embd) + cfg.n_layer * B * 4 * T * T * cfg.n_embd
+    assert workloads.forward_flops(cfg, B, T) == expected
+    assert workloads.train_flops(cfg, B, T) == 3 * expected
+
+
+def test_worker_env_sets_threads_and_drops_openblas_overrides_only_there(monkeypatch):
+    measure = load("bench_measure")
+    monkeypatch.setenv("OPENBLAS_CORETYPE", "Haswell")
+    monkeypatch.setenv("OPENBLAS_L2_SIZE", "1048576")
+    env = measure.worker_env(2)
+    assert "OPENBLAS_CORETYPE" not in env and "OPENBLAS_L2_SIZE" not in env
+    assert env["OMP_NUM_THREADS"] == env["OPENBLAS_NUM_THREADS"] == env["MKL_NUM_THREADS"] == "2"
+    assert os.environ["OPENBLAS_CORETYPE"] == "Haswell"          # our own environment is untouched
+
+
+def ok(*times):
+    """A worker result with these per-step times."""
+    return {"times": list(times), "peak_mib": 1.0}
+
+
+def test_ratios_are_paired_per_round_and_failed_rounds_are_left_out():
+    run = load("run")
+    m = run.Measurement("train", "x", {}, ("zerollm", "torch"), "torch", 100)
+    runs = {"zerollm": [ok(2.0), ok(4.0), {"error": "killed"}, ok(1.0)],
+            "torch": [ok(1.0), ok(1.0), ok(1.0), ok(1.0, 3.0, 0.5)]}
+    rec = run.summarize(m, 1, runs)
+    assert rec["ratios"]["zerollm"]["paired"] == [0.5, 0.25, 1.0]      # t_torch / t_zerollm per round
+    assert rec["ratios"]["zerollm"]["median"] == 0.5
+    assert rec["contenders"]["zerollm"]["median_s"] == 2.0
+    assert rec["contenders"]["zerollm"]["per_s"] == 50.0
+    assert rec["contenders"]["zerollm"]["errors"] == ["killed"]
+    assert rec["contenders"]["torch"]["best_s"] == 0.5
+
+
+def test_a_failing_worker_is_reported_not_raised():
+    run = load("run")
+    res = run.run_worker("train", "no-such-contender", {}, threads=1)
+    assert "exited with 1" in res["error"] and "usage: worker.py" in res["error"]

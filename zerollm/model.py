@@ -211,7 +211,7 @@ class GPT:
 
         # 3. final norm and the head: logits = x W^T
         x, ln_f = norm_forward(x, p, "ln_f", cfg)                       # (B, T, C)
-        logits = x @ self.head_weight.T                                 # (B, T, C) @ (C, V) -> (B, T, V)
+        logits = (x.reshape(B * T, -1) @ self.head_weight.T).reshape(B, T, -1)   # (B*T, C) @ (C, V) -> (B, T, V)
 
         loss = ce = None
         if targets is not None:
@@ -238,8 +238,9 @@ class GPT:
         dlogits = cross_entropy_backward(cache["ce"])                   # (B, T, V)
         x_f = cache["x_f"]
         C = x_f.shape[-1]
-        dx = dlogits @ self.head_weight                                 # (B, T, V) @ (V, C) -> (B, T, C)
-        dhead = dlogits.reshape(-1, dlogits.shape[-1]).T @ x_f.reshape(-1, C)   # (V, N) @ (N, C) -> (V, C)
+        dlogits2 = dlogits.reshape(-1, dlogits.shape[-1])              # (N, V)
+        dx = (dlogits2 @ self.head_weight).reshape(x_f.shape)           # (N, V) @ (V, C) -> (B, T, C)
+        dhead = dlogits2.T @ x_f.reshape(-1, C)                         # (V, N) @ (N, C) -> (V, C)
         dx = norm_backward(dx, cache["ln_f"], "ln_f", cfg, grads)
 
         # 2. the blocks, last first

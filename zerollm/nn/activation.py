@@ -37,7 +37,7 @@ def erf(x):
 
 class ActCache(NamedTuple):
     x: np.ndarray
-    aux: np.ndarray   # a value from the forward pass the derivative reuses (tanh(u), Phi(x), sigmoid(x))
+    aux: np.ndarray   # a value from the forward pass the derivative reuses (sigmoid(2u), Phi(x), sigmoid(x))
 
 
 # ----------------------------------------------------------------------------
@@ -46,34 +46,33 @@ class ActCache(NamedTuple):
 def gelu_tanh_forward(x):
     """y = 0.5 x (1 + tanh(u)),  u = sqrt(2/pi) (x + 0.044715 x^3).
 
-    Speed: written as in-place steps on one buffer. ``0.5 * x * (1 + tanh(...))`` in one expression
-    would allocate a fresh array for every operator; here there are two allocations in total.
+    Computed as y = x * s with s = sigmoid(2u), since 0.5 (1 + tanh(u)) = 1 / (1 + exp(-2u)):
+    the same function, but exp is about twice as fast as tanh in NumPy. Speed: in-place steps on
+    one buffer; ``0.5 * x * (1 + tanh(...))`` in one expression would allocate an array per operator.
     """
-    t = x * x                                       # x^2
-    t *= _GELU_C
-    t += 1.0
-    t *= x                                          # x + c x^3
-    t *= _SQRT_2_OVER_PI                            # u
-    np.tanh(t, out=t)                               # t = tanh(u), kept for the backward
-    y = t + 1.0
-    y *= x
-    y *= 0.5
-    return y, ActCache(x, t)
+    s = x * x                                       # x^2
+    s *= _GELU_C
+    s += 1.0
+    s *= x                                          # x + c x^3
+    s *= -2.0 * _SQRT_2_OVER_PI                     # -2u
+    with np.errstate(over="ignore"):                # exp(-2u) = inf for very negative x: s = 0, exactly right
+        np.exp(s, out=s)
+    s += 1.0
+    np.reciprocal(s, out=s)                         # s = sigmoid(2u), kept for the backward
+    return x * s, ActCache(x, s)
 
 
 def gelu_tanh_backward(dy, cache):
-    """dy/dx = 0.5 (1 + t) + 0.5 x (1 - t^2) du/dx,  du/dx = sqrt(2/pi) (1 + 3 * 0.044715 x^2)."""
-    x, t = cache
+    """dy/dx = s + x s (1 - s) 2 du/dx  with s = sigmoid(2u) = 0.5 (1 + tanh(u)),
+    du/dx = sqrt(2/pi) (1 + 3 * 0.044715 x^2)   (the same as 0.5 (1 + t) + 0.5 x (1 - t^2) du/dx)."""
+    x, s = cache
     g = x * x
-    g *= 3.0 * _GELU_C * _SQRT_2_OVER_PI
-    g += _SQRT_2_OVER_PI                            # du/dx
-    one_minus_t2 = t * t
-    np.subtract(1.0, one_minus_t2, out=one_minus_t2)
-    g *= one_minus_t2
-    g *= x                                          # x (1 - t^2) du/dx
-    g += t
-    g += 1.0
-    g *= 0.5                                        # 0.5 (1 + t) + 0.5 x (1 - t^2) du/dx
+    g *= 2.0 * 3.0 * _GELU_C * _SQRT_2_OVER_PI
+    g += 2.0 * _SQRT_2_OVER_PI                      # 2 du/dx
+    g *= x
+    g *= s
+    g *= 1.0 - s                                    # x s (1 - s) 2 du/dx
+    g += s
     g *= dy
     return g
 
@@ -99,7 +98,8 @@ def gelu_erf_backward(dy, cache):
 
 def silu_forward(x):
     """y = x * sigmoid(x)."""
-    s = 1.0 / (1.0 + np.exp(-x))
+    with np.errstate(over="ignore"):                # exp(-x) = inf for very negative x gives s = 0, as it should
+        s = 1.0 / (1.0 + np.exp(-x))
     return x * s, ActCache(x, s)
 
 

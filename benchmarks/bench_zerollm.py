@@ -14,6 +14,7 @@ from bench_workloads import OPTIM, attention_inputs, batches, prompt
 from zerollm.config import GPTConfig
 from zerollm.model import GPT
 from zerollm.optim import AdamW, clip_grad_norm
+from zerollm.parallel import ShardedModel
 from zerollm.sample import generate
 
 # ----------------------------------------------------------------------------
@@ -28,6 +29,7 @@ def make_model(params):
 def train_step(params):
     """forward + backward + global-norm clip + AdamW, cycling over the shared batches."""
     model = make_model(params).train()
+    engine = ShardedModel(model, params.get("threads", 1))   # 1 thread: the plain model
     data = batches(params["config"], params["batch"], seed=params["seed"])
     opt = AdamW(model.params, lr=OPTIM["lr"], betas=OPTIM["betas"], eps=OPTIM["eps"],
                 weight_decay=OPTIM["weight_decay"])       # decays matrices only, as torch's groups below
@@ -36,8 +38,7 @@ def train_step(params):
     def step():
         x, y = data[count[0] % len(data)]
         count[0] += 1
-        _, loss = model.forward(x, y)                      # (B, T) -> logits (B, T, V), loss
-        grads = model.backward()
+        loss, grads = engine.forward_backward(x, y)        # (B, T) -> loss, gradients
         clip_grad_norm(grads, OPTIM["max_norm"])
         opt.step(grads)
         return float(loss)
@@ -45,11 +46,11 @@ def train_step(params):
 
 
 def forward_step(params):
-    model = make_model(params).eval()
+    engine = ShardedModel(make_model(params).eval(), params.get("threads", 1))
     x, _ = batches(params["config"], params["batch"], seed=params["seed"])[0]
 
     def step():
-        model.forward(x)                                   # (B, T) -> (B, T, V)
+        engine.forward(x)                                  # (B, T) -> (B, T, V)
     return step
 
 

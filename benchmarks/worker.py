@@ -66,7 +66,10 @@ def main(argv=None):
         import bench_torch as side
     else:
         import bench_zerollm as side
-    limiter = bench_measure.limit_threads(threads, use_torch)   # held until exit: the limits stay on
+    # zerollm trains with N threads as N batch shards in N Python threads, each with single-threaded
+    # BLAS (zerollm.parallel, what `zerollm train --threads N` does); everything else uses N BLAS threads
+    sharded = contender == "zerollm" and task in ("train", "forward", "check") and threads > 1
+    limiter = bench_measure.limit_threads(1 if sharded else threads, use_torch)   # held until exit
     if task == "check":
         out = {"losses": side.check_losses(params, params["steps"])}
     else:

@@ -208,3 +208,23 @@ def test_heads_draws_a_trained_checkpoint(reference_run, tmp_path, capsys):
     assert out.read_bytes()[:4] == b"\x89PNG" and "trained model" in capsys.readouterr().out
     assert main(["heads", "--ckpt", str(reference_run), "--random", "--out", str(out)]) == 1
     assert "--ckpt needs --text" in capsys.readouterr().err
+
+
+def test_two_threads_learn_and_resume_bit_identically(tmp_path, corpus):
+    """--threads 2 splits each batch over two threads (zerollm.parallel); resuming with the same
+    --threads after SIGKILL reproduces every loss exactly."""
+    common = ["--data", str(corpus), "--max-iters", "40", "--checkpoint-interval", "10", "--threads", "2", *SMALL]
+    ref = tmp_path / "ref2"
+    assert train_cli("--out", str(ref), *common).returncode == 0
+    evals = [r["val_loss"] for r in read_log(ref / "log.jsonl") if "val_loss" in r]
+    assert evals[-1] < evals[0] - 0.5
+    out = tmp_path / "killed2"
+    proc = subprocess.Popen([sys.executable, "-m", "zerollm", "train", "--out", str(out), *common],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _wait_for_steps(out, 22, proc)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    assert len(step_losses(out)) < 40
+    res = train_cli("--out", str(out), "--resume", "--no-progress", "--threads", "2")
+    assert res.returncode == 0 and "warning" not in res.stderr, res.stderr
+    assert step_losses(out) == step_losses(ref)

@@ -17,6 +17,8 @@ Linear weights are (in, out), as GPT-2's Conv1D stores them. Norm biases exist o
 with bias=True; linear biases only with bias=True.
 """
 
+import copy
+
 import numpy as np
 
 from zerollm.config import GPTConfig
@@ -124,6 +126,13 @@ class GPT:
         if cfg.pos == "rope":
             return rope_tables(cfg.block_size, cfg.head_size, cfg.rope_theta, dtype=self.dtype)
         return None
+
+    def replica(self, rng):
+        """A model that shares these parameter arrays (so it sees every update) but has its own
+        activations, gradients and dropout generator: one per thread (zerollm.parallel)."""
+        twin = copy.copy(self)
+        twin.rng, twin.grads, twin._cache = rng, {}, None
+        return twin
 
     # ------------------------------------------------------------------
     def train(self):

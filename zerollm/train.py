@@ -26,7 +26,9 @@ from zerollm.config import GPTConfig
 from zerollm.errors import ZeroLLMError
 from zerollm.fileio import atomic_write
 from zerollm.model import GPT
+from zerollm.nn.loss import cross_entropy_forward
 from zerollm.optim import AdamW, clip_grad_norm, lr_at
+from zerollm.parallel import ShardedModel
 
 
 @dataclass(frozen=True)
@@ -120,10 +122,14 @@ def build_configs(preset=None, overrides=None, vocab_size=None):
 class Trainer:
     """Holds the model, the optimizer and the RNGs of one run; ``step()`` is one optimizer step."""
 
-    def __init__(self, model_cfg, train_cfg, train_data, val_data, *, seed_offset=0):
+    def __init__(self, model_cfg, train_cfg, train_data, val_data, *, threads=1):
+        """threads > 1: each batch is cut into that many shards computed in parallel threads
+        (zerollm.parallel); the caller should then limit BLAS to one thread per shard."""
         self.model_cfg, self.cfg = model_cfg, train_cfg
         self.train_data, self.val_data = train_data, val_data
         self.model = GPT(model_cfg, seed=train_cfg.seed)
+        self.threads = threads
+        self.engine = ShardedModel(self.model, threads)
         self.optimizer = AdamW(self.model.params, lr=train_cfg.lr, betas=(train_cfg.beta1, train_cfg.beta2),
                                weight_decay=train_cfg.weight_decay)
         self.data_rng = np.random.default_rng([train_cfg.seed, 1])
@@ -144,8 +150,7 @@ class Trainer:
         total, grads = 0.0, None
         for _ in range(cfg.grad_accum):
             x, y = self.batch(self.train_data, self.data_rng)
-            _, loss = model.forward(x, y)
-            g = model.backward()
+            loss, g = self.engine.forward_backward(x, y)
             total += loss
             if grads is None:
                 grads = g
@@ -169,7 +174,10 @@ class Trainer:
         out = {}
         for split, data in (("train", self.train_data), ("val", self.val_data)):
             rng = np.random.default_rng([self.cfg.seed, 2, self.iter])
-            losses = [self.model.forward(*self.batch(data, rng))[1] for _ in range(self.cfg.eval_iters)]
+            losses = []
+            for _ in range(self.cfg.eval_iters):
+                x, y = self.batch(data, rng)
+                losses.append(cross_entropy_forward(self.engine.forward(x), y)[0])
             out[split] = float(np.mean(losses))
         self.model._cache = None
         return out
@@ -193,7 +201,7 @@ class Trainer:
             run_dir, step=self.iter, model_config=self.model_cfg.to_dict(), train_config=asdict(self.cfg),
             params=self.model.params, optimizer_state=self.optimizer.state_dict(),
             rng_state=self.state()["rng"], tokenizer_path=tokenizer_path,
-            extra={"best_val_loss": self.best_val_loss})
+            extra={"best_val_loss": self.best_val_loss, "threads": self.threads})
 
     def restore(self, ckpt):
         self.model.load_state_dict(ckpt.params)
@@ -202,6 +210,10 @@ class Trainer:
         self.model.rng.bit_generator.state = ckpt.rng_state["model"]
         self.iter = ckpt.step
         self.best_val_loss = ckpt.extra.get("best_val_loss", float("inf"))
+        saved = ckpt.extra.get("threads", 1)
+        if saved != self.threads:
+            warnings.warn(f"this run was saved with --threads {saved} and resumes with {self.threads}: the batch "
+                          "is split differently, so losses may differ in the last digits from an uninterrupted run")
 
 
 # ----------------------------------------------------------------------------

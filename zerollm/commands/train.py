@@ -56,7 +56,7 @@ def add_arguments(p):
     p.add_argument("--preset", choices=sorted(PRESETS), help="a named configuration; flags override it")
     p.add_argument("--resume", action="store_true", help="continue from the last checkpoint in --out")
     p.add_argument("--no-progress", action="store_true", help="no progress bar (e.g. in logs)")
-    add_threads_argument(p)
+    add_threads_argument(p, data_parallel=True)
     add_config_flags(p, GPTConfig, skip={"vocab_size"})
     add_config_flags(p, TrainConfig)
 
@@ -117,7 +117,8 @@ def run(args):
     train, val, tok, tok_path = _load_data(folder, train_cfg.tokenizer)
     if not args.resume:
         model_cfg, train_cfg = build_configs(args.preset, overrides, vocab_size=tok.vocab_size)
-    trainer = Trainer(model_cfg, train_cfg, train, val)
+    threads = args.threads or 1
+    trainer = Trainer(model_cfg, train_cfg, train, val, threads=threads)
     if args.resume:
         trainer.restore(ckpt)
     os.makedirs(run_dir, exist_ok=True)
@@ -127,7 +128,8 @@ def run(args):
           f"{model_cfg.n_embd} dims, block {model_cfg.block_size}, vocab {model_cfg.vocab_size}); "
           f"run dir: {run_dir}; starting at step {trainer.iter} of {train_cfg.max_iters}", file=sys.stderr)
     try:
-        with limit_threads(args.threads):
+        # with several threads each shard runs single-threaded BLAS (see zerollm.parallel)
+        with limit_threads(1 if threads > 1 else args.threads):
             best = fit(trainer, run_dir, tok, tok_path, log=log, progress=not args.no_progress)
     except TrainingInterrupted as stop:
         print(f"zerollm train: {stop}", file=sys.stderr)

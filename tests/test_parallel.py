@@ -1,0 +1,54 @@
+"""Data parallelism in threads (zerollm.parallel): the same loss and gradients as one big batch."""
+
+import numpy as np
+import pytest
+
+from zerollm.config import GPTConfig
+from zerollm.errors import ZeroLLMError
+from zerollm.model import GPT
+from zerollm.parallel import ShardedModel
+
+
+def setup(B, dropout=0.0, seed=0):
+    cfg = GPTConfig(vocab_size=40, block_size=12, n_layer=2, n_head=2, n_embd=16, dtype="float64",
+                    dropout=dropout, norm="rmsnorm", pos="rope")
+    rng = np.random.default_rng(seed)
+    x, y = rng.integers(0, 40, (B, 12)), rng.integers(0, 40, (B, 12))
+    y[0, :5] = -100                                   # shards get different numbers of valid targets
+    return GPT(cfg, seed=1), x, y
+
+
+@pytest.mark.parametrize("B, threads", [(5, 2), (4, 2), (7, 3), (2, 4)])
+def test_shards_give_the_same_loss_and_gradients(B, threads):
+    model, x, y = setup(B)
+    _, loss = model.forward(x, y)
+    ref = {k: v.copy() for k, v in model.backward().items()}
+    sharded = ShardedModel(model, threads)
+    got_loss, got = sharded.forward_backward(x, y)
+    assert got_loss == pytest.approx(loss, rel=1e-13)
+    assert set(got) == set(ref)
+    for name in ref:
+        np.testing.assert_allclose(got[name], ref[name], rtol=0, atol=1e-13, err_msg=name)
+    np.testing.assert_allclose(sharded.forward(x), model.forward(x)[0], atol=1e-13)
+    sharded.close()
+
+
+def test_dropout_masks_follow_the_model_rng():
+    """The replicas' generators are drawn from model.rng: same state, same masks, same result."""
+    model, x, y = setup(6, dropout=0.3)
+    sharded = ShardedModel(model.train(), 2)
+    state = model.rng.bit_generator.state
+    a, ga = sharded.forward_backward(x, y)
+    ga = {k: v.copy() for k, v in ga.items()}
+    model.rng.bit_generator.state = state
+    b, gb = sharded.forward_backward(x, y)
+    assert a == b and all(np.array_equal(ga[k], gb[k]) for k in ga)
+    c, _ = sharded.forward_backward(x, y)             # the generator moved on: new masks
+    assert c != a
+
+
+def test_bad_thread_counts():
+    model, _, _ = setup(2)
+    for n in (0, -1, 1.5):
+        with pytest.raises(ZeroLLMError):
+            ShardedModel(model, n)

@@ -14,10 +14,16 @@ import warnings
 from zerollm import __version__
 from zerollm.errors import ZeroLLMError
 
-# name -> (module, one-line help). Order is the order of the course.
+# name -> (module, one-line help), in the order of the course: Part 1 by hand, then training, then interop.
 COMMANDS = {
     "attention": ("zerollm.teach.attention_walkthrough",
                   "self-attention by hand, every step printed (the course's seed example)"),
+    "shapes": ("zerollm.teach.shapes",
+               "multi-head attention shape by shape: every matmul's shapes, FLOPs, memory, GQA savings"),
+    "heads": ("zerollm.teach.heads",
+              "draw every layer's and head's attention weights as a grid of heat maps (PNG)"),
+    "gradcheck": ("zerollm.teach.gradcheck_cmd",
+                  "check every layer's hand-written backward against finite differences"),
     "download": ("zerollm.download",
                  "fetch a public corpus (tiny Shakespeare) into the cache, verified; prints its path"),
     "prepare": ("zerollm.data",
@@ -27,12 +33,6 @@ COMMANDS = {
     "eval": ("zerollm.commands.evaluate", "the loss of a checkpoint on a text file"),
     "convert": ("zerollm.commands.convert",
                 "Hugging Face GPT-2/Llama directory <-> zerollm model directory (safetensors only)"),
-    "gradcheck": ("zerollm.teach.gradcheck_cmd",
-                  "check every layer's hand-written backward against finite differences"),
-    "shapes": ("zerollm.teach.shapes",
-               "multi-head attention shape by shape: every matmul's shapes, FLOPs, memory, GQA savings"),
-    "heads": ("zerollm.teach.heads",
-              "draw every layer's and head's attention weights as a grid of heat maps (PNG)"),
 }
 
 

@@ -39,3 +39,15 @@ def add_lang_argument(parser):
 
 def resolve_lang(lang):
     return lang if lang in LANGS else default_lang()
+
+
+def translator(table):
+    """A ``say(key, lang, **fields)`` for one module's TEXT table {key: {"zh": ..., "en": ...}}.
+
+    >>> say = translator({"hi": {"zh": "你好，{name}", "en": "hello, {name}"}})
+    >>> say("hi", "en", name="Ada")
+    'hello, Ada'
+    """
+    def say(key, lang, **fields):
+        return table[key][lang].format(**fields)
+    return say

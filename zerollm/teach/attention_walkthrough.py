@@ -14,7 +14,7 @@ from zerollm.argtypes import int_in_range, positive_int
 from zerollm.arrayio import load_array
 from zerollm.attention import self_attention
 from zerollm.errors import ZeroLLMError
-from zerollm.i18n import add_lang_argument, resolve_lang
+from zerollm.i18n import add_lang_argument, resolve_lang, translator
 from zerollm.teach.fmt import heading, matrix, number, to_json, vector
 
 # ----------------------------------------------------------------------------
@@ -160,8 +160,7 @@ TEXT = {
 }
 
 
-def say(key, lang, **fields):
-    return TEXT[key][lang].format(**fields)
+say = translator(TEXT)
 
 
 # ----------------------------------------------------------------------------

@@ -20,7 +20,7 @@ import numpy as np
 from zerollm.config import GPTConfig
 from zerollm.errors import ZeroLLMError
 from zerollm.fileio import atomic_write
-from zerollm.i18n import add_lang_argument, resolve_lang
+from zerollm.i18n import add_lang_argument, resolve_lang, translator
 from zerollm.model import GPT
 
 MAX_TOKENS = 256       # longer inputs make panels whose cells are below one pixel
@@ -73,8 +73,7 @@ TEXT = {
 }
 
 
-def say(key, lang, **fields):
-    return TEXT[key][lang].format(**fields)
+say = translator(TEXT)
 
 
 # ----------------------------------------------------------------------------

@@ -19,7 +19,7 @@ import numpy as np
 
 from zerollm.config import GPTConfig
 from zerollm.errors import ZeroLLMError
-from zerollm.i18n import add_lang_argument, resolve_lang
+from zerollm.i18n import add_lang_argument, resolve_lang, translator
 from zerollm.nn.attention import merge_heads, mha_forward, sdpa_forward, split_qkv
 from zerollm.nn.linear import linear_forward
 from zerollm.teach.fmt import heading, pad
@@ -172,8 +172,7 @@ TEXT = {
 }
 
 
-def say(key, lang, **fields):
-    return TEXT[key][lang].format(**fields)
+say = translator(TEXT)
 
 
 # ----------------------------------------------------------------------------

@@ -18,7 +18,7 @@ import numpy as np
 from zerollm.attention import causal_mask, softmax, softmax_backward
 from zerollm.errors import ZeroLLMError
 from zerollm.nn.dropout import dropout_backward, dropout_forward
-from zerollm.nn.flash import FlashCache, flash_sdpa_backward, flash_sdpa_forward
+from zerollm.nn.flash import FlashCache, flash_sdpa_backward, flash_sdpa_forward, sum_groups
 from zerollm.nn.linear import linear_backward, linear_forward
 from zerollm.nn.position import rope_backward, rope_forward
 
@@ -66,19 +66,13 @@ def sdpa_backward(dout, cache):
     """
     q, k, v, att, att_used = cache.q, cache.k, cache.v, cache.att, cache.att_used
     datt = dout @ np.swapaxes(v, -1, -2)                                        # (B,nkv,g,T,Tk)
-    dv = _sum_groups(np.swapaxes(att_used, -1, -2) @ dout)                      # (B,nkv,1,Tk,hs)
+    dv = sum_groups(np.swapaxes(att_used, -1, -2) @ dout)                      # (B,nkv,1,Tk,hs)
     datt = dropout_backward(datt, cache.drop)
     ds = softmax_backward(datt, att, out=datt)                                  # (B,nkv,g,T,Tk), in place
     ds *= ds.dtype.type(cache.scale)
     dq = ds @ k                                                                 # (B,nkv,g,T,hs)
-    dk = _sum_groups(np.swapaxes(ds, -1, -2) @ q)                               # (B,nkv,1,Tk,hs)
+    dk = sum_groups(np.swapaxes(ds, -1, -2) @ q)                               # (B,nkv,1,Tk,hs)
     return dq, dk, dv
-
-
-def _sum_groups(x):
-    """(B, nkv, g, T, hs) -> (B, nkv, 1, T, hs): a shared k/v head gets the gradients of all g heads
-    that used it. (With g == 1 there is nothing to add, so no copy is made.)"""
-    return x if x.shape[2] == 1 else x.sum(axis=2, keepdims=True)
 
 
 # ----------------------------------------------------------------------------

@@ -102,8 +102,9 @@ def tile_dropout(seed, p, shape, i0, j0, dtype):
     return keep.astype(dtype) * dtype.type(1.0 / (1.0 - p))
 
 
-def _sum_groups(x):
-    """(B, nkv, g, ., hs) -> (B, nkv, 1, ., hs): the g query heads that share a kv head add up."""
+def sum_groups(x):
+    """(B, nkv, g, ., hs) -> (B, nkv, 1, ., hs): a shared k/v head gets the gradients of all g query
+    heads that used it (grouped-query attention). With g == 1 nothing is added and nothing copied."""
     return x if x.shape[2] == 1 else x.sum(axis=2, keepdims=True)
 
 
@@ -213,7 +214,7 @@ def flash_sdpa_backward(dout, cache):
             drop = tile_dropout(cache.seed, cache.dropout, p.shape, i0, j0, dt)
             p_used = p if drop is None else p * drop
             # 3. out = P' v  =>  dv += P'^T dout,  dP' = dout v^T
-            dv[..., j0:j1, :] += _sum_groups(np.swapaxes(p_used, -1, -2) @ do_i)
+            dv[..., j0:j1, :] += sum_groups(np.swapaxes(p_used, -1, -2) @ do_i)
             dp = do_i @ np.swapaxes(v_j, -1, -2)              # (B,nkv,g,tq,hs) @ (B,nkv,1,hs,tk)
             if drop is not None:
                 dp *= drop
@@ -222,6 +223,6 @@ def flash_sdpa_backward(dout, cache):
             ds = np.multiply(p, dp, out=dp)                   # dS = P * (dP - D), in place
             # 5. S = (q * scale) k^T  =>  dq += dS k (times scale, once at the end),  dk += dS^T (q * scale)
             dq[..., i0:i1, :] += ds @ k_j                     # (B,nkv,g,tq,tk) @ (B,nkv,1,tk,hs)
-            dk[..., j0:j1, :] += _sum_groups(np.swapaxes(ds, -1, -2) @ q_s)
+            dk[..., j0:j1, :] += sum_groups(np.swapaxes(ds, -1, -2) @ q_s)
     dq *= scale                                               # (B, nkv, g, T, hs): once, not per tile
     return dq, dk, dv

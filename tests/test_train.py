@@ -15,7 +15,8 @@ import pytest
 from zerollm.cli import main
 from zerollm.commands.train import add_config_flags
 from zerollm.config import GPTConfig
-from zerollm.train import PRESETS, Trainer, TrainConfig, build_configs, read_log
+from zerollm.runlog import read_log
+from zerollm.train import PRESETS, Trainer, TrainConfig, build_configs
 
 # a small, fast model: about 4 ms per step here
 SMALL = ["--tokenizer", "char", "--n-layer", "2", "--n-head", "2", "--n-embd", "32", "--block-size", "32",

@@ -13,7 +13,6 @@ stream. A resumed run therefore produces bit-identical losses to one that never 
 """
 
 import functools
-import json
 import os
 import time
 import warnings
@@ -24,7 +23,6 @@ import numpy as np
 from zerollm.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from zerollm.config import GPTConfig
 from zerollm.errors import ZeroLLMError
-from zerollm.fileio import atomic_write
 from zerollm.model import GPT
 from zerollm.nn.loss import cross_entropy_forward
 from zerollm.optim import AdamW, clip_grad_norm, lr_at
@@ -179,7 +177,6 @@ class Trainer:
                 x, y = self.batch(data, rng)
                 losses.append(cross_entropy_forward(self.engine.forward(x), y)[0])
             out[split] = float(np.mean(losses))
-        self.model._cache = None
         return out
 
     def sample(self, tokenizer, n_tokens):
@@ -217,33 +214,7 @@ class Trainer:
 
 
 # ----------------------------------------------------------------------------
-# the log: one JSON object per line, per step and per eval
-
-class JsonlLog:
-    def __init__(self, path, keep_before=None):
-        """Open for appending; with keep_before=N, first drop records of steps >= N (a resume)."""
-        self.path = path
-        if keep_before is not None and os.path.exists(path):
-            with open(path, encoding="utf-8") as f:
-                kept = [line for line in f if line.strip() and json.loads(line).get("step", 0) < keep_before]
-            with atomic_write(path, "w") as f:
-                f.writelines(kept)
-        elif keep_before is None and os.path.exists(path):
-            os.remove(path)                          # a fresh run starts a fresh log
-        self.f = open(path, "a", encoding="utf-8")
-
-    def write(self, **record):
-        self.f.write(json.dumps(record) + "\n")
-        self.f.flush()
-
-    def close(self):
-        self.f.close()
-
-
-def read_log(path):
-    with open(path, encoding="utf-8") as f:
-        return [json.loads(line) for line in f if line.strip()]
-
+# resuming
 
 def resume_point(run_dir):
     """The checkpoint to resume from, or a clear error."""
@@ -350,25 +321,3 @@ def _evaluate(trainer, tokenizer, log, write):
     write(f"step {trainer.iter}: train loss {losses['train']:.4f}, val loss {losses['val']:.4f}")
     if trainer.cfg.sample_tokens:
         write("--- sample ---\n" + trainer.sample(tokenizer, trainer.cfg.sample_tokens) + "\n--------------")
-
-
-def plot_losses(log_path, png_path):
-    """loss.png from log.jsonl: the per-step training loss and the eval losses. Needs matplotlib."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    records = read_log(log_path)
-    steps = [r for r in records if "loss" in r]
-    evals = [r for r in records if "val_loss" in r]
-    fig, ax = plt.subplots(figsize=(8, 4.5))
-    ax.plot([r["step"] for r in steps], [r["loss"] for r in steps], lw=0.8, alpha=0.6, label="train (per step)")
-    ax.plot([r["step"] for r in evals], [r["train_loss"] for r in evals], "o-", label="train (eval)")
-    ax.plot([r["step"] for r in evals], [r["val_loss"] for r in evals], "o-", label="val (eval)")
-    ax.set_xlabel("step")
-    ax.set_ylabel("cross-entropy loss")
-    ax.grid(alpha=0.3)
-    ax.legend()
-    fig.tight_layout()
-    with atomic_write(png_path, "wb") as f:
-        fig.savefig(f, format="png", dpi=110)
-    plt.close(fig)

@@ -37,7 +37,6 @@ def evaluate_loss(model, ids, batch_size=16):
         row = ids[s:][None]
         _, loss = model.forward(row[:, :-1], row[:, 1:])
         total, count = total + loss * (row.shape[1] - 1), count + row.shape[1] - 1
-    model._cache = None
     return total / count, count
 
 

@@ -16,8 +16,9 @@ import typing
 from zerollm.config import GPTConfig
 from zerollm.errors import ZeroLLMError
 from zerollm.threads import add_threads_argument, limit_threads
-from zerollm.train import (MODEL_FIELDS, PRESETS, JsonlLog, Trainer, TrainConfig, TrainingInterrupted,
-                           build_configs, configs_from_checkpoint, fit, plot_losses, resume_point)
+from zerollm.runlog import JsonlLog, plot_losses
+from zerollm.train import (MODEL_FIELDS, PRESETS, Trainer, TrainConfig, TrainingInterrupted, build_configs,
+                           configs_from_checkpoint, fit, resume_point)
 
 CHOICES = {"norm": ("layernorm", "rmsnorm"), "pos": ("learned", "sinusoidal", "rope"),
            "mlp": ("gelu", "swiglu"), "gelu": ("tanh", "erf"), "attn_impl": ("naive", "flash"),

@@ -186,12 +186,15 @@ class GPT:
             return rope_tables(T, cfg.head_size, cfg.rope_theta, offset, self.dtype)
         return None
 
-    def forward(self, idx, targets=None, *, kv_cache=None, mask=None):
+    def forward(self, idx, targets=None, *, kv_cache=None, mask=None, keep=None):
         """idx (B, T) ints -> (logits (B, T, V), loss or None).
 
-        Without a cache, keeps what backward() needs. ``kv_cache`` (zerollm.kvcache.KVCache): idx are
-        the tokens that follow what the cache holds; inference only. ``mask``: bool (T, T) or
-        (B, T, T), True = hidden, on top of the causal mask (padding, a sliding window).
+        ``keep`` (default: train mode and no KV cache): keep every layer's activations for backward()
+        and attention_weights(). Otherwise each layer's are freed as soon as the next layer has run,
+        like torch.no_grad(): inference needs the memory of one layer, not of all of them.
+        ``kv_cache`` (zerollm.kvcache.KVCache): idx are the tokens that follow what the cache holds;
+        inference only. ``mask``: bool (T, T) or (B, T, T), True = hidden, on top of the causal mask
+        (padding, a sliding window).
         """
         cfg, p = self.config, self.params
         offset = 0 if kv_cache is None else kv_cache.pos
@@ -210,11 +213,13 @@ class GPT:
         x, drop = dropout_forward(x, cfg.dropout, self.rng, training)
 
         # 2. the blocks
+        keep = (self.training and kv_cache is None) if keep is None else keep
         blocks = []
         for i in range(cfg.n_layer):
             x, c = block_forward(x, p, f"h.{i}.", cfg, rope=rope, mask=mask, rng=self.rng,
                                  training=training, kv=kv_cache, layer=i)
-            blocks.append(c)
+            if keep:
+                blocks.append(c)
         if kv_cache is not None:
             kv_cache.advance(T)
 
@@ -228,9 +233,7 @@ class GPT:
             if targets.shape != idx.shape:
                 raise ZeroLLMError(f"targets must have the shape of idx {idx.shape}; got {targets.shape}")
             loss, ce = cross_entropy_forward(logits, targets)
-        self._cache = dict(emb=emb, T=T, drop=drop, blocks=blocks, ln_f=ln_f, x_f=x, ce=ce)
-        if kv_cache is not None:
-            self._cache["ce"] = None                  # a cached (inference) pass has no backward
+        self._cache = dict(emb=emb, T=T, drop=drop, blocks=blocks, ln_f=ln_f, x_f=x, ce=ce) if keep else None
         return logits, loss
 
     def backward(self):
@@ -240,7 +243,8 @@ class GPT:
         """
         cache = self._cache
         if cache is None or cache["ce"] is None:
-            raise ZeroLLMError("call forward(idx, targets) with targets before backward()")
+            raise ZeroLLMError("call forward(idx, targets) with targets before backward(), in train mode "
+                               "(model.train()) or with keep=True so the activations are kept")
         cfg, grads = self.config, {}
 
         # 3. head and final norm: logits = x_f W^T  =>  dx_f = dlogits W,  dW = dlogits^T x_f
@@ -280,7 +284,8 @@ class GPT:
         heads`` draws). Available until backward() frees the activations.
         """
         if self._cache is None:
-            raise ZeroLLMError("run forward() first: attention weights come from the last forward pass")
+            raise ZeroLLMError("run forward() first (in eval mode: forward(idx, keep=True)); attention "
+                               "weights come from the last forward pass")
         if self.config.attn_impl == "flash":
             raise ZeroLLMError("attn_impl='flash' never stores the attention weights (that is how it saves "
                                "memory); to look at them, load these weights into a model whose config has "

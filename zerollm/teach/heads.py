@@ -7,7 +7,7 @@ Rows of the grid are layers, columns are heads; inside each square, row i is a q
 and column j a key position, brightness the weight softmax gave it. The model is a randomly
 initialised GPT over bytes (vocab 256: each UTF-8 byte is one token), so its heads are nearly
 uniform over what they may see; the picture shows the masking, and how to read such plots.
-Weights come from ``GPT.attention_weights()`` after ``model.eval(); model.forward(idx)``.
+Weights come from ``GPT.attention_weights()`` after ``model.eval(); model.forward(idx, keep=True)``.
 
 matplotlib is optional (``pip install "zerollm[viz]"``) and imported only when drawing.
 """
@@ -259,7 +259,7 @@ def attention_maps(ids, args):
     cfg = GPTConfig(vocab_size=256, block_size=max(T, 64), n_layer=args.n_layer, n_head=args.n_head,
                     n_embd=args.n_embd, causal=not args.bidirectional)
     model = GPT(cfg, seed=args.seed).eval()
-    model.forward(np.array([ids]))                       # (1, T)
+    model.forward(np.array([ids]), keep=True)            # (1, T); keep the weights
     return [w[0] for w in model.attention_weights()]     # (B=1, nh, T, T) -> (nh, T, T) per layer
 
 
@@ -279,7 +279,7 @@ def trained_maps(args):
     if model.config.attn_impl == "flash":                # flash keeps no weights to draw: use naive
         naive = type(model)(replace(model.config, attn_impl="naive"), init=False)
         model = naive.load_state_dict(model.params).eval()
-    model.forward(np.array([ids]))
+    model.forward(np.array([ids]), keep=True)
     return [w[0] for w in model.attention_weights()], ids, [tok.decode([i]) for i in ids], ckpt
 
 

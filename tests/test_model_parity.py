@@ -195,3 +195,16 @@ def test_bad_inputs_to_forward():
         model.forward(np.array([[1, 10]]))
     with pytest.raises(ZeroLLMError, match="integer token ids"):
         model.forward(np.zeros((1, 2)))
+
+
+def test_eval_forward_keeps_no_activations_unless_asked():
+    model = GPT(GPTConfig(vocab_size=13, block_size=6, n_layer=2, n_head=2, n_embd=8)).eval()
+    idx, targets = batch(model.config)
+    logits, _ = model.forward(idx, targets)
+    with pytest.raises(ZeroLLMError, match="keep=True"):
+        model.backward()
+    with pytest.raises(ZeroLLMError, match="keep=True"):
+        model.attention_weights()
+    kept, _ = model.forward(idx, targets, keep=True)
+    np.testing.assert_array_equal(kept, logits)
+    assert len(model.attention_weights()) == 2 and set(model.backward())   # both work when kept

@@ -22,6 +22,7 @@ HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parent)]      # bench_* modules; the zerollm of this checkout
 
 import bench_measure  # noqa: E402  (needs the path above; imports nothing heavy)
+from zerollm.memory import keep_freed_memory  # noqa: E402
 
 TASKS = ("train", "forward", "generate", "attention", "gemm", "check")
 CONTENDERS = ("zerollm", "torch", "naive", "flash", "numpy")
@@ -61,6 +62,9 @@ def main(argv=None):
     task, contender, params = argv[0], argv[1], json.loads(argv[2])
     threads = params["threads"]
     cpus = bench_measure.pin_cpus(threads)                # before any thread pool exists
+    # zerollm's CLI keeps freed memory in the process (zerollm.memory); both contenders get the same
+    # malloc settings so the comparison stays about the engines
+    keep_freed_memory()
     use_torch = contender == "torch"
     if use_torch:
         import bench_torch as side

@@ -8,6 +8,7 @@ tokens; every token after the first is predicted once, and the mean cross-entrop
 import numpy as np
 
 from zerollm.errors import ZeroLLMError
+from zerollm.memory import keep_freed_memory
 from zerollm.threads import add_threads_argument, limit_threads
 
 
@@ -41,6 +42,7 @@ def evaluate_loss(model, ids, batch_size=16):
 
 
 def run(args):
+    keep_freed_memory()             # reuse freed activation memory step after step (zerollm.memory)
     from zerollm.checkpoint import load_model
     from zerollm.data import read_corpus
     if args.batch_size < 1 or (args.max_tokens is not None and args.max_tokens < 2):

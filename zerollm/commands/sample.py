@@ -9,6 +9,7 @@ import numpy as np
 
 from zerollm.argtypes import positive_int
 from zerollm.errors import ZeroLLMError
+from zerollm.memory import keep_freed_memory
 from zerollm.threads import add_threads_argument, limit_threads
 
 
@@ -64,6 +65,7 @@ def load_source(args):
 
 
 def run(args):
+    keep_freed_memory()             # reuse freed activation memory step after step (zerollm.memory)
     with limit_threads(args.threads):
         return _run(args)
 

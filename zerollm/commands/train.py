@@ -15,8 +15,9 @@ import typing
 
 from zerollm.config import GPTConfig
 from zerollm.errors import ZeroLLMError
-from zerollm.threads import add_threads_argument, limit_threads
+from zerollm.memory import keep_freed_memory
 from zerollm.runlog import JsonlLog, plot_losses
+from zerollm.threads import add_threads_argument, limit_threads
 from zerollm.train import (MODEL_FIELDS, PRESETS, Trainer, TrainConfig, TrainingInterrupted, build_configs,
                            configs_from_checkpoint, fit, resume_point)
 
@@ -99,6 +100,7 @@ def _load_data(folder, tokenizer_kind):
 # ----------------------------------------------------------------------------
 
 def run(args):
+    keep_freed_memory()             # reuse freed activation memory step after step (zerollm.memory)
     run_dir = args.out or os.path.join("runs", args.preset or "run")
     overrides = _overrides(args)
     if args.resume:

@@ -19,8 +19,8 @@ import numpy as np
 
 from zerollm.argtypes import positive_int
 from zerollm.errors import ZeroLLMError
-from zerollm.tokenizers import load_tokenizer, train_tokenizer
 from zerollm.fileio import atomic_write
+from zerollm.tokenizers import load_tokenizer, train_tokenizer
 from zerollm.tokenizers.base import dumps_readable, read_json_file
 
 META_FORMAT = "zerollm-data"

@@ -22,6 +22,7 @@ import numpy as np
 
 from zerollm.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from zerollm.config import GPTConfig
+from zerollm.data import get_batch
 from zerollm.errors import ZeroLLMError
 from zerollm.model import GPT
 from zerollm.nn.loss import cross_entropy_forward
@@ -136,7 +137,6 @@ class Trainer:
 
     # ------------------------------------------------------------------
     def batch(self, data, rng):
-        from zerollm.data import get_batch
         return get_batch(data, self.cfg.batch_size, self.model_cfg.block_size, rng)
 
     def step(self):

@@ -229,3 +229,14 @@ def test_two_threads_learn_and_resume_bit_identically(tmp_path, corpus):
     res = train_cli("--out", str(out), "--resume", "--no-progress", "--threads", "2")
     assert res.returncode == 0 and "warning" not in res.stderr, res.stderr
     assert step_losses(out) == step_losses(ref)
+
+
+def test_stream_decoder_holds_back_half_characters():
+    from zerollm.commands.sample import StreamDecoder
+    from zerollm.tokenizers import train_tokenizer
+    tok = train_tokenizer("byte", "")
+    text = "春眠 a😀b"
+    stream = StreamDecoder(tok)
+    pieces = [stream.push(i) for i in tok.encode(text)]
+    assert "".join(pieces) + stream.flush() == text
+    assert "\ufffd" not in "".join(pieces) and pieces[:3] == ["", "", "春"]    # 3 bytes, one character

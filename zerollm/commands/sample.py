@@ -31,24 +31,27 @@ def add_arguments(p):
 
 
 class StreamDecoder:
-    """Turns a growing list of ids into newly printable text. A byte-level token may end in the middle
-    of a UTF-8 character; such an unfinished tail decodes to U+FFFD and is held back until complete."""
+    """Turns ids, one at a time, into newly printable text. A byte-level token may end in the middle
+    of a UTF-8 character; such an unfinished tail decodes to U+FFFD and is held back until complete.
 
-    def __init__(self, tokenizer, prompt_ids):
-        self.tok, self.ids = tokenizer, list(prompt_ids)
-        self.shown = len(tokenizer.decode(self.ids))
+    Only the ids not printed yet are decoded at each step, so streaming stays linear in the length
+    of the output (decoding everything every time would be quadratic).
+    """
+
+    def __init__(self, tokenizer):
+        self.tok, self.pending = tokenizer, []
 
     def push(self, token_id):
-        self.ids.append(int(token_id))
-        text = self.tok.decode(self.ids)
-        stable = len(text.rstrip("\ufffd"))
-        new, self.shown = text[self.shown:stable], max(self.shown, stable)
-        return new
+        self.pending.append(int(token_id))
+        text = self.tok.decode(self.pending)
+        if text.endswith("\ufffd"):            # an unfinished character: wait for its next bytes
+            return ""
+        self.pending = []
+        return text
 
     def flush(self):
-        text = self.tok.decode(self.ids)
-        rest, self.shown = text[self.shown:], len(text)
-        return rest
+        text, self.pending = self.tok.decode(self.pending) if self.pending else "", []
+        return text
 
 
 def load_source(args):
@@ -84,7 +87,7 @@ def _run(args):
     for n in range(args.num_samples):
         if n:
             out.write("\n---------------\n")
-        stream = StreamDecoder(tok, prompt)
+        stream = StreamDecoder(tok)
         out.write(args.prompt)
         for ids in generate(model, np.array([prompt]), args.max_new_tokens, temperature=args.temperature,
                             top_k=args.top_k, top_p=args.top_p, rng=rng, window=args.window, sinks=args.sinks):

@@ -1,23 +1,18 @@
 """How fast is zerollm's BPE? Training time per vocabulary size and encoding time, as a table.
 
-    python benchmarks/bpe_speed.py                      # tinyshakespeare from ../shared/data
-    python benchmarks/bpe_speed.py --corpus tang_poems.txt --sizes 512 1024
+    python benchmarks/bpe_speed.py                      # the shipped tinyshakespeare
+    python benchmarks/bpe_speed.py --corpus tang --sizes 512 1024
+    python benchmarks/bpe_speed.py --corpus my_text.txt
 
-The corpus folder is ../shared/data next to the repository, or $ZEROLLM_DATA_DIR.
+--corpus is a corpus that ships with zerollm (shakespeare, tang) or a path to a text file.
 """
 
 import argparse
-import os
 import time
 from pathlib import Path
 
+from zerollm import corpora
 from zerollm.tokenizers import BPETokenizer
-
-REPO = Path(__file__).resolve().parents[1]
-
-
-def data_dir():
-    return Path(os.environ.get("ZEROLLM_DATA_DIR", REPO.parent / "shared" / "data"))
 
 
 def timed(fn, *args, **kwargs):
@@ -39,11 +34,11 @@ def bench(text, vocab_size, pattern):
 
 def main(argv=None):
     p = argparse.ArgumentParser(description="BPE training and encoding speed")
-    p.add_argument("--corpus", default="tinyshakespeare.txt", help="file name in the data folder")
+    p.add_argument("--corpus", default="shakespeare", help="shakespeare, tang, or a text file's path")
     p.add_argument("--sizes", type=int, nargs="+", default=[512, 1024, 4096])
     p.add_argument("--pattern", choices=("gpt2", "gpt4"), default="gpt4")
     args = p.parse_args(argv)
-    path = data_dir() / args.corpus
+    path = corpora.path(args.corpus) if args.corpus in corpora.CORPORA else Path(args.corpus)
     text = path.read_text(encoding="utf-8")
     print(f"{path.name}: {len(text):,} characters, {len(text.encode()):,} bytes; pattern {args.pattern}")
     header = (f"{'vocab':>6} {'train s':>8} {'encode s':>9} {'warm s':>7} {'decode s':>9} "

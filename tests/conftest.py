@@ -1,36 +1,79 @@
-"""Shared fixtures. The corpora live outside the repository, in ../shared/data (never committed).
+"""Shared fixtures, and a guard that keeps the test suite inside the repository.
 
-Set ZEROLLM_DATA_DIR to point elsewhere. A missing corpus is a hard failure with a clear message,
-not a skip: CI must run every test.
+The corpora ship inside the package (zerollm/corpora), so a fresh clone of the repository is all the
+tests need. To keep it so, an audit hook watches every file the test process opens: a path beside
+the repository (a sibling data folder, say) that is neither the Python installation nor a temporary folder
+fails the whole run at the end, with the list of such paths.
 """
 
 import os
+import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
+from zerollm import corpora
+
 REPO = Path(__file__).resolve().parents[1]
 
 
-def data_dir():
-    return Path(os.environ.get("ZEROLLM_DATA_DIR", REPO.parent / "shared" / "data"))
+# ----------------------------------------------------------------------------
+# the guard: nothing outside the repository
+
+def _allowed_roots():
+    roots = {REPO, Path(tempfile.gettempdir()).resolve(), Path(sys.prefix).resolve(),
+             Path(sys.base_prefix).resolve()}
+    roots.update(Path(p).resolve() for p in sys.path if p and os.path.isabs(p))
+    return tuple(str(r) for r in roots)
 
 
-def _corpus(name):
-    path = data_dir() / name
-    if not path.is_file():
-        pytest.fail(f"corpus {path} not found: put the shared data next to the repository "
-                    "(../shared/data) or set ZEROLLM_DATA_DIR")
-    return path
+_OUTSIDE = []
+_ALLOWED = _allowed_roots()
+_NEIGHBOURS = str(REPO.parent) + os.sep      # the folder the clone sits in, where sibling data folders live
 
+
+def _audit(event, args):
+    if event != "open" or not args or not isinstance(args[0], (str, bytes, os.PathLike)):
+        return
+    path = os.fsdecode(args[0])
+    if not os.path.isabs(path):
+        path = os.path.join(os.getcwd(), path)
+    path = os.path.normpath(path)
+    if path.startswith(_NEIGHBOURS) and not path.startswith(_ALLOWED):
+        _OUTSIDE.append(path)
+
+
+sys.addaudithook(_audit)
+
+
+def outside_paths():
+    """The paths beside the repository that this test process has opened so far."""
+    return sorted(set(_OUTSIDE))
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if outside_paths():
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_terminal_summary(terminalreporter):
+    if outside_paths():
+        terminalreporter.write_line("FAILED: tests opened files outside the repository (a fresh clone has "
+                                    "no such files; ship them in the package): " + ", ".join(outside_paths()),
+                                    red=True)
+
+
+# ----------------------------------------------------------------------------
+# the corpora
 
 @pytest.fixture(scope="session")
 def shakespeare_path():
     """tinyshakespeare.txt: 1,115,394 ASCII characters."""
-    return _corpus("tinyshakespeare.txt")
+    return corpora.path("shakespeare")
 
 
 @pytest.fixture(scope="session")
 def tang_path():
     """tang_poems.txt: 17,826 five-character Tang poems, one per line."""
-    return _corpus("tang_poems.txt")
+    return corpora.path("tang")

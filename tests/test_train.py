@@ -31,8 +31,9 @@ def corpus(tmp_path_factory, shakespeare_path):
     return path
 
 
-def train_cli(*argv):
-    return subprocess.run([sys.executable, "-m", "zerollm", "train", *argv], capture_output=True, text=True)
+def train_cli(*argv, cwd=None):
+    return subprocess.run([sys.executable, "-m", "zerollm", "train", *argv], capture_output=True, text=True,
+                          cwd=cwd)
 
 
 def step_losses(run_dir):
@@ -240,3 +241,15 @@ def test_stream_decoder_holds_back_half_characters():
     pieces = [stream.push(i) for i in tok.encode(text)]
     assert "".join(pieces) + stream.flush() == text
     assert "\ufffd" not in "".join(pieces) and pieces[:3] == ["", "", "春"]    # 3 bytes, one character
+
+
+@pytest.mark.parametrize("preset, data, meta_chars", [("tiny", None, 1_115_394), ("tiny", "tang", 784_866)])
+def test_a_preset_trains_on_a_shipped_corpus_without_data_or_download(tmp_path, preset, data, meta_chars):
+    """A fresh clone trains with no --data (the preset's corpus) or with --data naming a shipped corpus."""
+    out = tmp_path / "run"
+    argv = ["--preset", preset, "--out", str(out), "--max-iters", "2", "--eval-interval", "2", "--eval-iters", "1",
+            "--sample-tokens", "0", "--no-progress", "--batch-size", "2", "--block-size", "16"]
+    res = train_cli(*argv, *(["--data", data] if data else []), cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    meta = json.loads((out / "data" / "meta.json").read_text())
+    assert meta["source"]["characters"] == meta_chars

@@ -20,8 +20,8 @@ from zerollm.errors import ZeroLLMError
 from zerollm.fileio import atomic_write
 
 # name -> where it lives and what its bytes must hash to. Only datasets with a stable public
-# URL are listed: the course's Tang poems (../shared/data/tang_poems.txt) are a selection made
-# from the chinese-poetry repository, with no single file to fetch.
+# URL are listed: the course's Tang poems (zerollm/corpora/tang_poems.txt, shipped with the
+# package) are a selection made from the chinese-poetry repository, with no single file to fetch.
 DATASETS = {
     "shakespeare": {
         "url": "https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt",

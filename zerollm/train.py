@@ -91,6 +91,9 @@ PRESETS = {
                  checkpoint_interval=500, sample_tokens=150),
 }
 
+# the shipped corpus (zerollm.corpora) each preset trains on when no --data is given
+PRESET_CORPUS = {"tiny": "shakespeare", "shakespeare-cpu": "shakespeare", "tang": "tang"}
+
 MODEL_FIELDS = {f.name for f in fields(GPTConfig)} - {"vocab_size"}
 TRAIN_FIELDS = {f.name for f in fields(TrainConfig)}
 

@@ -13,12 +13,13 @@ import os
 import sys
 import typing
 
+from zerollm import corpora
 from zerollm.config import GPTConfig
 from zerollm.errors import ZeroLLMError
 from zerollm.memory import keep_freed_memory
 from zerollm.runlog import JsonlLog, plot_losses
 from zerollm.threads import add_threads_argument, limit_threads
-from zerollm.train import (MODEL_FIELDS, PRESETS, Trainer, TrainConfig, TrainingInterrupted, build_configs,
+from zerollm.train import (MODEL_FIELDS, PRESET_CORPUS, PRESETS, Trainer, TrainConfig, TrainingInterrupted, build_configs,
                            configs_from_checkpoint, fit, resume_point)
 
 CHOICES = {"norm": ("layernorm", "rmsnorm"), "pos": ("learned", "sinusoidal", "rope"),
@@ -51,8 +52,9 @@ def add_config_flags(parser, cls, skip=()):
 
 
 def add_arguments(p):
-    p.add_argument("--data", metavar="FILE|DIR",
-                   help="a UTF-8 text file (prepared on the fly into OUT/data) or a folder from 'zerollm prepare'")
+    p.add_argument("--data", metavar="FILE|DIR|NAME",
+                   help="a UTF-8 text file (prepared on the fly into OUT/data), a folder from 'zerollm prepare', "
+                        "or a corpus that ships with zerollm: shakespeare, tang (default: the preset's corpus)")
     p.add_argument("--out", metavar="DIR", help="run directory: log.jsonl, checkpoints, loss.png "
                    "(default: runs/<preset or 'run'>)")
     p.add_argument("--preset", choices=sorted(PRESETS), help="a named configuration; flags override it")
@@ -74,17 +76,24 @@ def _overrides(args):
 def _prepared_dir(args, run_dir, tokenizer, vocab_size, block_size):
     """The prepared-data folder to train on, preparing a text file into RUN/data when needed."""
     from zerollm.data import prepare
-    if args.data is None:
-        if os.path.isfile(os.path.join(run_dir, "data", "meta.json")):
-            return os.path.join(run_dir, "data")
-        raise ZeroLLMError("give --data FILE (a text file) or --data DIR (from 'zerollm prepare')")
-    if os.path.isdir(args.data):
-        return args.data
-    if not os.path.isfile(args.data):
-        raise ZeroLLMError(f"--data: no such file or folder: {args.data}")
+    data = args.data
+    if data is None and os.path.isfile(os.path.join(run_dir, "data", "meta.json")):
+        return os.path.join(run_dir, "data")
+    if data is None and args.preset in PRESET_CORPUS:
+        data = PRESET_CORPUS[args.preset]
+    if data is None:
+        raise ZeroLLMError("give --data FILE (a text file), --data DIR (from 'zerollm prepare') or the name of "
+                           f"a shipped corpus ({', '.join(corpora.CORPORA)})")
+    if os.path.isdir(data):
+        return data
+    if not os.path.isfile(data) and data in corpora.CORPORA:
+        data = str(corpora.path(data))                  # a corpus that ships with zerollm
+    if not os.path.isfile(data):
+        raise ZeroLLMError(f"--data: no such file or folder: {data} (shipped corpora: "
+                           f"{', '.join(corpora.CORPORA)})")
     target = os.path.join(run_dir, "data")
-    print(f"preparing {args.data} with the {tokenizer} tokenizer into {target} ...", file=sys.stderr)
-    prepare(args.data, target, tokenizer=tokenizer, vocab_size=vocab_size, block_size=block_size)
+    print(f"preparing {data} with the {tokenizer} tokenizer into {target} ...", file=sys.stderr)
+    prepare(data, target, tokenizer=tokenizer, vocab_size=vocab_size, block_size=block_size)
     return target
 
 

@@ -2,6 +2,7 @@
 repository points outside it, and the shipped files are the ones SOURCES.md describes."""
 
 import hashlib
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -69,9 +70,17 @@ def test_the_guard_sees_a_file_opened_beside_the_repository(tmp_path):
 
 
 def test_a_built_wheel_carries_the_corpora(tmp_path):
-    """pip install . (not editable) must install the corpora too: they are package data."""
+    """pip install . (not editable) must install the corpora too: they are package data. The wheel is
+    built from a copy of the committed files, as a fresh clone has them (and setuptools' build/ folder
+    lands in the copy, not in the repository)."""
+    clone = tmp_path / "clone"
+    for path in tracked_files():
+        target = clone / path.relative_to(REPO)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if path.is_file():
+            shutil.copy2(path, target)
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
-                    "-w", str(tmp_path), str(REPO)], check=True, capture_output=True, timeout=300)
+                    "-w", str(tmp_path), str(clone)], check=True, capture_output=True, timeout=300)
     wheel, = tmp_path.glob("zerollm-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
     for name in ("tinyshakespeare.txt", "tang_poems.txt", "SOURCES.md"):

@@ -111,6 +111,23 @@ def t_cross_entropy(case, logits, targets):
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=-100)
 
 
+def t_token_logprobs(case, logits):
+    targets = torch.from_numpy(case.info["targets"])
+    mask = torch.from_numpy(case.info["mask"]).to(torch.float64)
+    logq = torch.log_softmax(logits, dim=-1)
+    logp = logq.gather(-1, targets[..., None])[..., 0] * mask
+    if case.name.endswith("entropy"):
+        return torch.stack([logp, -(logq.exp() * logq).sum(-1) * mask])
+    return logp
+
+
+def t_scalar_head(case, h, w, b):
+    index = case.info["index"]
+    if index is None:
+        return (h @ w)[..., 0] + b
+    return (h[torch.arange(h.shape[0]), torch.from_numpy(index)] @ w)[:, 0] + b
+
+
 def t_layernorm(case, x, w, b=None):
     return F.layer_norm(x, (x.shape[-1],), w, b, eps=1e-5)
 
@@ -140,6 +157,10 @@ TORCH = {
     "mqa": t_mha_case,
     "dropout": t_dropout,
     "cross_entropy": t_cross_entropy,
+    "token_logprobs": t_token_logprobs,
+    "token_logprobs_entropy": t_token_logprobs,
+    "reward_head": t_scalar_head,
+    "value_head": t_scalar_head,
     "block_gpt2": t_block,
     "block_llama": t_block,
 }

@@ -16,7 +16,8 @@ from zerollm.cli import main
 from zerollm.commands.train import add_config_flags
 from zerollm.config import GPTConfig
 from zerollm.runlog import read_log
-from zerollm.train import PRESETS, Trainer, TrainConfig, build_configs
+from zerollm.presets import PRESETS, build_configs
+from zerollm.train import TrainConfig, lm_trainer
 
 # a small, fast model: about 4 ms per step here
 SMALL = ["--tokenizer", "char", "--n-layer", "2", "--n-head", "2", "--n-embd", "32", "--block-size", "32",
@@ -120,7 +121,7 @@ def _wait_for_steps(out, n, proc, timeout=60):
 def _toy_trainer(**overrides):
     data = np.random.default_rng(0).integers(0, 20, 5000)
     model_cfg = GPTConfig(vocab_size=20, block_size=8, n_layer=1, n_head=2, n_embd=8, dtype="float64")
-    return Trainer(model_cfg, TrainConfig(batch_size=4, max_iters=10, **overrides), data, data)
+    return lm_trainer(model_cfg, TrainConfig(batch_size=4, max_iters=10, **overrides), data, data)
 
 
 def test_gradient_accumulation_averages_the_micro_batches():
@@ -130,7 +131,7 @@ def test_gradient_accumulation_averages_the_micro_batches():
     rng = np.random.default_rng([one.cfg.seed, 1])
     grads = None
     for _ in range(3):
-        x, y = one.batch(one.train_data, rng)
+        x, y = one.objective._batch(one.objective.train_data, rng)
         one.model.forward(x, y)
         g = one.model.backward()
         grads = {k: v.copy() for k, v in g.items()} if grads is None else {k: grads[k] + g[k] for k in g}

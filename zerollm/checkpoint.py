@@ -12,6 +12,7 @@ A run directory holds one sub-directory per saved step, plus a pointer to the ne
         rng.json                np.random.Generator.bit_generator.state (batches continue identically)
         tokenizer.json          a copy of the tokenizer, so the checkpoint stands alone
         state.json              step, best_val_loss, any other JSON-able training state
+        objective.safetensors   arrays of the objective's state (a rollout buffer), when it has any
 
 Why a kill at ANY moment leaves a loadable checkpoint: every file goes into RUN/.tmp-step-N/
 first (each fsync'ed), then one rename makes the whole directory appear as step-N; only then is
@@ -54,6 +55,8 @@ class Checkpoint:
     extra: dict                   # state.json without "step" (best_val_loss, ...)
     path: str
     tokenizer_kind: str | None = None
+    objective: dict | None = None          # the objective's settings; {"kind": "lm"} for pre-training
+    objective_arrays: dict | None = None   # objective.safetensors, {} when absent
 
 
 def step_dir_name(step):
@@ -69,10 +72,11 @@ def step_dir_name(step):
 # saving
 
 def save_checkpoint(run_dir, *, step, model_config, train_config, params, optimizer_state, rng_state,
-                    tokenizer_path, extra=None, keep=2):
+                    tokenizer_path, extra=None, keep=2, objective=None, objective_arrays=None):
     """Save one checkpoint as RUN/step-NNNNNNN/, point latest.json at it, keep the newest ``keep``.
 
     Returns the new step directory. ``rng_state`` may also be the np.random.Generator itself.
+    ``objective``: the objective's settings (default pre-training); ``objective_arrays``: its arrays.
     """
     extra = _check_save_args(run_dir, step, keep, extra, optimizer_state)
     run_dir, step = os.fspath(run_dir), int(step)
@@ -83,7 +87,7 @@ def save_checkpoint(run_dir, *, step, model_config, train_config, params, optimi
     os.mkdir(tmp)
     try:
         _write_step_files(tmp, step, model_config, train_config, params, optimizer_state,
-                          rng_state, tokenizer_path, extra)
+                          rng_state, tokenizer_path, extra, objective or {"kind": "lm"}, objective_arrays)
         fsync_dir(tmp)
         _move_into_place(run_dir, tmp, name)
     except BaseException:      # incl. Ctrl-C: the previous checkpoint stays the latest
@@ -109,14 +113,16 @@ def _check_save_args(run_dir, step, keep, extra, optimizer_state):
 
 
 def _write_step_files(d, step, model_config, train_config, params, optimizer_state, rng_state,
-                      tokenizer_path, extra):
+                      tokenizer_path, extra, objective, objective_arrays):
     kind = None
     if tokenizer_path is not None:
         kind = _copy_tokenizer(tokenizer_path, os.path.join(d, "tokenizer.json"))
     write_json(os.path.join(d, "config.json"), {"format": FORMAT, "version": VERSION,
                                                 "model": model_config, "train": train_config,
-                                                "tokenizer": kind})
+                                                "tokenizer": kind, "objective": objective})
     save_file(params, os.path.join(d, "model.safetensors"), {"format": "np", "step": str(step)})
+    if objective_arrays:
+        save_file(objective_arrays, os.path.join(d, "objective.safetensors"), {"format": "np"})
     _save_optimizer(optimizer_state, os.path.join(d, "optimizer.safetensors"))
     if isinstance(rng_state, np.random.Generator):
         rng_state = rng_state.bit_generator.state
@@ -265,12 +271,15 @@ def load_checkpoint(path, *, optimizer=True):
         raise ZeroLLMError(f"{step_dir}/state.json has no integer 'step'; the checkpoint is damaged")
     opt_state = _load_optimizer(os.path.join(step_dir, "optimizer.safetensors")) if optimizer else None
     tokenizer = os.path.join(step_dir, "tokenizer.json")
+    arrays = os.path.join(step_dir, "objective.safetensors")
     return Checkpoint(
         step=state.pop("step"), model_config=config["model"], train_config=config["train"],
         params=load_file(os.path.join(step_dir, "model.safetensors")), optimizer_state=opt_state,
         rng_state=read_json(os.path.join(step_dir, "rng.json"), what="checkpoint RNG state"),
         tokenizer_path=tokenizer if os.path.isfile(tokenizer) else None,
-        extra=state, path=step_dir, tokenizer_kind=config.get("tokenizer"))
+        extra=state, path=step_dir, tokenizer_kind=config.get("tokenizer"),
+        objective=config.get("objective") or {"kind": "lm"},
+        objective_arrays=load_file(arrays) if os.path.isfile(arrays) else {})
 
 
 def _read_config(step_dir):
@@ -307,12 +316,16 @@ def _load_optimizer(path):
 # a trained model, ready to use
 
 def load_model(path):
-    """(GPT in eval mode, tokenizer or None, Checkpoint) from a run directory or a step directory."""
+    """(GPT in eval mode, tokenizer or None, Checkpoint) from a run directory or a step directory.
+
+    Parameters that are not the GPT's own (a reward or value head, zerollm.heads) stay in ckpt.params."""
     from zerollm.config import GPTConfig
     from zerollm.model import GPT
     from zerollm.tokenizers import load_tokenizer
     ckpt = load_checkpoint(path, optimizer=False)
     model = GPT(GPTConfig.from_dict(ckpt.model_config), init=False)
-    model.load_state_dict(ckpt.params)
+    from zerollm.heads import split_head_params
+    trunk, _ = split_head_params(ckpt.params)
+    model.load_state_dict(trunk)
     tokenizer = load_tokenizer(ckpt.tokenizer_path) if ckpt.tokenizer_path else None
     return model.eval(), tokenizer, ckpt

@@ -17,6 +17,7 @@ import numpy as np
 
 from zerollm.attention import softmax, softmax_backward
 from zerollm.config import GPTConfig
+from zerollm.heads import scalar_head_backward, scalar_head_forward
 from zerollm.model import param_shapes
 from zerollm.nn.activation import (gelu_erf_backward, gelu_erf_forward, gelu_tanh_backward,
                                    gelu_tanh_forward, silu_backward, silu_forward)
@@ -26,6 +27,7 @@ from zerollm.nn.dropout import dropout_backward, dropout_forward
 from zerollm.nn.embedding import embedding_backward, embedding_forward
 from zerollm.nn.flash import flash_sdpa_backward, flash_sdpa_forward
 from zerollm.nn.linear import linear_backward, linear_forward
+from zerollm.nn.logprobs import token_logprobs_backward, token_logprobs_forward
 from zerollm.nn.loss import cross_entropy_backward, cross_entropy_forward
 from zerollm.nn.mlp import gelu_mlp_backward, gelu_mlp_forward, swiglu_backward, swiglu_forward
 from zerollm.nn.norm import layernorm_backward, layernorm_forward, rmsnorm_backward, rmsnorm_forward
@@ -178,6 +180,40 @@ def _cross_entropy(rng, dt):
                  lambda d, c: (cross_entropy_backward(c, float(d)),))
 
 
+def _token_logprobs(entropy):
+    """log p of chosen tokens (and, stacked after it, the entropy), with a ragged mask."""
+    def build(rng, dt):
+        targets = rng.integers(0, V, (B, T))
+        mask = np.ones((B, T), dtype=bool)
+        mask[0, -2:] = False                          # a shorter sequence: its tail counts for nothing
+        mask[:, 0] = False
+
+        def fwd(logits):
+            logp, H, cache = token_logprobs_forward(logits, targets, mask, entropy=entropy)
+            return (np.stack([logp, H]) if entropy else logp), cache
+
+        def bwd(d, cache):
+            if entropy:
+                return (token_logprobs_backward(d[0], cache, dentropy=d[1]),)
+            return (token_logprobs_backward(d, cache),)
+        name = "token log-probs" + (" + entropy" if entropy else "")
+        return _case(name, [_n(rng, dt, B, T, V, scale=2.0)], (0,), fwd, bwd, info=dict(targets=targets, mask=mask))
+    return build
+
+
+def _scalar_head(last):
+    """A reward head read at each row's last real token, or a value head read everywhere."""
+    def build(rng, dt):
+        index = np.array([T - 1, 2]) if last else None
+
+        def fwd(h, w, b):
+            return scalar_head_forward(h, w, b, index)
+        name = "reward head (last token)" if last else "value head (every position)"
+        return _case(name, [_n(rng, dt, B, T, C), _n(rng, dt, C, 1, scale=0.3), _n(rng, dt, 1)], (0, 1, 2),
+                     fwd, scalar_head_backward, info=dict(index=index))
+    return build
+
+
 def _block(**cfg_kw):
     def build(rng, dt):
         cfg = GPTConfig(vocab_size=V, block_size=T, n_layer=1, n_embd=C, **{"n_head": 3, **cfg_kw})
@@ -225,6 +261,10 @@ CASES = {
     "mqa": _mha(4, 1),
     "dropout": _dropout,
     "cross_entropy": _cross_entropy,
+    "token_logprobs": _token_logprobs(False),
+    "token_logprobs_entropy": _token_logprobs(True),
+    "reward_head": _scalar_head(True),
+    "value_head": _scalar_head(False),
     "block_gpt2": _block(),
     "block_llama": _block(norm="rmsnorm", pos="rope", mlp="swiglu", bias=False, n_head=2, n_kv_head=1),
 }

@@ -196,6 +196,27 @@ class GPT:
         inference only. ``mask``: bool (T, T) or (B, T, T), True = hidden, on top of the causal mask
         (padding, a sliding window).
         """
+        x = self.forward_hidden(idx, kv_cache=kv_cache, mask=mask, keep=keep)
+        B, T, C = x.shape
+        # 4. the head: logits = x W^T
+        logits = (x.reshape(B * T, C) @ self.head_weight.T).reshape(B, T, -1)   # (B*T, C) @ (C, V) -> (B, T, V)
+        loss = ce = None
+        if targets is not None:
+            targets = np.asarray(targets)
+            if targets.shape != (B, T):
+                raise ZeroLLMError(f"targets must have the shape of idx {(B, T)}; got {targets.shape}")
+            loss, ce = cross_entropy_forward(logits, targets)
+        if self._cache is not None:
+            self._cache.update(head=True, ce=ce)
+        return logits, loss
+
+    def forward_hidden(self, idx, *, kv_cache=None, mask=None, keep=None):
+        """The trunk without the head: idx (B, T) -> final hidden states (B, T, C), after the last norm.
+
+        Scalar heads (a reward or value head, zerollm.heads) read these; backward(dhidden=...) takes
+        their gradient. Skipping the (C, V) head matmul saves most of a reward model's forward work
+        when the vocabulary is large. ``kv_cache``, ``mask``, ``keep``: as in forward().
+        """
         cfg, p = self.config, self.params
         offset = 0 if kv_cache is None else kv_cache.pos
         idx = self._check_idx(idx, offset)
@@ -223,37 +244,44 @@ class GPT:
         if kv_cache is not None:
             kv_cache.advance(T)
 
-        # 3. final norm and the head: logits = x W^T
+        # 3. the final norm
         x, ln_f = norm_forward(x, p, "ln_f", cfg)                       # (B, T, C)
-        logits = (x.reshape(B * T, -1) @ self.head_weight.T).reshape(B, T, -1)   # (B*T, C) @ (C, V) -> (B, T, V)
+        self._cache = dict(emb=emb, T=T, drop=drop, blocks=blocks, ln_f=ln_f, x_f=x,
+                           head=False, ce=None) if keep else None
+        return x
 
-        loss = ce = None
-        if targets is not None:
-            targets = np.asarray(targets)
-            if targets.shape != idx.shape:
-                raise ZeroLLMError(f"targets must have the shape of idx {idx.shape}; got {targets.shape}")
-            loss, ce = cross_entropy_forward(logits, targets)
-        self._cache = dict(emb=emb, T=T, drop=drop, blocks=blocks, ln_f=ln_f, x_f=x, ce=ce) if keep else None
-        return logits, loss
+    def backward(self, dlogits=None, *, dhidden=None):
+        """Gradients w.r.t. every parameter -> dict (also ``self.grads``), keys = parameter names.
 
-    def backward(self):
-        """Gradients of the last forward's loss w.r.t. every parameter -> dict (also ``self.grads``).
-
-        The steps of forward, in reverse. Keys are the parameter names.
+        What is differentiated:
+          - nothing given: the built-in cross-entropy of the last forward(idx, targets);
+          - ``dlogits`` (B, T, V): the gradient of ANY loss w.r.t. the logits of the last forward
+            (DPO, PPO, GRPO, a KL term: the caller differentiates its loss up to the logits);
+          - ``dhidden`` (B, T, C): the gradient w.r.t. the final hidden states (forward_hidden), for
+            a scalar head on the trunk; it may come together with dlogits (a value head beside the
+            language-model head), and the two add up.
+        The steps of forward, in reverse. Parameters that got no gradient (the head after
+        forward_hidden) get zeros, so the dict always has every name.
         """
         cache = self._cache
-        if cache is None or cache["ce"] is None:
-            raise ZeroLLMError("call forward(idx, targets) with targets before backward(), in train mode "
-                               "(model.train()) or with keep=True so the activations are kept")
+        if cache is None:
+            raise ZeroLLMError("call forward() before backward(), in train mode (model.train()) or with "
+                               "keep=True so the activations are kept; backward frees them, so call it once")
+        dlogits = self._dlogits(cache, dlogits, dhidden)
         cfg, grads = self.config, {}
-
-        # 3. head and final norm: logits = x_f W^T  =>  dx_f = dlogits W,  dW = dlogits^T x_f
-        dlogits = cross_entropy_backward(cache["ce"])                   # (B, T, V)
         x_f = cache["x_f"]
-        C = x_f.shape[-1]
-        dlogits2 = dlogits.reshape(-1, dlogits.shape[-1])              # (N, V)
-        dx = (dlogits2 @ self.head_weight).reshape(x_f.shape)           # (N, V) @ (V, C) -> (B, T, C)
-        dhead = dlogits2.T @ x_f.reshape(-1, C)                         # (V, N) @ (N, C) -> (V, C)
+        B, T, C = x_f.shape
+
+        # 4. head: logits = x_f W^T  =>  dx_f = dlogits W,  dW = dlogits^T x_f
+        if dlogits is not None:
+            dlogits2 = dlogits.reshape(B * T, -1)                       # (N, V)
+            dx = (dlogits2 @ self.head_weight).reshape(B, T, C)         # (N, V) @ (V, C) -> (B, T, C)
+            dhead = dlogits2.T @ x_f.reshape(B * T, C)                  # (V, N) @ (N, C) -> (V, C)
+        else:
+            dx, dhead = np.zeros_like(x_f), np.zeros_like(self.head_weight)
+        if dhidden is not None:
+            dx += self._check_grad(dhidden, x_f.shape, "dhidden")       # a scalar head read x_f too
+        # 3. final norm
         dx = norm_backward(dx, cache["ln_f"], "ln_f", cfg, grads)
 
         # 2. the blocks, last first
@@ -276,6 +304,27 @@ class GPT:
         self._cache = None           # free the activations; backward twice would be an error
         self.grads = {name: grads[name] for name in self.params}       # parameter order
         return self.grads
+
+    def _dlogits(self, cache, dlogits, dhidden):
+        """The gradient at the logits: given, or the built-in cross-entropy's, or None (trunk only)."""
+        if dlogits is not None:
+            if not cache["head"]:
+                raise ZeroLLMError("backward(dlogits=...) needs logits: the last call was forward_hidden(); "
+                                   "call forward() instead")
+            B, T, C = cache["x_f"].shape
+            return self._check_grad(dlogits, (B, T, self.config.vocab_size), "dlogits")
+        if dhidden is not None:
+            return None
+        if cache["ce"] is None:
+            raise ZeroLLMError("backward() with no arguments differentiates the built-in cross-entropy: call "
+                               "forward(idx, targets) with targets first, or pass dlogits= / dhidden=")
+        return cross_entropy_backward(cache["ce"])                      # (B, T, V)
+
+    def _check_grad(self, g, shape, name):
+        g = np.asarray(g)
+        if g.shape != tuple(shape):
+            raise ZeroLLMError(f"{name} must have shape {tuple(shape)} (that of the last forward), got {g.shape}")
+        return g.astype(self.dtype, copy=False)
 
     def attention_weights(self):
         """The attention weights of the last forward, one (B, nh, T, Tk) array per layer.

@@ -239,6 +239,21 @@ class TorchGPT(nn.Module):
     def forward(self, idx, targets=None):
         """idx (B, T) token ids -> (logits (B, T, V), mean cross-entropy over targets != -100, or None)."""
         cfg = self.config
+        x = self.hidden_states(idx)                          # (B, T, C)
+        B, T = x.shape[:2]
+        # 4. the head (tied: the transposed token table)
+        head = self.wte.weight if cfg.tie_embeddings else self.lm_head.weight   # (V, C)
+        logits = x @ head.T                                  # (B, T, C) @ (C, V) -> (B, T, V)
+        if targets is None:
+            return logits, None
+        # 5. loss: mean over the positions that have a target
+        targets = torch.as_tensor(targets).long().reshape(B * T)
+        loss = F.cross_entropy(logits.reshape(B * T, -1), targets, ignore_index=IGNORE_INDEX)
+        return logits, loss
+
+    def hidden_states(self, idx):
+        """idx (B, T) -> the last block's output after the final norm, (B, T, C): what scalar heads read."""
+        cfg = self.config
         idx = torch.as_tensor(idx).long()                    # NumPy ids are welcome too
         B, T = idx.shape
         if T > cfg.block_size:
@@ -255,16 +270,8 @@ class TorchGPT(nn.Module):
         # 2. the blocks
         for block in self.h:
             x = block(x, rope)
-        # 3. final norm and the head (tied: the transposed token table)
-        x = self.ln_f(x)
-        head = self.wte.weight if cfg.tie_embeddings else self.lm_head.weight   # (V, C)
-        logits = x @ head.T                                  # (B, T, C) @ (C, V) -> (B, T, V)
-        if targets is None:
-            return logits, None
-        # 4. loss: mean over the positions that have a target
-        targets = torch.as_tensor(targets).long().reshape(B * T)
-        loss = F.cross_entropy(logits.reshape(B * T, -1), targets, ignore_index=IGNORE_INDEX)
-        return logits, loss
+        # 3. final norm
+        return self.ln_f(x)
 
     # ------------------------------------------------------------------
     def load_numpy_state(self, state):

@@ -1,31 +1,36 @@
-"""The training loop, written out: batches, forward, backward, clipping, AdamW, evaluation,
-logging, crash-safe checkpoints and exact resume.
+"""The training loop, written once for every stage: pre-training, SFT, reward models, DPO, PPO, GRPO.
+
+What differs between those stages is an objective (zerollm.objectives): where batches come from and
+how a batch becomes a loss and its gradients. Everything else lives here, once: the schedule,
+gradient accumulation, clipping, AdamW, thread shards, log.jsonl, the progress bar, evaluation,
+crash-safe checkpoints, exact resume and Ctrl-C.
 
 One optimizer step (``Trainer.step``):
     1. lr = warmup + cosine schedule at this step
-    2. for each of grad_accum micro-batches: forward, backward, add grads / grad_accum
+    2. for each of grad_accum micro-batches: the objective's next batch, cut into shards (one per
+       thread), each shard's loss and gradients, their weighted sum; then add grads / grad_accum
     3. clip the global gradient norm, AdamW update (in place)
 
-Exact resume: everything that decides the future is in the checkpoint: parameters, AdamW moments
-and step count, the batch sampler's RNG and the dropout RNG. Evaluation and the samples printed
-at each eval use their own generators seeded from (seed, step), so they never shift the training
-stream. A resumed run therefore produces bit-identical losses to one that never stopped.
+Exact resume: everything that decides the future is in the checkpoint: parameters (the model's and
+any head's), AdamW moments and step count, the dropout RNG, the objective's RNGs and state (e.g. a
+batch sampler, a rollout buffer). Evaluation and the samples printed at each eval use their own
+generators seeded from (seed, step), so they never shift the training stream. A resumed run
+therefore produces bit-identical losses to one that never stopped.
 """
 
 import functools
 import os
 import time
 import warnings
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
 from zerollm.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from zerollm.config import GPTConfig
-from zerollm.data import get_batch
 from zerollm.errors import ZeroLLMError
 from zerollm.model import GPT
-from zerollm.nn.loss import cross_entropy_forward
+from zerollm.objectives.lm import LMObjective
 from zerollm.optim import AdamW, clip_grad_norm, lr_at
 from zerollm.parallel import ShardedModel
 
@@ -70,93 +75,52 @@ class TrainConfig:
 
 
 # ----------------------------------------------------------------------------
-# presets: model fields and training fields in one flat dict
-
-PRESETS = {
-    # a demo that finishes in seconds: a few hundred steps of a very small byte-level model
-    "tiny": dict(n_layer=2, n_head=4, n_embd=64, block_size=64, batch_size=16, max_iters=300,
-                 lr=3e-3, min_lr=3e-4, warmup_iters=30, eval_interval=100, eval_iters=10,
-                 checkpoint_interval=100, sample_tokens=120, tokenizer="byte", dropout=0.0, bias=False),
-    # nanoGPT's CPU run of config/train_shakespeare_char.py (its README: val loss ~1.88); nanoGPT's
-    # MLP uses torch.nn.GELU(), the exact erf form
-    "shakespeare-cpu": dict(tokenizer="char", n_layer=4, n_head=4, n_embd=128, block_size=64, gelu="erf",
-                            batch_size=12, max_iters=2000, lr=1e-3, min_lr=1e-4, warmup_iters=100,
-                            lr_decay_iters=2000, beta1=0.9, beta2=0.99, weight_decay=0.1, grad_clip=1.0,
-                            dropout=0.0, bias=False, eval_interval=250, eval_iters=50,
-                            checkpoint_interval=250),
-    # five-character Tang poems: one poem per line, 25 or 49 characters with the newline
-    "tang": dict(tokenizer="char", n_layer=4, n_head=4, n_embd=192, block_size=64, batch_size=16,
-                 max_iters=3000, lr=2e-3, min_lr=2e-4, warmup_iters=100, beta2=0.99, weight_decay=0.1,
-                 grad_clip=1.0, dropout=0.0, bias=False, eval_interval=500, eval_iters=40,
-                 checkpoint_interval=500, sample_tokens=150),
-}
-
-# the shipped corpus (zerollm.corpora) each preset trains on when no --data is given
-PRESET_CORPUS = {"tiny": "shakespeare", "shakespeare-cpu": "shakespeare", "tang": "tang"}
-
-MODEL_FIELDS = {f.name for f in fields(GPTConfig)} - {"vocab_size"}
-TRAIN_FIELDS = {f.name for f in fields(TrainConfig)}
-
-
-def split_overrides(values):
-    """{field: value} -> (model overrides, train overrides); unknown names are an error."""
-    unknown = set(values) - MODEL_FIELDS - TRAIN_FIELDS
-    if unknown:
-        raise ZeroLLMError(f"unknown settings {sorted(unknown)}")
-    return ({k: v for k, v in values.items() if k in MODEL_FIELDS},
-            {k: v for k, v in values.items() if k in TRAIN_FIELDS})
-
-
-def build_configs(preset=None, overrides=None, vocab_size=None):
-    """Preset, then the user's overrides, on top of the dataclass defaults."""
-    if preset is not None and preset not in PRESETS:
-        raise ZeroLLMError(f"unknown preset {preset!r}; choose one of {', '.join(PRESETS)}")
-    values = {**PRESETS.get(preset, {}), **(overrides or {})}
-    model_kw, train_kw = split_overrides(values)
-    train_cfg = TrainConfig(**train_kw)
-    model_cfg = GPTConfig(vocab_size=vocab_size or 256, **model_kw)
-    return model_cfg, train_cfg
-
-
-# ----------------------------------------------------------------------------
 # the trainer
 
 class Trainer:
-    """Holds the model, the optimizer and the RNGs of one run; ``step()`` is one optimizer step."""
+    """Holds one run: the objective (and through it the model), AdamW, the thread shards, the step count.
+    ``step()`` is one optimizer step; ``fit()`` below is the loop around it."""
 
-    def __init__(self, model_cfg, train_cfg, train_data, val_data, *, threads=1):
+    def __init__(self, objective, train_cfg, *, threads=1, tokenizer_path=None):
         """threads > 1: each batch is cut into that many shards computed in parallel threads
         (zerollm.parallel); the caller should then limit BLAS to one thread per shard."""
-        self.model_cfg, self.cfg = model_cfg, train_cfg
-        self.train_data, self.val_data = train_data, val_data
-        self.model = GPT(model_cfg, seed=train_cfg.seed)
+        self.objective, self.cfg = objective, train_cfg
+        self.model = objective.model
+        self.model_cfg = self.model.config
+        self.params = objective.params()
         self.threads = threads
+        self.tokenizer_path = tokenizer_path
         self.engine = ShardedModel(self.model, threads)
-        self.optimizer = AdamW(self.model.params, lr=train_cfg.lr, betas=(train_cfg.beta1, train_cfg.beta2),
+        self.optimizer = AdamW(self.params, lr=train_cfg.lr, betas=(train_cfg.beta1, train_cfg.beta2),
                                weight_decay=train_cfg.weight_decay)
-        self.data_rng = np.random.default_rng([train_cfg.seed, 1])
         self.iter = 0                   # optimizer steps done
         self.best_val_loss = float("inf")
+        self.stop = None                # set by fit(): Ctrl-C / SIGTERM requests
+
+    def stop_requested(self):
+        """True once Ctrl-C or SIGTERM arrived; long evaluations and rollouts check it."""
+        return self.stop is not None and self.stop.requested
 
     # ------------------------------------------------------------------
-    def batch(self, data, rng):
-        return get_batch(data, self.cfg.batch_size, self.model_cfg.block_size, rng)
-
     def step(self):
-        """One optimizer step; returns (mean loss over the micro-batches, lr, grad norm)."""
-        cfg, model = self.cfg, self.model
+        """One optimizer step -> a log record: loss (mean over the micro-batches), lr, grad_norm, tokens,
+        and the objective's metrics."""
+        cfg = self.cfg
         lr = lr_at(self.iter, lr=cfg.lr, min_lr=cfg.min_lr, warmup_iters=min(cfg.warmup_iters, cfg.decay_iters),
                    decay_iters=cfg.decay_iters)
-        model.train()
-        total, grads = 0.0, None
+        self.model.train()
+        total, grads, tokens, metrics = 0.0, None, 0, {}
         for _ in range(cfg.grad_accum):
-            x, y = self.batch(self.train_data, self.data_rng)
-            loss, g = self.engine.forward_backward(x, y)
-            total += loss
+            batch = self.objective.next_batch()
+            result = self.engine.run(self.objective.shard_loss, batch)
+            total += result.loss
+            tokens += self.objective.tokens(batch)
+            for name, value in {**batch.get("_metrics", {}), **result.metrics}.items():
+                metrics[name] = metrics.get(name, 0.0) + value / cfg.grad_accum
             if grads is None:
-                grads = g
+                grads = result.grads
             else:
-                for name, value in g.items():   # gradient accumulation: sum the micro-batches
+                for name, value in result.grads.items():   # gradient accumulation: sum the micro-batches
                     grads[name] += value
         if cfg.grad_accum > 1:
             for value in grads.values():
@@ -167,53 +131,56 @@ class Trainer:
                                "lower --lr or resume from the last checkpoint with a smaller one")
         self.optimizer.step(grads, lr=lr)
         self.iter += 1
-        return total / cfg.grad_accum, lr, norm
+        return dict(loss=total / cfg.grad_accum, lr=lr, grad_norm=norm, tokens=tokens, **metrics)
 
-    def estimate_loss(self):
-        """Mean loss over eval_iters random batches of each split, from an RNG seeded by the step."""
-        self.model.eval()
-        out = {}
-        for split, data in (("train", self.train_data), ("val", self.val_data)):
-            rng = np.random.default_rng([self.cfg.seed, 2, self.iter])
-            losses = []
-            for _ in range(self.cfg.eval_iters):
-                x, y = self.batch(data, rng)
-                losses.append(cross_entropy_forward(self.engine.forward(x), y)[0])
-            out[split] = float(np.mean(losses))
-        return out
-
-    def sample(self, tokenizer, n_tokens):
-        """A short sample from the start of the validation text (for the eval printout)."""
-        from zerollm.sample import generate
-        prompt = np.asarray(self.val_data[:1], dtype=np.int64)
-        rng = np.random.default_rng([self.cfg.seed, 3, self.iter])
-        with warnings.catch_warnings():          # a sample longer than the context is expected here
-            warnings.simplefilter("ignore")
-            ids = [int(t[0]) for t in generate(self.model, prompt, n_tokens, temperature=0.8, rng=rng)]
-        return tokenizer.decode([int(prompt[0])] + ids)
+    def evaluate(self):
+        """The objective's evaluation -> (metrics, text or None); keeps best_val_loss up to date."""
+        metrics, text = self.objective.evaluate(self)
+        if np.isfinite(metrics.get("val_loss", np.nan)):
+            self.best_val_loss = min(self.best_val_loss, metrics["val_loss"])
+        return metrics, text
 
     # ------------------------------------------------------------------
-    def state(self):
-        return dict(rng={"data": self.data_rng.bit_generator.state, "model": self.model.rng.bit_generator.state})
+    def rng_state(self):
+        return {"model": self.model.rng.bit_generator.state,
+                **{name: g.bit_generator.state for name, g in self.objective.rngs().items()}}
 
-    def save(self, run_dir, tokenizer_path):
+    def save(self, run_dir):
+        state, arrays = self.objective.state()
         return save_checkpoint(
             run_dir, step=self.iter, model_config=self.model_cfg.to_dict(), train_config=asdict(self.cfg),
-            params=self.model.params, optimizer_state=self.optimizer.state_dict(),
-            rng_state=self.state()["rng"], tokenizer_path=tokenizer_path,
-            extra={"best_val_loss": self.best_val_loss, "threads": self.threads})
+            params=self.params, optimizer_state=self.optimizer.state_dict(), rng_state=self.rng_state(),
+            tokenizer_path=self.tokenizer_path, objective=self.objective.config(), objective_arrays=arrays,
+            extra={"best_val_loss": self.best_val_loss, "threads": self.threads, "objective_state": state})
 
     def restore(self, ckpt):
-        self.model.load_state_dict(ckpt.params)
+        missing, unexpected = sorted(set(self.params) - set(ckpt.params)), sorted(set(ckpt.params) - set(self.params))
+        if missing or unexpected:
+            raise ZeroLLMError(f"checkpoint {ckpt.path} does not fit this run (missing {missing}, unexpected "
+                               f"{unexpected}); resume with the command that wrote it")
+        self.model.load_state_dict({k: v for k, v in ckpt.params.items() if k in self.model.params})
+        for name, value in ckpt.params.items():
+            np.copyto(self.params[name], value, casting="same_kind")
         self.optimizer.load_state_dict(ckpt.optimizer_state)
-        self.data_rng.bit_generator.state = ckpt.rng_state["data"]
         self.model.rng.bit_generator.state = ckpt.rng_state["model"]
+        for name, g in self.objective.rngs().items():
+            g.bit_generator.state = ckpt.rng_state[name]
+        self.objective.restore(ckpt.extra.get("objective_state", {}), ckpt.objective_arrays)
         self.iter = ckpt.step
         self.best_val_loss = ckpt.extra.get("best_val_loss", float("inf"))
         saved = ckpt.extra.get("threads", 1)
         if saved != self.threads:
             warnings.warn(f"this run was saved with --threads {saved} and resumes with {self.threads}: the batch "
                           "is split differently, so losses may differ in the last digits from an uninterrupted run")
+
+
+def lm_trainer(model_cfg, train_cfg, train_data, val_data, *, threads=1, tokenizer=None, tokenizer_path=None):
+    """A pre-training run: a fresh GPT (seeded by train_cfg.seed) and the language-modelling objective."""
+    model = GPT(model_cfg, seed=train_cfg.seed)
+    objective = LMObjective(model, train_data, val_data, batch_size=train_cfg.batch_size, seed=train_cfg.seed,
+                            eval_iters=train_cfg.eval_iters, sample_tokens=train_cfg.sample_tokens,
+                            tokenizer=tokenizer)
+    return Trainer(objective, train_cfg, threads=threads, tokenizer_path=tokenizer_path)
 
 
 # ----------------------------------------------------------------------------
@@ -246,41 +213,54 @@ def timed(fn):
 # ----------------------------------------------------------------------------
 # the loop
 
-def fit(trainer, run_dir, tokenizer, tokenizer_path, *, log, progress=True, echo=functools.partial(print, flush=True)):
-    """Train from trainer.iter to max_iters: log every step, evaluate and sample every eval_interval,
-    checkpoint every checkpoint_interval and at the end. Returns the best validation loss.
+def fit(trainer, run_dir, *, log, progress=True, echo=functools.partial(print, flush=True)):
+    """Train from trainer.iter to max_iters: log every step, evaluate every eval_interval (and at the
+    end), checkpoint every checkpoint_interval and at the end. Returns the best validation loss.
 
     Ctrl-C (SIGINT) or SIGTERM stop cleanly: the step in progress finishes, a checkpoint is saved,
     then ``TrainingInterrupted`` is raised. (SIGKILL cannot be caught; the last checkpoint remains.)
     """
     cfg = trainer.cfg
-    tokens_per_step = cfg.batch_size * cfg.grad_accum * trainer.model_cfg.block_size
-    bar = _progress_bar(trainer.iter, cfg.max_iters, progress)
-    write = bar.write if bar is not None else echo
+    bar = None
     try:
         with StopRequests() as stop:
+            trainer.stop = stop
+            first = trainer.iter
+            if first % cfg.eval_interval == 0 and first < cfg.max_iters:
+                _evaluate(trainer, log, echo)        # before the bar, so its rate measures steps only
+            _stop_if_asked(trainer, run_dir)
+            bar = _progress_bar(trainer.iter, cfg.max_iters, progress)
+            write = bar.write if bar is not None else echo
             while trainer.iter < cfg.max_iters:
-                if trainer.iter % cfg.eval_interval == 0:
-                    _evaluate(trainer, tokenizer, log, write)
+                if trainer.iter % cfg.eval_interval == 0 and trainer.iter != first:
+                    _evaluate(trainer, log, write)
+                    if bar is not None:
+                        bar.unpause()                # leave the evaluation's time out of the step rate
                 step = trainer.iter
-                (loss, lr, norm), dt = timed(trainer.step)
-                log.write(step=step, loss=loss, lr=lr, grad_norm=norm, dt_ms=dt * 1000,
-                          tokens_per_s=tokens_per_step / dt)
+                record, dt = timed(trainer.step)
+                record = {"step": step, **record, "dt_ms": dt * 1000, "tokens_per_s": record["tokens"] / dt}
+                log.write(**record)
                 if bar is not None:
-                    bar.set_postfix(loss=f"{loss:.4f}", lr=f"{lr:.2e}", tok_s=f"{tokens_per_step / dt:,.0f}")
+                    bar.set_postfix(loss=f"{record['loss']:.4f}", lr=f"{record['lr']:.2e}",
+                                    tok_s=f"{record['tokens_per_s']:,.0f}")
                     bar.update(1)
-                if stop.requested:
-                    trainer.save(run_dir, tokenizer_path)
-                    raise TrainingInterrupted(f"stopped at step {trainer.iter}; checkpoint saved in {run_dir}; "
-                                              "continue with --resume")
+                _stop_if_asked(trainer, run_dir)
                 if trainer.iter % cfg.checkpoint_interval == 0 and trainer.iter < cfg.max_iters:
-                    trainer.save(run_dir, tokenizer_path)
-            _evaluate(trainer, tokenizer, log, write)
-            trainer.save(run_dir, tokenizer_path)
+                    trainer.save(run_dir)
+            _evaluate(trainer, log, write)
+            trainer.save(run_dir)
     finally:
+        trainer.stop = None
         if bar is not None:
             bar.close()
     return trainer.best_val_loss
+
+
+def _stop_if_asked(trainer, run_dir):
+    if trainer.stop_requested():
+        trainer.save(run_dir)
+        raise TrainingInterrupted(f"stopped at step {trainer.iter}; checkpoint saved in {run_dir}; "
+                                  "continue with --resume")
 
 
 class TrainingInterrupted(ZeroLLMError):
@@ -317,10 +297,12 @@ def _progress_bar(start, total, enabled):
     return tqdm(total=total, initial=start, unit="step", dynamic_ncols=True, leave=True)
 
 
-def _evaluate(trainer, tokenizer, log, write):
-    losses = trainer.estimate_loss()
-    trainer.best_val_loss = min(trainer.best_val_loss, losses["val"])
-    log.write(step=trainer.iter, train_loss=losses["train"], val_loss=losses["val"])
-    write(f"step {trainer.iter}: train loss {losses['train']:.4f}, val loss {losses['val']:.4f}")
-    if trainer.cfg.sample_tokens:
-        write("--- sample ---\n" + trainer.sample(tokenizer, trainer.cfg.sample_tokens) + "\n--------------")
+def _evaluate(trainer, log, write):
+    metrics, text = trainer.evaluate()
+    if trainer.stop_requested():
+        return                                   # interrupted part-way: not a measurement to keep
+    log.write(step=trainer.iter, **metrics)
+    shown = ", ".join(f"{k.replace('_', ' ')} {v:.4f}" for k, v in metrics.items() if isinstance(v, float))
+    write(f"step {trainer.iter}: {shown}")
+    if text:
+        write(text)

@@ -19,8 +19,8 @@ from zerollm.errors import ZeroLLMError
 from zerollm.memory import keep_freed_memory
 from zerollm.runlog import JsonlLog, plot_losses
 from zerollm.threads import add_threads_argument, limit_threads
-from zerollm.train import (MODEL_FIELDS, PRESET_CORPUS, PRESETS, Trainer, TrainConfig, TrainingInterrupted, build_configs,
-                           configs_from_checkpoint, fit, resume_point)
+from zerollm.presets import MODEL_FIELDS, PRESET_CORPUS, PRESETS, build_configs
+from zerollm.train import TrainConfig, TrainingInterrupted, configs_from_checkpoint, fit, lm_trainer, resume_point
 
 CHOICES = {"norm": ("layernorm", "rmsnorm"), "pos": ("learned", "sinusoidal", "rope"),
            "mlp": ("gelu", "swiglu"), "gelu": ("tanh", "erf"), "attn_impl": ("naive", "flash"),
@@ -130,7 +130,7 @@ def run(args):
     if not args.resume:
         model_cfg, train_cfg = build_configs(args.preset, overrides, vocab_size=tok.vocab_size)
     threads = args.threads or 1
-    trainer = Trainer(model_cfg, train_cfg, train, val, threads=threads)
+    trainer = lm_trainer(model_cfg, train_cfg, train, val, threads=threads, tokenizer=tok, tokenizer_path=tok_path)
     if args.resume:
         trainer.restore(ckpt)
     os.makedirs(run_dir, exist_ok=True)
@@ -142,7 +142,7 @@ def run(args):
     try:
         # with several threads each shard runs single-threaded BLAS (see zerollm.parallel)
         with limit_threads(1 if threads > 1 else args.threads):
-            best = fit(trainer, run_dir, tok, tok_path, log=log, progress=not args.no_progress)
+            best = fit(trainer, run_dir, log=log, progress=not args.no_progress)
     except TrainingInterrupted as stop:
         print(f"zerollm train: {stop}", file=sys.stderr)
         return 130

@@ -1,0 +1,58 @@
+"""Named configurations (``zerollm train --preset NAME``): model fields and training fields in one flat
+dict, applied on top of the dataclass defaults and under the user's own flags.
+
+    >>> model_cfg, train_cfg = build_configs("tiny", {"max_iters": 10}, vocab_size=256)
+    >>> model_cfg.n_layer, train_cfg.max_iters, train_cfg.tokenizer
+    (2, 10, 'byte')
+"""
+
+from dataclasses import fields
+
+from zerollm.config import GPTConfig
+from zerollm.errors import ZeroLLMError
+from zerollm.train import TrainConfig
+
+PRESETS = {
+    # a demo that finishes in seconds: a few hundred steps of a very small byte-level model
+    "tiny": dict(n_layer=2, n_head=4, n_embd=64, block_size=64, batch_size=16, max_iters=300,
+                 lr=3e-3, min_lr=3e-4, warmup_iters=30, eval_interval=100, eval_iters=10,
+                 checkpoint_interval=100, sample_tokens=120, tokenizer="byte", dropout=0.0, bias=False),
+    # nanoGPT's CPU run of config/train_shakespeare_char.py (its README: val loss ~1.88); nanoGPT's
+    # MLP uses torch.nn.GELU(), the exact erf form
+    "shakespeare-cpu": dict(tokenizer="char", n_layer=4, n_head=4, n_embd=128, block_size=64, gelu="erf",
+                            batch_size=12, max_iters=2000, lr=1e-3, min_lr=1e-4, warmup_iters=100,
+                            lr_decay_iters=2000, beta1=0.9, beta2=0.99, weight_decay=0.1, grad_clip=1.0,
+                            dropout=0.0, bias=False, eval_interval=250, eval_iters=50,
+                            checkpoint_interval=250),
+    # five-character Tang poems: one poem per line, 25 or 49 characters with the newline
+    "tang": dict(tokenizer="char", n_layer=4, n_head=4, n_embd=192, block_size=64, batch_size=16,
+                 max_iters=3000, lr=2e-3, min_lr=2e-4, warmup_iters=100, beta2=0.99, weight_decay=0.1,
+                 grad_clip=1.0, dropout=0.0, bias=False, eval_interval=500, eval_iters=40,
+                 checkpoint_interval=500, sample_tokens=150),
+}
+
+# the shipped corpus (zerollm.corpora) each preset trains on when no --data is given
+PRESET_CORPUS = {"tiny": "shakespeare", "shakespeare-cpu": "shakespeare", "tang": "tang"}
+
+MODEL_FIELDS = {f.name for f in fields(GPTConfig)} - {"vocab_size"}
+TRAIN_FIELDS = {f.name for f in fields(TrainConfig)}
+
+
+def split_overrides(values):
+    """{field: value} -> (model overrides, train overrides); unknown names are an error."""
+    unknown = set(values) - MODEL_FIELDS - TRAIN_FIELDS
+    if unknown:
+        raise ZeroLLMError(f"unknown settings {sorted(unknown)}")
+    return ({k: v for k, v in values.items() if k in MODEL_FIELDS},
+            {k: v for k, v in values.items() if k in TRAIN_FIELDS})
+
+
+def build_configs(preset=None, overrides=None, vocab_size=None):
+    """Preset, then the user's overrides, on top of the dataclass defaults."""
+    if preset is not None and preset not in PRESETS:
+        raise ZeroLLMError(f"unknown preset {preset!r}; choose one of {', '.join(PRESETS)}")
+    values = {**PRESETS.get(preset, {}), **(overrides or {})}
+    model_kw, train_kw = split_overrides(values)
+    train_cfg = TrainConfig(**train_kw)
+    model_cfg = GPTConfig(vocab_size=vocab_size or 256, **model_kw)
+    return model_cfg, train_cfg

@@ -6,6 +6,7 @@ the repository (a sibling data folder, say) that is neither the Python installat
 fails the whole run at the end, with the list of such paths.
 """
 
+import getpass
 import os
 import sys
 import tempfile
@@ -22,10 +23,13 @@ REPO = Path(__file__).resolve().parents[1]
 # the guard: nothing outside the repository
 
 def _allowed_roots():
-    roots = {REPO, Path(tempfile.gettempdir()).resolve(), Path(sys.prefix).resolve(),
+    """The repository, the Python installation and the temporary folders, but never a folder that holds
+    the repository's own parent (cloned into /tmp, the temp folder must not whitelist its neighbours)."""
+    tmp = Path(tempfile.gettempdir()).resolve()
+    roots = {REPO, tmp, tmp / f"pytest-of-{getpass.getuser()}", Path(sys.prefix).resolve(),
              Path(sys.base_prefix).resolve()}
     roots.update(Path(p).resolve() for p in sys.path if p and os.path.isabs(p))
-    return tuple(str(r) for r in roots)
+    return tuple(str(r) + os.sep for r in roots if r == REPO or r not in (REPO.parent, *REPO.parent.parents))
 
 
 _OUTSIDE = []

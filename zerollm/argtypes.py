@@ -4,7 +4,9 @@ import argparse
 
 
 def positive_int(text):
-    """>>> positive_int("3")
+    """A whole number >= 1.
+
+    >>> positive_int("3")
     3
     """
     try:

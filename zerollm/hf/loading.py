@@ -32,7 +32,7 @@ def load(path, dtype="float32"):
     shards. Weights of any float type (F32, F16, BF16, F64) become ``dtype`` ("float32"/"float64").
 
     >>> model = load("gpt2")                  # doctest: +SKIP
-    >>> model.config.n_layer, model.config.gelu, model.num_params()
+    >>> model.config.n_layer, model.config.gelu, model.num_params()   # doctest: +SKIP
     (12, 'tanh', 124439808)
     """
     path = os.fspath(path)

@@ -20,7 +20,7 @@ def group_advantages(rewards, group_size, scale=True):
         A = (r - mean(group)) / (std(group) + 1e-4)   (GRPO: scale=True; std with Bessel's correction)
 
     >>> group_advantages(np.array([1.0, 0.0, 0.0, 0.0]), 2).round(4).tolist()
-    [0.7070, -0.7070, 0.0, 0.0]
+    [0.707, -0.707, 0.0, 0.0]
     """
     r = np.asarray(rewards, dtype=np.float64)
     if isinstance(group_size, bool) or not isinstance(group_size, (int, np.integer)) or group_size < 2:

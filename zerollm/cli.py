@@ -33,6 +33,9 @@ COMMANDS = {
     "eval": ("zerollm.commands.evaluate", "the loss of a checkpoint on a text file"),
     "convert": ("zerollm.commands.convert",
                 "Hugging Face GPT-2/Llama directory <-> zerollm model directory (safetensors only)"),
+    "reward": ("zerollm.commands.reward", "train a reward model on preference pairs (Bradley-Terry or margin)"),
+    "score": ("zerollm.commands.score", "a reward model's verdict on a file: pairwise accuracy, or each answer's reward"),
+    "dpo": ("zerollm.commands.dpo", "Direct Preference Optimization (or IPO) against a frozen reference"),
 }
 
 

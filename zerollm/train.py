@@ -108,10 +108,10 @@ class Trainer:
         cfg = self.cfg
         lr = lr_at(self.iter, lr=cfg.lr, min_lr=cfg.min_lr, warmup_iters=min(cfg.warmup_iters, cfg.decay_iters),
                    decay_iters=cfg.decay_iters)
-        self.model.train()
         total, grads, tokens, metrics = 0.0, None, 0, {}
         for _ in range(cfg.grad_accum):
-            batch = self.objective.next_batch()
+            batch = self.objective.next_batch()    # may sample from the model (RL rollouts) in eval mode
+            self.model.train()
             result = self.engine.run(self.objective.shard_loss, batch)
             total += result.loss
             tokens += self.objective.tokens(batch)

@@ -34,7 +34,8 @@ def _flag_type(field):
 
 
 def add_config_flags(parser, cls, skip=()):
-    """One flag per dataclass field; default None so that only the flags given override anything."""
+    """One flag per dataclass field; default None so that only the flags given override anything.
+    A field's metadata may give "choices" and "help" (dataclasses.field(metadata=...))."""
     group = parser.add_argument_group(f"{cls.__name__} fields")
     for field in dataclasses.fields(cls):
         if field.name in skip:
@@ -42,13 +43,15 @@ def add_config_flags(parser, cls, skip=()):
         flag = "--" + field.name.replace("_", "-")
         kind = _flag_type(field)
         default = field.default if field.default is not dataclasses.MISSING else None
+        about = field.metadata.get("help", "")
+        about = f"{about} (default {default})" if about else f"(default {default})"
         if kind is bool:
             group.add_argument(flag, dest=field.name, action=argparse.BooleanOptionalAction, default=None,
-                               help=f"(default {default})")
+                               help=about)
         else:
-            group.add_argument(flag, dest=field.name, type=kind, choices=CHOICES.get(field.name), default=None,
-                               metavar=None if field.name in CHOICES else kind.__name__.upper(),
-                               help=f"(default {default})")
+            choices = field.metadata.get("choices") or CHOICES.get(field.name)
+            group.add_argument(flag, dest=field.name, type=kind, choices=choices, default=None,
+                               metavar=None if choices else kind.__name__.upper(), help=about)
 
 
 def add_arguments(p):

@@ -30,6 +30,7 @@ class Objective:
 
     def __init__(self, model):
         self.model = model
+        self.saved = {}        # what the command records to rebuild this objective on resume (config.json)
 
     # -- what is trained -------------------------------------------------------
     def params(self):
@@ -38,7 +39,11 @@ class Objective:
 
     def config(self):
         """JSON-able settings of this objective, saved in the checkpoint's config.json."""
-        return {"kind": self.kind}
+        return {"kind": self.kind, **self.saved}
+
+    def describe(self):
+        """One line for the start of a run: what is trained on what."""
+        return self.kind
 
     # -- one step --------------------------------------------------------------
     def next_batch(self):

@@ -12,7 +12,7 @@ beta (z) per side is the "implicit reward" beta (log pi - log ref): heldout accu
 whose chosen answer gets the larger implicit reward.
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -27,8 +27,9 @@ LOSS_TYPES = ("sigmoid", "ipo")
 
 @dataclass(frozen=True)
 class DPOConfig:
-    beta: float = 0.1
-    loss_type: str = "sigmoid"      # 'sigmoid' (DPO) | 'ipo'
+    beta: float = field(default=0.1, metadata={"help": "how far from the reference the policy may move: "
+                                                       "larger = closer"})
+    loss_type: str = field(default="sigmoid", metadata={"choices": LOSS_TYPES, "help": "sigmoid = DPO; ipo = IPO"})
 
     def __post_init__(self):
         if self.loss_type not in LOSS_TYPES:
@@ -68,20 +69,15 @@ def sequence_logps(logp, mask, average):
 class DPOObjective(Objective):
     kind = "dpo"
 
-    def __init__(self, model, reference, pairs, *, batch_size, seed, config=DPOConfig(), eval_pairs=(),
-                 reference_id=None):
-        """reference: a frozen GPT (the starting model); reference_id: what identifies it on disk
-        (saved with the run, checked on resume)."""
+    def __init__(self, model, reference, pairs, *, batch_size, seed, config=DPOConfig(), eval_pairs=()):
+        """reference: a frozen GPT, usually a second copy of the starting model."""
         super().__init__(model)
-        self.ref, self.cfg, self.reference_id = reference.eval(), config, reference_id
+        self.ref, self.cfg = reference.eval(), config
         self.sampler = PairSampler(pairs, batch_size, seed, model.config.block_size + 1)
         self.eval_pairs = list(eval_pairs)
         if self.eval_pairs:
             check_lengths(self.eval_pairs, model.config.block_size + 1)
 
-    def config(self):
-        return {"kind": self.kind, "beta": self.cfg.beta, "loss_type": self.cfg.loss_type,
-                "reference": self.reference_id}
 
     def next_batch(self):
         return self.sampler.next()

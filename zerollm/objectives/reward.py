@@ -10,22 +10,23 @@ m is the pair's "margin" field (default 0) for Bradley-Terry, and the --margin s
 (default 1). Only differences of rewards matter to either loss, so the scale and offset of r are free.
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from zerollm.errors import ZeroLLMError
 from zerollm.heads import head_params, scalar_head_backward, scalar_head_forward
 from zerollm.objectives.base import Objective, ShardResult
-from zerollm.objectives.pairs import PairSampler, both_sides, check_lengths, chunks, pair_batch
+from zerollm.objectives.pairs import PairSampler, both_sides, check_lengths, chunks, pad_rows, pair_batch
 
 LOSSES = ("bt", "margin")
 
 
 @dataclass(frozen=True)
 class RewardConfig:
-    loss: str = "bt"              # 'bt' (Bradley-Terry) | 'margin' (hinge)
-    margin: float = 1.0           # the hinge's margin (for 'bt', per-pair "margin" fields are used)
+    loss: str = field(default="bt", metadata={"choices": LOSSES, "help": "bt = Bradley-Terry; margin = hinge"})
+    margin: float = field(default=1.0, metadata={"help": "the hinge's margin (with bt, each pair's own "
+                                                         "'margin' field is used)"})
 
     def __post_init__(self):
         if self.loss not in LOSSES:
@@ -89,8 +90,6 @@ class RewardObjective(Objective):
     def params(self):
         return self._params
 
-    def config(self):
-        return {"kind": self.kind, "loss": self.cfg.loss, "margin": self.cfg.margin}
 
     def next_batch(self):
         return self.sampler.next()
@@ -104,8 +103,7 @@ class RewardObjective(Objective):
     # ------------------------------------------------------------------
     def rewards(self, model, ids, last, keep=False):
         """(2B, T) ids -> (2B,) rewards at the given last positions, and the head's cache."""
-        h = model.forward_hidden(ids, keep=keep)
-        return scalar_head_forward(h, self.head["score.weight"], self.head["score.bias"], last)
+        return read_rewards(model, self.head, ids, last, keep)
 
     def loss(self, r_c, r_r, margin):
         if self.cfg.loss == "margin":
@@ -138,11 +136,36 @@ class RewardObjective(Objective):
             if should_stop():
                 break
             ids, _, last = both_sides(pair_batch(part))
-            r = np.concatenate(engine.map(lambda m, rows: self.rewards(m, rows["ids"], rows["last"])[0],
-                                          {"ids": ids, "last": last}))
+            r = batch_rewards(engine, self.head, ids, last)
             r_c.append(r[:len(part)])
             r_r.append(r[len(part):])
         return pair_report(pairs[:sum(len(c) for c in r_c)], np.concatenate(r_c), np.concatenate(r_r))
+
+
+# ----------------------------------------------------------------------------
+# reading rewards (also what `zerollm score` and PPO's --rm use)
+
+def read_rewards(model, head, ids, last, keep=False):
+    """ids (B, T) -> (rewards (B,) read at positions last (B,), the head's cache)."""
+    h = model.forward_hidden(ids, keep=keep)
+    return scalar_head_forward(h, head["score.weight"], head["score.bias"], last)
+
+
+def batch_rewards(engine, head, ids, last):
+    """Rewards of a padded batch, its rows spread over the engine's threads."""
+    parts = engine.map(lambda m, rows: read_rewards(m, head, rows["ids"], rows["last"])[0], {"ids": ids, "last": last})
+    return np.concatenate(parts)
+
+
+def sequence_rewards(engine, head, sequences, batch_size=32, should_stop=lambda: False):
+    """Rewards of token sequences (lists of ids, each read at its last token), batch by batch."""
+    out = []
+    for part in chunks(sequences, batch_size):
+        if should_stop():
+            break
+        ids, real = pad_rows(part)
+        out.append(batch_rewards(engine, head, ids, real.sum(axis=1) - 1))
+    return np.concatenate(out) if out else np.zeros(0)
 
 
 def pair_report(pairs, r_c, r_r):

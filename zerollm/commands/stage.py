@@ -1,0 +1,205 @@
+"""What every post-training command shares (reward, dpo, ppo, grpo, ...): the flags, loading the starting
+model, copying the inputs into the run, resuming, and handing an objective to the one training loop.
+
+    zerollm dpo --init runs/sft --data prefs.jsonl --out runs/dpo
+    zerollm dpo --out runs/dpo --resume
+
+A stage run directory is self-contained: the JSONL files it trains on are copied into RUN/inputs/, the
+tokenizer (with the chat template's special tokens) is saved as RUN/tokenizer.json, and the starting
+model is recorded by path and by a digest of its weights, so a resume can check that the frozen
+reference it reloads is the same one.
+"""
+
+import dataclasses
+import hashlib
+import os
+import shutil
+import sys
+
+import numpy as np
+
+from zerollm.commands.train import _maybe_plot, add_config_flags
+from zerollm.errors import ZeroLLMError
+from zerollm.fileio import atomic_write
+from zerollm.memory import keep_freed_memory
+from zerollm.runlog import JsonlLog
+from zerollm.threads import add_threads_argument, limit_threads
+from zerollm.train import TrainConfig, TrainingInterrupted, Trainer, fit, resume_point
+
+LM_ONLY = {"tokenizer", "vocab_size"}          # TrainConfig fields that only pre-training uses
+
+
+@dataclasses.dataclass(frozen=True)
+class Stage:
+    """One post-training command: its name, its defaults and how it builds its objective.
+
+    build(model, tokenizer, inputs, train_cfg, stage_cfg, start) -> Objective, where inputs maps each
+    input flag ("data", "eval_data", ...) to its copied path (or None) and start describes the
+    starting model: {"path", "digest", "hf"}; build may load more (a reference, a reward model)."""
+    name: str
+    config_cls: type                 # the stage's own settings (a frozen dataclass)
+    defaults: dict                   # TrainConfig values that suit this stage (e.g. a smaller lr)
+    build: object
+    inputs: tuple = ("data", "eval_data")
+
+
+# ----------------------------------------------------------------------------
+# flags
+
+def add_stage_arguments(p, stage):
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("--init", metavar="DIR", help="start from a zerollm run or checkpoint directory")
+    src.add_argument("--hf", metavar="DIR", help="start from a Hugging Face model directory")
+    p.add_argument("--data", metavar="FILE", help="the JSONL file to train on")
+    p.add_argument("--eval-data", metavar="FILE", help="a heldout JSONL file evaluated every --eval-interval steps")
+    p.add_argument("--out", metavar="DIR", help=f"run directory (default runs/{stage.name})")
+    p.add_argument("--resume", action="store_true", help="continue from the last checkpoint in --out")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar (e.g. in logs)")
+    add_threads_argument(p, data_parallel=True)
+    add_config_flags(p, stage.config_cls)
+    add_config_flags(p, TrainConfig, skip=LM_ONLY)
+    defaults = ", ".join(f"--{k.replace('_', '-')} {v}" for k, v in stage.defaults.items())
+    p.epilog = f"Defaults of this stage that differ from pre-training: {defaults}." if defaults else None
+
+
+def _given(args, cls, skip=()):
+    return {f.name: getattr(args, f.name) for f in dataclasses.fields(cls)
+            if f.name not in skip and getattr(args, f.name, None) is not None}
+
+
+# ----------------------------------------------------------------------------
+# the starting model
+
+def weights_digest(params):
+    """sha256 over every parameter's name, dtype, shape and bytes, in name order: the model's identity."""
+    h = hashlib.sha256()
+    for name in sorted(params):
+        a = np.ascontiguousarray(params[name])
+        h.update(f"{name}:{a.dtype.str}:{a.shape};".encode())
+        h.update(a.tobytes())
+    return h.hexdigest()
+
+
+def load_start(path=None, hf=None):
+    """(model, tokenizer, {"path", "hf", "digest"}) from --init DIR or --hf DIR, in eval mode."""
+    if hf:
+        from zerollm.hf import load, load_tokenizer_dir
+        model, tok = load(hf), load_tokenizer_dir(hf)
+    elif path:
+        from zerollm.checkpoint import load_model
+        model, tok, _ = load_model(path)
+        if tok is None:
+            raise ZeroLLMError(f"{path} has no tokenizer.json; a stage needs the tokenizer the model was trained with")
+    else:
+        raise ZeroLLMError("give --init DIR (a zerollm run) or --hf DIR (a Hugging Face model) to start from")
+    return model.eval(), tok, {"path": os.path.abspath(hf or path), "hf": bool(hf),
+                               "digest": weights_digest(model.params)}
+
+
+def reload_start(start):
+    """The starting model again (a frozen reference on resume), checked against the digest saved with the run."""
+    model, tok, again = load_start(None if start["hf"] else start["path"], start["path"] if start["hf"] else None)
+    if again["digest"] != start["digest"]:
+        raise ZeroLLMError(f"the starting model {start['path']} has changed since this run began (its weights' "
+                           "digest differs), so the frozen reference cannot be restored; put the original back")
+    return model, tok
+
+
+# ----------------------------------------------------------------------------
+# inputs
+
+def copy_inputs(args, stage, run_dir):
+    """Copy each given input file into RUN/inputs/ (atomically); -> {flag: copied path or None}."""
+    folder = os.path.join(run_dir, "inputs")
+    os.makedirs(folder, exist_ok=True)
+    copied = {}
+    for flag in stage.inputs:
+        src = getattr(args, flag, None)
+        if src is None:
+            copied[flag] = None
+            continue
+        if not os.path.isfile(src):
+            raise ZeroLLMError(f"--{flag.replace('_', '-')}: no such file: {src}")
+        dst = os.path.join(folder, f"{flag}.jsonl")
+        with open(src, "rb") as fin, atomic_write(dst, "wb") as fout:
+            shutil.copyfileobj(fin, fout)
+        copied[flag] = dst
+    return copied
+
+
+def saved_inputs(run_dir, stage):
+    folder = os.path.join(run_dir, "inputs")
+    return {flag: (p if os.path.isfile(p := os.path.join(folder, f"{flag}.jsonl")) else None)
+            for flag in stage.inputs}
+
+
+# ----------------------------------------------------------------------------
+# the run
+
+def run_stage(args, stage):
+    keep_freed_memory()
+    run_dir = args.out or os.path.join("runs", stage.name)
+    threads = args.threads or 1
+    if args.resume:
+        trainer = _resumed(args, stage, run_dir, threads)
+    else:
+        trainer = _fresh(args, stage, run_dir, threads)
+    log_path = os.path.join(run_dir, "log.jsonl")
+    log = JsonlLog(log_path, keep_before=trainer.iter if args.resume else None)
+    model = trainer.model
+    print(f"{stage.name}: {model.num_params():,} parameters; {trainer.objective.describe()}; run dir {run_dir}; "
+          f"starting at step {trainer.iter} of {trainer.cfg.max_iters}", file=sys.stderr)
+    try:
+        with limit_threads(1 if threads > 1 else args.threads):
+            fit(trainer, run_dir, log=log, progress=not args.no_progress)
+    except TrainingInterrupted as stop:
+        print(f"zerollm {stage.name}: {stop}", file=sys.stderr)
+        return 130
+    finally:
+        log.close()
+    print(f"done: step {trainer.iter}; checkpoint in {run_dir}")
+    _maybe_plot(log_path, os.path.join(run_dir, "loss.png"))
+    return 0
+
+
+def _fresh(args, stage, run_dir, threads):
+    from zerollm.checkpoint import latest_checkpoint
+    if os.path.isdir(run_dir) and latest_checkpoint(run_dir):
+        raise ZeroLLMError(f"{run_dir} already holds a run; continue it with --resume, or choose another --out")
+    if args.data is None:
+        raise ZeroLLMError(f"give --data FILE: the JSONL file to train on (see 'zerollm {stage.name} --help')")
+    train_cfg = TrainConfig(**{**stage.defaults, **_given(args, TrainConfig, LM_ONLY)})
+    stage_cfg = stage.config_cls(**_given(args, stage.config_cls))
+    model, tok, start = load_start(args.init, args.hf)       # checks the start before anything is written
+    os.makedirs(run_dir, exist_ok=True)
+    inputs = copy_inputs(args, stage, run_dir)
+    return _trainer(stage, model, tok, inputs, train_cfg, stage_cfg, start, run_dir, threads)
+
+
+def _trainer(stage, model, tok, inputs, train_cfg, stage_cfg, start, run_dir, threads):
+    objective, tok = stage.build(model, tok, inputs, train_cfg, stage_cfg, start)
+    objective.saved = {"stage": stage.name, "settings": dataclasses.asdict(stage_cfg), "start": start}
+    return Trainer(objective, train_cfg, threads=threads, tokenizer_path=_save_tokenizer(tok, run_dir))
+
+
+def _resumed(args, stage, run_dir, threads):
+    ckpt = resume_point(run_dir)
+    saved = ckpt.objective or {}
+    if saved.get("stage") != stage.name:
+        raise ZeroLLMError(f"{run_dir} was not written by 'zerollm {stage.name}' (its objective is "
+                           f"{saved.get('stage') or saved.get('kind')!r}); resume it with the command that wrote it")
+    train_cfg = dataclasses.replace(TrainConfig(**ckpt.train_config), **{
+        k: v for k, v in _given(args, TrainConfig, LM_ONLY).items()
+        if k in ("max_iters", "eval_interval", "checkpoint_interval", "eval_iters", "sample_tokens")})
+    stage_cfg = stage.config_cls(**saved["settings"])
+    model, tok = reload_start(saved["start"])
+    trainer = _trainer(stage, model, tok, saved_inputs(run_dir, stage), train_cfg, stage_cfg, saved["start"],
+                       run_dir, threads)
+    trainer.restore(ckpt)
+    return trainer
+
+
+def _save_tokenizer(tok, run_dir):
+    path = os.path.join(run_dir, "tokenizer.json")
+    tok.save(path)
+    return path

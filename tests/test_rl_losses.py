@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from zerollm.errors import ZeroLLMError
-from zerollm.rl import gae, group_advantages, grpo_loss, grpo_stats, ppo_loss, whiten
+from zerollm.rl import gae, group_advantages, grpo_loss, policy_stats, ppo_loss, whiten
 
 TOL = 1e-10
 
@@ -73,7 +73,7 @@ def test_grpo_loss_types_differ_only_in_the_normaliser():
 def test_first_pass_ratio_is_one_and_kl_is_zero_at_the_reference():
     logp, _, _, adv, mask = ragged_batch(3)
     loss, dlogp = grpo_loss(logp, logp, logp, adv, mask, beta=0.5)
-    stats = grpo_stats(logp, logp, logp, adv, mask)
+    stats = policy_stats(logp, logp, logp, adv, mask)
     assert stats == {"clip_frac": 0.0, "kl": 0.0, "approx_kl": 0.0}
     # rho = 1: the gradient is -A / (B |o_i|) on every answer token
     B = mask.shape[0]

@@ -36,6 +36,8 @@ COMMANDS = {
     "reward": ("zerollm.commands.reward", "train a reward model on preference pairs (Bradley-Terry or margin)"),
     "score": ("zerollm.commands.score", "a reward model's verdict on a file: pairwise accuracy, or each answer's reward"),
     "dpo": ("zerollm.commands.dpo", "Direct Preference Optimization (or IPO) against a frozen reference"),
+    "ppo": ("zerollm.commands.ppo", "reinforcement learning with PPO: a value head, GAE, a KL penalty to a reference"),
+    "grpo": ("zerollm.commands.grpo", "reinforcement learning with GRPO: group-relative advantages, no critic"),
 }
 
 

@@ -305,6 +305,13 @@ class GPT:
         self.grads = {name: grads[name] for name in self.params}       # parameter order
         return self.grads
 
+    def last_hidden(self):
+        """The final hidden states (B, T, C) of the last forward that kept its activations (a value head
+        on the trunk reads them without a second forward)."""
+        if self._cache is None:
+            raise ZeroLLMError("no kept activations: run forward(..., keep=True) (or in train mode) first")
+        return self._cache["x_f"]
+
     def _dlogits(self, cache, dlogits, dhidden):
         """The gradient at the logits: given, or the built-in cross-entropy's, or None (trunk only)."""
         if dlogits is not None:

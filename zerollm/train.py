@@ -96,6 +96,7 @@ class Trainer:
         self.iter = 0                   # optimizer steps done
         self.best_val_loss = float("inf")
         self.stop = None                # set by fit(): Ctrl-C / SIGTERM requests
+        objective.attach(self)
 
     def stop_requested(self):
         """True once Ctrl-C or SIGTERM arrived; long evaluations and rollouts check it."""

@@ -41,6 +41,7 @@ class Stage:
     defaults: dict                   # TrainConfig values that suit this stage (e.g. a smaller lr)
     build: object
     inputs: tuple = ("data", "eval_data")
+    skip: tuple = ()                 # TrainConfig fields that mean nothing to this stage (no flag for them)
 
 
 # ----------------------------------------------------------------------------
@@ -57,7 +58,7 @@ def add_stage_arguments(p, stage):
     p.add_argument("--no-progress", action="store_true", help="no progress bar (e.g. in logs)")
     add_threads_argument(p, data_parallel=True)
     add_config_flags(p, stage.config_cls)
-    add_config_flags(p, TrainConfig, skip=LM_ONLY)
+    add_config_flags(p, TrainConfig, skip=LM_ONLY | set(stage.skip))
     defaults = ", ".join(f"--{k.replace('_', '-')} {v}" for k, v in stage.defaults.items())
     p.epilog = f"Defaults of this stage that differ from pre-training: {defaults}." if defaults else None
 

@@ -31,6 +31,11 @@ class Objective:
     def __init__(self, model):
         self.model = model
         self.saved = {}        # what the command records to rebuild this objective on resume (config.json)
+        self.trainer = None    # the Trainer running it (attach)
+
+    def attach(self, trainer):
+        """Called by the Trainer that runs this objective (rollouts use its thread shards and stop flag)."""
+        self.trainer = trainer
 
     # -- what is trained -------------------------------------------------------
     def params(self):

@@ -11,6 +11,6 @@ The functions tests and users call directly:
 """
 
 from zerollm.rl.advantages import gae, group_advantages, whiten
-from zerollm.rl.losses import LOSS_TYPES, grpo_loss, grpo_stats, ppo_loss
+from zerollm.rl.losses import LOSS_TYPES, grpo_loss, policy_stats, ppo_loss
 
-__all__ = ["group_advantages", "gae", "whiten", "grpo_loss", "grpo_stats", "ppo_loss", "LOSS_TYPES"]
+__all__ = ["group_advantages", "gae", "whiten", "grpo_loss", "policy_stats", "ppo_loss", "LOSS_TYPES"]

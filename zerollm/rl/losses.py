@@ -64,11 +64,13 @@ def grpo_loss(logp, old_logp, ref_logp, advantages, mask, *, epsilon=0.2, beta=0
     return float((per_token * w).sum()), dlogp * w
 
 
-def grpo_stats(logp, old_logp, ref_logp, advantages, mask, epsilon=0.2):
-    """Numbers to log: the share of clipped answer tokens, the mean k3 KL to the reference, and the
-    approximate KL to the sampling policy (mean of (rho - 1) - log rho)."""
+def policy_stats(logp, old_logp, ref_logp, advantages, mask, epsilon=0.2):
+    """Numbers to log: the share of answer tokens whose ratio the clip holds back, the mean k3 KL to the
+    reference, and the approximate KL to the sampling policy (mean of (rho - 1) - log rho).
+    advantages: (B,) one per answer (GRPO) or (B, T) per token (PPO)."""
     mask = np.asarray(mask, dtype=bool)
-    _, _, rho, clipped = _clipped_surrogate(logp, old_logp, np.asarray(advantages, np.float64)[:, None], epsilon)
+    adv = np.asarray(advantages, np.float64)
+    _, _, rho, clipped = _clipped_surrogate(logp, old_logp, adv[:, None] if adv.ndim == 1 else adv, epsilon)
     diff = ref_logp - logp
     n = max(mask.sum(), 1)
     return {"clip_frac": float((clipped & mask).sum() / n),

@@ -1,0 +1,68 @@
+"""``zerollm grpo``: Group Relative Policy Optimization with verifiable rewards (Part 9).
+
+    zerollm tasks make acrostic --out prompts.jsonl --n 2000 --split train
+    zerollm grpo --init runs/sft --data prompts.jsonl --reward acrostic --group-size 8 --out runs/grpo
+    zerollm grpo --out runs/grpo --resume
+
+Each step samples --prompts-per-step prompts, --group-size answers each, scores them with the reward
+sources, and turns each answer's reward into an advantage relative to its group (zerollm.rl).
+"""
+
+
+from zerollm.commands.stage import Stage, add_stage_arguments, reload_start, run_stage
+from zerollm.errors import ZeroLLMError
+from zerollm.rl.grpo import GRPOConfig, GRPOObjective
+
+
+def rollout_inputs(model, tok, inputs, cfg, seed):
+    """Prompts and their chat-template ids, the tokenizer and model extended for the template, the stop id."""
+    from zerollm import chat
+    from zerollm.commands.reward import chat_model
+    from zerollm.formats import read_prompts
+    rows = read_prompts(inputs["data"])
+    eval_rows = read_prompts(inputs["eval_data"]) if inputs["eval_data"] else []
+    model, tok = chat_model(model, tok, rows + eval_rows, seed)
+    encode = lambda rs: [chat.encode_prompt(tok, r["prompt"]) for r in rs]
+    return model, tok, rows, encode(rows), eval_rows, encode(eval_rows), chat.stop_ids(tok)
+
+
+def reward_sources(cfg, tok):
+    from zerollm.parallel import ShardedModel
+    from zerollm.rl.rewards import sources_from_flags
+    specs = [s.strip() for s in cfg.reward.split(",") if s.strip()] if cfg.reward else []
+    try:
+        weights = [float(w) for w in cfg.reward_weights.split(",")] if cfg.reward_weights else None
+    except ValueError:
+        raise ZeroLLMError(f"--reward-weights must be comma-separated numbers, got {cfg.reward_weights!r}") from None
+    return sources_from_flags(specs, weights, cfg.rm, tok, lambda m: ShardedModel(m, 1))
+
+
+def build_rollout_objective(cls, model, tok, inputs, train_cfg, cfg, start, **kw):
+    model, tok, rows, ids, eval_rows, eval_ids, stop = rollout_inputs(model, tok, inputs, cfg, train_cfg.seed)
+    reference, _ = reload_start(start)
+    if reference.config.vocab_size != model.config.vocab_size:
+        from zerollm.commands.reward import chat_model
+        reference, _ = chat_model(reference, tok, [], train_cfg.seed)      # the same new rows as the policy
+    objective = cls(model, reference, tok, rows, sources=reward_sources(cfg, tok), config=cfg, seed=train_cfg.seed,
+                    stop_ids=stop, prompt_ids=ids, eval_prompts=eval_rows, eval_prompt_ids=eval_ids, **kw)
+    return objective, tok
+
+
+def build(model, tok, inputs, train_cfg, cfg, start):
+    return build_rollout_objective(GRPOObjective, model, tok, inputs, train_cfg, cfg, start)
+
+
+STAGE = Stage("grpo", GRPOConfig, build=build,
+              defaults=dict(lr=1e-5, min_lr=1e-6, warmup_iters=0, max_iters=200, weight_decay=0.0,
+                            eval_interval=50, checkpoint_interval=25, sample_tokens=0, grad_clip=1.0),
+              skip=("batch_size", "eval_iters", "sample_tokens"))
+
+
+def add_arguments(p):
+    add_stage_arguments(p, STAGE)
+
+
+def run(args):
+    return run_stage(args, STAGE)
+
+

@@ -23,6 +23,7 @@ complete step directory. Saving a step that already exists first renames the old
 whatever an interrupted one left. A run directory is written by one training process at a time.
 """
 
+import hashlib
 import json
 import os
 import re
@@ -310,6 +311,16 @@ def _load_optimizer(path):
             raise ZeroLLMError(f"{path}: unexpected tensor {key!r}; optimizer tensors are m.* and v.*")
         state[which][name] = a
     return state
+
+
+def weights_digest(params):
+    """sha256 over every parameter's name, dtype, shape and bytes, in name order: the model's identity."""
+    h = hashlib.sha256()
+    for name in sorted(params):
+        a = np.ascontiguousarray(params[name])
+        h.update(f"{name}:{a.dtype.str}:{a.shape};".encode())
+        h.update(a.tobytes())
+    return h.hexdigest()
 
 
 # ----------------------------------------------------------------------------

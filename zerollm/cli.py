@@ -84,7 +84,8 @@ def main(argv=None):
     try:
         return args._module.run(args) or 0
     except ZeroLLMError as err:
-        print(f"{prog}: error: {_one_line(err)}", file=sys.stderr)
+        from zerollm.dist import report_error
+        report_error(lambda text: print(f"{prog}: error: {_one_line(text)}", file=sys.stderr, flush=True), err)
         return 1
     except BrokenPipeError:
         # the reader stopped early (e.g. `zerollm attention | head`): not an error. Point stdout

@@ -28,6 +28,7 @@ import numpy as np
 
 from zerollm.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from zerollm.config import GPTConfig
+from zerollm.dist import SINGLE
 from zerollm.errors import ZeroLLMError
 from zerollm.model import GPT
 from zerollm.objectives.lm import LMObjective
@@ -81,26 +82,37 @@ class Trainer:
     """Holds one run: the objective (and through it the model), AdamW, the thread shards, the step count.
     ``step()`` is one optimizer step; ``fit()`` below is the loop around it."""
 
-    def __init__(self, objective, train_cfg, *, threads=1, tokenizer_path=None):
+    def __init__(self, objective, train_cfg, *, threads=1, tokenizer_path=None, world=None):
         """threads > 1: each batch is cut into that many shards computed in parallel threads
-        (zerollm.parallel); the caller should then limit BLAS to one thread per shard."""
+        (zerollm.parallel); the caller should then limit BLAS to one thread per shard.
+        world: the MPI ranks of this job (zerollm.dist); each takes its share of the shards."""
         self.objective, self.cfg = objective, train_cfg
         self.model = objective.model
         self.model_cfg = self.model.config
         self.params = objective.params()
         self.threads = threads
         self.tokenizer_path = tokenizer_path
-        self.engine = ShardedModel(self.model, threads)
+        self.world = world or SINGLE
+        self.engine = ShardedModel(self.model, threads, self.world)
         self.optimizer = AdamW(self.params, lr=train_cfg.lr, betas=(train_cfg.beta1, train_cfg.beta2),
                                weight_decay=train_cfg.weight_decay)
         self.iter = 0                   # optimizer steps done
         self.best_val_loss = float("inf")
         self.stop = None                # set by fit(): Ctrl-C / SIGTERM requests
         objective.attach(self)
+        self.world.check_same({"model": self.model_cfg.to_dict(), "train": asdict(train_cfg), "threads": threads,
+                               "objective": objective.fingerprint()}, "settings, weights or data")
 
     def stop_requested(self):
-        """True once Ctrl-C or SIGTERM arrived; long evaluations and rollouts check it."""
-        return self.stop is not None and self.stop.requested
+        """True once Ctrl-C or SIGTERM arrived; long evaluations and rollouts check it. With several MPI
+        ranks it stays False there (ranks must run the same collective steps) and the loop decides at the
+        next step boundary, for all ranks together (stop_agreed)."""
+        return self.stop is not None and self.stop.requested and self.world.size == 1
+
+    def stop_agreed(self):
+        """Did any rank get Ctrl-C / SIGTERM? (Collective: every rank calls it at the same point.)"""
+        local = self.stop is not None and self.stop.requested
+        return any(self.world.allgather(local)) if self.world.size > 1 else local
 
     # ------------------------------------------------------------------
     def step(self):
@@ -147,6 +159,9 @@ class Trainer:
                 **{name: g.bit_generator.state for name, g in self.objective.rngs().items()}}
 
     def save(self, run_dir):
+        """Write a checkpoint (rank 0 only: the other ranks hold the very same numbers)."""
+        if not self.world.is_main:
+            return None
         state, arrays = self.objective.state()
         return save_checkpoint(
             run_dir, step=self.iter, model_config=self.model_cfg.to_dict(), train_config=asdict(self.cfg),
@@ -175,13 +190,14 @@ class Trainer:
                           "is split differently, so losses may differ in the last digits from an uninterrupted run")
 
 
-def lm_trainer(model_cfg, train_cfg, train_data, val_data, *, threads=1, tokenizer=None, tokenizer_path=None):
+def lm_trainer(model_cfg, train_cfg, train_data, val_data, *, threads=1, tokenizer=None, tokenizer_path=None,
+               world=None):
     """A pre-training run: a fresh GPT (seeded by train_cfg.seed) and the language-modelling objective."""
     model = GPT(model_cfg, seed=train_cfg.seed)
     objective = LMObjective(model, train_data, val_data, batch_size=train_cfg.batch_size, seed=train_cfg.seed,
                             eval_iters=train_cfg.eval_iters, sample_tokens=train_cfg.sample_tokens,
                             tokenizer=tokenizer)
-    return Trainer(objective, train_cfg, threads=threads, tokenizer_path=tokenizer_path)
+    return Trainer(objective, train_cfg, threads=threads, tokenizer_path=tokenizer_path, world=world)
 
 
 # ----------------------------------------------------------------------------
@@ -223,6 +239,8 @@ def fit(trainer, run_dir, *, log, progress=True, echo=functools.partial(print, f
     """
     cfg = trainer.cfg
     bar = None
+    if not trainer.world.is_main:            # rank 0 alone prints, logs and saves (zerollm.dist)
+        progress, echo, log = False, _quiet, _NullLog()
     try:
         with StopRequests() as stop:
             trainer.stop = stop
@@ -257,8 +275,17 @@ def fit(trainer, run_dir, *, log, progress=True, echo=functools.partial(print, f
     return trainer.best_val_loss
 
 
+def _quiet(*args, **kwargs):
+    pass
+
+
+class _NullLog:
+    def write(self, **record):
+        pass
+
+
 def _stop_if_asked(trainer, run_dir):
-    if trainer.stop_requested():
+    if trainer.stop_agreed():
         trainer.save(run_dir)
         raise TrainingInterrupted(f"stopped at step {trainer.iter}; checkpoint saved in {run_dir}; "
                                   "continue with --resume")

@@ -11,20 +11,17 @@ reference it reloads is the same one.
 """
 
 import dataclasses
-import hashlib
 import os
 import shutil
-import sys
 
-import numpy as np
-
-from zerollm.commands.train import _maybe_plot, add_config_flags
+from zerollm.checkpoint import weights_digest
+from zerollm import dist
+from zerollm.commands.train import add_config_flags, train_and_report
 from zerollm.errors import ZeroLLMError
 from zerollm.fileio import atomic_write
 from zerollm.memory import keep_freed_memory
-from zerollm.runlog import JsonlLog
-from zerollm.threads import add_threads_argument, limit_threads
-from zerollm.train import TrainConfig, TrainingInterrupted, Trainer, fit, resume_point
+from zerollm.threads import add_threads_argument
+from zerollm.train import TrainConfig, Trainer, resume_point
 
 LM_ONLY = {"tokenizer", "vocab_size"}          # TrainConfig fields that only pre-training uses
 
@@ -70,16 +67,6 @@ def _given(args, cls, skip=()):
 
 # ----------------------------------------------------------------------------
 # the starting model
-
-def weights_digest(params):
-    """sha256 over every parameter's name, dtype, shape and bytes, in name order: the model's identity."""
-    h = hashlib.sha256()
-    for name in sorted(params):
-        a = np.ascontiguousarray(params[name])
-        h.update(f"{name}:{a.dtype.str}:{a.shape};".encode())
-        h.update(a.tobytes())
-    return h.hexdigest()
-
 
 def load_start(path=None, hf=None):
     """(model, tokenizer, {"path", "hf", "digest"}) from --init DIR or --hf DIR, in eval mode."""
@@ -140,30 +127,13 @@ def saved_inputs(run_dir, stage):
 def run_stage(args, stage):
     keep_freed_memory()
     run_dir = args.out or os.path.join("runs", stage.name)
-    threads = args.threads or 1
-    if args.resume:
-        trainer = _resumed(args, stage, run_dir, threads)
-    else:
-        trainer = _fresh(args, stage, run_dir, threads)
-    log_path = os.path.join(run_dir, "log.jsonl")
-    log = JsonlLog(log_path, keep_before=trainer.iter if args.resume else None)
-    model = trainer.model
-    print(f"{stage.name}: {model.num_params():,} parameters; {trainer.objective.describe()}; run dir {run_dir}; "
-          f"starting at step {trainer.iter} of {trainer.cfg.max_iters}", file=sys.stderr)
-    try:
-        with limit_threads(1 if threads > 1 else args.threads):
-            fit(trainer, run_dir, log=log, progress=not args.no_progress)
-    except TrainingInterrupted as stop:
-        print(f"zerollm {stage.name}: {stop}", file=sys.stderr)
-        return 130
-    finally:
-        log.close()
-    print(f"done: step {trainer.iter}; checkpoint in {run_dir}")
-    _maybe_plot(log_path, os.path.join(run_dir, "loss.png"))
-    return 0
+    world = dist.world()
+    trainer = (_resumed if args.resume else _fresh)(args, stage, run_dir, args.threads or 1, world)
+    return train_and_report(trainer, run_dir, stage.name, resumed=args.resume, progress=not args.no_progress,
+                            blas_threads=args.threads)
 
 
-def _fresh(args, stage, run_dir, threads):
+def _fresh(args, stage, run_dir, threads, world):
     from zerollm.checkpoint import latest_checkpoint
     if os.path.isdir(run_dir) and latest_checkpoint(run_dir):
         raise ZeroLLMError(f"{run_dir} already holds a run; continue it with --resume, or choose another --out")
@@ -172,18 +142,25 @@ def _fresh(args, stage, run_dir, threads):
     train_cfg = TrainConfig(**{**stage.defaults, **_given(args, TrainConfig, LM_ONLY)})
     stage_cfg = stage.config_cls(**_given(args, stage.config_cls))
     model, tok, start = load_start(args.init, args.hf)       # checks the start before anything is written
-    os.makedirs(run_dir, exist_ok=True)
-    inputs = copy_inputs(args, stage, run_dir)
-    return _trainer(stage, model, tok, inputs, train_cfg, stage_cfg, start, run_dir, threads)
+    inputs = None
+    if world.is_main:                 # one process copies the inputs; the others wait and read the copies
+        os.makedirs(run_dir, exist_ok=True)
+        inputs = copy_inputs(args, stage, run_dir)
+    inputs = world.allgather(inputs)[0]
+    return _trainer(stage, model, tok, inputs, train_cfg, stage_cfg, start, run_dir, threads, world)
 
 
-def _trainer(stage, model, tok, inputs, train_cfg, stage_cfg, start, run_dir, threads):
+def _trainer(stage, model, tok, inputs, train_cfg, stage_cfg, start, run_dir, threads, world):
     objective, tok = stage.build(model, tok, inputs, train_cfg, stage_cfg, start)
     objective.saved = {"stage": stage.name, "settings": dataclasses.asdict(stage_cfg), "start": start}
-    return Trainer(objective, train_cfg, threads=threads, tokenizer_path=_save_tokenizer(tok, run_dir))
+    tokenizer_path = os.path.join(run_dir, "tokenizer.json")
+    if world.is_main:
+        tok.save(tokenizer_path)
+    world.barrier()
+    return Trainer(objective, train_cfg, threads=threads, tokenizer_path=tokenizer_path, world=world)
 
 
-def _resumed(args, stage, run_dir, threads):
+def _resumed(args, stage, run_dir, threads, world):
     ckpt = resume_point(run_dir)
     saved = ckpt.objective or {}
     if saved.get("stage") != stage.name:
@@ -195,12 +172,6 @@ def _resumed(args, stage, run_dir, threads):
     stage_cfg = stage.config_cls(**saved["settings"])
     model, tok = reload_start(saved["start"])
     trainer = _trainer(stage, model, tok, saved_inputs(run_dir, stage), train_cfg, stage_cfg, saved["start"],
-                       run_dir, threads)
+                       run_dir, threads, world)
     trainer.restore(ckpt)
     return trainer
-
-
-def _save_tokenizer(tok, run_dir):
-    path = os.path.join(run_dir, "tokenizer.json")
-    tok.save(path)
-    return path

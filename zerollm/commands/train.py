@@ -13,7 +13,9 @@ import os
 import sys
 import typing
 
-from zerollm import corpora
+import numpy as np
+
+from zerollm import corpora, dist
 from zerollm.config import GPTConfig
 from zerollm.errors import ZeroLLMError
 from zerollm.memory import keep_freed_memory
@@ -113,46 +115,70 @@ def _load_data(folder, tokenizer_kind):
 
 def run(args):
     keep_freed_memory()             # reuse freed activation memory step after step (zerollm.memory)
+    world = dist.world()
     run_dir = args.out or os.path.join("runs", args.preset or "run")
     overrides = _overrides(args)
     if args.resume:
         ckpt = resume_point(run_dir)
         model_cfg, train_cfg, ignored = configs_from_checkpoint(ckpt, overrides)
         if ignored:
-            print(f"note: on --resume the saved configuration is used; ignoring {', '.join(ignored)}",
-                  file=sys.stderr)
-        folder = _prepared_dir(args, run_dir, train_cfg.tokenizer, train_cfg.vocab_size, model_cfg.block_size)
+            say(f"note: on --resume the saved configuration is used; ignoring {', '.join(ignored)}")
     else:
         from zerollm.checkpoint import latest_checkpoint
         if os.path.isdir(run_dir) and latest_checkpoint(run_dir):
             raise ZeroLLMError(f"{run_dir} already holds a training run; continue it with --resume, "
                                "or choose another --out")
         model_cfg, train_cfg = build_configs(args.preset, overrides)     # validates before any work
+    dist.check_divisible(train_cfg.batch_size, world)
+    folder = None
+    if world.is_main:               # one process prepares the data; the others wait and then read it
         folder = _prepared_dir(args, run_dir, train_cfg.tokenizer, train_cfg.vocab_size, model_cfg.block_size)
+    folder = world.allgather(folder)[0]
     train, val, tok, tok_path = _load_data(folder, train_cfg.tokenizer)
     if not args.resume:
         model_cfg, train_cfg = build_configs(args.preset, overrides, vocab_size=tok.vocab_size)
     threads = args.threads or 1
-    trainer = lm_trainer(model_cfg, train_cfg, train, val, threads=threads, tokenizer=tok, tokenizer_path=tok_path)
+    trainer = lm_trainer(model_cfg, train_cfg, train, val, threads=threads, tokenizer=tok, tokenizer_path=tok_path,
+                         world=world)
     if args.resume:
         trainer.restore(ckpt)
-    os.makedirs(run_dir, exist_ok=True)
+    say(f"model: {trainer.model.num_params():,} parameters ({model_cfg.n_layer} layers, {model_cfg.n_head} heads, "
+        f"{model_cfg.n_embd} dims, block {model_cfg.block_size}, vocab {model_cfg.vocab_size})")
+    return train_and_report(trainer, run_dir, "train", resumed=args.resume, progress=not args.no_progress,
+                            blas_threads=args.threads)
+
+
+def say(message):
+    """A line on stderr, from rank 0 only (zerollm.dist)."""
+    if dist.world().is_main:
+        print(message, file=sys.stderr)
+
+
+def train_and_report(trainer, run_dir, name, *, resumed, progress, blas_threads):
+    """Run fit() with log.jsonl, Ctrl-C and the final plot: what `zerollm train` and every post-training
+    command do once their Trainer is built. Returns the exit code."""
+    main = trainer.world.is_main
     log_path = os.path.join(run_dir, "log.jsonl")
-    log = JsonlLog(log_path, keep_before=trainer.iter if args.resume else None)
-    print(f"model: {trainer.model.num_params():,} parameters ({model_cfg.n_layer} layers, {model_cfg.n_head} heads, "
-          f"{model_cfg.n_embd} dims, block {model_cfg.block_size}, vocab {model_cfg.vocab_size}); "
-          f"run dir: {run_dir}; starting at step {trainer.iter} of {train_cfg.max_iters}", file=sys.stderr)
+    if main:
+        os.makedirs(run_dir, exist_ok=True)
+    log = JsonlLog(log_path, keep_before=trainer.iter if resumed else None) if main else None
+    say(f"run dir: {run_dir}; {trainer.objective.describe()}; step {trainer.iter} of {trainer.cfg.max_iters}"
+        + (f"; {trainer.world.size} ranks x {trainer.threads} threads" if trainer.world.size > 1 else ""))
     try:
-        # with several threads each shard runs single-threaded BLAS (see zerollm.parallel)
-        with limit_threads(1 if threads > 1 else args.threads):
-            best = fit(trainer, run_dir, log=log, progress=not args.no_progress)
+        # with several threads (or ranks) each shard runs single-threaded BLAS (see zerollm.parallel)
+        one_each = trainer.threads > 1 or trainer.world.size > 1
+        with limit_threads(1 if one_each else blas_threads):
+            best = fit(trainer, run_dir, log=log, progress=progress)
     except TrainingInterrupted as stop:
-        print(f"zerollm train: {stop}", file=sys.stderr)
+        say(f"zerollm {name}: {stop}")
         return 130
     finally:
-        log.close()
-    print(f"done: step {trainer.iter}, best val loss {best:.4f}; checkpoint in {run_dir}")
-    _maybe_plot(log_path, os.path.join(run_dir, "loss.png"))
+        if log is not None:
+            log.close()
+    if main:
+        shown = f", best val loss {best:.4f}" if np.isfinite(best) else ""
+        print(f"done: step {trainer.iter}{shown}; checkpoint in {run_dir}")
+        _maybe_plot(log_path, os.path.join(run_dir, "loss.png"))
     return 0
 
 

@@ -50,6 +50,12 @@ class Objective:
         """One line for the start of a run: what is trained on what."""
         return self.kind
 
+    def fingerprint(self):
+        """What every MPI rank must agree on before training (zerollm.dist): the objective's settings and a
+        digest of the starting weights; subclasses add their data."""
+        from zerollm.checkpoint import weights_digest
+        return {**self.config(), "weights": weights_digest(self.params())}
+
     # -- one step --------------------------------------------------------------
     def next_batch(self):
         raise NotImplementedError

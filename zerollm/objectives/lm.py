@@ -7,6 +7,7 @@ Evaluation estimates the train and validation loss on ``eval_iters`` random batc
 a generator seeded by (seed, step) so it never shifts the training stream, and prints a short sample.
 """
 
+import hashlib
 import warnings
 
 import numpy as np
@@ -48,6 +49,10 @@ class LMObjective(Objective):
 
     def rngs(self):
         return {"data": self.data_rng}
+
+    def fingerprint(self):
+        digest = lambda a: hashlib.sha256(np.ascontiguousarray(a).tobytes()).hexdigest()
+        return {**super().fingerprint(), "train_data": digest(self.train_data), "val_data": digest(self.val_data)}
 
     # ------------------------------------------------------------------
     def evaluate(self, trainer):

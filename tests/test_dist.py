@@ -1,0 +1,175 @@
+"""Data parallelism over MPI with real processes (mpirun from the mpich wheel): 2 ranks give bit-identical
+losses to one process with 2 threads, rank 0 alone writes, resume works with the same and with another
+number of ranks, a killed rank ends the job quickly with the last checkpoint intact, and bad launches
+are one-line errors."""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from zerollm import dist
+from zerollm.errors import ZeroLLMError
+from zerollm.runlog import read_log
+from zerollm.safetensors import load_file
+
+MPIRUN = shutil.which("mpirun") or os.path.join(sys.prefix, "bin", "mpirun")
+SMALL = ["--tokenizer", "char", "--n-layer", "2", "--n-head", "2", "--n-embd", "32", "--block-size", "32",
+         "--batch-size", "8", "--eval-interval", "10", "--eval-iters", "2", "--sample-tokens", "8",
+         "--no-progress", "--seed", "7", "--dropout", "0.1", "--checkpoint-interval", "10", "--lr-decay-iters", "20"]
+ZEROLLM = [sys.executable, "-m", "zerollm"]
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory, shakespeare_path):
+    path = tmp_path_factory.mktemp("data") / "small.txt"
+    path.write_text(shakespeare_path.read_text()[:40_000])
+    return path
+
+
+def mpirun(n, *argv, timeout=120, **kw):
+    assert os.path.exists(MPIRUN), f"mpirun not found at {MPIRUN}: pip install mpich (the test extra has it)"
+    return subprocess.run([MPIRUN, "-n", str(n), *ZEROLLM, *argv], capture_output=True, text=True,
+                          timeout=timeout, **kw)
+
+
+def single(*argv):
+    return subprocess.run([*ZEROLLM, *argv], capture_output=True, text=True, timeout=120)
+
+
+def losses(run_dir):
+    return [(r["step"], r["loss"]) for r in read_log(Path(run_dir) / "log.jsonl") if "loss" in r]
+
+
+def evals(run_dir):
+    return [r for r in read_log(Path(run_dir) / "log.jsonl") if "val_loss" in r]
+
+
+def final_weights(run_dir):
+    latest = json.loads((Path(run_dir) / "latest.json").read_text())
+    return load_file(Path(run_dir) / latest["dir"] / "model.safetensors")
+
+
+@pytest.fixture(scope="module")
+def two_threads(tmp_path_factory, corpus):
+    """The reference: one process, 2 thread shards, 20 steps."""
+    out = tmp_path_factory.mktemp("runs") / "threads"
+    res = single("train", "--data", str(corpus), "--out", str(out), "--max-iters", "20", "--threads", "2", *SMALL)
+    assert res.returncode == 0, res.stderr
+    return out
+
+
+@pytest.fixture(scope="module")
+def two_ranks(tmp_path_factory, corpus):
+    out = tmp_path_factory.mktemp("runs") / "ranks"
+    res = mpirun(2, "train", "--data", str(corpus), "--out", str(out), "--max-iters", "20", *SMALL)
+    assert res.returncode == 0, res.stderr
+    return out, res
+
+
+def test_two_ranks_equal_one_process_with_two_threads_bit_for_bit(two_threads, two_ranks):
+    out, _ = two_ranks
+    assert len(losses(out)) == 20 and losses(out) == losses(two_threads)
+    assert evals(out) == evals(two_threads)
+    a, b = final_weights(out), final_weights(two_threads)
+    assert all(np.array_equal(a[k], b[k]) for k in a)
+
+
+def test_rank_zero_alone_prints_and_writes(two_ranks):
+    out, res = two_ranks
+    assert res.stdout.count("done: step 20") == 1              # not once per rank
+    assert not list(out.glob(".tmp-*")) and sorted(p.name for p in out.glob("step-*")) == ["step-0000010",
+                                                                                         "step-0000020"]
+
+
+def test_resume_with_the_same_ranks_is_bit_identical(tmp_path, corpus, two_threads):
+    out = tmp_path / "resumed"
+    first = mpirun(2, "train", "--data", str(corpus), "--out", str(out), "--max-iters", "10", *SMALL)
+    assert first.returncode == 0, first.stderr
+    again = mpirun(2, "train", "--out", str(out), "--resume", "--max-iters", "20", "--no-progress")
+    assert again.returncode == 0, again.stderr
+    assert losses(out) == losses(two_threads)
+
+
+def test_resume_with_another_number_of_ranks(tmp_path, corpus, two_threads):
+    """2 ranks x 1 thread -> 1 rank x 2 threads: the same 2 shards, so still bit-identical."""
+    out = tmp_path / "switch"
+    assert mpirun(2, "train", "--data", str(corpus), "--out", str(out), "--max-iters", "10", *SMALL).returncode == 0
+    res = single("train", "--out", str(out), "--resume", "--max-iters", "20", "--threads", "2", "--no-progress")
+    assert res.returncode == 0, res.stderr
+    assert losses(out) == losses(two_threads)
+
+
+def test_a_killed_rank_ends_the_job_quickly_and_the_checkpoint_survives(tmp_path, corpus):
+    out = tmp_path / "killed"
+    argv = [MPIRUN, "-n", "2", *ZEROLLM, "train", "--data", str(corpus), "--out", str(out), "--max-iters", "100000",
+            *SMALL]
+    job = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.time() + 90
+        while not (out / "latest.json").exists() and time.time() < deadline and job.poll() is None:
+            time.sleep(0.1)
+        assert (out / "latest.json").exists(), "no checkpoint appeared"
+        # the ranks are python processes under MPICH's proxy; their command line names this run's folder
+        ranks = [int(p) for p in subprocess.run(["pgrep", "-f", f"^{sys.executable} -m zerollm train .*{out}"],
+                                                 capture_output=True, text=True).stdout.split()]
+        assert len(ranks) == 2, f"expected the 2 ranks' processes, found {ranks}"
+        os.kill(ranks[-1], signal.SIGKILL)
+        killed_at = time.time()
+        job.wait(timeout=30)
+        assert time.time() - killed_at < 30 and job.returncode != 0
+    finally:
+        if job.poll() is None:
+            job.kill()
+            job.wait()
+    saved = json.loads((out / "latest.json").read_text())["step"]
+    res = mpirun(2, "train", "--out", str(out), "--resume", "--max-iters", str(saved + 3), "--no-progress")
+    assert res.returncode == 0, res.stderr
+    assert [s for s, _ in losses(out)][-3:] == [saved, saved + 1, saved + 2]
+
+
+def test_a_batch_that_does_not_split_is_one_line(tmp_path, corpus):
+    res = mpirun(3, "train", "--data", str(corpus), "--out", str(tmp_path / "x"), "--max-iters", "2", *SMALL)
+    assert res.returncode != 0
+    assert res.stderr.count("does not split over 3 ranks") == 1 and "Traceback" not in res.stderr
+    assert not (tmp_path / "x").exists()
+
+
+def test_ranks_started_differently_are_detected(tmp_path, corpus):
+    common = ["train", "--data", str(corpus), "--out", str(tmp_path / "y"), "--max-iters", "2", *SMALL]
+    argv = [MPIRUN, "-n", "1", *ZEROLLM, *common, "--lr", "0.001", ":", "-n", "1", *ZEROLLM, *common, "--lr", "0.002"]
+    res = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    assert res.returncode != 0 and "Traceback" not in res.stderr
+    assert res.stderr.count("ranks [1] started with other settings") == 1
+    assert not (tmp_path / "y" / "latest.json").exists()
+
+
+# ----------------------------------------------------------------------------
+# in-process pieces
+
+def test_launcher_detection():
+    assert dist.launched_by_mpi({"PMI_SIZE": "2"}) and dist.launched_by_mpi({"OMPI_COMM_WORLD_SIZE": "4"})
+    assert not dist.launched_by_mpi({}) and not dist.launched_by_mpi({"PMI_SIZE": "1"})
+
+
+def test_missing_mpi4py_under_mpirun_is_a_hint(monkeypatch):
+    monkeypatch.setenv("PMI_SIZE", "2")
+    monkeypatch.setattr(dist, "_world", None)
+    monkeypatch.setitem(sys.modules, "mpi4py", None)           # import mpi4py now fails
+    with pytest.raises(ZeroLLMError, match=r'pip install "zerollm\[mpi\]"'):
+        dist.world()
+
+
+def test_divisibility_message_suggests_sizes():
+    world = dist.World()
+    world.size = 4
+    with pytest.raises(ZeroLLMError, match=r"multiple of 4 \(e\.g\. 8 or 12\)"):
+        dist.check_divisible(10, world)
+    dist.check_divisible(12, world)

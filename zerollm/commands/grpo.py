@@ -23,7 +23,7 @@ def rollout_inputs(model, tok, inputs, cfg, seed):
     eval_rows = read_prompts(inputs["eval_data"]) if inputs["eval_data"] else []
     model, tok = chat_model(model, tok, rows + eval_rows, seed)
     encode = lambda rs: [chat.encode_prompt(tok, r["prompt"]) for r in rs]
-    return model, tok, rows, encode(rows), eval_rows, encode(eval_rows), chat.stop_ids(tok)
+    return model, tok, rows, encode(rows), eval_rows, encode(eval_rows), (chat.end_id(tok),)
 
 
 def reward_sources(cfg, tok):

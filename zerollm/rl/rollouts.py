@@ -46,11 +46,3 @@ def logprobs(engine, model, ids, mask, *, entropy=False):
     model.eval()
     parts = engine.map(run, {"ids": ids, "mask": mask})
     return np.concatenate(parts, axis=-2)
-
-
-def decode_completion(tokenizer, completion, stop_ids):
-    """The answer's text, without the end-of-turn token that stopped it."""
-    ids = list(completion)
-    if ids and ids[-1] in stop_ids:
-        ids = ids[:-1]
-    return tokenizer.decode(ids) if ids else ""

@@ -64,6 +64,17 @@ def model_truth(run, text):
     return ids, weights, e / e.sum(axis=-1, keepdims=True), tok
 
 
+def bidirectional_view(text="a bc"):
+    """A small bidirectional GPT over bytes reads ``text``: (view, notes, its own weights per layer)."""
+    from zerollm.explain.model_view import model_view
+    from zerollm.model import GPT, GPTConfig
+    from zerollm.tokenizers import ByteTokenizer
+    model = GPT(GPTConfig(vocab_size=256, block_size=16, n_layer=1, n_head=2, n_embd=16, causal=False), seed=1)
+    view, notes = model_view(model, ByteTokenizer(), text, name="encoder")
+    model.forward(np.array([list(text.encode())]), keep=True)
+    return view, notes, [w[0] for w in model.attention_weights()]
+
+
 def visible(text):
     return text.replace(" ", "␣").replace("\n", "↵")
 

@@ -18,7 +18,7 @@ from zerollm.explain.text import PAGE_TEXT
 from zerollm.teach.attention_walkthrough import SEED_WQ, SEED_X
 from zerollm.tokenizers import ByteTokenizer, CharTokenizer, train_tokenizer
 
-from explain_helpers import TEXT, flash_copy, model_truth, page_data, tiny_run
+from explain_helpers import TEXT, bidirectional_view, flash_copy, model_truth, page_data, tiny_run
 
 
 @pytest.fixture(scope="module")
@@ -109,14 +109,23 @@ def test_model_view_equals_the_model(run):
     ids, weights, probs, _ = model_truth(run, TEXT)
     assert view["ids"] == ids and notes == [] and len(view["att"]) == 2
     T = len(ids)
+    below = np.tril_indices(T)                      # a causal model's page keeps j <= i only
     for layer, maps in enumerate(weights):
-        stored = np.array(view["att"][layer]).reshape(maps.shape) / mv.QUANT      # (nh, T*T) -> (nh, T, T)
-        np.testing.assert_allclose(stored, maps, atol=0.5 / mv.QUANT + 1e-7)
-        assert np.all(stored[:, np.triu_indices(T, 1)[0], np.triu_indices(T, 1)[1]] == 0)   # causal
+        stored = np.zeros(maps.shape)
+        stored[:, below[0], below[1]] = np.array(view["att"][layer]) / mv.QUANT   # (nh, T(T+1)/2) -> (nh, T, T)
+        np.testing.assert_allclose(stored, maps, atol=0.5 / mv.QUANT + 1e-7)     # so the rest was 0
     top = np.argsort(-probs, axis=-1, kind="stable")[:, :5]
     assert view["top_ids"] == top.tolist()
     np.testing.assert_allclose(np.array(view["top_p"]) / mv.QUANT, np.take_along_axis(probs, top, -1),
                                atol=0.5 / mv.QUANT + 1e-9)
+
+
+def test_a_bidirectional_model_keeps_every_weight_and_says_so():
+    view, notes, weights = bidirectional_view()
+    assert [k for k, _ in notes] == ["note_bidirectional"] and view["causal"] is False
+    stored = np.array(view["att"][0]).reshape(weights[0].shape) / mv.QUANT      # (nh, T*T) -> (nh, T, T)
+    np.testing.assert_allclose(stored, weights[0], atol=0.5 / mv.QUANT + 1e-7)
+    assert stored[0, 0, -1] > 0                    # the first token sees the last one
 
 
 def test_loss_curve_is_the_log_thinned_and_survives_a_cut_line(tmp_path):
@@ -200,6 +209,7 @@ def test_hugging_face_directory(tmp_path, capsys):
     (["--ckpt", "RUN", "--out", "p.html"], "--ckpt needs --text"),
     (["--ckpt", "RUN", "--text", "", "--out", "p.html"], "--text is empty"),
     (["--ckpt", "RUN", "--text", "ROMEO é 中", "--out", "p.html"], "2 character(s) this checkpoint's char tokenizer"),
+    (["--ckpt", "RUN", "--text", "ROMEO \udcff", "--out", "p.html"], "not UTF-8 text"),
     (["--ckpt", "no-such-run", "--text", "hi", "--out", "p.html"], "checkpoint directory not found"),
     (["--hf", "no-such-model", "--text", "hi", "--out", "p.html"], "model directory not found"),
 ])

@@ -21,7 +21,8 @@ from zerollm.explain.fontsubset import is_han
 from zerollm.explain.text import PAGE_TEXT
 from zerollm.teach.attention_walkthrough import SEED_WK, SEED_WQ, SEED_WV, SEED_X
 
-from explain_helpers import TEXT, artifact_dir, flash_copy, model_truth, shown, tiny_run, visible
+from explain_helpers import (TEXT, artifact_dir, bidirectional_view, flash_copy, model_truth, shown, tiny_run,
+                             visible)
 
 if os.environ.get("ZEROLLM_NO_BROWSER") == "1":
     pytest.skip("ZEROLLM_NO_BROWSER=1: the browser tests are switched off on purpose", allow_module_level=True)
@@ -117,7 +118,8 @@ def pages(tmp_path_factory, run):
     with redirect_stdout(io.StringIO()), redirect_stderr(io.StringIO()):
         assert main(["explain", "--out", str(out["seed"]), "--lang", "en"]) == 0
         assert main(["explain", "--ckpt", str(run), "--text", TEXT, "--out", str(out["model"]), "--lang", "en"]) == 0
-        assert main(["explain", "--ckpt", str(flash), "--text", TEXT * 2, "--out", str(out["notes"]), "--lang", "zh"]) == 0
+        assert main(["explain", "--ckpt", str(flash), "--text", TEXT * 2, "--out", str(out["notes"]),
+                     "--lang", "zh"]) == 0
     return out
 
 
@@ -136,7 +138,7 @@ def test_loads_from_file_with_no_console_error_and_no_network(opened, pages, sho
     o = opened(pages[which])
     assert o.errors == []
     assert o.requests == [pages[which].as_uri()]          # the page itself, nothing else
-    o.page.screenshot(path=str(shots / f"{which}-en.png"), full_page=True)
+    o.page.screenshot(path=str(shots / f"{which}.png"), full_page=True)
 
 
 # ----------------------------------------------------------------------------
@@ -259,7 +261,8 @@ def test_keyboard_reaches_every_control(opened, pages):
     o.page.evaluate("""() => { window.reached = new Set();
         document.addEventListener("focusin", ({ target: e }) => window.reached.add(
             e.dataset.lang ? "lang" : e.name === "mask" ? "mask" : e.closest("#t-x") ? "x"
-            : e.classList.contains("tok") ? "token" : e.classList.contains("thumb") ? "thumb" : e.id || e.tagName)); }""")
+            : e.classList.contains("tok") ? "token" : e.classList.contains("thumb") ? "thumb"
+            : e.id || e.tagName)); }""")
     want, reached = {"lang", "mask", "reset-x", "x", "layer", "head", "token", "thumb"}, set()
     for _ in range(8):                                  # Tab, Tab, ... until every kind of control had focus
         for _ in range(40):
@@ -309,7 +312,8 @@ def test_attention_shown_equals_the_model(opened, pages, truth, shots, layer, he
 def test_top5_shown_equals_the_model(opened, pages, truth):
     o = opened(pages["model"])
     ids, _, probs, tok = truth
-    rows = o.page.eval_on_selector_all("#top5 tbody tr", """rs => rs.map(r => Array.from(r.querySelectorAll("td[data-rank]"))
+    rows = o.page.eval_on_selector_all("#top5 tbody tr", """rs => rs.map(r =>
+        Array.from(r.querySelectorAll("td[data-rank]"))
         .map(c => [c.querySelector(".cand").textContent, c.querySelector(".p").textContent]))""")
     assert len(rows) == len(ids)
     for t, row in enumerate(rows):
@@ -334,6 +338,19 @@ def test_loss_curve_is_drawn_from_log_jsonl(opened, pages, run):
 def test_truncation_and_flash_are_said_on_the_page(opened, pages, shots):
     o = opened(pages["notes"])
     notes = o.page.eval_on_selector_all("#notes li", "ls => ls.map(l => l.textContent)")
-    assert notes == [PAGE_TEXT["note_truncated"]["zh"].format(n=64, T=32, ctx=32, max=64), PAGE_TEXT["note_flash"]["zh"]]
+    assert notes == [PAGE_TEXT["note_truncated"]["zh"].format(n=64, T=32, ctx=32, max=64),
+                     PAGE_TEXT["note_flash"]["zh"]]
     assert o.page.is_visible("#notes") and len(o.page.eval_on_selector_all("#tokens button", "bs => bs")) == 32
     o.page.screenshot(path=str(shots / "model-notes-zh.png"), full_page=True)
+
+
+def test_a_bidirectional_model_looks_both_ways(opened, tmp_path):
+    from zerollm.explain.page import build_page
+    view, _, weights = bidirectional_view("to be")
+    path = tmp_path / "encoder.html"
+    path.write_text(build_page("en", view), encoding="utf-8")
+    o = opened(path)
+    o.page.click('#tokens button[data-pos="0"]')
+    shown_w = o.page.eval_on_selector_all("#tokens .tok-w", "ws => ws.map(w => w.textContent)")
+    np.testing.assert_allclose([float(w) for w in shown_w], weights[0][0, 0], atol=0.5e-4 + 1e-7)
+    assert o.page.eval_on_selector_all("#heat td.hid", "ts => ts.length") == 0 and o.errors == []

@@ -64,6 +64,10 @@ def encode_text(tok, text, limit):
     """(ids, n): the first ``limit`` ids of ``text`` and how many the whole text has."""
     if not text:
         raise ZeroLLMError("--text is empty; give at least one character for the model to read")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:      # argv bytes that are not UTF-8 arrive as lone surrogates
+        raise ZeroLLMError("--text holds bytes that are not UTF-8 text; give the text in UTF-8") from None
     if getattr(tok, "name", None) == "char" and tok.unk is None:
         unknown = sorted(set(text) - set(tok.chars))
         if unknown:
@@ -107,6 +111,21 @@ def token_label(tok, i):
 def quantize(p):
     """Probabilities -> whole numbers of 1/QUANT, the page's storage (it prints k / QUANT to 4 decimals)."""
     return np.rint(np.asarray(p, dtype=np.float64) * QUANT).astype(np.int64)
+
+
+def pack(maps, causal):
+    """(nh, T, T) weights -> per head one flat list of whole numbers: row after row, and for a causal
+    model only the part a query can see (j <= i), since the rest is 0 by construction. Row i then
+    starts at i(i+1)/2 instead of i*T, and the page is half the size.
+
+    >>> pack(np.array([[[1.0, 0.0], [0.25, 0.75]]]), causal=True)
+    [[10000, 2500, 7500]]
+    """
+    q = quantize(maps)
+    if causal:
+        rows, cols = np.tril_indices(q.shape[-1])
+        return q[:, rows, cols].tolist()                                # (nh, T(T+1)/2)
+    return q.reshape(q.shape[0], -1).tolist()                           # (nh, T*T)
 
 
 def attention_and_top5(model, ids):
@@ -180,7 +199,7 @@ def model_view(model, tok, text, *, name, log_path=None):
         "causal": bool(cfg.causal),
         "ids": [int(i) for i in ids],
         "tokens": [labels[i] for i in ids],
-        "att": [quantize(m).reshape(m.shape[0], -1).tolist() for m in maps],   # [L][nh][T*T]
+        "att": [pack(m, cfg.causal) for m in maps],                          # [L][nh][T(T+1)/2 or T*T]
         "top_tokens": [[labels[i] for i in row] for row in top_ids.tolist()],  # (T, k)
         "top_ids": top_ids.tolist(),
         "top_p": quantize(top_p).tolist(),                                     # (T, k)

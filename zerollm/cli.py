@@ -22,6 +22,8 @@ COMMANDS = {
                "multi-head attention shape by shape: every matmul's shapes, FLOPs, memory, GQA savings"),
     "heads": ("zerollm.teach.heads",
               "draw every layer's and head's attention weights as a grid of heat maps (PNG)"),
+    "explain": ("zerollm.commands.explain",
+                "one offline, interactive HTML page: the walkthrough you can edit, and a model's attention"),
     "gradcheck": ("zerollm.teach.gradcheck_cmd",
                   "check every layer's hand-written backward against finite differences"),
     "download": ("zerollm.download",

@@ -129,6 +129,8 @@ def test_a_killed_rank_ends_the_job_quickly_and_the_checkpoint_survives(tmp_path
         if job.poll() is None:
             job.kill()
             job.wait()
+        # a rank left behind (if the test failed half-way) must not train on for ever
+        subprocess.run(["pkill", "-9", "-f", f"^{sys.executable} -m zerollm train .*{out}"], check=False)
     saved = json.loads((out / "latest.json").read_text())["step"]
     res = mpirun(2, "train", "--out", str(out), "--resume", "--max-iters", str(saved + 3), "--no-progress")
     assert res.returncode == 0, res.stderr

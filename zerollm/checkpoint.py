@@ -25,6 +25,7 @@ whatever an interrupted one left. A run directory is written by one training pro
 
 import hashlib
 import json
+import math
 import os
 import re
 import shutil
@@ -32,15 +33,20 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from zerollm.argtypes import THREADS, Range
 from zerollm.errors import ZeroLLMError
 from zerollm.fileio import atomic_write, fsync_dir, read_json, write_json
 from zerollm.safetensors import load_file, load_metadata, save_file
+from zerollm.validate import generator_from_state, require_finite
 
 FORMAT, VERSION = "zerollm-checkpoint", 1
 REQUIRED = ("config.json", "model.safetensors", "optimizer.safetensors", "rng.json", "state.json")
 _STEP_DIR = re.compile(r"step-(\d+)")
 _ANY_STEP_DIR = re.compile(r"(\.old-)?step-(\d+)")   # .old-step-N: step-N while it is being replaced
 _TRAIN_FIRST = "train first with `zerollm train` (it saves checkpoints there)"
+_DAMAGED = "the checkpoint is damaged: load the run directory to use the one before it, or train again"
+STEP = Range(int, 0, None)
+BETA = Range(float, 0, 1, high_open=True)
 
 
 @dataclass
@@ -58,6 +64,10 @@ class Checkpoint:
     tokenizer_kind: str | None = None
     objective: dict | None = None          # the objective's settings; {"kind": "lm"} for pre-training
     objective_arrays: dict | None = None   # objective.safetensors, {} when absent
+
+    @property
+    def config_path(self):
+        return os.path.join(self.path, "config.json")
 
 
 def step_dir_name(step):
@@ -250,12 +260,39 @@ def latest_checkpoint(run_dir):
 # ----------------------------------------------------------------------------
 # loading
 
-def load_checkpoint(path, *, optimizer=True):
+def load_checkpoint(path, *, optimizer=True, force=False):
     """Load a checkpoint from a run directory (its latest) or from one step directory.
 
-    optimizer=False skips the AdamW moments (twice the model's size) when only sampling.
+    optimizer=False skips the AdamW moments (twice the model's size) when only sampling. Every
+    file is checked before use (zerollm.validate): config.json, state.json, rng.json, the optimizer's
+    metadata; the arrays must be finite; arrays larger than the memory available are refused before
+    they are read (zerollm.budget; force=True only warns). The model and train sections are returned
+    as dicts: zerollm.train and ``load_model`` check them against their dataclasses.
     """
-    path = os.fspath(path)
+    step_dir = _step_dir(os.fspath(path))
+    config = _read_config(step_dir)
+    state = _read_state(os.path.join(step_dir, "state.json"))
+    rng_state = _read_rng(os.path.join(step_dir, "rng.json"))
+    model_file = os.path.join(step_dir, "model.safetensors")
+    arrays = [model_file] + ([os.path.join(step_dir, "optimizer.safetensors")] if optimizer else [])
+    from zerollm import budget
+    budget.require(budget.reading(arrays, what=f"loading {step_dir}"), force=force)
+    params = load_file(model_file)
+    require_finite(params, model_file)
+    opt_state = _load_optimizer(os.path.join(step_dir, "optimizer.safetensors")) if optimizer else None
+    tokenizer = os.path.join(step_dir, "tokenizer.json")
+    objective_file = os.path.join(step_dir, "objective.safetensors")
+    objective_arrays = load_file(objective_file) if os.path.isfile(objective_file) else {}
+    return Checkpoint(
+        step=state.pop("step"), model_config=config["model"], train_config=config["train"],
+        params=params, optimizer_state=opt_state, rng_state=rng_state,
+        tokenizer_path=tokenizer if os.path.isfile(tokenizer) else None,
+        extra=state, path=step_dir, tokenizer_kind=config.get("tokenizer"),
+        objective=config.get("objective") or {"kind": "lm"}, objective_arrays=objective_arrays)
+
+
+def _step_dir(path):
+    """The complete step directory that ``path`` (a run or a step directory) stands for."""
     if not os.path.isdir(path):
         raise ZeroLLMError(f"checkpoint directory not found: {path}; {_TRAIN_FIRST}")
     is_step_dir = any(os.path.exists(os.path.join(path, f)) for f in REQUIRED)
@@ -266,21 +303,48 @@ def load_checkpoint(path, *, optimizer=True):
     if missing:
         raise ZeroLLMError(f"checkpoint {step_dir} is incomplete (missing {', '.join(missing)}); "
                            "load the run directory instead to use its last complete checkpoint")
-    config = _read_config(step_dir)
-    state = read_json(os.path.join(step_dir, "state.json"), what="checkpoint state")
-    if not isinstance(state, dict) or not isinstance(state.get("step"), int):
-        raise ZeroLLMError(f"{step_dir}/state.json has no integer 'step'; the checkpoint is damaged")
-    opt_state = _load_optimizer(os.path.join(step_dir, "optimizer.safetensors")) if optimizer else None
-    tokenizer = os.path.join(step_dir, "tokenizer.json")
-    arrays = os.path.join(step_dir, "objective.safetensors")
-    return Checkpoint(
-        step=state.pop("step"), model_config=config["model"], train_config=config["train"],
-        params=load_file(os.path.join(step_dir, "model.safetensors")), optimizer_state=opt_state,
-        rng_state=read_json(os.path.join(step_dir, "rng.json"), what="checkpoint RNG state"),
-        tokenizer_path=tokenizer if os.path.isfile(tokenizer) else None,
-        extra=state, path=step_dir, tokenizer_kind=config.get("tokenizer"),
-        objective=config.get("objective") or {"kind": "lm"},
-        objective_arrays=load_file(arrays) if os.path.isfile(arrays) else {})
+    return step_dir
+
+
+def _read_state(path):
+    """state.json: {"step": int >= 0, "best_val_loss": number or null, "threads": int >= 1, ...}."""
+    state = read_json(path, what="checkpoint state")
+    if not isinstance(state, dict):
+        raise ZeroLLMError(f"{path} must hold a JSON object; {_DAMAGED}")
+    checks = {"step": (STEP, False), "threads": (THREADS, False), "best_val_loss": (None, True)}
+    for key, (declared, nullable) in checks.items():
+        value = state.get(key)
+        if value is None and (nullable or key != "step"):
+            continue
+        if declared is None:                  # a loss: any number (inf before the first eval) or null
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
+                raise ZeroLLMError(f"{path}: {key} must be a number or null, got {value!r}; {_DAMAGED}")
+            continue
+        try:
+            declared.check(value, key)
+        except ZeroLLMError as err:
+            raise ZeroLLMError(f"{path}: {err}; {_DAMAGED}") from None
+    if not isinstance(state.get("objective_state", {}), dict):
+        raise ZeroLLMError(f"{path}: objective_state must be a JSON object, got {state['objective_state']!r}; "
+                           f"{_DAMAGED}")
+    if state.get("best_val_loss", 0) is None:
+        state["best_val_loss"] = float("inf")   # written as null: strict JSON has no Infinity
+    return state
+
+
+def _read_rng(path):
+    """rng.json: a JSON object, either one bit generator state or named ones ({"data": ..., "model": ...});
+    every state in it must restore (the trainer then checks that the ones it needs are there)."""
+    state = read_json(path, what="checkpoint RNG state")
+    if not isinstance(state, dict):
+        raise ZeroLLMError(f"{path} must hold a JSON object of random generator states; {_DAMAGED}")
+    if "bit_generator" in state:
+        generator_from_state(state, path)
+        return state
+    for key, value in state.items():
+        if isinstance(value, dict) and "bit_generator" in value:
+            generator_from_state(value, f"{path} (\"{key}\")")
+    return state
 
 
 def _read_config(step_dir):
@@ -292,7 +356,22 @@ def _read_config(step_dir):
     if config.get("version") != VERSION:
         raise ZeroLLMError(f"{step_dir}: checkpoint version {config.get('version')!r} is not supported "
                            f"(this zerollm reads version {VERSION}); upgrade zerollm")
+    where = os.path.join(step_dir, "config.json")
+    for key in ("model", "train"):
+        if not isinstance(config[key], dict):
+            raise ZeroLLMError(f"{where}: \"{key}\" must be a JSON object, got {config[key]!r}; {_DAMAGED}")
+    if not isinstance(config.get("tokenizer"), (str, type(None))):
+        raise ZeroLLMError(f"{where}: \"tokenizer\" must be a name or null, got {config['tokenizer']!r}; "
+                           f"{_DAMAGED}")
+    if not isinstance(config.get("objective"), (dict, type(None))):
+        raise ZeroLLMError(f"{where}: \"objective\" must be a JSON object, got {config['objective']!r}; "
+                           f"{_DAMAGED}")
     return config
+
+
+# the scalars AdamW.state_dict() saves next to its moments, and what each must be
+_OPTIMIZER_SCALARS = {"step": STEP, "lr": Range(float, 0, None), "eps": Range(float, 0, None),
+                      "weight_decay": Range(float, 0, None)}
 
 
 def _load_optimizer(path):
@@ -304,13 +383,34 @@ def _load_optimizer(path):
     if not isinstance(state, dict):
         raise ZeroLLMError(f"{path} has no zerollm optimizer metadata; it was not written by "
                            "save_checkpoint")
+    _check_optimizer_scalars(state, path)
     state["m"], state["v"] = {}, {}
     for key, a in load_file(path).items():
         which, _, name = key.partition(".")
         if which not in ("m", "v"):
             raise ZeroLLMError(f"{path}: unexpected tensor {key!r}; optimizer tensors are m.* and v.*")
         state[which][name] = a
+    require_finite(state["m"], f"{path} (first moments)")
+    require_finite(state["v"], f"{path} (second moments)")
     return state
+
+
+def _check_optimizer_scalars(state, path):
+    where = f"{path} (metadata \"zerollm.optimizer\")"
+    try:
+        for key, declared in _OPTIMIZER_SCALARS.items():
+            if key in state:
+                declared.check(state[key], key)
+        betas = state.get("betas", [0.9, 0.999])
+        if not isinstance(betas, list) or len(betas) != 2:
+            raise ZeroLLMError(f"betas must be a list of two numbers, got {betas!r}")
+        for b in betas:
+            BETA.check(b, "betas")
+        decay = state.get("decay", [])
+        if not isinstance(decay, list) or not all(isinstance(n, str) for n in decay):
+            raise ZeroLLMError(f"decay must be a list of parameter names, got {decay!r}")
+    except ZeroLLMError as err:
+        raise ZeroLLMError(f"{where}: {err}; {_DAMAGED}") from None
 
 
 def weights_digest(params):
@@ -326,16 +426,20 @@ def weights_digest(params):
 # ----------------------------------------------------------------------------
 # a trained model, ready to use
 
-def load_model(path):
+def load_model(path, *, force=False):
     """(GPT in eval mode, tokenizer or None, Checkpoint) from a run directory or a step directory.
 
-    Parameters that are not the GPT's own (a reward or value head, zerollm.heads) stay in ckpt.params."""
+    Parameters that are not the GPT's own (a reward or value head, zerollm.heads) stay in ckpt.params.
+    force=True: load even when the memory estimate says it will not fit (zerollm.budget)."""
+    from zerollm import budget
     from zerollm.config import GPTConfig
+    from zerollm.heads import split_head_params
     from zerollm.model import GPT
     from zerollm.tokenizers import load_tokenizer
-    ckpt = load_checkpoint(path, optimizer=False)
-    model = GPT(GPTConfig.from_dict(ckpt.model_config), init=False)
-    from zerollm.heads import split_head_params
+    ckpt = load_checkpoint(path, optimizer=False, force=force)
+    cfg = GPTConfig.from_dict(ckpt.model_config, ckpt.config_path, "model")
+    budget.require(budget.loading(cfg, what=f"the model of {ckpt.path}"), force=force)   # before allocating it
+    model = GPT(cfg, init=False)
     trunk, _ = split_head_params(ckpt.params)
     model.load_state_dict(trunk)
     tokenizer = load_tokenizer(ckpt.tokenizer_path) if ckpt.tokenizer_path else None

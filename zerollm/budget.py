@@ -279,10 +279,11 @@ def loading(cfg, *, optimizer=False, copies=1, what="loading the model"):
 # ----------------------------------------------------------------------------
 # the check
 
-def require(estimate, *, force=False, force_flag="--force"):
+def require(estimate, *, force=None, force_flag="--force"):
     """Refuse (MemoryBudgetError, one line) when ``estimate`` exceeds the available memory.
 
-    force=True only warns. ``force_flag=None``: the command has no such flag to offer.
+    force=True only warns; force=False refuses and names ``force_flag``; force=None (a caller that has
+    no such flag: a library call, or a command whose --force means something else) refuses plainly.
     """
     have, source = available_memory()
     if have is None or estimate.total <= have:
@@ -292,7 +293,7 @@ def require(estimate, *, force=False, force_flag="--force"):
     if force:
         warnings.warn(message + f"; trying anyway because of {force_flag}", stacklevel=2)
         return
-    tail = f" (or pass {force_flag} to try anyway)" if force_flag else ""
+    tail = f" (or pass {force_flag} to try anyway)" if force_flag and force is not None else ""
     raise MemoryBudgetError(message + tail)
 
 

@@ -260,7 +260,7 @@ def latest_checkpoint(run_dir):
 # ----------------------------------------------------------------------------
 # loading
 
-def load_checkpoint(path, *, optimizer=True, force=False):
+def load_checkpoint(path, *, optimizer=True, force=None):
     """Load a checkpoint from a run directory (its latest) or from one step directory.
 
     optimizer=False skips the AdamW moments (twice the model's size) when only sampling. Every
@@ -426,7 +426,7 @@ def weights_digest(params):
 # ----------------------------------------------------------------------------
 # a trained model, ready to use
 
-def load_model(path, *, force=False):
+def load_model(path, *, force=None):
     """(GPT in eval mode, tokenizer or None, Checkpoint) from a run directory or a step directory.
 
     Parameters that are not the GPT's own (a reward or value head, zerollm.heads) stay in ckpt.params.

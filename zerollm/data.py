@@ -93,7 +93,7 @@ def _write_ids(path, ids):
 
 
 def prepare(data_file, out_dir, tokenizer="byte", vocab_size=None, val_fraction=0.1, block_size=64,
-            force=False, **tokenizer_options):
+            force=None, **tokenizer_options):
     """Tokenize ``data_file`` and write train.bin, val.bin, tokenizer.json, meta.json to ``out_dir``.
 
     The tokenizer is built from the whole text (so the char vocabulary covers the validation part

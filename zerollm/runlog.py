@@ -42,19 +42,22 @@ def _step(record):
     return step if isinstance(step, int) and not isinstance(step, bool) else 0
 
 
-def read_log(path):
+def read_log(path, count_skipped=False):
     """Every record of a log.jsonl, in order. A line that is not a JSON object (the last line of a
-    run killed while writing it, or a hand edit) is skipped: the log is a record, not a checkpoint."""
-    records = []
+    run killed while writing it, or a hand edit) is skipped: the log is a record, not a checkpoint.
+    count_skipped=True: (records, how many non-blank lines were skipped)."""
+    records, skipped = [], 0
     with open(path, encoding="utf-8", errors="replace") as f:
-        for line in f:
+        for line in filter(str.strip, f):
             try:
                 record = json.loads(line)
             except ValueError:
-                continue
+                record = None
             if isinstance(record, dict):
                 records.append(record)
-    return records
+            else:
+                skipped += 1
+    return (records, skipped) if count_skipped else records
 
 
 def _column(records, key):

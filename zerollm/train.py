@@ -209,7 +209,7 @@ def lm_trainer(model_cfg, train_cfg, train_data, val_data, *, threads=1, tokeniz
 # ----------------------------------------------------------------------------
 # resuming
 
-def resume_point(run_dir, force=False):
+def resume_point(run_dir, force=None):
     """The checkpoint to resume from, or a clear error."""
     path = latest_checkpoint(run_dir) if os.path.isdir(run_dir) else None
     if path is None:

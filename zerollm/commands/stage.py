@@ -70,7 +70,7 @@ def _given(args, cls, skip=()):
 # ----------------------------------------------------------------------------
 # the starting model
 
-def load_start(path=None, hf=None, force=False):
+def load_start(path=None, hf=None, force=None):
     """(model, tokenizer, {"path", "hf", "digest"}) from --init DIR or --hf DIR, in eval mode."""
     if hf:
         from zerollm.hf import load, load_tokenizer_dir

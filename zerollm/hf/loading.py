@@ -27,7 +27,7 @@ def is_hf_dir(path):
     return isinstance(hf, dict) and "format" not in hf and ("architectures" in hf or "model_type" in hf)
 
 
-def load(path, dtype="float32", *, force=False):
+def load(path, dtype="float32", *, force=None):
     """Load a transformers model directory into a ``GPT`` in eval mode.
 
     ``path`` holds config.json and model.safetensors, or model.safetensors.index.json and its

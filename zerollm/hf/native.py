@@ -59,7 +59,7 @@ def _model_dir_config(path):
     return header["model"]
 
 
-def load_zerollm(path, *, force=False):
+def load_zerollm(path, *, force=None):
     """A GPT (eval mode) from a zerollm model directory, a training run, or a checkpoint step directory.
 
     The config is checked field by field, the model's memory against what is available

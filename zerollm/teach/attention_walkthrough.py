@@ -205,7 +205,7 @@ def memory_estimate(B, T, C, K, as_json=False):
 def _random_example(args):
     B, T = args.batch or 1, args.seq or 4
     C, K = args.d_model or 8, args.d_k or 4
-    budget.require(memory_estimate(B, T, C, K, args.json), force_flag=None)   # before drawing anything
+    budget.require(memory_estimate(B, T, C, K, args.json))   # before drawing anything (no --force here)
     rng = np.random.default_rng(args.seed)
     x = rng.standard_normal((B, T, C))
     # weights ~ N(0, 1/C) keep q.k of order 1, as a trained model's would be

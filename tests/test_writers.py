@@ -14,7 +14,6 @@ import pytest
 from tiny_runs import TINY_MODEL, copy_run, step_dir, tiny_run, tiny_text
 from zerollm.checkpoint import latest_checkpoint, load_checkpoint
 from zerollm.cli import main
-from zerollm.errors import ZeroLLMError
 from zerollm.lock import DirectoryBusy, lock_path, read_owner, writing
 from zerollm.outdir import atomic_dir
 

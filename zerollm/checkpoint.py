@@ -25,7 +25,6 @@ whatever an interrupted one left. A run directory is written by one training pro
 
 import hashlib
 import json
-import math
 import os
 import re
 import shutil
@@ -33,11 +32,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from zerollm.argtypes import THREADS, Range
 from zerollm.errors import ZeroLLMError
 from zerollm.fileio import atomic_write, fsync_dir, read_json, write_json
 from zerollm.safetensors import load_file, load_metadata, save_file
-from zerollm.validate import generator_from_state, require_finite
+from zerollm.validate import checkpoint_state, optimizer_metadata, require_finite, rng_states
 
 FORMAT, VERSION = "zerollm-checkpoint", 1
 REQUIRED = ("config.json", "model.safetensors", "optimizer.safetensors", "rng.json", "state.json")
@@ -45,8 +43,6 @@ _STEP_DIR = re.compile(r"step-(\d+)")
 _ANY_STEP_DIR = re.compile(r"(\.old-)?step-(\d+)")   # .old-step-N: step-N while it is being replaced
 _TRAIN_FIRST = "train first with `zerollm train` (it saves checkpoints there)"
 _DAMAGED = "the checkpoint is damaged: load the run directory to use the one before it, or train again"
-STEP = Range(int, 0, None)
-BETA = Range(float, 0, 1, high_open=True)
 
 
 @dataclass
@@ -271,8 +267,9 @@ def load_checkpoint(path, *, optimizer=True, force=None):
     """
     step_dir = _step_dir(os.fspath(path))
     config = _read_config(step_dir)
-    state = _read_state(os.path.join(step_dir, "state.json"))
-    rng_state = _read_rng(os.path.join(step_dir, "rng.json"))
+    state_file, rng_file = os.path.join(step_dir, "state.json"), os.path.join(step_dir, "rng.json")
+    state = checkpoint_state(read_json(state_file, what="checkpoint state"), state_file)
+    rng_state = rng_states(read_json(rng_file, what="checkpoint RNG state"), rng_file)
     model_file = os.path.join(step_dir, "model.safetensors")
     arrays = [model_file] + ([os.path.join(step_dir, "optimizer.safetensors")] if optimizer else [])
     from zerollm import budget
@@ -306,47 +303,6 @@ def _step_dir(path):
     return step_dir
 
 
-def _read_state(path):
-    """state.json: {"step": int >= 0, "best_val_loss": number or null, "threads": int >= 1, ...}."""
-    state = read_json(path, what="checkpoint state")
-    if not isinstance(state, dict):
-        raise ZeroLLMError(f"{path} must hold a JSON object; {_DAMAGED}")
-    checks = {"step": (STEP, False), "threads": (THREADS, False), "best_val_loss": (None, True)}
-    for key, (declared, nullable) in checks.items():
-        value = state.get(key)
-        if value is None and (nullable or key != "step"):
-            continue
-        if declared is None:                  # a loss: any number (inf before the first eval) or null
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
-                raise ZeroLLMError(f"{path}: {key} must be a number or null, got {value!r}; {_DAMAGED}")
-            continue
-        try:
-            declared.check(value, key)
-        except ZeroLLMError as err:
-            raise ZeroLLMError(f"{path}: {err}; {_DAMAGED}") from None
-    if not isinstance(state.get("objective_state", {}), dict):
-        raise ZeroLLMError(f"{path}: objective_state must be a JSON object, got {state['objective_state']!r}; "
-                           f"{_DAMAGED}")
-    if state.get("best_val_loss", 0) is None:
-        state["best_val_loss"] = float("inf")   # written as null: strict JSON has no Infinity
-    return state
-
-
-def _read_rng(path):
-    """rng.json: a JSON object, either one bit generator state or named ones ({"data": ..., "model": ...});
-    every state in it must restore (the trainer then checks that the ones it needs are there)."""
-    state = read_json(path, what="checkpoint RNG state")
-    if not isinstance(state, dict):
-        raise ZeroLLMError(f"{path} must hold a JSON object of random generator states; {_DAMAGED}")
-    if "bit_generator" in state:
-        generator_from_state(state, path)
-        return state
-    for key, value in state.items():
-        if isinstance(value, dict) and "bit_generator" in value:
-            generator_from_state(value, f"{path} (\"{key}\")")
-    return state
-
-
 def _read_config(step_dir):
     config = read_json(os.path.join(step_dir, "config.json"), what="checkpoint config")
     ours = isinstance(config, dict) and config.get("format") == FORMAT
@@ -369,11 +325,6 @@ def _read_config(step_dir):
     return config
 
 
-# the scalars AdamW.state_dict() saves next to its moments, and what each must be
-_OPTIMIZER_SCALARS = {"step": STEP, "lr": Range(float, 0, None), "eps": Range(float, 0, None),
-                      "weight_decay": Range(float, 0, None)}
-
-
 def _load_optimizer(path):
     meta = load_metadata(path)
     try:
@@ -383,7 +334,7 @@ def _load_optimizer(path):
     if not isinstance(state, dict):
         raise ZeroLLMError(f"{path} has no zerollm optimizer metadata; it was not written by "
                            "save_checkpoint")
-    _check_optimizer_scalars(state, path)
+    optimizer_metadata(state, path)
     state["m"], state["v"] = {}, {}
     for key, a in load_file(path).items():
         which, _, name = key.partition(".")
@@ -393,24 +344,6 @@ def _load_optimizer(path):
     require_finite(state["m"], f"{path} (first moments)")
     require_finite(state["v"], f"{path} (second moments)")
     return state
-
-
-def _check_optimizer_scalars(state, path):
-    where = f"{path} (metadata \"zerollm.optimizer\")"
-    try:
-        for key, declared in _OPTIMIZER_SCALARS.items():
-            if key in state:
-                declared.check(state[key], key)
-        betas = state.get("betas", [0.9, 0.999])
-        if not isinstance(betas, list) or len(betas) != 2:
-            raise ZeroLLMError(f"betas must be a list of two numbers, got {betas!r}")
-        for b in betas:
-            BETA.check(b, "betas")
-        decay = state.get("decay", [])
-        if not isinstance(decay, list) or not all(isinstance(n, str) for n in decay):
-            raise ZeroLLMError(f"decay must be a list of parameter names, got {decay!r}")
-    except ZeroLLMError as err:
-        raise ZeroLLMError(f"{where}: {err}; {_DAMAGED}") from None
 
 
 def weights_digest(params):

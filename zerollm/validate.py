@@ -16,7 +16,7 @@ import math
 
 import numpy as np
 
-from zerollm.argtypes import field_kind, field_range
+from zerollm.argtypes import THREADS, Range, field_kind, field_range
 from zerollm.errors import ZeroLLMError
 
 _DAMAGED = "the file was edited or damaged; restore it, or re-create it with zerollm"
@@ -129,3 +129,73 @@ def require_finite(arrays, where):
         raise ZeroLLMError(f"{where}: {len(bad)} tensor(s) hold NaN or infinity ({shown}); these weights are "
                            "broken (training diverged, or the file is damaged): use an earlier checkpoint "
                            "or train again with a lower --lr")
+
+
+# ----------------------------------------------------------------------------
+# the small JSON files of a checkpoint (zerollm.checkpoint)
+
+_CHECKPOINT_DAMAGED = "the checkpoint is damaged: load the run directory to use the one before it, or train again"
+STEP = Range(int, 0, None)
+BETA = Range(float, 0, 1, high_open=True)
+# the scalars AdamW.state_dict() saves next to its moments, and what each must be
+OPTIMIZER_SCALARS = {"step": STEP, "lr": Range(float, 0, None), "eps": Range(float, 0, None),
+                     "weight_decay": Range(float, 0, None)}
+
+
+def _checked(path, declared, value, key):
+    try:
+        declared.check(value, key)
+    except ZeroLLMError as err:
+        raise ZeroLLMError(f"{path}: {err}; {_CHECKPOINT_DAMAGED}") from None
+
+
+def checkpoint_state(state, path):
+    """state.json: {"step": int >= 0, "best_val_loss": number or null, "threads": int >= 1,
+    "objective_state": {...}, anything else JSON}. A null best_val_loss (strict JSON has no Infinity,
+    zerollm.fileio) comes back as inf."""
+    if not isinstance(state, dict):
+        raise ZeroLLMError(f"{path} must hold a JSON object; {_CHECKPOINT_DAMAGED}")
+    _checked(path, STEP, state.get("step"), "step")
+    if state.get("threads") is not None:
+        _checked(path, THREADS, state["threads"], "threads")
+    loss = state.get("best_val_loss")
+    if loss is not None and (isinstance(loss, bool) or not isinstance(loss, (int, float)) or math.isnan(loss)):
+        raise ZeroLLMError(f"{path}: best_val_loss must be a number or null, got {loss!r}; {_CHECKPOINT_DAMAGED}")
+    if not isinstance(state.get("objective_state", {}), dict):
+        raise ZeroLLMError(f"{path}: objective_state must be a JSON object, got {state['objective_state']!r}; "
+                           f"{_CHECKPOINT_DAMAGED}")
+    if "best_val_loss" in state and loss is None:
+        state["best_val_loss"] = float("inf")
+    return state
+
+
+def rng_states(state, path):
+    """rng.json: one bit generator state, or named ones ({"data": ..., "model": ...}); every state in it
+    must restore (the trainer then checks that the ones it needs are there)."""
+    if not isinstance(state, dict):
+        raise ZeroLLMError(f"{path} must hold a JSON object of random generator states; {_CHECKPOINT_DAMAGED}")
+    if "bit_generator" in state:
+        generator_from_state(state, path)
+        return state
+    for key, value in state.items():
+        if isinstance(value, dict) and "bit_generator" in value:
+            generator_from_state(value, f"{path} (\"{key}\")")
+    return state
+
+
+def optimizer_metadata(state, path):
+    """The scalars of AdamW.state_dict() kept in optimizer.safetensors' metadata."""
+    where = f"{path} (metadata \"zerollm.optimizer\")"
+    for key, declared in OPTIMIZER_SCALARS.items():
+        if key in state:
+            _checked(where, declared, state[key], key)
+    betas = state.get("betas", [0.9, 0.999])
+    if not isinstance(betas, list) or len(betas) != 2:
+        raise ZeroLLMError(f"{where}: betas must be a list of two numbers, got {betas!r}; {_CHECKPOINT_DAMAGED}")
+    for b in betas:
+        _checked(where, BETA, b, "betas")
+    decay = state.get("decay", [])
+    if not isinstance(decay, list) or not all(isinstance(n, str) for n in decay):
+        raise ZeroLLMError(f"{where}: decay must be a list of parameter names, got {decay!r}; "
+                           f"{_CHECKPOINT_DAMAGED}")
+    return state

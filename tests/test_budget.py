@@ -253,3 +253,13 @@ def test_a_memory_error_is_one_line(capsys, monkeypatch):
     code, out, err = run_main(["shapes"], capsys)
     assert code == 1 and len(err.splitlines()) == 1 and "Traceback" not in err
     assert err.startswith("zerollm shapes: error: out of memory") and "Unable to allocate" in err
+
+
+def test_attention_with_a_long_x_file_is_refused(tmp_path, capsys):
+    x = np.zeros((60_000, 2), dtype=np.float32)              # 480 KB on disk, 115 GB of scores
+    np.save(tmp_path / "x.npy", x)
+    for name in ("wq", "wk", "wv"):
+        np.save(tmp_path / f"{name}.npy", np.ones((2, 2), dtype=np.float32))
+    code, out, err = run_main(["attention", *[a for n in ("x", "wq", "wk", "wv")
+                                             for a in (f"--{n}", str(tmp_path / f"{n}.npy"))]], capsys)
+    assert code == 1 and "needs about" in err and "--x" in err and len(err.splitlines()) == 1

@@ -10,8 +10,8 @@ Bad values on the command line are usage errors: one line and exit code 2 (argpa
 
 import argparse
 import codecs
-import errno
 import contextlib
+import errno
 import importlib
 import os
 import sys

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
-from zerollm.argtypes import FIELD_RANGES, FRACTION
 from zerollm import budget
+from zerollm.argtypes import FIELD_RANGES, FRACTION
 from zerollm.errors import ZeroLLMError
 from zerollm.fileio import atomic_write, utf8_json
 from zerollm.outdir import atomic_dir, check_separate

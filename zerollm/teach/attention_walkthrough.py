@@ -224,6 +224,10 @@ def _files_example(args):
         x = x[None]      # (T, C) -> (1, T, C): the batch dim is always there
     if x.ndim != 3:
         raise ZeroLLMError(f"--x must be (T, d_model) or (B, T, d_model); got shape {x.shape}")
+    B, T, C = x.shape
+    K = wq.shape[-1] if wq.ndim == 2 else 1          # self_attention checks the shapes themselves
+    estimate = memory_estimate(B, T, C, K, args.json)
+    budget.require(budget.Estimate(estimate.what, estimate.parts, "the length of --x (fewer rows)"))
     return x, wq, wk, wv
 
 

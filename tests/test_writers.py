@@ -4,6 +4,7 @@
 import json
 import os
 import resource
+import shutil
 import signal
 import subprocess
 import sys
@@ -235,3 +236,19 @@ def test_disk_full_during_a_checkpoint_keeps_the_last_one(pristine, tmp_path):
     ckpt = load_checkpoint(run)
     assert ckpt.step == 2 and not [n for n in os.listdir(run) if n.startswith(".tmp-")]
     assert not os.path.exists(lock_path(run))
+
+
+def test_under_mpi_rank_0_holds_the_lock_and_every_rank_stops_with_it(pristine, tmp_path):
+    """mpirun -n 2 on a directory another process writes: one line (from rank 0), every rank exits."""
+    mpirun = shutil.which("mpirun") or os.path.join(sys.prefix, "bin", "mpirun")
+    run = copy_run(pristine, tmp_path)
+    holder = hold_lock(run)
+    try:
+        res = subprocess.run([mpirun, "-n", "2", sys.executable, "-m", "zerollm", "train", "--resume", "--out",
+                              str(run), "--no-progress"], capture_output=True, text=True, timeout=120, env=ENV)
+    finally:
+        holder.kill()
+        holder.wait()
+    lines = [line for line in res.stderr.splitlines() if line.startswith("zerollm train:")]
+    assert res.returncode != 0 and len(lines) == 1 and f"is being written by pid {holder.pid}" in lines[0], res.stderr
+    assert "Traceback" not in res.stderr

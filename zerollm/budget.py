@@ -225,7 +225,7 @@ def training(cfg, batch_size, *, grad_accum=1, threads=1):
     parts = (("parameters", P * it),
              ("initialisation (float64)", init_bytes(cfg)),
              ("gradients", grads),
-             ("AdamW moments (m, v)", 3 * P * it),                  # m, v, and a scratch buffer
+             ("AdamW moments (m, v) + scratch", 3 * P * it),
              ("activations kept for backward", L * acts + acts),      # + one layer's backward in flight
              ("logits and softmax (B, T, V)", 3 * B * T * V * it),
              ("batch indices", 5 * 8 * B * (T + 1)))

@@ -173,8 +173,8 @@ def test_bad_inputs_give_one_line_errors(capsys, tmp_path, case, fragment):
 
 
 @pytest.mark.parametrize("argv, fragment", [
-    (["--seq", "0"], "must be >= 1"),
-    (["--batch", "-2"], "must be >= 1"),
+    (["--seq", "0"], "must be a whole number from 1"),
+    (["--batch", "-2"], "must be a whole number from 1"),
     (["--d-k", "two"], "whole number"),
     (["--precision", "-1"], "0 to 16"),
     (["--lang", "fr"], "invalid choice"),

@@ -171,7 +171,7 @@ def prepared(tmp_path):
     (lambda d: (d / "train.bin").write_bytes((d / "train.bin").read_bytes()[:-2]), "damaged"),
     (lambda d: (d / "val.bin").unlink(), "missing"),
     (lambda d: (d / "meta.json").write_text((d / "meta.json").read_text().replace(
-        '"train_tokens": ', '"train_tokens": -')), "bad token count"),
+        '"train_tokens": ', '"train_tokens": -')), "train_tokens must be a whole number >= 1"),
     (lambda d: (d / "tokenizer.json").write_text(
         json.dumps({"format": "zerollm-tokenizer", "version": 1, "type": "byte"})), "vocab_size 256"),
 ])
@@ -210,7 +210,6 @@ def _write(tmp_path, name, content):
     ("char_with_vocab", "drop --vocab-size"),
     ("byte_with_vocab", "always has vocab_size 256"),
     ("pattern_not_bpe", "--pattern only applies"),
-    ("val_fraction", "val_fraction must be between 0 and 1"),
 ])
 def test_prepare_cli_errors(capsys, tmp_path, case, fragment):
     good = _write(tmp_path, "good.txt", "some text to learn from. " * 20)
@@ -219,19 +218,19 @@ def test_prepare_cli_errors(capsys, tmp_path, case, fragment):
         "empty": ["--data", _write(tmp_path, "empty.txt", "")],
         "not_utf8": ["--data", _write(tmp_path, "gbk.txt", b"hello \xc4\xe3\xba\xc3")],
         "too_small": ["--data", good, "--block-size", "64"],
-        "bpe_vocab_too_small": ["--data", good, "--tokenizer", "bpe", "--vocab-size", "100"],
+        "bpe_vocab_too_small": ["--data", good, "--tokenizer", "bpe", "--vocab-size", "256"],
         "bpe_no_vocab": ["--data", good, "--tokenizer", "bpe"],
-        "char_with_vocab": ["--data", good, "--tokenizer", "char", "--vocab-size", "50"],
+        "char_with_vocab": ["--data", good, "--tokenizer", "char", "--vocab-size", "500"],
         "byte_with_vocab": ["--data", good, "--vocab-size", "300"],
         "pattern_not_bpe": ["--data", good, "--pattern", "gpt2"],
-        "val_fraction": ["--data", good, "--val-fraction", "1.5"],
     }[case]
     code, out, err = run_cli(capsys, "prepare", *args, "--out", str(tmp_path / "out"))
     assert_one_line_error(code, err, "prepare", fragment)
     assert out == "" and not (tmp_path / "out" / "meta.json").exists()
 
 
-@pytest.mark.parametrize("args", [["--vocab-size", "many"], ["--block-size", "0"], ["--tokenizer", "word"]])
+@pytest.mark.parametrize("args", [["--vocab-size", "many"], ["--vocab-size", "100"], ["--block-size", "0"],
+                                  ["--tokenizer", "word"], ["--val-fraction", "1.5"]])
 def test_prepare_cli_usage_errors(capsys, tmp_path, args):
     with pytest.raises(SystemExit) as exc:
         main(["prepare", "--data", "x.txt", *args])

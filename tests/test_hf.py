@@ -380,7 +380,9 @@ def test_convert_round_trip_on_the_command_line(tmp_path, capsys):
 
 @pytest.mark.parametrize("argv, message", [
     (["--from", "{tmp}/nowhere", "--to", "{tmp}/out"], "directory not found"),
-    (["--from", "{tmp}/hf", "--to", "{tmp}/hf"], "not empty"),
+    (["--from", "{tmp}/hf", "--to", "{tmp}/hf"], "overlap"),
+    (["--from", "{tmp}/hf", "--to", "{tmp}/hf/inside"], "overlap"),
+    (["--from", "{tmp}/hf", "--to", "{tmp}/hf-copy/.."], "overlap"),
 ])
 def test_convert_errors_are_one_line(tmp_path, capsys, argv, message):
     gpt2(**GPT2_CASES["small"]).save_pretrained(tmp_path / "hf")

@@ -169,7 +169,7 @@ def test_presets_and_precedence():
 
 @pytest.mark.parametrize("argv, code, fragment", [
     (["--preset", "nope"], 2, "invalid choice"),
-    (["--lr", "fast"], 2, "invalid float"),
+    (["--lr", "fast"], 2, "must be a number from 0 to 10"),
     (["--norm", "batchnorm"], 2, "invalid choice"),
     (["--n-embd", "30", "--n-head", "4"], 1, "not divisible"),
     (["--resume"], 1, "no checkpoint"),

@@ -35,12 +35,14 @@ import numpy as np
 from zerollm.errors import ZeroLLMError
 from zerollm.fileio import atomic_write, fsync_dir, read_json, write_json
 from zerollm.safetensors import load_file, load_metadata, save_file
+from zerollm.validate import checkpoint_state, optimizer_metadata, require_finite, rng_states
 
 FORMAT, VERSION = "zerollm-checkpoint", 1
 REQUIRED = ("config.json", "model.safetensors", "optimizer.safetensors", "rng.json", "state.json")
 _STEP_DIR = re.compile(r"step-(\d+)")
 _ANY_STEP_DIR = re.compile(r"(\.old-)?step-(\d+)")   # .old-step-N: step-N while it is being replaced
 _TRAIN_FIRST = "train first with `zerollm train` (it saves checkpoints there)"
+_DAMAGED = "the checkpoint is damaged: load the run directory to use the one before it, or train again"
 
 
 @dataclass
@@ -58,6 +60,10 @@ class Checkpoint:
     tokenizer_kind: str | None = None
     objective: dict | None = None          # the objective's settings; {"kind": "lm"} for pre-training
     objective_arrays: dict | None = None   # objective.safetensors, {} when absent
+
+    @property
+    def config_path(self):
+        return os.path.join(self.path, "config.json")
 
 
 def step_dir_name(step):
@@ -250,12 +256,40 @@ def latest_checkpoint(run_dir):
 # ----------------------------------------------------------------------------
 # loading
 
-def load_checkpoint(path, *, optimizer=True):
+def load_checkpoint(path, *, optimizer=True, force=None):
     """Load a checkpoint from a run directory (its latest) or from one step directory.
 
-    optimizer=False skips the AdamW moments (twice the model's size) when only sampling.
+    optimizer=False skips the AdamW moments (twice the model's size) when only sampling. Every
+    file is checked before use (zerollm.validate): config.json, state.json, rng.json, the optimizer's
+    metadata; the arrays must be finite; arrays larger than the memory available are refused before
+    they are read (zerollm.budget; force=True only warns). The model and train sections are returned
+    as dicts: zerollm.train and ``load_model`` check them against their dataclasses.
     """
-    path = os.fspath(path)
+    step_dir = _step_dir(os.fspath(path))
+    config = _read_config(step_dir)
+    state_file, rng_file = os.path.join(step_dir, "state.json"), os.path.join(step_dir, "rng.json")
+    state = checkpoint_state(read_json(state_file, what="checkpoint state"), state_file)
+    rng_state = rng_states(read_json(rng_file, what="checkpoint RNG state"), rng_file)
+    model_file = os.path.join(step_dir, "model.safetensors")
+    arrays = [model_file] + ([os.path.join(step_dir, "optimizer.safetensors")] if optimizer else [])
+    from zerollm import budget
+    budget.require(budget.reading(arrays, what=f"loading {step_dir}"), force=force)
+    params = load_file(model_file)
+    require_finite(params, model_file)
+    opt_state = _load_optimizer(os.path.join(step_dir, "optimizer.safetensors")) if optimizer else None
+    tokenizer = os.path.join(step_dir, "tokenizer.json")
+    objective_file = os.path.join(step_dir, "objective.safetensors")
+    objective_arrays = load_file(objective_file) if os.path.isfile(objective_file) else {}
+    return Checkpoint(
+        step=state.pop("step"), model_config=config["model"], train_config=config["train"],
+        params=params, optimizer_state=opt_state, rng_state=rng_state,
+        tokenizer_path=tokenizer if os.path.isfile(tokenizer) else None,
+        extra=state, path=step_dir, tokenizer_kind=config.get("tokenizer"),
+        objective=config.get("objective") or {"kind": "lm"}, objective_arrays=objective_arrays)
+
+
+def _step_dir(path):
+    """The complete step directory that ``path`` (a run or a step directory) stands for."""
     if not os.path.isdir(path):
         raise ZeroLLMError(f"checkpoint directory not found: {path}; {_TRAIN_FIRST}")
     is_step_dir = any(os.path.exists(os.path.join(path, f)) for f in REQUIRED)
@@ -266,21 +300,7 @@ def load_checkpoint(path, *, optimizer=True):
     if missing:
         raise ZeroLLMError(f"checkpoint {step_dir} is incomplete (missing {', '.join(missing)}); "
                            "load the run directory instead to use its last complete checkpoint")
-    config = _read_config(step_dir)
-    state = read_json(os.path.join(step_dir, "state.json"), what="checkpoint state")
-    if not isinstance(state, dict) or not isinstance(state.get("step"), int):
-        raise ZeroLLMError(f"{step_dir}/state.json has no integer 'step'; the checkpoint is damaged")
-    opt_state = _load_optimizer(os.path.join(step_dir, "optimizer.safetensors")) if optimizer else None
-    tokenizer = os.path.join(step_dir, "tokenizer.json")
-    arrays = os.path.join(step_dir, "objective.safetensors")
-    return Checkpoint(
-        step=state.pop("step"), model_config=config["model"], train_config=config["train"],
-        params=load_file(os.path.join(step_dir, "model.safetensors")), optimizer_state=opt_state,
-        rng_state=read_json(os.path.join(step_dir, "rng.json"), what="checkpoint RNG state"),
-        tokenizer_path=tokenizer if os.path.isfile(tokenizer) else None,
-        extra=state, path=step_dir, tokenizer_kind=config.get("tokenizer"),
-        objective=config.get("objective") or {"kind": "lm"},
-        objective_arrays=load_file(arrays) if os.path.isfile(arrays) else {})
+    return step_dir
 
 
 def _read_config(step_dir):
@@ -292,6 +312,16 @@ def _read_config(step_dir):
     if config.get("version") != VERSION:
         raise ZeroLLMError(f"{step_dir}: checkpoint version {config.get('version')!r} is not supported "
                            f"(this zerollm reads version {VERSION}); upgrade zerollm")
+    where = os.path.join(step_dir, "config.json")
+    for key in ("model", "train"):
+        if not isinstance(config[key], dict):
+            raise ZeroLLMError(f"{where}: \"{key}\" must be a JSON object, got {config[key]!r}; {_DAMAGED}")
+    if not isinstance(config.get("tokenizer"), (str, type(None))):
+        raise ZeroLLMError(f"{where}: \"tokenizer\" must be a name or null, got {config['tokenizer']!r}; "
+                           f"{_DAMAGED}")
+    if not isinstance(config.get("objective"), (dict, type(None))):
+        raise ZeroLLMError(f"{where}: \"objective\" must be a JSON object, got {config['objective']!r}; "
+                           f"{_DAMAGED}")
     return config
 
 
@@ -304,12 +334,15 @@ def _load_optimizer(path):
     if not isinstance(state, dict):
         raise ZeroLLMError(f"{path} has no zerollm optimizer metadata; it was not written by "
                            "save_checkpoint")
+    optimizer_metadata(state, path)
     state["m"], state["v"] = {}, {}
     for key, a in load_file(path).items():
         which, _, name = key.partition(".")
         if which not in ("m", "v"):
             raise ZeroLLMError(f"{path}: unexpected tensor {key!r}; optimizer tensors are m.* and v.*")
         state[which][name] = a
+    require_finite(state["m"], f"{path} (first moments)")
+    require_finite(state["v"], f"{path} (second moments)")
     return state
 
 
@@ -326,16 +359,20 @@ def weights_digest(params):
 # ----------------------------------------------------------------------------
 # a trained model, ready to use
 
-def load_model(path):
+def load_model(path, *, force=None):
     """(GPT in eval mode, tokenizer or None, Checkpoint) from a run directory or a step directory.
 
-    Parameters that are not the GPT's own (a reward or value head, zerollm.heads) stay in ckpt.params."""
+    Parameters that are not the GPT's own (a reward or value head, zerollm.heads) stay in ckpt.params.
+    force=True: load even when the memory estimate says it will not fit (zerollm.budget)."""
+    from zerollm import budget
     from zerollm.config import GPTConfig
+    from zerollm.heads import split_head_params
     from zerollm.model import GPT
     from zerollm.tokenizers import load_tokenizer
-    ckpt = load_checkpoint(path, optimizer=False)
-    model = GPT(GPTConfig.from_dict(ckpt.model_config), init=False)
-    from zerollm.heads import split_head_params
+    ckpt = load_checkpoint(path, optimizer=False, force=force)
+    cfg = GPTConfig.from_dict(ckpt.model_config, ckpt.config_path, "model")
+    budget.require(budget.loading(cfg, what=f"the model of {ckpt.path}"), force=force)   # before allocating it
+    model = GPT(cfg, init=False)
     trunk, _ = split_head_params(ckpt.params)
     model.load_state_dict(trunk)
     tokenizer = load_tokenizer(ckpt.tokenizer_path) if ckpt.tokenizer_path else None

@@ -2,10 +2,16 @@
 
 Each command module exposes ``add_arguments(parser)`` and ``run(args) -> int``. Modules keep
 heavy imports (torch, matplotlib) inside functions so ``zerollm --help`` stays instant.
-User mistakes raise ``ZeroLLMError``; here they become one line on stderr and exit code 1.
+User mistakes raise ``ZeroLLMError``; here they become one line on stderr and exit code 1. So do
+the failures no check can rule out: a file that cannot be read or written (OSError: a full disk,
+permissions) and memory that runs out although the estimate said it would fit (MemoryError).
+Bad values on the command line are usage errors: one line and exit code 2 (argparse).
 """
 
 import argparse
+import codecs
+import contextlib
+import errno
 import importlib
 import os
 import sys
@@ -75,6 +81,46 @@ def _one_line_warnings(prog):
     return old
 
 
+def _lenient(err):
+    """Error handler for printing: bytes of the command line that were not UTF-8 (lone surrogates,
+    PEP 383) go out as those bytes; anything else the terminal cannot show becomes \\uXXXX."""
+    try:
+        return codecs.lookup_error("surrogateescape")(err)
+    except UnicodeError:
+        return codecs.lookup_error("backslashreplace")(err)
+
+
+@contextlib.contextmanager
+def _lenient_stdout():
+    """Printing a file name or a prompt never fails over its characters (a latin-1 terminal, a
+    filename that is not UTF-8)."""
+    codecs.register_error("zerollm-lenient", _lenient)
+    stream = sys.stdout
+    old = getattr(stream, "errors", None)
+    changed = hasattr(stream, "reconfigure") and old in ("strict", None)
+    if changed:
+        stream.reconfigure(errors="zerollm-lenient")
+    try:
+        yield
+    finally:
+        if changed:
+            with contextlib.suppress(ValueError):      # closed meanwhile
+                stream.reconfigure(errors=old or "strict")
+
+
+def _disk_full_hint(err):
+    if err.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+        return ("; the disk (or your quota, or ulimit -f) is full: free some space and run the command again "
+                "(what was there before is untouched)")
+    return ""
+
+
+def _out_of_memory(err):
+    detail = f" ({_one_line(err)})" if str(err) else ""
+    return (f"out of memory{detail}; the estimate said it would fit, but it did not: use smaller sizes "
+            "(--batch-size, --block-size, --n-embd, --window, ...) or close other programs")
+
+
 def main(argv=None):
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -84,10 +130,14 @@ def main(argv=None):
     prog = f"zerollm {args.command}"
     old_showwarning = _one_line_warnings(prog)
     try:
-        return args._module.run(args) or 0
+        with _lenient_stdout():
+            return args._module.run(args) or 0
     except ZeroLLMError as err:
         from zerollm.dist import report_error
         report_error(lambda text: print(f"{prog}: error: {_one_line(text)}", file=sys.stderr, flush=True), err)
+        return 1
+    except MemoryError as err:
+        print(f"{prog}: error: {_out_of_memory(err)}", file=sys.stderr)
         return 1
     except BrokenPipeError:
         # the reader stopped early (e.g. `zerollm attention | head`): not an error. Point stdout
@@ -95,7 +145,7 @@ def main(argv=None):
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     except OSError as err:  # a file the user named could not be read or written
-        print(f"{prog}: error: {_one_line(err)}", file=sys.stderr)
+        print(f"{prog}: error: {_one_line(err)}{_disk_full_hint(err)}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print(f"{prog}: interrupted", file=sys.stderr)

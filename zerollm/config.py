@@ -7,6 +7,7 @@ in-between combinations the course explores. ``zerollm.model`` re-exports it.
 
 from dataclasses import asdict, dataclass, fields
 
+from zerollm.argtypes import field_range
 from zerollm.errors import ZeroLLMError
 
 NORMS = ("layernorm", "rmsnorm")
@@ -78,6 +79,10 @@ class GPTConfig:
             raise ZeroLLMError(f"dropout must be in [0, 1), got {self.dropout}")
         if not self.norm_eps > 0 or not self.init_std > 0 or not self.rope_theta > 0:
             raise ZeroLLMError("norm_eps, init_std and rope_theta must be positive")
+        for f in fields(self):                  # the declared ranges (zerollm.argtypes): finite, not absurd
+            declared = field_range(GPTConfig, f)
+            if declared is not None:
+                declared.check(getattr(self, f.name), f"GPTConfig.{f.name}")
 
     # ------------------------------------------------------------------
     @property
@@ -88,16 +93,11 @@ class GPTConfig:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, d):
-        """Build from a dict (e.g. a saved config.json); unknown keys are an error, not ignored."""
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(d) - known)
-        if unknown:
-            raise ZeroLLMError(f"unknown GPTConfig fields {unknown}; known fields are {sorted(known)}")
-        try:
-            return cls(**d)
-        except TypeError as err:
-            raise ZeroLLMError(f"bad GPTConfig: {err}") from None
+    def from_dict(cls, d, where="GPTConfig", section=""):
+        """Build from a dict (e.g. a saved config.json): unknown keys, wrong types and values out of
+        range are errors naming ``where`` (the file) and the field, never ignored."""
+        from zerollm.validate import dataclass_from_dict
+        return dataclass_from_dict(cls, d, where, section)
 
 
 def default_inner(n_embd, mlp):

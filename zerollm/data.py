@@ -17,9 +17,11 @@ from pathlib import Path
 
 import numpy as np
 
-from zerollm.argtypes import positive_int
+from zerollm import budget
+from zerollm.argtypes import FIELD_RANGES, FRACTION
 from zerollm.errors import ZeroLLMError
-from zerollm.fileio import atomic_write
+from zerollm.fileio import atomic_write, utf8_json
+from zerollm.outdir import atomic_dir, check_separate
 from zerollm.tokenizers import load_tokenizer, train_tokenizer
 from zerollm.tokenizers.base import dumps_readable, read_json_file
 
@@ -87,37 +89,62 @@ def _check_options(val_fraction, block_size):
 
 def _write_ids(path, ids):
     with atomic_write(path, "wb") as f:
-        ids.tofile(f)
+        f.write(np.ascontiguousarray(ids).view(np.uint8))   # a full disk raises ENOSPC/EFBIG, not a short count
 
 
 def prepare(data_file, out_dir, tokenizer="byte", vocab_size=None, val_fraction=0.1, block_size=64,
-            **tokenizer_options):
+            force=None, **tokenizer_options):
     """Tokenize ``data_file`` and write train.bin, val.bin, tokenizer.json, meta.json to ``out_dir``.
 
     The tokenizer is built from the whole text (so the char vocabulary covers the validation part
     too). BPE recognises "<|endoftext|>" in the text as its special token (a document separator).
-    meta.json is written last: a folder with a meta.json is complete. Returns the meta dict.
+    The folder is built beside ``out_dir`` and swapped in when complete (zerollm.outdir), so a
+    failure half-way (a full disk, Ctrl-C) leaves the previous ``out_dir`` untouched. An existing
+    ``out_dir`` is replaced only when it is empty or an earlier prepared folder. A text too large for
+    the memory available is refused before it is read (zerollm.budget; force=True only warns).
+    Returns the meta dict.
     """
     _check_options(val_fraction, block_size)
+    check_separate(out_dir, [data_file], "--out", "--data")
+    _check_replaceable(Path(out_dir))
+    if os.path.isfile(data_file):
+        budget.require(budget.tokenizing(os.path.getsize(data_file), hint="the size of --data (split the file)"),
+                       force=force)
     text, sha = read_corpus(data_file)
     tok = train_tokenizer(tokenizer, text, vocab_size, **tokenizer_options)
     ids = tok.encode(text, allowed_special="all") if tok.name == "bpe" else tok.encode(text)
     dtype = token_dtype(tok.vocab_size)
     ids = np.asarray(ids, dtype=DTYPES[dtype])                       # (N,)
     n_train, n_val = split_counts(len(ids), val_fraction, block_size)
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "meta.json").unlink(missing_ok=True)   # while files are replaced the folder is incomplete
-    _write_ids(out / "train.bin", ids[:n_train])
-    _write_ids(out / "val.bin", ids[n_train:])
-    tok.save(out / "tokenizer.json")
     meta = {"format": META_FORMAT, "version": META_VERSION, "tokenizer": tok.name,
             "vocab_size": tok.vocab_size, "dtype": dtype, "train_tokens": n_train, "val_tokens": n_val,
             "block_size": block_size, "val_fraction": val_fraction,
             "source": {"file": Path(data_file).name, "sha256": sha, "characters": len(text)}}
-    with atomic_write(out / "meta.json", "w") as f:
-        f.write(dumps_readable(meta))
+    with atomic_dir(out_dir) as tmp:
+        _check_replaceable(Path(out_dir))            # again, under the lock
+        tmp = Path(tmp)
+        _write_ids(tmp / "train.bin", ids[:n_train])
+        _write_ids(tmp / "val.bin", ids[n_train:])
+        tok.save(tmp / "tokenizer.json")
+        with atomic_write(tmp / "meta.json", "w") as f:
+            f.write(utf8_json(lambda ascii_only: dumps_readable(meta, ascii_only)))
     return meta
+
+
+PREPARED_FILES = {"train.bin", "val.bin", "tokenizer.json", "meta.json"}
+
+
+def _check_replaceable(out):
+    """A new or empty folder, or one that ``prepare`` wrote (only its four files): never anything else."""
+    if not out.exists():
+        return
+    if not out.is_dir():
+        raise ZeroLLMError(f"--out {out} is a file; choose a folder path")
+    others = sorted(set(os.listdir(out)) - PREPARED_FILES)
+    if others:
+        shown = ", ".join(others[:5]) + (" ..." if len(others) > 5 else "")
+        raise ZeroLLMError(f"--out {out} holds other files ({shown}); prepare replaces the whole folder, so it "
+                           "only writes to a new folder or an earlier prepared one: choose another --out")
 
 
 def _read_meta(folder):
@@ -131,8 +158,17 @@ def _read_meta(folder):
     if meta.get("format") != META_FORMAT or meta.get("version") != META_VERSION:
         raise ZeroLLMError(f"{folder / 'meta.json'} is not zerollm data format {META_FORMAT} "
                            f"version {META_VERSION}; prepare the data again with this zerollm")
+    where = folder / "meta.json"
     if meta.get("dtype") not in DTYPES:
-        raise ZeroLLMError(f"{folder / 'meta.json'}: unknown dtype {meta.get('dtype')!r}")
+        raise ZeroLLMError(f"{where}: unknown dtype {meta.get('dtype')!r}; run 'zerollm prepare' again")
+    if meta.get("tokenizer") not in ("byte", "char", "bpe"):
+        raise ZeroLLMError(f"{where}: tokenizer must be byte, char or bpe, got {meta.get('tokenizer')!r}; "
+                           "run 'zerollm prepare' again")
+    for key in ("vocab_size", "train_tokens", "val_tokens"):
+        value = meta.get(key)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ZeroLLMError(f"{where}: {key} must be a whole number >= 1, got {value!r}; "
+                               "run 'zerollm prepare' again")
     return meta
 
 
@@ -196,14 +232,16 @@ def add_arguments(p):
     p.add_argument("--tokenizer", choices=("byte", "char", "bpe"), default="byte",
                    help="byte: 256 ids, no training; char: one id per distinct character; "
                         "bpe: byte-level BPE, needs --vocab-size (default byte)")
-    p.add_argument("--vocab-size", type=positive_int, metavar="N", help="BPE vocabulary size, e.g. 1024")
+    p.add_argument("--vocab-size", type=FIELD_RANGES["TrainConfig.vocab_size"], metavar="N",
+                   help="BPE vocabulary size, e.g. 1024")
     p.add_argument("--pattern", choices=("gpt2", "gpt4"), help="BPE pre-split regex (default gpt4)")
     p.add_argument("--out", metavar="DIR",
                    help="output folder (default ./data/<FILE stem>-<tokenizer>, e.g. data/input-char)")
-    p.add_argument("--block-size", type=positive_int, default=64, metavar="N",
+    p.add_argument("--block-size", type=FIELD_RANGES["block_size"], default=64, metavar="N",
                    help="context length you will train with; each split needs N+1 tokens (default 64)")
-    p.add_argument("--val-fraction", type=float, default=0.1, metavar="F",
+    p.add_argument("--val-fraction", type=FRACTION, default=0.1, metavar="F",
                    help="the last F of the tokens become validation data (default 0.1)")
+    budget.add_force_argument(p)
 
 
 def run(args):
@@ -214,7 +252,7 @@ def run(args):
         options["pattern"] = args.pattern
     out = args.out or os.path.join("data", f"{Path(args.data).stem}-{args.tokenizer}")
     meta = prepare(args.data, out, args.tokenizer, args.vocab_size, args.val_fraction,
-                   args.block_size, **options)
+                   args.block_size, force=args.force, **options)
     total = meta["train_tokens"] + meta["val_tokens"]
     print(f"read {args.data}: {meta['source']['characters']:,} characters")
     print(f"tokenizer {meta['tokenizer']}: vocab_size {meta['vocab_size']:,}")

@@ -13,6 +13,7 @@ On any exception the temporary file is deleted and the old file is left untouche
 """
 
 import json
+import math
 import os
 import tempfile
 from contextlib import contextmanager
@@ -94,13 +95,49 @@ def atomic_write(path, mode="wb"):
 # ----------------------------------------------------------------------------
 # JSON
 
+def finite_or_null(obj):
+    """``obj`` with every NaN or infinite float replaced by None, so it can be written as strict JSON.
+
+    Python's json writes NaN and Infinity, which are not JSON: jq, JavaScript and most JSON
+    libraries reject the whole file. A number that is not finite has no value worth keeping.
+
+    >>> finite_or_null({"loss": float("nan"), "steps": [1, float("inf")]})
+    {'loss': None, 'steps': [1, None]}
+    """
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: finite_or_null(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [finite_or_null(v) for v in obj]
+    return obj
+
+
+def dumps_strict(obj, **kw):
+    """json.dumps that never writes NaN or Infinity (they become null)."""
+    return json.dumps(finite_or_null(obj), allow_nan=False, **kw)
+
+
+def utf8_json(dumps):
+    """``dumps(ascii_only=False)``: readable UTF-8 JSON; but a str that cannot be UTF-8 (a file name with
+    bytes that are not UTF-8 arrives as lone surrogates, PEP 383) is written escaped (\\udcff) instead,
+    which json.load turns back into the very same str."""
+    text = dumps(False)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = dumps(True)
+    return text
+
+
 def write_json(path, obj):
     """Write ``obj`` as pretty UTF-8 JSON (Chinese stays readable, not \\uXXXX), atomically.
+    Strict JSON: a NaN or infinite float is written as null.
 
     >>> write_json("meta.json", {"名字": "唐诗", "n": 3})   # doctest: +SKIP
     """
     try:
-        text = json.dumps(obj, ensure_ascii=False, indent=2)
+        text = utf8_json(lambda ascii_only: dumps_strict(obj, ensure_ascii=ascii_only, indent=2))
     except (TypeError, ValueError) as err:
         raise ZeroLLMError(f"cannot save {os.fspath(path)} as JSON: {err}; keep only dicts, lists, "
                            "str, int, float, bool and None in it (convert arrays with .tolist())"

@@ -7,18 +7,22 @@
 import json
 import os
 
-from zerollm.fileio import atomic_write
+from zerollm.fileio import atomic_write, dumps_strict
 
 
 class JsonlLog:
-    """log.jsonl, appended and flushed line by line, so a crash loses at most the line being written."""
+    """log.jsonl, appended and flushed line by line, so a crash loses at most the line being written.
+
+    Every line is strict JSON: a NaN or infinite value (a grad_norm without clipping, a diverged
+    loss) is written as null, which every JSON reader accepts.
+    """
 
     def __init__(self, path, keep_before=None):
-        """Open for appending; with keep_before=N, first drop records of steps >= N (a resume)."""
+        """Open for appending; with keep_before=N, first drop records of steps >= N (a resume),
+        and any line that a crash cut short."""
         self.path = path
         if keep_before is not None and os.path.exists(path):
-            with open(path, encoding="utf-8") as f:
-                kept = [line for line in f if line.strip() and json.loads(line).get("step", 0) < keep_before]
+            kept = [json.dumps(r) + "\n" for r in read_log(path) if _step(r) < keep_before]
             with atomic_write(path, "w") as f:
                 f.writelines(kept)
         elif keep_before is None and os.path.exists(path):
@@ -26,17 +30,40 @@ class JsonlLog:
         self.f = open(path, "a", encoding="utf-8")
 
     def write(self, **record):
-        self.f.write(json.dumps(record) + "\n")
+        self.f.write(dumps_strict(record) + "\n")
         self.f.flush()
 
     def close(self):
         self.f.close()
 
 
-def read_log(path):
-    """Every record of a log.jsonl, in order."""
-    with open(path, encoding="utf-8") as f:
-        return [json.loads(line) for line in f if line.strip()]
+def _step(record):
+    step = record.get("step")
+    return step if isinstance(step, int) and not isinstance(step, bool) else 0
+
+
+def read_log(path, count_skipped=False):
+    """Every record of a log.jsonl, in order. A line that is not a JSON object (the last line of a
+    run killed while writing it, or a hand edit) is skipped: the log is a record, not a checkpoint.
+    count_skipped=True: (records, how many non-blank lines were skipped)."""
+    records, skipped = [], 0
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for line in filter(str.strip, f):
+            try:
+                record = json.loads(line)
+            except ValueError:
+                record = None
+            if isinstance(record, dict):
+                records.append(record)
+            else:
+                skipped += 1
+    return (records, skipped) if count_skipped else records
+
+
+def _column(records, key):
+    """One field of every record as floats; null (a non-finite value) or junk becomes NaN, a gap."""
+    values = [r.get(key) for r in records]
+    return [float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else float("nan") for v in values]
 
 
 def plot_losses(log_path, png_path):
@@ -48,9 +75,9 @@ def plot_losses(log_path, png_path):
     steps = [r for r in records if "loss" in r]
     evals = [r for r in records if "val_loss" in r]
     fig, ax = plt.subplots(figsize=(8, 4.5))
-    ax.plot([r["step"] for r in steps], [r["loss"] for r in steps], lw=0.8, alpha=0.6, label="train (per step)")
-    ax.plot([r["step"] for r in evals], [r["train_loss"] for r in evals], "o-", label="train (eval)")
-    ax.plot([r["step"] for r in evals], [r["val_loss"] for r in evals], "o-", label="val (eval)")
+    ax.plot(_column(steps, "step"), _column(steps, "loss"), lw=0.8, alpha=0.6, label="train (per step)")
+    ax.plot(_column(evals, "step"), _column(evals, "train_loss"), "o-", label="train (eval)")
+    ax.plot(_column(evals, "step"), _column(evals, "val_loss"), "o-", label="val (eval)")
     ax.set_xlabel("step")
     ax.set_ylabel("cross-entropy loss")
     ax.grid(alpha=0.3)

@@ -7,11 +7,13 @@ while the OS runs something else waste whole time slices. ``--threads`` sets the
 
 import contextlib
 
+from zerollm.argtypes import THREADS
+
 
 def add_threads_argument(parser, data_parallel=False):
     more = (" For training, N > 1 splits every batch into N shards computed in parallel threads "
             "(faster than BLAS threads alone); resume with the same N for bit-identical losses.") if data_parallel else ""
-    parser.add_argument("--threads", type=int, default=None, metavar="N",
+    parser.add_argument("--threads", type=THREADS, default=None, metavar="N",
                         help="CPU threads for the matrix products (default: the library's own choice, "
                              "usually one per core)." + more)
 

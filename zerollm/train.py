@@ -34,6 +34,7 @@ from zerollm.model import GPT
 from zerollm.objectives.lm import LMObjective
 from zerollm.optim import AdamW, clip_grad_norm, lr_at
 from zerollm.parallel import ShardedModel
+from zerollm.validate import dataclass_from_dict, restore_generator
 
 
 @dataclass(frozen=True)
@@ -178,10 +179,15 @@ class Trainer:
         for name, value in ckpt.params.items():
             np.copyto(self.params[name], value, casting="same_kind")
         self.optimizer.load_state_dict(ckpt.optimizer_state)
-        self.model.rng.bit_generator.state = ckpt.rng_state["model"]
-        for name, g in self.objective.rngs().items():
-            g.bit_generator.state = ckpt.rng_state[name]
-        self.objective.restore(ckpt.extra.get("objective_state", {}), ckpt.objective_arrays)
+        rng_file = os.path.join(ckpt.path, "rng.json")
+        for name, g in {"model": self.model.rng, **self.objective.rngs()}.items():
+            restore_generator(g, ckpt.rng_state.get(name), f"{rng_file} (\"{name}\")")
+        try:
+            self.objective.restore(ckpt.extra.get("objective_state", {}), ckpt.objective_arrays)
+        except (KeyError, IndexError, TypeError, ValueError) as err:      # a field missing or of the wrong kind
+            raise ZeroLLMError(f"{ckpt.path}: the {self.objective.kind} objective's saved state (state.json "
+                               f"objective_state, objective.safetensors) is damaged at {err!r}; resume from the "
+                               "run directory to use the checkpoint before it") from None
         self.iter = ckpt.step
         self.best_val_loss = ckpt.extra.get("best_val_loss", float("inf"))
         saved = ckpt.extra.get("threads", 1)
@@ -203,19 +209,19 @@ def lm_trainer(model_cfg, train_cfg, train_data, val_data, *, threads=1, tokeniz
 # ----------------------------------------------------------------------------
 # resuming
 
-def resume_point(run_dir):
+def resume_point(run_dir, force=None):
     """The checkpoint to resume from, or a clear error."""
     path = latest_checkpoint(run_dir) if os.path.isdir(run_dir) else None
     if path is None:
         raise ZeroLLMError(f"--resume: no checkpoint in {run_dir}; run without --resume to start training")
-    return load_checkpoint(path)
+    return load_checkpoint(path, force=force)
 
 
 def configs_from_checkpoint(ckpt, overrides):
     """On resume the saved configs win; only max_iters / intervals may be changed."""
     allowed = {"max_iters", "eval_interval", "checkpoint_interval", "eval_iters", "sample_tokens"}
-    model_cfg = GPTConfig.from_dict(ckpt.model_config)
-    train_cfg = TrainConfig(**ckpt.train_config)
+    model_cfg = GPTConfig.from_dict(ckpt.model_config, ckpt.config_path, "model")
+    train_cfg = dataclass_from_dict(TrainConfig, ckpt.train_config, ckpt.config_path, "train")
     changed = {k: v for k, v in (overrides or {}).items() if k in allowed}
     ignored = sorted(set(overrides or {}) - allowed)
     return model_cfg, replace(train_cfg, **changed), ignored

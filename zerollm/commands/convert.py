@@ -13,7 +13,10 @@ The direction comes from what --from is:
 
 import sys
 
+from zerollm.budget import add_force_argument
 from zerollm.errors import ZeroLLMError
+from zerollm.lock import writing
+from zerollm.outdir import check_separate
 
 
 def add_arguments(parser):
@@ -25,6 +28,7 @@ def add_arguments(parser):
                         help="replace --to if it already holds a model")
     parser.add_argument("--no-tokenizer", action="store_true",
                         help="convert the weights only, without the tokenizer")
+    add_force_argument(parser)
 
 
 def _describe(model):
@@ -46,15 +50,23 @@ def _try_tokenizer(loader, src):
 def run(args):
     from zerollm import hf
 
+    check_separate(args.dst, [args.src], "--to", "--from")
     hf.check_target(args.dst, args.overwrite)            # fail before loading a big model
+    with writing(args.dst, beside=True):                 # a second convert to --to stops here, at once
+        return _convert(args)
+
+
+def _convert(args):
+    from zerollm import hf
+
     to_zerollm = hf.is_hf_dir(args.src)
     if to_zerollm:
-        model = hf.load(args.src)
+        model = hf.load(args.src, force=args.force)
         tokenizer = None if args.no_tokenizer else _try_tokenizer(hf.load_tokenizer_dir, args.src)
         path = hf.save_zerollm(model, args.dst, tokenizer=tokenizer, overwrite=args.overwrite)
         target = "zerollm model directory"
     else:
-        model = hf.load_zerollm(args.src)
+        model = hf.load_zerollm(args.src, force=args.force)
         tokenizer = None if args.no_tokenizer else _try_tokenizer(hf.load_zerollm_tokenizer, args.src)
         if tokenizer is not None and not hasattr(tokenizer, "to_hf_tokenizer_json"):
             print(f"zerollm convert: note: the {tokenizer.name} tokenizer has no Hugging Face "

@@ -5,8 +5,13 @@ tokens; every token after the first is predicted once, and the mean cross-entrop
 (with perplexity = exp(loss)).
 """
 
+import os
+
 import numpy as np
 
+from zerollm import budget
+from zerollm.argtypes import FIELD_RANGES, Range
+from zerollm.budget import add_force_argument
 from zerollm.errors import ZeroLLMError
 from zerollm.memory import keep_freed_memory
 from zerollm.threads import add_threads_argument, limit_threads
@@ -15,8 +20,10 @@ from zerollm.threads import add_threads_argument, limit_threads
 def add_arguments(p):
     p.add_argument("--ckpt", metavar="DIR", required=True, help="a training run directory or a step directory")
     p.add_argument("--data", metavar="FILE", required=True, help="a UTF-8 text file")
-    p.add_argument("--max-tokens", type=int, default=None, help="evaluate only the first N tokens")
-    p.add_argument("--batch-size", type=int, default=16, help="windows per forward pass (default 16)")
+    p.add_argument("--max-tokens", type=Range(int, 2, 2 ** 40), default=None, help="evaluate only the first N tokens")
+    p.add_argument("--batch-size", type=FIELD_RANGES["batch_size"], default=16,
+                   help="windows per forward pass (default 16)")
+    add_force_argument(p)
     add_threads_argument(p)
 
 
@@ -41,17 +48,27 @@ def evaluate_loss(model, ids, batch_size=16):
     return total / count, count
 
 
+def _file_size(path):
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0            # read_corpus says what is wrong with it
+
+
 def run(args):
     keep_freed_memory()             # reuse freed activation memory step after step (zerollm.memory)
     from zerollm.checkpoint import load_model
     from zerollm.data import read_corpus
-    if args.batch_size < 1 or (args.max_tokens is not None and args.max_tokens < 2):
-        raise ZeroLLMError("--batch-size must be >= 1 and --max-tokens >= 2")
-    model, tok, ckpt = load_model(args.ckpt)
+    model, tok, ckpt = load_model(args.ckpt, force=args.force)
     if tok is None:
         raise ZeroLLMError(f"{args.ckpt} has no tokenizer.json, so the text cannot be encoded")
+    cfg = model.config
+    budget.require(budget.tokenizing(_file_size(args.data), hint="--data (a shorter file)"), force=args.force)
     text, _ = read_corpus(args.data)
     ids = tok.encode(text)[:args.max_tokens]
+    windows = min(args.batch_size, max(1, len(ids) // cfg.block_size))
+    budget.require(budget.inference(cfg, windows, cfg.block_size, loss=True, what="evaluation", hint="--batch-size"),
+                   force=args.force)
     with limit_threads(args.threads):
         loss, count = evaluate_loss(model, ids, args.batch_size)
     print(f"{args.data}: loss {loss:.4f} (perplexity {np.exp(loss):.2f}) over {count:,} predicted tokens, "

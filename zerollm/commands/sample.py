@@ -7,7 +7,9 @@ import sys
 
 import numpy as np
 
-from zerollm.argtypes import positive_int
+from zerollm import budget
+from zerollm.argtypes import MAX_SIZE, PROBABILITY, SEED, SIZE, Range
+from zerollm.budget import add_force_argument
 from zerollm.errors import ZeroLLMError
 from zerollm.memory import keep_freed_memory
 from zerollm.threads import add_threads_argument, limit_threads
@@ -18,15 +20,19 @@ def add_arguments(p):
     src.add_argument("--ckpt", metavar="DIR", help="a training run directory (its latest checkpoint) or a step directory")
     src.add_argument("--hf", metavar="DIR", help="a Hugging Face model directory (config.json + *.safetensors)")
     p.add_argument("--prompt", default="\n", help="text to continue (default: a newline)")
-    p.add_argument("--max-new-tokens", type=positive_int, default=200)
-    p.add_argument("--temperature", type=float, default=0.8, help="0 = greedy (default 0.8)")
-    p.add_argument("--top-k", type=positive_int, default=None, help="sample only from the k most likely tokens")
-    p.add_argument("--top-p", type=float, default=None, help="nucleus sampling: the smallest set with probability >= p")
-    p.add_argument("--seed", type=int, default=None, help="random seed (default: different every run)")
-    p.add_argument("--num-samples", type=positive_int, default=1)
-    p.add_argument("--window", type=positive_int, default=None,
+    p.add_argument("--max-new-tokens", type=Range(int, 1, 10 ** 7), default=200)
+    p.add_argument("--temperature", type=Range(float, 0, 100), default=0.8, help="0 = greedy (default 0.8)")
+    p.add_argument("--top-k", type=Range(int, 1, 2 ** 24), default=None,
+                   help="sample only from the k most likely tokens")
+    p.add_argument("--top-p", type=PROBABILITY, default=None,
+                   help="nucleus sampling: the smallest set with probability >= p")
+    p.add_argument("--seed", type=SEED, default=None, help="random seed (default: different every run)")
+    p.add_argument("--num-samples", type=Range(int, 1, 10_000), default=1)
+    p.add_argument("--window", type=SIZE, default=None,
                    help="sliding-window attention with a rolling KV cache of this many recent tokens")
-    p.add_argument("--sinks", type=int, default=0, help="with --window: the first N tokens stay visible (attention sinks)")
+    p.add_argument("--sinks", type=Range(int, 0, MAX_SIZE), default=0,
+                   help="with --window: the first N tokens stay visible (attention sinks)")
+    add_force_argument(p)
     add_threads_argument(p)
 
 
@@ -57,14 +63,22 @@ class StreamDecoder:
 def load_source(args):
     if args.hf:
         from zerollm.hf import load, load_tokenizer_dir
-        return load(args.hf).eval(), load_tokenizer_dir(args.hf)
+        return load(args.hf, force=args.force).eval(), load_tokenizer_dir(args.hf)
     if not args.ckpt:
         raise ZeroLLMError("give --ckpt DIR (a zerollm training run) or --hf DIR (a Hugging Face model)")
     from zerollm.checkpoint import load_model
-    model, tok, _ = load_model(args.ckpt)
+    model, tok, _ = load_model(args.ckpt, force=args.force)
     if tok is None:
         raise ZeroLLMError(f"{args.ckpt} has no tokenizer.json, so text cannot be encoded")
     return model, tok
+
+
+def generation_estimate(cfg, n_prompt, args):
+    """Memory of generating: the KV cache (block_size slots, or sinks + window) and the prompt's forward."""
+    T = min(n_prompt, cfg.block_size) if args.window is None or cfg.pos == "learned" else n_prompt
+    slots = cfg.block_size if args.window is None else args.sinks + args.window
+    return budget.inference(cfg, 1, T, cache_slots=slots, what="sampling",
+                            hint="--window, --sinks or the --prompt length")
 
 
 def run(args):
@@ -82,6 +96,7 @@ def _run(args):
     prompt = tok.encode(args.prompt)
     if not prompt:
         raise ZeroLLMError("the prompt encodes to no tokens; give a non-empty --prompt")
+    budget.require(generation_estimate(model.config, len(prompt), args), force=args.force)
     rng = np.random.default_rng(args.seed)
     out = sys.stdout
     for n in range(args.num_samples):

@@ -15,13 +15,14 @@ import os
 import shutil
 
 from zerollm.checkpoint import weights_digest
-from zerollm import dist
-from zerollm.commands.train import add_config_flags, train_and_report
+from zerollm import budget, dist
+from zerollm.commands.train import add_config_flags, locked_run_dir, train_and_report
 from zerollm.errors import ZeroLLMError
 from zerollm.fileio import atomic_write
 from zerollm.memory import keep_freed_memory
 from zerollm.threads import add_threads_argument
 from zerollm.train import TrainConfig, Trainer, resume_point
+from zerollm.validate import dataclass_from_dict
 
 LM_ONLY = {"tokenizer", "vocab_size"}          # TrainConfig fields that only pre-training uses
 
@@ -53,6 +54,7 @@ def add_stage_arguments(p, stage):
     p.add_argument("--out", metavar="DIR", help=f"run directory (default runs/{stage.name})")
     p.add_argument("--resume", action="store_true", help="continue from the last checkpoint in --out")
     p.add_argument("--no-progress", action="store_true", help="no progress bar (e.g. in logs)")
+    budget.add_force_argument(p)
     add_threads_argument(p, data_parallel=True)
     add_config_flags(p, stage.config_cls)
     add_config_flags(p, TrainConfig, skip=LM_ONLY | set(stage.skip))
@@ -68,14 +70,14 @@ def _given(args, cls, skip=()):
 # ----------------------------------------------------------------------------
 # the starting model
 
-def load_start(path=None, hf=None):
+def load_start(path=None, hf=None, force=None):
     """(model, tokenizer, {"path", "hf", "digest"}) from --init DIR or --hf DIR, in eval mode."""
     if hf:
         from zerollm.hf import load, load_tokenizer_dir
-        model, tok = load(hf), load_tokenizer_dir(hf)
+        model, tok = load(hf, force=force), load_tokenizer_dir(hf)
     elif path:
         from zerollm.checkpoint import load_model
-        model, tok, _ = load_model(path)
+        model, tok, _ = load_model(path, force=force)
         if tok is None:
             raise ZeroLLMError(f"{path} has no tokenizer.json; a stage needs the tokenizer the model was trained with")
     else:
@@ -128,9 +130,11 @@ def run_stage(args, stage):
     keep_freed_memory()
     run_dir = args.out or os.path.join("runs", stage.name)
     world = dist.world()
-    trainer = (_resumed if args.resume else _fresh)(args, stage, run_dir, args.threads or 1, world)
-    return train_and_report(trainer, run_dir, stage.name, resumed=args.resume, progress=not args.no_progress,
-                            blas_threads=args.threads)
+    with locked_run_dir(run_dir, world) as started:   # one writer per run directory (zerollm.lock)
+        trainer = (_resumed if args.resume else _fresh)(args, stage, run_dir, args.threads or 1, world)
+        started()                                      # a run that failed before this leaves nothing behind
+        return train_and_report(trainer, run_dir, stage.name, resumed=args.resume, progress=not args.no_progress,
+                                blas_threads=args.threads)
 
 
 def _fresh(args, stage, run_dir, threads, world):
@@ -141,7 +145,10 @@ def _fresh(args, stage, run_dir, threads, world):
         raise ZeroLLMError(f"give --data FILE: the JSONL file to train on (see 'zerollm {stage.name} --help')")
     train_cfg = TrainConfig(**{**stage.defaults, **_given(args, TrainConfig, LM_ONLY)})
     stage_cfg = stage.config_cls(**_given(args, stage.config_cls))
-    model, tok, start = load_start(args.init, args.hf)       # checks the start before anything is written
+    model, tok, start = load_start(args.init, args.hf, args.force)   # checks the start before anything is written
+    budget.require(budget.training(model.config, max(train_cfg.batch_size // world.size, 1),
+                                   grad_accum=train_cfg.grad_accum, threads=threads * world.size),
+                   force=args.force)
     inputs = None
     if world.is_main:                 # one process copies the inputs; the others wait and read the copies
         os.makedirs(run_dir, exist_ok=True)
@@ -161,15 +168,19 @@ def _trainer(stage, model, tok, inputs, train_cfg, stage_cfg, start, run_dir, th
 
 
 def _resumed(args, stage, run_dir, threads, world):
-    ckpt = resume_point(run_dir)
+    ckpt = resume_point(run_dir, force=args.force)
     saved = ckpt.objective or {}
     if saved.get("stage") != stage.name:
         raise ZeroLLMError(f"{run_dir} was not written by 'zerollm {stage.name}' (its objective is "
                            f"{saved.get('stage') or saved.get('kind')!r}); resume it with the command that wrote it")
-    train_cfg = dataclasses.replace(TrainConfig(**ckpt.train_config), **{
+    where = ckpt.config_path
+    train_cfg = dataclasses.replace(dataclass_from_dict(TrainConfig, ckpt.train_config, where, "train"), **{
         k: v for k, v in _given(args, TrainConfig, LM_ONLY).items()
         if k in ("max_iters", "eval_interval", "checkpoint_interval", "eval_iters", "sample_tokens")})
-    stage_cfg = stage.config_cls(**saved["settings"])
+    if not isinstance(saved.get("start"), dict) or not {"path", "hf", "digest"} <= set(saved["start"]):
+        raise ZeroLLMError(f"{where}: objective.start must name the starting model (path, hf, digest); "
+                           "the checkpoint is damaged")
+    stage_cfg = dataclass_from_dict(stage.config_cls, saved.get("settings"), where, "objective.settings")
     model, tok = reload_start(saved["start"])
     trainer = _trainer(stage, model, tok, saved_inputs(run_dir, stage), train_cfg, stage_cfg, saved["start"],
                        run_dir, threads, world)

@@ -2,37 +2,50 @@
 
     zerollm train --preset shakespeare-cpu --data shakespeare.txt --out runs/shakespeare
     zerollm train --out runs/shakespeare --resume            # continue after a stop or a crash
+    zerollm train --preset tang --n-embd 512 --dry-run       # what it would build, and its memory
 
-Every field of GPTConfig and TrainConfig is a flag (--n-layer, --lr, ...); booleans come in pairs
-(--bias/--no-bias). Precedence: the dataclass defaults, then --preset, then the flags you give.
+Every field of GPTConfig and TrainConfig is a flag (--n-layer, --lr, ...) whose values are checked
+against the field's declared range (zerollm.argtypes); booleans come in pairs (--bias/--no-bias).
+Precedence: the dataclass defaults, then --preset, then the flags you give.
+
+Before anything is written the run is planned (zerollm.commands.train_plan) and its memory checked
+(zerollm.budget). The run directory is locked while training (zerollm.lock): a second writer stops
+at once, readers (sample, eval) are not affected.
 """
 
 import argparse
+import contextlib
 import dataclasses
 import os
 import sys
-import typing
 
 import numpy as np
 
-from zerollm import corpora, dist
+from zerollm import budget, dist
+from zerollm.argtypes import field_kind, field_range, undeclared_range
+from zerollm.commands.train_plan import make_plan, print_plan
 from zerollm.config import GPTConfig
 from zerollm.errors import ZeroLLMError
+from zerollm.lock import run_directory
 from zerollm.memory import keep_freed_memory
 from zerollm.runlog import JsonlLog, plot_losses
 from zerollm.threads import add_threads_argument, limit_threads
-from zerollm.presets import MODEL_FIELDS, PRESET_CORPUS, PRESETS, build_configs
-from zerollm.train import TrainConfig, TrainingInterrupted, configs_from_checkpoint, fit, lm_trainer, resume_point
+from zerollm.presets import MODEL_FIELDS, PRESETS, build_configs
+from zerollm.train import TrainConfig, TrainingInterrupted, fit, lm_trainer
 
 CHOICES = {"norm": ("layernorm", "rmsnorm"), "pos": ("learned", "sinusoidal", "rope"),
            "mlp": ("gelu", "swiglu"), "gelu": ("tanh", "erf"), "attn_impl": ("naive", "flash"),
            "dtype": ("float32", "float64"), "tokenizer": ("byte", "char", "bpe")}
 
 
-def _flag_type(field):
-    """int / float / str from the field's annotation (``int | None`` counts as int)."""
-    args = [a for a in typing.get_args(field.type) if a is not type(None)]
-    return args[0] if args else field.type
+def _flag_type(cls, field):
+    """The argparse type of a field: its declared Range for numbers (zerollm.argtypes), else str.
+    A numeric field without one still gets a safe range (finite, >= 0); tests/test_robust_cli.py
+    fails until its real range is declared."""
+    kind = field_kind(field)
+    if kind in (int, float):
+        return field_range(cls, field) or undeclared_range(kind)
+    return kind
 
 
 def add_config_flags(parser, cls, skip=()):
@@ -43,17 +56,19 @@ def add_config_flags(parser, cls, skip=()):
         if field.name in skip:
             continue
         flag = "--" + field.name.replace("_", "-")
-        kind = _flag_type(field)
+        kind = field_kind(field)
         default = field.default if field.default is not dataclasses.MISSING else None
         about = field.metadata.get("help", "")
         about = f"{about} (default {default})" if about else f"(default {default})"
         if kind is bool:
             group.add_argument(flag, dest=field.name, action=argparse.BooleanOptionalAction, default=None,
                                help=about)
-        else:
-            choices = field.metadata.get("choices") or CHOICES.get(field.name)
-            group.add_argument(flag, dest=field.name, type=kind, choices=choices, default=None,
-                               metavar=None if choices else kind.__name__.upper(), help=about)
+            continue
+        flag_type = _flag_type(cls, field)
+        choices = field.metadata.get("choices") or CHOICES.get(field.name)
+        scope = f"; {flag_type.describe()}" if hasattr(flag_type, "describe") else ""
+        group.add_argument(flag, dest=field.name, type=flag_type, choices=choices, default=None,
+                           metavar=None if choices else kind.__name__.upper(), help=f"{about[:-1]}{scope})")
 
 
 def add_arguments(p):
@@ -64,6 +79,10 @@ def add_arguments(p):
                    "(default: runs/<preset or 'run'>)")
     p.add_argument("--preset", choices=sorted(PRESETS), help="a named configuration; flags override it")
     p.add_argument("--resume", action="store_true", help="continue from the last checkpoint in --out")
+    p.add_argument("--dry-run", action="store_true",
+                   help="print the model, the data and the memory estimate of a training step, then stop "
+                        "(nothing is written)")
+    budget.add_force_argument(p)
     p.add_argument("--no-progress", action="store_true", help="no progress bar (e.g. in logs)")
     add_threads_argument(p, data_parallel=True)
     add_config_flags(p, GPTConfig, skip={"vocab_size"})
@@ -78,27 +97,16 @@ def _overrides(args):
 # ----------------------------------------------------------------------------
 # data
 
-def _prepared_dir(args, run_dir, tokenizer, vocab_size, block_size):
-    """The prepared-data folder to train on, preparing a text file into RUN/data when needed."""
+def _prepared_dir(plan, run_dir, force=False):
+    """The prepared-data folder to train on, preparing the plan's text file into RUN/data when needed."""
+    if plan.prepared:
+        return plan.data
     from zerollm.data import prepare
-    data = args.data
-    if data is None and os.path.isfile(os.path.join(run_dir, "data", "meta.json")):
-        return os.path.join(run_dir, "data")
-    if data is None and args.preset in PRESET_CORPUS:
-        data = PRESET_CORPUS[args.preset]
-    if data is None:
-        raise ZeroLLMError("give --data FILE (a text file), --data DIR (from 'zerollm prepare') or the name of "
-                           f"a shipped corpus ({', '.join(corpora.CORPORA)})")
-    if os.path.isdir(data):
-        return data
-    if not os.path.isfile(data) and data in corpora.CORPORA:
-        data = str(corpora.path(data))                  # a corpus that ships with zerollm
-    if not os.path.isfile(data):
-        raise ZeroLLMError(f"--data: no such file or folder: {data} (shipped corpora: "
-                           f"{', '.join(corpora.CORPORA)})")
     target = os.path.join(run_dir, "data")
-    print(f"preparing {data} with the {tokenizer} tokenizer into {target} ...", file=sys.stderr)
-    prepare(data, target, tokenizer=tokenizer, vocab_size=vocab_size, block_size=block_size)
+    t = plan.train_cfg
+    print(f"preparing {plan.data} with the {t.tokenizer} tokenizer into {target} ...", file=sys.stderr)
+    prepare(plan.data, target, tokenizer=t.tokenizer, vocab_size=t.vocab_size, block_size=plan.model_cfg.block_size,
+            force=force)
     return target
 
 
@@ -118,34 +126,63 @@ def run(args):
     world = dist.world()
     run_dir = args.out or os.path.join("runs", args.preset or "run")
     overrides = _overrides(args)
-    if args.resume:
-        ckpt = resume_point(run_dir)
-        model_cfg, train_cfg, ignored = configs_from_checkpoint(ckpt, overrides)
-        if ignored:
-            say(f"note: on --resume the saved configuration is used; ignoring {', '.join(ignored)}")
-    else:
+    if args.dry_run:
+        plan = make_plan(args, run_dir, overrides, world)
+        if world.is_main:
+            print_plan(plan, run_dir)
+        budget.require(plan.estimate, force=args.force)
+        return 0
+    with locked_run_dir(run_dir, world) as started:     # one writer at a time; a second stops here
+        trainer = _setup(args, run_dir, overrides, world)
+        started()                                       # from here on the run directory is kept
+        return train_and_report(trainer, run_dir, "train", resumed=args.resume, progress=not args.no_progress,
+                                blas_threads=args.threads)
+
+
+@contextlib.contextmanager
+def locked_run_dir(run_dir, world):
+    """Rank 0 (the one process that writes) holds the run directory's lock (zerollm.lock.run_directory);
+    under MPI the other ranks learn at once whether it got it, and stop with it if not. Yields started()."""
+    with contextlib.ExitStack() as stack:
+        started, failure = (lambda: None), None
+        if world.is_main:
+            try:
+                started = stack.enter_context(run_directory(run_dir))
+            except ZeroLLMError as err:
+                failure = err
+        if world.comm is not None:         # all ranks fail together, as for a bad command line
+            message = world.comm.allgather(None if failure is None else str(failure))[0]
+            failure = failure or (ZeroLLMError(message) if message else None)
+        if failure is not None:
+            raise failure
+        yield started
+
+
+def _setup(args, run_dir, overrides, world):
+    """Plan, check the memory, prepare the data (rank 0), build (or restore) the trainer."""
+    plan = make_plan(args, run_dir, overrides, world)
+    if not args.resume:
         from zerollm.checkpoint import latest_checkpoint
-        if os.path.isdir(run_dir) and latest_checkpoint(run_dir):
+        if latest_checkpoint(run_dir):
             raise ZeroLLMError(f"{run_dir} already holds a training run; continue it with --resume, "
                                "or choose another --out")
-        model_cfg, train_cfg = build_configs(args.preset, overrides)     # validates before any work
-    dist.check_divisible(train_cfg.batch_size, world)
+    dist.check_divisible(plan.train_cfg.batch_size, world)
+    budget.require(plan.estimate, force=args.force)      # before preparing data or building anything
     folder = None
     if world.is_main:               # one process prepares the data; the others wait and then read it
-        folder = _prepared_dir(args, run_dir, train_cfg.tokenizer, train_cfg.vocab_size, model_cfg.block_size)
+        folder = _prepared_dir(plan, run_dir, args.force)
     folder = world.allgather(folder)[0]
-    train, val, tok, tok_path = _load_data(folder, train_cfg.tokenizer)
+    train, val, tok, tok_path = _load_data(folder, plan.train_cfg.tokenizer)
+    model_cfg, train_cfg = plan.model_cfg, plan.train_cfg
     if not args.resume:
         model_cfg, train_cfg = build_configs(args.preset, overrides, vocab_size=tok.vocab_size)
-    threads = args.threads or 1
-    trainer = lm_trainer(model_cfg, train_cfg, train, val, threads=threads, tokenizer=tok, tokenizer_path=tok_path,
-                         world=world)
+    trainer = lm_trainer(model_cfg, train_cfg, train, val, threads=args.threads or 1, tokenizer=tok,
+                         tokenizer_path=tok_path, world=world)
     if args.resume:
-        trainer.restore(ckpt)
+        trainer.restore(plan.ckpt)
     say(f"model: {trainer.model.num_params():,} parameters ({model_cfg.n_layer} layers, {model_cfg.n_head} heads, "
         f"{model_cfg.n_embd} dims, block {model_cfg.block_size}, vocab {model_cfg.vocab_size})")
-    return train_and_report(trainer, run_dir, "train", resumed=args.resume, progress=not args.no_progress,
-                            blas_threads=args.threads)
+    return trainer
 
 
 def say(message):

@@ -9,7 +9,6 @@ whole numbers of 1/10000 (the page shows 4 decimals), which keeps the page small
 Shapes: T tokens, L layers, nh heads, V vocabulary.
 """
 
-import json
 import os
 import warnings
 from dataclasses import replace
@@ -140,19 +139,11 @@ def attention_and_top5(model, ids):
 
 
 def _loss_records(path):
-    """Records of log.jsonl; a line cut short by a crash is skipped (and counted)."""
-    try:
-        return read_log(path), 0
-    except ValueError:       # json.JSONDecodeError: read it line by line, keep what parses
-        pass
-    records, bad = [], 0
-    with open(path, encoding="utf-8") as f:
-        for line in filter(str.strip, f):
-            try:
-                records.append(json.loads(line))
-            except ValueError:
-                bad += 1
-    return records, bad
+    """Records of log.jsonl; a line cut short by a crash is skipped (and counted). A value that was not
+    finite is logged as null (strict JSON): such records are left out of the curve."""
+    records, bad = read_log(path, count_skipped=True)
+    numbers = ("loss", "train_loss", "val_loss")
+    return [r for r in records if all(isinstance(r.get(k, 0), (int, float)) for k in numbers)], bad
 
 
 def loss_curve(path):

@@ -28,11 +28,14 @@ LAYOUT_NEEDS = {"gpt2": dict(norm="layernorm", pos="learned", mlp="gelu", causal
 def family_of(hf, where="config.json"):
     """'gpt2' or 'llama', from "architectures" (preferred) or "model_type"."""
     archs = hf.get("architectures") or []
-    known = [ARCHITECTURES[a] for a in archs if a in ARCHITECTURES]
+    if not isinstance(archs, list):
+        raise ZeroLLMError(f"{where}: \"architectures\" must be a list of class names, got {archs!r}")
+    known = [ARCHITECTURES[a] for a in archs if isinstance(a, str) and a in ARCHITECTURES]
     if archs and not known:
         raise ZeroLLMError(f"{where}: architecture {', '.join(map(str, archs))} is not supported; "
                            f"zerollm loads {', '.join(ARCHITECTURES)}")
-    family = known[0] if known else MODEL_TYPES.get(hf.get("model_type"))
+    model_type = hf.get("model_type")
+    family = known[0] if known else MODEL_TYPES.get(model_type) if isinstance(model_type, str) else None
     if family is None:
         raise ZeroLLMError(f"{where}: model_type {hf.get('model_type')!r} is not supported; zerollm "
                            f"loads model types {', '.join(MODEL_TYPES)} (GPT-2 and Llama-style models)")
@@ -97,10 +100,15 @@ def hf_to_config(hf, where="config.json", dtype="float32"):
     family = family_of(hf, where)
     try:
         fields = _gpt2_fields(hf, where) if family == "gpt2" else _llama_fields(hf, where)
-        return family, GPTConfig(**fields, dropout=0.0, dtype=dtype)
     except KeyError as err:
         raise ZeroLLMError(f"{where} lacks {err}, which a {family} config needs; "
                            "the file is incomplete") from None
+    except (TypeError, ValueError, ZeroDivisionError, AttributeError) as err:   # "12" heads, 0 heads, theta "x"
+        raise ZeroLLMError(f"{where} has a value of the wrong type or size ({err}); the file is damaged") from None
+    try:
+        return family, GPTConfig(**fields, dropout=0.0, dtype=dtype)
+    except ZeroLLMError as err:                  # a size of the wrong type or out of range: name the file
+        raise ZeroLLMError(f"{where}: {err}") from None
     except TypeError as err:
         raise ZeroLLMError(f"{where} has a value of the wrong type ({err}); the file is damaged") from None
 

@@ -9,21 +9,20 @@ GPT-2 always has biases and no grouped-query attention, so a bias-free model get
 shared key/value heads are repeated, one copy per query head: both compute exactly the same logits.
 
 The directory appears whole or not at all: it is written under a temporary name next to ``path``
-and renamed into place (see ``write_dir``).
+and swapped into place (see ``write_dir`` and zerollm.outdir).
 """
 
 import os
-import shutil
-import tempfile
 from dataclasses import replace
 
 import numpy as np
 
 from zerollm.errors import ZeroLLMError
-from zerollm.fileio import fsync_dir, write_json
+from zerollm.fileio import read_json, write_json
 from zerollm.hf.configs import config_to_hf, export_family
 from zerollm.hf.weights import to_hf
 from zerollm.model import GPT, param_shapes
+from zerollm.outdir import atomic_dir
 from zerollm.safetensors import save_file
 
 ENDOFTEXT = "<|endoftext|>"
@@ -35,7 +34,9 @@ ENDOFTEXT = "<|endoftext|>"
 def check_target(path, overwrite=False):
     """The absolute path, if a model directory may be written there; else a ZeroLLMError.
 
-    Call it before slow work, so a bad --to fails at once, not after loading a big model.
+    Call it before slow work, so a bad --to fails at once, not after loading a big model. An
+    existing directory is replaced only with ``overwrite`` and only when it is a model directory
+    (Hugging Face or zerollm): never a training run, a checkpoint, or any other folder.
     """
     path = os.path.abspath(os.fspath(path))
     if os.path.exists(path) and not os.path.isdir(path):
@@ -44,44 +45,40 @@ def check_target(path, overwrite=False):
     if full and not overwrite:
         raise ZeroLLMError(f"{path} exists and is not empty; choose a new directory, or overwrite it "
                            "(overwrite=True, or --overwrite on the command line)")
-    if full and not os.path.isfile(os.path.join(path, "config.json")):
+    if full:
+        _check_replaceable(path)
+    return path
+
+
+def _check_replaceable(path):
+    config = os.path.join(path, "config.json")
+    if not os.path.isfile(config):
         raise ZeroLLMError(f"{path} is not a model directory (no config.json), so it is not overwritten; "
                            "choose a new directory")
-    return path
+    try:
+        header = read_json(config)
+    except ZeroLLMError:
+        header = None
+    kind = header.get("format") if isinstance(header, dict) else None
+    is_model = isinstance(header, dict) and (kind == "zerollm-model" or (
+        kind is None and ("architectures" in header or "model_type" in header)))
+    if not is_model:
+        what = "a training checkpoint" if kind == "zerollm-checkpoint" else "not a model directory"
+        raise ZeroLLMError(f"{path} is {what} ({config}), so it is never overwritten; choose a new directory")
 
 
 def write_dir(path, fill, overwrite=False):
-    """Create directory ``path`` by calling ``fill(tmp_dir)``, then renaming tmp_dir to ``path``.
+    """Create directory ``path`` by calling ``fill(tmp_dir)`` beside it, then swapping it in
+    (zerollm.outdir.atomic_dir: whole or not at all, under the directory's write lock).
 
     An existing empty directory is replaced. A non-empty one only with ``overwrite=True``, and only
-    if it holds a config.json (so a mistyped path can never wipe, say, a home directory).
+    if it is a model directory (so a mistyped path can never wipe, say, a home directory).
     """
     path = check_target(path, overwrite)
-    parent, name = os.path.split(path)
-    os.makedirs(parent, exist_ok=True)
-    tmp = tempfile.mkdtemp(prefix=f".{name}.", suffix=".tmp", dir=parent)
-    try:
+    with atomic_dir(path) as tmp:
+        check_target(path, overwrite)              # again, under the lock: another writer may have been first
         fill(tmp)
-        mask = os.umask(0)
-        os.umask(mask)
-        os.chmod(tmp, 0o777 & ~mask)               # mkdtemp makes it private (0700)
-        fsync_dir(tmp)
-        _swap_in(tmp, path)
-    except BaseException:                          # also Ctrl-C: nothing half-written stays behind
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    fsync_dir(parent)
     return path
-
-
-def _swap_in(tmp, path):
-    if not os.path.isdir(path):
-        os.rename(tmp, path)
-        return
-    old = tmp[:-len(".tmp")] + ".old"
-    os.rename(path, old)                           # the old model stays whole until the new one is in
-    os.rename(tmp, path)
-    shutil.rmtree(old, ignore_errors=True)
 
 
 # ----------------------------------------------------------------------------

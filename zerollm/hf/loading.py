@@ -4,12 +4,14 @@ import os
 
 import numpy as np
 
+from zerollm import budget
 from zerollm.config import DTYPES, GPTConfig
 from zerollm.errors import ZeroLLMError
 from zerollm.fileio import read_json
 from zerollm.hf.configs import hf_to_config
 from zerollm.hf.weights import from_hf, read_tensors
 from zerollm.model import GPT
+from zerollm.validate import require_finite
 
 
 def is_hf_dir(path):
@@ -25,11 +27,13 @@ def is_hf_dir(path):
     return isinstance(hf, dict) and "format" not in hf and ("architectures" in hf or "model_type" in hf)
 
 
-def load(path, dtype="float32"):
+def load(path, dtype="float32", *, force=None):
     """Load a transformers model directory into a ``GPT`` in eval mode.
 
     ``path`` holds config.json and model.safetensors, or model.safetensors.index.json and its
     shards. Weights of any float type (F32, F16, BF16, F64) become ``dtype`` ("float32"/"float64").
+    A model larger than the memory available is refused before reading (force=True only warns);
+    weights that hold NaN or infinity are an error.
 
     >>> model = load("gpt2")                  # doctest: +SKIP
     >>> model.config.n_layer, model.config.gelu, model.num_params()   # doctest: +SKIP
@@ -47,7 +51,9 @@ def load(path, dtype="float32"):
         raise ZeroLLMError(f"{path} is a zerollm directory ({hf['format']}), not a Hugging Face one; "
                            "load it with zerollm.hf.load_zerollm")
     family, cfg = hf_to_config(hf, where, dtype)
+    budget.require(budget.loading(cfg, what=f"loading {path}"), force=force)   # before reading any weight
     tensors = read_tensors(path, family, np.dtype(dtype))
+    require_finite(tensors, f"{path} (safetensors weights)")
     if not cfg.tie_embeddings and "lm_head.weight" not in tensors and _is_base_model(hf):
         # GPT2Model / LlamaModel have no head; the token table is the natural one (as GPT-2 ties it)
         cfg = GPTConfig(**{**cfg.to_dict(), "tie_embeddings": True})

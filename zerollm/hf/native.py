@@ -11,6 +11,7 @@ training run (its latest checkpoint) or one checkpoint step directory (zerollm.c
 
 import os
 
+from zerollm import budget
 from zerollm.checkpoint import latest_checkpoint, load_model
 from zerollm.config import GPTConfig
 from zerollm.errors import ZeroLLMError
@@ -18,6 +19,7 @@ from zerollm.fileio import read_json, write_json
 from zerollm.hf.exporting import write_dir
 from zerollm.model import GPT
 from zerollm.safetensors import load_file, save_file
+from zerollm.validate import require_finite
 
 FORMAT, VERSION = "zerollm-model", 1
 
@@ -57,17 +59,26 @@ def _model_dir_config(path):
     return header["model"]
 
 
-def load_zerollm(path):
-    """A GPT (eval mode) from a zerollm model directory, a training run, or a checkpoint step directory."""
+def load_zerollm(path, *, force=None):
+    """A GPT (eval mode) from a zerollm model directory, a training run, or a checkpoint step directory.
+
+    The config is checked field by field, the model's memory against what is available
+    (zerollm.budget; force=True only warns), and the weights must be finite.
+    """
     path = os.fspath(path)
     if not os.path.isdir(path):
         raise ZeroLLMError(f"directory not found: {path}; give a zerollm model directory, a training run "
                            "or a Hugging Face model directory")
     config = _model_dir_config(path)
     if config is None:
-        return load_model(path)[0]                 # a training run or checkpoint (zerollm.checkpoint)
-    model = GPT(GPTConfig.from_dict(config), init=False)
-    model.load_state_dict(load_file(os.path.join(path, "model.safetensors")))
+        return load_model(path, force=force)[0]    # a training run or checkpoint (zerollm.checkpoint)
+    cfg = GPTConfig.from_dict(config, os.path.join(path, "config.json"), "model")
+    budget.require(budget.loading(cfg), force=force)
+    weights = os.path.join(path, "model.safetensors")
+    state = load_file(weights)
+    require_finite(state, weights)
+    model = GPT(cfg, init=False)
+    model.load_state_dict(state)
     return model.eval()
 
 

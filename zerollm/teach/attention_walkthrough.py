@@ -10,7 +10,8 @@ import sys
 
 import numpy as np
 
-from zerollm.argtypes import int_in_range, positive_int
+from zerollm import budget
+from zerollm.argtypes import SEED, int_in_range, positive_int
 from zerollm.arrayio import load_array
 from zerollm.attention import self_attention
 from zerollm.errors import ZeroLLMError
@@ -176,7 +177,7 @@ def add_arguments(p):
     g.add_argument("--seq", type=positive_int, help="T, tokens per sequence (default 4)")
     g.add_argument("--d-model", type=positive_int, help="C, numbers per token (default 8)")
     g.add_argument("--d-k", type=positive_int, help="d_k, width of queries/keys/values (default 4)")
-    g.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    g.add_argument("--seed", type=SEED, default=0, help="random seed (default 0)")
     f = p.add_argument_group("your own numbers (.npy or .json nested lists; give all four)")
     f.add_argument("--x", metavar="FILE", help="X, shape (T, d_model) or (B, T, d_model)")
     f.add_argument("--wq", metavar="FILE", help="Wq, shape (d_model, d_k)")
@@ -191,9 +192,20 @@ def add_arguments(p):
 # ----------------------------------------------------------------------------
 # choosing the example
 
+def memory_estimate(B, T, C, K, as_json=False):
+    """Bytes the walkthrough holds: X and the weights, q/k/v/out, and four (B, T, T) arrays (scores,
+    masked scores, weights, mask), each in float64 and once more in the chosen dtype; --json turns
+    every number into a Python float in nested lists (about 40 bytes each)."""
+    numbers = B * T * C + 3 * C * K + 4 * B * T * K + 4 * B * T * T
+    parts = (("arrays (float64, then the chosen dtype)", 2 * 8 * numbers),
+             ("JSON lists", 40 * numbers if as_json else 0))
+    return budget.Estimate("this attention example", parts, "--batch or --seq")
+
+
 def _random_example(args):
     B, T = args.batch or 1, args.seq or 4
     C, K = args.d_model or 8, args.d_k or 4
+    budget.require(memory_estimate(B, T, C, K, args.json))   # before drawing anything (no --force here)
     rng = np.random.default_rng(args.seed)
     x = rng.standard_normal((B, T, C))
     # weights ~ N(0, 1/C) keep q.k of order 1, as a trained model's would be
@@ -212,6 +224,10 @@ def _files_example(args):
         x = x[None]      # (T, C) -> (1, T, C): the batch dim is always there
     if x.ndim != 3:
         raise ZeroLLMError(f"--x must be (T, d_model) or (B, T, d_model); got shape {x.shape}")
+    B, T, C = x.shape
+    K = wq.shape[-1] if wq.ndim == 2 else 1          # self_attention checks the shapes themselves
+    estimate = memory_estimate(B, T, C, K, args.json)
+    budget.require(budget.Estimate(estimate.what, estimate.parts, "the length of --x (fewer rows)"))
     return x, wq, wk, wv
 
 

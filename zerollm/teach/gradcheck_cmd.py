@@ -3,6 +3,7 @@
 Prints one row per layer (max abs error, max rel error, OK/FAIL) and exits 1 if any layer fails.
 """
 
+from zerollm.argtypes import SEED
 from zerollm.gradcheck import CASES, RTOL, run_all
 from zerollm.i18n import add_lang_argument, resolve_lang
 
@@ -27,7 +28,7 @@ def add_arguments(p):
     add_lang_argument(p)
     p.add_argument("--layer", action="append", choices=sorted(CASES), metavar="NAME",
                    help="check only this layer (repeatable); names: " + ", ".join(sorted(CASES)))
-    p.add_argument("--seed", type=int, default=0, help="random inputs seed (default 0)")
+    p.add_argument("--seed", type=SEED, default=0, help="random inputs seed (default 0)")
 
 
 def run(args):

@@ -17,6 +17,8 @@ import unicodedata
 
 import numpy as np
 
+from zerollm import budget
+from zerollm.argtypes import FIELD_RANGES, SEED, Range
 from zerollm.config import GPTConfig
 from zerollm.errors import ZeroLLMError
 from zerollm.fileio import atomic_write
@@ -84,16 +86,17 @@ def add_arguments(p):
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--text", help="the input text; each UTF-8 byte is one token")
     src.add_argument("--random", action="store_true", help="random token ids instead of a text")
-    p.add_argument("--seq", type=int, default=None,
+    p.add_argument("--seq", type=Range(int, 1, MAX_TOKENS), default=None,
                    help=f"T, number of random tokens (with --random; default {DEFAULT_RANDOM_T})")
     p.add_argument("--out", required=True, metavar="FILE.png", help="where to write the picture")
     p.add_argument("--ckpt", metavar="DIR", help="a model trained with 'zerollm train' instead of a random one "
                    "(with --text, tokenized by the checkpoint's own tokenizer)")
-    p.add_argument("--n-layer", type=int, default=2, help="layers of the random GPT (default 2)")
-    p.add_argument("--n-head", type=int, default=4, help="heads per layer (default 4)")
-    p.add_argument("--n-embd", type=int, default=64, help="C, model width (default 64)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the weights and random ids (default 0)")
+    p.add_argument("--n-layer", type=Range(int, 1, MAX_PANELS), default=2, help="layers of the random GPT (default 2)")
+    p.add_argument("--n-head", type=Range(int, 1, MAX_PANELS), default=4, help="heads per layer (default 4)")
+    p.add_argument("--n-embd", type=FIELD_RANGES["n_embd"], default=64, help="C, model width (default 64)")
+    p.add_argument("--seed", type=SEED, default=0, help="seed of the weights and random ids (default 0)")
     p.add_argument("--bidirectional", action="store_true", help="no causal mask (a BERT-style encoder)")
+    budget.add_force_argument(p)
 
 
 # ----------------------------------------------------------------------------
@@ -258,6 +261,8 @@ def attention_maps(ids, args):
     T = len(ids)
     cfg = GPTConfig(vocab_size=256, block_size=max(T, 64), n_layer=args.n_layer, n_head=args.n_head,
                     n_embd=args.n_embd, causal=not args.bidirectional)
+    budget.require(budget.inference(cfg, 1, T, keep=True, fresh=True, what="this random model",
+                                    hint="--n-embd or --n-layer"), force=args.force)
     model = GPT(cfg, seed=args.seed).eval()
     model.forward(np.array([ids]), keep=True)            # (1, T); keep the weights
     return [w[0] for w in model.attention_weights()]     # (B=1, nh, T, T) -> (nh, T, T) per layer
@@ -270,7 +275,7 @@ def trained_maps(args):
     from zerollm.checkpoint import load_model
     if args.text is None:
         raise ZeroLLMError("--ckpt needs --text: the trained model reads your text")
-    model, tok, ckpt = load_model(args.ckpt)
+    model, tok, ckpt = load_model(args.ckpt, force=args.force)
     if tok is None:
         raise ZeroLLMError(f"{args.ckpt} has no tokenizer.json, so --text cannot be encoded")
     ids = tok.encode(args.text)

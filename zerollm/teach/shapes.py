@@ -17,12 +17,14 @@ from fractions import Fraction
 
 import numpy as np
 
+from zerollm import budget
+from zerollm.argtypes import FIELD_RANGES, SIZE
 from zerollm.config import GPTConfig
 from zerollm.errors import ZeroLLMError
 from zerollm.i18n import add_lang_argument, resolve_lang, translator
 from zerollm.nn.attention import merge_heads, mha_forward, sdpa_forward, split_qkv
 from zerollm.nn.linear import linear_forward
-from zerollm.teach.fmt import heading, pad
+from zerollm.teach.fmt import display_width, heading, pad
 
 MAX_ARRAY = 2 ** 24       # numbers in one array (64 MiB of float32): enough to see every rule
 FORMULA_WIDTH = 34        # column where the shapes start
@@ -162,6 +164,18 @@ TEXT = {
               "Multiply-adds of the qkv matmul: {macs} instead of {macs_mha}. The T x T part does not shrink:\n"
               "every query head still has its own scores.",
     },
+    "mem_title": {"zh": "内存（zerollm.budget 的估算，float32；训练前 zerollm train 用同样的估算检查内存）",
+                  "en": "Memory (zerollm.budget's estimate, float32; zerollm train checks the same estimate before it starts)"},
+    "mem_rows": {"zh": ("注意力层的权重 c_attn + c_proj", "一个 block 为反向传播保存的激活（B*T 个 token）",
+                        "  其中注意力权重 (B, nh, T, T)", "这 B*T 个 token 在一层里的 KV cache"),
+                 "en": ("weights of the attention layer, c_attn + c_proj", "activations one block keeps for backward (B*T tokens)",
+                        "  of which the attention weights (B, nh, T, T)", "KV cache of these B*T tokens, one layer")},
+    "mem_note": {
+        "zh": "一个完整模型：权重、梯度和 AdamW 的两个矩（共约 4 倍权重），加上每层的激活、再加 (B, T, V) 的 logits。\n"
+              "zerollm train --dry-run 会打印整个模型的估算。",
+        "en": "A whole model needs the weights, their gradients and AdamW's two moments (about 4x the weights), plus\n"
+              "these activations in every layer and the (B, T, V) logits. zerollm train --dry-run prints that estimate.",
+    },
     "mha_hint": {
         "zh": "nkv = nh：普通的多头注意力。KV cache 每个 token 每层存 2*nh*hs = {kv} 个数（这 B*T = {BT} 个 token\n"
               "每层 {cache}，float32）。试试 --n-kv-head 1（多查询注意力）或 nh 的其他因数（分组查询），看它变小。",
@@ -180,11 +194,11 @@ say = translator(TEXT)
 
 def add_arguments(p):
     add_lang_argument(p)
-    p.add_argument("--batch", type=int, default=2, help="B, sequences in the batch (default 2)")
-    p.add_argument("--seq", type=int, default=8, help="T, tokens per sequence (default 8)")
-    p.add_argument("--n-embd", type=int, default=64, help="C, numbers per token (default 64)")
-    p.add_argument("--n-head", type=int, default=4, help="nh, query heads (default 4)")
-    p.add_argument("--n-kv-head", type=int, default=None,
+    p.add_argument("--batch", type=SIZE, default=2, help="B, sequences in the batch (default 2)")
+    p.add_argument("--seq", type=FIELD_RANGES["block_size"], default=8, help="T, tokens per sequence (default 8)")
+    p.add_argument("--n-embd", type=FIELD_RANGES["n_embd"], default=64, help="C, numbers per token (default 64)")
+    p.add_argument("--n-head", type=FIELD_RANGES["n_head"], default=4, help="nh, query heads (default 4)")
+    p.add_argument("--n-kv-head", type=FIELD_RANGES["n_kv_head"], default=None,
                    help="nkv, key/value heads; must divide n_head (default: = n_head)")
 
 
@@ -356,6 +370,21 @@ def print_kv(a, lang, f):
               BT=B * T, cache=cache, cache_mha=cache_mha, macs=f"{macs:,}", macs_mha=f"{macs_mha:,}"))
 
 
+def print_memory(cfg, batch, lang):
+    """What one layer of these sizes holds, from the same estimate zerollm train checks (zerollm.budget)."""
+    heading(say("mem_title", lang))
+    W = (cfg.n_head + 2 * cfg.n_kv_head) * cfg.head_size
+    T = cfg.block_size
+    att = 0 if cfg.attn_impl == "flash" else batch * cfg.n_head * T * T
+    values = (4 * cfg.n_embd * (W + cfg.n_embd), 4 * budget.layer_numbers(cfg, batch, T), 4 * att,
+              4 * 2 * batch * T * cfg.n_kv_head * cfg.head_size)
+    labels = TEXT["mem_rows"][lang]
+    width = max(display_width(label) for label in labels) + 2
+    for label, value in zip(labels, values):
+        print(pad(label, width) + pad(budget.fmt_bytes(value), 12, ">"))
+    print("\n" + say("mem_note", lang))
+
+
 def fields(cfg, batch):
     nh, nkv, hs = cfg.n_head, cfg.n_kv_head, cfg.head_size
     return dict(B=batch, T=cfg.block_size, C=cfg.n_embd, nh=nh, nkv=nkv, g=nh // nkv, hs=hs,
@@ -372,4 +401,5 @@ def run(args):
     print_steps(a, lang, f)
     print_flops(a, lang)
     print_kv(a, lang, f)
+    print_memory(cfg, args.batch, lang)
     return 0

@@ -59,7 +59,7 @@ def load_tokenizer(path):
     """Load any tokenizer saved by ``Tokenizer.save``; the file's "type" picks the class."""
     data = read_json_file(path, "tokenizer file")
     kind = check_header(data, path)
-    if kind not in KINDS:
+    if not isinstance(kind, str) or kind not in KINDS:
         raise ZeroLLMError(f"{path}: unknown tokenizer type {kind!r}; this zerollm knows "
                            f"{', '.join(KINDS)}")
     try:

@@ -23,7 +23,7 @@ FORMAT = "zerollm-tokenizer"
 VERSION = 1
 
 
-def dumps_readable(obj):
+def dumps_readable(obj, ascii_only=False):
     """JSON with the top-level keys on their own lines and every long list one item per line.
 
     Plain ``json.dumps(indent=2)`` would put each number of ``[116, 104]`` on its own line;
@@ -39,7 +39,7 @@ def dumps_readable(obj):
     }
     """
     def one(value):
-        return json.dumps(value, ensure_ascii=False, separators=(", ", ": "))
+        return json.dumps(value, ensure_ascii=ascii_only, separators=(", ", ": "))
 
     lines = []
     for key, value in obj.items():
@@ -66,6 +66,34 @@ def check_text(text):
     if not isinstance(text, str):
         raise ZeroLLMError(f"encode takes a str, got {type(text).__name__}; decode bytes first, "
                            "e.g. data.decode('utf-8')")
+
+
+def text_bytes(text):
+    """The UTF-8 bytes of ``text``, for the byte-level tokenizers (byte, BPE).
+
+    Python hands over command-line bytes that are not UTF-8 as lone surrogates (b"a\\xff" arrives
+    as "a\\udcff", PEP 383); they become those same bytes again, so a byte-level tokenizer sees exactly
+    what was typed. Any other lone surrogate is not text at all: a ZeroLLMError.
+
+    >>> text_bytes("a\\udcff")
+    b'a\\xff'
+    """
+    try:
+        return text.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError as err:
+        raise ZeroLLMError(f"the text holds {text[err.start]!r} at character {err.start}, half of a UTF-16 "
+                           "surrogate pair, which is not a character; give valid Unicode text") from None
+
+
+def describe_char(c):
+    """repr of a character, saying what an escaped undecodable byte stood for.
+
+    >>> describe_char("\\udcff")
+    'byte 0xff (not UTF-8)'
+    """
+    if "\udc80" <= c <= "\udcff":
+        return f"byte {ord(c) - 0xdc00:#04x} (not UTF-8)"
+    return repr(c)
 
 def as_id_list(ids, vocab_size):
     """A 1-D list/array of integer ids -> a Python list of ints, each in [0, vocab_size).

@@ -20,7 +20,7 @@ token's text is encoded like any other text, so user input cannot forge one.
 import regex
 
 from zerollm.errors import ZeroLLMError
-from zerollm.tokenizers.base import Tokenizer, as_id_list, check_text
+from zerollm.tokenizers.base import Tokenizer, as_id_list, check_text, text_bytes
 from zerollm.tokenizers.bpe_train import learn_merges
 from zerollm.tokenizers.patterns import compile_pattern, resolve_pattern, split_text
 
@@ -173,7 +173,7 @@ class BPETokenizer(Tokenizer):
         for chunk in split_text(text, self._regex, self.pattern_name is not None):
             ids = cache.get(chunk)
             if ids is None:
-                ids = self._encode_chunk(chunk.encode("utf-8"))
+                ids = self._encode_chunk(text_bytes(chunk))     # undecodable argv bytes: themselves
                 if len(cache) >= CACHE_LIMIT:
                     cache.clear()
                 cache[chunk] = ids

@@ -8,7 +8,7 @@ a CJK character is 3 ids and an emoji 4.
 """
 
 from zerollm.errors import ZeroLLMError
-from zerollm.tokenizers.base import Tokenizer, as_id_list, check_text
+from zerollm.tokenizers.base import Tokenizer, as_id_list, check_text, text_bytes
 
 
 class ByteTokenizer(Tokenizer):
@@ -16,8 +16,9 @@ class ByteTokenizer(Tokenizer):
     name = "byte"
 
     def encode(self, text):
+        """Bytes of the command line that were not UTF-8 are encoded as themselves (see text_bytes)."""
         check_text(text)
-        return list(text.encode("utf-8"))
+        return list(text_bytes(text))
 
     def decode(self, ids):
         """ids -> text. Invalid UTF-8 (e.g. a model that stopped in the middle of a 3-byte

@@ -10,7 +10,7 @@ to a reserved ``unk`` id if you ask for one.
 """
 
 from zerollm.errors import ZeroLLMError
-from zerollm.tokenizers.base import Tokenizer, as_id_list, check_text
+from zerollm.tokenizers.base import Tokenizer, as_id_list, check_text, describe_char
 
 MAX_SHOWN = 5   # unknown characters named in an error message
 
@@ -62,7 +62,7 @@ class CharTokenizer(Tokenizer):
             pass   # rare path: find all unknown characters, then raise or map them to unk
         unknown = sorted(set(text) - set(stoi))
         if self.unk is None:
-            shown = ", ".join(repr(c) for c in unknown[:MAX_SHOWN])
+            shown = ", ".join(describe_char(c) for c in unknown[:MAX_SHOWN])
             more = f" and {len(unknown) - MAX_SHOWN} more" if len(unknown) > MAX_SHOWN else ""
             raise ZeroLLMError(
                 f"{len(unknown)} character(s) are not in this char tokenizer's vocabulary: {shown}{more}; "

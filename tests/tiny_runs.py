@@ -1,0 +1,47 @@
+"""Tiny training runs for the robustness tests: made once per session in a second, copied per test.
+
+    run = tiny_run(tmp_path_factory, "char")        # a pristine run directory; never damage it
+    mine = copy_run(run, tmp_path)                  # a copy to damage
+"""
+
+import shutil
+
+from zerollm import corpora
+from zerollm.checkpoint import latest_checkpoint
+from zerollm.cli import main
+
+TINY_MODEL = ["--n-layer", "1", "--n-head", "2", "--n-embd", "8", "--block-size", "16", "--batch-size", "2",
+              "--max-iters", "2", "--eval-interval", "1", "--eval-iters", "1", "--checkpoint-interval", "1",
+              "--sample-tokens", "0", "--no-progress"]
+_MADE = {}
+
+
+def tiny_text(folder, n_chars=3000):
+    """The first characters of tiny Shakespeare, as a text file in ``folder``."""
+    path = folder / "tiny.txt"
+    if not path.exists():
+        path.write_text(corpora.path("shakespeare").read_text()[:n_chars], encoding="utf-8")
+    return path
+
+
+def tiny_run(tmp_path_factory, tokenizer="char"):
+    """A finished 2-step run trained with ``tokenizer`` (char, byte or bpe)."""
+    if tokenizer not in _MADE:
+        folder = tmp_path_factory.mktemp(f"tiny-{tokenizer}")
+        extra = ["--vocab-size", "300"] if tokenizer == "bpe" else []
+        code = main(["train", "--data", str(tiny_text(folder)), "--out", str(folder / "run"),
+                     "--tokenizer", tokenizer, *extra, *TINY_MODEL])
+        assert code == 0
+        _MADE[tokenizer] = folder / "run"
+    return _MADE[tokenizer]
+
+
+def copy_run(run, tmp_path, name="run"):
+    target = tmp_path / name
+    shutil.copytree(run, target)
+    return target
+
+
+def step_dir(run):
+    from pathlib import Path
+    return Path(latest_checkpoint(run))

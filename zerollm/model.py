@@ -193,11 +193,16 @@ class GPT:
         cfg = self.config
         return cfg.aux_loss_coef * self.moe_stats["aux_loss"] + cfg.z_loss_coef * self.moe_stats["z_loss"]
 
-    def num_params(self, non_embedding=False):
-        """Number of parameters; ``non_embedding`` leaves out the position table (as GPT-2 counts)."""
+    def num_params(self, non_embedding=False, active=False):
+        """Number of parameters; ``non_embedding`` leaves out the position table (as GPT-2 counts);
+        ``active`` counts only the parameters one token uses: k of the E experts of each MoE block."""
         n = sum(p.size for p in self.params.values())
         if non_embedding and "wpe.weight" in self.params:
             n -= self.params["wpe.weight"].size
+        if active:
+            cfg = self.config
+            idle = (cfg.n_expert - cfg.n_expert_active) / max(cfg.n_expert, 1)
+            n -= round(idle * sum(p.size for name, p in self.params.items() if ".mlp.experts." in name))
         return n
 
     @property

@@ -135,11 +135,11 @@ def test_moe_section_in_each_language(capsys, lang, words):
     assert line_with(out, "logits = x2 @ router.weight").endswith("(16, 64) @ (64, 8) -> (16, 8)")
     assert line_with(out, "idx, g = top-2(probs)").endswith("(16, 8) -> (16, 2), (16, 2)")
     expert, router = 12_288, 512
-    rows = {line.split("  ")[0]: line.split() for line in out.splitlines()}
-    table = [line for line in out.splitlines() if line.endswith(f"{router + 9 * expert:,}") or
-             f"{router + 9 * expert:,}" in line]
-    assert table and f"{router + 3 * expert:,}" in table[0]          # total 8+1 experts, active 2+1
-    assert f"{8 * expert:,}" in out and f"{2 * expert:,}" in out and rows
+    total, active = router + 9 * expert, router + 3 * expert          # 8 routed + 1 shared; 2 + 1 per token
+    whole_layer = [line.split() for line in out.splitlines() if f" {total:,} " in line]
+    assert whole_layer and whole_layer[0][-2:] == [f"{total:,}", f"{active:,}"]
+    experts_row = [line.split() for line in out.splitlines() if f" {8 * expert:,} " in line]
+    assert experts_row and experts_row[0][-1] == f"{2 * expert:,}"    # k experts run per token
     assert "max difference" in out or "最大差" in out
 
 

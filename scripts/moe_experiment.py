@@ -11,6 +11,7 @@ batch 12 x 64 characters, same seed, same batches) with MoE flags on top:
                      units, as the dense MLP; 4x the MLP parameters in total
     moe-8x2-noaux    the same without the load-balancing loss (aux_loss_coef 0): the collapse
     moe-4x1-cap      Switch-style: 4 experts of width 512, top-1, capacity factor 1.25
+    moe-4x1-cap-noaux   the same without the load-balancing loss: collapse now costs dropped tokens
 
 It prints a table (best and last val loss, tokens/s, wall time, the machine's load average, expert
 load at the end) and writes OUT/moe_experiment.png: the validation curves and the expert load of the
@@ -35,7 +36,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from zerollm.runlog import read_log  # noqa: E402
+from zerollm.runlog import read_log, running_mean  # noqa: E402
 
 MOE = ["--n-inner", "256", "--n-expert", "8", "--n-expert-active", "2"]
 RUNS = {
@@ -43,6 +44,8 @@ RUNS = {
     "moe-8x2": MOE,
     "moe-8x2-noaux": MOE + ["--aux-loss-coef", "0"],
     "moe-4x1-cap": ["--n-expert", "4", "--n-expert-active", "1", "--capacity-factor", "1.25"],
+    "moe-4x1-cap-noaux": ["--n-expert", "4", "--n-expert-active", "1", "--capacity-factor", "1.25",
+                          "--aux-loss-coef", "0"],
 }
 
 
@@ -126,28 +129,42 @@ def paired_speed(rounds, steps_per_round=5):
               f"{ratio:.2f}x |")
 
 
+def _load_panel(ax, path):
+    steps = [r for r in read_log(path) if "expert_frac" in r]
+    frac = np.array([r["expert_frac"][-1] for r in steps])                # the last MoE block
+    window = max(1, len(steps) // 100)
+    smooth = [running_mean(frac[:, e], window) for e in range(frac.shape[1])]
+    ax.stackplot([r["step"] for r in steps], smooth)
+    ax.set(xlabel="step", ylim=(0, 1), title=f"{path.parent.name}: expert load, last block")
+
+
 def plot(out, curves):
+    """Validation curves, dropped pairs, and the expert load of each MoE run with / without the aux loss."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    with_aux, without = out / "moe-8x2" / "log.jsonl", out / "moe-8x2-noaux" / "log.jsonl"
-    panels = [p for p in (with_aux, without) if p.is_file()]
-    fig, axes = plt.subplots(1, 1 + len(panels), figsize=(5 * (1 + len(panels)), 3.8))
-    axes = np.atleast_1d(axes)
+    fig, axes = plt.subplots(2, 3, figsize=(15, 7.6))
     for name, evals in curves.items():
-        axes[0].plot([r["step"] for r in evals], [r["val_loss"] for r in evals], "o-", ms=3, label=name)
-    axes[0].set(xlabel="step", ylabel="val loss", title="validation loss", ylim=(1.4, 3.0))
-    axes[0].grid(alpha=0.3)
-    axes[0].legend()
-    for ax, path in zip(axes[1:], panels):
-        steps = [r for r in read_log(path) if "expert_frac" in r]
-        frac = np.array([r["expert_frac"][-1] for r in steps])            # the last MoE block
-        window = max(1, len(steps) // 100)
-        smooth = [np.convolve(frac[:, e], np.ones(window) / window, mode="same") for e in range(frac.shape[1])]
-        ax.stackplot([r["step"] for r in steps], smooth)
-        ax.set(xlabel="step", ylim=(0, 1), title=f"expert load, last block: {path.parent.name}")
+        axes[0, 0].plot([r["step"] for r in evals], [r["val_loss"] for r in evals], "o-", ms=3, label=name)
+    axes[0, 0].set(xlabel="step", ylabel="val loss", title="validation loss", ylim=(1.7, 2.6))
+    axes[0, 0].legend(fontsize="small")
+    for name in curves:
+        steps = [r for r in read_log(out / name / "log.jsonl") if "dropped_frac" in r]
+        if steps and any(r["dropped_frac"] for r in steps):
+            window = max(1, len(steps) // 50)
+            drop = running_mean([r["dropped_frac"] for r in steps], window)
+            axes[1, 0].plot([r["step"] for r in steps], drop, label=name)
+    axes[1, 0].set(xlabel="step", ylabel="share of pairs dropped", title="dropped over capacity")
+    axes[1, 0].legend(fontsize="small")
+    for ax in axes[:, 0]:
+        ax.grid(alpha=0.3)
+    for ax, name in zip(axes[:, 1:].ravel(), ("moe-8x2", "moe-8x2-noaux", "moe-4x1-cap", "moe-4x1-cap-noaux")):
+        if (out / name / "log.jsonl").is_file():
+            _load_panel(ax, out / name / "log.jsonl")
+        else:
+            ax.set_axis_off()
     fig.tight_layout()
-    fig.savefig(out / "moe_experiment.png", dpi=110)
+    fig.savefig(out / "moe_experiment.png", dpi=100)
     print(f"\nfigure: {out / 'moe_experiment.png'}")
 
 

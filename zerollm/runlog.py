@@ -103,6 +103,18 @@ def plot_losses(log_path, png_path):
     plt.close(fig)
 
 
+def running_mean(values, window):
+    """Mean over a centred window of ``window`` points; the ends repeat the first and last value, so
+    the curve does not sag toward 0 at the edges.
+
+    >>> running_mean([1.0, 2.0, 6.0], 3).round(3).tolist()      # (1+1+2)/3, (1+2+6)/3, (2+6+6)/3
+    [1.333, 3.0, 4.667]
+    """
+    v = np.asarray(values, dtype=np.float64)
+    padded = np.pad(v, (window // 2, window - 1 - window // 2), mode="edge")
+    return np.convolve(padded, np.ones(window) / window, mode="valid")
+
+
 def plot_expert_load(log_path, png_path, layers=None):
     """expert_load.png from log.jsonl: for each MoE block, the share of routed pairs each expert took,
     step by step (stacked, smoothed over ~1% of the run). Even bands are a balanced router; one band
@@ -117,12 +129,11 @@ def plot_expert_load(log_path, png_path, layers=None):
     steps = np.array([r["step"] for r in records])
     frac = np.array([r["expert_frac"] for r in records])              # (steps, blocks, E)
     window = max(1, len(steps) // 100)
-    kernel = np.ones(window) / window
     n_blocks, E = frac.shape[1:]
     layers = layers if layers is not None else list(range(n_blocks))
     fig, axes = plt.subplots(n_blocks, 1, figsize=(8, 1.2 + 1.6 * n_blocks), sharex=True, squeeze=False)
     for b, ax in enumerate(axes[:, 0]):
-        smooth = [np.convolve(frac[:, b, e], kernel, mode="same") for e in range(E)]
+        smooth = [running_mean(frac[:, b, e], window) for e in range(E)]
         ax.stackplot(steps, smooth, labels=[f"expert {e}" for e in range(E)])
         for level in np.arange(1, E) / E:                             # where the bands sit when balanced
             ax.axhline(level, color="k", lw=0.5, ls=":", alpha=0.5)

@@ -188,3 +188,15 @@ BASE = dict(vocab_size=10, block_size=8, n_layer=2, n_head=2, n_embd=8)
 def test_bad_moe_configs_raise_clear_errors(kwargs, fragment):
     with pytest.raises(ZeroLLMError, match=fragment):
         GPTConfig(**BASE, **kwargs)
+
+
+def test_the_router_walkthrough_in_the_docs_is_what_the_script_prints():
+    """docs/moe.md shows scripts/moe_router_example.py's output verbatim, in both languages."""
+    import subprocess
+    import sys
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[1]
+    out = subprocess.run([sys.executable, str(root / "scripts" / "moe_router_example.py")], capture_output=True,
+                         text=True, check=True).stdout
+    assert "token 3 (choice 1), token 2 (choice 2), token 3 (choice 2)" in out and "aux = E * sum(f * P)" in out
+    assert (root / "docs" / "moe.md").read_text(encoding="utf-8").count(out.rstrip("\n")) == 2

@@ -40,6 +40,7 @@ from zerollm.nn.block import block_backward, block_forward, norm_backward, norm_
 from zerollm.nn.dropout import dropout_backward, dropout_forward
 from zerollm.nn.embedding import embedding_backward, embedding_forward
 from zerollm.nn.loss import cross_entropy_backward, cross_entropy_forward
+from zerollm.nn.moe import moe_statistics
 from zerollm.nn.position import rope_tables, sinusoidal_positions
 
 __all__ = ["GPT", "GPTConfig", "param_shapes"]
@@ -113,20 +114,6 @@ def init_params(cfg, rng):
                 std /= np.sqrt(2 * cfg.n_layer)
             params[name] = (rng.standard_normal(shape) * std).astype(dtype)
     return params
-
-
-def moe_statistics(caches):
-    """The routing of one forward, from the MoE blocks' caches (zerollm.nn.moe.MoECache), in order:
-
-        aux_loss      mean over the MoE blocks of the Switch load-balancing loss (1.0 = balanced)
-        z_loss        mean over the MoE blocks of the router z-loss
-        dropped_frac  share of all (token, choice) pairs dropped over capacity
-        expert_frac   (n_moe_blocks, E) array: the share of each block's pairs routed to each expert
-    """
-    return {"aux_loss": float(np.mean([c.aux for c in caches])),
-            "z_loss": float(np.mean([c.z for c in caches])),
-            "dropped_frac": sum(c.dropped for c in caches) / sum(c.pairs for c in caches),
-            "expert_frac": np.stack([c.frac.astype(np.float64) for c in caches])}
 
 
 # ----------------------------------------------------------------------------

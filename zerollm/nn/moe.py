@@ -244,3 +244,17 @@ def _router_backward(c, dg_kept, daux, dz):
     # z = mean_n lse_n^2  =>  dz / dlogits[n, e] = 2 lse_n p[n, e] / N
     dlogits += (dz * 2.0 / N) * c.lse[:, None] * c.probs
     return dlogits
+
+
+def moe_statistics(caches):
+    """The routing of one model forward, from its MoE blocks' caches (MoECache), in block order:
+
+        aux_loss      mean over the MoE blocks of the Switch load-balancing loss (1.0 = balanced)
+        z_loss        mean over the MoE blocks of the router z-loss
+        dropped_frac  share of all (token, choice) pairs dropped over capacity
+        expert_frac   (n_moe_blocks, E) array: the share of each block's pairs routed to each expert
+    """
+    return {"aux_loss": float(np.mean([c.aux for c in caches])),
+            "z_loss": float(np.mean([c.z for c in caches])),
+            "dropped_frac": sum(c.dropped for c in caches) / sum(c.pairs for c in caches),
+            "expert_frac": np.stack([c.frac.astype(np.float64) for c in caches])}

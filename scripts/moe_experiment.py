@@ -14,7 +14,8 @@ batch 12 x 64 characters, same seed, same batches) with MoE flags on top:
     moe-4x1-cap-noaux   the same without the load-balancing loss: collapse now costs dropped tokens
 
 It prints a table (best and last val loss, tokens/s, wall time, the machine's load average, expert
-load at the end) and writes OUT/moe_experiment.png: the validation curves and the expert load of the
+load: the busiest expert's share, starved experts, the effective number of experts exp(entropy) of
+the worst block early and late, dropped pairs) and writes OUT/moe_experiment.png: the validation curves and the expert load of the
 last MoE block with and without the balance loss. Runs that already finished in OUT are reused.
 
 Tokens/s of whole runs depend on whatever else the machine does meanwhile, so the script also times
@@ -76,21 +77,33 @@ def summarise(name, run_dir, meta):
     row = {"run": name, "best_val": min(r["val_loss"] for r in evals), "last_val": evals[-1]["val_loss"],
            "tokens_per_s": statistics.median(r["tokens_per_s"] for r in steps), **meta}
     if "expert_frac" in steps[-1]:
-        tail = np.array([r["expert_frac"] for r in steps[-100:]])          # (100, blocks, E)
-        load = tail.mean(axis=0)                                            # (blocks, E)
+        frac = np.array([r["expert_frac"] for r in steps])                 # (steps, blocks, E)
+        load = frac[-100:].mean(axis=0)                                     # (blocks, E), the last 100 steps
         row["busiest"] = float(load.max())                                  # 1/E when balanced
         row["idle"] = int((load < 0.01).sum())                              # experts that get < 1%
+        row["effective_first"] = effective_experts(frac[:100].mean(axis=0))
+        row["effective_last"] = effective_experts(load)
         row["load_last_block"] = [round(float(v), 3) for v in load[-1]]
         row["dropped_frac"] = float(np.mean([r["dropped_frac"] for r in steps[-100:]]))
+        row["dropped_all"] = float(np.mean([r["dropped_frac"] for r in steps]))
     return row, evals
+
+
+def effective_experts(load):
+    """exp(entropy) of each block's load, the worst block: E when balanced, 1 when one expert takes all."""
+    p = np.maximum(load, 1e-12)
+    return float(np.exp(-(p * np.log(p)).sum(axis=1)).min())
 
 
 def print_table(rows):
     print("\n| run | best val loss | last val loss | tokens/s (median step) | wall | load avg before/after |"
-          " busiest expert share | experts < 1% | dropped |")
-    print("|---|---|---|---|---|---|---|---|---|")
+          " busiest expert share | experts < 1% | effective experts, steps 0-99 / last 100 | dropped, whole run / last 100 |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
-        moe = [f"{r['busiest']:.3f}", str(r["idle"]), f"{r['dropped_frac']:.3f}"] if "busiest" in r else ["-"] * 3
+        moe = ["-"] * 4
+        if "busiest" in r:
+            moe = [f"{r['busiest']:.3f}", str(r["idle"]), f"{r['effective_first']:.2f} / {r['effective_last']:.2f}",
+                   f"{r['dropped_all']:.3f} / {r['dropped_frac']:.3f}"]
         print(f"| {r['run']} | {r['best_val']:.4f} | {r['last_val']:.4f} | {r['tokens_per_s']:,.0f} | "
               f"{r['wall_s'] / 60:.1f} min | {r['load_before']:.1f} / {r['load_after']:.1f} | " + " | ".join(moe) + " |")
     for r in rows:
@@ -146,7 +159,7 @@ def plot(out, curves):
     fig, axes = plt.subplots(2, 3, figsize=(15, 7.6))
     for name, evals in curves.items():
         axes[0, 0].plot([r["step"] for r in evals], [r["val_loss"] for r in evals], "o-", ms=3, label=name)
-    axes[0, 0].set(xlabel="step", ylabel="val loss", title="validation loss", ylim=(1.7, 2.6))
+    axes[0, 0].set(xlabel="step", ylabel="val loss", title="validation loss", ylim=(1.8, 2.5))
     axes[0, 0].legend(fontsize="small")
     for name in curves:
         steps = [r for r in read_log(out / name / "log.jsonl") if "dropped_frac" in r]

@@ -15,8 +15,8 @@ batch 12 x 64 characters, same seed, same batches) with MoE flags on top:
 
 It prints a table (best and last val loss, tokens/s, wall time, the machine's load average, expert
 load: the busiest expert's share, starved experts, the effective number of experts exp(entropy) of
-the worst block early and late, dropped pairs) and writes OUT/moe_experiment.png: the validation curves and the expert load of the
-last MoE block with and without the balance loss. Runs that already finished in OUT are reused.
+the worst block early and late, dropped pairs) and writes OUT/moe_experiment.png: the validation
+curves, dropped pairs, and the expert load of the last MoE block with and without the balance loss. Runs that already finished in OUT are reused.
 
 Tokens/s of whole runs depend on whatever else the machine does meanwhile, so the script also times
 one training step (forward + backward, one thread) of every configuration in alternating rounds,
@@ -97,7 +97,8 @@ def effective_experts(load):
 
 def print_table(rows):
     print("\n| run | best val loss | last val loss | tokens/s (median step) | wall | load avg before/after |"
-          " busiest expert share | experts < 1% | effective experts, steps 0-99 / last 100 | dropped, whole run / last 100 |")
+          " busiest expert share | experts < 1% | effective experts, steps 0-99 / last 100 |"
+          " dropped, whole run / last 100 |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         moe = ["-"] * 4
@@ -105,7 +106,8 @@ def print_table(rows):
             moe = [f"{r['busiest']:.3f}", str(r["idle"]), f"{r['effective_first']:.2f} / {r['effective_last']:.2f}",
                    f"{r['dropped_all']:.3f} / {r['dropped_frac']:.3f}"]
         print(f"| {r['run']} | {r['best_val']:.4f} | {r['last_val']:.4f} | {r['tokens_per_s']:,.0f} | "
-              f"{r['wall_s'] / 60:.1f} min | {r['load_before']:.1f} / {r['load_after']:.1f} | " + " | ".join(moe) + " |")
+              f"{r['wall_s'] / 60:.1f} min | {r['load_before']:.1f} / {r['load_after']:.1f} | "
+              + " | ".join(moe) + " |")
     for r in rows:
         if "load_last_block" in r:
             print(f"{r['run']}: expert shares of the last MoE block over the last 100 steps {r['load_last_block']}")

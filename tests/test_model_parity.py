@@ -87,7 +87,8 @@ MOE_GRID = list(itertools.product((1, 2, 3), (False, True), (0.0, 1.0), (0, 1), 
 
 
 @pytest.mark.parametrize("k, norm_topk, capacity, shared, every", MOE_GRID,
-                         ids=[f"k{k}-{'norm' if n else 'raw'}-cap{c:g}-shared{s}-every{e}" for k, n, c, s, e in MOE_GRID])
+                         ids=[f"k{k}-{'norm' if n else 'raw'}-cap{c:g}-shared{s}-every{e}"
+                              for k, n, c, s, e in MOE_GRID])
 def test_mixture_of_experts_matches_torch_float64(k, norm_topk, capacity, shared, every):
     """The MoE grid: top-k, gates renormalised or not, capacity on/off, a shared expert or not, every
     block or the hybrid stack (blocks 1, 3). The MLP kind, biases and norm vary along the grid too."""

@@ -64,7 +64,8 @@ TEXT = {
               "to the residual stream.",
     },
     "shared_step": {"zh": "共享专家：每个 token 都经过，宽度 S*H = {SH}，直接加到输出上。",
-                    "en": "The shared expert(s): every token goes through them, width S*H = {SH}, added to the output."},
+                    "en": "The shared expert(s): every token goes through them, width S*H = {SH}, added to the\n"
+                          "output."},
     "check": {
         "zh": "核对：让每个专家都处理每个 token、再用门控权重（未选中的为 0）加权，得到同样的 y（最大差 {diff}），\n"
               "但要花 E/k = {ratio} 倍的专家计算量。",

@@ -286,7 +286,7 @@ def test_moe_run_logs_routing_and_draws_expert_load(moe_run):
         assert len(r["expert_frac"]) == 1 and len(r["expert_frac"][0]) == 4       # one MoE block, 4 experts
         assert sum(r["expert_frac"][0]) == pytest.approx(1.0) and 0 <= r["dropped_frac"] < 1
         assert r["loss"] == pytest.approx(r["ce_loss"] + 0.05 * r["aux_loss"] + 0.001 * r["z_loss"], rel=1e-9)
-        assert r["aux_loss"] >= 1.0 - 1e-9                              # Switch's loss is 1 at best
+        assert 0 < r["aux_loss"] <= 4 and r["z_loss"] > 0                # aux = E sum f P <= E max P <= E
     assert any(r["dropped_frac"] > 0 for r in steps)                    # capacity 1.0 drops some pairs
     assert (moe_run / "expert_load.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 

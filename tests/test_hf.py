@@ -448,6 +448,16 @@ def test_convert_round_trip_on_the_command_line(tmp_path, capsys, make, case):
     assert np.abs(hf_logits(again, idx) - hf_logits(theirs, idx)).max() <= TOL
 
 
+def test_convert_refuses_an_unsupported_mixtral_in_one_line(tmp_path, capsys):
+    theirs = mixtral(**MIXTRAL_CASES["e4-top2-gqa2"])
+    theirs.config.router_jitter_noise = 0.05                  # training-time noise zerollm's router lacks
+    theirs.save_pretrained(tmp_path / "hf")
+    capsys.readouterr()
+    assert main(["convert", "--from", str(tmp_path / "hf"), "--to", str(tmp_path / "z")]) == 1
+    err = capsys.readouterr().err
+    assert "router_jitter_noise=0.05" in err and err.count("\n") == 1 and not (tmp_path / "z").exists()
+
+
 @pytest.mark.parametrize("argv, message", [
     (["--from", "{tmp}/nowhere", "--to", "{tmp}/out"], "directory not found"),
     (["--from", "{tmp}/hf", "--to", "{tmp}/hf"], "overlap"),

@@ -154,6 +154,19 @@ def test_expert_biases_are_not_decayed():
     assert "h.0.mlp.experts.c_fc.bias" not in opt.decay_names and model.params["h.0.mlp.experts.c_fc.bias"].ndim == 2
 
 
+def test_expert_load_plot_skips_damaged_records(tmp_path):
+    from zerollm.runlog import plot_expert_load
+    log = tmp_path / "log.jsonl"
+    good = [json.dumps({"step": i, "expert_frac": [[0.5, 0.5], [0.9, 0.1]]}) for i in range(5)]
+    bad = ['{"step": 5, "expert_frac": [[0.5]]}', '{"step": "6", "expert_frac": [[1, 0], [0, 1]]}',
+           '{"step": 7, "expert_frac": "junk"}', '{"step": 8, "expert_frac": [[null, 1], [0, 1]]}', '{"step": 9, "exp']
+    log.write_text("\n".join(good[:3] + bad + good[3:]) + "\n")
+    assert plot_expert_load(log, tmp_path / "load.png", [1, 3])
+    assert (tmp_path / "load.png").read_bytes()[:4] == b"\x89PNG"
+    log.write_text('{"step": 0, "loss": 1.0}\n')
+    assert not plot_expert_load(log, tmp_path / "none.png") and not (tmp_path / "none.png").exists()
+
+
 def test_array_metrics_reduce_and_log_as_json(tmp_path):
     a = ShardResult(1.0, {"w": np.ones(2)}, 1.0, {"aux_loss": 1.0, "expert_frac": np.array([[0.5, 0.5]])})
     b = ShardResult(2.0, {"w": np.ones(2)}, 3.0, {"aux_loss": 2.0, "expert_frac": np.array([[1.0, 0.0]])})
@@ -176,13 +189,14 @@ BASE = dict(vocab_size=10, block_size=8, n_layer=2, n_head=2, n_embd=8)
 @pytest.mark.parametrize("kwargs, fragment", [
     (dict(n_expert=1), "n_expert=1 is a dense MLP"),
     (dict(n_expert=4, n_expert_active=5), "n_expert_active=5 must be between 1 and n_expert=4"),
-    (dict(n_expert=4, n_expert_active=0), "n_expert_active=0 must be between 1"),
+    (dict(n_expert=4, n_expert_active=0), "n_expert_active must be a whole number from 1"),
     (dict(n_expert=4, moe_every=3), "moe_every=3 must be between 1 and n_layer=2"),
-    (dict(n_expert=4, aux_loss_coef=-0.01), "aux_loss_coef must be a number >= 0"),
-    (dict(n_expert=4, z_loss_coef=-1.0), "z_loss_coef must be a number >= 0"),
-    (dict(n_expert=4, capacity_factor=-0.5), "capacity_factor must be a number >= 0"),
+    (dict(n_expert=4, aux_loss_coef=-0.01), "aux_loss_coef must be a number from 0"),
+    (dict(n_expert=4, z_loss_coef=-1.0), "z_loss_coef must be a number from 0"),
+    (dict(n_expert=4, capacity_factor=-0.5), "capacity_factor must be a number from 0"),
     (dict(n_expert=4, capacity_factor=float("inf")), "capacity_factor"),
-    (dict(n_expert=-2), "n_expert must be a whole number >= 0"),
+    (dict(n_expert=-2), "n_expert must be a whole number from 0"),
+    (dict(n_expert=4, n_expert_active=2.0), "n_expert_active must be a whole number"),
     (dict(n_shared_expert=1), "n_shared_expert=1 needs routed experts"),
     (dict(n_expert=4, moe_norm_topk=1), "moe_norm_topk must be True or False"),
 ])

@@ -170,9 +170,9 @@ def test_presets_and_precedence():
 @pytest.mark.parametrize("argv, code, fragment", [
     (["--n-expert", "1"], 1, "n_expert=1"),
     (["--n-expert", "4", "--n-expert-active", "5"], 1, "n_expert_active=5 must be between 1 and n_expert=4"),
-    (["--n-expert", "4", "--aux-loss-coef", "-1"], 1, "aux_loss_coef must be a number >= 0"),
-    (["--n-expert", "4", "--z-loss-coef", "-0.1"], 1, "z_loss_coef must be a number >= 0"),
-    (["--n-expert", "4", "--capacity-factor", "-0.5"], 1, "capacity_factor must be a number >= 0"),
+    (["--n-expert", "4", "--aux-loss-coef", "-1"], 2, "--aux-loss-coef: must be a number from 0"),
+    (["--n-expert", "4", "--z-loss-coef", "-0.1"], 2, "--z-loss-coef: must be a number from 0"),
+    (["--n-expert", "4", "--capacity-factor", "-0.5"], 2, "--capacity-factor: must be a number from 0"),
     (["--preset", "nope"], 2, "invalid choice"),
     (["--lr", "fast"], 2, "must be a number from 0 to 10"),
     (["--norm", "batchnorm"], 2, "invalid choice"),

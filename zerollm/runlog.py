@@ -115,6 +115,15 @@ def running_mean(values, window):
     return np.convolve(padded, np.ones(window) / window, mode="valid")
 
 
+def _shares(value, shape):
+    """True for a (blocks, E) table of finite numbers: a hand-edited or cut line is left out, not drawn."""
+    try:
+        table = np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError):
+        return False
+    return table.shape == shape and bool(np.all(np.isfinite(table)))
+
+
 def plot_expert_load(log_path, png_path, layers=None):
     """expert_load.png from log.jsonl: for each MoE block, the share of routed pairs each expert took,
     step by step (stacked, smoothed over ~1% of the run). Even bands are a balanced router; one band
@@ -126,8 +135,12 @@ def plot_expert_load(log_path, png_path, layers=None):
     records = [r for r in read_log(log_path) if "expert_frac" in r]
     if not records:
         return False
+    shape = np.shape(records[-1]["expert_frac"])
+    records = [r for r in records if _shares(r.get("expert_frac"), shape) and isinstance(r.get("step"), int)]
+    if len(shape) != 2 or not records:
+        return False
     steps = np.array([r["step"] for r in records])
-    frac = np.array([r["expert_frac"] for r in records])              # (steps, blocks, E)
+    frac = np.array([r["expert_frac"] for r in records], dtype=np.float64)   # (steps, blocks, E)
     window = max(1, len(steps) // 100)
     n_blocks, E = frac.shape[1:]
     layers = layers if layers is not None else list(range(n_blocks))

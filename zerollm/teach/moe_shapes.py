@@ -11,6 +11,7 @@ H expert width, F = H (GELU) or 2H (SwiGLU: [gate | up]), S shared experts.
 
 import numpy as np
 
+from zerollm.argtypes import FIELD_RANGES
 from zerollm.config import GPTConfig
 from zerollm.errors import ZeroLLMError
 from zerollm.i18n import translator
@@ -107,22 +108,26 @@ say = translator(TEXT)
 
 def add_moe_arguments(p):
     g = p.add_argument_group("mixture of experts (a section of its own when --n-expert > 0)")
-    g.add_argument("--n-expert", type=int, default=0, help="E, routed experts per MoE layer (default 0: none)")
-    g.add_argument("--n-expert-active", type=int, default=2, help="k, experts per token (default 2)")
-    g.add_argument("--n-shared-expert", type=int, default=0, help="S, experts every token goes through (default 0)")
-    g.add_argument("--n-inner", type=int, default=None, help="H, each expert's width (default: as the dense MLP)")
+    g.add_argument("--n-expert", type=FIELD_RANGES["n_expert"], default=0,
+                   help="E, routed experts per MoE layer (default 0: none)")
+    g.add_argument("--n-expert-active", type=FIELD_RANGES["n_expert_active"], default=2,
+                   help="k, experts per token (default 2)")
+    g.add_argument("--n-shared-expert", type=FIELD_RANGES["n_shared_expert"], default=0,
+                   help="S, experts every token goes through (default 0)")
+    g.add_argument("--n-inner", type=FIELD_RANGES["n_inner"], default=None,
+                   help="H, each expert's width (default: as the dense MLP)")
     g.add_argument("--mlp", choices=("gelu", "swiglu"), default="gelu", help="expert kind (default gelu)")
     g.add_argument("--moe-norm-topk", action="store_true", help="renormalise the k gates (Mixtral)")
-    g.add_argument("--n-layer", type=int, default=4, help="blocks, for the whole-model count (default 4)")
-    g.add_argument("--moe-every", type=int, default=1, help="every m-th block is MoE (default 1: all)")
-    g.add_argument("--vocab-size", type=int, default=65, help="V, for the whole-model count (default 65)")
+    g.add_argument("--n-layer", type=FIELD_RANGES["n_layer"], default=4,
+                   help="blocks, for the whole-model count (default 4)")
+    g.add_argument("--moe-every", type=FIELD_RANGES["moe_every"], default=1,
+                   help="every m-th block is MoE (default 1: all)")
+    g.add_argument("--vocab-size", type=FIELD_RANGES["vocab_size"], default=65,
+                   help="V, for the whole-model count (default 65)")
 
 
 def make_moe_config(args):
     """The GPTConfig of the MoE section, validated before anything is printed."""
-    for flag in ("n_layer", "vocab_size"):
-        if getattr(args, flag) < 1:
-            raise ZeroLLMError(f"--{flag.replace('_', '-')} must be a positive whole number, got {getattr(args, flag)}")
     cfg = GPTConfig(vocab_size=args.vocab_size, block_size=args.seq, n_layer=args.n_layer, n_head=args.n_head,
                     n_kv_head=args.n_kv_head, n_embd=args.n_embd, n_inner=args.n_inner, mlp=args.mlp, bias=False,
                     n_expert=args.n_expert, n_expert_active=args.n_expert_active, moe_every=args.moe_every,

@@ -46,6 +46,10 @@ CONFIGS = {     # small, because tracemalloc slows every allocation down
     "dropout": dict(n_layer=2, n_head=4, n_embd=32, block_size=64, dropout=0.1),
     "flash": dict(n_layer=1, n_head=2, n_embd=32, block_size=64, attn_impl="flash"),
     "wide": dict(n_layer=1, n_head=1, n_embd=256, block_size=16),
+    "moe": dict(n_layer=2, n_head=4, n_embd=32, block_size=32, n_expert=4, n_expert_active=2, n_shared_expert=1,
+                capacity_factor=1.25),
+    "moe-hybrid-swiglu": dict(n_layer=2, n_head=4, n_embd=32, block_size=64, n_expert=8, n_expert_active=1,
+                              moe_every=2, mlp="swiglu", n_inner=32),
 }
 
 
@@ -84,6 +88,16 @@ def test_evaluation_estimate_is_a_modest_upper_bound(name):
     measured = peak_bytes(lambda: evaluate_loss(model, ids, batch_size=4))
     estimate = budget.inference(cfg, 4, cfg.block_size, loss=True).total - budget.param_count(cfg) * 4
     assert measured <= estimate <= 2.5 * measured, (budget.fmt_bytes(measured), budget.fmt_bytes(estimate))
+
+
+@pytest.mark.parametrize("moe", [dict(n_expert=4, n_expert_active=2),
+                                 dict(n_expert=3, n_expert_active=1, moe_every=2, n_shared_expert=2, mlp="swiglu")])
+def test_param_count_and_estimate_of_a_mixture_of_experts(moe):
+    cfg = GPTConfig(vocab_size=50, block_size=16, n_layer=4, n_head=2, n_embd=16, **moe)
+    assert budget.param_count(cfg) == GPT(cfg, init=False).num_params()
+    dense = GPTConfig(vocab_size=50, block_size=16, n_layer=4, n_head=2, n_embd=16, mlp=cfg.mlp)
+    assert budget.layer_numbers(cfg, 2, 16) > budget.layer_numbers(dense, 2, 16)   # k pairs per token, and more
+    assert budget.training(cfg, 4).total > budget.training(dense, 4).total
 
 
 def test_param_count_matches_the_model_without_building_it():

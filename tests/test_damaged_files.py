@@ -80,8 +80,8 @@ CHECKPOINT_DAMAGE = {
         (s / "config.json").read_text().replace('"lr": 0.001', '"lr": NaN')), ["train.lr"]),
     "train: not an object": (lambda s: edit_json(s / "config.json", set_in("train", [1, 2])),
                              ["config.json", '"train" must be a JSON object']),
-    "model: unknown key": (lambda s: edit_json(s / "config.json", set_in("model", "n_expert", 8)),
-                           ["config.json", "model: unknown field(s) 'n_expert'"]),
+    "model: unknown key": (lambda s: edit_json(s / "config.json", set_in("model", "n_experts", 8)),   # a typo
+                           ["config.json", "model: unknown field(s) 'n_experts'"]),
     "model: wrong type": (lambda s: edit_json(s / "config.json", set_in("model", "n_layer", "1")),
                           ["config.json", "model.n_layer must be a whole number"]),
     "model: float size": (lambda s: edit_json(s / "config.json", set_in("model", "n_embd", 8.0)),

@@ -6,13 +6,15 @@ and by greedy generation token for token. Refusals must name the problem.
 
 import json
 import os
+import re
 from dataclasses import replace
 
 import numpy as np
 import pytest
 import torch
 from transformers import (AutoModelForCausalLM, AutoTokenizer, GPT2Config, GPT2LMHeadModel, GPT2Model,
-                          LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM)
+                          LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM, MixtralConfig,
+                          MixtralForCausalLM)
 
 from zerollm import hf
 from zerollm.checkpoint import save_checkpoint
@@ -42,6 +44,19 @@ LLAMA_CASES = {
                      num_attention_heads=6, num_key_value_heads=3, max_position_embeddings=16,
                      attention_bias=True, mlp_bias=True),
 }
+# several odd sizes: E experts, top-k, GQA / MQA, tied or not, RoPE bases
+MIXTRAL_CASES = {
+    "e4-top2-gqa2": dict(vocab_size=37, hidden_size=16, intermediate_size=12, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=16,
+                         num_local_experts=4, num_experts_per_tok=2),
+    "e3-top1-mqa-tied-theta500": dict(vocab_size=29, hidden_size=16, intermediate_size=10, num_hidden_layers=2,
+                                      num_attention_heads=4, num_key_value_heads=1, max_position_embeddings=16,
+                                      num_local_experts=3, num_experts_per_tok=1, tie_word_embeddings=True,
+                                      rope_theta=500.0),
+    "e5-top3-odd": dict(vocab_size=41, hidden_size=24, intermediate_size=20, num_hidden_layers=1,
+                        num_attention_heads=6, num_key_value_heads=3, max_position_embeddings=16,
+                        num_local_experts=5, num_experts_per_tok=3, rms_norm_eps=1e-6),
+}
 
 
 # ----------------------------------------------------------------------------
@@ -65,6 +80,15 @@ def gpt2(**kw):
 
 def llama(**kw):
     return jitter(LlamaForCausalLM(LlamaConfig(**kw, **NO_SPECIAL)))
+
+
+# transformers 5's default grouped_mm kernel for experts needs 16-byte aligned strides on a CPU, which
+# odd test sizes are not; the "eager" implementation is its plain per-expert loop
+EAGER_EXPERTS = dict(experts_implementation="eager")
+
+
+def mixtral(**kw):
+    return jitter(MixtralForCausalLM(MixtralConfig(**kw, **NO_SPECIAL, **EAGER_EXPERTS)))
 
 
 def ids(vocab, T=9, B=2, seed=0):
@@ -112,6 +136,18 @@ def test_load_llama_matches_transformers(tmp_path, name, sharded):
     assert (ours.config.n_kv_head, ours.config.bias) == (theirs.config.num_key_value_heads,
                                                          theirs.config.attention_bias)
     assert gap(ours, theirs, ids(theirs.config.vocab_size)) <= TOL
+
+
+@pytest.mark.parametrize("name", MIXTRAL_CASES)
+def test_load_mixtral_matches_transformers(tmp_path, name):
+    theirs = mixtral(**MIXTRAL_CASES[name])
+    theirs.save_pretrained(tmp_path, safe_serialization=True, **({"max_shard_size": "4KB"} if "odd" in name else {}))
+    ours = hf.load(tmp_path)
+    c = theirs.config
+    assert (ours.config.n_expert, ours.config.n_expert_active, ours.config.moe_norm_topk, ours.config.moe_layers) == \
+        (c.num_local_experts, c.num_experts_per_tok, True, list(range(c.num_hidden_layers)))
+    assert ours.config.aux_loss_coef == pytest.approx(c.router_aux_loss_coef * c.num_experts_per_tok)
+    assert gap(ours, theirs, ids(c.vocab_size)) <= TOL
 
 
 def test_load_gpt2_base_model_without_head(tmp_path):
@@ -177,6 +213,14 @@ EXPORT_CASES = {
     "llama-mqa-tied-bias": (GPTConfig(vocab_size=41, block_size=9, n_layer=1, n_head=6, n_kv_head=1, n_embd=24,
                                       norm="rmsnorm", pos="rope", mlp="swiglu", rope_theta=5e5, norm_eps=1e-6),
                             "LlamaForCausalLM"),
+    "mixtral-e4-top2-gqa": (GPTConfig(vocab_size=37, block_size=11, n_layer=2, n_head=4, n_kv_head=2, n_embd=16,
+                                      n_inner=12, norm="rmsnorm", pos="rope", mlp="swiglu", bias=False,
+                                      tie_embeddings=False, n_expert=4, n_expert_active=2, moe_norm_topk=True),
+                            "MixtralForCausalLM"),
+    "mixtral-e3-top3-tied-odd": (GPTConfig(vocab_size=31, block_size=9, n_layer=1, n_head=3, n_kv_head=1, n_embd=18,
+                                           n_inner=14, norm="rmsnorm", pos="rope", mlp="swiglu", bias=False,
+                                           n_expert=3, n_expert_active=3, moe_norm_topk=True, rope_theta=500.0),
+                                 "MixtralForCausalLM"),
 }
 
 
@@ -185,7 +229,7 @@ def test_export_loads_in_transformers(tmp_path, name):
     cfg, architecture = EXPORT_CASES[name]
     ours = random_gpt(cfg)
     hf.export(ours, tmp_path / "out")
-    theirs = AutoModelForCausalLM.from_pretrained(tmp_path / "out").eval()
+    theirs = AutoModelForCausalLM.from_pretrained(tmp_path / "out", **(EAGER_EXPERTS if cfg.n_expert else {})).eval()
     assert type(theirs).__name__ == architecture
     idx = ids(cfg.vocab_size, T=cfg.block_size)
     assert gap(ours, theirs, idx) <= TOL
@@ -193,23 +237,30 @@ def test_export_loads_in_transformers(tmp_path, name):
     assert np.abs(back.forward(idx)[0] - ours.forward(idx)[0]).max() <= TOL
 
 
-def test_export_llama_round_trip_is_exact(tmp_path):
-    cfg = EXPORT_CASES["llama-mqa-tied-bias"][0]
+@pytest.mark.parametrize("name", ["llama-mqa-tied-bias", "mixtral-e4-top2-gqa"])
+def test_export_round_trip_is_exact(tmp_path, name):
+    cfg = EXPORT_CASES[name][0]
     ours = random_gpt(cfg, seed=4)
     back = hf.load(hf.export(ours, tmp_path / "x"))
-    assert back.config == ours.config
+    # Mixtral's config.json has no z-loss (a training setting): it comes back as 0
+    assert back.config == (replace(cfg, z_loss_coef=0.0) if cfg.n_expert else cfg)
     for name, value in ours.params.items():
         np.testing.assert_array_equal(back.params[name], value, err_msg=name)
 
 
-@pytest.mark.parametrize("change, field", [
-    (dict(pos="sinusoidal"), "pos='sinusoidal'"),
-    (dict(causal=False), "causal=False"),
-    (dict(norm="rmsnorm"), "norm='rmsnorm'"),                 # rmsnorm + GELU: neither family
+@pytest.mark.parametrize("case, change, field", [
+    ("gpt2-tied", dict(pos="sinusoidal"), "pos='sinusoidal'"),
+    ("gpt2-tied", dict(causal=False), "causal=False"),
+    ("gpt2-tied", dict(norm="rmsnorm"), "norm='rmsnorm'"),                 # rmsnorm + GELU: no family
+    ("gpt2-tied", dict(n_expert=4), "as GPT-2 it has n_expert=4"),
+    ("mixtral-e4-top2-gqa", dict(n_layer=4, moe_every=2), "as Mixtral it has moe_every=2"),   # the hybrid stack
+    ("mixtral-e4-top2-gqa", dict(n_shared_expert=1), "n_shared_expert=1 (needs 0)"),
+    ("mixtral-e4-top2-gqa", dict(moe_norm_topk=False), "moe_norm_topk=False (needs True)"),
+    ("mixtral-e4-top2-gqa", dict(bias=True), "as Mixtral it has bias=True"),
 ])
-def test_export_refuses_what_transformers_cannot_express(tmp_path, change, field):
-    cfg = replace(EXPORT_CASES["gpt2-tied"][0], **change)
-    with pytest.raises(ZeroLLMError, match=field):
+def test_export_refuses_what_transformers_cannot_express(tmp_path, case, change, field):
+    cfg = replace(EXPORT_CASES[case][0], **change)
+    with pytest.raises(ZeroLLMError, match=re.escape(field)):
         hf.export(GPT(cfg), tmp_path / "out")
     assert not os.path.exists(tmp_path / "out") and os.listdir(tmp_path) == []
 
@@ -251,13 +302,21 @@ def test_byte_tokenizer_is_not_exported(tmp_path):
 # ----------------------------------------------------------------------------
 # greedy generation with the KV cache equals transformers' generate
 
-@pytest.mark.parametrize("family", ["gpt2", "llama"])
+@pytest.mark.parametrize("family", ["gpt2", "llama", "mixtral", "mixtral-odd"])
 def test_greedy_generation_matches_transformers(tmp_path, family):
     if family == "gpt2":
         theirs = gpt2(vocab_size=50, n_positions=32, n_embd=16, n_layer=2, n_head=2)
-    else:
+    elif family == "llama":
         theirs = llama(vocab_size=50, hidden_size=16, intermediate_size=24, num_hidden_layers=2,
                        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=32)
+    elif family == "mixtral":
+        theirs = mixtral(vocab_size=50, hidden_size=16, intermediate_size=24, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=32,
+                         num_local_experts=4, num_experts_per_tok=2)
+    else:
+        theirs = mixtral(vocab_size=50, hidden_size=24, intermediate_size=10, num_hidden_layers=2,
+                         num_attention_heads=6, num_key_value_heads=3, max_position_embeddings=32,
+                         num_local_experts=6, num_experts_per_tok=1, rope_theta=1e4)
     theirs.save_pretrained(tmp_path)
     prompt = ids(50, T=5, B=1, seed=1)
     with torch.no_grad():
@@ -304,6 +363,7 @@ def test_pickle_only_directory_is_refused(tmp_path):
 
 
 LLAMA_JSON = dict(architectures=["LlamaForCausalLM"], model_type="llama", **LLAMA_CASES["gqa2-untied"])
+MIXTRAL_JSON = dict(architectures=["MixtralForCausalLM"], model_type="mixtral", **MIXTRAL_CASES["e4-top2-gqa2"])
 
 
 @pytest.mark.parametrize("config, message", [
@@ -319,6 +379,12 @@ LLAMA_JSON = dict(architectures=["LlamaForCausalLM"], model_type="llama", **LLAM
      "scale_attn_by_inverse_layer_idx=True"),
     (dict(architectures=["GPT2LMHeadModel"], **GPT2_CASES["small"], activation_function="relu"),
      "activation_function='relu'"),
+    ({**MIXTRAL_JSON, "router_jitter_noise": 0.01}, "router_jitter_noise=0.01"),
+    ({**MIXTRAL_JSON, "sliding_window": 4}, "sliding_window=4"),
+    ({**MIXTRAL_JSON, "hidden_act": "gelu"}, "hidden_act='gelu'"),
+    ({**MIXTRAL_JSON, "rope_scaling": {"rope_type": "yarn", "factor": 2.0}}, "rope scaling 'yarn'"),
+    ({**MIXTRAL_JSON, "num_experts_per_tok": 5}, "n_expert_active=5 must be between 1 and n_expert=4"),
+    ({**MIXTRAL_JSON, "num_local_experts": 1, "num_experts_per_tok": 1}, "n_expert=1"),
 ])
 def test_unsupported_configs_are_refused_by_name(tmp_path, config, message):
     with pytest.raises(ZeroLLMError, match=message):
@@ -366,16 +432,30 @@ def test_load_zerollm_reads_a_training_run(tmp_path):
     assert hf.load_zerollm_tokenizer(tmp_path / "run") is None
 
 
-def test_convert_round_trip_on_the_command_line(tmp_path, capsys):
-    theirs = llama(**LLAMA_CASES["mqa-tied-theta500"])
+@pytest.mark.parametrize("make, case", [(llama, LLAMA_CASES["mqa-tied-theta500"]),
+                                        (mixtral, MIXTRAL_CASES["e3-top1-mqa-tied-theta500"])])
+def test_convert_round_trip_on_the_command_line(tmp_path, capsys, make, case):
+    theirs = make(**case)
     theirs.save_pretrained(tmp_path / "hf")
     assert main(["convert", "--from", str(tmp_path / "hf"), "--to", str(tmp_path / "z")]) == 0
     assert "zerollm model directory" in capsys.readouterr().out
     assert main(["convert", "--from", str(tmp_path / "z"), "--to", str(tmp_path / "hf2")]) == 0
-    assert "Hugging Face directory" in capsys.readouterr().out
-    again = AutoModelForCausalLM.from_pretrained(tmp_path / "hf2")
-    idx = ids(37)
+    out = capsys.readouterr().out
+    assert "Hugging Face directory" in out and ("Mixtral layout" in out) == (make is mixtral)
+    again = AutoModelForCausalLM.from_pretrained(tmp_path / "hf2", **(EAGER_EXPERTS if make is mixtral else {}))
+    assert type(again) is type(theirs)
+    idx = ids(case["vocab_size"])
     assert np.abs(hf_logits(again, idx) - hf_logits(theirs, idx)).max() <= TOL
+
+
+def test_convert_refuses_an_unsupported_mixtral_in_one_line(tmp_path, capsys):
+    theirs = mixtral(**MIXTRAL_CASES["e4-top2-gqa2"])
+    theirs.config.router_jitter_noise = 0.05                  # training-time noise zerollm's router lacks
+    theirs.save_pretrained(tmp_path / "hf")
+    capsys.readouterr()
+    assert main(["convert", "--from", str(tmp_path / "hf"), "--to", str(tmp_path / "z")]) == 1
+    err = capsys.readouterr().err
+    assert "router_jitter_noise=0.05" in err and err.count("\n") == 1 and not (tmp_path / "z").exists()
 
 
 @pytest.mark.parametrize("argv, message", [

@@ -1,6 +1,8 @@
 """Every layer's forward and hand-written backward vs PyTorch autograd (float64 and float32) and
 vs finite differences (float64), through the one helper in opcheck.py."""
 
+import types
+
 import numpy as np
 import pytest
 import torch
@@ -9,6 +11,7 @@ from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
 
 from opcheck import check_op
 from zerollm.gradcheck import CASES, run_all
+from zerollm.torch_ref import moe_ffn
 
 # ----------------------------------------------------------------------------
 # the same ops written with torch (each takes the case and the inputs as float64 tensors)
@@ -132,6 +135,17 @@ def t_layernorm(case, x, w, b=None):
     return F.layer_norm(x, (x.shape[-1],), w, b, eps=1e-5)
 
 
+def t_moe(case, x, w_router, w_fc, b_fc, w_proj, b_proj, *shared):
+    """zerollm.torch_ref's dense dispatch/combine MoE; output, aux and z stacked like the case's."""
+    kw = case.info
+    cfg = types.SimpleNamespace(n_expert_active=kw["k"], moe_norm_topk=kw["norm_topk"], mlp=kw["mlp"],
+                                capacity_factor=kw["capacity_factor"], gelu=kw["gelu"])
+    y, aux, z, dropped = moe_ffn(x, w_router, (w_fc, b_fc, w_proj, b_proj), tuple(shared) or None, cfg,
+                                 training=True)
+    assert (dropped > 0) == (kw["capacity_factor"] > 0)      # the capacity cases really drop pairs
+    return torch.cat([y.reshape(-1), aux[None], z[None]])
+
+
 TORCH = {
     "linear": t_linear,
     "linear_nobias": t_linear,
@@ -163,6 +177,10 @@ TORCH = {
     "value_head": t_scalar_head,
     "block_gpt2": t_block,
     "block_llama": t_block,
+    "moe_top1": t_moe,
+    "moe_top2": t_moe,
+    "moe_top2_norm_capacity": t_moe,
+    "moe_top3_capacity_shared": t_moe,
 }
 
 

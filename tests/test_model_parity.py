@@ -40,12 +40,20 @@ def compare(cfg, seed=0):
     idx, targets = batch(cfg, seed)
     logits, loss = ours.forward(idx, targets)
     grads = ours.backward()
+    moe_loss = ours.moe_loss()                 # the aux and z losses that backward() added
     t_logits, t_loss = ref(torch.from_numpy(idx), torch.from_numpy(targets))
-    t_loss.backward()
+    t_moe_loss = ref.moe_loss()
+    (t_loss + t_moe_loss).backward()
     t_grads = ref.grads_numpy()
     assert logits.dtype == np.dtype(cfg.dtype)
     assert set(grads) == set(t_grads) == set(param_shapes(cfg))
     errors = {"logits": rel(logits, t_logits.detach().numpy()), "loss": rel(loss, t_loss.item())}
+    if cfg.n_expert:
+        errors["moe_loss"] = rel(moe_loss, t_moe_loss.item())
+        dropped = sum(b.mlp.last["dropped"] for b in ref.h if hasattr(b.mlp, "last"))
+        assert ours.moe_stats["dropped_frac"] * cfg.n_expert_active * idx.size * len(cfg.moe_layers) == \
+            pytest.approx(dropped)
+        assert (dropped > 0) == (cfg.capacity_factor > 0)       # a capacity case really drops pairs
     for name in grads:
         assert grads[name].shape == t_grads[name].shape and grads[name].dtype == np.dtype(cfg.dtype), name
         errors[name] = rel(grads[name], t_grads[name])
@@ -72,6 +80,37 @@ def test_every_architecture_matches_torch_float64(norm, pos, mlp, bias, tied, ca
 def test_float32_model_matches_torch_float64(extra):
     cfg = GPTConfig(vocab_size=41, block_size=9, n_layer=3, n_head=4, n_embd=24, dtype="float32", **extra)
     errors = compare(cfg, seed=3)
+    assert max(errors.values()) <= TOL["float32"], max(errors.items(), key=lambda kv: kv[1])
+
+
+MOE_GRID = list(itertools.product((1, 2, 3), (False, True), (0.0, 1.0), (0, 1), (1, 2)))
+
+
+@pytest.mark.parametrize("k, norm_topk, capacity, shared, every", MOE_GRID,
+                         ids=[f"k{k}-{'norm' if n else 'raw'}-cap{c:g}-shared{s}-every{e}"
+                              for k, n, c, s, e in MOE_GRID])
+def test_mixture_of_experts_matches_torch_float64(k, norm_topk, capacity, shared, every):
+    """The MoE grid: top-k, gates renormalised or not, capacity on/off, a shared expert or not, every
+    block or the hybrid stack (blocks 1, 3). The MLP kind, biases and norm vary along the grid too."""
+    n = len(MOE_GRID)
+    i = MOE_GRID.index((k, norm_topk, capacity, shared, every))
+    llama = i % 2 == 0
+    cfg = GPTConfig(vocab_size=19, block_size=6, n_layer=4 if every == 2 else 2, n_head=2, n_embd=16,
+                    n_inner=12, n_expert=4, n_expert_active=k, moe_norm_topk=norm_topk, capacity_factor=capacity,
+                    n_shared_expert=shared, moe_every=every, aux_loss_coef=0.1, z_loss_coef=0.01,
+                    norm="rmsnorm" if llama else "layernorm", pos="rope" if llama else "learned",
+                    mlp="swiglu" if llama else "gelu", bias=i % 3 == 0, dtype="float64")
+    assert i < n and cfg.moe_layers == ([1, 3] if every == 2 else [0, 1])
+    errors = compare(cfg, seed=i)
+    worst = max(errors, key=errors.get)
+    assert errors[worst] <= TOL["float64"], (worst, errors[worst])
+
+
+def test_mixture_of_experts_float32_matches_torch_float64():
+    cfg = GPTConfig(vocab_size=29, block_size=8, n_layer=2, n_head=2, n_embd=16, n_expert=5, n_expert_active=2,
+                    moe_norm_topk=True, capacity_factor=1.25, n_shared_expert=2, mlp="swiglu", norm="rmsnorm",
+                    pos="rope", bias=False, dtype="float32")
+    errors = compare(cfg, seed=2)
     assert max(errors.values()) <= TOL["float32"], max(errors.items(), key=lambda kv: kv[1])
 
 

@@ -5,6 +5,7 @@ import pytest
 
 from zerollm.cli import main
 from zerollm.teach.fmt import display_width, pad
+from zerollm.teach import moe_shapes
 from zerollm.teach.shapes import TEXT, make_config, matmul_macs, measure
 
 
@@ -114,8 +115,58 @@ def test_flops_table_is_aligned_in_chinese(capsys):
 
 
 def test_every_text_exists_in_both_languages():
-    for key, versions in TEXT.items():
-        assert set(versions) == {"zh", "en"}, key
+    for table in (TEXT, moe_shapes.TEXT):
+        for key, versions in table.items():
+            assert set(versions) == {"zh", "en"}, key
+
+
+# ----------------------------------------------------------------------------
+# --n-expert: a mixture-of-experts layer
+
+@pytest.mark.parametrize("lang, words", [("en", ["mixture-of-experts", "active per token", "the busiest"]),
+                                         ("zh", ["混合专家层", "每个 token 用到的", "分到最多的"])])
+def test_moe_section_in_each_language(capsys, lang, words):
+    # C=64, E=8, k=2, H=96, S=1, GELU: one expert 64*96 + 96*64 = 12,288; router 64*8 = 512
+    code, out, err = run_cli(capsys, "--n-expert", "8", "--n-expert-active", "2", "--n-inner", "96",
+                             "--n-shared-expert", "1", "--lang", lang)
+    assert code == 0 and err == ""
+    for word in words:
+        assert word in out, word
+    assert line_with(out, "logits = x2 @ router.weight").endswith("(16, 64) @ (64, 8) -> (16, 8)")
+    assert line_with(out, "idx, g = top-2(probs)").endswith("(16, 8) -> (16, 2), (16, 2)")
+    expert, router = 12_288, 512
+    total, active = router + 9 * expert, router + 3 * expert          # 8 routed + 1 shared; 2 + 1 per token
+    whole_layer = [line.split() for line in out.splitlines() if f" {total:,} " in line]
+    assert whole_layer and whole_layer[0][-2:] == [f"{total:,}", f"{active:,}"]
+    experts_row = [line.split() for line in out.splitlines() if f" {8 * expert:,} " in line]
+    assert experts_row and experts_row[0][-1] == f"{2 * expert:,}"    # k experts run per token
+    assert "max difference" in out or "最大差" in out
+
+
+def test_moe_measurement_is_the_real_layer():
+    cfg = moe_shapes.GPTConfig(vocab_size=11, block_size=7, n_layer=2, n_head=2, n_embd=12, n_inner=10, mlp="swiglu",
+                               n_expert=5, n_expert_active=3, moe_norm_topk=True, n_shared_expert=2, bias=False)
+    a = moe_shapes.measure_moe(cfg, 3)
+    N = 3 * 7
+    assert a["counts"].sum() == N * 3 and a["x_e"].shape == (a["counts"].max(), 12)
+    assert a["h_e"].shape == (len(a["x_e"]), 20) and a["a_e"].shape == (len(a["x_e"]), 10)
+    np.testing.assert_allclose(a["gates"].sum(axis=1), 1.0, rtol=1e-5)        # renormalised
+    np.testing.assert_allclose(a["dense_y"], a["y"], rtol=1e-5, atol=1e-5)     # the slow way agrees
+    total, active, macs, macs_all = moe_shapes.model_costs(cfg)
+    expert = 12 * 20 + 10 * 12
+    assert total - active == 2 * (5 - 3) * expert                                # 2 idle experts per block
+    assert macs_all - macs == total - active
+
+
+@pytest.mark.parametrize("argv, fragment", [
+    (["--n-expert", "1"], "n_expert=1"),
+    (["--n-expert", "4", "--n-expert-active", "5"], "n_expert_active=5 must be between 1 and n_expert=4"),
+    (["--n-expert", "4", "--moe-every", "9"], "moe_every=9"),
+    (["--n-expert", "4096", "--n-inner", "4096"], "too many for this demo"),
+])
+def test_bad_moe_flags_are_one_line_exit_1(capsys, argv, fragment):
+    code, out, err = run_cli(capsys, *argv)
+    assert code == 1 and out == "" and err.count("\n") == 1 and fragment in err
 
 
 # ----------------------------------------------------------------------------

@@ -30,6 +30,13 @@ GPT2_CONFIGS = {
     "erf-untied": replace(GPT2_SMALL, gelu="erf", tie_embeddings=False, norm_eps=1e-3),
     "no-bias": replace(GPT2_ODD, bias=False),
 }
+MIXTRAL = replace(LLAMA, n_expert=4, n_expert_active=2, moe_norm_topk=True)
+MIXTRAL_CONFIGS = {
+    "e4-top2-gqa2-untied": MIXTRAL,
+    "e3-top1-mqa-tied": replace(MIXTRAL, n_expert=3, n_expert_active=1, n_kv_head=1, tie_embeddings=True),
+    "e5-top3-odd-heads": replace(MIXTRAL, n_embd=24, n_head=6, n_kv_head=3, n_layer=1, vocab_size=41, n_inner=20,
+                                 n_expert=5, n_expert_active=3, rope_theta=500.0),
+}
 LLAMA_CONFIGS = {
     "gqa2-untied": LLAMA,
     "mqa-tied": replace(LLAMA, n_kv_head=1, tie_embeddings=True),
@@ -101,6 +108,39 @@ def test_matches_hf_llama(name):
     check_forward(*both(config, hf.to_hf_llama), config)
 
 
+@pytest.mark.parametrize("name", MIXTRAL_CONFIGS)
+def test_matches_hf_mixtral(name):
+    """The twin's mixture of experts (dense dispatch/combine) against MixtralForCausalLM's own code."""
+    config = MIXTRAL_CONFIGS[name]
+    check_forward(*both(config, hf.to_hf_mixtral), config)
+
+
+@pytest.mark.parametrize("name", MIXTRAL_CONFIGS)
+def test_grads_match_hf_mixtral(name):
+    config = replace(MIXTRAL_CONFIGS[name], aux_loss_coef=0.0, z_loss_coef=0.0)   # the cross-entropy alone
+    ours, theirs = both(config, hf.to_hf_mixtral)
+    idx, labels = batch(config)
+    ours(idx, shift(labels))[1].backward()
+    cross_entropy_by_formula(theirs(input_ids=idx).logits, shift(labels)).backward()
+    assert_grads_equal(ours.grads_numpy(), hf.hf_grads_numpy(theirs, config))
+
+
+def test_load_balancing_loss_is_mixtrals_over_k():
+    """transformers' load_balancing_loss_func counts each of the k choices as a token (shares summing
+    to k); ours counts pairs (shares summing to 1). With one MoE block the two differ by exactly k,
+    which is why zerollm.hf maps router_aux_loss_coef * k to aux_loss_coef."""
+    config = replace(MIXTRAL_CONFIGS["e5-top3-odd-heads"], z_loss_coef=0.0)
+    state = ref.random_state(config, seed=2)
+    ours = ref.TorchGPT(config)
+    ours.load_numpy_state(state)
+    theirs = hf.to_hf_mixtral(state, config, output_router_logits=True)
+    idx, _ = batch(config)
+    ours(idx)
+    aux = ours.h[0].mlp.last["aux"]
+    assert 1.0 < aux.item() < config.n_expert                       # neither balanced nor collapsed: a real test
+    assert abs(theirs(input_ids=idx).aux_loss.item() - config.n_expert_active * aux.item()) < TOL
+
+
 @pytest.mark.parametrize("config, to_hf", [(GPT2_SMALL, hf.to_hf_gpt2),
                                            (GPT2_CONFIGS["erf-untied"], hf.to_hf_gpt2),
                                            (LLAMA_CONFIGS["gqa2-theta5e5-eps1e-6-bias"], hf.to_hf_llama),
@@ -145,7 +185,8 @@ def test_llama_heads_need_no_permutation():
 
 
 @pytest.mark.parametrize("config, to_hf", [(GPT2_CONFIGS["no-bias"], hf.to_hf_gpt2),
-                                           (LLAMA_CONFIGS["gqa2-theta5e5-eps1e-6-bias"], hf.to_hf_llama)])
+                                           (LLAMA_CONFIGS["gqa2-theta5e5-eps1e-6-bias"], hf.to_hf_llama),
+                                           (MIXTRAL_CONFIGS["e5-top3-odd-heads"], hf.to_hf_mixtral)])
 def test_hf_weights_round_trip(config, to_hf):
     state = ref.random_state(config, seed=3)
     back = hf.hf_state_numpy(to_hf(state, config), config)
@@ -158,6 +199,8 @@ def test_hf_weights_round_trip(config, to_hf):
     (LLAMA, hf.to_hf_gpt2, "norm='rmsnorm'"),
     (GPT2_SMALL, hf.to_hf_llama, "pos='learned'"),
     (replace(LLAMA, causal=False), hf.to_hf_llama, "causal=False"),
+    (replace(MIXTRAL, moe_norm_topk=False), hf.to_hf_mixtral, "moe_norm_topk=False"),
+    (replace(MIXTRAL, n_shared_expert=1), hf.to_hf_mixtral, "n_shared_expert=1"),
 ])
 def test_hf_refuses_configs_it_cannot_express(config, to_hf, field):
     with pytest.raises(ZeroLLMError, match=field):
@@ -249,7 +292,8 @@ def test_rope_with_layernorm_and_gelu_is_position_aware():
 # the helper's own contract
 
 @pytest.mark.parametrize("config", [GPT2_SMALL, LLAMA,
-                                    replace(LLAMA, pos="sinusoidal", bias=True, norm="layernorm")])
+                                    replace(LLAMA, pos="sinusoidal", bias=True, norm="layernorm"),
+                                    replace(GPT2_SMALL, n_layer=4, n_expert=3, moe_every=2, n_shared_expert=2)])
 def test_named_parameters_follow_param_shapes(config):
     model = ref.TorchGPT(config)
     got = {name: tuple(p.shape) for name, p in model.named_parameters()}

@@ -168,6 +168,11 @@ def test_presets_and_precedence():
 
 
 @pytest.mark.parametrize("argv, code, fragment", [
+    (["--n-expert", "1"], 1, "n_expert=1"),
+    (["--n-expert", "4", "--n-expert-active", "5"], 1, "n_expert_active=5 must be between 1 and n_expert=4"),
+    (["--n-expert", "4", "--aux-loss-coef", "-1"], 2, "--aux-loss-coef: must be a number from 0"),
+    (["--n-expert", "4", "--z-loss-coef", "-0.1"], 2, "--z-loss-coef: must be a number from 0"),
+    (["--n-expert", "4", "--capacity-factor", "-0.5"], 2, "--capacity-factor: must be a number from 0"),
     (["--preset", "nope"], 2, "invalid choice"),
     (["--lr", "fast"], 2, "must be a number from 0 to 10"),
     (["--norm", "batchnorm"], 2, "invalid choice"),
@@ -254,3 +259,52 @@ def test_a_preset_trains_on_a_shipped_corpus_without_data_or_download(tmp_path, 
     assert res.returncode == 0, res.stderr
     meta = json.loads((out / "data" / "meta.json").read_text())
     assert meta["source"]["characters"] == meta_chars
+
+
+# ----------------------------------------------------------------------------
+# a mixture of experts: the log, the expert-load plot, exact resume
+
+MOE = ["--n-expert", "4", "--n-expert-active", "2", "--moe-every", "2", "--capacity-factor", "1.0",
+       "--n-shared-expert", "1", "--moe-norm-topk", "--aux-loss-coef", "0.05"]
+
+
+@pytest.fixture(scope="module")
+def moe_run(tmp_path_factory, corpus):
+    out = tmp_path_factory.mktemp("runs") / "moe"
+    res = train_cli("--data", str(corpus), "--out", str(out), "--max-iters", "40", "--checkpoint-interval", "10",
+                    "--threads", "2", *SMALL, *MOE)
+    assert res.returncode == 0, res.stderr
+    assert "mixture of experts in blocks [1]: top-2 of 4 experts + 1 shared" in res.stderr
+    return out
+
+
+def test_moe_run_logs_routing_and_draws_expert_load(moe_run):
+    steps = [r for r in read_log(moe_run / "log.jsonl") if "loss" in r]
+    evals = [r for r in read_log(moe_run / "log.jsonl") if "val_loss" in r]
+    assert evals[-1]["val_loss"] < evals[0]["val_loss"] - 0.5          # it learned
+    for r in steps:
+        assert len(r["expert_frac"]) == 1 and len(r["expert_frac"][0]) == 4       # one MoE block, 4 experts
+        assert sum(r["expert_frac"][0]) == pytest.approx(1.0) and 0 <= r["dropped_frac"] < 1
+        assert r["loss"] == pytest.approx(r["ce_loss"] + 0.05 * r["aux_loss"] + 0.001 * r["z_loss"], rel=1e-9)
+        assert 0 < r["aux_loss"] <= 4 and r["z_loss"] > 0                # aux = E sum f P <= E max P <= E
+    assert any(r["dropped_frac"] > 0 for r in steps)                    # capacity 1.0 drops some pairs
+    assert (moe_run / "expert_load.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_moe_resume_after_sigkill_is_bit_identical(tmp_path, corpus, moe_run):
+    out = tmp_path / "moe-killed"
+    argv = ["--data", str(corpus), "--out", str(out), "--max-iters", "40", "--checkpoint-interval", "10",
+            "--threads", "2", *SMALL, *MOE]
+    proc = subprocess.Popen([sys.executable, "-m", "zerollm", "train", *argv],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _wait_for_steps(out, 22, proc)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    assert len(step_losses(out)) < 40
+    res = train_cli("--out", str(out), "--resume", "--no-progress", "--threads", "2")
+    assert res.returncode == 0 and "warning" not in res.stderr, res.stderr
+
+    def routing(run):
+        return [(r["step"], r["loss"], r["aux_loss"], r["z_loss"], r["expert_frac"], r["dropped_frac"])
+                for r in read_log(run / "log.jsonl") if "loss" in r]
+    assert routing(out) == routing(moe_run)                             # exact equality, every step

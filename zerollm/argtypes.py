@@ -143,6 +143,13 @@ FIELD_RANGES = {
     "rope_theta": Range(float, 0, 1e12, low_open=True),
     "dropout": Range(float, 0, 1, high_open=True),
     "init_std": Range(float, 0, 10, low_open=True),
+    "n_expert": Range(int, 0, 2 ** 16),                 # mixture of experts (zerollm.nn.moe); 0 = dense
+    "n_expert_active": Range(int, 1, 2 ** 16),
+    "moe_every": Range(int, 1, 10_000),
+    "capacity_factor": Range(float, 0, 1e6),            # 0 = no capacity limit
+    "aux_loss_coef": Range(float, 0, 1e6),
+    "z_loss_coef": Range(float, 0, 1e6),
+    "n_shared_expert": Range(int, 0, 2 ** 16),
     # TrainConfig
     "batch_size": Range(int, 1, 2 ** 24),
     "max_iters": COUNT,

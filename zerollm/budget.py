@@ -166,19 +166,26 @@ def param_count(cfg):
     >>> param_count(GPTConfig())                 # GPT-2 small
     124439808
     """
-    one = _one_layer_shapes(cfg)
-    per_layer = sum(_numel(s) for name, s in one.items() if name.startswith("h.0."))
-    rest = sum(_numel(s) for name, s in one.items() if not name.startswith("h."))
-    return rest + cfg.n_layer * per_layer
+    n_moe = len(cfg.moe_layers)                   # mixture-of-experts blocks have their own size
+    total = 0
+    for one, blocks in ((_one_layer_shapes(cfg, moe=False), cfg.n_layer - n_moe), (_one_layer_shapes(cfg), n_moe)):
+        if blocks:
+            total += blocks * sum(_numel(s) for name, s in one.items() if name.startswith("h.0."))
+    one = _one_layer_shapes(cfg, moe=False)
+    return total + sum(_numel(s) for name, s in one.items() if not name.startswith("h."))
 
 
-def _one_layer_shapes(cfg):
+def _one_layer_shapes(cfg, moe=True):
+    """The shapes of a one-block model: with an MoE block if cfg has experts and ``moe``, else dense."""
     from zerollm.model import param_shapes
-    return param_shapes(replace(cfg, n_layer=1))
+    if moe and cfg.n_expert:
+        return param_shapes(replace(cfg, n_layer=1, moe_every=1))
+    return param_shapes(replace(cfg, n_layer=1, n_expert=0, n_shared_expert=0))
 
 
 def init_bytes(cfg):
-    """Random initialisation draws each matrix in float64 before casting: the largest one, twice over."""
+    """Random initialisation draws each matrix in float64 before casting (the stacked experts of an MoE
+    block in one draw): the largest one, twice over."""
     return 2 * 8 * max(_numel(s) for s in _one_layer_shapes(cfg).values())
 
 
@@ -204,7 +211,13 @@ def layer_numbers(cfg, B, T, Tk=None, training=True):
     Tk = T if Tk is None else Tk
     C, H, hs = cfg.n_embd, cfg.n_inner, cfg.head_size
     W = (cfg.n_head + 2 * cfg.n_kv_head) * hs
-    per_token = 6 * C + W + (5 if cfg.mlp == "swiglu" else 3) * H
+    hidden = (5 if cfg.mlp == "swiglu" else 3) * H
+    if cfg.n_expert:
+        # an MoE block (zerollm.nn.moe), counted for every block: k (token, expert) pairs, each with its
+        # hidden activations and its gathered input, output and combine slot; the router's E
+        # probabilities (and logits); the shared experts' hidden activations
+        hidden = cfg.n_expert_active * (hidden + 3 * C) + 3 * cfg.n_expert + cfg.n_shared_expert * hidden
+    per_token = 6 * C + W + hidden
     if cfg.pos == "rope":
         per_token += W
     if cfg.dropout > 0 and training:

@@ -25,7 +25,7 @@ COMMANDS = {
     "attention": ("zerollm.teach.attention_walkthrough",
                   "self-attention by hand, every step printed (the course's seed example)"),
     "shapes": ("zerollm.teach.shapes",
-               "multi-head attention shape by shape: every matmul's shapes, FLOPs, memory, GQA savings"),
+               "multi-head attention (and with --n-expert a MoE layer) shape by shape: shapes, FLOPs, memory"),
     "heads": ("zerollm.teach.heads",
               "draw every layer's and head's attention weights as a grid of heat maps (PNG)"),
     "explain": ("zerollm.commands.explain",

@@ -1,8 +1,9 @@
 """GPTConfig: every architectural choice of a zerollm model, checked when it is made.
 
 One frozen dataclass covers GPT-2 (layernorm, learned positions, GELU MLP, biases, tied
-embeddings) and Llama-style models (rmsnorm, RoPE, SwiGLU, grouped-query attention), plus the
-in-between combinations the course explores. ``zerollm.model`` re-exports it.
+embeddings), Llama-style models (rmsnorm, RoPE, SwiGLU, grouped-query attention), Mixtral-style
+mixtures of experts (n_expert > 0, zerollm.nn.moe), plus the in-between combinations the course
+explores. ``zerollm.model`` re-exports it.
 """
 
 from dataclasses import asdict, dataclass, fields
@@ -44,6 +45,15 @@ class GPTConfig:
     attn_impl: str = "naive"        # 'naive' (readable) | 'flash' (tiled, O(T) memory)
     init_std: float = 0.02
     dtype: str = "float32"
+    # mixture of experts (zerollm.nn.moe); n_expert = 0 is a dense model and the rest is unused
+    n_expert: int = 0               # routed experts per MoE block (0 = dense MLP everywhere)
+    n_expert_active: int = 2        # k: experts each token goes through (top-k of the router)
+    moe_every: int = 1              # 1 = every block is MoE; m = blocks m-1, 2m-1, ... (the hybrid stack)
+    moe_norm_topk: bool = False     # gates renormalised over the chosen k (Mixtral) or raw (Switch)
+    capacity_factor: float = 0.0    # per-expert capacity = ceil(cf * tokens * k / E); 0 = never drop
+    aux_loss_coef: float = 0.01     # Switch load-balancing loss weight (Fedus et al. 2021)
+    z_loss_coef: float = 0.001      # router z-loss weight (Zoph et al. 2022, ST-MoE)
+    n_shared_expert: int = 0        # experts every token goes through as well (DeepSeek-MoE, Qwen-MoE)
 
     def __post_init__(self):
         if self.n_kv_head is None:
@@ -83,11 +93,48 @@ class GPTConfig:
             declared = field_range(GPTConfig, f)
             if declared is not None:
                 declared.check(getattr(self, f.name), f"GPTConfig.{f.name}")
+        self._validate_moe()
+
+    def _validate_moe(self):
+        """What the declared ranges cannot say: how the MoE fields must fit together."""
+        if not isinstance(self.moe_norm_topk, bool):
+            raise ZeroLLMError(f"GPTConfig.moe_norm_topk must be True or False, got {self.moe_norm_topk!r}")
+        if self.n_expert == 0:
+            if self.n_shared_expert:
+                raise ZeroLLMError(f"n_shared_expert={self.n_shared_expert} needs routed experts beside it; "
+                                   "set n_expert >= 2 (or n_shared_expert=0 for a dense model)")
+            return
+        if self.n_expert == 1:
+            raise ZeroLLMError("n_expert=1 is a dense MLP with a useless router; use n_expert=0 (dense) "
+                               "or n_expert >= 2")
+        if not 1 <= self.n_expert_active <= self.n_expert:
+            raise ZeroLLMError(f"n_expert_active={self.n_expert_active} must be between 1 and "
+                               f"n_expert={self.n_expert} (each token picks k of the E experts)")
+        if self.moe_every > self.n_layer:
+            raise ZeroLLMError(f"moe_every={self.moe_every} must be between 1 and n_layer={self.n_layer}: "
+                               "MoE blocks are moe_every-1, 2*moe_every-1, ... and there must be one")
 
     # ------------------------------------------------------------------
     @property
     def head_size(self):
         return self.n_embd // self.n_head
+
+    def is_moe(self, layer):
+        """True if block ``layer`` (0-based) has a mixture of experts instead of a dense MLP.
+
+        moe_every = m makes blocks m-1, 2m-1, ... MoE: with m = 2, blocks 1, 3, 5, ... (a dense
+        block first, then alternating: the course's hybrid stack, as in GShard and Switch).
+
+        >>> cfg = GPTConfig(n_layer=4, n_expert=4, moe_every=2)
+        >>> [cfg.is_moe(i) for i in range(4)]
+        [False, True, False, True]
+        """
+        return self.n_expert > 0 and (layer + 1) % self.moe_every == 0
+
+    @property
+    def moe_layers(self):
+        """Indices of the MoE blocks, in order (empty for a dense model)."""
+        return [i for i in range(self.n_layer) if self.is_moe(i)]
 
     def to_dict(self):
         return asdict(self)

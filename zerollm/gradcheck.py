@@ -30,6 +30,7 @@ from zerollm.nn.linear import linear_backward, linear_forward
 from zerollm.nn.logprobs import token_logprobs_backward, token_logprobs_forward
 from zerollm.nn.loss import cross_entropy_backward, cross_entropy_forward
 from zerollm.nn.mlp import gelu_mlp_backward, gelu_mlp_forward, swiglu_backward, swiglu_forward
+from zerollm.nn.moe import moe_backward, moe_forward
 from zerollm.nn.norm import layernorm_backward, layernorm_forward, rmsnorm_backward, rmsnorm_forward
 from zerollm.nn.position import rope_backward, rope_forward, rope_tables
 
@@ -236,6 +237,52 @@ def _block(**cfg_kw):
     return build
 
 
+def _router_inputs(rng, dt, E, k, capacity_factor, margin=0.05):
+    """x (B, T, C) and a router (C, E) whose logits have no near-ties: every gap between a token's
+    sorted logits is >= margin, so a finite-difference step (1e-6) never changes which experts win,
+    in which order, or which pairs are over capacity. Drawn again until that holds (and, with a
+    capacity, until some pair is dropped and every expert still has one kept)."""
+    from zerollm.nn.moe import capacity_of, dispatch
+    for _ in range(1000):
+        x, w = _n(rng, dt, B, T, C), _n(rng, dt, C, E, scale=0.8)
+        logits = np.sort(x.reshape(-1, C).astype(np.float64) @ w, axis=1)
+        if np.diff(logits, axis=1).min() < margin:
+            continue
+        idx = np.argsort(-(x.reshape(-1, C) @ w), axis=1, kind="stable")[:, :k]
+        order, bounds, _ = dispatch(idx, E, capacity_of(capacity_factor, B * T, k, E))
+        if np.diff(bounds).min() > 0 and (capacity_factor == 0 or len(order) < idx.size):
+            return x, w
+    raise AssertionError("no router inputs without near-ties found")
+
+
+def _moe(k, norm_topk=False, capacity_factor=0.0, shared=False, mlp="gelu", bias=True, E=4):
+    """The MoE layer, with its aux and z losses stacked after the output (so both are checked)."""
+    def build(rng, dt):
+        H = 6
+        F = 2 * H if mlp == "swiglu" else H
+        x, w_router = _router_inputs(rng, dt, E, k, capacity_factor)
+        ins = [x, w_router, _n(rng, dt, E, C, F, scale=0.3), _n(rng, dt, E, F, scale=0.1) if bias else None,
+               _n(rng, dt, E, H, C, scale=0.3), _n(rng, dt, E, C, scale=0.1) if bias else None]
+        if shared:
+            ins += [_n(rng, dt, C, 2 * F, scale=0.3), _n(rng, dt, 2 * F, scale=0.1) if bias else None,
+                    _n(rng, dt, 2 * H, C, scale=0.3), _n(rng, dt, C, scale=0.1) if bias else None]
+        kw = dict(k=k, norm_topk=norm_topk, capacity_factor=capacity_factor, mlp=mlp, gelu="tanh")
+
+        def fwd(x, wr, wf, bf, wp, bp, *sh):
+            y, cache = moe_forward(x, wr, wf, bf, wp, bp, tuple(sh) if sh else None, **kw)
+            return np.concatenate([y.reshape(-1), np.array([cache.aux, cache.z], y.dtype)]), cache
+
+        def bwd(d, cache):
+            dx, dwr, (dwf, dbf, dwp, dbp), dsh = moe_backward(d[:-2].reshape(cache.shape), cache, d[-2], d[-1])
+            grads = (dx, dwr, dwf, dbf, dwp, dbp) + (dsh if shared else ())
+            return tuple(g for g in grads if g is not None)
+        wrt = tuple(i for i, a in enumerate(ins) if a is not None)
+        parts = [f"top-{k} of {E}", "renormalised" if norm_topk else "raw gates", mlp]
+        parts += [f"capacity {capacity_factor:g}"] * (capacity_factor > 0) + ["shared expert"] * shared
+        return _case("moe (" + ", ".join(parts) + ") + aux + z", ins, wrt, fwd, bwd, info=kw)
+    return build
+
+
 CASES = {
     "linear": _linear,
     "linear_nobias": lambda r, d: _linear(r, d, bias=False),
@@ -265,6 +312,10 @@ CASES = {
     "token_logprobs_entropy": _token_logprobs(True),
     "reward_head": _scalar_head(True),
     "value_head": _scalar_head(False),
+    "moe_top1": _moe(1),
+    "moe_top2": _moe(2, bias=False),
+    "moe_top2_norm_capacity": _moe(2, norm_topk=True, capacity_factor=1.0, mlp="swiglu", bias=False),
+    "moe_top3_capacity_shared": _moe(3, capacity_factor=0.8, shared=True, E=5),
     "block_gpt2": _block(),
     "block_llama": _block(norm="rmsnorm", pos="rope", mlp="swiglu", bias=False, n_head=2, n_kv_head=1),
 }

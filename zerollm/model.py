@@ -13,8 +13,21 @@ Parameters live in one flat dict named exactly as Hugging Face's GPT-2 checkpoin
     h.{i}.mlp.c_fc.weight (C, H) or (C, 2H) for SwiGLU [.bias]     h.{i}.mlp.c_proj.weight (H, C) [.bias]
     ln_f.weight/.bias              lm_head.weight (V, C)           [untied embeddings only]
 
+A mixture-of-experts block (config.is_moe(i), zerollm.nn.moe) has instead of mlp.c_fc / mlp.c_proj:
+
+    h.{i}.mlp.router.weight (C, E)                                 (no bias)
+    h.{i}.mlp.experts.c_fc.weight (E, C, H or 2H) [.bias (E, H or 2H)]   E experts stacked
+    h.{i}.mlp.experts.c_proj.weight (E, H, C) [.bias (E, C)]
+    h.{i}.mlp.shared.c_fc.weight (C, S*H or 2*S*H) [.bias]         [n_shared_expert = S > 0]
+    h.{i}.mlp.shared.c_proj.weight (S*H, C) [.bias]                S shared experts as one S*H-wide MLP
+
 Linear weights are (in, out), as GPT-2's Conv1D stores them. Norm biases exist only for layernorm
 with bias=True; linear biases only with bias=True.
+
+The loss of forward(idx, targets) is the cross-entropy alone, comparable between dense and MoE
+models. A mixture of experts also has its auxiliary losses (``moe_stats``, ``moe_loss()``); every
+backward() adds their gradients, whatever loss it differentiates, so a training objective reports
+its loss + model.moe_loss().
 """
 
 import copy
@@ -27,6 +40,7 @@ from zerollm.nn.block import block_backward, block_forward, norm_backward, norm_
 from zerollm.nn.dropout import dropout_backward, dropout_forward
 from zerollm.nn.embedding import embedding_backward, embedding_forward
 from zerollm.nn.loss import cross_entropy_backward, cross_entropy_forward
+from zerollm.nn.moe import moe_statistics
 from zerollm.nn.position import rope_tables, sinusoidal_positions
 
 __all__ = ["GPT", "GPTConfig", "param_shapes"]
@@ -55,14 +69,28 @@ def param_shapes(cfg):
         if cfg.bias:
             shapes[name + ".bias"] = (n_out,)
 
+    def experts(name, n_in, n_out):
+        E = cfg.n_expert
+        shapes[name + ".weight"] = (E, n_in, n_out)
+        if cfg.bias:
+            shapes[name + ".bias"] = (E, n_out)
+
     for i in range(cfg.n_layer):
         p = f"h.{i}."
         norm(p + "ln_1")
         linear(p + "attn.c_attn", C, qkv)
         linear(p + "attn.c_proj", C, C)
         norm(p + "ln_2")
-        linear(p + "mlp.c_fc", C, fc)
-        linear(p + "mlp.c_proj", H, C)
+        if cfg.is_moe(i):
+            shapes[p + "mlp.router.weight"] = (C, cfg.n_expert)
+            experts(p + "mlp.experts.c_fc", C, fc)
+            experts(p + "mlp.experts.c_proj", H, C)
+            if cfg.n_shared_expert:
+                linear(p + "mlp.shared.c_fc", C, cfg.n_shared_expert * fc)
+                linear(p + "mlp.shared.c_proj", cfg.n_shared_expert * H, C)
+        else:
+            linear(p + "mlp.c_fc", C, fc)
+            linear(p + "mlp.c_proj", H, C)
     norm("ln_f")
     if not cfg.tie_embeddings:
         shapes["lm_head.weight"] = (V, C)
@@ -116,6 +144,7 @@ class GPT:
         self.grads = {}
         self.training = True
         self._cache = None
+        self.moe_stats = None        # routing statistics of the last forward (mixture of experts only)
         self._pos_tables = self._make_position_tables()
 
     def _make_position_tables(self):
@@ -131,7 +160,7 @@ class GPT:
         """A model that shares these parameter arrays (so it sees every update) but has its own
         activations, gradients and dropout generator: one per thread (zerollm.parallel)."""
         twin = copy.copy(self)
-        twin.rng, twin.grads, twin._cache = rng, {}, None
+        twin.rng, twin.grads, twin._cache, twin.moe_stats = rng, {}, None, None
         return twin
 
     # ------------------------------------------------------------------
@@ -143,11 +172,24 @@ class GPT:
         self.training = False
         return self
 
-    def num_params(self, non_embedding=False):
-        """Number of parameters; ``non_embedding`` leaves out the position table (as GPT-2 counts)."""
+    def moe_loss(self):
+        """aux_loss_coef * aux + z_loss_coef * z of the last forward (0.0 for a dense model): what
+        backward() differentiates on top of the loss it is given."""
+        if self.moe_stats is None:
+            return 0.0
+        cfg = self.config
+        return cfg.aux_loss_coef * self.moe_stats["aux_loss"] + cfg.z_loss_coef * self.moe_stats["z_loss"]
+
+    def num_params(self, non_embedding=False, active=False):
+        """Number of parameters; ``non_embedding`` leaves out the position table (as GPT-2 counts);
+        ``active`` counts only the parameters one token uses: k of the E experts of each MoE block."""
         n = sum(p.size for p in self.params.values())
         if non_embedding and "wpe.weight" in self.params:
             n -= self.params["wpe.weight"].size
+        if active:
+            cfg = self.config
+            idle = (cfg.n_expert - cfg.n_expert_active) / max(cfg.n_expert, 1)
+            n -= round(idle * sum(p.size for name, p in self.params.items() if ".mlp.experts." in name))
         return n
 
     @property
@@ -235,12 +277,15 @@ class GPT:
 
         # 2. the blocks
         keep = (self.training and kv_cache is None) if keep is None else keep
-        blocks = []
+        blocks, routing = [], []
         for i in range(cfg.n_layer):
             x, c = block_forward(x, p, f"h.{i}.", cfg, rope=rope, mask=mask, rng=self.rng,
                                  training=training, kv=kv_cache, layer=i)
+            if c.moe:
+                routing.append(c.mlp)
             if keep:
                 blocks.append(c)
+        self.moe_stats = moe_statistics(routing) if routing else None
         if kv_cache is not None:
             kv_cache.advance(T)
 

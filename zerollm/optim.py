@@ -23,9 +23,10 @@ def default_decay(name, p):
     """Decay matrices and embeddings (ndim >= 2), not biases or norm gains (nanoGPT's rule).
 
     Shrinking a bias or a LayerNorm gain toward 0 does not make the model simpler, it only
-    fights the normalisation, so these are left alone.
+    fights the normalisation, so these are left alone. Stacked experts' biases (E, out) are 2-D
+    but still biases: the name decides.
     """
-    return p.ndim >= 2
+    return p.ndim >= 2 and not name.endswith(".bias")
 
 
 class AdamW:

@@ -8,7 +8,13 @@ logits, loss and every parameter gradient. ``tests/test_torch_ref.py`` proves th
 Hugging Face ``GPT2LMHeadModel`` and ``LlamaForCausalLM`` wherever those can express a GPTConfig.
 
 Letters: B batch, T time, C = n_embd, nh = n_head, nkv = n_kv_head, hs = C // nh, V = vocab_size,
-H = n_inner. Matrices are stored (in, out) like GPT-2's Conv1D: y = x @ W + b.
+H = n_inner, E = n_expert, k = n_expert_active. Matrices are stored (in, out) like GPT-2's Conv1D:
+y = x @ W + b.
+
+Mixture-of-experts blocks (config.is_moe(i)) are written the other way round from zerollm.nn.moe, on
+purpose: every expert runs on every token and a dense (N, E) combine matrix keeps only the chosen,
+kept ones (GShard's dispatch/combine formulation, Lepikhin et al. 2020); capacity comes from a
+cumulative sum over one-hot masks instead of a sort. The two must agree to the last digit.
 
 >>> cfg = GPTConfig(vocab_size=11, block_size=8, n_layer=1, n_head=2, n_embd=8)
 >>> model = TorchGPT(cfg)                       # starts with random_state(cfg, seed=0)
@@ -46,14 +52,24 @@ def param_shapes(config: GPTConfig) -> dict[str, tuple[int, ...]]:
     shapes = {"wte.weight": (V, C)}
     if config.pos == "learned":
         shapes["wpe.weight"] = (config.block_size, C)
+    E, S = config.n_expert, config.n_shared_expert
     for i in range(config.n_layer):
         layer = {"ln_1": ((C,), norm_bias), "attn.c_attn": ((C, qkv), config.bias),
-                 "attn.c_proj": ((C, C), config.bias), "ln_2": ((C,), norm_bias),
-                 "mlp.c_fc": ((C, fc), config.bias), "mlp.c_proj": ((H, C), config.bias)}
+                 "attn.c_proj": ((C, C), config.bias), "ln_2": ((C,), norm_bias)}
+        if config.is_moe(i):                                 # experts stacked on a leading axis E
+            layer["mlp.router"] = ((C, E), False)
+            layer["mlp.experts.c_fc"] = ((E, C, fc), config.bias)
+            layer["mlp.experts.c_proj"] = ((E, H, C), config.bias)
+            if S:                                            # S shared experts side by side: one MLP S*H wide
+                layer["mlp.shared.c_fc"] = ((C, S * fc), config.bias)
+                layer["mlp.shared.c_proj"] = ((S * H, C), config.bias)
+        else:
+            layer["mlp.c_fc"] = ((C, fc), config.bias)
+            layer["mlp.c_proj"] = ((H, C), config.bias)
         for name, (shape, has_bias) in layer.items():
             shapes[f"h.{i}.{name}.weight"] = shape
             if has_bias:
-                shapes[f"h.{i}.{name}.bias"] = shape[-1:]
+                shapes[f"h.{i}.{name}.bias"] = shape[:-2] + shape[-1:]   # (out,), or (E, out) for experts
     shapes["ln_f.weight"] = (C,)
     if norm_bias:
         shapes["ln_f.bias"] = (C,)
@@ -64,9 +80,11 @@ def param_shapes(config: GPTConfig) -> dict[str, tuple[int, ...]]:
 
 def random_state(config: GPTConfig, seed=0, dtype=np.float64) -> dict[str, np.ndarray]:
     """Random weights in our layout: matrices ~ N(0, 0.02), norm weights ~ 1 + N(0, 0.1),
-    biases ~ N(0, 0.1).
+    biases ~ N(0, 0.1), routers ~ N(0, 0.5).
 
     Norm weights and biases get noise of their own, so a test notices if one is dropped or swapped.
+    Routers get large weights so that routing is decisive: the top-k edge is far from a tie, and
+    float32 rounding cannot change which experts a token picks.
     """
     rng = np.random.default_rng(seed)
     state = {}
@@ -76,6 +94,8 @@ def random_state(config: GPTConfig, seed=0, dtype=np.float64) -> dict[str, np.nd
             value = base + 0.1 * rng.standard_normal(shape)
         elif name.endswith(".bias"):
             value = 0.1 * rng.standard_normal(shape)
+        elif ".router." in name:
+            value = 0.5 * rng.standard_normal(shape)
         else:
             value = 0.02 * rng.standard_normal(shape)
         state[name] = value.astype(dtype)
@@ -205,16 +225,99 @@ class MLP(nn.Module):
 
 
 class Block(nn.Module):
-    """Pre-norm residual block (GPT-2 order): x + attn(ln_1(x)), then + mlp(ln_2(x))."""
+    """Pre-norm residual block (GPT-2 order): x + attn(ln_1(x)), then + mlp(ln_2(x)); the MLP is a
+    mixture of experts in the blocks config.is_moe(i) chooses."""
 
-    def __init__(self, config, dtype):
+    def __init__(self, config, dtype, moe=False):
         super().__init__()
         self.ln_1, self.attn = Norm(config, dtype), Attention(config, dtype)
-        self.ln_2, self.mlp = Norm(config, dtype), MLP(config, dtype)
+        self.ln_2, self.mlp = Norm(config, dtype), (MoE if moe else MLP)(config, dtype)
 
     def forward(self, x, rope=None):
         x = x + self.attn(self.ln_1(x), rope)
         return x + self.mlp(self.ln_2(x))
+
+
+def expert_mlp(x, w_fc, b_fc, w_proj, b_proj, config):
+    """One expert: the block MLP with its own weights (GELU or SwiGLU, as the config says)."""
+    h = x @ w_fc if b_fc is None else x @ w_fc + b_fc
+    if config.mlp == "swiglu":
+        gate, up = h.chunk(2, dim=-1)
+        h = F.silu(gate) * up
+    else:
+        h = F.gelu(h, approximate="tanh" if config.gelu == "tanh" else "none")
+    return h @ w_proj if b_proj is None else h @ w_proj + b_proj
+
+
+def moe_ffn(x, router, experts, shared, config, training):
+    """Mixture of experts in the dense dispatch/combine form -> (y, aux, z, dropped pairs).
+
+    experts = (w_fc (E, C, F), b_fc (E, F) or None, w_proj (E, H, C), b_proj (E, C) or None);
+    shared = the same four for the shared MLP, or None. Capacity only in training, as zerollm.nn.moe.
+    """
+    k, E, C = config.n_expert_active, router.shape[1], x.shape[-1]
+    x2 = x.reshape(-1, C)                                    # (N, C)
+    N = x2.shape[0]
+    logits = x2 @ router                                     # (N, E)
+    probs = torch.softmax(logits, dim=-1)
+    top_p, top_i = torch.topk(probs, k, dim=-1)              # (N, k) each, best first
+    gates = top_p / top_p.sum(dim=-1, keepdim=True) if config.moe_norm_topk else top_p
+    chosen = F.one_hot(top_i.T, E).to(x.dtype)               # (k, N, E): choice-major, like the pairs
+    kept = chosen
+    if training and config.capacity_factor > 0:
+        capacity = max(1, math.ceil(config.capacity_factor * N * k / E))
+        place = torch.cumsum(chosen.reshape(k * N, E), dim=0).reshape(k, N, E) - 1   # queue position
+        kept = chosen * (place < capacity)
+    combine = (gates.T[..., None] * kept).sum(dim=0)         # (N, E): the weight of expert e for token n
+    w_fc, b_fc, w_proj, b_proj = experts
+    y = torch.zeros_like(x2)
+    for e in range(E):                                       # every expert on every token
+        y = y + combine[:, e:e + 1] * expert_mlp(x2, w_fc[e], None if b_fc is None else b_fc[e], w_proj[e],
+                                                 None if b_proj is None else b_proj[e], config)
+    if shared is not None:
+        y = y + expert_mlp(x2, *shared, config)
+    f = chosen.sum(dim=(0, 1)).detach() / (N * k)            # (E,) share of the pairs: a count
+    aux = E * (f * probs.mean(dim=0)).sum()
+    z = torch.logsumexp(logits, dim=-1).pow(2).mean()
+    return y.reshape(x.shape), aux, z, int((chosen - kept).sum().item())
+
+
+class MoE(nn.Module):
+    """A mixture-of-experts MLP; ``last`` holds the aux and z losses of the last forward."""
+
+    def __init__(self, config, dtype):
+        super().__init__()
+        self.config = config
+        C, H, E, S = config.n_embd, config.n_inner, config.n_expert, config.n_shared_expert
+        fc = 2 * H if config.mlp == "swiglu" else H
+
+        def weights(*shape, bias):
+            w = nn.Parameter(torch.zeros(*shape, dtype=dtype))
+            b = nn.Parameter(torch.zeros(*shape[:-2], shape[-1], dtype=dtype)) if bias else None
+            return w, b
+
+        self.router = Linear(C, E, False, dtype)
+        self.experts = nn.Module()
+        self.experts.c_fc, self.experts.c_proj = nn.Module(), nn.Module()
+        self.experts.c_fc.weight, self.experts.c_fc.bias = weights(E, C, fc, bias=config.bias)
+        self.experts.c_proj.weight, self.experts.c_proj.bias = weights(E, H, C, bias=config.bias)
+        self.shared = None
+        if S:
+            self.shared = nn.Module()
+            self.shared.c_fc = Linear(C, S * fc, config.bias, dtype)
+            self.shared.c_proj = Linear(S * H, C, config.bias, dtype)
+        self.last = {}
+
+    def forward(self, x):                                    # (B, T, C) -> (B, T, C)
+        ex = self.experts
+        experts = (ex.c_fc.weight, ex.c_fc.bias, ex.c_proj.weight, ex.c_proj.bias)
+        shared = None
+        if self.shared is not None:
+            sh = self.shared
+            shared = (sh.c_fc.weight, sh.c_fc.bias, sh.c_proj.weight, sh.c_proj.bias)
+        y, aux, z, dropped = moe_ffn(x, self.router.weight, experts, shared, self.config, self.training)
+        self.last = {"aux": aux, "z": z, "dropped": dropped}
+        return F.dropout(y, self.config.dropout, self.training)
 
 
 # ----------------------------------------------------------------------------
@@ -230,14 +333,26 @@ class TorchGPT(nn.Module):
         self.wte = nn.Embedding(config.vocab_size, C, dtype=dtype)
         if config.pos == "learned":
             self.wpe = nn.Embedding(config.block_size, C, dtype=dtype)
-        self.h = nn.ModuleList(Block(config, dtype) for _ in range(config.n_layer))
+        self.h = nn.ModuleList(Block(config, dtype, config.is_moe(i)) for i in range(config.n_layer))
         self.ln_f = Norm(config, dtype)
         if not config.tie_embeddings:
             self.lm_head = nn.Linear(C, config.vocab_size, bias=False, dtype=dtype)   # weight (V, C)
         self.load_numpy_state(random_state(config, seed=0))
 
+    def moe_loss(self):
+        """aux_loss_coef * aux + z_loss_coef * z of the last forward, each the mean over the MoE blocks
+        (a tensor 0 for a dense model): what training adds to the cross-entropy."""
+        cfg, layers = self.config, [b.mlp for b in self.h if isinstance(b.mlp, MoE)]
+        if not layers:
+            return torch.zeros((), dtype=self.dtype)
+        aux = torch.stack([m.last["aux"] for m in layers]).mean()
+        z = torch.stack([m.last["z"] for m in layers]).mean()
+        return cfg.aux_loss_coef * aux + cfg.z_loss_coef * z
+
     def forward(self, idx, targets=None):
-        """idx (B, T) token ids -> (logits (B, T, V), mean cross-entropy over targets != -100, or None)."""
+        """idx (B, T) token ids -> (logits (B, T, V), mean cross-entropy over targets != -100, or None).
+
+        The loss is the cross-entropy alone; a mixture of experts adds ``moe_loss()`` in training."""
         cfg = self.config
         x = self.hidden_states(idx)                          # (B, T, C)
         B, T = x.shape[:2]

@@ -5,7 +5,7 @@ The direction comes from what --from is:
     a transformers directory (config.json with "architectures"/"model_type")
         -> a zerollm model directory (config.json + model.safetensors + tokenizer.json, ours)
     a zerollm model directory, training run, or checkpoint step directory
-        -> a transformers directory (GPT2LMHeadModel or LlamaForCausalLM + tokenizer files)
+        -> a transformers directory (GPT2LMHeadModel, LlamaForCausalLM or MixtralForCausalLM + tokenizer files)
 
     zerollm convert --from gpt2 --to gpt2-zerollm
     zerollm convert --from runs/shakespeare --to shakespeare-hf
@@ -33,7 +33,7 @@ def add_arguments(parser):
 
 def _describe(model):
     cfg = model.config
-    kind = "GPT-2 layout" if cfg.pos == "learned" else "Llama layout"
+    kind = "GPT-2 layout" if cfg.pos == "learned" else "Mixtral layout" if cfg.n_expert else "Llama layout"
     return f"{kind}, n_layer={cfg.n_layer}, {model.num_params():,} parameters"
 
 

@@ -28,7 +28,7 @@ from zerollm.config import GPTConfig
 from zerollm.errors import ZeroLLMError
 from zerollm.lock import run_directory
 from zerollm.memory import keep_freed_memory
-from zerollm.runlog import JsonlLog, plot_losses
+from zerollm.runlog import JsonlLog, plot_expert_load, plot_losses
 from zerollm.threads import add_threads_argument, limit_threads
 from zerollm.presets import MODEL_FIELDS, PRESETS, build_configs
 from zerollm.train import TrainConfig, TrainingInterrupted, fit, lm_trainer
@@ -181,7 +181,8 @@ def _setup(args, run_dir, overrides, world):
     if args.resume:
         trainer.restore(plan.ckpt)
     say(f"model: {trainer.model.num_params():,} parameters ({model_cfg.n_layer} layers, {model_cfg.n_head} heads, "
-        f"{model_cfg.n_embd} dims, block {model_cfg.block_size}, vocab {model_cfg.vocab_size})")
+        f"{model_cfg.n_embd} dims, block {model_cfg.block_size}, vocab {model_cfg.vocab_size})"
+        + _moe_line(trainer.model))
     return trainer
 
 
@@ -215,14 +216,27 @@ def train_and_report(trainer, run_dir, name, *, resumed, progress, blas_threads)
     if main:
         shown = f", best val loss {best:.4f}" if np.isfinite(best) else ""
         print(f"done: step {trainer.iter}{shown}; checkpoint in {run_dir}")
-        _maybe_plot(log_path, os.path.join(run_dir, "loss.png"))
+        _maybe_plot(log_path, run_dir, trainer.model.config)
     return 0
 
 
-def _maybe_plot(log_path, png_path):
+def _moe_line(model):
+    cfg = model.config
+    if not cfg.n_expert:
+        return ""
+    return (f"; mixture of experts in blocks {cfg.moe_layers}: top-{cfg.n_expert_active} of {cfg.n_expert} experts"
+            f"{f' + {cfg.n_shared_expert} shared' if cfg.n_shared_expert else ''}, "
+            f"{model.num_params(active=True):,} parameters active per token")
+
+
+def _maybe_plot(log_path, run_dir, model_cfg):
+    png = os.path.join(run_dir, "loss.png")
     try:
-        plot_losses(log_path, png_path)
+        plot_losses(log_path, png)
+        print(f"loss curve: {png}")
+        if model_cfg.n_expert:
+            png = os.path.join(run_dir, "expert_load.png")
+            if plot_expert_load(log_path, png, model_cfg.moe_layers):
+                print(f"expert load: {png}")
     except ImportError:
-        print('loss curve skipped: matplotlib is not installed (pip install "zerollm[viz]")', file=sys.stderr)
-        return
-    print(f"loss curve: {png_path}")
+        print('plots skipped: matplotlib is not installed (pip install "zerollm[viz]")', file=sys.stderr)

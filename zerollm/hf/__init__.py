@@ -1,4 +1,4 @@
-"""Hugging Face interop: load GPT-2 / Llama checkpoints into zerollm, export zerollm models back.
+"""Hugging Face interop: load GPT-2 / Llama / Mixtral checkpoints into zerollm, export zerollm models back.
 
     from zerollm import hf
     model = hf.load("gpt2")                       # a transformers directory -> zerollm GPT

@@ -1,4 +1,4 @@
-"""transformers ``config.json`` <-> GPTConfig, for the two families zerollm can run: GPT-2 and Llama.
+"""transformers ``config.json`` <-> GPTConfig, for the families zerollm can run: GPT-2, Llama, Mixtral.
 
 Reading, every option that would change what the network computes is checked; one we do not
 implement is a ZeroLLMError naming it (never a silently different model). Dropout is not carried
@@ -14,12 +14,17 @@ from zerollm.config import GPTConfig
 from zerollm.errors import ZeroLLMError
 
 ARCHITECTURES = {"GPT2LMHeadModel": "gpt2", "GPT2Model": "gpt2", "LlamaForCausalLM": "llama",
-                 "LlamaModel": "llama", "MistralForCausalLM": "llama", "MistralModel": "llama"}
-MODEL_TYPES = {"gpt2": "gpt2", "llama": "llama", "mistral": "llama"}
+                 "LlamaModel": "llama", "MistralForCausalLM": "llama", "MistralModel": "llama",
+                 "MixtralForCausalLM": "mixtral", "MixtralModel": "mixtral"}
+MODEL_TYPES = {"gpt2": "gpt2", "llama": "llama", "mistral": "llama", "mixtral": "mixtral"}
 GPT2_ACTIVATIONS = {"gelu_new": "tanh", "gelu_pytorch_tanh": "tanh", "gelu_fast": "tanh", "gelu": "erf"}
 # what each exported layout can express (anything else in GPTConfig is a size, or free)
-LAYOUT_NEEDS = {"gpt2": dict(norm="layernorm", pos="learned", mlp="gelu", causal=True),
-                "llama": dict(norm="rmsnorm", pos="rope", mlp="swiglu", causal=True)}
+LAYOUT_NEEDS = {"gpt2": dict(norm="layernorm", pos="learned", mlp="gelu", causal=True, n_expert=0),
+                "llama": dict(norm="rmsnorm", pos="rope", mlp="swiglu", causal=True, n_expert=0),
+                # Mixtral (Jiang et al. 2024): every block MoE, top-k renormalised, SwiGLU experts, no biases
+                "mixtral": dict(norm="rmsnorm", pos="rope", mlp="swiglu", causal=True, bias=False, moe_every=1,
+                                moe_norm_topk=True, n_shared_expert=0)}
+FAMILY_NAMES = {"gpt2": "GPT-2", "llama": "Llama", "mixtral": "Mixtral"}
 
 
 # ----------------------------------------------------------------------------
@@ -38,14 +43,14 @@ def family_of(hf, where="config.json"):
     family = known[0] if known else MODEL_TYPES.get(model_type) if isinstance(model_type, str) else None
     if family is None:
         raise ZeroLLMError(f"{where}: model_type {hf.get('model_type')!r} is not supported; zerollm "
-                           f"loads model types {', '.join(MODEL_TYPES)} (GPT-2 and Llama-style models)")
+                           f"loads model types {', '.join(MODEL_TYPES)} (GPT-2, Llama and Mixtral-style models)")
     return family
 
 
 def _refuse(where, problems):
     if problems:
         raise ZeroLLMError(f"{where}: zerollm cannot run this model because of {'; '.join(problems)}; "
-                           "only plain GPT-2 and Llama architectures are implemented")
+                           "only plain GPT-2, Llama and Mixtral architectures are implemented")
 
 
 def _gpt2_fields(hf, where):
@@ -93,13 +98,30 @@ def _llama_fields(hf, where):
                 mlp="swiglu", bias=attn_bias, tie_embeddings=hf.get("tie_word_embeddings", False))
 
 
+def _mixtral_fields(hf, where):
+    """Mixtral = Llama's attention and norms + a mixture of experts in every block.
+
+    Its load-balancing loss counts each of the k choices as a token (shares that sum to k), ours
+    counts pairs (shares that sum to 1): the same loss is ours times k, so the coefficient is scaled.
+    Mixtral has no z-loss, no capacity and no shared expert.
+    """
+    jitter = hf.get("router_jitter_noise") or 0.0
+    _refuse(where, [f"router_jitter_noise={jitter} (zerollm's router has no input jitter)"] if jitter else [])
+    k = hf.get("num_experts_per_tok", 2)
+    fields = _llama_fields({**hf, "attention_bias": False, "mlp_bias": False}, where)
+    return dict(fields, n_expert=hf.get("num_local_experts", 8), n_expert_active=k, moe_every=1,
+                moe_norm_topk=True, capacity_factor=0.0, n_shared_expert=0, z_loss_coef=0.0,
+                aux_loss_coef=float(hf.get("router_aux_loss_coef", 0.001) or 0.0) * k)
+
+
 def hf_to_config(hf, where="config.json", dtype="float32"):
     """A transformers config dict -> (family, GPTConfig)."""
     if not isinstance(hf, dict):
         raise ZeroLLMError(f"{where} must hold a JSON object")
     family = family_of(hf, where)
+    read = {"gpt2": _gpt2_fields, "llama": _llama_fields, "mixtral": _mixtral_fields}[family]
     try:
-        fields = _gpt2_fields(hf, where) if family == "gpt2" else _llama_fields(hf, where)
+        fields = read(hf, where)
     except KeyError as err:
         raise ZeroLLMError(f"{where} lacks {err}, which a {family} config needs; "
                            "the file is incomplete") from None
@@ -117,16 +139,18 @@ def hf_to_config(hf, where="config.json", dtype="float32"):
 # writing: GPTConfig -> config.json
 
 def export_family(cfg):
-    """'gpt2' or 'llama': the transformers layout that computes exactly this config."""
+    """'gpt2', 'llama' or 'mixtral': the transformers layout that computes exactly this config."""
     wrong = {family: [f"{k}={getattr(cfg, k)!r} (needs {v!r})"
                       for k, v in needs.items() if getattr(cfg, k) != v]
              for family, needs in LAYOUT_NEEDS.items()}
+    if cfg.n_expert == 0:
+        wrong["mixtral"].insert(0, "n_expert=0 (needs experts)")
     for family, problems in wrong.items():
         if not problems:
             return family
-    raise ZeroLLMError("transformers has no model that computes this config: as GPT-2 it has "
-                       f"{', '.join(wrong['gpt2'])}; as Llama it has {', '.join(wrong['llama'])}. "
-                       "Train with one of those two layouts to export it")
+    said = "; ".join(f"as {FAMILY_NAMES[f]} it has {', '.join(p)}" for f, p in wrong.items())
+    raise ZeroLLMError(f"transformers has no model that computes this config: {said}. "
+                       "Train with one of those layouts to export it")
 
 
 def config_to_hf(cfg, family, special=None):
@@ -145,10 +169,16 @@ def config_to_hf(cfg, family, special=None):
                     activation_function="gelu_new" if cfg.gelu == "tanh" else "gelu",
                     layer_norm_epsilon=cfg.norm_eps, resid_pdrop=cfg.dropout, embd_pdrop=cfg.dropout,
                     attn_pdrop=cfg.dropout, scale_attn_weights=True, **common)
-    return dict(architectures=["LlamaForCausalLM"], model_type="llama", hidden_size=cfg.n_embd,
-                intermediate_size=cfg.n_inner, num_hidden_layers=cfg.n_layer,
-                num_attention_heads=cfg.n_head, num_key_value_heads=cfg.n_kv_head, head_dim=cfg.head_size,
-                hidden_act="silu", max_position_embeddings=cfg.block_size, rms_norm_eps=cfg.norm_eps,
-                rope_parameters={"rope_type": "default", "rope_theta": cfg.rope_theta},   # transformers 5
-                rope_theta=cfg.rope_theta, rope_scaling=None,                             # transformers 4
-                attention_bias=cfg.bias, mlp_bias=cfg.bias, attention_dropout=0.0, **common)
+    rope_llama = dict(hidden_size=cfg.n_embd, intermediate_size=cfg.n_inner, num_hidden_layers=cfg.n_layer,
+                      num_attention_heads=cfg.n_head, num_key_value_heads=cfg.n_kv_head, head_dim=cfg.head_size,
+                      hidden_act="silu", max_position_embeddings=cfg.block_size, rms_norm_eps=cfg.norm_eps,
+                      rope_parameters={"rope_type": "default", "rope_theta": cfg.rope_theta},   # transformers 5
+                      rope_theta=cfg.rope_theta, rope_scaling=None,                             # transformers 4
+                      attention_dropout=0.0, **common)
+    if family == "mixtral":
+        k = cfg.n_expert_active
+        return dict(architectures=["MixtralForCausalLM"], model_type="mixtral", num_local_experts=cfg.n_expert,
+                    num_experts_per_tok=k, router_aux_loss_coef=cfg.aux_loss_coef / k, output_router_logits=False,
+                    router_jitter_noise=0.0, sliding_window=None, **rope_llama)
+    return dict(architectures=["LlamaForCausalLM"], model_type="llama", attention_bias=cfg.bias, mlp_bias=cfg.bias,
+                **rope_llama)

@@ -1,10 +1,11 @@
 """Export a zerollm GPT as a transformers directory that ``AutoModelForCausalLM`` loads unchanged.
 
-    export(model, "out")      ->  out/config.json          GPT2LMHeadModel or LlamaForCausalLM
+    export(model, "out")      ->  out/config.json          GPT2LMHeadModel, LlamaForCausalLM or MixtralForCausalLM
                                   out/model.safetensors    float32, transformers' names
                                   out/tokenizer.json       (+ tokenizer_config.json) for a BPE tokenizer
 
-Layernorm + learned positions + GELU -> GPT-2; rmsnorm + RoPE + SwiGLU -> Llama (see configs.py).
+Layernorm + learned positions + GELU -> GPT-2; rmsnorm + RoPE + SwiGLU -> Llama, or Mixtral when every
+block is a mixture of experts with renormalised top-k gates (see configs.py).
 GPT-2 always has biases and no grouped-query attention, so a bias-free model gets zero biases and
 shared key/value heads are repeated, one copy per query head: both compute exactly the same logits.
 

@@ -1,4 +1,4 @@
-"""Load a transformers GPT-2 / Llama directory (config.json + safetensors) into a zerollm GPT."""
+"""Load a transformers GPT-2 / Llama / Mixtral directory (config.json + safetensors) into a zerollm GPT."""
 
 import os
 
@@ -55,7 +55,7 @@ def load(path, dtype="float32", *, force=None):
     tensors = read_tensors(path, family, np.dtype(dtype))
     require_finite(tensors, f"{path} (safetensors weights)")
     if not cfg.tie_embeddings and "lm_head.weight" not in tensors and _is_base_model(hf):
-        # GPT2Model / LlamaModel have no head; the token table is the natural one (as GPT-2 ties it)
+        # GPT2Model / LlamaModel / MixtralModel have no head; the token table is the natural one (as GPT-2 ties it)
         cfg = GPTConfig(**{**cfg.to_dict(), "tie_embeddings": True})
     model = GPT(cfg, init=False)
     model.load_state_dict(from_hf(tensors, cfg, family, path))

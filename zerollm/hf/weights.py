@@ -1,4 +1,4 @@
-"""Weights between our layout and transformers' GPT-2 / Llama layouts, and reading them from disk.
+"""Weights between our layout and transformers' GPT-2 / Llama / Mixtral layouts, and reading them from disk.
 
 Each of our parameters is one HF tensor, or several laid side by side along our last axis:
 
@@ -10,6 +10,17 @@ Each of our parameters is one HF tensor, or several laid side by side along our 
     h.{i}.mlp.c_fc        h.{i}.mlp.c_fc                       [gate_proj | up_proj]
     h.{i}.mlp.c_proj      h.{i}.mlp.c_proj                     down_proj
     ln_f, lm_head         ln_f, lm_head                        norm, lm_head
+
+Mixtral is Llama's layout with a mixture of experts in place of each MLP. Our experts are stacked on
+a leading axis; in the checkpoint each expert j has its own tensors (the hub's layout, which
+transformers 5's save_pretrained writes as well):
+
+    ours                              Mixtral (under layers.{i}.block_sparse_moe.)
+    h.{i}.mlp.router.weight (C, E)    gate.weight (E, C)
+    h.{i}.mlp.experts.c_fc.weight     experts.{j}.w1.weight, experts.{j}.w3.weight (H, C) each:
+      (E, C, 2H), [gate | up]           row j of ours = [w1^T | w3^T]  (w1 the SiLU gate, w3 the up)
+    h.{i}.mlp.experts.c_proj.weight   experts.{j}.w2.weight (C, H): row j of ours = w2^T
+      (E, H, C)
 
 HF names carry a prefix ("transformer." / "model.", never on lm_head) that we strip on reading
 ("bare" names below) and add on writing. Llama's heads need no reordering: HF's rotate-half RoPE
@@ -26,7 +37,7 @@ from zerollm.fileio import read_json
 from zerollm.model import param_shapes
 from zerollm.safetensors import load_file
 
-PREFIX = {"gpt2": "transformer.", "llama": "model."}
+PREFIX = {"gpt2": "transformer.", "llama": "model.", "mixtral": "model."}
 _TABLES = ("wte.weight", "wpe.weight", "lm_head.weight")    # (rows, C) in every layout
 # buffers, not parameters: GPT-2's causal-mask tables, old Llama checkpoints' RoPE frequency cache
 _BUFFER = re.compile(r"h\.\d+\.attn\.(bias|masked_bias)|.*rotary_emb\.inv_freq")
@@ -59,38 +70,64 @@ def pieces(cfg, family):
         for ours, theirs in layer.items():
             for kind in ("weight", "bias"):
                 table[f"h.{i}.{ours}.{kind}"] = [(f"layers.{i}.{name}.{kind}", w) for name, w in theirs]
+        if family == "mixtral":
+            table.update(_mixtral_moe(cfg, i))
     return {name: table[name] for name in param_shapes(cfg)}       # only what this config has
 
 
+def _mixtral_moe(cfg, i):
+    """The MoE pieces of block i. Stacked experts map to a list of piece lists, one per expert j."""
+    moe, H, C = f"layers.{i}.block_sparse_moe.", cfg.n_inner, cfg.n_embd
+    experts = range(cfg.n_expert)
+    return {f"h.{i}.mlp.router.weight": [(moe + "gate.weight", cfg.n_expert)],
+            f"h.{i}.mlp.experts.c_fc.weight": [[(f"{moe}experts.{j}.w1.weight", H), (f"{moe}experts.{j}.w3.weight", H)]
+                                               for j in experts],
+            f"h.{i}.mlp.experts.c_proj.weight": [[(f"{moe}experts.{j}.w2.weight", C)] for j in experts]}
+
+
+def _stacked(parts):
+    return isinstance(parts[0], list)
+
+
+def _names(parts):
+    return [n for group in (parts if _stacked(parts) else [parts]) for n, _ in group]
+
+
 def _flip(name, a, family):
-    # nn.Linear (Llama) stores (out, in); our matrices and GPT-2's Conv1D store (in, out)
-    return a.T if family == "llama" and a.ndim == 2 and name not in _TABLES else a
+    # nn.Linear (Llama, Mixtral) stores (out, in); our matrices and GPT-2's Conv1D store (in, out)
+    return a.T if family != "gpt2" and a.ndim == 2 and name not in _TABLES else a
 
 
 def from_hf(tensors, cfg, family, where):
     """{bare HF name: array} -> our state dict. Missing and left-over tensors are one error."""
     table = pieces(cfg, family)
-    wanted = {n for parts in table.values() for n, _ in parts}
+    wanted = {n for parts in table.values() for n in _names(parts)}
     missing = sorted(wanted - set(tensors))
     extra = sorted(set(tensors) - wanted - ({"lm_head.weight"} if cfg.tie_embeddings else set()))
     if missing or extra:     # (a tied model may still carry a copy of its head: not needed)
         raise ZeroLLMError(f"{where}: the weights do not fit config.json: missing {missing[:6]}, "
                            f"unexpected {extra[:6]}; are config.json and the weights from one model?")
-    state = {}
-    for ours, parts in table.items():
+
+    def join(ours, parts):
         arrays = [_flip(ours, tensors[n], family) for n, _ in parts]
-        state[ours] = arrays[0] if len(arrays) == 1 else np.concatenate(arrays, axis=-1)
-    return state
+        return arrays[0] if len(arrays) == 1 else np.concatenate(arrays, axis=-1)
+
+    return {ours: np.stack([join(ours, p) for p in parts]) if _stacked(parts) else join(ours, parts)
+            for ours, parts in table.items()}
 
 
 def to_hf(state, cfg, family):
-    """Our state dict -> {full HF name: array}: split along our last axis, transpose for nn.Linear."""
+    """Our state dict -> {full HF name: array}: split along our last axis, transpose for nn.Linear;
+    stacked experts first split along their leading axis, one expert at a time."""
     out = {}
     for ours, parts in pieces(cfg, family).items():
-        cuts = np.cumsum([w for _, w in parts])[:-1]
-        for (bare, _), piece in zip(parts, np.split(np.asarray(state[ours]), cuts, axis=-1)):
-            name = bare if bare == "lm_head.weight" else PREFIX[family] + bare
-            out[name] = np.ascontiguousarray(_flip(ours, piece, family))
+        value = np.asarray(state[ours])
+        groups = zip(parts, value) if _stacked(parts) else [(parts, value)]
+        for group, array in groups:
+            cuts = np.cumsum([w for _, w in group])[:-1]
+            for (bare, _), piece in zip(group, np.split(array, cuts, axis=-1)):
+                name = bare if bare == "lm_head.weight" else PREFIX[family] + bare
+                out[name] = np.ascontiguousarray(_flip(ours, piece, family))
     return out
 
 

@@ -6,6 +6,7 @@
 The residual stream x passes through untouched; each sub-layer only adds to it. In the backward
 pass the gradient therefore flows along the stream unchanged and each branch adds its own part.
 Parameters are read from the model's flat dict by their Hugging Face GPT-2 names ("h.0.ln_1.weight").
+In the blocks ``cfg.is_moe(layer)`` picks, the MLP is a mixture of experts (zerollm.nn.moe).
 """
 
 from typing import NamedTuple
@@ -13,6 +14,7 @@ from typing import NamedTuple
 from zerollm.nn.attention import mha_backward, mha_forward
 from zerollm.nn.dropout import dropout_backward, dropout_forward
 from zerollm.nn.mlp import gelu_mlp_backward, gelu_mlp_forward, swiglu_backward, swiglu_forward
+from zerollm.nn.moe import moe_backward, moe_forward
 from zerollm.nn.norm import layernorm_backward, layernorm_forward, rmsnorm_backward, rmsnorm_forward
 
 
@@ -38,12 +40,38 @@ def norm_backward(dy, cache, name, cfg, grads):
     return dx
 
 
-def mlp_forward(x, params, name, cfg):
-    args = (params[name + ".c_fc.weight"], params.get(name + ".c_fc.bias"),
+def _mlp_weights(params, name):
+    return (params[name + ".c_fc.weight"], params.get(name + ".c_fc.bias"),
             params[name + ".c_proj.weight"], params.get(name + ".c_proj.bias"))
+
+
+def mlp_forward(x, params, name, cfg):
+    args = _mlp_weights(params, name)
     if cfg.mlp == "swiglu":
         return swiglu_forward(x, *args)
     return gelu_mlp_forward(x, *args, gelu=cfg.gelu)
+
+
+def experts_forward(x, params, name, cfg, training):
+    """The mixture of experts at ``name`` ("h.3.mlp"): router, stacked experts, shared expert(s)."""
+    shared = _mlp_weights(params, name + ".shared") if cfg.n_shared_expert else None
+    return moe_forward(x, params[name + ".router.weight"], *_mlp_weights(params, name + ".experts"), shared,
+                       k=cfg.n_expert_active, norm_topk=cfg.moe_norm_topk, capacity_factor=cfg.capacity_factor,
+                       mlp=cfg.mlp, gelu=cfg.gelu, training=training)
+
+
+def experts_backward(dy, cache, name, cfg, grads):
+    """Backward of ``experts_forward``. The aux and z losses are means over the MoE blocks, scaled by
+    their coefficients, so each block's share of their gradient is coef / (number of MoE blocks)."""
+    n = len(cfg.moe_layers)
+    dx, dw_router, dexperts, dshared = moe_backward(dy, cache, cfg.aux_loss_coef / n, cfg.z_loss_coef / n)
+    grads[name + ".router.weight"] = dw_router
+    _put(grads, name + ".experts.c_fc", *dexperts[:2])
+    _put(grads, name + ".experts.c_proj", *dexperts[2:])
+    if dshared is not None:
+        _put(grads, name + ".shared.c_fc", *dshared[:2])
+        _put(grads, name + ".shared.c_proj", *dshared[2:])
+    return dx
 
 
 def _put(grads, name, dw, db):
@@ -67,8 +95,9 @@ class BlockCache(NamedTuple):
     ln_1: tuple
     attn: tuple
     ln_2: tuple
-    mlp: tuple
+    mlp: tuple       # an MLP's cache, or a MoECache (then moe is True)
     drop: tuple      # residual dropout after the MLP (the attention's is inside mha)
+    moe: bool = False
 
 
 def block_forward(x, params, prefix, cfg, *, rope=None, mask=None, rng=None, training=False, kv=None, layer=0):
@@ -81,16 +110,21 @@ def block_forward(x, params, prefix, cfg, *, rope=None, mask=None, rng=None, tra
         dropout=cfg.dropout, rng=rng, training=training, kv=kv, layer=layer, attn_impl=cfg.attn_impl)
     x = x + a                                   # residual 1 (a new array: the caller's x is kept)
     h, ln_2 = norm_forward(x, params, prefix + "ln_2", cfg)
-    m, mlp = mlp_forward(h, params, prefix + "mlp", cfg)
+    moe = cfg.is_moe(layer)
+    if moe:
+        m, mlp = experts_forward(h, params, prefix + "mlp", cfg, training)
+    else:
+        m, mlp = mlp_forward(h, params, prefix + "mlp", cfg)
     m, drop = dropout_forward(m, cfg.dropout, rng, training)
     x += m                                      # residual 2
-    return x, BlockCache(ln_1, attn, ln_2, mlp, drop)
+    return x, BlockCache(ln_1, attn, ln_2, mlp, drop, moe)
 
 
 def block_backward(dx, cache, prefix, cfg, grads):
     """forward was x1 = x + attn(ln_1(x)); x2 = x1 + mlp(ln_2(x1)), so the gradient of the stream
     goes straight through each "+" and each branch adds its contribution. Returns dx."""
-    dh = mlp_backward(dropout_backward(dx, cache.drop), cache.mlp, prefix + "mlp", cfg, grads)
+    backward = experts_backward if cache.moe else mlp_backward
+    dh = backward(dropout_backward(dx, cache.drop), cache.mlp, prefix + "mlp", cfg, grads)
     dx = dx + norm_backward(dh, cache.ln_2, prefix + "ln_2", cfg, grads)
     dh, dw_attn, db_attn, dw_proj, db_proj = mha_backward(dx, cache.attn)
     _put(grads, prefix + "attn.c_attn", dw_attn, db_attn)

@@ -20,7 +20,7 @@ class ShardResult(NamedTuple):
     loss: float
     grads: dict            # parameter name -> gradient of this shard's mean loss
     weight: float          # how many things this shard's loss averages over (> 0)
-    metrics: dict          # name -> float, averaged over shards with the same weights
+    metrics: dict          # name -> float or array, averaged over shards with the same weights
 
 
 class Objective:
@@ -127,6 +127,7 @@ def reduce_shards(results):
             g += other.grads[name] * g.dtype.type(other.weight / total)
     metrics = {}
     for r in results:
-        for k, v in r.metrics.items():
-            metrics[k] = metrics.get(k, 0.0) + float(v) * r.weight / total
+        for k, v in r.metrics.items():      # arrays (an MoE's per-expert shares) element by element
+            metrics[k] = metrics.get(k, 0.0) + np.asarray(v, dtype=np.float64) * (r.weight / total)
+    metrics = {k: float(v) if np.ndim(v) == 0 else v for k, v in metrics.items()}
     return ShardResult(loss, grads, total, metrics)

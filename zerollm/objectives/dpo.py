@@ -106,7 +106,7 @@ class DPOObjective(Objective):
         reward = self.cfg.beta * (pi - ref)
         metrics = {"reward_chosen": float(reward[:B].mean()), "reward_rejected": float(reward[B:].mean()),
                    "accuracy": float(np.mean(reward[:B] > reward[B:]))}
-        return ShardResult(loss, grads, B, metrics)
+        return ShardResult(loss + model.moe_loss(), grads, B, metrics)   # backward added the MoE terms
 
     # ------------------------------------------------------------------
     def evaluate(self, trainer):

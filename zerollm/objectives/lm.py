@@ -2,6 +2,11 @@
 
     batch: x (B, T) token ids, y (B, T) the same windows shifted left by one
     loss:  mean cross-entropy of y given x, over every target token
+           (+ aux_loss_coef * aux + z_loss_coef * z for a mixture of experts, zerollm.nn.moe)
+
+A mixture of experts also reports, per step: ce_loss (the cross-entropy alone, comparable with a
+dense model's loss), aux_loss, z_loss, dropped_frac and expert_frac (one list of E shares per MoE
+block): the fields docs/moe.md describes.
 
 Evaluation estimates the train and validation loss on ``eval_iters`` random batches each, drawn from
 a generator seeded by (seed, step) so it never shifts the training stream, and prints a short sample.
@@ -18,9 +23,20 @@ from zerollm.objectives.base import Objective, ShardResult
 
 
 def lm_shard_loss(model, batch):
-    """Cross-entropy of batch["y"] given batch["x"]; its weight is the number of target tokens."""
-    _, loss = model.forward(batch["x"], batch["y"])
-    return ShardResult(loss, model.backward(), int(np.count_nonzero(batch["y"] != IGNORE_INDEX)), {})
+    """Cross-entropy of batch["y"] given batch["x"] (plus the MoE auxiliary losses, whose gradients
+    backward() always adds); its weight is the number of target tokens."""
+    _, ce = model.forward(batch["x"], batch["y"])
+    weight = int(np.count_nonzero(batch["y"] != IGNORE_INDEX))
+    return ShardResult(ce + model.moe_loss(), model.backward(), weight, moe_metrics(model, ce))
+
+
+def moe_metrics(model, ce):
+    """The routing of the last forward as log fields ({} for a dense model)."""
+    stats = model.moe_stats
+    if stats is None:
+        return {}
+    return {"ce_loss": float(ce), "aux_loss": stats["aux_loss"], "z_loss": stats["z_loss"],
+            "dropped_frac": stats["dropped_frac"], "expert_frac": stats["expert_frac"]}
 
 
 class LMObjective(Objective):

@@ -119,7 +119,7 @@ class RewardObjective(Objective):
         grads = dict(model.backward(dhidden=dh))
         grads["score.weight"], grads["score.bias"] = dw, db
         metrics = {"accuracy": float(np.mean(r[:B] > r[B:])), "margin": float(np.mean(r[:B] - r[B:]))}
-        return ShardResult(loss, grads, B, metrics)
+        return ShardResult(loss + model.moe_loss(), grads, B, metrics)   # backward added the MoE terms
 
     # ------------------------------------------------------------------
     def evaluate(self, trainer):

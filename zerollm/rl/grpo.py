@@ -53,4 +53,5 @@ class GRPOObjective(RolloutObjective):
         loss, dlogp = grpo_loss(*args, epsilon=self.cfg.epsilon, beta=self.cfg.beta, loss_type=self.cfg.loss_type)
         grads = token_logprobs_backward(model, dlogp, cache)
         weight = mask.sum() if self.cfg.loss_type == "bnpo" else len(ids)    # what the loss averages over
-        return ShardResult(loss, grads, float(weight), policy_stats(*args, epsilon=self.cfg.epsilon))
+        stats = policy_stats(*args, epsilon=self.cfg.epsilon)
+        return ShardResult(loss + model.moe_loss(), grads, float(weight), stats)   # backward added the MoE terms

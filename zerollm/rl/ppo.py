@@ -112,7 +112,7 @@ class PPOObjective(RolloutObjective):
         stats = policy_stats(logp, batch["old_logp"], batch["ref_logp"], batch["adv"], mask, self.cfg.epsilon)
         stats["entropy"] = float((H * mask).sum() / n)
         stats["value_loss"] = float((0.5 * (values - batch["returns"]) ** 2 * mask).sum() / n)
-        return ShardResult(loss, grads, float(mask.sum()), stats)
+        return ShardResult(loss + model.moe_loss(), grads, float(mask.sum()), stats)   # + the MoE terms backward added
 
     # ------------------------------------------------------------------
     def state(self):

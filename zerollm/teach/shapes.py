@@ -1,4 +1,5 @@
 """``zerollm shapes``: the shape of every array in multi-head attention, measured, not recited.
+With ``--n-expert E`` also a mixture-of-experts layer (zerollm.teach.moe_shapes).
 
 Runs the real functions of ``zerollm.nn.attention`` (linear_forward, split_qkv, sdpa_forward,
 merge_heads, mha_forward) on random numbers and prints each step as
@@ -25,6 +26,7 @@ from zerollm.i18n import add_lang_argument, resolve_lang, translator
 from zerollm.nn.attention import merge_heads, mha_forward, sdpa_forward, split_qkv
 from zerollm.nn.linear import linear_forward
 from zerollm.teach.fmt import display_width, heading, pad
+from zerollm.teach.moe_shapes import add_moe_arguments, make_moe_config, print_moe
 
 MAX_ARRAY = 2 ** 24       # numbers in one array (64 MiB of float32): enough to see every rule
 FORMULA_WIDTH = 34        # column where the shapes start
@@ -200,6 +202,7 @@ def add_arguments(p):
     p.add_argument("--n-head", type=FIELD_RANGES["n_head"], default=4, help="nh, query heads (default 4)")
     p.add_argument("--n-kv-head", type=FIELD_RANGES["n_kv_head"], default=None,
                    help="nkv, key/value heads; must divide n_head (default: = n_head)")
+    add_moe_arguments(p)
 
 
 def make_config(batch, seq, n_embd, n_head, n_kv_head=None):
@@ -394,6 +397,7 @@ def fields(cfg, batch):
 def run(args):
     lang = resolve_lang(args.lang)
     cfg = make_config(args.batch, args.seq, args.n_embd, args.n_head, args.n_kv_head)
+    moe_cfg = make_moe_config(args) if args.n_expert else None     # every check before any output
     a = measure(cfg, args.batch)
     f = fields(cfg, args.batch)
     heading(say("title", lang, **f))
@@ -402,4 +406,6 @@ def run(args):
     print_flops(a, lang)
     print_kv(a, lang, f)
     print_memory(cfg, args.batch, lang)
+    if moe_cfg is not None:
+        print_moe(moe_cfg, args.batch, lang)
     return 0

@@ -156,7 +156,8 @@ class RolloutObjective(Objective):
         """Share of answers the task's verifier scores fully right."""
         from zerollm.tasks import get_task
         task = get_task(self.task)
-        return float(np.mean([task.reward(p, t, **f) >= 1.0 for p, t, f in zip(prompts, texts, fields)]))
+        return float(np.mean([task.reward(p, t, **{k: v for k, v in f.items() if k != "completion"}) >= 1.0
+                              for p, t, f in zip(prompts, texts, fields)]))
 
     # ------------------------------------------------------------------
     # evaluation: answer heldout prompts with a fixed seed

@@ -33,7 +33,10 @@ def task_source(name, weight=1.0):
     task = get_task(name)
 
     def score(prompts, completions, fields, sequences):
-        return [task.reward(p, c, **f) for p, c, f in zip(prompts, completions, fields)]
+        # a prompts file made by `zerollm tasks make` keeps the reference answer as "completion": it is
+        # not an input of the verifier, which judges the sampled answer
+        return [task.reward(p, c, **{k: v for k, v in f.items() if k != "completion"})
+                for p, c, f in zip(prompts, completions, fields)]
     return RewardSource(name, score, weight)
 
 

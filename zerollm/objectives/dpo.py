@@ -19,7 +19,7 @@ import numpy as np
 from zerollm.errors import ZeroLLMError
 from zerollm.objectives.base import Objective, ShardResult
 from zerollm.objectives.pairs import PairSampler, both_sides, check_lengths, chunks, pair_batch
-from zerollm.objectives.reward import _sigmoid
+from zerollm.objectives.reward import _sigmoid, pair_accuracy
 from zerollm.policy import token_logprobs, token_logprobs_backward
 
 LOSS_TYPES = ("sigmoid", "ipo")
@@ -105,7 +105,7 @@ class DPOObjective(Objective):
         grads = token_logprobs_backward(model, dseq[:, None] * mask, cache)   # every answer token gets dseq
         reward = self.cfg.beta * (pi - ref)
         metrics = {"reward_chosen": float(reward[:B].mean()), "reward_rejected": float(reward[B:].mean()),
-                   "accuracy": float(np.mean(reward[:B] > reward[B:]))}
+                   "accuracy": pair_accuracy(reward[:B], reward[B:])}
         return ShardResult(loss + model.moe_loss(), grads, B, metrics)   # backward added the MoE terms
 
     # ------------------------------------------------------------------
@@ -135,4 +135,4 @@ class DPOObjective(Objective):
         c = np.concatenate([p[0] for p in parts])
         r = np.concatenate([p[1] for p in parts])
         loss = dpo_loss(c, r, np.zeros_like(c), np.zeros_like(r), self.cfg.beta, self.cfg.loss_type)[0]
-        return {"pairs": len(c), "val_accuracy": float(np.mean(c > r)), "val_loss": loss}
+        return {"pairs": len(c), "val_accuracy": pair_accuracy(c, r), "val_loss": loss}

@@ -118,7 +118,7 @@ class RewardObjective(Objective):
         dh, dw, db = scalar_head_backward(np.concatenate([dr_c, dr_r]), cache)
         grads = dict(model.backward(dhidden=dh))
         grads["score.weight"], grads["score.bias"] = dw, db
-        metrics = {"accuracy": float(np.mean(r[:B] > r[B:])), "margin": float(np.mean(r[:B] - r[B:]))}
+        metrics = {"accuracy": pair_accuracy(r[:B], r[B:]), "margin": float(np.mean(r[:B] - r[B:]))}
         return ShardResult(loss + model.moe_loss(), grads, B, metrics)   # backward added the MoE terms
 
     # ------------------------------------------------------------------
@@ -168,15 +168,24 @@ def sequence_rewards(engine, head, sequences, batch_size=32, should_stop=lambda:
     return np.concatenate(out) if out else np.zeros(0)
 
 
+def pair_accuracy(r_c, r_r):
+    """The share of pairs whose chosen answer scores higher; a tie counts half (a coin flip).
+
+    >>> pair_accuracy(np.array([1.0, 0.0, 2.0]), np.array([0.0, 0.0, 3.0]))
+    0.5
+    """
+    return float(np.mean(r_c > r_r) + 0.5 * np.mean(r_c == r_r))
+
+
 def pair_report(pairs, r_c, r_r):
     """Accuracy (chosen scored higher), mean margin and Bradley-Terry loss, overall and per corruption type."""
-    report = {"pairs": len(pairs), "val_accuracy": float(np.mean(r_c > r_r)),
+    report = {"pairs": len(pairs), "val_accuracy": pair_accuracy(r_c, r_r),
               "val_margin": float(np.mean(r_c - r_r)), "val_loss": bradley_terry_loss(r_c, r_r)[0]}
     kinds = sorted({p["corruption"] for p in pairs if isinstance(p.get("corruption"), str)})
     if kinds:
         which = np.array([p.get("corruption") for p in pairs], dtype=object)
         report["by_corruption"] = {k: {"pairs": int((which == k).sum()),
-                                       "accuracy": float(np.mean(r_c[which == k] > r_r[which == k])),
+                                       "accuracy": pair_accuracy(r_c[which == k], r_r[which == k]),
                                        "margin": float(np.mean(r_c[which == k] - r_r[which == k]))}
                                    for k in kinds}
     return report

@@ -22,7 +22,7 @@ evaluation, so successive success rates differ only because the model changed.
 """
 
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -37,13 +37,20 @@ PAD_ID = 0          # any valid id: padded positions are never attended to by re
 @dataclass(frozen=True)
 class SFTConfig:
     """The settings of an SFT run besides the shared TrainConfig (each is a flag of ``zerollm sft``)."""
-    data: str | None = None                 # JSONL: prompt/completion or messages (zerollm.formats)
-    eval_data: str | None = None            # JSONL of the same kind: heldout loss (and task success)
-    task: str | None = None                 # a zerollm.tasks name: report its success rate at each eval
-    curriculum: bool = False                # the first epoch from the shortest example to the longest
-    eval_examples: int = 200                # examples (and prompts) used at each evaluation
-    eval_temperature: float = 1.0           # sampling temperature of the success rate (0 = greedy)
-    eval_max_new_tokens: int | None = None  # None = twice a typical completion (zerollm.tasks.evaluate)
+    data: str | None = field(default=None, metadata=dict(
+        metavar="FILE", help="JSONL of prompt/completion or messages rows (zerollm.formats)"))
+    eval_data: str | None = field(default=None, metadata=dict(
+        metavar="FILE", help="heldout JSONL of the same kind: its loss (and the task's success) at each eval"))
+    task: str | None = field(default=None, metadata=dict(
+        metavar="NAME", help="a task of 'zerollm tasks list': its success rate on --eval-data at each eval"))
+    curriculum: bool = field(default=False, metadata=dict(
+        help="the first epoch from the shortest example to the longest"))
+    eval_examples: int = field(default=200, metadata=dict(
+        metavar="N", help="examples (and prompts) used at each eval"))
+    eval_temperature: float = field(default=1.0, metadata=dict(
+        metavar="T", help="sampling temperature of the success rate (0 = greedy)"))
+    eval_max_new_tokens: int | None = field(default=None, metadata=dict(
+        metavar="N", help="longest sampled completion (None: twice a typical one)"))
 
     def __post_init__(self):
         if self.eval_examples < 1:

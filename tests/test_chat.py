@@ -135,3 +135,6 @@ def test_convert_writes_the_template_of_a_chat_run(tmp_path):
     assert main(["convert", "--from", str(tmp_path / "z"), "--to", str(tmp_path / "h")]) == 0
     settings = json.loads((tmp_path / "h" / "tokenizer_config.json").read_text(encoding="utf-8"))
     assert settings["chat_template"] == chat.chat_template_jinja() and settings["eos_token"] == chat.END
+    assert main(["convert", "--from", str(tmp_path / "h"), "--to", str(tmp_path / "z2")]) == 0   # and back
+    assert hf.load_zerollm_tokenizer(tmp_path / "z2").encode("藏头诗：春") == tok.encode("藏头诗：春")
+    assert main(["sample", "--hf", str(tmp_path / "h"), "--prompt", "春夏", "--max-new-tokens", "3", "--seed", "0"]) == 0

@@ -134,3 +134,19 @@ def test_char_tokenizer_with_unk_and_extra_characters_exports(tmp_path):
     theirs = _export(tok, tmp_path / "m")
     text = "春：夏\n冬X秋"                        # X is unknown: the unk id on both sides
     assert theirs.encode(text) == tok.encode(text) and tok.encode("X") == [tok.unk_id]
+
+
+@pytest.mark.parametrize("make", [
+    lambda: CharTokenizer.train("春夏秋冬\n").with_chars("：").with_special_tokens(SPECIALS),
+    lambda: CharTokenizer.train("ab", unk="<unk>").with_special_tokens(SPECIALS).with_chars("c"),
+    lambda: ByteTokenizer().with_special_tokens(SPECIALS),
+    lambda: ByteTokenizer(),
+])
+def test_exported_char_and_byte_tokenizers_come_back_unchanged(tmp_path, make):
+    tok = make()
+    _export(tok, tmp_path / "m")
+    back = hf.load_tokenizer_dir(tmp_path / "m")
+    assert type(back) is type(tok) and back.special_tokens == tok.special_tokens
+    assert back.vocab_size == tok.vocab_size and [back.decode([i]) for i in range(back.vocab_size)] == \
+        [tok.decode([i]) for i in range(tok.vocab_size)]              # every id means the same text
+    assert getattr(back, "unk", None) == getattr(tok, "unk", None)

@@ -60,7 +60,7 @@ def newline_ids(tokenizer):
     return ids
 
 
-def default_max_new_tokens(task, tokenizer, fmt):
+def default_max_new_tokens(task, tokenizer):
     """Twice the tokens of a typical completion, plus the end token: room for a model that rambles."""
     try:
         return 2 * len(tokenizer.encode(task.EXAMPLE_COMPLETION)) + 1
@@ -73,7 +73,7 @@ def sample_task(model, tokenizer, task, rows, *, fmt="auto", max_new_tokens=None
     """One completion text per row (row i samples with the seed (seed, i)), and the format used."""
     from zerollm.sample import sample_completions
     fmt = resolve_format(fmt, tokenizer)
-    max_new_tokens = max_new_tokens or default_max_new_tokens(task, tokenizer, fmt)
+    max_new_tokens = max_new_tokens or default_max_new_tokens(task, tokenizer)
     if fmt == "chat":
         prompts = [chat.encode_prompt(tokenizer, row["prompt"]) for row in rows]
         stop, prefixes = [chat.end_id(tokenizer)], [""] * len(rows)

@@ -141,7 +141,7 @@ def test_sft_run_learns_and_logs_the_task(reference, setup):
     tok = load_tokenizer(ckpt.tokenizer_path)
     assert chat.has_template(tok) and "：" in tok.decode(tok.encode("藏头诗："))
     assert ckpt.model_config["vocab_size"] == tok.vocab_size == load_tokenizer(setup / "base" / "tokenizer.json").vocab_size + 5
-    assert ckpt.objective["kind"] == "sft" and ckpt.objective["sft"]["curriculum"] is True
+    assert ckpt.objective["kind"] == "sft" and ckpt.objective["settings"]["curriculum"] is True
     assert (reference / "loss.png").exists()
 
 
@@ -171,7 +171,7 @@ def test_sample_and_tasks_eval_work_on_an_sft_checkpoint(reference, setup, capsy
     (["--init", "{base}", "--task", "poetry"], "unknown task 'poetry'"),
     (["--init", "{base}", "--data", "{tmp}/bad.jsonl"], "bad.jsonl line 2: 'completion' is empty"),
     (["--init", "{base}", "--data", "{tmp}/long.jsonl"], "longer than the context"),
-    ([], "give the model to fine-tune"),
+    ([], "give --init DIR"),
 ])
 def test_bad_input_is_one_line_and_writes_nothing(setup, tmp_path, capsys, argv, fragment):
     write_jsonl(tmp_path / "bad.jsonl", [{"prompt": "a", "completion": "b"}, {"prompt": "a", "completion": ""}])
@@ -186,4 +186,4 @@ def test_bad_input_is_one_line_and_writes_nothing(setup, tmp_path, capsys, argv,
 
 def test_an_existing_run_is_not_overwritten(reference, setup, capsys):
     assert _sft(setup, reference, "--max-iters", "5") == 1
-    assert "already holds a training run" in capsys.readouterr().err
+    assert "already holds a run" in capsys.readouterr().err

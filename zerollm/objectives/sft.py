@@ -21,6 +21,8 @@ sampled from fixed seeds (seed, i): never from the training generators, and the 
 evaluation, so successive success rates differ only because the model changed.
 """
 
+import hashlib
+import json
 import warnings
 from dataclasses import dataclass, field
 
@@ -36,11 +38,8 @@ PAD_ID = 0          # any valid id: padded positions are never attended to by re
 
 @dataclass(frozen=True)
 class SFTConfig:
-    """The settings of an SFT run besides the shared TrainConfig (each is a flag of ``zerollm sft``)."""
-    data: str | None = field(default=None, metadata=dict(
-        metavar="FILE", help="JSONL of prompt/completion or messages rows (zerollm.formats)"))
-    eval_data: str | None = field(default=None, metadata=dict(
-        metavar="FILE", help="heldout JSONL of the same kind: its loss (and the task's success) at each eval"))
+    """The settings of an SFT run besides the shared TrainConfig (each is a flag of ``zerollm sft``; the data
+    files are the --data and --eval-data of every post-training command)."""
     task: str | None = field(default=None, metadata=dict(
         metavar="NAME", help="a task of 'zerollm tasks list': its success rate on --eval-data at each eval"))
     curriculum: bool = field(default=False, metadata=dict(
@@ -104,14 +103,14 @@ class SFTObjective(Objective):
     kind = "sft"
 
     def __init__(self, model, tokenizer, train, *, batch_size, seed, cfg=SFTConfig(), heldout=(), prompts=(),
-                 task=None, extra_config=None):
+                 task=None):
         """train / heldout: [(ids, loss_mask)]; prompts: heldout rows with a "prompt" (for the task's success)."""
         super().__init__(model)
         if not train:
             raise ZeroLLMError("no training examples")
         self.tokenizer, self.train, self.heldout = tokenizer, list(train), list(heldout)
         self.prompts, self.task, self.cfg = list(prompts)[:cfg.eval_examples], task, cfg
-        self.batch_size, self.seed, self.extra_config = batch_size, seed, dict(extra_config or {})
+        self.batch_size, self.seed = batch_size, seed
         self.data_rng = np.random.default_rng([seed, 1])
         self.order, self.cursor, self.epoch = self._epoch_order(0), 0, 0
 
@@ -139,10 +138,15 @@ class SFTObjective(Objective):
     def tokens(self, batch):
         return int(batch["lengths"].sum())
 
-    # -- exact resume ------------------------------------------------------------
-    def config(self):
-        return {"kind": self.kind, **self.extra_config}
+    def describe(self):
+        task = f", {self.task.__name__.rsplit('.', 1)[-1]} success at each eval" if self.task else ""
+        return f"sft on {len(self.train)} examples ({len(self.heldout)} heldout{task})"
 
+    def fingerprint(self):
+        digest = hashlib.sha256(json.dumps([self.train, self.heldout]).encode()).hexdigest()
+        return {**super().fingerprint(), "examples": digest}
+
+    # -- exact resume ------------------------------------------------------------
     def rngs(self):
         return {"data": self.data_rng}
 

@@ -68,7 +68,7 @@ def collate(examples):
 
     >>> b = collate([([5, 6, 7], [False, True, True]), ([5, 8], [False, True])])
     >>> b["x"].tolist(), b["y"].tolist()
-    [[5, 6], [5, 8]], [[6, 7], [8, -100]]
+    ([[5, 6], [5, 8]], [[6, 7], [8, -100]])
     """
     L = max(len(ids) for ids, _ in examples)
     ids = np.full((len(examples), L), PAD_ID, dtype=np.int64)       # (B, L)

@@ -12,7 +12,7 @@ verifier and prints the success rate with its 95% Wilson interval; ``--json`` pr
 import json
 import sys
 
-from zerollm.argtypes import positive_int
+from zerollm.argtypes import COUNT, PROBABILITY, SEED, Range
 from zerollm.errors import ZeroLLMError
 from zerollm.memory import keep_freed_memory
 from zerollm.threads import add_threads_argument, limit_threads
@@ -24,9 +24,9 @@ def add_arguments(p):
     make = sub.add_parser("make", help="write a task's examples as JSONL (or plain text)")
     make.add_argument("name", metavar="NAME", help="acrostic, addition or prefs")
     make.add_argument("--out", required=True, metavar="FILE")
-    make.add_argument("--n", type=positive_int, required=True, help="number of examples")
+    make.add_argument("--n", type=Range(int, 1, 10 ** 7), required=True, help="number of examples")
     make.add_argument("--split", choices=("train", "heldout"), default="train")
-    make.add_argument("--seed", type=int, default=0)
+    make.add_argument("--seed", type=SEED, default=0)
     make.add_argument("--format", choices=("jsonl", "text"), default="jsonl",
                       help="jsonl: one example a line (SFT / prefs / prompts); text: one plain line per example, "
                            "for pre-training a base model (default jsonl)")
@@ -34,14 +34,15 @@ def add_arguments(p):
     ev.add_argument("name", metavar="NAME", help="acrostic, addition or prefs")
     ev.add_argument("--ckpt", required=True, metavar="DIR", help="a training run, checkpoint step or zerollm model directory")
     ev.add_argument("--data", required=True, metavar="FILE", help="JSONL with a 'prompt' per line (e.g. from 'tasks make')")
-    ev.add_argument("--n", type=positive_int, default=None, help="only the first N prompts")
+    ev.add_argument("--n", type=COUNT, default=None, help="only the first N prompts")
     ev.add_argument("--json", action="store_true", help="print a JSON object with the summary and every example")
-    ev.add_argument("--temperature", type=float, default=1.0, help="0 = greedy (default 1.0: the model's own distribution)")
-    ev.add_argument("--top-k", type=positive_int, default=None)
-    ev.add_argument("--top-p", type=float, default=None)
-    ev.add_argument("--max-new-tokens", type=positive_int, default=None,
+    ev.add_argument("--temperature", type=Range(float, 0, 100), default=1.0,
+                    help="0 = greedy (default 1.0: the model's own distribution)")
+    ev.add_argument("--top-k", type=Range(int, 1, 2 ** 24), default=None)
+    ev.add_argument("--top-p", type=PROBABILITY, default=None)
+    ev.add_argument("--max-new-tokens", type=Range(int, 1, 10 ** 7), default=None,
                     help="default: twice the tokens of a typical completion, plus one")
-    ev.add_argument("--seed", type=int, default=0)
+    ev.add_argument("--seed", type=SEED, default=0)
     ev.add_argument("--format", choices=("auto", "chat", "plain"), default="auto",
                     help="chat template or a plain prompt for a base model (default: chat when the tokenizer has it)")
     add_threads_argument(ev)

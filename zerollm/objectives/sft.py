@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from zerollm.argtypes import Range
 from zerollm.errors import ZeroLLMError
 from zerollm.nn.loss import IGNORE_INDEX, cross_entropy_forward
 from zerollm.objectives.base import Objective
@@ -45,11 +46,11 @@ class SFTConfig:
     curriculum: bool = field(default=False, metadata=dict(
         help="the first epoch from the shortest example to the longest"))
     eval_examples: int = field(default=200, metadata=dict(
-        metavar="N", help="examples (and prompts) used at each eval"))
+        metavar="N", range=Range(int, 1, 10 ** 7), help="examples (and prompts) used at each eval"))
     eval_temperature: float = field(default=1.0, metadata=dict(
-        metavar="T", help="sampling temperature of the success rate (0 = greedy)"))
+        metavar="T", range=Range(float, 0, 100), help="sampling temperature of the success rate (0 = greedy)"))
     eval_max_new_tokens: int | None = field(default=None, metadata=dict(
-        metavar="N", help="longest sampled completion (None: twice a typical one)"))
+        metavar="N", range=Range(int, 1, 10 ** 7), help="longest sampled completion (None: twice a typical one)"))
 
     def __post_init__(self):
         if self.eval_examples < 1:

@@ -293,10 +293,14 @@ def test_export_bpe_tokenizer_loads_in_autotokenizer(tmp_path, shakespeare_path)
     assert hf.load_tokenizer_dir(tmp_path / "m").encode(text) == tok.encode(text)   # and back
 
 
-def test_byte_tokenizer_is_not_exported(tmp_path):
-    model = random_gpt(EXPORT_CASES["gpt2-tied"][0])
-    hf.export(model, tmp_path / "m", tokenizer=train_tokenizer("byte", ""))
-    assert sorted(os.listdir(tmp_path / "m")) == ["config.json", "model.safetensors"]
+@pytest.mark.parametrize("kind", ["byte", "char"])
+def test_byte_and_char_tokenizers_are_exported_too(tmp_path, kind):
+    model = random_gpt(replace(EXPORT_CASES["gpt2-tied"][0], vocab_size=256))
+    tok = train_tokenizer(kind, "hello, world\n")
+    hf.export(model, tmp_path / "m", tokenizer=tok)
+    assert sorted(os.listdir(tmp_path / "m")) == ["config.json", "model.safetensors", "tokenizer.json",
+                                                  "tokenizer_config.json"]
+    assert AutoTokenizer.from_pretrained(tmp_path / "m").encode("world, hello") == tok.encode("world, hello")
 
 
 # ----------------------------------------------------------------------------

@@ -339,7 +339,7 @@ def _bpe_file(tmp_path, toks, edit):
     ("[1, 2]", "expected a JSON object"),
     (b"\xff\xfe", "not UTF-8"),
     ('{"format": "something-else", "version": 1, "type": "byte"}', "not a zerollm tokenizer"),
-    ('{"format": "zerollm-tokenizer", "version": 2, "type": "byte"}', "version 2"),
+    ('{"format": "zerollm-tokenizer", "version": 3, "type": "byte"}', "version 3"),
     ('{"format": "zerollm-tokenizer", "version": 1, "type": "wordpiece"}', "unknown tokenizer type"),
     ('{"format": "zerollm-tokenizer", "version": 1, "type": "char"}', "damaged char"),
     ('{"format": "zerollm-tokenizer", "version": 1, "type": "char", "chars": "abc"}', "must be a list"),

@@ -108,5 +108,11 @@ class KVCache:
                 self.slot_pos[self._slot(p)] = p
         self.pos += T
 
+    def keep_rows(self, rows):
+        """Keep only the sequences ``rows`` (indices into the batch), e.g. when others have finished."""
+        rows = np.asarray(rows, dtype=np.int64)
+        self.k = [k[rows] for k in self.k]                    # (B, nkv, 1, S, hs) -> (len(rows), ...)
+        self.v = [v[rows] for v in self.v]
+
     def nbytes(self):
         return sum(a.nbytes for a in self.k + self.v)

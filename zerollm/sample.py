@@ -113,3 +113,102 @@ def _fits(cache, cfg):
     if cache.rolling and cfg.pos != "learned":
         return True
     return cache.pos < cfg.block_size
+
+
+# ----------------------------------------------------------------------------
+# many prompts at once, each with its own random stream (evaluation, RL rollouts)
+
+MAX_ROWS = 256      # rows per forward pass; results do not depend on it (each row has its own generator)
+
+
+def sample_completions(model, prompts, max_new_tokens, *, stop_ids=(), temperature=1.0, top_k=None, top_p=None,
+                       seeds, should_stop=None):
+    """Sample one completion for each prompt -> a list of id lists (the completions only).
+
+    prompts: a list of id lists, of any lengths. seeds: one per prompt (an int or a tuple of ints);
+    row i draws from its own np.random.default_rng(seeds[i]), so its completion is the same however
+    the prompts are batched, split across processes or resumed. Prompts of equal length go through
+    the KV cache together, each at positions 0..P-1 as in training. A row ends after its first id in
+    ``stop_ids`` (kept as the completion's last id) or after max_new_tokens ids. The prompt and its
+    completion must fit in one forward pass of the context (block_size + 1 tokens: the model reads all
+    but the last), so a long prompt gets fewer new tokens (warned once) and one longer than the
+    context is an error. ``should_stop()`` is asked between tokens (Ctrl-C); when it says True the
+    completions so far are returned and prompts not started yet get [].
+    """
+    check_sampling_args(temperature, top_k, top_p)
+    cfg = model.config
+    prompts = [_prompt_ids(p, i, cfg) for i, p in enumerate(prompts)]
+    seeds = list(seeds)
+    if len(seeds) != len(prompts):
+        raise ZeroLLMError(f"give one seed per prompt: {len(prompts)} prompts but {len(seeds)} seeds")
+    if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, (int, np.integer)) or max_new_tokens < 1:
+        raise ZeroLLMError(f"max_new_tokens must be a whole number >= 1, got {max_new_tokens!r}")
+    longest = max((len(p) for p in prompts), default=0)
+    if longest + max_new_tokens > cfg.block_size + 1:
+        warnings.warn(f"prompts of up to {longest} tokens leave room for only {cfg.block_size + 1 - longest} new "
+                      f"tokens in the context of {cfg.block_size}; those completions are cut there", stacklevel=2)
+    groups = {}
+    for i, p in enumerate(prompts):
+        groups.setdefault(len(p), []).append(i)
+    out = [[] for _ in prompts]
+    was_training = model.training
+    model.eval()
+    try:
+        for length in sorted(groups):
+            rows = groups[length]
+            for start in range(0, len(rows), MAX_ROWS):
+                chunk = rows[start:start + MAX_ROWS]
+                n_new = min(int(max_new_tokens), cfg.block_size + 1 - length)
+                done = _sample_rows(model, np.array([prompts[i] for i in chunk]), n_new,
+                                    [np.random.default_rng(seeds[i]) for i in chunk], set(int(s) for s in stop_ids),
+                                    (temperature, top_k, top_p), should_stop)
+                for i, ids in zip(chunk, done):
+                    out[i] = ids
+                if should_stop is not None and should_stop():
+                    return out
+    finally:
+        model.training = was_training
+    return out
+
+
+def _prompt_ids(prompt, i, cfg):
+    ids = [int(t) for t in prompt]
+    if not ids:
+        raise ZeroLLMError(f"prompt {i} is empty: give at least one token")
+    if len(ids) > cfg.block_size:
+        raise ZeroLLMError(f"prompt {i} is {len(ids)} tokens long but the model's context is {cfg.block_size} "
+                           "tokens, which leaves no room for a completion; shorten the prompt")
+    return ids
+
+
+def _sample_rows(model, idx, n_new, rngs, stop, sampling, should_stop):
+    """Rows of one prompt length through one KV cache; finished rows leave the batch."""
+    B, P = idx.shape
+    cache = KVCache(model.config, B, max_len=P + n_new - 1)
+    h = model.forward_hidden(idx, kv_cache=cache)[:, -1]                    # (B, C) the last position
+    logits = h @ model.head_weight.T                                        # (B, V)
+    out = [[] for _ in range(B)]
+    active = np.arange(B)
+    for step in range(n_new):
+        nxt = _pick(logits, [rngs[a] for a in active], *sampling)           # (A,)
+        for a, t in zip(active, nxt):
+            out[a].append(int(t))
+        keep = np.array([int(t) not in stop for t in nxt])
+        if step == n_new - 1 or not keep.any() or (should_stop is not None and should_stop()):
+            break
+        if not keep.all():
+            cache.keep_rows(np.flatnonzero(keep))
+            active, nxt = active[keep], nxt[keep]
+        h = model.forward_hidden(nxt[:, None], kv_cache=cache)[:, -1]        # (A, C)
+        logits = h @ model.head_weight.T                                    # (A, V)
+    return out
+
+
+def _pick(logits, rngs, temperature, top_k, top_p):
+    """(A, V) logits -> (A,) ids; row a draws one uniform number from rngs[a] (as sample_next does)."""
+    if temperature == 0:
+        return np.argmax(logits, axis=-1)
+    probs = softmax(filter_logits(np.asarray(logits, np.float64) / temperature, top_k, top_p))   # (A, V)
+    u = np.array([rng.random() for rng in rngs])[:, None]                                       # (A, 1)
+    ids = (np.cumsum(probs, axis=-1) < u).sum(axis=-1)
+    return np.minimum(ids, probs.shape[-1] - 1)

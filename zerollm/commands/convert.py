@@ -68,10 +68,6 @@ def _convert(args):
     else:
         model = hf.load_zerollm(args.src, force=args.force)
         tokenizer = None if args.no_tokenizer else _try_tokenizer(hf.load_zerollm_tokenizer, args.src)
-        if tokenizer is not None and not hasattr(tokenizer, "to_hf_tokenizer_json"):
-            print(f"zerollm convert: note: the {tokenizer.name} tokenizer has no Hugging Face "
-                  "equivalent; only the weights are exported", file=sys.stderr)
-            tokenizer = None
         path = hf.export(model, args.dst, tokenizer=tokenizer, overwrite=args.overwrite)
         target = "Hugging Face directory"
     tok = f", tokenizer: {tokenizer.name} ({tokenizer.vocab_size} tokens)" if tokenizer is not None else ""

@@ -1,8 +1,13 @@
 """``zerollm sample``: generate text from a trained checkpoint, streamed as it is produced.
 
     zerollm sample --ckpt runs/shakespeare --prompt "ROMEO:" --max-new-tokens 300 --temperature 0.8 --top-k 40
+    zerollm sample --ckpt runs/tang-sft --prompt "藏头诗：春夏秋冬"     # a fine-tuned model: the chat template
+
+With a tokenizer that has the chat template's tokens (a ``zerollm sft`` run) the prompt is the user's turn
+and only the assistant's reply is printed, up to its end-of-turn token (--no-chat: plain continuation).
 """
 
+import argparse
 import sys
 
 import numpy as np
@@ -33,6 +38,10 @@ def add_arguments(p):
     p.add_argument("--sinks", type=Range(int, 0, MAX_SIZE), default=0,
                    help="with --window: the first N tokens stay visible (attention sinks)")
     add_force_argument(p)
+    p.add_argument("--chat", action=argparse.BooleanOptionalAction, default=None,
+                   help="wrap the prompt in the chat template (a user turn, then the assistant's) and stop at the end "
+                        "of the assistant's turn (default: on when the tokenizer has the template, e.g. after "
+                        "'zerollm sft')")
     add_threads_argument(p)
 
 
@@ -93,7 +102,7 @@ def _run(args):
     if args.sinks < 0 or (args.sinks and args.window is None):
         raise ZeroLLMError("--sinks needs --window and must be >= 0")
     model, tok = load_source(args)
-    prompt = tok.encode(args.prompt)
+    prompt, stop = _encode(tok, args)
     if not prompt:
         raise ZeroLLMError("the prompt encodes to no tokens; give a non-empty --prompt")
     budget.require(generation_estimate(model.config, len(prompt), args), force=args.force)
@@ -103,11 +112,22 @@ def _run(args):
         if n:
             out.write("\n---------------\n")
         stream = StreamDecoder(tok)
-        out.write(args.prompt)
+        out.write(args.prompt if stop is None else "")
         for ids in generate(model, np.array([prompt]), args.max_new_tokens, temperature=args.temperature,
                             top_k=args.top_k, top_p=args.top_p, rng=rng, window=args.window, sinks=args.sinks):
+            if stop is not None and int(ids[0]) == stop:
+                break                                     # the end of the assistant's turn
             out.write(stream.push(ids[0]))
             out.flush()
         out.write(stream.flush() + "\n")
         out.flush()
     return 0
+
+
+def _encode(tok, args):
+    """(prompt ids, the id that ends a reply or None): the chat template's, or the plain text's."""
+    from zerollm import chat
+    use_chat = chat.has_template(tok) if args.chat is None else args.chat
+    if not use_chat:
+        return tok.encode(args.prompt), None
+    return chat.encode_prompt(tok, args.prompt), chat.end_id(tok)

@@ -57,7 +57,7 @@ def add_stage_arguments(p, stage):
     budget.add_force_argument(p)
     add_threads_argument(p, data_parallel=True)
     add_config_flags(p, stage.config_cls)
-    add_config_flags(p, TrainConfig, skip=LM_ONLY | set(stage.skip))
+    add_config_flags(p, TrainConfig, skip=LM_ONLY | set(stage.skip), defaults=stage.defaults)
     defaults = ", ".join(f"--{k.replace('_', '-')} {v}" for k, v in stage.defaults.items())
     p.epilog = f"Defaults of this stage that differ from pre-training: {defaults}." if defaults else None
 
@@ -76,8 +76,8 @@ def load_start(path=None, hf=None, force=None):
         from zerollm.hf import load, load_tokenizer_dir
         model, tok = load(hf, force=force), load_tokenizer_dir(hf)
     elif path:
-        from zerollm.checkpoint import load_model
-        model, tok, _ = load_model(path, force=force)
+        from zerollm.hf import load_zerollm, load_zerollm_tokenizer
+        model, tok = load_zerollm(path, force=force), load_zerollm_tokenizer(path)   # a run, checkpoint or model dir
         if tok is None:
             raise ZeroLLMError(f"{path} has no tokenizer.json; a stage needs the tokenizer the model was trained with")
     else:
@@ -150,11 +150,18 @@ def _fresh(args, stage, run_dir, threads, world):
                                    grad_accum=train_cfg.grad_accum, threads=threads * world.size),
                    force=args.force)
     inputs = None
-    if world.is_main:                 # one process copies the inputs; the others wait and read the copies
-        os.makedirs(run_dir, exist_ok=True)
-        inputs = copy_inputs(args, stage, run_dir)
-    inputs = world.allgather(inputs)[0]
-    return _trainer(stage, model, tok, inputs, train_cfg, stage_cfg, start, run_dir, threads, world)
+    try:
+        if world.is_main:             # one process copies the inputs; the others wait and read the copies
+            os.makedirs(run_dir, exist_ok=True)
+            inputs = copy_inputs(args, stage, run_dir)
+        inputs = world.allgather(inputs)[0]
+        return _trainer(stage, model, tok, inputs, train_cfg, stage_cfg, start, run_dir, threads, world)
+    except ZeroLLMError as err:       # bad data: name the user's file, not its copy in RUN/inputs/
+        message = str(err)
+        for flag, copy in (inputs or {}).items():
+            if copy is not None:
+                message = message.replace(copy, getattr(args, flag))
+        raise ZeroLLMError(message) from None
 
 
 def _trainer(stage, model, tok, inputs, train_cfg, stage_cfg, start, run_dir, threads, world):

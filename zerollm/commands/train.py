@@ -48,9 +48,10 @@ def _flag_type(cls, field):
     return kind
 
 
-def add_config_flags(parser, cls, skip=()):
+def add_config_flags(parser, cls, skip=(), defaults=None):
     """One flag per dataclass field; default None so that only the flags given override anything.
-    A field's metadata may give "choices" and "help" (dataclasses.field(metadata=...))."""
+    A field's metadata may give "choices", "help" and "metavar" (dataclasses.field(metadata=...)).
+    ``defaults``: {field: value} shown in the help instead of the dataclass's (a command's own defaults)."""
     group = parser.add_argument_group(f"{cls.__name__} fields")
     for field in dataclasses.fields(cls):
         if field.name in skip:
@@ -58,6 +59,7 @@ def add_config_flags(parser, cls, skip=()):
         flag = "--" + field.name.replace("_", "-")
         kind = field_kind(field)
         default = field.default if field.default is not dataclasses.MISSING else None
+        default = (defaults or {}).get(field.name, default)
         about = field.metadata.get("help", "")
         about = f"{about} (default {default})" if about else f"(default {default})"
         if kind is bool:
@@ -68,7 +70,8 @@ def add_config_flags(parser, cls, skip=()):
         choices = field.metadata.get("choices") or CHOICES.get(field.name)
         scope = f"; {flag_type.describe()}" if hasattr(flag_type, "describe") else ""
         group.add_argument(flag, dest=field.name, type=flag_type, choices=choices, default=None,
-                           metavar=None if choices else kind.__name__.upper(), help=f"{about[:-1]}{scope})")
+                           metavar=None if choices else field.metadata.get("metavar", kind.__name__.upper()),
+                           help=f"{about[:-1]}{scope})")
 
 
 def add_arguments(p):

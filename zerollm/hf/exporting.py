@@ -2,7 +2,8 @@
 
     export(model, "out")      ->  out/config.json          GPT2LMHeadModel, LlamaForCausalLM or MixtralForCausalLM
                                   out/model.safetensors    float32, transformers' names
-                                  out/tokenizer.json       (+ tokenizer_config.json) for a BPE tokenizer
+                                  out/tokenizer.json       (+ tokenizer_config.json) for any tokenizer:
+                                                           byte, char or BPE (zerollm.tokenizers.hf_export)
 
 Layernorm + learned positions + GELU -> GPT-2; rmsnorm + RoPE + SwiGLU -> Llama, or Mixtral when every
 block is a mixture of experts with renormalised top-k gates (see configs.py).
@@ -131,22 +132,37 @@ def hf_arrays(model):
 # ----------------------------------------------------------------------------
 # tokenizer files
 
-def _special_ids(tokenizer):
+def _special_tokens(tokenizer):
+    """{"bos"/"eos": token text}: GPT-2's <|endoftext|> for both; a chat model ends at the end of a turn,
+    so its eos is the chat template's end-of-turn token (transformers' generate stops there)."""
+    from zerollm import chat
     specials = getattr(tokenizer, "special_tokens", None) or {}
-    eot = specials.get(ENDOFTEXT)
-    return {"bos": eot, "eos": eot} if eot is not None else {}
+    out = {"bos": ENDOFTEXT, "eos": ENDOFTEXT} if ENDOFTEXT in specials else {}
+    if chat.has_template(tokenizer):
+        out["eos"] = chat.END
+    return out
+
+
+def _special_ids(tokenizer):
+    specials = tokenizer.special_tokens
+    return {role: specials[text] for role, text in _special_tokens(tokenizer).items()}
 
 
 def _write_tokenizer(tokenizer, folder, cfg):
-    """tokenizer.json + tokenizer_config.json, so ``AutoTokenizer.from_pretrained`` works."""
+    """tokenizer.json + tokenizer_config.json (with the chat template when the tokenizer has its
+    tokens), so ``AutoTokenizer.from_pretrained`` and ``apply_chat_template`` work."""
+    from zerollm import chat
     if tokenizer.vocab_size > cfg.vocab_size:
         raise ZeroLLMError(f"the tokenizer has {tokenizer.vocab_size} tokens but the model only "
                            f"{cfg.vocab_size}; export with the tokenizer the model was trained with")
     tokenizer.to_hf_tokenizer_json(os.path.join(folder, "tokenizer.json"))
     settings = {"tokenizer_class": "PreTrainedTokenizerFast", "model_max_length": cfg.block_size,
                 "clean_up_tokenization_spaces": False}
+    settings.update({f"{role}_token": text for role, text in _special_tokens(tokenizer).items()})
     if ENDOFTEXT in getattr(tokenizer, "special_tokens", {}):
-        settings.update(bos_token=ENDOFTEXT, eos_token=ENDOFTEXT, unk_token=ENDOFTEXT)
+        settings["unk_token"] = ENDOFTEXT
+    if chat.has_template(tokenizer):
+        settings["chat_template"] = chat.chat_template_jinja()
     write_json(os.path.join(folder, "tokenizer_config.json"), settings)
 
 
@@ -154,10 +170,8 @@ def _write_tokenizer(tokenizer, folder, cfg):
 # export
 
 def export(model, path, *, tokenizer=None, overwrite=False):
-    """Write ``model`` (and a BPE ``tokenizer``, if given) as a transformers model directory.
-
-    Tokenizers without ``to_hf_tokenizer_json`` (byte, char) are skipped: transformers has no
-    equivalent of them. Returns the absolute path of the directory.
+    """Write ``model`` (and its ``tokenizer``, if given: byte, char or BPE) as a transformers model
+    directory. Returns the absolute path of the directory.
 
     >>> export(GPT(GPTConfig(n_layer=2)), "my-gpt2")            # doctest: +SKIP
     >>> AutoModelForCausalLM.from_pretrained("my-gpt2")          # doctest: +SKIP
@@ -165,7 +179,7 @@ def export(model, path, *, tokenizer=None, overwrite=False):
     if not isinstance(model, GPT):
         raise ZeroLLMError(f"export needs a zerollm GPT, got {type(model).__name__}")
     family, arrays = hf_arrays(model)
-    has_hf_tokenizer = hasattr(tokenizer, "to_hf_tokenizer_json")
+    has_hf_tokenizer = tokenizer is not None
     hf_config = config_to_hf(model.config, family, _special_ids(tokenizer) if has_hf_tokenizer else None)
 
     def fill(folder):

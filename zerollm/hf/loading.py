@@ -67,9 +67,17 @@ def _is_base_model(hf):
 
 
 def load_tokenizer_dir(path):
-    """The byte-level BPE tokenizer of a transformers directory: tokenizer.json, else vocab.json +
-    merges.txt (GPT-2's files). No tokenizer files, or another kind (e.g. Llama's SentencePiece),
-    is a ZeroLLMError from the importer (zerollm.tokenizers.hf).
+    """The tokenizer of a transformers directory: a char or byte tokenizer that zerollm exported
+    (zerollm.tokenizers.hf_export), else byte-level BPE from tokenizer.json or vocab.json + merges.txt
+    (GPT-2's files). No tokenizer files, or another kind (e.g. Llama's SentencePiece), is a
+    ZeroLLMError from the importer (zerollm.tokenizers.hf).
     """
     from zerollm.tokenizers import BPETokenizer
+    from zerollm.tokenizers.base import read_json_file
+    from zerollm.tokenizers.hf_export import tokenizer_from_json
+    file = os.path.join(os.fspath(path), "tokenizer.json")
+    if os.path.isfile(file):
+        tok = tokenizer_from_json(read_json_file(file, "tokenizer.json"), file)
+        if tok is not None:
+            return tok
     return BPETokenizer.from_hf_dir(os.fspath(path))

@@ -8,6 +8,17 @@ The save format is versioned, human-readable JSON (UTF-8, one entry per line for
 
     {"format": "zerollm-tokenizer", "version": 1, "type": "char", "chars": ["\\n", " ", "a"], ...}
 
+Version 2 adds tokens appended after the trained vocabulary ("special_tokens" of a byte tokenizer,
+"added" of a char tokenizer: a chat template's role markers, a character a task needs). A file
+without them is still written as version 1, so older zerollm versions keep reading it; a file
+with them says version 2, so an older zerollm refuses it instead of silently dropping them.
+
+Special tokens (e.g. "<|end|>") are single ids whose text is never produced by ordinary
+encoding: ``encode(text)`` treats their text as plain text, ``encode(text, allowed_special="all")``
+turns each occurrence into its one id (as Hugging Face does with added tokens), and ``decode``
+writes their text back. Existing ids never change when tokens are added: new ids come after all
+the old ones.
+
 Loading never runs code: it is ``json.load`` plus checks.
 """
 
@@ -15,12 +26,14 @@ import json
 import os
 
 import numpy as np
+import regex
 
 from zerollm.errors import ZeroLLMError
 from zerollm.fileio import atomic_write, read_json
 
 FORMAT = "zerollm-tokenizer"
-VERSION = 1
+VERSION = 2                 # the newest version this zerollm writes and reads
+READABLE = (1, 2)
 
 
 def dumps_readable(obj, ascii_only=False):
@@ -121,18 +134,81 @@ def as_id_list(ids, vocab_size):
 # the interface
 
 class Tokenizer:
-    """Base class: ``encode``, ``decode``, ``vocab_size``, ``save``; subclasses fill them in.
+    """Base class: ``encode``, ``decode``, ``vocab_size``, ``special_tokens``, ``save``.
 
-    Subclasses set ``name`` ("byte" | "char" | "bpe") and implement ``encode``, ``decode``,
-    ``vocab_size``, ``_payload`` (their part of the saved JSON) and ``_from_payload``.
+    Subclasses set ``name`` ("byte" | "char" | "bpe") and implement ``_encode_ordinary`` (text
+    without special tokens -> ids), ``decode``, ``vocab_size``, ``special_tokens`` ({text: id},
+    empty when there are none), ``with_special_tokens``, ``_payload`` (their part of the saved
+    JSON) and ``_from_payload``.
     """
     name = "base"
 
-    def encode(self, text):
+    def encode(self, text, allowed_special="none"):
+        """text -> ids. allowed_special: 'none' (special tokens' text is plain text, so user input
+        cannot forge one), 'all', or a set of special token strings to recognise as single ids.
+
+        >>> tok = ByteTokenizer().with_special_tokens(["<|end|>"])   # doctest: +SKIP
+        >>> tok.encode("a<|end|>", allowed_special="all")            # doctest: +SKIP
+        [97, 256]
+        """
+        check_text(text)
+        specials = self._allowed(allowed_special)
+        if not specials:
+            return self._encode_ordinary(text)
+        ids = []
+        for k, part in enumerate(self._special_splitter(specials).split(text)):
+            if k % 2:                      # split() with one capture group: odd parts are specials
+                ids.append(specials[part])
+            elif part:
+                ids.extend(self._encode_ordinary(part))
+        return ids
+
+    def _encode_ordinary(self, text):
         raise NotImplementedError
 
     def decode(self, ids):
         raise NotImplementedError
+
+    def with_special_tokens(self, tokens):
+        """A NEW tokenizer with ``tokens`` (strings) appended as special tokens, in order, after
+        every existing id; tokens it already has are skipped, so calling it twice changes nothing.
+        This tokenizer is left unchanged."""
+        raise NotImplementedError
+
+    def _new_specials(self, tokens):
+        """The strings of ``tokens`` not special yet, checked: non-empty, distinct."""
+        tokens = [tokens] if isinstance(tokens, str) else list(tokens)
+        if any(not isinstance(t, str) or not t for t in tokens):
+            raise ZeroLLMError(f"special tokens must be non-empty strings, got {tokens!r}")
+        new = []
+        for t in tokens:
+            if t not in self.special_tokens and t not in new:
+                new.append(t)
+        return new
+
+    def _allowed(self, allowed_special):
+        if allowed_special == "none":
+            return {}
+        if allowed_special == "all":
+            return self.special_tokens
+        if isinstance(allowed_special, (set, frozenset, list, tuple)):
+            unknown = sorted(set(allowed_special) - set(self.special_tokens))
+            if unknown:
+                raise ZeroLLMError(f"{unknown} are not special tokens of this tokenizer; "
+                                   f"it has {sorted(self.special_tokens)}")
+            return {s: self.special_tokens[s] for s in allowed_special}
+        raise ZeroLLMError(f"allowed_special must be 'none', 'all' or a set of special tokens, "
+                           f"got {allowed_special!r}")
+
+    def _special_splitter(self, specials):
+        """A regex that splits text around the given special tokens (cached per set)."""
+        cache = self.__dict__.setdefault("_special_re", {})
+        key = frozenset(specials)
+        if key not in cache:
+            # longest first, so tokens that share a prefix ("<|a|>", "<|a|>x") match whole
+            alternatives = "|".join(regex.escape(s) for s in sorted(specials, key=len, reverse=True))
+            cache[key] = regex.compile(f"({alternatives})")
+        return cache[key]
 
     @property
     def vocab_size(self):
@@ -145,9 +221,18 @@ class Tokenizer:
     def _from_payload(cls, data):
         raise NotImplementedError
 
+    def _format_version(self):
+        """The oldest format version that can hold this tokenizer (1 unless tokens were added)."""
+        return 1
+
     def to_dict(self):
         """The saved form: a header that says what this is, then the tokenizer's own fields."""
-        return {"format": FORMAT, "version": VERSION, "type": self.name, **self._payload()}
+        return {"format": FORMAT, "version": self._format_version(), "type": self.name, **self._payload()}
+
+    def to_hf_tokenizer_json(self, path):
+        """Write a Hugging Face ``tokenizer.json`` that encodes to the same ids (AutoTokenizer loads it)."""
+        from zerollm.tokenizers.hf_export import write_tokenizer_json
+        write_tokenizer_json(self, path)
 
     def save(self, path):
         """Write the tokenizer as JSON, atomically (temp file + rename)."""
@@ -163,7 +248,19 @@ def check_header(data, path):
     if data.get("format") != FORMAT:
         raise ZeroLLMError(f"{path} is not a zerollm tokenizer (format is {data.get('format')!r}, "
                            f"expected {FORMAT!r}); save one with tokenizer.save(path)")
-    if data.get("version") != VERSION:
+    if data.get("version") not in READABLE:
         raise ZeroLLMError(f"{path} has tokenizer format version {data.get('version')!r}, but this "
-                           f"zerollm reads version {VERSION}; re-create the tokenizer or upgrade zerollm")
+                           f"zerollm reads versions {READABLE[0]} to {READABLE[-1]}; re-create the tokenizer "
+                           "or upgrade zerollm")
     return data.get("type")
+
+
+def specials_by_id(specials, first, what):
+    """Check a saved {text: id} table of appended special tokens: ids first, first+1, ... in order."""
+    if not isinstance(specials, dict):
+        raise ZeroLLMError(f"'{what}' must be an object {{text: id}}")
+    expected = list(range(first, first + len(specials)))
+    if sorted(specials.values()) != expected or any(not isinstance(t, str) or not t for t in specials):
+        raise ZeroLLMError(f"'{what}' must map non-empty texts to the ids {first}, {first + 1}, ... "
+                           f"that follow the vocabulary, got {specials}")
+    return sorted(specials, key=specials.get)

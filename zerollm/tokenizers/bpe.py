@@ -14,13 +14,12 @@ vocabulary is all 256 bytes, any text can be encoded; nothing is ever unknown.
 
 Special tokens (e.g. "<|endoftext|>") get the ids after all merges. They are only recognised
 in text when you allow them: ``encode(text, allowed_special="all")``; by default a special
-token's text is encoded like any other text, so user input cannot forge one.
+token's text is encoded like any other text, so user input cannot forge one (``encode`` and the
+special-token handling live in tokenizers/base.py, shared with the byte and char tokenizers).
 """
 
-import regex
-
 from zerollm.errors import ZeroLLMError
-from zerollm.tokenizers.base import Tokenizer, as_id_list, check_text, text_bytes
+from zerollm.tokenizers.base import Tokenizer, as_id_list, text_bytes
 from zerollm.tokenizers.bpe_train import learn_merges
 from zerollm.tokenizers.patterns import compile_pattern, resolve_pattern, split_text
 
@@ -99,6 +98,13 @@ class BPETokenizer(Tokenizer):
         self._special_re = {}
         self._cache = {}
 
+    def with_special_tokens(self, tokens):
+        """A NEW tokenizer with ``tokens`` appended as special tokens (ids vocab_size, vocab_size+1, ...);
+        tokens it already has are skipped. Merges, vocabulary and existing ids are unchanged."""
+        new = self._new_specials(tokens)
+        specials = {**self.special_tokens, **{s: self.vocab_size + k for k, s in enumerate(new)}}
+        return BPETokenizer(self.pattern, self.merges, specials, self.vocab)
+
     # ------------------------------------------------------------------
     # training
 
@@ -124,48 +130,6 @@ class BPETokenizer(Tokenizer):
 
     # ------------------------------------------------------------------
     # encoding
-
-    def encode(self, text, allowed_special="none"):
-        """text -> ids. allowed_special: 'none' (special tokens are plain text), 'all', or a set
-        of special token strings to recognise.
-
-        >>> tok = BPETokenizer(special_tokens=[ENDOFTEXT])   # no merges yet: ids are the bytes
-        >>> tok.encode("hi<|endoftext|>", allowed_special="all")
-        [104, 105, 256]
-        """
-        check_text(text)
-        specials = self._allowed(allowed_special)
-        if not specials:
-            return self._encode_ordinary(text)
-        ids = []
-        for k, part in enumerate(self._special_splitter(specials).split(text)):
-            if k % 2:                      # split() with one capture group: odd parts are specials
-                ids.append(specials[part])
-            elif part:
-                ids.extend(self._encode_ordinary(part))
-        return ids
-
-    def _allowed(self, allowed_special):
-        if allowed_special == "none":
-            return {}
-        if allowed_special == "all":
-            return self.special_tokens
-        if isinstance(allowed_special, (set, frozenset, list, tuple)):
-            unknown = sorted(set(allowed_special) - set(self.special_tokens))
-            if unknown:
-                raise ZeroLLMError(f"{unknown} are not special tokens of this tokenizer; "
-                                   f"it has {sorted(self.special_tokens)}")
-            return {s: self.special_tokens[s] for s in allowed_special}
-        raise ZeroLLMError(f"allowed_special must be 'none', 'all' or a set of special tokens, "
-                           f"got {allowed_special!r}")
-
-    def _special_splitter(self, specials):
-        key = frozenset(specials)
-        if key not in self._special_re:
-            # longest first, so "<|a|><|b|>"-like tokens that share a prefix match whole
-            alternatives = "|".join(regex.escape(s) for s in sorted(specials, key=len, reverse=True))
-            self._special_re[key] = regex.compile(f"({alternatives})")
-        return self._special_re[key]
 
     def _encode_ordinary(self, text):
         """Split into chunks; BPE each distinct chunk once (most chunks repeat: " the", "，")."""
@@ -256,11 +220,6 @@ class BPETokenizer(Tokenizer):
         if not isinstance(specials, dict):
             raise ZeroLLMError("'special_tokens' must be an object {text: id}")
         return cls(data["regex"], merges, specials, vocab)
-
-    def to_hf_tokenizer_json(self, path):
-        """Write a Hugging Face ``tokenizer.json`` that encodes to the same ids (see hf.py)."""
-        from zerollm.tokenizers.hf import write_hf_tokenizer_json
-        write_hf_tokenizer_json(self, path)
 
     @classmethod
     def from_gpt2_files(cls, vocab_json, merges_txt):

@@ -5,19 +5,33 @@ a CJK character is 3 ids and an emoji 4.
 
 >>> ByteTokenizer().encode("hi 你")
 [104, 105, 32, 228, 189, 160]
+
+Special tokens (a chat template's "<|user|>", ...) get ids 256, 257, ... in the order they were added:
+
+>>> tok = ByteTokenizer().with_special_tokens(["<|end|>"])
+>>> tok.encode("hi<|end|>", allowed_special="all"), tok.decode([104, 105, 256])
+([104, 105, 256], 'hi<|end|>')
 """
 
 from zerollm.errors import ZeroLLMError
-from zerollm.tokenizers.base import Tokenizer, as_id_list, check_text, text_bytes
+from zerollm.tokenizers.base import Tokenizer, as_id_list, specials_by_id, text_bytes
+
+N_BYTES = 256
 
 
 class ByteTokenizer(Tokenizer):
-    """id = byte value, 0..255."""
+    """id = byte value, 0..255; then one id per special token, 256.. in order."""
     name = "byte"
 
-    def encode(self, text):
+    def __init__(self, special_tokens=()):
+        specials = list(special_tokens)
+        if len(set(specials)) != len(specials) or any(not isinstance(s, str) or not s for s in specials):
+            raise ZeroLLMError(f"special tokens must be distinct non-empty strings, got {specials}")
+        self._specials = {s: N_BYTES + k for k, s in enumerate(specials)}
+        self._table = [bytes([b]) for b in range(N_BYTES)] + [s.encode("utf-8") for s in specials]
+
+    def _encode_ordinary(self, text):
         """Bytes of the command line that were not UTF-8 are encoded as themselves (see text_bytes)."""
-        check_text(text)
         return list(text_bytes(text))
 
     def decode(self, ids):
@@ -28,18 +42,33 @@ class ByteTokenizer(Tokenizer):
         >>> ByteTokenizer().decode([228, 189])   # the first 2 of the 3 bytes of '你'
         '\ufffd'
         """
-        return bytes(as_id_list(ids, 256)).decode("utf-8", errors="replace")
+        ids = as_id_list(ids, self.vocab_size)
+        if not self._specials:
+            return bytes(ids).decode("utf-8", errors="replace")
+        table = self._table
+        return b"".join([table[i] for i in ids]).decode("utf-8", errors="replace")
 
     @property
     def vocab_size(self):
-        return 256
+        return N_BYTES + len(self._specials)
+
+    @property
+    def special_tokens(self):
+        return dict(self._specials)
+
+    def with_special_tokens(self, tokens):
+        return ByteTokenizer([*self._specials, *self._new_specials(tokens)])
+
+    # ------------------------------------------------------------------
+    def _format_version(self):
+        return 2 if self._specials else 1
 
     def _payload(self):
-        return {}
+        return {"special_tokens": dict(self._specials)} if self._specials else {}
 
     @classmethod
     def _from_payload(cls, data):
-        extra = sorted(set(data) - {"format", "version", "type"})
+        extra = sorted(set(data) - {"format", "version", "type", "special_tokens"})
         if extra:
-            raise ZeroLLMError(f"a byte tokenizer has no settings, but the file has {extra}")
-        return cls()
+            raise ZeroLLMError(f"a byte tokenizer has no settings but its special tokens, yet the file has {extra}")
+        return cls(specials_by_id(data.get("special_tokens", {}), N_BYTES, "special_tokens"))

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from zerollm.chat import decode_completion
 from zerollm.errors import ZeroLLMError
 from zerollm.objectives.base import Objective
 from zerollm.rl import rollouts
@@ -109,7 +110,7 @@ class RolloutObjective(Objective):
         prompt_ids = [self.prompt_ids[i] for i in rows]
         completions = rollouts.sample(engine, prompt_ids, seeds, **self._sampling(self.cfg.temperature))
         ids, mask = rollouts.sequences(prompt_ids, completions)
-        texts = [_decode(self.tok, c) for c in completions]
+        texts = [decode_completion(self.tok, c) for c in completions]
         prompts = [self.prompts[i]["prompt"] for i in rows]
         fields = [{k: v for k, v in self.prompts[i].items() if k != "prompt"} for i in rows]
         reward, each = score_all(self.sources, prompts, texts, fields, [list(p) + list(c) for p, c in
@@ -168,7 +169,7 @@ class RolloutObjective(Objective):
         seeds = [(self.seed, 3, i) for i in range(len(self.eval_rows))]
         completions = rollouts.sample(trainer.engine, self.eval_ids[:len(self.eval_rows)], seeds,
                                       **self._sampling(self.cfg.eval_temperature))
-        texts = [_decode(self.tok, c) for c in completions]
+        texts = [decode_completion(self.tok, c) for c in completions]
         prompts = [r["prompt"] for r in self.eval_rows]
         fields = [{k: v for k, v in r.items() if k != "prompt"} for r in self.eval_rows]
         sequences = [list(p) + list(c) for p, c in zip(self.eval_ids, completions)]
@@ -204,8 +205,3 @@ class RolloutObjective(Objective):
 def _is_task(name):
     from zerollm.tasks import TASKS
     return name in TASKS
-
-
-def _decode(tokenizer, completion):
-    from zerollm.chat import decode_completion
-    return decode_completion(tokenizer, completion)

@@ -1,0 +1,200 @@
+"""PPO and GRPO as objectives on the one training loop: a bandit each must solve, thread shards that
+agree, bit-exact resume through the CLI (rollout buffer and sampling generators included), and bad input
+as one-line errors with the last good checkpoint kept."""
+
+import copy
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from zerollm.chat import encode_prompt, end_id, prepare_tokenizer
+from zerollm.cli import main
+from zerollm.config import GPTConfig
+from zerollm.errors import ZeroLLMError
+from zerollm.model import GPT
+from zerollm.rl.grpo import GRPOConfig, GRPOObjective
+from zerollm.rl.ppo import PPOConfig, PPOObjective
+from zerollm.rl.rewards import RewardSource, check_rewards, score_all
+from zerollm.runlog import read_log
+from zerollm.tokenizers import train_tokenizer
+from zerollm.train import TrainConfig, Trainer
+
+# ----------------------------------------------------------------------------
+# a bandit: one prompt, one-token answers, reward 1 for the letter "a" only
+
+
+def bandit(kind, threads=1, seed=0):
+    tok = prepare_tokenizer(train_tokenizer("char", "abcd"))        # 4 letters + the template's 4 tokens
+    model = GPT(GPTConfig(vocab_size=tok.vocab_size, block_size=16, n_layer=1, n_head=2, n_embd=16), seed=seed)
+    source = RewardSource("bandit", lambda prompts, answers, fields, seqs: [float(a == "a") for a in answers])
+    common = dict(sources=[source], seed=seed, stop_ids=(end_id(tok),), prompt_ids=[encode_prompt(tok, "d")])
+    if kind == "grpo":
+        cfg = GRPOConfig(group_size=8, prompts_per_step=2, max_new_tokens=1, beta=0.0)
+        objective = GRPOObjective(model, copy.deepcopy(model), tok, [{"prompt": "d"}], config=cfg, **common)
+    else:
+        cfg = PPOConfig(prompts_per_step=16, max_new_tokens=1, epochs=2, minibatches=2, kl_coef=0.0)
+        objective = PPOObjective(model, copy.deepcopy(model), tok, [{"prompt": "d"}], config=cfg, **common)
+    train_cfg = TrainConfig(lr=3e-2, min_lr=3e-2, warmup_iters=0, max_iters=60, weight_decay=0.0, seed=seed)
+    return Trainer(objective, train_cfg, threads=threads), tok
+
+
+def prob_of(trainer, tok, letter):
+    ids = np.array([encode_prompt(tok, "d")])
+    logits, _ = trainer.model.eval().forward(ids)
+    p = np.exp(logits[0, -1] - logits[0, -1].max())
+    return float(p[tok.encode(letter)[0]] / p.sum())
+
+
+@pytest.mark.parametrize("kind", ["grpo", "ppo"])
+def test_the_policy_learns_the_rewarded_token(kind):
+    trainer, tok = bandit(kind)
+    start = prob_of(trainer, tok, "a")
+    rewards = []
+    for _ in range(40):
+        rewards.append(trainer.step()["reward"])
+    assert start < 0.3 and prob_of(trainer, tok, "a") > 0.9, (start, prob_of(trainer, tok, "a"))
+    assert np.mean(rewards[-5:]) > np.mean(rewards[:5])
+
+
+@pytest.mark.parametrize("kind", ["grpo", "ppo"])
+def test_thread_shards_sample_and_differentiate_the_same(kind):
+    """Rows sample from their own generators: 1 or 2 threads give the very same rollouts, and the same
+    loss and gradients up to the order of float additions."""
+    results = []
+    for threads in (1, 2):
+        trainer, _ = bandit(kind, threads=threads)
+        batch = trainer.objective.next_batch()
+        trainer.model.train()
+        results.append((batch, trainer.engine.run(trainer.objective.shard_loss, batch)))
+    (b1, r1), (b2, r2) = results
+    assert np.array_equal(b1["ids"], b2["ids"]) and np.array_equal(b1["reward"], b2["reward"])
+    assert r1.loss == pytest.approx(r2.loss, rel=1e-5, abs=1e-9)
+    for name, g in r1.grads.items():
+        np.testing.assert_allclose(r2.grads[name], g, rtol=1e-4, atol=1e-6 * max(np.abs(g).max(), 1e-3))
+
+
+def test_ppo_logs_its_quantities():
+    trainer, _ = bandit("ppo")
+    record = trainer.step()
+    for key in ("reward", "completion_len", "clip_frac", "kl", "approx_kl", "entropy",
+                "value_loss", "kl_coef"):
+        assert key in record and np.isfinite(record[key]), key
+    assert set(trainer.params) - set(trainer.model.params) == {"v_head.weight", "v_head.bias"}
+
+
+# ----------------------------------------------------------------------------
+# rewards: checked on every call
+
+
+def test_reward_outputs_are_checked():
+    good = RewardSource("ok", lambda p, c, f, s: [1.0] * len(c))
+    assert score_all([good, good._replace(weight=0.5)], ["p"] * 2, ["c"] * 2, [{}] * 2, [[1]] * 2)[0].tolist() == [1.5, 1.5]
+    for values, fragment in (([1.0], "returned 1 values for 2"), ([1.0, float("nan")], "non-finite"),
+                             (["x", 1], "list of numbers")):
+        with pytest.raises(ZeroLLMError, match=fragment):
+            check_rewards("mine", values, 2)
+    boom = RewardSource("boom", lambda *a: 1 / 0)
+    with pytest.raises(ZeroLLMError, match="reward boom raised ZeroDivisionError"):
+        score_all([boom], ["p"], ["c"], [{}], [[1]])
+
+
+# ----------------------------------------------------------------------------
+# the CLI: a tiny base model, addition prompts
+
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory):
+    root = tmp_path_factory.mktemp("rl")
+    assert main(["train", "--preset", "tiny", "--out", str(root / "base"), "--max-iters", "2", "--eval-iters", "1",
+                 "--sample-tokens", "0", "--no-progress", "--batch-size", "2", "--block-size", "160"]) == 0
+    assert main(["tasks", "make", "addition", "--out", str(root / "prompts.jsonl"), "--n", "40",
+                 "--split", "train", "--seed", "0"]) == 0
+    return root
+
+
+def rl_cli(kind, base, out, *more, cwd=None):
+    argv = [sys.executable, "-m", "zerollm", kind, "--init", str(base / "base"), "--data",
+            str(base / "prompts.jsonl"), "--out", str(out), "--reward", "addition", "--max-new-tokens", "6",
+            "--prompts-per-step", "2", "--no-progress", "--checkpoint-interval", "2", "--lr-decay-iters", "6",
+            "--eval-interval", "100"]
+    if kind == "grpo":
+        argv += ["--group-size", "4", "--epochs", "2", "--minibatches", "2"]
+    argv += more                                           # the test's own flags win (argparse: last one)
+    return subprocess.run(argv, capture_output=True, text=True, timeout=300, cwd=cwd or base)
+
+
+def step_losses(run):
+    return [(r["step"], r["loss"], r["reward"]) for r in read_log(Path(run) / "log.jsonl") if "loss" in r]
+
+
+@pytest.mark.parametrize("kind", ["grpo", "ppo"])
+def test_resume_is_bit_identical_mid_rollout(base, tmp_path, kind):
+    """Stopped at step 3 (inside a rollout batch's 4 minibatch steps), resumed to 6: the same numbers."""
+    whole = rl_cli(kind, base, tmp_path / "whole", "--max-iters", "6")
+    assert whole.returncode == 0, whole.stderr
+    part = rl_cli(kind, base, tmp_path / "part", "--max-iters", "3")
+    assert part.returncode == 0, part.stderr
+    again = subprocess.run([sys.executable, "-m", "zerollm", kind, "--out", str(tmp_path / "part"), "--resume",
+                            "--max-iters", "6", "--no-progress"], capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stderr
+    assert step_losses(tmp_path / "part") == step_losses(tmp_path / "whole") and len(step_losses(tmp_path / "whole")) == 6
+
+
+def test_a_bad_reward_function_stops_with_one_line_and_keeps_the_checkpoint(base, tmp_path):
+    (tmp_path / "my_rewards.py").write_text(
+        "import os\n"
+        "def flaky(prompts, completions, **fields):   # fine twice, then NaN\n"
+        "    n = len(open('calls.txt').read()) if os.path.exists('calls.txt') else 0\n"
+        "    open('calls.txt', 'a').write('x')\n"
+        "    return [0.5] * len(completions) if n < 2 else [float('nan')] * len(completions)\n"
+        "def short(prompts, completions, **fields):\n"
+        "    return [1.0]\n")
+    one_step_per_rollout = ["--epochs", "1", "--minibatches", "1"]
+    res = rl_cli("grpo", base, tmp_path / "flaky", "--max-iters", "6", "--reward", "my_rewards:flaky",
+                 *one_step_per_rollout, cwd=tmp_path)
+    errors = [line for line in res.stderr.splitlines() if "error" in line]
+    assert res.returncode == 1 and len(errors) == 1 and "Traceback" not in res.stderr
+    assert "reward my_rewards:flaky returned nan" in errors[0]
+    assert json.loads((tmp_path / "flaky" / "latest.json").read_text())["step"] == 2      # the last good one
+    res = rl_cli("grpo", base, tmp_path / "short", "--max-iters", "2", "--reward", "my_rewards:short", cwd=tmp_path)
+    assert res.returncode == 1 and "returned 1 values for 8 answers" in res.stderr
+
+
+@pytest.mark.parametrize("extra, fragment", [
+    (["--group-size", "1"], "group-size"),
+    (["--reward", "nope"], "unknown task"),
+    (["--reward", "no_such_module:fn"], "cannot import"),
+])
+def test_bad_settings_are_one_line(base, tmp_path, extra, fragment):
+    res = rl_cli("grpo", base, tmp_path / "bad", "--max-iters", "2", *extra)
+    errors = [line for line in res.stderr.splitlines() if "error" in line]
+    assert res.returncode in (1, 2) and len(errors) == 1 and fragment in errors[0] and "Traceback" not in res.stderr
+
+
+def test_prompts_that_leave_no_room_are_refused(base, tmp_path):
+    long = tmp_path / "long.jsonl"
+    long.write_text(json.dumps({"prompt": "1" * 200 + "+1="}) + "\n")
+    res = subprocess.run([sys.executable, "-m", "zerollm", "grpo", "--init", str(base / "base"), "--data", str(long),
+                          "--out", str(tmp_path / "x"), "--reward", "addition", "--no-progress"],
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == 1 and "leaves no room for an answer" in res.stderr
+
+
+def test_a_reward_model_with_another_tokenizer_is_refused(base, tmp_path):
+    other = tmp_path / "charbase"
+    assert main(["train", "--data", "shakespeare", "--tokenizer", "char", "--out", str(other), "--max-iters", "1",
+                 "--n-layer", "1", "--n-embd", "16", "--n-head", "2", "--block-size", "32", "--batch-size", "2",
+                 "--eval-iters", "1", "--sample-tokens", "0", "--no-progress"]) == 0
+    assert main(["tasks", "make", "prefs", "--out", str(tmp_path / "prefs.jsonl"), "--n", "8", "--split", "train",
+                 "--seed", "0"]) == 0
+    rm = tmp_path / "rm"
+    assert main(["reward", "--init", str(base / "base"), "--data", str(tmp_path / "prefs.jsonl"), "--out", str(rm),
+                 "--max-iters", "1", "--batch-size", "2", "--no-progress"]) == 0
+    res = subprocess.run([sys.executable, "-m", "zerollm", "ppo", "--init", str(other), "--data",
+                          str(base / "prompts.jsonl"), "--rm", str(rm), "--out", str(tmp_path / "p"), "--no-progress"],
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == 1 and "another tokenizer" in res.stderr

@@ -161,7 +161,8 @@ class GradScaler:
             return
         self.growth_tracker += 1
         if self.growth_tracker == self.growth_interval:
-            grown = np.float32(np.float64(self.scale) * self.growth_factor)
+            with np.errstate(over="ignore"):
+                grown = np.float32(np.float64(self.scale) * self.growth_factor)
             if np.isfinite(grown):
                 self.scale = grown
             self.growth_tracker = 0

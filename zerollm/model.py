@@ -128,7 +128,8 @@ def _in_precision(method):
     def run(self, *args, **kwargs):
         if self.amp is None:
             return method(self, *args, **kwargs)
-        with autocast(self.amp):
+        # fp16 overflowing to inf (and inf - inf = NaN after it) is what the loss scaler watches for
+        with autocast(self.amp), np.errstate(over="ignore", invalid="ignore"):
             return method(self, *args, **kwargs)
     return run
 

@@ -256,11 +256,12 @@ def test_grad_scaler_state_round_trips_and_bad_settings_are_refused():
 # ----------------------------------------------------------------------------
 # training with --amp
 
-def _trainer(amp, scaler=None, **train):
+def _trainer(amp, scaler=None, threads=1, **train):
     data = np.random.default_rng(0).integers(0, 23, 4000)
     cfg = TrainConfig(batch_size=4, max_iters=12, amp=amp, checkpoint_interval=6, eval_interval=100,
                       eval_iters=1, sample_tokens=0, warmup_iters=2, **train)
-    trainer = lm_trainer(GPTConfig(vocab_size=23, block_size=8, n_layer=1, n_head=2, n_embd=16), cfg, data, data)
+    trainer = lm_trainer(GPTConfig(vocab_size=23, block_size=8, n_layer=1, n_head=2, n_embd=16), cfg, data, data,
+                         threads=threads)
     if scaler is not None:
         trainer.scaler = scaler
     return trainer
@@ -280,9 +281,10 @@ def test_fp16_overflow_skips_the_step_and_backs_off():
     assert any(not np.array_equal(before[k], v) for k, v in trainer.params.items())
 
 
-@pytest.mark.parametrize("amp", ["bf16", "fp16"])
-def test_amp_resume_is_bit_identical(tmp_path, amp):
-    """A run stopped at a checkpoint and resumed reproduces every loss, loss scale and skipped step."""
+@pytest.mark.parametrize("amp, threads", [("bf16", 1), ("fp16", 1), ("fp16", 2)])
+def test_amp_resume_is_bit_identical(tmp_path, amp, threads):
+    """A run stopped at a checkpoint and resumed reproduces every loss, loss scale and skipped step (with
+    --threads 2 too: each shard's thread sets its own autocast)."""
     from zerollm.checkpoint import load_checkpoint
     from zerollm.runlog import JsonlLog, read_log
     from zerollm.train import fit
@@ -298,11 +300,11 @@ def test_amp_resume_is_bit_identical(tmp_path, amp):
         return [{k: v for k, v in r.items() if k not in ("dt_ms", "tokens_per_s")} for r in read_log(out / "log.jsonl")
                 if "loss" in r]
 
-    whole = run(_trainer(amp, scaler()), tmp_path / "whole")
-    half = _trainer(amp, scaler(), lr_decay_iters=12)
+    whole = run(_trainer(amp, scaler(), threads), tmp_path / "whole")
+    half = _trainer(amp, scaler(), threads, lr_decay_iters=12)
     half.cfg = dataclasses.replace(half.cfg, max_iters=6)
     run(half, tmp_path / "stopped")
-    resumed = _trainer(amp, scaler())
+    resumed = _trainer(amp, scaler(), threads)
     resumed.restore(load_checkpoint(tmp_path / "stopped" / "step-0000006"))
     if amp == "fp16":
         assert resumed.scaler.state_dict() == half.scaler.state_dict()
@@ -320,3 +322,28 @@ def test_bad_amp_format_is_one_line(tmp_path, capsys):
     assert exc.value.code == 2 and "fp8" in err and err.count("\n") == 1, err
     with pytest.raises(ZeroLLMError, match="--amp must be one of off, bf16, fp16"):
         TrainConfig(amp="fp8")
+
+
+def test_cli_amp_run_resumes_bit_identically_and_logs_the_scale(tmp_path, shakespeare_path, capsys):
+    """`zerollm train --amp fp16`, stopped at step 4 and resumed: the same log as one run of 8 steps; the
+    loss scaler's state is in the checkpoint's state.json."""
+    import json
+
+    from zerollm.cli import main
+    from zerollm.runlog import read_log
+    text = tmp_path / "text.txt"
+    text.write_text(shakespeare_path.read_text()[:20_000])
+    common = ["--data", str(text), "--amp", "fp16", "--tokenizer", "char", "--n-layer", "1", "--n-head", "2",
+              "--n-embd", "16", "--block-size", "16", "--batch-size", "4", "--eval-interval", "4", "--eval-iters", "1",
+              "--sample-tokens", "0", "--checkpoint-interval", "4", "--lr-decay-iters", "8", "--no-progress"]
+    assert main(["train", "--out", str(tmp_path / "whole"), "--max-iters", "8", *common]) == 0
+    assert "0 steps skipped" in capsys.readouterr().out
+    assert main(["train", "--out", str(tmp_path / "split"), "--max-iters", "4", *common]) == 0
+    state = json.loads((tmp_path / "split" / "step-0000004" / "state.json").read_text())
+    assert state["grad_scaler"]["scale"] == 2.0**16 and state["grad_scaler"]["growth_tracker"] == 4
+    assert main(["train", "--out", str(tmp_path / "split"), "--resume", "--max-iters", "8", "--no-progress"]) == 0
+
+    def steps(run):
+        return [(r["step"], r["loss"], r["loss_scale"], r["skipped"]) for r in read_log(tmp_path / run / "log.jsonl")
+                if "loss" in r]
+    assert steps("split") == steps("whole") and len(steps("whole")) == 8

@@ -109,10 +109,6 @@ def cast(x):
     return x if fmt is None else round_to(x, fmt)
 
 
-def active_format():
-    return getattr(_active, "fmt", None)
-
-
 # ----------------------------------------------------------------------------
 # dynamic loss scaling, with torch.amp.GradScaler's rules
 

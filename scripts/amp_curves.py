@@ -61,15 +61,18 @@ def plot(results, png):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     from zerollm.fileio import atomic_write
-    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
+    fig, (left, right, diff) = plt.subplots(1, 3, figsize=(15, 4.2))
+    base = smooth([r["loss"] for r in results["off"]["steps"]])
     for mode, res in results.items():
-        left.plot([r["step"] for r in res["steps"]], smooth([r["loss"] for r in res["steps"]]), lw=1.2,
-                  label=LABEL[mode])
+        steps, losses = [r["step"] for r in res["steps"]], smooth([r["loss"] for r in res["steps"]])
+        left.plot(steps, losses, lw=1.2, label=LABEL[mode])
         right.plot([r["step"] for r in res["vals"]], [r["val_loss"] for r in res["vals"]], "o-", ms=3,
                    label=f"{LABEL[mode]}: best {res['best']:.3f}")
+        diff.plot(steps, [a - b for a, b in zip(losses, base)], lw=1.0, label=LABEL[mode])
     left.set_title("training loss (running mean of 50 steps)")
     right.set_title("validation loss")
-    for ax in (left, right):
+    diff.set_title("training loss minus float32's (same running mean)")
+    for ax in (left, right, diff):
         ax.set_xlabel("step")
         ax.grid(alpha=0.3)
         ax.legend()

@@ -159,23 +159,25 @@ def test_fp16_flushes_small_gradients_to_zero_and_loss_scaling_saves_them():
 
 def test_whole_model_small_loss_needs_scaling_in_fp16():
     """The same at model level, with the loss weighted by 1e-6 (standing in for the far smaller gradients of
-    a big model and a big batch): most of a deep layer's weight gradients become 0 in fp16, none with S = 2^16."""
+    a big model and a big batch): in fp16 every gradient of the model is 0; with S = 2^16 none of the weight
+    matrices' entries is, and all are close to float32's."""
+    from zerollm.nn.loss import cross_entropy_backward
     x, y = _batch()
     grads = {}
     for amp, scale in ((None, 1.0), ("fp16", 1.0), ("fp16", 2.0**16)):
         model = _model(amp)
         model.grad_scale = scale
         model.forward(x, y)
-        from zerollm.nn.loss import cross_entropy_backward
         dlogits = cross_entropy_backward(model._cache["ce"]) * np.float32(1e-6)
         g = {k: v.copy() for k, v in model.backward(dlogits).items()}
-        GradScaler(init_scale=scale).unscale(g)
+        assert GradScaler(init_scale=scale).unscale(g) is False
         grads[amp, scale] = g
-    name = "h.0.mlp.c_fc.weight"                      # deep in the model: the smallest gradients
-    zeros = {k: float(np.mean(g[name] == 0)) for k, g in grads.items()}
-    assert zeros[None, 1.0] == 0 and zeros["fp16", 1.0] > 0.5 and zeros["fp16", 2.0**16] < 0.01, zeros
-    ref = grads[None, 1.0][name]
-    assert np.linalg.norm(grads["fp16", 2.0**16][name] - ref) / np.linalg.norm(ref) < 2e-2
+    ref, lost, saved = grads[None, 1.0], grads["fp16", 1.0], grads["fp16", 2.0**16]
+    assert all(np.all(g == 0) for g in lost.values())                # nothing left to learn from
+    for name, g in saved.items():
+        assert np.linalg.norm(g - ref[name]) / np.linalg.norm(ref[name]) < 1e-2, name
+        if g.ndim == 2:
+            assert np.all(g != 0) and np.all(ref[name] != 0), name
 
 
 # ----------------------------------------------------------------------------

@@ -9,19 +9,16 @@ final loss scale, and the wall time (which measures the emulation's rounding, no
 """
 
 import argparse
-import json
 import os
 import subprocess
 import sys
 import time
 
+from zerollm.fileio import read_json, write_json
+from zerollm.runlog import read_log
+
 MODES = ("off", "bf16", "fp16")
 LABEL = {"off": "float32", "bf16": "bf16 (emulated)", "fp16": "fp16 + loss scaling (emulated)"}
-
-
-def read(path):
-    with open(path, encoding="utf-8") as f:
-        return [json.loads(line) for line in f if line.strip()]
 
 
 def train(preset, amp, out, threads, extra):
@@ -32,16 +29,15 @@ def train(preset, amp, out, threads, extra):
     if done.returncode != 0:
         sys.exit(f"amp_curves: {' '.join(cmd)} failed: {done.stderr.strip().splitlines()[-1:]}")
     wall = time.perf_counter() - t0
-    with open(os.path.join(out, "wall.json"), "w", encoding="utf-8") as f:
-        json.dump({"wall_s": wall, "load_1m_after": os.getloadavg()[0]}, f)
+    write_json(os.path.join(out, "wall.json"), {"wall_s": wall, "load_1m_after": os.getloadavg()[0]})
 
 
 def summary(out):
-    records = read(os.path.join(out, "log.jsonl"))
+    records = read_log(os.path.join(out, "log.jsonl"))
     steps = [r for r in records if "loss" in r]
     vals = [r for r in records if "val_loss" in r]
     wall_path = os.path.join(out, "wall.json")
-    wall = read(wall_path)[0]["wall_s"] if os.path.exists(wall_path) else float("nan")
+    wall = read_json(wall_path)["wall_s"] if os.path.exists(wall_path) else float("nan")
     return dict(steps=steps, vals=vals, best=min(r["val_loss"] for r in vals), last=vals[-1]["val_loss"],
                 skipped=sum(bool(r.get("skipped")) for r in steps),
                 scale=steps[-1].get("loss_scale"), wall=wall)

@@ -16,13 +16,15 @@ which takes a few seconds and is not counted in the wall time.
 """
 
 import argparse
-import json
 import os
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
 import time
+
+from zerollm.runlog import read_log
 
 
 def train(preset, out, threads):
@@ -37,8 +39,7 @@ def train(preset, out, threads):
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode != 0:
         sys.exit(f"compare_presets: {' '.join(cmd)} failed: {done.stderr.strip().splitlines()[-1:]}")
-    with open(os.path.join(out, "log.jsonl"), encoding="utf-8") as f:
-        records = [json.loads(line) for line in f if line.strip()]
+    records = read_log(os.path.join(out, "log.jsonl"))
     vals = [r["val_loss"] for r in records if "val_loss" in r]
     return dict(preset=preset, wall=wall, best=min(vals), last=vals[-1],
                 cpu=(after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime),
@@ -65,17 +66,17 @@ def main(argv=None):
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--rounds", type=int, default=1, help="round r runs A then B when r is odd, B then A when even")
     p.add_argument("--full-val", action="store_true", help="also score each final checkpoint on the whole val split")
-    p.add_argument("--keep", metavar="DIR", help="keep the run folders in DIR (default: a temporary folder)")
+    p.add_argument("--keep", metavar="DIR", help="keep the run folders in DIR (default: a temporary folder, removed at the end)")
     args = p.parse_args(argv)
     root = args.keep or tempfile.mkdtemp(prefix="compare-presets-")
     results = []
     print(f"{'preset':20s} {'round':>5s} {'best val':>9s} {'last val':>9s} {'wall':>13s} {'cpu':>13s} "
           f"{'load 1m before/after':>21s}" + ("  full val" if args.full_val else ""), flush=True)
     for r in range(1, args.rounds + 1):
-        order = args.presets if r % 2 else args.presets[::-1]
-        for preset in order:
-            out = os.path.join(root, f"{preset}-round{r}")
-            res = train(preset, out, args.threads)
+        for which in ((0, 1) if r % 2 else (1, 0)):
+            preset = args.presets[which]
+            out = os.path.join(root, f"round{r}-{'AB'[which]}-{preset}")
+            res = dict(train(preset, out, args.threads), which=which)
             line = (f"{preset:20s} {r:5d} {res['best']:9.4f} {res['last']:9.4f} {fmt_time(res['wall']):>13s} "
                     f"{fmt_time(res['cpu']):>13s} {res['load'][0]:10.2f} / {res['load'][1]:.2f}")
             if args.full_val:
@@ -83,17 +84,20 @@ def main(argv=None):
                 line += f"  {res['full_val']:.4f}"
             print(line, flush=True)
             results.append(res)
-    summarise(results, args.presets)
+    summarise(results, args.presets, args.rounds)
     if not args.keep:
-        print(f"(run folders in {root})")
+        shutil.rmtree(root, ignore_errors=True)
 
 
-def summarise(results, presets):
-    a, b = ([r for r in results if r["preset"] == name] for name in presets)
-    mean = lambda rows, key: sum(r[key] for r in rows) / len(rows)      # noqa: E731
-    print(f"\nmean over {len(a)} round(s): {presets[0]} best val {mean(a, 'best'):.4f} in {fmt_time(mean(a, 'wall'))}; "
-          f"{presets[1]} best val {mean(b, 'best'):.4f} in {fmt_time(mean(b, 'wall'))} "
-          f"({mean(b, 'wall') / mean(a, 'wall'):.0%} of the wall time, {mean(b, 'cpu') / mean(a, 'cpu'):.0%} of the CPU time)")
+def summarise(results, presets, rounds):
+    """The mean over the rounds of each preset's best val loss and times, and B's times as a share of A's."""
+    def mean(which, key):
+        rows = [r[key] for r in results if r["which"] == which]
+        return sum(rows) / len(rows)
+    print(f"\nmean over {rounds} round(s): {presets[0]} best val {mean(0, 'best'):.4f} in "
+          f"{fmt_time(mean(0, 'wall'))}; {presets[1]} best val {mean(1, 'best'):.4f} in {fmt_time(mean(1, 'wall'))} "
+          f"({mean(1, 'wall') / mean(0, 'wall'):.0%} of the wall time, {mean(1, 'cpu') / mean(0, 'cpu'):.0%} of the "
+          "CPU time)")
 
 
 if __name__ == "__main__":

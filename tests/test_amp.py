@@ -110,7 +110,8 @@ def _batch(B=3, T=16, V=23):
 
 
 @pytest.mark.parametrize("amp", ["bf16", "fp16"])
-@pytest.mark.parametrize("kw", [{}, dict(norm="rmsnorm", pos="rope", mlp="swiglu", attn_impl="flash")])
+@pytest.mark.parametrize("kw", [{}, dict(norm="rmsnorm", pos="rope", mlp="swiglu", attn_impl="flash"),
+                                dict(n_expert=4, n_expert_active=2, mlp="swiglu")])
 def test_autocast_model_stays_close_to_float32_and_stores_16_bit_activations(amp, kw):
     x, y = _batch()
     ref = _model(None, **kw)
@@ -119,7 +120,9 @@ def test_autocast_model_stays_close_to_float32_and_stores_16_bit_activations(amp
     model = _model(amp, **kw)
     logits, loss = model.forward(x, y)
     blocks = model._cache["blocks"]
-    stored = [blocks[0].attn.attn.x, blocks[0].attn.proj.x, blocks[1].mlp.proj.x, blocks[1].attn.sdpa.q]
+    mlp = blocks[1].mlp
+    stored = [blocks[0].attn.attn.x, blocks[0].attn.proj.x, blocks[1].attn.sdpa.q,
+              next(e for e in mlp.experts if e is not None).proj.x if blocks[1].moe else mlp.proj.x]
     for a in stored:                                   # what the backward keeps is 16-bit (in float32 arrays)
         np.testing.assert_array_equal(round_to(a, amp), a)
     grads = model.backward()
@@ -178,6 +181,23 @@ def test_whole_model_small_loss_needs_scaling_in_fp16():
         assert np.linalg.norm(g - ref[name]) / np.linalg.norm(ref[name]) < 1e-2, name
         if g.ndim == 2:
             assert np.all(g != 0) and np.all(ref[name] != 0), name
+
+
+@pytest.mark.parametrize("kw", [{}, dict(n_expert=4, n_expert_active=2, aux_loss_coef=0.1, z_loss_coef=0.01),
+                                dict(n_expert=3, n_expert_active=1, moe_every=2, n_shared_expert=1)])
+def test_loss_scale_multiplies_every_gradient_exactly(kw):
+    """backward with grad_scale = 2^10 is exactly 2^10 times the plain backward (a power of two scales every
+    float without rounding), also for the mixture of experts' aux and z losses, whose gradients join inside
+    the blocks."""
+    x, y = _batch()
+    plain = _model(None, **kw)
+    plain.forward(x, y)
+    ref = plain.backward()
+    scaled = _model(None, **kw)
+    scaled.grad_scale = 2.0**10
+    scaled.forward(x, y)
+    for name, g in scaled.backward().items():
+        np.testing.assert_array_equal(g, ref[name] * np.float32(2.0**10), err_msg=name)
 
 
 # ----------------------------------------------------------------------------

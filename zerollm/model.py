@@ -353,7 +353,7 @@ class GPT:
 
         # 2. the blocks, last first
         for i in reversed(range(cfg.n_layer)):
-            dx = block_backward(dx, cache["blocks"][i], f"h.{i}.", cfg, grads)
+            dx = block_backward(dx, cache["blocks"][i], f"h.{i}.", cfg, grads, self.grad_scale)
 
         # 1. embeddings: dropout, positions, token lookup
         dx = dropout_backward(dx, cache["drop"])

@@ -167,6 +167,21 @@ def test_presets_and_precedence():
     assert {"tiny", "shakespeare-cpu", "tang"} <= set(PRESETS)
 
 
+def test_modern_preset_builds_and_trains(shakespeare_path):
+    """shakespeare-modern: nanoGPT's sizes with RMSNorm, RoPE and SwiGLU, on the shipped tiny Shakespeare."""
+    from zerollm.presets import PRESET_CORPUS
+    from zerollm.tokenizers import train_tokenizer
+    text = shakespeare_path.read_text()
+    tok = train_tokenizer("char", text)
+    m, t = build_configs("shakespeare-modern", {"max_iters": 2}, vocab_size=tok.vocab_size)
+    assert (m.norm, m.pos, m.mlp, m.n_layer, m.n_embd, m.vocab_size) == ("rmsnorm", "rope", "swiglu", 4, 128, 65)
+    assert t.tokenizer == "char" and PRESET_CORPUS["shakespeare-modern"] == "shakespeare"
+    ids = np.array(tok.encode(text[:20_000]))
+    trainer = lm_trainer(m, t, ids, ids)
+    losses = [trainer.step()["loss"] for _ in range(2)]
+    assert trainer.iter == 2 and all(np.isfinite(losses)) and abs(losses[0] - np.log(65)) < 0.3
+
+
 @pytest.mark.parametrize("argv, code, fragment", [
     (["--n-expert", "1"], 1, "n_expert=1"),
     (["--n-expert", "4", "--n-expert-active", "5"], 1, "n_expert_active=5 must be between 1 and n_expert=4"),

@@ -31,9 +31,11 @@ its loss + model.moe_loss().
 """
 
 import copy
+import functools
 
 import numpy as np
 
+from zerollm.amp import autocast, cast
 from zerollm.config import GPTConfig
 from zerollm.errors import ZeroLLMError
 from zerollm.nn.block import block_backward, block_forward, norm_backward, norm_forward
@@ -119,6 +121,19 @@ def init_params(cfg, rng):
 # ----------------------------------------------------------------------------
 # the model
 
+def _in_precision(method):
+    """Run a GPT method under zerollm.amp.autocast(self.amp): emulated mixed precision when self.amp
+    is 'bf16' or 'fp16', the plain float32 path (untouched) when it is None."""
+    @functools.wraps(method)
+    def run(self, *args, **kwargs):
+        if self.amp is None:
+            return method(self, *args, **kwargs)
+        # fp16 overflowing to inf (and inf - inf = NaN after it) is what the loss scaler watches for
+        with autocast(self.amp), np.errstate(over="ignore", invalid="ignore"):
+            return method(self, *args, **kwargs)
+    return run
+
+
 class GPT:
     """A GPT (or, with causal=False, a bidirectional encoder) in NumPy with a hand-written backward.
 
@@ -143,6 +158,8 @@ class GPT:
         self.rng = np.random.default_rng(dropout_seq)    # dropout masks; saved in checkpoints
         self.grads = {}
         self.training = True
+        self.amp = None              # 'bf16' | 'fp16': matmuls on 16-bit inputs (zerollm.amp); None = float32
+        self.grad_scale = 1.0        # loss scaling (fp16): backward() starts from S * the loss gradient
         self._cache = None
         self.moe_stats = None        # routing statistics of the last forward (mixture of experts only)
         self._pos_tables = self._make_position_tables()
@@ -228,6 +245,7 @@ class GPT:
             return rope_tables(T, cfg.head_size, cfg.rope_theta, offset, self.dtype)
         return None
 
+    @_in_precision
     def forward(self, idx, targets=None, *, kv_cache=None, mask=None, keep=None):
         """idx (B, T) ints -> (logits (B, T, V), loss or None).
 
@@ -241,7 +259,7 @@ class GPT:
         x = self.forward_hidden(idx, kv_cache=kv_cache, mask=mask, keep=keep)
         B, T, C = x.shape
         # 4. the head: logits = x W^T
-        logits = (x.reshape(B * T, C) @ self.head_weight.T).reshape(B, T, -1)   # (B*T, C) @ (C, V) -> (B, T, V)
+        logits = (cast(x.reshape(B * T, C)) @ cast(self.head_weight).T).reshape(B, T, -1)  # (B*T, C) @ (C, V)
         loss = ce = None
         if targets is not None:
             targets = np.asarray(targets)
@@ -252,6 +270,7 @@ class GPT:
             self._cache.update(head=True, ce=ce)
         return logits, loss
 
+    @_in_precision
     def forward_hidden(self, idx, *, kv_cache=None, mask=None, keep=None):
         """The trunk without the head: idx (B, T) -> final hidden states (B, T, C), after the last norm.
 
@@ -295,6 +314,7 @@ class GPT:
                            head=False, ce=None) if keep else None
         return x
 
+    @_in_precision
     def backward(self, dlogits=None, *, dhidden=None):
         """Gradients w.r.t. every parameter -> dict (also ``self.grads``), keys = parameter names.
 
@@ -313,15 +333,17 @@ class GPT:
             raise ZeroLLMError("call forward() before backward(), in train mode (model.train()) or with "
                                "keep=True so the activations are kept; backward frees them, so call it once")
         dlogits = self._dlogits(cache, dlogits, dhidden)
+        if self.grad_scale != 1.0:   # loss scaling (zerollm.amp.GradScaler): differentiate S * loss
+            dlogits, dhidden = self._loss_scaled(dlogits), self._loss_scaled(dhidden)
         cfg, grads = self.config, {}
         x_f = cache["x_f"]
         B, T, C = x_f.shape
 
         # 4. head: logits = x_f W^T  =>  dx_f = dlogits W,  dW = dlogits^T x_f
         if dlogits is not None:
-            dlogits2 = dlogits.reshape(B * T, -1)                       # (N, V)
-            dx = (dlogits2 @ self.head_weight).reshape(B, T, C)         # (N, V) @ (V, C) -> (B, T, C)
-            dhead = dlogits2.T @ x_f.reshape(B * T, C)                  # (V, N) @ (N, C) -> (V, C)
+            dlogits2 = cast(dlogits.reshape(B * T, -1))                 # (N, V); 16-bit under autocast
+            dx = (dlogits2 @ cast(self.head_weight)).reshape(B, T, C)   # (N, V) @ (V, C) -> (B, T, C)
+            dhead = dlogits2.T @ cast(x_f.reshape(B * T, C))            # (V, N) @ (N, C) -> (V, C)
         else:
             dx, dhead = np.zeros_like(x_f), np.zeros_like(self.head_weight)
         if dhidden is not None:
@@ -331,7 +353,7 @@ class GPT:
 
         # 2. the blocks, last first
         for i in reversed(range(cfg.n_layer)):
-            dx = block_backward(dx, cache["blocks"][i], f"h.{i}.", cfg, grads)
+            dx = block_backward(dx, cache["blocks"][i], f"h.{i}.", cfg, grads, self.grad_scale)
 
         # 1. embeddings: dropout, positions, token lookup
         dx = dropout_backward(dx, cache["drop"])
@@ -371,6 +393,9 @@ class GPT:
             raise ZeroLLMError("backward() with no arguments differentiates the built-in cross-entropy: call "
                                "forward(idx, targets) with targets first, or pass dlogits= / dhidden=")
         return cross_entropy_backward(cache["ce"])                      # (B, T, V)
+
+    def _loss_scaled(self, g):
+        return None if g is None else np.asarray(g) * self.dtype.type(self.grad_scale)
 
     def _check_grad(self, g, shape, name):
         g = np.asarray(g)

@@ -10,6 +10,8 @@ One optimizer step (``Trainer.step``):
     2. for each of grad_accum micro-batches: the objective's next batch, cut into shards (one per
        thread), each shard's loss and gradients, their weighted sum; then add grads / grad_accum
     3. clip the global gradient norm, AdamW update (in place)
+With --amp fp16 (zerollm.amp) the backward of step 2 starts from the loss gradient times the loss
+scale; step 3 first divides the gradients by it and skips the update when one overflowed.
 
 Exact resume: everything that decides the future is in the checkpoint: parameters (the model's and
 any head's), AdamW moments and step count, the dropout RNG, the objective's RNGs and state (e.g. a
@@ -22,10 +24,11 @@ import functools
 import os
 import time
 import warnings
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 
+from zerollm.amp import FORMATS, OFF, GradScaler, check_format
 from zerollm.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from zerollm.config import GPTConfig
 from zerollm.dist import SINGLE
@@ -58,6 +61,8 @@ class TrainConfig:
     seed: int = 1337
     tokenizer: str = "char"               # byte | char | bpe
     vocab_size: int | None = None         # for bpe
+    amp: str = field(default=OFF, metadata={"choices": (OFF, *FORMATS),
+                                            "help": "emulated mixed precision: 16-bit matmul inputs (zerollm.amp)"})
 
     def __post_init__(self):
         positive = ("batch_size", "max_iters", "grad_accum", "eval_interval", "eval_iters", "checkpoint_interval")
@@ -70,6 +75,7 @@ class TrainConfig:
             raise ZeroLLMError("warmup_iters, grad_clip, weight_decay and sample_tokens must be >= 0")
         if self.tokenizer not in ("byte", "char", "bpe"):
             raise ZeroLLMError(f"tokenizer must be byte, char or bpe; got {self.tokenizer!r}")
+        check_format(self.amp)
 
     @property
     def decay_iters(self):
@@ -97,6 +103,9 @@ class Trainer:
         self.engine = ShardedModel(self.model, threads, self.world)
         self.optimizer = AdamW(self.params, lr=train_cfg.lr, betas=(train_cfg.beta1, train_cfg.beta2),
                                weight_decay=train_cfg.weight_decay)
+        self.model.amp = check_format(train_cfg.amp)
+        # fp16 needs loss scaling (its range ends at 6e-8 and 65504); bf16 has float32's range
+        self.scaler = GradScaler() if train_cfg.amp == "fp16" else None
         self.iter = 0                   # optimizer steps done
         self.best_val_loss = float("inf")
         self.stop = None                # set by fit(): Ctrl-C / SIGTERM requests
@@ -118,10 +127,34 @@ class Trainer:
     # ------------------------------------------------------------------
     def step(self):
         """One optimizer step -> a log record: loss (mean over the micro-batches), lr, grad_norm, tokens,
-        and the objective's metrics."""
-        cfg = self.cfg
+        and the objective's metrics (and with fp16 loss_scale and skipped)."""
+        cfg, scaler = self.cfg, self.scaler
         lr = lr_at(self.iter, lr=cfg.lr, min_lr=cfg.min_lr, warmup_iters=min(cfg.warmup_iters, cfg.decay_iters),
                    decay_iters=cfg.decay_iters)
+        if scaler is None:
+            total, grads, tokens, metrics = self._accumulate()
+        else:
+            self.model.grad_scale = float(scaler.scale)      # the backward differentiates scale * loss
+            with np.errstate(over="ignore", invalid="ignore"):  # an fp16 overflow is the scaler's to handle
+                total, grads, tokens, metrics = self._accumulate()
+        # only the model's own gradients were scaled (a head's come from the objective, unscaled)
+        skip = scaler is not None and scaler.unscale({name: grads[name] for name in self.model.params})
+        norm = clip_grad_norm(grads, cfg.grad_clip) if cfg.grad_clip > 0 and not skip else float("nan")
+        if not np.isfinite(total) or (cfg.grad_clip > 0 and not skip and not np.isfinite(norm)):
+            raise ZeroLLMError(f"training diverged at step {self.iter} (loss {total}, gradient norm {norm}); "
+                               "lower --lr or resume from the last checkpoint with a smaller one")
+        if not skip:                 # an overflowed fp16 step changes nothing but the loss scale
+            self.optimizer.step(grads, lr=lr)
+        record = dict(loss=total / cfg.grad_accum, lr=lr, grad_norm=norm, tokens=tokens, **metrics)
+        if scaler is not None:
+            record.update(loss_scale=float(scaler.scale), skipped=skip)
+            scaler.update(skip)
+        self.iter += 1
+        return record
+
+    def _accumulate(self):
+        """grad_accum micro-batches -> (sum of their losses, mean of their gradients, tokens, mean metrics)."""
+        cfg = self.cfg
         total, grads, tokens, metrics = 0.0, None, 0, {}
         for _ in range(cfg.grad_accum):
             batch = self.objective.next_batch()    # may sample from the model (RL rollouts) in eval mode
@@ -139,13 +172,7 @@ class Trainer:
         if cfg.grad_accum > 1:
             for value in grads.values():
                 value *= value.dtype.type(1.0 / cfg.grad_accum)
-        norm = clip_grad_norm(grads, cfg.grad_clip) if cfg.grad_clip > 0 else float("nan")
-        if not np.isfinite(total) or (cfg.grad_clip > 0 and not np.isfinite(norm)):
-            raise ZeroLLMError(f"training diverged at step {self.iter} (loss {total}, gradient norm {norm}); "
-                               "lower --lr or resume from the last checkpoint with a smaller one")
-        self.optimizer.step(grads, lr=lr)
-        self.iter += 1
-        return dict(loss=total / cfg.grad_accum, lr=lr, grad_norm=norm, tokens=tokens, **metrics)
+        return total, grads, tokens, metrics
 
     def evaluate(self):
         """The objective's evaluation -> (metrics, text or None); keeps best_val_loss up to date."""
@@ -168,7 +195,8 @@ class Trainer:
             run_dir, step=self.iter, model_config=self.model_cfg.to_dict(), train_config=asdict(self.cfg),
             params=self.params, optimizer_state=self.optimizer.state_dict(), rng_state=self.rng_state(),
             tokenizer_path=self.tokenizer_path, objective=self.objective.config(), objective_arrays=arrays,
-            extra={"best_val_loss": self.best_val_loss, "threads": self.threads, "objective_state": state})
+            extra={"best_val_loss": self.best_val_loss, "threads": self.threads, "objective_state": state,
+                   **({"grad_scaler": self.scaler.state_dict()} if self.scaler is not None else {})})
 
     def restore(self, ckpt):
         missing, unexpected = sorted(set(self.params) - set(ckpt.params)), sorted(set(ckpt.params) - set(self.params))
@@ -188,6 +216,11 @@ class Trainer:
             raise ZeroLLMError(f"{ckpt.path}: the {self.objective.kind} objective's saved state (state.json "
                                f"objective_state, objective.safetensors) is damaged at {err!r}; resume from the "
                                "run directory to use the checkpoint before it") from None
+        if self.scaler is not None:
+            if "grad_scaler" not in ckpt.extra:
+                raise ZeroLLMError(f"checkpoint {ckpt.path} has no loss-scaler state, so it was not trained with "
+                                   "--amp fp16; resume it without changing --amp")
+            self.scaler.load_state_dict(ckpt.extra["grad_scaler"])
         self.iter = ckpt.step
         self.best_val_loss = ckpt.extra.get("best_val_loss", float("inf"))
         saved = ckpt.extra.get("threads", 1)

@@ -219,6 +219,8 @@ def train_and_report(trainer, run_dir, name, *, resumed, progress, blas_threads)
     if main:
         shown = f", best val loss {best:.4f}" if np.isfinite(best) else ""
         print(f"done: step {trainer.iter}{shown}; checkpoint in {run_dir}")
+        if trainer.scaler is not None:
+            print(f"fp16 loss scale {float(trainer.scaler.scale):g}; {trainer.scaler.skipped} steps skipped on overflow")
         _maybe_plot(log_path, run_dir, trainer.model.config)
     return 0
 

@@ -15,6 +15,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from zerollm.amp import cast
 from zerollm.attention import causal_mask, softmax, softmax_backward
 from zerollm.errors import ZeroLLMError
 from zerollm.nn.dropout import dropout_backward, dropout_forward
@@ -52,6 +53,7 @@ def sdpa_forward(q, k, v, *, causal=True, mask=None, dropout=0.0, rng=None, trai
         np.copyto(att, att.dtype.type(-np.inf), where=hidden)
     softmax(att, axis=-1, out=att)                          # rows of all -inf give 0, not NaN
     att_used, drop = dropout_forward(att, dropout, rng, training)
+    att_used = cast(att_used)                               # mixed precision: att @ v reads 16-bit weights
     out = att_used @ v                                      # (B,nkv,g,T,Tk) @ (B,nkv,1,Tk,hs) -> (B,nkv,g,T,hs)
     return out, SDPACache(q, k, v, att, att_used, drop, scale)
 
@@ -70,6 +72,7 @@ def sdpa_backward(dout, cache):
     datt = dropout_backward(datt, cache.drop)
     ds = softmax_backward(datt, att, out=datt)                                  # (B,nkv,g,T,Tk), in place
     ds *= ds.dtype.type(cache.scale)
+    ds = cast(ds)                                                               # 16-bit under autocast
     dq = ds @ k                                                                 # (B,nkv,g,T,hs)
     dk = sum_groups(np.swapaxes(ds, -1, -2) @ q)                               # (B,nkv,1,Tk,hs)
     return dq, dk, dv
@@ -132,6 +135,7 @@ def mha_forward(x, w_attn, b_attn, w_proj, b_proj, *, n_head, n_kv_head, causal=
     if rope is not None:
         q, rope_q = rope_forward(q, *rope)
         k, rope_k = rope_forward(k, *rope)
+    q, k, v = cast(q), cast(k), cast(v)                    # mixed precision: 16-bit inputs of q k^T and a v
     if kv is not None:
         k, v, mask = kv.update(layer, k, v)                # (B,nkv,1,Tk,hs) x2, (T, Tk)
         causal = False                                     # the cache's mask already hides the future
@@ -151,7 +155,7 @@ def mha_backward(dout, cache):
     dy, dw_proj, db_proj = linear_backward(dout, cache.proj)           # (B, T, C)
     B, T, C = dy.shape
     nkv, g = cache.n_kv_head, cache.n_head // cache.n_kv_head
-    dy = dy.reshape(B, T, nkv, g, C // cache.n_head).transpose(0, 2, 3, 1, 4)   # (B,nkv,g,T,hs)
+    dy = cast(dy).reshape(B, T, nkv, g, C // cache.n_head).transpose(0, 2, 3, 1, 4)   # (B,nkv,g,T,hs)
     backward = flash_sdpa_backward if isinstance(cache.sdpa, FlashCache) else sdpa_backward
     dq, dk, dv = backward(dy, cache.sdpa)
     if cache.rope_q is not None:

@@ -60,11 +60,13 @@ def experts_forward(x, params, name, cfg, training):
                        mlp=cfg.mlp, gelu=cfg.gelu, training=training)
 
 
-def experts_backward(dy, cache, name, cfg, grads):
+def experts_backward(dy, cache, name, cfg, grads, loss_scale=1.0):
     """Backward of ``experts_forward``. The aux and z losses are means over the MoE blocks, scaled by
-    their coefficients, so each block's share of their gradient is coef / (number of MoE blocks)."""
+    their coefficients, so each block's share of their gradient is coef / (number of MoE blocks), times
+    the loss scale of fp16 training (zerollm.amp), which multiplies the whole loss."""
     n = len(cfg.moe_layers)
-    dx, dw_router, dexperts, dshared = moe_backward(dy, cache, cfg.aux_loss_coef / n, cfg.z_loss_coef / n)
+    daux, dz = loss_scale * cfg.aux_loss_coef / n, loss_scale * cfg.z_loss_coef / n
+    dx, dw_router, dexperts, dshared = moe_backward(dy, cache, daux, dz)
     grads[name + ".router.weight"] = dw_router
     _put(grads, name + ".experts.c_fc", *dexperts[:2])
     _put(grads, name + ".experts.c_proj", *dexperts[2:])
@@ -120,11 +122,15 @@ def block_forward(x, params, prefix, cfg, *, rope=None, mask=None, rng=None, tra
     return x, BlockCache(ln_1, attn, ln_2, mlp, drop, moe)
 
 
-def block_backward(dx, cache, prefix, cfg, grads):
+def block_backward(dx, cache, prefix, cfg, grads, loss_scale=1.0):
     """forward was x1 = x + attn(ln_1(x)); x2 = x1 + mlp(ln_2(x1)), so the gradient of the stream
-    goes straight through each "+" and each branch adds its contribution. Returns dx."""
-    backward = experts_backward if cache.moe else mlp_backward
-    dh = backward(dropout_backward(dx, cache.drop), cache.mlp, prefix + "mlp", cfg, grads)
+    goes straight through each "+" and each branch adds its contribution. Returns dx.
+    ``loss_scale``: the factor dx already carries (fp16 loss scaling), for the MoE losses added here."""
+    dm = dropout_backward(dx, cache.drop)
+    if cache.moe:
+        dh = experts_backward(dm, cache.mlp, prefix + "mlp", cfg, grads, loss_scale)
+    else:
+        dh = mlp_backward(dm, cache.mlp, prefix + "mlp", cfg, grads)
     dx = dx + norm_backward(dh, cache.ln_2, prefix + "ln_2", cfg, grads)
     dh, dw_attn, db_attn, dw_proj, db_proj = mha_backward(dx, cache.attn)
     _put(grads, prefix + "attn.c_attn", dw_attn, db_attn)

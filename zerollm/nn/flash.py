@@ -30,6 +30,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from zerollm.amp import cast
 from zerollm.errors import ZeroLLMError
 
 DEFAULT_TILE = 256      # of 128 / 256 / 512 the fastest overall in benchmarks/attention_memory.py (2-core CPU)
@@ -175,7 +176,7 @@ def flash_sdpa_forward(q, k, v, *, causal=True, mask=None, tile=None, dropout=0.
             drop = tile_dropout(seed, dropout, p.shape, i0, j0, dt)
             if drop is not None:
                 p *= drop                                      # dropout hits the weights, not the normaliser
-            acc = acc * alpha + p @ v[..., j0:j1, :]           # (B,nkv,g,tq,tk) @ (B,nkv,1,tk,hs)
+            acc = acc * alpha + cast(p) @ v[..., j0:j1, :]     # (B,nkv,g,tq,tk) @ (B,nkv,1,tk,hs)
             m = m_new
         # 5. normalise once at the end: out = acc / l. A row with every key hidden has l = 0 and gets 0
         #    (like the naive path); its lse is +inf, so the backward's exp(s - lse) is 0 there too.
@@ -212,7 +213,7 @@ def flash_sdpa_backward(dout, cache):
             s -= lse_i                                        # lse = +inf on an empty row: p = 0 there
             p = np.exp(s, out=s)                              # (B, nkv, g, tq, tk)
             drop = tile_dropout(cache.seed, cache.dropout, p.shape, i0, j0, dt)
-            p_used = p if drop is None else p * drop
+            p_used = cast(p if drop is None else p * drop)    # 16-bit under autocast, as in the forward
             # 3. out = P' v  =>  dv += P'^T dout,  dP' = dout v^T
             dv[..., j0:j1, :] += sum_groups(np.swapaxes(p_used, -1, -2) @ do_i)
             dp = do_i @ np.swapaxes(v_j, -1, -2)              # (B,nkv,g,tq,hs) @ (B,nkv,1,hs,tk)
@@ -220,7 +221,7 @@ def flash_sdpa_backward(dout, cache):
                 dp *= drop
             # 4. softmax backward with D instead of a row sum over all Tk keys; hidden entries have p = 0
             dp -= D_i
-            ds = np.multiply(p, dp, out=dp)                   # dS = P * (dP - D), in place
+            ds = cast(np.multiply(p, dp, out=dp))             # dS = P * (dP - D), in place
             # 5. S = (q * scale) k^T  =>  dq += dS k (times scale, once at the end),  dk += dS^T (q * scale)
             dq[..., i0:i1, :] += ds @ k_j                     # (B,nkv,g,tq,tk) @ (B,nkv,1,tk,hs)
             dk[..., j0:j1, :] += sum_groups(np.swapaxes(ds, -1, -2) @ q_s)

@@ -7,6 +7,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from zerollm.amp import cast
+
 
 class LinearCache(NamedTuple):
     x: np.ndarray      # (..., i) the input, needed for dw
@@ -19,7 +21,9 @@ def linear_forward(x, w, b=None):
 
     Speed: the leading dims are flattened first, so BLAS gets one (N, i) @ (i, o) product; a 3-D
     ``x @ w`` would be one small product per sequence, about 15% slower at nanoGPT's sizes.
+    Under zerollm.amp.autocast x and w are first rounded to 16 bits; the cache keeps the rounded ones.
     """
+    x, w = cast(x), cast(w)                     # no-ops in float32 mode
     y = x.reshape(-1, x.shape[-1]) @ w          # (N, i) @ (i, o) -> (N, o)
     if b is not None:
         y += b                                  # in place: no second (N, o) temporary
@@ -34,6 +38,7 @@ def linear_backward(dy, cache):
     Returns (dx, dw, db); db is None without bias.
     """
     x, w = cache.x, cache.w
+    dy = cast(dy)                                   # mixed precision: the gradient enters in 16 bits too
     x2 = x.reshape(-1, x.shape[-1])                 # (N, i)
     dy2 = dy.reshape(-1, dy.shape[-1])              # (N, o)
     dx = (dy2 @ w.T).reshape(x.shape)               # (N, o) @ (o, i) -> (N, i) -> (..., i)

@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
+from zerollm import docsmode
 from zerollm.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from zerollm.config import GPTConfig
 from zerollm.dist import SINGLE
@@ -251,12 +252,13 @@ def fit(trainer, run_dir, *, log, progress=True, echo=functools.partial(print, f
         with StopRequests() as stop:
             trainer.stop = stop
             first = trainer.iter
-            if first % cfg.eval_interval == 0 and first < cfg.max_iters:
+            end = first + docsmode.limit("training steps", max(cfg.max_iters - first, 0))
+            if first % cfg.eval_interval == 0 and first < end:
                 _evaluate(trainer, log, echo)        # before the bar, so its rate measures steps only
             _stop_if_asked(trainer, run_dir)
             bar = _progress_bar(trainer.iter, cfg.max_iters, progress)
             write = bar.write if bar is not None else echo
-            while trainer.iter < cfg.max_iters:
+            while trainer.iter < end:
                 if trainer.iter % cfg.eval_interval == 0 and trainer.iter != first:
                     _evaluate(trainer, log, write)
                     if bar is not None:
@@ -270,7 +272,7 @@ def fit(trainer, run_dir, *, log, progress=True, echo=functools.partial(print, f
                                     tok_s=f"{record['tokens_per_s']:,.0f}")
                     bar.update(1)
                 _stop_if_asked(trainer, run_dir)
-                if trainer.iter % cfg.checkpoint_interval == 0 and trainer.iter < cfg.max_iters:
+                if trainer.iter % cfg.checkpoint_interval == 0 and trainer.iter < end:
                     trainer.save(run_dir)
             _evaluate(trainer, log, write)
             trainer.save(run_dir)

@@ -14,9 +14,9 @@ import sys
 
 ENV = "ZEROLLM_DOCS_TEST"
 LIMITS = {
-    "training steps": 20,        # per command: a --resume after it runs 20 more
-    "evaluation batches": 4,     # of each split, at each evaluation
-    "sample tokens": 40,         # the sample printed at each evaluation
+    "training steps": 8,         # per command: a --resume after it runs 8 more
+    "evaluation batches": 2,     # of each split, at each evaluation
+    "sample tokens": 20,         # the sample printed at each evaluation
     "poems": 8,                  # scripts/tang_form.py
     "benchmark": 1,              # benchmarks/run.py: the smallest configuration, one round, one thread
 }

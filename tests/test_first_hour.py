@@ -1,0 +1,91 @@
+"""What a new user meets in their first hour (issue 16): safe defaults for `zerollm train`, a prepared
+folder that says its own tokenizer, the help and --show-config that show what will run."""
+
+import json
+import re
+
+import pytest
+
+from zerollm.cli import main
+from zerollm.presets import DEFAULT_PRESET, PRESETS
+
+
+def run_cli(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture
+def shakespeare_slice(tmp_path, shakespeare_path):
+    path = tmp_path / "slice.txt"
+    path.write_text(shakespeare_path.read_text(encoding="utf-8")[:30_000], encoding="utf-8")
+    return path
+
+
+# ----------------------------------------------------------------------------
+# no preset: a small model, never GPT-2 small on a laptop
+
+def test_without_a_preset_train_builds_a_small_model(capsys, tmp_path, shakespeare_slice):
+    code, out, _ = run_cli(capsys, "train", "--data", str(shakespeare_slice), "--out", str(tmp_path / "run"),
+                           "--dry-run")
+    params = int(re.search(r"model: ([\d,]+) parameters", out).group(1).replace(",", ""))
+    assert code == 0 and params < 2_000_000, out            # GPTConfig's defaults would be 85,892,352
+    assert "block 64" in out and not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("preset", sorted(PRESETS))
+def test_help_lists_every_preset_value(capsys, preset):
+    with pytest.raises(SystemExit):
+        main(["train", "--help"])
+    out = capsys.readouterr().out
+    table = out[out.index("preset values"):]
+    header = table.splitlines()[0].split()
+    column = header.index(preset) - 2                       # "preset values" are two words
+    for field, value in PRESETS[preset].items():
+        row = next(line.split() for line in table.splitlines() if line.split()[:1] == [field])
+        assert row[1 + column] == str(value), (field, row)
+    defaults = PRESETS[DEFAULT_PRESET]
+    assert f"--n-embd INT      (default {defaults['n_embd']};" in out      # the help's defaults are the real ones
+
+
+def test_show_config_says_where_each_value_comes_from(capsys, tmp_path):
+    code, out, _ = run_cli(capsys, "train", "--preset", "tang", "--n-layer", "6", "--out", str(tmp_path / "run"),
+                           "--show-config")
+    rows = {line.split()[0]: line.split()[1:] for line in out.splitlines() if line.startswith("  ")}
+    assert code == 0 and not (tmp_path / "run").exists()
+    assert rows["n_layer"] == ["6", "--n-layer"] and rows["n_embd"] == ["192", "preset", "tang"]
+    assert rows["max_iters"] == ["3000", "preset", "tang"] and rows["n_kv_head"] == ["4", "default"]
+
+
+# ----------------------------------------------------------------------------
+# a prepared folder knows its tokenizer
+
+@pytest.fixture
+def bpe_folder(capsys, tmp_path, shakespeare_slice):
+    folder = tmp_path / "bpe"
+    code, _, _ = run_cli(capsys, "prepare", "--data", str(shakespeare_slice), "--tokenizer", "bpe",
+                         "--vocab-size", "300", "--out", str(folder))
+    assert code == 0
+    return folder
+
+
+@pytest.mark.parametrize("preset", [None, "tang"])         # tang's own tokenizer is char: the folder still wins
+def test_a_bpe_folder_trains_without_repeating_the_tokenizer(capsys, tmp_path, bpe_folder, preset):
+    run = tmp_path / "run"
+    code, _, err = run_cli(capsys, "train", "--data", str(bpe_folder), "--out", str(run), "--max-iters", "2",
+                           "--n-layer", "1", "--n-embd", "32", "--no-progress", "--sample-tokens", "0",
+                           *(["--preset", preset] if preset else []))
+    assert code == 0, err
+    latest = json.loads((run / "latest.json").read_text())
+    config = json.loads((run / latest["dir"] / "config.json").read_text())
+    assert config["train"]["tokenizer"] == "bpe" and config["model"]["vocab_size"] == 300
+
+
+def test_only_a_real_conflict_is_refused(capsys, tmp_path, bpe_folder):
+    code, _, err = run_cli(capsys, "train", "--data", str(bpe_folder), "--out", str(tmp_path / "run"),
+                           "--tokenizer", "char", "--dry-run")
+    assert code == 1 and err.count("\n") == 1 and "--tokenizer char conflicts" in err and "bpe" in err
+    code, _, err = run_cli(capsys, "train", "--data", str(bpe_folder), "--out", str(tmp_path / "run"),
+                           "--tokenizer", "bpe", "--dry-run")
+    assert code == 0, err

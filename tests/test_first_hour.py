@@ -7,7 +7,8 @@ import re
 import pytest
 
 from zerollm.cli import main
-from zerollm.presets import DEFAULT_PRESET, PRESETS
+from zerollm import presets
+from zerollm.presets import PRESETS
 
 
 def run_cli(capsys, *argv):
@@ -45,7 +46,7 @@ def test_help_lists_every_preset_value(capsys, preset):
     for field, value in PRESETS[preset].items():
         row = next(line.split() for line in table.splitlines() if line.split()[:1] == [field])
         assert row[1 + column] == str(value), (field, row)
-    defaults = PRESETS[DEFAULT_PRESET]
+    defaults = PRESETS[presets.DEFAULT_PRESET]
     assert re.search(rf"--n-embd INT +\(default {defaults['n_embd']};", out)      # the help's defaults are the real ones
 
 
@@ -89,3 +90,69 @@ def test_only_a_real_conflict_is_refused(capsys, tmp_path, bpe_folder):
     code, _, err = run_cli(capsys, "train", "--data", str(bpe_folder), "--out", str(tmp_path / "run"),
                            "--tokenizer", "bpe", "--dry-run")
     assert code == 0, err
+
+
+# ----------------------------------------------------------------------------
+# zerollm sample: warnings on their own line, --window refused where it cannot work, padded
+# vocabularies, control bytes
+
+def favouring_model(folder, tok, vocab_size, favourite):
+    """A GPT-2-layout model exported to ``folder`` whose every next token is most likely ``favourite``:
+    ln_f outputs its bias b at every position, and wte[favourite] = 10 b makes that logit the largest."""
+    import numpy as np
+    from zerollm import hf
+    from zerollm.model import GPT, GPTConfig
+    model = GPT(GPTConfig(vocab_size=vocab_size, block_size=16, n_layer=1, n_head=2, n_embd=16), seed=0)
+    b = np.random.default_rng(0).normal(size=16).astype(np.float32)
+    model.params["ln_f.weight"][:] = 0.0
+    model.params["ln_f.bias"][:] = b
+    model.params["wte.weight"][favourite] = 10 * b
+    hf.export(model, folder, tokenizer=tok)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def bpe300(shakespeare_path):
+    from zerollm.tokenizers.bpe import BPETokenizer
+    return BPETokenizer.train(shakespeare_path.read_text(encoding="utf-8")[:20_000], 300)
+
+
+def sample_cli(*argv):
+    """`zerollm sample` in its own process, stdout and stderr in one stream as a terminal shows them."""
+    import subprocess
+    import sys
+    return subprocess.run([sys.executable, "-m", "zerollm", "sample", *argv], stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True, errors="replace", timeout=120)
+
+
+def test_padded_vocabulary_never_samples_an_id_the_tokenizer_cannot_decode(tmp_path, bpe300):
+    padded = bpe300.vocab_size + 20                  # as real checkpoints pad 50257 to 50304
+    folder = favouring_model(tmp_path / "m", bpe300, padded, favourite=padded - 1)
+    for argv in (["--temperature", "0"], ["--temperature", "1", "--seed", "0"]):
+        res = sample_cli("--hf", str(folder), "--prompt", "To be", "--max-new-tokens", "12", *argv)
+        assert res.returncode == 0, res.stdout
+        assert res.stdout.count("never sampled") == 1 and "the other 20" in res.stdout
+
+
+@pytest.mark.parametrize("favourite", [27, 0x9b, 0xff])   # ESC, a C1 control byte, a byte that is never UTF-8
+def test_control_and_undecodable_bytes_are_shown_escaped(tmp_path, bpe300, favourite):
+    folder = favouring_model(tmp_path / "m", bpe300, bpe300.vocab_size, favourite=favourite)
+    res = sample_cli("--hf", str(folder), "--prompt", "a", "--max-new-tokens", "3", "--temperature", "0")
+    assert res.returncode == 0, res.stdout
+    assert res.stdout.startswith("a" + f"\\x{favourite:02x}" * 3)
+    assert not any(ord(c) < 32 and c not in "\t\n" or 0x7f <= ord(c) <= 0x9f or c == "\ufffd" for c in res.stdout)
+
+
+def test_the_context_full_warning_is_a_line_of_its_own_before_the_text(tmp_path, bpe300):
+    folder = favouring_model(tmp_path / "m", bpe300, bpe300.vocab_size, favourite=ord("x"))
+    res = sample_cli("--hf", str(folder), "--prompt", "a", "--max-new-tokens", "30", "--temperature", "0")
+    lines = res.stdout.splitlines()
+    assert res.returncode == 0 and lines[0].startswith("zerollm sample: warning: the context is full (16 tokens)")
+    assert lines[1] == "a" + "x" * 30 and "--window" not in lines[0]    # learned positions: no window advice
+
+
+def test_window_on_learned_positions_is_refused(tmp_path, bpe300):
+    folder = favouring_model(tmp_path / "m", bpe300, bpe300.vocab_size, favourite=ord("x"))
+    res = sample_cli("--hf", str(folder), "--prompt", "a", "--window", "8")
+    assert res.returncode == 1 and res.stdout.count("\n") == 1
+    assert "--window needs RoPE or sinusoidal positions" in res.stdout

@@ -19,6 +19,7 @@ import numpy as np
 
 from zerollm import docsmode
 from zerollm.data import get_batch
+from zerollm.display import printable
 from zerollm.nn.loss import IGNORE_INDEX, cross_entropy_forward
 from zerollm.objectives.base import Objective, ShardResult
 
@@ -107,4 +108,4 @@ class LMObjective(Objective):
                 ids.append(int(t[0]))
                 if trainer.stop_requested():
                     break
-        return self.tokenizer.decode(ids)
+        return printable(self.tokenizer.decode(ids))     # an untrained model emits control bytes too

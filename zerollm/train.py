@@ -242,14 +242,16 @@ def fit(trainer, run_dir, *, log, progress=True, echo=functools.partial(print, f
     end), checkpoint every checkpoint_interval and at the end. Returns the best validation loss.
 
     Ctrl-C (SIGINT) or SIGTERM stop cleanly: the step in progress finishes, a checkpoint is saved,
-    then ``TrainingInterrupted`` is raised. (SIGKILL cannot be caught; the last checkpoint remains.)
+    then ``TrainingInterrupted`` is raised. Evaluations and samples stop within a batch or a token.
+    A second Ctrl-C (one process) stops at once, without waiting for a long step: the last checkpoint
+    remains, as after SIGKILL, which cannot be caught at all.
     """
     cfg = trainer.cfg
     bar = None
     if not trainer.world.is_main:            # rank 0 alone prints, logs and saves (zerollm.dist)
         progress, echo, log = False, _quiet, _NullLog()
     try:
-        with StopRequests() as stop:
+        with StopRequests(hard=trainer.world.size == 1, announce=trainer.world.is_main) as stop:
             trainer.stop = stop
             first = trainer.iter
             end = first + docsmode.limit("training steps", max(cfg.max_iters - first, 0))
@@ -305,7 +307,11 @@ class TrainingInterrupted(ZeroLLMError):
 
 class StopRequests:
     """While active, SIGINT/SIGTERM only set ``requested``; the loop stops at the next step boundary,
-    so a checkpoint never captures a half-applied optimizer step."""
+    so a checkpoint never captures a half-applied optimizer step. With ``hard``, a second one raises
+    KeyboardInterrupt at once (checkpoints are written whole or not at all, so the last one stays)."""
+
+    def __init__(self, hard=False, announce=False):
+        self.hard, self.announce = hard, announce
 
     def __enter__(self):
         import signal
@@ -317,6 +323,12 @@ class StopRequests:
         return self
 
     def _handle(self, signum, frame):
+        if self.requested and self.hard:
+            raise KeyboardInterrupt
+        if self.announce and not self.requested:
+            # os.write, not print: a handler may run while the main thread is inside a print to stderr
+            os.write(2, b"\nstopping: the step in progress finishes, then a checkpoint is saved"
+                        + (b" (Ctrl-C again: stop at once, keeping the last checkpoint)\n" if self.hard else b"\n"))
         self.requested = True
 
     def __exit__(self, *exc):

@@ -236,6 +236,10 @@ def train_and_report(trainer, run_dir, name, *, resumed, progress, blas_threads)
     except TrainingInterrupted as stop:
         say(f"zerollm {name}: {stop}")
         return 130
+    except KeyboardInterrupt:                  # a second Ctrl-C (zerollm.train.StopRequests)
+        say(f"zerollm {name}: stopped at once at step {trainer.iter}; the last checkpoint in {run_dir} is kept: "
+            "continue with --resume")
+        return 130
     finally:
         if log is not None:
             log.close()

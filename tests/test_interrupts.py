@@ -31,14 +31,25 @@ def start(*argv):
 
 
 def wait_for(proc, stream, pattern, timeout=60):
-    """Read ``stream`` of ``proc`` until a line matches ``pattern``; returns the lines read."""
-    seen, deadline = [], time.monotonic() + timeout
-    for line in iter(getattr(proc, stream).readline, ""):
-        seen.append(line)
-        if re.search(pattern, line):
-            return seen
-        assert time.monotonic() < deadline, "".join(seen)
-    raise AssertionError(f"{pattern!r} never came; the process said:\n" + "".join(seen))
+    """Read ``stream`` of ``proc`` until a line matches ``pattern``; returns the lines read. A process that
+    never says it (or hangs) is killed and the test fails with what it said."""
+    lines, found = [], threading.Event()
+
+    def read():
+        for line in iter(getattr(proc, stream).readline, ""):
+            lines.append(line)
+            if re.search(pattern, line):
+                found.set()
+                return
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    if not found.wait(timeout):
+        proc.kill()
+        reader.join(10)
+        raise AssertionError(f"{pattern!r} never came within {timeout} s; the process said:\n" + "".join(lines))
+    reader.join()
+    return lines
 
 
 def interrupt(proc, signals=1, gap=0.5):

@@ -133,16 +133,20 @@ def run_tour(tour, root, internet):
     fresh_clone(clone)
     env = reader_env(home, clone, install_shims(root / "shims"))
     counts = {"bash": 0, "python": 0, "checked": 0, "not tested": 0, "online": 0}
+    times = []
     for command in tour.commands:
         if command.untested:
             counts["not tested"] += 1
             continue
+        t0 = time.perf_counter()
         rc, output = run_command(command, clone, {**env, **internet} if command.online else offline(env))
+        times.append((time.perf_counter() - t0, command.line))
         assert rc == 0, (f"{tour.page}:{command.line}: exit code {rc}\n$ {command.text}\n"
                          f"{output[-4000:]}")
         checked = command.lang == "bash" and command.text.split()[0] in CHECKED
         counts["checked" if checked else command.lang] += 1
         counts["online"] += command.online
+    counts["slowest"] = ", ".join(f"line {line} {t:.0f} s" for t, line in sorted(times, reverse=True)[:3])
     return counts
 
 

@@ -19,6 +19,7 @@ LIMITS = {
     "evaluation batches": 2,     # of each split, at each evaluation
     "sample tokens": 20,         # the sample printed at each evaluation
     "poems": 8,                  # scripts/tang_form.py
+    "examples evaluated": 16,    # a task's prompts sampled by `tasks eval` and at each SFT evaluation
 }
 _said = set()
 

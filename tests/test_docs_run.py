@@ -22,6 +22,7 @@ The counts per tour are printed (run with -s to see them); a new block that fail
 
 import json
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -150,10 +151,15 @@ def run_tour(tour, root, internet):
     return counts
 
 
+def _children_cpu():
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 @pytest.mark.parametrize("tour", TOURS, ids=[t.name for t in TOURS])
 def test_every_command_of_the_docs_runs(tour, tmp_path, internet):
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), _children_cpu()
     counts = run_tour(tour, tmp_path, internet)
     print(f"\n{tour.name}: " + ", ".join(f"{k} {v}" for k, v in counts.items())
-          + f" ({time.perf_counter() - start:.0f} s)")
+          + f" ({time.perf_counter() - start:.0f} s wall, {_children_cpu() - cpu:.0f} s CPU)")
     assert counts["bash"] + counts["python"] + counts["checked"] > 0

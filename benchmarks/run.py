@@ -33,6 +33,7 @@ import bench_report  # noqa: E402
 import bench_workloads as W  # noqa: E402
 from bench_measure import worker_env  # noqa: E402
 
+from zerollm import docsmode  # noqa: E402
 from zerollm.config import GPTConfig  # noqa: E402
 
 
@@ -218,15 +219,17 @@ def meta(mode, threads, rounds):
             "command": " ".join(sys.argv), "libraries": {}}
 
 
-def run_all(mode, threads_list, rounds):
+def run_all(mode, threads_list, rounds, only=None):
+    """Every measurement of the plan (or only the tasks in ``only``: no training check then)."""
     results = {"meta": meta(mode, threads_list, rounds), "check": [], "gemm": [], "train": [], "forward": [],
                "generate": [], "attention": [], "mfu": []}
     start, flash = time.perf_counter(), flash_available()
-    results["check"] = [check_training(name, cfg, B) for name, cfg, B in W.MODELS[mode]]
+    if only is None or "train" in only:
+        results["check"] = [check_training(name, cfg, B) for name, cfg, B in W.MODELS[mode]]
     passed = {rec["name"]: rec["passed"] for rec in results["check"]}
     for threads in threads_list:
         for m in plan(mode, flash):
-            if m.task == "train" and not passed[m.name]:
+            if (only is not None and m.task not in only) or (m.task == "train" and not passed[m.name]):
                 continue
             results[m.task].append(run_rounds(m, threads, rounds, results["meta"]["libraries"]))
     add_mfu(results)
@@ -254,7 +257,11 @@ def main(argv=None):
     else:
         mode = "smoke" if args.smoke else "quick" if args.quick else "full"
         threads = [int(t) for t in args.threads.split(",")] if args.threads else W.THREADS[mode]
-        results = run_all(mode, threads, args.rounds or W.ROUNDS[mode])
+        rounds, only = args.rounds or W.ROUNDS[mode], None
+        if docsmode.active():       # tests/test_docs_run.py runs every documented command line, in seconds
+            print(f"{docsmode.ENV} is set: only the smoke run's GEMM, 1 round, 1 thread", file=sys.stderr)
+            mode, threads, rounds, only = "smoke", [1], 1, {"gemm"}
+        results = run_all(mode, threads, rounds, only)
     if args.note:
         results["meta"]["note"] = args.note
     print("\n" + bench_report.markdown(results))

@@ -9,6 +9,7 @@ import argparse
 
 import numpy as np
 
+from zerollm import docsmode
 from zerollm.checkpoint import load_model
 from zerollm.poems import form_report
 from zerollm.sample import generate
@@ -40,7 +41,7 @@ def main():
     p.add_argument("--show", type=int, default=10, help="print this many samples")
     args = p.parse_args()
     model, tok, ckpt = load_model(args.ckpt)
-    poems = sample_poems(model, tok, args.poems, args.seed, args.temperature)
+    poems = sample_poems(model, tok, docsmode.limit("poems", args.poems), args.seed, args.temperature)
     for poem in poems[:args.show]:
         print(poem)
     r = form_report(poems)

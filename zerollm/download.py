@@ -1,9 +1,10 @@
 """``zerollm download shakespeare``: fetch a public corpus into the user's cache, verified.
 
 The file goes to ``$ZEROLLM_CACHE``, else ``$XDG_CACHE_HOME/zerollm``, else ``~/.cache/zerollm``
-(or ``--dir``). It is streamed into a temp file and renamed only after its sha256 checked out,
-so an interrupted or corrupt download never leaves a file that looks valid. Only the standard
-library (urllib) is used. The path is printed on stdout, so this works:
+(or ``--dir``). ``$ZEROLLM_MIRROR`` (a base URL) fetches the same file name from a mirror instead,
+checked against the same sha256. The file is streamed into a temp file and renamed only after its
+sha256 checked out, so an interrupted or corrupt download never leaves a file that looks valid.
+Only the standard library (urllib) is used. The path is printed on stdout, so this works:
 
     zerollm prepare --data "$(zerollm download shakespeare)" --tokenizer char
 """
@@ -45,6 +46,16 @@ def cache_dir(environ=None):
     if env.get("XDG_CACHE_HOME"):
         return Path(env["XDG_CACHE_HOME"]) / "zerollm"
     return Path.home() / ".cache" / "zerollm"
+
+
+def default_url(info, environ=None):
+    """The dataset's own URL, or the same file name under $ZEROLLM_MIRROR.
+
+    >>> default_url({"url": "https://a.org/x/input.txt", "file": "t.txt"}, {"ZEROLLM_MIRROR": "http://m/d/"})
+    'http://m/d/t.txt'
+    """
+    mirror = (os.environ if environ is None else environ).get("ZEROLLM_MIRROR", "")
+    return f"{mirror.rstrip('/')}/{info['file']}" if mirror else info["url"]
 
 
 def sha256_of(path):
@@ -91,8 +102,8 @@ def download(name, folder=None, url=None, sha256=None, force=False):
     if name not in DATASETS:
         raise ZeroLLMError(f"unknown dataset {name!r}; available: {', '.join(DATASETS)}")
     info = DATASETS[name]
-    url = url or info["url"]
-    expected = sha256.lower() if sha256 else (info["sha256"] if url == info["url"] else None)
+    expected = sha256.lower() if sha256 else (info["sha256"] if url in (None, info["url"]) else None)
+    url = url or default_url(info)
     folder = Path(folder) if folder else cache_dir()
     folder.mkdir(parents=True, exist_ok=True)
     dest = folder / info["file"]
@@ -113,7 +124,8 @@ def add_arguments(p):
     p.add_argument("--dir", metavar="DIR",
                    help="folder to save into (default $ZEROLLM_CACHE, else $XDG_CACHE_HOME/zerollm, "
                         "else ~/.cache/zerollm)")
-    p.add_argument("--url", help="download from this http(s) URL instead (e.g. a mirror)")
+    p.add_argument("--url", help="download from this http(s) URL instead (e.g. a mirror); "
+                                 "$ZEROLLM_MIRROR=BASE fetches the same file name from BASE, still checked")
     p.add_argument("--sha256", metavar="HEX",
                    help="expected sha256 of the file (checked automatically for the default URL)")
     p.add_argument("--force", action="store_true", help="download again even if a valid file is present")

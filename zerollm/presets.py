@@ -4,6 +4,12 @@ dict, applied on top of the dataclass defaults and under the user's own flags.
     >>> model_cfg, train_cfg = build_configs("tiny", {"max_iters": 10}, vocab_size=256)
     >>> model_cfg.n_layer, train_cfg.max_iters, train_cfg.tokenizer
     (2, 10, 'byte')
+
+Without a preset, ``zerollm train`` uses DEFAULT_PRESET's values: GPTConfig's own defaults are GPT-2
+small's (86M parameters, a 1024-token context), far too big to train on a laptop CPU.
+
+    >>> build_configs(None, {"n_layer": 2}, vocab_size=65)[0].n_embd     # shakespeare-cpu's width
+    128
 """
 
 from dataclasses import fields
@@ -18,10 +24,11 @@ PRESETS = {
                  lr=3e-3, min_lr=3e-4, warmup_iters=30, eval_interval=100, eval_iters=10,
                  checkpoint_interval=100, sample_tokens=120, tokenizer="byte", dropout=0.0, bias=False),
     # nanoGPT's CPU run of config/train_shakespeare_char.py (its README: val loss ~1.88); nanoGPT's
-    # MLP uses torch.nn.GELU(), the exact erf form
+    # MLP uses torch.nn.GELU(), the exact erf form. The cosine decays over max_iters (nanoGPT's
+    # lr_decay_iters = max_iters), so a shorter --max-iters still ends at min_lr.
     "shakespeare-cpu": dict(tokenizer="char", n_layer=4, n_head=4, n_embd=128, block_size=64, gelu="erf",
                             batch_size=12, max_iters=2000, lr=1e-3, min_lr=1e-4, warmup_iters=100,
-                            lr_decay_iters=2000, beta1=0.9, beta2=0.99, weight_decay=0.1, grad_clip=1.0,
+                            beta1=0.9, beta2=0.99, weight_decay=0.1, grad_clip=1.0,
                             dropout=0.0, bias=False, eval_interval=250, eval_iters=50,
                             checkpoint_interval=250),
     # nanoGPT's model and recipe with the modern parts of Part 3 (RMSNorm, RoPE, SwiGLU), 1700 steps instead of
@@ -43,6 +50,9 @@ PRESETS = {
 PRESET_CORPUS = {"tiny": "shakespeare", "shakespeare-cpu": "shakespeare", "shakespeare-modern": "shakespeare",
                  "tang": "tang"}
 
+# what `zerollm train` builds without --preset: nanoGPT's CPU model, 0.8M parameters, minutes on 2 cores
+DEFAULT_PRESET = "shakespeare-cpu"
+
 MODEL_FIELDS = {f.name for f in fields(GPTConfig)} - {"vocab_size"}
 TRAIN_FIELDS = {f.name for f in fields(TrainConfig)}
 
@@ -56,11 +66,26 @@ def split_overrides(values):
             {k: v for k, v in values.items() if k in TRAIN_FIELDS})
 
 
-def build_configs(preset=None, overrides=None, vocab_size=None):
-    """Preset, then the user's overrides, on top of the dataclass defaults."""
-    if preset is not None and preset not in PRESETS:
+def preset_values(preset):
+    """The values a preset sets; no preset (None) means DEFAULT_PRESET's."""
+    name = DEFAULT_PRESET if preset is None else preset
+    if name not in PRESETS:
         raise ZeroLLMError(f"unknown preset {preset!r}; choose one of {', '.join(PRESETS)}")
-    values = {**PRESETS.get(preset, {}), **(overrides or {})}
+    return PRESETS[name]
+
+
+def sources(preset, overrides):
+    """{field: where its value comes from}: "--flag", "preset NAME" or "default" (the dataclass's)."""
+    name = DEFAULT_PRESET if preset is None else preset
+    out = {f: "default" for f in MODEL_FIELDS | TRAIN_FIELDS}
+    out.update({f: f"preset {name}" for f in preset_values(preset)})
+    out.update({f: "--" + f.replace("_", "-") for f in overrides or {}})
+    return out
+
+
+def build_configs(preset=None, overrides=None, vocab_size=None):
+    """Preset (or DEFAULT_PRESET), then the user's overrides, on top of the dataclass defaults."""
+    values = {**preset_values(preset), **(overrides or {})}
     model_kw, train_kw = split_overrides(values)
     train_cfg = TrainConfig(**train_kw)
     model_cfg = GPTConfig(vocab_size=vocab_size or 256, **model_kw)

@@ -67,9 +67,35 @@ def check_sampling_args(temperature, top_k, top_p):
 # ----------------------------------------------------------------------------
 # generation
 
+class ContextWarning(UserWarning):
+    """The prompt or the generation does not fit the context (see context_notes)."""
+
+
+def context_notes(cfg, n_prompt, max_new_tokens, window=None):
+    """The context warnings generate() will give, known before it starts: a command prints them before
+    any text, so they never land in the middle of the streamed output."""
+    if window is not None and cfg.pos != "learned":
+        return []                              # a rolling cache: any length fits
+    notes = []
+    if n_prompt > cfg.block_size:
+        notes.append(f"prompt of {n_prompt} tokens is longer than the context ({cfg.block_size}); "
+                     f"keeping its last {cfg.block_size} tokens")
+    if min(n_prompt, cfg.block_size) + max_new_tokens - 1 > cfg.block_size:
+        notes.append(_full_message(cfg))
+    return notes
+
+
+def _full_message(cfg):
+    how = ("use --window for a rolling cache" if cfg.pos != "learned" else
+           "this model's positions are learned, so its context cannot roll")
+    return (f"the context is full ({cfg.block_size} tokens) before the last new token: each further token "
+            f"recomputes the last block_size tokens (slower); {how}")
+
+
 def generate(model, idx, max_new_tokens, *, temperature=1.0, top_k=None, top_p=None, rng=None,
-             window=None, sinks=0, use_cache=True):
-    """Yield (B,) next-token ids, max_new_tokens times. idx: (B, T) or (T,) prompt ids."""
+             window=None, sinks=0, use_cache=True, allowed=None):
+    """Yield (B,) next-token ids, max_new_tokens times. idx: (B, T) or (T,) prompt ids.
+    allowed: (V,) bool, the ids that may be chosen (e.g. those the tokenizer can decode); None = all."""
     check_sampling_args(temperature, top_k, top_p)
     cfg = model.config
     rng = rng if rng is not None else np.random.default_rng()
@@ -77,15 +103,15 @@ def generate(model, idx, max_new_tokens, *, temperature=1.0, top_k=None, top_p=N
     if idx.shape[1] == 0:
         raise ZeroLLMError("the prompt is empty: give at least one token")
     if idx.shape[1] > cfg.block_size and not (window is not None and cfg.pos != "learned"):
-        warnings.warn(f"prompt of {idx.shape[1]} tokens is longer than the context ({cfg.block_size}); "
-                      f"keeping its last {cfg.block_size} tokens", stacklevel=2)
+        warnings.warn(context_notes(cfg, idx.shape[1], 1, window)[0], ContextWarning, stacklevel=2)
         idx = idx[:, -cfg.block_size:]
     model.eval()
     cache = _new_cache(model, idx.shape[0], window, sinks) if use_cache else None
     logits, _ = model.forward(idx, kv_cache=cache) if cache else model.forward(idx[:, -cfg.block_size:])
     warned = False
     for step in range(max_new_tokens):
-        nxt = sample_next(logits[:, -1], rng, temperature, top_k, top_p)        # (B,)
+        last = logits[:, -1] if allowed is None else np.where(allowed, logits[:, -1], -np.inf)   # (B, V)
+        nxt = sample_next(last, rng, temperature, top_k, top_p)                 # (B,)
         yield nxt
         if step == max_new_tokens - 1:
             break
@@ -94,8 +120,7 @@ def generate(model, idx, max_new_tokens, *, temperature=1.0, top_k=None, top_p=N
             logits, _ = model.forward(nxt[:, None], kv_cache=cache)
         else:
             if cache is not None and not warned:
-                warnings.warn(f"the context is full ({cfg.block_size} tokens): each further token recomputes "
-                              "the last block_size tokens; use a window for a rolling cache", stacklevel=2)
+                warnings.warn(_full_message(cfg), ContextWarning, stacklevel=2)
                 warned = True
             cache = None
             logits, _ = model.forward(idx[:, -cfg.block_size:])

@@ -28,6 +28,7 @@ from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 
+from zerollm import docsmode
 from zerollm.amp import FORMATS, OFF, GradScaler, check_format
 from zerollm.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from zerollm.config import GPTConfig
@@ -274,22 +275,25 @@ def fit(trainer, run_dir, *, log, progress=True, echo=functools.partial(print, f
     end), checkpoint every checkpoint_interval and at the end. Returns the best validation loss.
 
     Ctrl-C (SIGINT) or SIGTERM stop cleanly: the step in progress finishes, a checkpoint is saved,
-    then ``TrainingInterrupted`` is raised. (SIGKILL cannot be caught; the last checkpoint remains.)
+    then ``TrainingInterrupted`` is raised. Evaluations and samples stop within a batch or a token.
+    A second Ctrl-C (one process) stops at once, without waiting for a long step: the last checkpoint
+    remains, as after SIGKILL, which cannot be caught at all.
     """
     cfg = trainer.cfg
     bar = None
     if not trainer.world.is_main:            # rank 0 alone prints, logs and saves (zerollm.dist)
         progress, echo, log = False, _quiet, _NullLog()
     try:
-        with StopRequests() as stop:
+        with StopRequests(hard=trainer.world.size == 1, announce=trainer.world.is_main) as stop:
             trainer.stop = stop
             first = trainer.iter
-            if first % cfg.eval_interval == 0 and first < cfg.max_iters:
+            end = first + docsmode.limit("training steps", max(cfg.max_iters - first, 0))
+            if first % cfg.eval_interval == 0 and first < end:
                 _evaluate(trainer, log, echo)        # before the bar, so its rate measures steps only
             _stop_if_asked(trainer, run_dir)
             bar = _progress_bar(trainer.iter, cfg.max_iters, progress)
             write = bar.write if bar is not None else echo
-            while trainer.iter < cfg.max_iters:
+            while trainer.iter < end:
                 if trainer.iter % cfg.eval_interval == 0 and trainer.iter != first:
                     _evaluate(trainer, log, write)
                     if bar is not None:
@@ -303,7 +307,7 @@ def fit(trainer, run_dir, *, log, progress=True, echo=functools.partial(print, f
                                     tok_s=f"{record['tokens_per_s']:,.0f}")
                     bar.update(1)
                 _stop_if_asked(trainer, run_dir)
-                if trainer.iter % cfg.checkpoint_interval == 0 and trainer.iter < cfg.max_iters:
+                if trainer.iter % cfg.checkpoint_interval == 0 and trainer.iter < end:
                     trainer.save(run_dir)
             _evaluate(trainer, log, write)
             trainer.save(run_dir)
@@ -336,7 +340,11 @@ class TrainingInterrupted(ZeroLLMError):
 
 class StopRequests:
     """While active, SIGINT/SIGTERM only set ``requested``; the loop stops at the next step boundary,
-    so a checkpoint never captures a half-applied optimizer step."""
+    so a checkpoint never captures a half-applied optimizer step. With ``hard``, a second one raises
+    KeyboardInterrupt at once (checkpoints are written whole or not at all, so the last one stays)."""
+
+    def __init__(self, hard=False, announce=False):
+        self.hard, self.announce = hard, announce
 
     def __enter__(self):
         import signal
@@ -348,6 +356,12 @@ class StopRequests:
         return self
 
     def _handle(self, signum, frame):
+        if self.requested and self.hard:
+            raise KeyboardInterrupt
+        if self.announce and not self.requested:
+            # os.write, not print: a handler may run while the main thread is inside a print to stderr
+            os.write(2, b"\nstopping: the step in progress finishes, then a checkpoint is saved"
+                        + (b" (Ctrl-C again: stop at once, keeping the last checkpoint)\n" if self.hard else b"\n"))
         self.requested = True
 
     def __exit__(self, *exc):

@@ -9,12 +9,14 @@ and only the assistant's reply is printed, up to its end-of-turn token (--no-cha
 
 import argparse
 import sys
+import warnings
 
 import numpy as np
 
 from zerollm import budget
 from zerollm.argtypes import MAX_SIZE, PROBABILITY, SEED, SIZE, Range
 from zerollm.budget import add_force_argument
+from zerollm.display import StreamDecoder, decodable
 from zerollm.errors import ZeroLLMError
 from zerollm.memory import keep_freed_memory
 from zerollm.threads import add_threads_argument, limit_threads
@@ -34,7 +36,8 @@ def add_arguments(p):
     p.add_argument("--seed", type=SEED, default=None, help="random seed (default: different every run)")
     p.add_argument("--num-samples", type=Range(int, 1, 10_000), default=1)
     p.add_argument("--window", type=SIZE, default=None,
-                   help="sliding-window attention with a rolling KV cache of this many recent tokens")
+                   help="sliding-window attention with a rolling KV cache of this many recent tokens "
+                        "(RoPE or sinusoidal positions only)")
     p.add_argument("--sinks", type=Range(int, 0, MAX_SIZE), default=0,
                    help="with --window: the first N tokens stay visible (attention sinks)")
     add_force_argument(p)
@@ -43,30 +46,6 @@ def add_arguments(p):
                         "of the assistant's turn (default: on when the tokenizer has the template, e.g. after "
                         "'zerollm sft')")
     add_threads_argument(p)
-
-
-class StreamDecoder:
-    """Turns ids, one at a time, into newly printable text. A byte-level token may end in the middle
-    of a UTF-8 character; such an unfinished tail decodes to U+FFFD and is held back until complete.
-
-    Only the ids not printed yet are decoded at each step, so streaming stays linear in the length
-    of the output (decoding everything every time would be quadratic).
-    """
-
-    def __init__(self, tokenizer):
-        self.tok, self.pending = tokenizer, []
-
-    def push(self, token_id):
-        self.pending.append(int(token_id))
-        text = self.tok.decode(self.pending)
-        if text.endswith("\ufffd"):            # an unfinished character: wait for its next bytes
-            return ""
-        self.pending = []
-        return text
-
-    def flush(self):
-        text, self.pending = self.tok.decode(self.pending) if self.pending else "", []
-        return text
 
 
 def load_source(args):
@@ -97,15 +76,22 @@ def run(args):
 
 
 def _run(args):
-    from zerollm.sample import check_sampling_args, generate
+    from zerollm.sample import ContextWarning, check_sampling_args, context_notes, generate
     check_sampling_args(args.temperature, args.top_k, args.top_p)
     if args.sinks < 0 or (args.sinks and args.window is None):
         raise ZeroLLMError("--sinks needs --window and must be >= 0")
     model, tok = load_source(args)
+    if args.window is not None and model.config.pos == "learned":
+        raise ZeroLLMError(f"--window needs RoPE or sinusoidal positions, but this model learned one embedding "
+                           f"per position up to {model.config.block_size}, so its context cannot roll; leave "
+                           "--window out")
     prompt, stop = _encode(tok, args)
     if not prompt:
         raise ZeroLLMError("the prompt encodes to no tokens; give a non-empty --prompt")
     budget.require(generation_estimate(model.config, len(prompt), args), force=args.force)
+    for note in context_notes(model.config, len(prompt), args.max_new_tokens, args.window):
+        warnings.warn(note, ContextWarning)    # now, on a line of its own, not in the middle of the text
+    allowed = _decodable_ids(model, tok)
     rng = np.random.default_rng(args.seed)
     out = sys.stdout
     for n in range(args.num_samples):
@@ -113,12 +99,15 @@ def _run(args):
             out.write("\n---------------\n")
         stream = StreamDecoder(tok)
         out.write(args.prompt if stop is None else "")
-        for ids in generate(model, np.array([prompt]), args.max_new_tokens, temperature=args.temperature,
-                            top_k=args.top_k, top_p=args.top_p, rng=rng, window=args.window, sinks=args.sinks):
-            if stop is not None and int(ids[0]) == stop:
-                break                                     # the end of the assistant's turn
-            out.write(stream.push(ids[0]))
-            out.flush()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ContextWarning)         # said above
+            for ids in generate(model, np.array([prompt]), args.max_new_tokens, temperature=args.temperature,
+                                top_k=args.top_k, top_p=args.top_p, rng=rng, window=args.window,
+                                sinks=args.sinks, allowed=allowed):
+                if stop is not None and int(ids[0]) == stop:
+                    break                                     # the end of the assistant's turn
+                out.write(stream.push(ids[0]))
+                out.flush()
         out.write(stream.flush() + "\n")
         out.flush()
     return 0
@@ -131,3 +120,14 @@ def _encode(tok, args):
     if not use_chat:
         return tok.encode(args.prompt), None
     return chat.encode_prompt(tok, args.prompt), chat.end_id(tok)
+
+
+def _decodable_ids(model, tok):
+    """None when the tokenizer decodes every id the model can give; else the mask of those it can
+    (a vocabulary padded beyond the tokenizer's), said once on stderr."""
+    allowed = decodable(tok, model.config.vocab_size)
+    if allowed.all():
+        return None
+    print(f"zerollm sample: note: the model has {allowed.size:,} token ids but its tokenizer decodes "
+          f"{int(allowed.sum()):,} of them; the other {int((~allowed).sum()):,} are never sampled", file=sys.stderr)
+    return allowed

@@ -12,6 +12,7 @@ verifier and prints the success rate with its 95% Wilson interval; ``--json`` pr
 import json
 import sys
 
+from zerollm import docsmode
 from zerollm.argtypes import COUNT, PROBABILITY, SEED, Range
 from zerollm.errors import ZeroLLMError
 from zerollm.memory import keep_freed_memory
@@ -96,6 +97,7 @@ def _eval(args):
     task = get_task(args.name)
     check_sampling_args(args.temperature, args.top_k, args.top_p)
     rows = read_prompts(args.data)[:args.n]
+    rows = rows[:docsmode.limit("examples evaluated", len(rows))]
     model, tok = _load(args.ckpt)
     summary, results = evaluate(model, tok, task, rows, fmt=args.format, max_new_tokens=args.max_new_tokens,
                                 temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, seed=args.seed)

@@ -3,10 +3,12 @@
     zerollm train --preset shakespeare-cpu --data shakespeare.txt --out runs/shakespeare
     zerollm train --out runs/shakespeare --resume            # continue after a stop or a crash
     zerollm train --preset tang --n-embd 512 --dry-run       # what it would build, and its memory
+    zerollm train --preset tang --show-config                # every setting, and where it comes from
 
 Every field of GPTConfig and TrainConfig is a flag (--n-layer, --lr, ...) whose values are checked
 against the field's declared range (zerollm.argtypes); booleans come in pairs (--bias/--no-bias).
-Precedence: the dataclass defaults, then --preset, then the flags you give.
+Precedence: the dataclass defaults, then --preset (without one: presets.DEFAULT_PRESET, a small model
+that trains on a CPU, never GPTConfig's GPT-2-size defaults), then the flags you give.
 
 Before anything is written the run is planned (zerollm.commands.train_plan) and its memory checked
 (zerollm.budget). The run directory is locked while training (zerollm.lock): a second writer stops
@@ -23,14 +25,14 @@ import numpy as np
 
 from zerollm import budget, dist
 from zerollm.argtypes import field_kind, field_range, undeclared_range
-from zerollm.commands.train_plan import make_plan, print_plan
+from zerollm.commands.train_plan import make_plan, print_config, print_plan
 from zerollm.config import GPTConfig
 from zerollm.errors import ZeroLLMError
 from zerollm.lock import run_directory
 from zerollm.memory import keep_freed_memory
 from zerollm.runlog import JsonlLog, plot_expert_load, plot_losses
 from zerollm.threads import add_threads_argument, limit_threads
-from zerollm.presets import MODEL_FIELDS, PRESETS, build_configs
+from zerollm.presets import DEFAULT_PRESET, MODEL_FIELDS, PRESETS, build_configs, preset_values
 from zerollm.train import TrainConfig, TrainingInterrupted, fit, lm_trainer
 
 CHOICES = {"norm": ("layernorm", "rmsnorm"), "pos": ("learned", "sinusoidal", "rope"),
@@ -80,16 +82,36 @@ def add_arguments(p):
                         "or a corpus that ships with zerollm: shakespeare, tang (default: the preset's corpus)")
     p.add_argument("--out", metavar="DIR", help="run directory: log.jsonl, checkpoints, loss.png "
                    "(default: runs/<preset or 'run'>)")
-    p.add_argument("--preset", choices=sorted(PRESETS), help="a named configuration; flags override it")
+    p.add_argument("--preset", choices=sorted(PRESETS),
+                   help=f"a named configuration; flags override it (default: {DEFAULT_PRESET}'s values; "
+                        "each preset's values are listed at the end)")
     p.add_argument("--resume", action="store_true", help="continue from the last checkpoint in --out")
     p.add_argument("--dry-run", action="store_true",
                    help="print the model, the data and the memory estimate of a training step, then stop "
                         "(nothing is written)")
+    p.add_argument("--show-config", action="store_true",
+                   help="print every setting of the run (preset + flags, or the checkpoint's on --resume) "
+                        "and where each comes from, then stop (nothing is written)")
     budget.add_force_argument(p)
     p.add_argument("--no-progress", action="store_true", help="no progress bar (e.g. in logs)")
     add_threads_argument(p, data_parallel=True)
-    add_config_flags(p, GPTConfig, skip={"vocab_size"})
-    add_config_flags(p, TrainConfig)
+    shown = preset_values(None)
+    add_config_flags(p, GPTConfig, skip={"vocab_size"}, defaults=shown)
+    add_config_flags(p, TrainConfig, defaults=shown)
+    p.formatter_class = argparse.RawDescriptionHelpFormatter
+    p.epilog = preset_table()
+
+
+def preset_table():
+    """The values each preset sets, one row per field (the --help epilog)."""
+    names = sorted(PRESETS)
+    fields = sorted({f for values in PRESETS.values() for f in values})
+    width = max(len(f) for f in fields) + 2
+    rows = [f"{'preset values':<{width}}" + "".join(f"{n:>17}" for n in names)]
+    for f in fields:
+        rows.append(f"  {f:<{width - 2}}" + "".join(f"{PRESETS[n].get(f, '-')!s:>17}" for n in names))
+    return "\n".join(rows) + (f"\n(no --preset: {DEFAULT_PRESET}'s values; '-' = the default shown above. "
+                              "zerollm train --preset NAME --show-config prints one in full.)")
 
 
 def _overrides(args):
@@ -129,11 +151,12 @@ def run(args):
     world = dist.world()
     run_dir = args.out or os.path.join("runs", args.preset or "run")
     overrides = _overrides(args)
-    if args.dry_run:
+    if args.dry_run or args.show_config:
         plan = make_plan(args, run_dir, overrides, world)
         if world.is_main:
-            print_plan(plan, run_dir)
-        budget.require(plan.estimate, force=args.force)
+            print_config(plan, run_dir, args.preset) if args.show_config else print_plan(plan, run_dir)
+        if args.dry_run:
+            budget.require(plan.estimate, force=args.force)
         return 0
     with locked_run_dir(run_dir, world) as started:     # one writer at a time; a second stops here
         trainer = _setup(args, run_dir, overrides, world)
@@ -178,7 +201,7 @@ def _setup(args, run_dir, overrides, world):
     train, val, tok, tok_path = _load_data(folder, plan.train_cfg.tokenizer)
     model_cfg, train_cfg = plan.model_cfg, plan.train_cfg
     if not args.resume:
-        model_cfg, train_cfg = build_configs(args.preset, overrides, vocab_size=tok.vocab_size)
+        model_cfg, train_cfg = build_configs(args.preset, plan.overrides, vocab_size=tok.vocab_size)
     trainer = lm_trainer(model_cfg, train_cfg, train, val, threads=args.threads or 1, tokenizer=tok,
                          tokenizer_path=tok_path, world=world)
     if args.resume:
@@ -212,6 +235,10 @@ def train_and_report(trainer, run_dir, name, *, resumed, progress, blas_threads)
             best = fit(trainer, run_dir, log=log, progress=progress)
     except TrainingInterrupted as stop:
         say(f"zerollm {name}: {stop}")
+        return 130
+    except KeyboardInterrupt:                  # a second Ctrl-C (zerollm.train.StopRequests)
+        say(f"zerollm {name}: stopped at once at step {trainer.iter}; the last checkpoint in {run_dir} is kept: "
+            "continue with --resume")
         return 130
     finally:
         if log is not None:

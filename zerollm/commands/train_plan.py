@@ -3,19 +3,20 @@
 A plan holds the two configs, where the data comes from, the vocabulary size that data will give,
 and the memory estimate of one optimizer step (zerollm.budget). ``zerollm train`` checks the plan
 against the memory available before it prepares data or builds the model; ``--dry-run`` prints it
-and stops:
+and stops; ``--show-config`` prints every setting and where it came from, and stops:
 
     zerollm train --preset shakespeare-cpu --dry-run
+    zerollm train --preset tang --n-layer 6 --show-config
 """
 
 import os
 import sys
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, field
 
 from zerollm import budget, corpora
 from zerollm.errors import ZeroLLMError
 from zerollm.fileio import read_json
-from zerollm.presets import PRESET_CORPUS, build_configs
+from zerollm.presets import DEFAULT_PRESET, PRESET_CORPUS, build_configs, sources
 from zerollm.train import configs_from_checkpoint, resume_point
 
 
@@ -27,6 +28,8 @@ class Plan:
     prepared: bool
     estimate: budget.Estimate
     ckpt: object = None            # the Checkpoint to resume from
+    overrides: dict = field(default_factory=dict)    # the flags, plus what a prepared folder decides
+    sources: dict = field(default_factory=dict)      # {field: where its value comes from}
 
 
 def data_source(args, run_dir):
@@ -75,15 +78,48 @@ def make_plan(args, run_dir, overrides, world=None):
         if ignored and (world is None or world.is_main):
             print(f"note: on --resume the saved configuration is used; ignoring {', '.join(ignored)}",
                   file=sys.stderr)
+        where = {**{f: "checkpoint" for f in {*asdict(model_cfg), *asdict(train_cfg)}},
+                 **{f: "--" + f.replace("_", "-") for f in set(overrides) - set(ignored)}}
     else:
         model_cfg, train_cfg = build_configs(args.preset, overrides)     # validates before any work
+        where = sources(args.preset, overrides)
     data, prepared = data_source(args, run_dir)
     if not args.resume:
+        if prepared:
+            overrides = {**overrides, "tokenizer": prepared_tokenizer(data, overrides.get("tokenizer"))}
+            where["tokenizer"] = where["tokenizer"] if where["tokenizer"].startswith("--") else "the prepared data"
         vocab = vocab_size_of(data, prepared, train_cfg)
         model_cfg, train_cfg = build_configs(args.preset, overrides, vocab_size=vocab)
     estimate = budget.training(model_cfg, max(train_cfg.batch_size // ranks, 1), grad_accum=train_cfg.grad_accum,
                                threads=(args.threads or 1) * ranks)      # every rank gathers every shard's gradients
-    return Plan(model_cfg, train_cfg, data, prepared, estimate, ckpt)
+    return Plan(model_cfg, train_cfg, data, prepared, estimate, ckpt, overrides, where)
+
+
+def prepared_tokenizer(folder, asked=None):
+    """The tokenizer a prepared folder was made with (its meta.json says): the run uses it. Only a
+    --tokenizer that names another one is a conflict."""
+    meta = read_json(os.path.join(folder, "meta.json"), what="prepared data description (meta.json)")
+    kind = meta.get("tokenizer") if isinstance(meta, dict) else None
+    if kind not in ("byte", "char", "bpe"):
+        raise ZeroLLMError(f"{folder}/meta.json names no tokenizer (byte, char or bpe); run 'zerollm prepare' again")
+    if asked is not None and asked != kind:
+        raise ZeroLLMError(f"--tokenizer {asked} conflicts with {folder}, which was prepared with the {kind} "
+                           f"tokenizer; leave --tokenizer out to use the folder's, or prepare it again with "
+                           f"--tokenizer {asked}")
+    return kind
+
+
+def print_config(plan, run_dir, preset):
+    """The --show-config report: every setting of the run, and where its value comes from."""
+    print(f"configuration of {run_dir}: " + ("resumed from " + plan.ckpt.path if plan.ckpt else
+          f"preset {preset}" if preset else f"no --preset, so {DEFAULT_PRESET}'s values"))
+    print(f"data: {plan.data}" + ("" if plan.prepared else " (a text file, prepared into the run directory)"))
+    vocab = {"vocab_size": "checkpoint" if plan.ckpt else "the data"}      # GPTConfig's; TrainConfig's is BPE's
+    for title, cfg, where in (("model (GPTConfig)", plan.model_cfg, {**plan.sources, **vocab}),
+                              ("training (TrainConfig)", plan.train_cfg, plan.sources)):
+        print(f"{title}:")
+        for name, value in asdict(cfg).items():
+            print(f"  {name:<20} {value!s:<12} {where.get(name, 'default')}")
 
 
 def print_plan(plan, run_dir):

@@ -17,7 +17,9 @@ import warnings
 
 import numpy as np
 
+from zerollm import docsmode
 from zerollm.data import get_batch
+from zerollm.display import printable
 from zerollm.nn.loss import IGNORE_INDEX, cross_entropy_forward
 from zerollm.objectives.base import Objective, ShardResult
 
@@ -85,7 +87,7 @@ class LMObjective(Objective):
         for split, data in (("train", self.train_data), ("val", self.val_data)):
             rng = np.random.default_rng([self.seed, 2, trainer.iter])
             losses = []
-            for _ in range(self.eval_iters):
+            for _ in range(docsmode.limit("evaluation batches", self.eval_iters)):
                 if trainer.stop_requested():          # Ctrl-C: a partial estimate, then the loop stops
                     break
                 x, y = self._batch(data, rng)
@@ -101,8 +103,9 @@ class LMObjective(Objective):
         ids = [int(prompt[0])]
         with warnings.catch_warnings():          # a sample longer than the context is expected here
             warnings.simplefilter("ignore")
-            for t in generate(self.model, prompt, self.sample_tokens, temperature=0.8, rng=rng):
+            n = docsmode.limit("sample tokens", self.sample_tokens)
+            for t in generate(self.model, prompt, n, temperature=0.8, rng=rng):
                 ids.append(int(t[0]))
                 if trainer.stop_requested():
                     break
-        return self.tokenizer.decode(ids)
+        return printable(self.tokenizer.decode(ids))     # an untrained model emits control bytes too

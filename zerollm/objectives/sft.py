@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from zerollm import docsmode
 from zerollm.argtypes import Range
 from zerollm.errors import ZeroLLMError
 from zerollm.nn.loss import IGNORE_INDEX, cross_entropy_forward
@@ -110,7 +111,8 @@ class SFTObjective(Objective):
         if not train:
             raise ZeroLLMError("no training examples")
         self.tokenizer, self.train, self.heldout = tokenizer, list(train), list(heldout)
-        self.prompts, self.task, self.cfg = list(prompts)[:cfg.eval_examples], task, cfg
+        n = docsmode.limit("examples evaluated", cfg.eval_examples)
+        self.prompts, self.task, self.cfg = list(prompts)[:n], task, cfg
         self.batch_size, self.seed = batch_size, seed
         self.data_rng = np.random.default_rng([seed, 1])
         self.order, self.cursor, self.epoch = self._epoch_order(0), 0, 0
@@ -161,9 +163,10 @@ class SFTObjective(Objective):
     # -- evaluation ----------------------------------------------------------------
     def evaluate(self, trainer):
         self.model.eval()
-        metrics = {"train_loss": self.loss_on(trainer, self.train[:self.cfg.eval_examples])}
+        n = docsmode.limit("examples evaluated", self.cfg.eval_examples)
+        metrics = {"train_loss": self.loss_on(trainer, self.train[:n])}
         if self.heldout:
-            metrics["val_loss"] = self.loss_on(trainer, self.heldout[:self.cfg.eval_examples])
+            metrics["val_loss"] = self.loss_on(trainer, self.heldout[:n])
         text = None
         if self.task is not None and self.prompts and not trainer.stop_requested():
             success, text = self.task_success(trainer)

@@ -1,0 +1,128 @@
+"""The runnable parts of the documentation: every fenced ```bash and ```python block of README.md and
+docs/*.md, cut into tours and commands. tests/test_docs_run.py runs them; this module only reads.
+
+A *tour* is what one reader runs top to bottom, in one fresh folder: a whole page, or, on a page
+written twice (a ``## 中文`` half after the English one), each half on its own; a reader follows one.
+
+A bash block is cut into *commands*: one per line (a line ending in ``\\`` continues on the next);
+comment-only lines are not commands. A python block is one command. Two visible markers, written
+in a ``#`` comment, say what a command needs; a marker on a comment line of its own at the top of a
+block applies to the whole block:
+
+    [online]             the command needs the internet: the test runs it against local servers
+                         (tests/docs_servers.py); commands without it run with the network cut off
+    [not tested: WHY]    the test does not run it, and counts it; WHY says what it would need
+
+    >>> [c.text for c in commands_of("bash", "a --x 1   # [online] fetch\\nb \\\\\\n  c\\n# note\\n")]
+    ['a --x 1   # [online] fetch', 'b c']
+    >>> [(c.online, c.untested) for c in commands_of("bash", "# [not tested: several machines]\\nmpirun x\\n")]
+    [(False, 'several machines')]
+"""
+
+import re
+from pathlib import Path
+from typing import NamedTuple
+
+FENCE = re.compile(r"^```([\w+-]*)[^\n]*\n(.*?)^```[ \t]*$", re.M | re.S)
+HALF = re.compile(r"^## 中文[ \t]*$", re.M)
+ONLINE = "[online]"
+UNTESTED = re.compile(r"\[not tested: ([^\]]+)\]")
+LANGUAGES = ("bash", "python")
+
+
+class Command(NamedTuple):
+    lang: str              # "bash" (one command line) or "python" (a whole block)
+    text: str              # what runs: the line(s) as written, continuation lines joined
+    line: int              # where it starts in the page (1-based)
+    online: bool           # [online]: run against the local servers
+    untested: str | None   # [not tested: WHY] -> WHY
+
+
+class Tour(NamedTuple):
+    page: str              # "README.md", "docs/training.md"
+    name: str              # the page, plus "#中文" for the second half of a page written twice
+    commands: tuple
+
+
+def pages(repo):
+    """README.md and every docs/*.md, as paths relative to ``repo``."""
+    repo = Path(repo)
+    return ["README.md"] + sorted(p.relative_to(repo).as_posix() for p in (repo / "docs").glob("*.md"))
+
+
+def comment_of(line):
+    """The ``# comment`` of a shell line (outside quotes), or ''.
+
+    >>> comment_of('zerollm sample --prompt "# not this"   # this')
+    '# this'
+    """
+    quote = None
+    for i, ch in enumerate(line):
+        if quote:
+            quote = None if ch == quote else quote
+        elif ch in "'\"":
+            quote = ch
+        elif ch == "#" and (i == 0 or line[i - 1].isspace()):
+            return line[i:]
+    return ""
+
+
+def _markers(comment):
+    found = UNTESTED.search(comment)
+    return ONLINE in comment, found.group(1).strip() if found else None
+
+
+def commands_of(lang, body, first_line=1):
+    """The commands of one fenced block (see the module docstring)."""
+    if lang == "python":
+        online, untested = False, None
+        for line in body.splitlines():
+            if line.lstrip().startswith("#"):
+                a, b = _markers(line)
+                online, untested = online or a, untested or b
+        return [Command(lang, body, first_line, online, untested)]
+    block_online, block_untested, out, pending, start = False, None, [], "", None
+    for n, raw in enumerate(body.splitlines(), first_line):
+        line = raw.strip()
+        if not pending and (not line or line.startswith("#")):
+            if not out and line:                           # a comment line before any command
+                a, b = _markers(line)
+                block_online, block_untested = block_online or a, block_untested or b
+            continue
+        start = start if pending else n
+        pending = f"{pending} {line}" if pending else line
+        if pending.endswith("\\"):
+            pending = pending[:-1].rstrip()
+            continue
+        online, untested = _markers(comment_of(pending))
+        out.append(Command(lang, pending, start, online or block_online, untested or block_untested))
+        pending = ""
+    return out
+
+
+def blocks(text):
+    """(lang, body, line of the body's first line) of every fenced block in a markdown text."""
+    for m in FENCE.finditer(text):
+        yield m.group(1), m.group(2), text.count("\n", 0, m.start(2)) + 1
+
+
+def tours(repo, page):
+    """The tours of one page (see the module docstring); a page without runnable blocks gives one empty tour."""
+    text = (Path(repo) / page).read_text(encoding="utf-8")
+    half = HALF.search(text)
+    cuts = [(page, 0, half.start() if half else len(text))]
+    if half:
+        cuts.append((f"{page}#中文", half.start(), len(text)))
+    result = []
+    for name, start, end in cuts:
+        commands = []
+        for lang, body, line in blocks(text):
+            if lang in LANGUAGES and start <= _pos(text, line) < end:
+                commands.extend(commands_of(lang, body, line))
+        result.append(Tour(page, name, tuple(commands)))
+    return result
+
+
+def _pos(text, line):
+    """The character offset of a 1-based line."""
+    return len("".join(text.splitlines(keepends=True)[:line - 1]))

@@ -1,0 +1,165 @@
+"""Docs that run: every fenced bash and python block of README.md and docs/*.md, run as a reader would.
+
+Each tour (a page, or one language half of a page written twice: tests/docs_blocks.py) runs top to
+bottom in a fresh copy of the repository's files, as a fresh clone, with its own empty HOME: the
+package installed, nothing else. Each bash line is one command and must exit 0; each python block
+runs with ``python``. The text is never edited for the test; what changes is the environment:
+
+- ``ZEROLLM_DOCS_TEST=1`` (zerollm/docsmode.py): long runs stop early, and say so on stderr.
+- BLAS gets one thread per process (``OPENBLAS_NUM_THREADS=1``): on a shared 2-core machine, BLAS
+  threads that wait for each other made one 300-token sample take 28 s instead of 2 s.
+- The network is cut off (every proxy variable points at a closed port, ``HF_HUB_OFFLINE=1``),
+  except for commands marked ``[online]``, which reach local stand-ins instead
+  (tests/docs_servers.py): a file server for ``ZEROLLM_MIRROR`` and a Hugging Face Hub for
+  ``HF_ENDPOINT``, holding a small GPT-2-architecture model under ``openai-community/gpt2``.
+- ``pip install`` and ``apt-get install`` are checked, not run: a stand-in (tests/docs_installed.py)
+  confirms that what they would install is installed already (a test must not change the
+  environment it runs in), and fails otherwise.
+- Commands marked ``[not tested: WHY]`` are skipped and counted.
+
+The counts per tour are printed (run with -s to see them); a new block that fails breaks CI.
+"""
+
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import docs_blocks
+from conftest import REPO
+from docs_servers import serve
+
+TIMEOUT_S = 300
+CHECKED = ("pip", "apt-get")            # the installers the stand-in checks instead of running
+CLOSED = "http://127.0.0.1:9"           # nothing listens on the discard port: any request fails at once
+PROXIES = ("http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY")
+TOURS = [t for page in docs_blocks.pages(REPO) for t in docs_blocks.tours(REPO, page) if t.commands]
+
+
+# ----------------------------------------------------------------------------
+# the internet, locally
+
+def fake_gpt2(folder):
+    """A GPT-2-architecture model with GPT-2's file layout (config.json, model.safetensors, vocab.json,
+    merges.txt, tokenizer.json, generation_config.json), small enough to download in a blink."""
+    from zerollm import corpora, hf
+    from zerollm.model import GPT, GPTConfig
+    from zerollm.tokenizers.bpe import BPETokenizer
+    text = corpora.path("shakespeare").read_text(encoding="utf-8")[:20_000]
+    tok = BPETokenizer.train(text, 300, pattern="gpt2")
+    model = GPT(GPTConfig(vocab_size=tok.vocab_size, block_size=64, n_layer=2, n_head=2, n_embd=32), seed=0)
+    hf.export(model, folder, tokenizer=tok)
+    spec = json.loads((folder / "tokenizer.json").read_text(encoding="utf-8"))["model"]
+    (folder / "vocab.json").write_text(json.dumps(spec["vocab"], ensure_ascii=False), encoding="utf-8")
+    merges = [m if isinstance(m, str) else " ".join(m) for m in spec["merges"]]
+    (folder / "merges.txt").write_text("#version: 0.2\n" + "\n".join(merges) + "\n", encoding="utf-8")
+    (folder / "generation_config.json").write_text('{"do_sample": false}\n', encoding="utf-8")
+    (folder / "pytorch_model.bin").write_bytes(b"a pickle the docs must not fetch")
+
+
+@pytest.fixture(scope="module")
+def internet(tmp_path_factory):
+    """{variable: value} that lead the [online] commands to the local servers."""
+    root = tmp_path_factory.mktemp("internet")
+    www, hub = root / "www", root / "hub" / "openai-community" / "gpt2"
+    www.mkdir()
+    hub.mkdir(parents=True)
+    from zerollm import corpora, download
+    shutil.copy(corpora.path("shakespeare"), www / download.DATASETS["shakespeare"]["file"])
+    fake_gpt2(hub)
+    with serve(www) as files, serve(root / "hub", hub=True) as endpoint:
+        yield {"ZEROLLM_MIRROR": files, "HF_ENDPOINT": endpoint, "HF_HUB_DISABLE_TELEMETRY": "1",
+               "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost"}
+
+
+# ----------------------------------------------------------------------------
+# a reader's machine
+
+def fresh_clone(dest):
+    """The repository's files (tracked, and new ones git does not ignore) copied to ``dest``."""
+    listing = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=REPO,
+                             capture_output=True, check=True).stdout.decode().split("\0")
+    for name in filter(None, listing):
+        source = REPO / name
+        if source.is_file():
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, dest / name)
+
+
+def reader_env(home, clone, shims):
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ZEROLLM_", "HF_", "PYTHON", "XDG_"))
+           and k not in PROXIES and k.lower() != "no_proxy"}
+    env.update(HOME=str(home), PYTHONPATH=str(clone), ZEROLLM_DOCS_TEST="1", LANG="C.UTF-8", LC_ALL="C.UTF-8",
+               MPLBACKEND="Agg", OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PATH=os.pathsep.join([str(shims), str(Path(sys.executable).parent),
+                                                       "/usr/local/bin", "/usr/bin", "/bin"]))
+    return env
+
+
+def offline(env):
+    return {**env, **{name: CLOSED for name in PROXIES}, "HF_HUB_OFFLINE": "1"}
+
+
+def install_shims(folder):
+    """``pip`` and ``apt-get`` that check instead of installing (tests/docs_installed.py)."""
+    folder.mkdir()
+    for name in CHECKED:
+        shim = folder / name
+        shim.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{REPO / "tests" / "docs_installed.py"}" {name} "$@"\n')
+        shim.chmod(0o755)
+    return folder
+
+
+# ----------------------------------------------------------------------------
+# running a tour
+
+def run_command(command, cwd, env):
+    """Run one command as written; returns (returncode, output)."""
+    argv = ["bash", "-o", "pipefail", "-c", command.text] if command.lang == "bash" else ["python", "-"]
+    proc = subprocess.run(argv, cwd=cwd, env=env, input=command.text if command.lang == "python" else None,
+                          capture_output=True, text=True, timeout=TIMEOUT_S, errors="replace")
+    return proc.returncode, proc.stdout + proc.stderr
+
+
+def run_tour(tour, root, internet):
+    """Run every command of ``tour`` in order, in a fresh clone under ``root``; returns the counts."""
+    clone, home = root / "clone", root / "home"
+    clone.mkdir()
+    home.mkdir()
+    fresh_clone(clone)
+    env = reader_env(home, clone, install_shims(root / "shims"))
+    counts = {"bash": 0, "python": 0, "checked": 0, "not tested": 0, "online": 0}
+    times = []
+    for command in tour.commands:
+        if command.untested:
+            counts["not tested"] += 1
+            continue
+        t0 = time.perf_counter()
+        rc, output = run_command(command, clone, {**env, **internet} if command.online else offline(env))
+        times.append((time.perf_counter() - t0, command.line))
+        assert rc == 0, (f"{tour.page}:{command.line}: exit code {rc}\n$ {command.text}\n"
+                         f"{output[-4000:]}")
+        checked = command.lang == "bash" and command.text.split()[0] in CHECKED
+        counts["checked" if checked else command.lang] += 1
+        counts["online"] += command.online
+    counts["slowest"] = ", ".join(f"line {line} {t:.0f} s" for t, line in sorted(times, reverse=True)[:3])
+    return counts
+
+
+def _children_cpu():
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+@pytest.mark.parametrize("tour", TOURS, ids=[t.name for t in TOURS])
+def test_every_command_of_the_docs_runs(tour, tmp_path, internet):
+    start, cpu = time.perf_counter(), _children_cpu()
+    counts = run_tour(tour, tmp_path, internet)
+    print(f"\n{tour.name}: " + ", ".join(f"{k} {v}" for k, v in counts.items())
+          + f" ({time.perf_counter() - start:.0f} s wall, {_children_cpu() - cpu:.0f} s CPU)")
+    assert counts["bash"] + counts["python"] + counts["checked"] > 0

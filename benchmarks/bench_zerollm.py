@@ -12,6 +12,7 @@ import numpy as np
 from bench_workloads import OPTIM, attention_inputs, batches, prompt
 
 from zerollm.config import GPTConfig
+from zerollm.engine import set_engine
 from zerollm.model import GPT
 from zerollm.optim import AdamW, clip_grad_norm
 from zerollm.parallel import ShardedModel
@@ -22,7 +23,9 @@ from zerollm.sample import generate
 
 
 def make_model(params):
-    """The model every contender starts from: GPT(config, seed) in float32."""
+    """The model every contender starts from: GPT(config, seed) in float32, on the engine asked for
+    (params["engine"]: 'numpy' or 'fast'; default numpy)."""
+    set_engine(params.get("engine", "numpy"))
     return GPT(GPTConfig(**params["config"]), seed=params["seed"])
 
 
@@ -42,6 +45,7 @@ def train_step(params):
         clip_grad_norm(grads, OPTIM["max_norm"])
         opt.step(grads)
         return float(loss)
+    step.model = model                                     # for benchmarks/profile.py
     return step
 
 

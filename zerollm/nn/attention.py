@@ -41,16 +41,11 @@ def sdpa_forward(q, k, v, *, causal=True, mask=None, dropout=0.0, rng=None, trai
     (B, 1, 1, T, Tk) after the caller inserted the head axes, True = hidden."""
     T, Tk, hs = q.shape[-2], k.shape[-2], q.shape[-1]
     scale = 1.0 / np.sqrt(hs)
-    att = q @ np.swapaxes(k, -1, -2)                        # (B,nkv,g,T,hs) @ (B,nkv,1,hs,Tk) -> (B,nkv,g,T,Tk)
-    att *= att.dtype.type(scale)
+    att = attention_scores(q, k, scale)                     # (B, nkv, g, T, Tk)
     hidden = causal_mask(T, Tk) if causal else None         # (T, Tk)
     if mask is not None:
         hidden = mask if hidden is None else (hidden | mask)
-    # Speed: the score array is the biggest thing attention makes (B*nh*T*Tk numbers), so masking
-    # and softmax work on it in place instead of creating new T x Tk arrays per step.
-    if hidden is not None:
-        np.copyto(att, att.dtype.type(-np.inf), where=hidden)
-    softmax(att, axis=-1, out=att)                          # rows of all -inf give 0, not NaN
+    masked_softmax(att, hidden)                             # in place; rows of all -inf give 0, not NaN
     att_used, drop = dropout_forward(att, dropout, rng, training)
     out = att_used @ v                                      # (B,nkv,g,T,Tk) @ (B,nkv,1,Tk,hs) -> (B,nkv,g,T,hs)
     return out, SDPACache(q, k, v, att, att_used, drop, scale)
@@ -68,11 +63,44 @@ def sdpa_backward(dout, cache):
     datt = dout @ np.swapaxes(v, -1, -2)                                        # (B,nkv,g,T,Tk)
     dv = sum_groups(np.swapaxes(att_used, -1, -2) @ dout)                      # (B,nkv,1,Tk,hs)
     datt = dropout_backward(datt, cache.drop)
-    ds = softmax_backward(datt, att, out=datt)                                  # (B,nkv,g,T,Tk), in place
-    ds *= ds.dtype.type(cache.scale)
-    dq = ds @ k                                                                 # (B,nkv,g,T,hs)
-    dk = sum_groups(np.swapaxes(ds, -1, -2) @ q)                               # (B,nkv,1,Tk,hs)
+    ds = masked_softmax_backward(datt, att)                                     # (B,nkv,g,T,Tk), in place
+    dq, dk = attention_scores_backward(ds, q, k, cache.scale)
     return dq, dk, dv
+
+
+# ----------------------------------------------------------------------------
+# the steps of sdpa: scores, masked softmax, and their backward passes
+
+def attention_scores(q, k, scale):
+    """S = q k^T * scale: (B,nkv,g,T,hs) @ (B,nkv,1,hs,Tk) -> (B,nkv,g,T,Tk)."""
+    att = q @ np.swapaxes(k, -1, -2)
+    att *= att.dtype.type(scale)
+    return att
+
+
+def attention_scores_backward(ds, q, k, scale):
+    """forward was S = q k^T * scale, so dq = dS k * scale and dk = dS^T q * scale (summed over the g
+    query heads that share k). Scales ds in place. Returns (dq, dk)."""
+    ds *= ds.dtype.type(scale)
+    dq = ds @ k                                                 # (B,nkv,g,T,Tk) @ (B,nkv,1,Tk,hs)
+    dk = sum_groups(np.swapaxes(ds, -1, -2) @ q)                # (B,nkv,1,Tk,hs)
+    return dq, dk
+
+
+def masked_softmax(att, hidden):
+    """att <- softmax(att with -inf where ``hidden``) along the last axis, in place; returns att.
+
+    Speed: the score array is the biggest thing attention makes (B*nh*T*Tk numbers), so masking
+    and softmax work on it in place instead of creating new T x Tk arrays per step.
+    """
+    if hidden is not None:
+        np.copyto(att, att.dtype.type(-np.inf), where=hidden)
+    return softmax(att, axis=-1, out=att)
+
+
+def masked_softmax_backward(datt, att):
+    """dS = A * (dA - sum_j dA * A), in place in datt (hidden entries have A = 0: no gradient)."""
+    return softmax_backward(datt, att, out=datt)
 
 
 # ----------------------------------------------------------------------------

@@ -4,7 +4,7 @@ Each builder does all the setup (weights, batches, optimizer) outside the closur
 step is exactly the work being compared. Never imports torch.
 
 Contenders: "zerollm" (train, forward, generate, check), "naive" and "flash" (attention),
-"numpy" (gemm).
+"numpy" (gemm). params["engine"] picks zerollm's engine: 'numpy' (the reference) or 'fast'.
 """
 
 import numpy as np
@@ -32,7 +32,7 @@ def make_model(params):
 def train_step(params):
     """forward + backward + global-norm clip + AdamW, cycling over the shared batches."""
     model = make_model(params).train()
-    engine = ShardedModel(model, params.get("threads", 1))   # 1 thread: the plain model
+    sharded = ShardedModel(model, params.get("threads", 1))   # 1 thread: the plain model
     data = batches(params["config"], params["batch"], seed=params["seed"])
     opt = AdamW(model.params, lr=OPTIM["lr"], betas=OPTIM["betas"], eps=OPTIM["eps"],
                 weight_decay=OPTIM["weight_decay"])       # decays matrices only, as torch's groups below
@@ -41,7 +41,7 @@ def train_step(params):
     def step():
         x, y = data[count[0] % len(data)]
         count[0] += 1
-        loss, grads = engine.forward_backward(x, y)        # (B, T) -> loss, gradients
+        loss, grads = sharded.forward_backward(x, y)       # (B, T) -> loss, gradients
         clip_grad_norm(grads, OPTIM["max_norm"])
         opt.step(grads)
         return float(loss)
@@ -50,11 +50,11 @@ def train_step(params):
 
 
 def forward_step(params):
-    engine = ShardedModel(make_model(params).eval(), params.get("threads", 1))
+    sharded = ShardedModel(make_model(params).eval(), params.get("threads", 1))
     x, _ = batches(params["config"], params["batch"], seed=params["seed"])[0]
 
     def step():
-        engine.forward(x)                                  # (B, T) -> (B, T, V)
+        sharded.forward(x)                                 # (B, T) -> (B, T, V)
     return step
 
 
@@ -112,6 +112,8 @@ BUILDERS = {"train": train_step, "forward": forward_step, "generate": generate_s
 
 
 def build(task, contender, params):
+    """The step() of ``task``; params["engine"] ('numpy' or 'fast') selects zerollm's engine first."""
+    set_engine(params.get("engine", "numpy"))
     if task == "attention":
         return attention_step(params, contender)
     return BUILDERS[task](params)

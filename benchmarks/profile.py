@@ -27,7 +27,9 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-sys.path[:0] = [str(HERE), str(ROOT)]
+# the zerollm of this checkout first; benchmarks/ (the bench_* modules) LAST, so that
+# benchmarks/profile.py never hides the standard library's profile module (torch imports it)
+sys.path[:] = [str(HERE.parent)] + [p for p in sys.path if Path(p or ".").resolve() != HERE] + [str(HERE)]
 
 import bench_workloads as W  # noqa: E402
 import profile_report  # noqa: E402

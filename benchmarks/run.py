@@ -5,6 +5,8 @@
     python benchmarks/run.py --smoke         # seconds: tiny configs, 1 round, 1 thread (the test's mode)
     python benchmarks/run.py --quick --update-docs   # also refresh docs/benchmarks.md and .png
     python benchmarks/run.py --from-json benchmarks/results/results.json --update-docs   # redraw only
+    python benchmarks/run.py --engine numpy      # zerollm's NumPy engine only (default: numpy,fast
+                                                 #   when numba is installed, see zerollm.engine)
 
 Every contender runs in its own process (benchmarks/worker.py), alternating A B A B ... for several
 rounds, with the same thread count, CPUs, weights and batches. Per measurement we report each
@@ -27,13 +29,16 @@ from typing import NamedTuple
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-sys.path[:0] = [str(HERE), str(ROOT)]
+# the zerollm of this checkout first; benchmarks/ (the bench_* modules) LAST, so that
+# benchmarks/profile.py never hides the standard library's profile module (torch imports it)
+sys.path[:] = [str(HERE.parent)] + [p for p in sys.path if Path(p or ".").resolve() != HERE] + [str(HERE)]
 
 import bench_report  # noqa: E402
 import bench_workloads as W  # noqa: E402
 from bench_measure import worker_env  # noqa: E402
 
 from zerollm.config import GPTConfig  # noqa: E402
+from zerollm.engine import ENGINES  # noqa: E402
 
 
 WORKER_TIMEOUT_S = 1800      # a worker that hangs (swapping, a deadlock) fails instead of blocking the run
@@ -51,24 +56,41 @@ class Measurement(NamedTuple):
 # ----------------------------------------------------------------------------
 # the plan
 
-def plan(mode, flash):
-    """Every measurement of one thread count, in the order they run."""
+def plan(mode, flash, engines=("numpy",)):
+    """Every measurement of one thread count, in the order they run. Each zerollm contender runs
+    once per engine ('zerollm', 'zerollm-fast', ...), in the same rounds as torch."""
     budget, attn_budget = W.BUDGET[mode], W.ATTENTION_BUDGET[mode]
     n = W.GEMM_N[mode]
     yield Measurement("gemm", f"{n}x{n}", dict(n=n, seed=0, budget=budget), ("numpy", "torch"),
                       "torch", W.gemm_flops(n))
+    models = (*with_engines("zerollm", engines), "torch")
     for name, cfg, B in W.MODELS[mode]:
         params = dict(config=cfg, batch=B, seed=0, budget=budget)
         tokens = B * cfg["block_size"]
-        yield Measurement("train", name, params, ("zerollm", "torch"), "torch", tokens)
-        yield Measurement("forward", name, params, ("zerollm", "torch"), "torch", tokens)
+        yield Measurement("train", name, params, models, "torch", tokens)
+        yield Measurement("forward", name, params, models, "torch", tokens)
     name, cfg, n_prompt, n_new = W.GENERATION[mode]
     params = dict(config=cfg, prompt_tokens=n_prompt, new_tokens=n_new, seed=0, budget=budget)
-    yield Measurement("generate", name, params, ("zerollm", "torch"), "torch", n_new)
-    attention = ("naive", "flash", "torch") if flash else ("naive", "torch")
+    yield Measurement("generate", name, params, models, "torch", n_new)
+    kinds = ("naive", "flash") if flash else ("naive",)
+    attention = (*(c for kind in kinds for c in with_engines(kind, engines)), "torch")
     for T in W.ATTENTION_T[mode]:
         params = dict(W.ATTENTION_SHAPE, T=T, seed=0, budget=attn_budget)
         yield Measurement("attention", f"T={T}", params, attention, "torch", 1)
+
+
+def with_engines(contender, engines):
+    """('zerollm', ('numpy', 'fast')) -> ('zerollm', 'zerollm-fast'): the worker's contender names."""
+    return tuple(contender if e == "numpy" else f"{contender}-{e}" for e in engines)
+
+
+def default_engines():
+    """numpy and fast when the fast engine can run here (numba installed), else numpy alone."""
+    import importlib.util
+    if importlib.util.find_spec("numba") is None:
+        print('note: numba is not installed (pip install "zerollm[fast]"): only the NumPy engine is measured')
+        return ["numpy"]
+    return ["numpy", "fast"]
 
 
 def flash_available():
@@ -128,7 +150,7 @@ def summarize(m, threads, runs):
             paired = [ref / t for ref, t in zip(medians[m.reference], medians[c]) if ref and t]
             rec["ratios"][c] = {"paired": paired, "median": statistics.median(paired) if paired else None}
     if m.task == "generate":
-        rec["tokens_agree"] = tokens_agree(runs)
+        rec["tokens_agree"] = {c: tokens_agree(runs[c], runs[m.reference]) for c in rec["ratios"]}
     return rec
 
 
@@ -143,9 +165,9 @@ def contender_summary(results, medians, units):
     return entry
 
 
-def tokens_agree(runs):
+def tokens_agree(ours, theirs):
     """Fraction of greedy tokens that zerollm and GPT-2 chose alike (float32 ties may differ)."""
-    a, b = (next((r["tokens"] for r in runs[c] if "tokens" in r), None) for c in ("zerollm", "torch"))
+    a, b = (next((r["tokens"] for r in runs if "tokens" in r), None) for runs in (ours, theirs))
     if not a or not b:
         return None
     return sum(x == y for x, y in zip(a, b)) / max(len(a), len(b))
@@ -154,21 +176,23 @@ def tokens_agree(runs):
 # ----------------------------------------------------------------------------
 # correctness before timing
 
-def check_training(name, cfg, B):
+def check_training(name, cfg, B, engine="numpy"):
     """One step from identical weights and batch must give the same loss (to CHECK_TOL) on both sides."""
     params = dict(config=cfg, batch=B, seed=0, steps=W.CHECK_STEPS)
-    res = {c: run_worker("check", c, params, threads=1) for c in ("zerollm", "torch")}
+    ours = with_engines("zerollm", [engine])[0]
+    res = {c: run_worker("check", c, params, threads=1) for c in (ours, "torch")}
+    res["zerollm"] = res.pop(ours)
     errors = [r["error"] for r in res.values() if "error" in r]
-    rec = {"name": name, "tolerance": W.CHECK_TOL, "errors": errors}
+    rec = {"name": name, "engine": engine, "tolerance": W.CHECK_TOL, "errors": errors}
     if not errors:
         diffs = [abs(a - b) for a, b in zip(res["zerollm"]["losses"], res["torch"]["losses"])]
         rec.update(losses={c: r["losses"] for c, r in res.items()}, max_diff=max(diffs))
     rec["passed"] = not errors and rec["max_diff"] < W.CHECK_TOL
     if rec["passed"]:
-        print(f"check {name}: losses agree (max |diff| {rec['max_diff']:.1e})", flush=True)
+        print(f"check {name} ({engine} engine): losses agree (max |diff| {rec['max_diff']:.1e})", flush=True)
     else:
-        print(f"!!! CORRECTNESS CHECK FAILED for {name}: {rec.get('losses', errors)} -- its training "
-              "measurement is ABORTED", file=sys.stderr, flush=True)
+        print(f"!!! CORRECTNESS CHECK FAILED for {name} ({engine} engine): {rec.get('losses', errors)} -- "
+              "its training measurement is ABORTED", file=sys.stderr, flush=True)
     return rec
 
 
@@ -176,7 +200,8 @@ def check_training(name, cfg, B):
 # putting it together
 
 def add_mfu(results):
-    """Achieved FLOP/s of each training step / the NumPy GEMM peak at the same thread count."""
+    """Achieved FLOP/s of each training step / the NumPy GEMM peak at the same thread count, one row
+    per zerollm engine (the torch columns repeat)."""
     peaks = {}                                             # threads -> {numpy, torch} -> FLOP/s
     for g in results["gemm"]:
         peaks[g["threads"]] = {c: g["units"] / e["best_s"]
@@ -186,13 +211,19 @@ def add_mfu(results):
         cfg, B = configs[rec["name"]]
         flops = W.train_flops(GPTConfig(**cfg), B, cfg["block_size"])
         peak = peaks.get(rec["threads"], {})
-        row = {"name": rec["name"], "threads": rec["threads"], "flops_per_step": flops,
-               "numpy_peak_flops": peak.get("numpy"), "torch_peak_flops": peak.get("torch")}
-        for c in ("zerollm", "torch"):
-            t = rec["contenders"][c].get("median_s")
-            row[f"{c}_flops"] = flops / t if t else None
-            row[f"{c}_mfu"] = flops / t / peak["numpy"] if t and peak.get("numpy") else None
-        results["mfu"].append(row)
+        t_torch = rec["contenders"]["torch"].get("median_s")
+        for c in rec["ratios"]:                            # every zerollm contender
+            row = {"name": rec["name"], "threads": rec["threads"], "engine": engine_of(c), "flops_per_step": flops,
+                   "numpy_peak_flops": peak.get("numpy"), "torch_peak_flops": peak.get("torch")}
+            for side, t in (("zerollm", rec["contenders"][c].get("median_s")), ("torch", t_torch)):
+                row[f"{side}_flops"] = flops / t if t else None
+                row[f"{side}_mfu"] = flops / t / peak["numpy"] if t and peak.get("numpy") else None
+            results["mfu"].append(row)
+
+
+def engine_of(contender):
+    """'zerollm-fast' -> 'fast', 'flash' -> 'numpy'."""
+    return contender.partition("-")[2] or "numpy"
 
 
 def cpu_info():
@@ -207,25 +238,25 @@ def cpu_info():
     return info
 
 
-def meta(mode, threads, rounds):
+def meta(mode, threads, rounds, engines=("numpy",)):
     cpu = cpu_info()
     flags = cpu.get("flags", "").split()
     return {"mode": mode, "date": datetime.datetime.now().isoformat(timespec="seconds"),
             "cpu": cpu.get("model name", "?"), "logical_cpus": os.cpu_count(),
             "cpu_flags": [f for f in ("avx2", "fma", "avx512f", "avx512_bf16", "amx_tile") if f in flags],
             "python": sys.version.split()[0], "numpy": version("numpy"), "torch": version("torch"),
-            "transformers": version("transformers"), "threads": threads, "rounds": rounds,
+            "transformers": version("transformers"), "threads": threads, "rounds": rounds, "engines": list(engines),
             "command": " ".join(sys.argv), "libraries": {}}
 
 
-def run_all(mode, threads_list, rounds):
-    results = {"meta": meta(mode, threads_list, rounds), "check": [], "gemm": [], "train": [], "forward": [],
-               "generate": [], "attention": [], "mfu": []}
+def run_all(mode, threads_list, rounds, engines=("numpy",)):
+    results = {"meta": meta(mode, threads_list, rounds, engines), "check": [], "gemm": [], "train": [],
+               "forward": [], "generate": [], "attention": [], "mfu": []}
     start, flash = time.perf_counter(), flash_available()
-    results["check"] = [check_training(name, cfg, B) for name, cfg, B in W.MODELS[mode]]
-    passed = {rec["name"]: rec["passed"] for rec in results["check"]}
+    results["check"] = [check_training(name, cfg, B, e) for name, cfg, B in W.MODELS[mode] for e in engines]
+    passed = {name: all(r["passed"] for r in results["check"] if r["name"] == name) for name, _, _ in W.MODELS[mode]}
     for threads in threads_list:
-        for m in plan(mode, flash):
+        for m in plan(mode, flash, engines):
             if m.task == "train" and not passed[m.name]:
                 continue
             results[m.task].append(run_rounds(m, threads, rounds, results["meta"]["libraries"]))
@@ -243,6 +274,8 @@ def main(argv=None):
                         help="output folder (default %(default)s)")
     parser.add_argument("--rounds", type=int, help="override the number of rounds")
     parser.add_argument("--threads", help="override the thread counts, e.g. 1,2")
+    parser.add_argument("--engine", help="zerollm engines to measure, e.g. numpy or numpy,fast "
+                        "(default: numpy,fast when numba is installed)")
     parser.add_argument("--note", default="", help="a line shown above the tables: which machine, how quiet")
     parser.add_argument("--update-docs", action="store_true",
                         help="also paste the results into docs/benchmarks.md and copy the chart to docs/")
@@ -254,7 +287,11 @@ def main(argv=None):
     else:
         mode = "smoke" if args.smoke else "quick" if args.quick else "full"
         threads = [int(t) for t in args.threads.split(",")] if args.threads else W.THREADS[mode]
-        results = run_all(mode, threads, args.rounds or W.ROUNDS[mode])
+        engines = args.engine.split(",") if args.engine else default_engines()
+        unknown = sorted(set(engines) - set(ENGINES))
+        if unknown:
+            parser.error(f"unknown engine {unknown}; choose from {', '.join(ENGINES)}")
+        results = run_all(mode, threads, args.rounds or W.ROUNDS[mode], engines)
     if args.note:
         results["meta"]["note"] = args.note
     print("\n" + bench_report.markdown(results))

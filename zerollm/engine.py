@@ -88,10 +88,12 @@ def accelerated(reference):
     return dispatch
 
 
-def add_engine_argument(parser):
+def add_engine_argument(parser, training=False):
+    more = (" Resume with the engine a run was trained with for bit-identical losses (the two engines "
+            "round exp and long sums differently).") if training else ""
     parser.add_argument("--engine", choices=ENGINES, default=None,
                         help=f"'numpy' (the readable reference) or 'fast' (fused numba kernels, "
-                             f"pip install \"zerollm[fast]\"); default: ${ENV} or numpy")
+                             f"pip install \"zerollm[fast]\"); default: ${ENV} or numpy." + more)
 
 
 def apply_engine_argument(args):

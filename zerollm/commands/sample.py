@@ -10,6 +10,7 @@ import numpy as np
 from zerollm import budget
 from zerollm.argtypes import MAX_SIZE, PROBABILITY, SEED, SIZE, Range
 from zerollm.budget import add_force_argument
+from zerollm.engine import add_engine_argument, apply_engine_argument
 from zerollm.errors import ZeroLLMError
 from zerollm.memory import keep_freed_memory
 from zerollm.threads import add_threads_argument, limit_threads
@@ -34,6 +35,7 @@ def add_arguments(p):
                    help="with --window: the first N tokens stay visible (attention sinks)")
     add_force_argument(p)
     add_threads_argument(p)
+    add_engine_argument(p)
 
 
 class StreamDecoder:
@@ -83,6 +85,7 @@ def generation_estimate(cfg, n_prompt, args):
 
 def run(args):
     keep_freed_memory()             # reuse freed activation memory step after step (zerollm.memory)
+    apply_engine_argument(args)     # --engine numpy|fast (zerollm.engine)
     with limit_threads(args.threads):
         return _run(args)
 

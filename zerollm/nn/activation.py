@@ -11,6 +11,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from zerollm.engine import accelerated
+
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 _GELU_C = 0.044715
 _erf_exact = np.frompyfunc(math.erf, 1, 1)
@@ -43,6 +45,7 @@ class ActCache(NamedTuple):
 # ----------------------------------------------------------------------------
 # GELU, tanh approximation (GPT-2's "gelu_new")
 
+@accelerated
 def gelu_tanh_forward(x):
     """y = 0.5 x (1 + tanh(u)),  u = sqrt(2/pi) (x + 0.044715 x^3).
 
@@ -62,6 +65,7 @@ def gelu_tanh_forward(x):
     return x * s, ActCache(x, s)
 
 
+@accelerated
 def gelu_tanh_backward(dy, cache):
     """dy/dx = s + x s (1 - s) 2 du/dx  with s = sigmoid(2u) = 0.5 (1 + tanh(u)),
     du/dx = sqrt(2/pi) (1 + 3 * 0.044715 x^2)   (the same as 0.5 (1 + t) + 0.5 x (1 - t^2) du/dx)."""
@@ -96,6 +100,7 @@ def gelu_erf_backward(dy, cache):
 # ----------------------------------------------------------------------------
 # SiLU / swish (used inside SwiGLU)
 
+@accelerated
 def silu_forward(x):
     """y = x * sigmoid(x)."""
     with np.errstate(over="ignore"):                # exp(-x) = inf for very negative x gives s = 0, as it should
@@ -103,6 +108,7 @@ def silu_forward(x):
     return x * s, ActCache(x, s)
 
 
+@accelerated
 def silu_backward(dy, cache):
     """dy/dx = s + x s (1 - s) = s (1 + x (1 - s))."""
     x, s = cache

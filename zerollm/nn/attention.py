@@ -16,6 +16,7 @@ from typing import NamedTuple
 import numpy as np
 
 from zerollm.attention import causal_mask, softmax, softmax_backward
+from zerollm.engine import accelerated
 from zerollm.errors import ZeroLLMError
 from zerollm.nn.dropout import dropout_backward, dropout_forward
 from zerollm.nn.flash import FlashCache, flash_sdpa_backward, flash_sdpa_forward, sum_groups
@@ -39,13 +40,9 @@ class SDPACache(NamedTuple):
 def sdpa_forward(q, k, v, *, causal=True, mask=None, dropout=0.0, rng=None, training=False):
     """softmax(q k^T / sqrt(hs) + mask) v on grouped heads. mask: bool, broadcastable to
     (B, 1, 1, T, Tk) after the caller inserted the head axes, True = hidden."""
-    T, Tk, hs = q.shape[-2], k.shape[-2], q.shape[-1]
-    scale = 1.0 / np.sqrt(hs)
+    scale = 1.0 / np.sqrt(q.shape[-1])
     att = attention_scores(q, k, scale)                     # (B, nkv, g, T, Tk)
-    hidden = causal_mask(T, Tk) if causal else None         # (T, Tk)
-    if mask is not None:
-        hidden = mask if hidden is None else (hidden | mask)
-    masked_softmax(att, hidden)                             # in place; rows of all -inf give 0, not NaN
+    masked_softmax(att, causal=causal, mask=mask)           # in place; rows of all -inf give 0, not NaN
     att_used, drop = dropout_forward(att, dropout, rng, training)
     out = att_used @ v                                      # (B,nkv,g,T,Tk) @ (B,nkv,1,Tk,hs) -> (B,nkv,g,T,hs)
     return out, SDPACache(q, k, v, att, att_used, drop, scale)
@@ -80,24 +77,36 @@ def attention_scores(q, k, scale):
 
 def attention_scores_backward(ds, q, k, scale):
     """forward was S = q k^T * scale, so dq = dS k * scale and dk = dS^T q * scale (summed over the g
-    query heads that share k). Scales ds in place. Returns (dq, dk)."""
-    ds *= ds.dtype.type(scale)
+    query heads that share k). Returns (dq, dk).
+
+    Speed: the scale multiplies the (T, hs) products, not the (T, Tk) matrix dS.
+    """
     dq = ds @ k                                                 # (B,nkv,g,T,Tk) @ (B,nkv,1,Tk,hs)
+    dq *= dq.dtype.type(scale)
     dk = sum_groups(np.swapaxes(ds, -1, -2) @ q)                # (B,nkv,1,Tk,hs)
+    dk *= dk.dtype.type(scale)
     return dq, dk
 
 
-def masked_softmax(att, hidden):
-    """att <- softmax(att with -inf where ``hidden``) along the last axis, in place; returns att.
+@accelerated
+def masked_softmax(att, *, causal=True, mask=None):
+    """att <- softmax(att + M) along the last axis, in place; returns att. M is -inf where a key is
+    hidden (after the query when ``causal``; True in the bool ``mask``) and 0 elsewhere.
 
     Speed: the score array is the biggest thing attention makes (B*nh*T*Tk numbers), so masking
-    and softmax work on it in place instead of creating new T x Tk arrays per step.
+    and softmax work on it in place. The mask is ADDED as a (T, Tk) table of 0 / -inf: one pass
+    of float additions is cheaper than writing -inf through a boolean ``where``.
     """
+    T, Tk = att.shape[-2:]
+    hidden = causal_mask(T, Tk) if causal else None         # (T, Tk)
+    if mask is not None:
+        hidden = mask if hidden is None else (hidden | mask)
     if hidden is not None:
-        np.copyto(att, att.dtype.type(-np.inf), where=hidden)
+        att += np.where(hidden, att.dtype.type(-np.inf), att.dtype.type(0))   # x + 0 = x, x - inf = -inf
     return softmax(att, axis=-1, out=att)
 
 
+@accelerated
 def masked_softmax_backward(datt, att):
     """dS = A * (dA - sum_j dA * A), in place in datt (hidden entries have A = 0: no gradient)."""
     return softmax_backward(datt, att, out=datt)

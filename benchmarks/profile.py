@@ -35,7 +35,7 @@ import bench_workloads as W  # noqa: E402
 import profile_report  # noqa: E402
 from bench_measure import worker_env  # noqa: E402
 
-CONFIGS = {name: (cfg, B) for name, cfg, B in W.MODELS["full"]}
+CONFIGS = {name: (cfg, B) for mode in ("full", "smoke") for name, cfg, B in W.MODELS[mode]}
 WORKER_TIMEOUT_S = 900
 
 
@@ -257,14 +257,16 @@ def run_profile(name, engine, steps, warmup):
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--config", default="6x384-T256", help=f"{', '.join(CONFIGS)} or all (default %(default)s)")
+    p.add_argument("--config", default="6x384-T256",
+                   help=f"{', '.join(CONFIGS)}, several with commas, or all: the benchmark's two (default %(default)s)")
     p.add_argument("--engine", default="numpy", help="numpy, fast, or both as numpy,fast (default %(default)s)")
     p.add_argument("--steps", type=int, default=10, help="profiled steps (default %(default)s)")
     p.add_argument("--warmup", type=int, default=3, help="untimed steps first (default %(default)s)")
     p.add_argument("--out", type=Path, help="also write DIR/profile-<config>-<engine>.json")
     p.add_argument("--from-json", type=Path, metavar="DIR", help="measure nothing: read DIR/profile-*.json")
     p.add_argument("--update-docs", action="store_true",
-                   help="paste the tables (with docs/profiles/before-*.json as 'before') into docs/benchmarks.md")
+                   help="paste the tables (with DOCS/profiles/before-*.json as 'before') into DOCS/benchmarks.md")
+    p.add_argument("--docs", type=Path, default=ROOT / "docs", help="the docs folder (default %(default)s)")
     p.add_argument("--worker", help=argparse.SUPPRESS)      # the measuring child process
     args = p.parse_args(argv)
     if args.worker:
@@ -272,7 +274,7 @@ def main(argv=None):
     if args.from_json:
         profiles = [json.loads(f.read_text(encoding="utf-8")) for f in sorted(args.from_json.glob("profile-*.json"))]
     else:
-        names = list(CONFIGS) if args.config == "all" else args.config.split(",")
+        names = [n for n, _, _ in W.MODELS["full"]] if args.config == "all" else args.config.split(",")
         unknown = [n for n in names if n not in CONFIGS]
         if unknown:
             p.error(f"unknown config {unknown}; choose from {', '.join(CONFIGS)} or all")
@@ -282,7 +284,7 @@ def main(argv=None):
     if args.out:
         profile_report.write(profiles, args.out)
     if args.update_docs:
-        profile_report.update_docs(profiles, ROOT / "docs")
+        profile_report.update_docs(profiles, args.docs)
     return 0
 
 

@@ -13,7 +13,7 @@ from zerollm.fast.jit import exact_kernel, exp32, float32_arrays, kernel
 from zerollm.nn.activation import ActCache
 
 _K = np.float32(-2.0 * math.sqrt(2.0 / math.pi))                 # -2 sqrt(2/pi)
-_C = np.float32(0.044715)
+_CK = np.float32(0.044715 * (-2.0 * math.sqrt(2.0 / math.pi)))
 _D2 = np.float32(2.0 * 3.0 * 0.044715 * math.sqrt(2.0 / math.pi))
 _D0 = np.float32(2.0 * math.sqrt(2.0 / math.pi))
 _ONE = np.float32(1.0)
@@ -24,7 +24,7 @@ def _gelu_tanh(x, y, s):
     """s = sigmoid(2u) = 1 / (1 + exp(-2u)), u = sqrt(2/pi) (x + 0.044715 x^3);  y = x s."""
     for i in range(x.size):
         v = x[i]
-        e = exp32((((v * v) * _C + _ONE) * v) * _K)             # exp(-2u), the reference's rounding order
+        e = exp32(((v * v) * _CK + _K) * v)                      # exp(-2u), the reference's rounding order
         t = _ONE / (e + _ONE)
         s[i] = t
         y[i] = v * t

@@ -236,3 +236,23 @@ def test_fast_engine_without_numba_says_how_to_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "zerollm.fast", None)      # as if numba were missing
     with pytest.raises(ZeroLLMError, match=r'pip install "zerollm\[fast\]"'):
         set_engine("fast")
+
+
+# ----------------------------------------------------------------------------
+# tiled attention
+
+@pytest.mark.parametrize("T, Tk, tile, causal, g", [(37, 37, 8, True, 1), (64, 64, 64, True, 2), (5, 19, 4, True, 1),
+                                                   (16, 16, 5, False, 1), (300, 300, 128, True, 1)])
+def test_flash_attention_on_the_fast_engine(T, Tk, tile, causal, g):
+    from zerollm.nn.flash import flash_sdpa_backward, flash_sdpa_forward
+    rng = np.random.default_rng(8)
+    q, k, v = normal(rng, 2, 2, g, T, 16), normal(rng, 2, 2, 1, Tk, 16), normal(rng, 2, 2, 1, Tk, 16)
+    dout = normal(rng, *q.shape)
+    out, cache = flash_sdpa_forward(q, k, v, causal=causal, tile=tile)
+    grads = flash_sdpa_backward(dout, cache)
+    with use_engine("numpy"):
+        out_ref, cache_ref = flash_sdpa_forward(q, k, v, causal=causal, tile=tile)
+        grads_ref = flash_sdpa_backward(dout, cache_ref)
+    assert rel(out, out_ref) <= TOL and rel(cache.lse, cache_ref.lse) <= TOL
+    for g_fast, g_ref in zip(grads, grads_ref):
+        assert rel(g_fast, g_ref) <= TOL

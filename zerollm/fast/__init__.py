@@ -13,6 +13,9 @@ reference function it stands in for, and answers NotImplemented for what it was 
     activation.gelu_tanh_forward        zerollm.nn.activation                      <= 2 ulp (exp)
     activation.gelu_tanh_backward       zerollm.nn.activation                      bit-identical
     activation.silu_forward / backward  zerollm.nn.activation                      exp / bit-identical
+    flash.tile_softmax_step             zerollm.nn.flash.tile_softmax_step          <= 2 ulp (exp)
+    flash.tile_probs                    zerollm.nn.flash.tile_probs                 <= 2 ulp (exp)
+    flash.tile_softmax_backward         zerollm.nn.flash.tile_softmax_backward      bit-identical
     optim.adamw_update                  zerollm.optim.adamw_update                 bit-identical
     optim.sum_of_squares                zerollm.optim.sum_of_squares               float64 sum
 
@@ -20,6 +23,6 @@ Importing this package imports numba and compiles nothing: each kernel is compil
 numba's cache) the first time it runs.
 """
 
-from zerollm.fast import activation, attention, norm, optim
+from zerollm.fast import activation, attention, flash, norm, optim
 
-KERNELS = {**attention.KERNELS, **norm.KERNELS, **activation.KERNELS, **optim.KERNELS}
+KERNELS = {**attention.KERNELS, **flash.KERNELS, **norm.KERNELS, **activation.KERNELS, **optim.KERNELS}

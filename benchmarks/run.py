@@ -145,10 +145,14 @@ def summarize(m, threads, runs):
     medians = {c: [None if "error" in r else statistics.median(r["times"]) for r in rs] for c, rs in runs.items()}
     for c, rs in runs.items():
         rec["contenders"][c] = contender_summary(rs, medians[c], m.units)
+    cpu = {c: [None if "error" in r or not r.get("cpu_times") else statistics.median(r["cpu_times"]) for r in rs]
+           for c, rs in runs.items()}
     for c in m.contenders:
         if c != m.reference:
             paired = [ref / t for ref, t in zip(medians[m.reference], medians[c]) if ref and t]
             rec["ratios"][c] = {"paired": paired, "median": statistics.median(paired) if paired else None}
+            paired_cpu = [ref / t for ref, t in zip(cpu[m.reference], cpu[c]) if ref and t]
+            rec["ratios"][c]["cpu_median"] = statistics.median(paired_cpu) if paired_cpu else None
     if m.task == "generate":
         rec["tokens_agree"] = {c: tokens_agree(runs[c], runs[m.reference]) for c in rec["ratios"]}
     return rec
@@ -162,6 +166,8 @@ def contender_summary(results, medians, units):
         median = statistics.median(t for t in medians if t is not None)
         entry.update(median_s=median, best_s=min(min(r["times"]) for r in good), per_s=units / median,
                      peak_mib=statistics.median(r["peak_mib"] for r in good))
+        cpu = [statistics.median(r["cpu_times"]) for r in good if r.get("cpu_times")]
+        entry["cpu_median_s"] = statistics.median(cpu) if cpu else None
     return entry
 
 
@@ -218,6 +224,9 @@ def add_mfu(results):
             for side, t in (("zerollm", rec["contenders"][c].get("median_s")), ("torch", t_torch)):
                 row[f"{side}_flops"] = flops / t if t else None
                 row[f"{side}_mfu"] = flops / t / peak["numpy"] if t and peak.get("numpy") else None
+            t_cpu = rec["contenders"][c].get("cpu_median_s")          # 1 thread: robust to a busy machine
+            row["zerollm_mfu_cpu"] = (flops / t_cpu / peak["numpy"] if t_cpu and peak.get("numpy")
+                                      and rec["threads"] == 1 else None)
             results["mfu"].append(row)
 
 

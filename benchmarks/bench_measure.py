@@ -19,13 +19,18 @@ UNSET_VARS = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 # ----------------------------------------------------------------------------
 # threads and CPUs
 
-def worker_env(threads, base=None):
-    """The environment of one worker: thread counts set, OpenBLAS overrides removed (only here)."""
+def worker_env(threads, base=None, coretype=None):
+    """The environment of one worker: thread counts set, OpenBLAS overrides removed (only here).
+
+    ``coretype`` (e.g. 'Haswell'): a supplementary experiment, not the benchmark's rule: every worker's
+    OpenBLAS is told to use that kernel family instead of the one it would pick for this CPU."""
     env = dict(os.environ if base is None else base)
     for name in THREAD_VARS:
         env[name] = str(threads)
     for name in UNSET_VARS:
         env.pop(name, None)
+    if coretype:
+        env["OPENBLAS_CORETYPE"] = coretype
     return env
 
 

@@ -140,6 +140,9 @@ def markdown(results):
     notes = [results["meta"].get("note", "")]
     if mode != "full":
         notes.append(f"From a `--{mode}` run: fewer rounds (and shorter attention) than the full benchmark.")
+    if results["meta"].get("openblas_coretype"):
+        notes.append(f"Supplementary run: every worker's OpenBLAS was forced to its "
+                     f"`{results['meta']['openblas_coretype']}` kernels (`--openblas-coretype`).")
     note = "".join(f"\n> {n}\n" for n in notes if n)
     gen = results["generate"][0]["params"] if results["generate"] else {}
     attn = results["attention"][0]["params"] if results["attention"] else {}

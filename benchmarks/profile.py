@@ -158,8 +158,9 @@ def install(prof, model, bench):
         prof.patch(mlp, f"linear_{suffix}", linear(direction))
         prof.patch(att, f"sdpa_{suffix}", mix(direction))
         prof.patch(att, f"flash_sdpa_{suffix}", _fixed("flash attention (all of it)", direction))
-        prof.patch(att, f"attention_scores{'' if direction == 'fwd' else '_backward'}", scores(direction))
-        prof.patch(att, f"masked_softmax{'' if direction == 'fwd' else '_backward'}", _fixed("mask + softmax", direction))
+        back = "" if direction == "fwd" else "_backward"
+        prof.patch(att, f"attention_scores{back}", scores(direction))
+        prof.patch(att, f"masked_softmax{back}", _fixed("mask + softmax", direction))
         prof.patch(att, f"rope_{suffix}", _fixed("rope", direction))
         prof.patch(mlp, f"silu_{suffix}", _fixed("activation", direction))
         for kind in mlp._GELU:

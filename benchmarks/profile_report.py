@@ -84,7 +84,9 @@ def compare(config, columns):
     """One table for ``config``: per (op, direction) ms and share in each of ``columns`` [(title, profile)]."""
     keys = []
     for _, prof in columns:
-        keys += [(r["op"], r["direction"]) for r in (prof or {}).get("rows", []) if (r["op"], r["direction"]) not in keys]
+        for r in (prof or {}).get("rows", []):
+            if (r["op"], r["direction"]) not in keys:
+                keys.append((r["op"], r["direction"]))
     keys.sort(key=lambda k: _position({"op": k[0], "direction": k[1]}))
     maps = [_by_op(prof) for _, prof in columns]
     body = []

@@ -104,12 +104,12 @@ def flash_available():
 # ----------------------------------------------------------------------------
 # running workers
 
-def run_worker(task, contender, params, threads):
+def run_worker(task, contender, params, threads, coretype=None):
     """One worker process -> its JSON result, or {"error": ...} with the tail of its stderr."""
     cmd = [sys.executable, str(HERE / "worker.py"), task, contender, json.dumps(dict(params, threads=threads))]
     try:
-        proc = subprocess.run(cmd, env=worker_env(threads), capture_output=True, text=True, cwd=ROOT,
-                              timeout=WORKER_TIMEOUT_S)
+        proc = subprocess.run(cmd, env=worker_env(threads, coretype=coretype), capture_output=True, text=True,
+                              cwd=ROOT, timeout=WORKER_TIMEOUT_S)
     except subprocess.TimeoutExpired:
         return {"error": f"{task}/{contender} took over {WORKER_TIMEOUT_S} s and was stopped"}
     lines = proc.stdout.strip().splitlines()
@@ -119,12 +119,12 @@ def run_worker(task, contender, params, threads):
     return json.loads(lines[-1])
 
 
-def run_rounds(m, threads, rounds, libraries):
+def run_rounds(m, threads, rounds, libraries, coretype=None):
     """A B A B ...: every contender once per round, in a fresh process each time."""
     runs = {c: [] for c in m.contenders}
     for r in range(rounds):
         for c in m.contenders:
-            res = run_worker(m.task, c, m.params, threads)
+            res = run_worker(m.task, c, m.params, threads, coretype)
             runs[c].append(res)
             if "info" in res:
                 libraries.setdefault(f"{c}@{threads}", res["info"])
@@ -182,11 +182,11 @@ def tokens_agree(ours, theirs):
 # ----------------------------------------------------------------------------
 # correctness before timing
 
-def check_training(name, cfg, B, engine="numpy"):
+def check_training(name, cfg, B, engine="numpy", coretype=None):
     """One step from identical weights and batch must give the same loss (to CHECK_TOL) on both sides."""
     params = dict(config=cfg, batch=B, seed=0, steps=W.CHECK_STEPS)
     ours = with_engines("zerollm", [engine])[0]
-    res = {c: run_worker("check", c, params, threads=1) for c in (ours, "torch")}
+    res = {c: run_worker("check", c, params, threads=1, coretype=coretype) for c in (ours, "torch")}
     res["zerollm"] = res.pop(ours)
     errors = [r["error"] for r in res.values() if "error" in r]
     rec = {"name": name, "engine": engine, "tolerance": W.CHECK_TOL, "errors": errors}
@@ -258,17 +258,19 @@ def meta(mode, threads, rounds, engines=("numpy",)):
             "command": " ".join(sys.argv), "libraries": {}}
 
 
-def run_all(mode, threads_list, rounds, engines=("numpy",)):
+def run_all(mode, threads_list, rounds, engines=("numpy",), coretype=None):
     results = {"meta": meta(mode, threads_list, rounds, engines), "check": [], "gemm": [], "train": [],
                "forward": [], "generate": [], "attention": [], "mfu": []}
+    results["meta"]["openblas_coretype"] = coretype
     start, flash = time.perf_counter(), flash_available()
-    results["check"] = [check_training(name, cfg, B, e) for name, cfg, B in W.MODELS[mode] for e in engines]
+    results["check"] = [check_training(name, cfg, B, e, coretype)
+                        for name, cfg, B in W.MODELS[mode] for e in engines]
     passed = {name: all(r["passed"] for r in results["check"] if r["name"] == name) for name, _, _ in W.MODELS[mode]}
     for threads in threads_list:
         for m in plan(mode, flash, engines):
             if m.task == "train" and not passed[m.name]:
                 continue
-            results[m.task].append(run_rounds(m, threads, rounds, results["meta"]["libraries"]))
+            results[m.task].append(run_rounds(m, threads, rounds, results["meta"]["libraries"], coretype))
     add_mfu(results)
     results["meta"]["duration_s"] = round(time.perf_counter() - start, 1)
     return results
@@ -285,6 +287,9 @@ def main(argv=None):
     parser.add_argument("--threads", help="override the thread counts, e.g. 1,2")
     parser.add_argument("--engine", help="zerollm engines to measure, e.g. numpy or numpy,fast "
                         "(default: numpy,fast when numba is installed)")
+    parser.add_argument("--openblas-coretype", metavar="KERNELS",
+                        help="a supplementary experiment, not the benchmark's rule: force every worker's OpenBLAS "
+                             "to these kernels (e.g. Haswell, to give NumPy the AVX2 GEMM torch's MKL has on AMD)")
     parser.add_argument("--note", default="", help="a line shown above the tables: which machine, how quiet")
     parser.add_argument("--update-docs", action="store_true",
                         help="also paste the results into docs/benchmarks.md and copy the chart to docs/")
@@ -300,7 +305,7 @@ def main(argv=None):
         unknown = sorted(set(engines) - set(ENGINES))
         if unknown:
             parser.error(f"unknown engine {unknown}; choose from {', '.join(ENGINES)}")
-        results = run_all(mode, threads, args.rounds or W.ROUNDS[mode], engines)
+        results = run_all(mode, threads, args.rounds or W.ROUNDS[mode], engines, args.openblas_coretype)
     if args.note:
         results["meta"]["note"] = args.note
     print("\n" + bench_report.markdown(results))

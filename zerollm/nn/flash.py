@@ -33,7 +33,15 @@ import numpy as np
 from zerollm.engine import accelerated
 from zerollm.errors import ZeroLLMError
 
-DEFAULT_TILE = 256      # of 128 / 256 / 512 the fastest overall in benchmarks/attention_memory.py (2-core CPU)
+# tile sizes (measured with benchmarks/attention_memory.py and the benchmark's attention rows, 2-core CPU):
+DEFAULT_TILE = 256      # long sequences: of 128 / 256 / 512 the fastest from about 1024 keys on
+SHORT_TILE = 128        # up to SHORT_UNTIL keys: several tiles, so that whole tiles above the causal
+SHORT_UNTIL = 512       #   diagonal are skipped (at T = 256 one 256-tile is about 1.4x slower than three 128s)
+
+
+def default_tile(Tk):
+    """The tile size used when none is given, for Tk keys."""
+    return SHORT_TILE if Tk <= SHORT_UNTIL else DEFAULT_TILE
 
 
 class FlashCache(NamedTuple):
@@ -193,7 +201,7 @@ def flash_sdpa_forward(q, k, v, *, causal=True, mask=None, tile=None, dropout=0.
     """softmax(q k^T / sqrt(hs) + mask) v, one (tile x tile) block of scores at a time.
 
     Same arguments and result as ``sdpa_forward``, plus ``tile``: queries and keys per tile
-    (None = DEFAULT_TILE). Returns (out, FlashCache).
+    (None = ``default_tile(Tk)``). Returns (out, FlashCache).
 
     >>> rng = np.random.default_rng(0)
     >>> q, k, v = (rng.standard_normal((1, 1, 1, 5, 4)) for _ in range(3))
@@ -202,7 +210,7 @@ def flash_sdpa_forward(q, k, v, *, causal=True, mask=None, tile=None, dropout=0.
     >>> bool(np.allclose(out, sdpa_forward(q, k, v)[0]))
     True
     """
-    tile = DEFAULT_TILE if tile is None else tile
+    tile = default_tile(k.shape[-2]) if tile is None else tile
     mask = _check(q, k, v, mask, tile, dropout, rng, training)
     T, Tk, hs = q.shape[-2], k.shape[-2], q.shape[-1]
     dt, offset, scale = q.dtype, k.shape[-2] - q.shape[-2], 1.0 / np.sqrt(hs)

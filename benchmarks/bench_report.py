@@ -128,11 +128,12 @@ def mfu_table(results):
     giga = dict(spec=".1f", scale=1e-9)
     rows = [[r["name"], r["threads"], r.get("engine", "numpy"), _f(r["flops_per_step"], ".3g", 1e-9),
              _f(r["zerollm_flops"], **giga), _f(r["zerollm_mfu"], ".1%"), _f(r.get("zerollm_mfu_cpu"), ".1%"),
-             _f(r["torch_flops"], **giga), _f(r["torch_mfu"], ".1%"),
-             _f(r["numpy_peak_flops"], **giga), _f(r["torch_peak_flops"], **giga)] for r in results["mfu"]]
+             _f(r["torch_flops"], **giga), _f(r["torch_mfu"], ".1%"), _f(r["numpy_peak_flops"], **giga),
+             _f(r.get("numpy_peak_flops_cpu") if r["threads"] == 1 else None, **giga),
+             _f(r["torch_peak_flops"], **giga)] for r in results["mfu"]]
     return _table(["config", "threads", "engine", "GFLOP/step", "zerollm GFLOP/s", "zerollm MFU",
                    "zerollm MFU by CPU time", "torch GFLOP/s", "torch MFU", "NumPy GEMM peak GFLOP/s",
-                   "torch.mm peak GFLOP/s"], rows)
+                   "the same by CPU time", "torch.mm peak GFLOP/s"], rows)
 
 
 def markdown(results):

@@ -166,8 +166,9 @@ def contender_summary(results, medians, units):
         median = statistics.median(t for t in medians if t is not None)
         entry.update(median_s=median, best_s=min(min(r["times"]) for r in good), per_s=units / median,
                      peak_mib=statistics.median(r["peak_mib"] for r in good))
-        cpu = [statistics.median(r["cpu_times"]) for r in good if r.get("cpu_times")]
-        entry["cpu_median_s"] = statistics.median(cpu) if cpu else None
+        cpu = [r["cpu_times"] for r in good if r.get("cpu_times")]
+        entry["cpu_median_s"] = statistics.median(statistics.median(c) for c in cpu) if cpu else None
+        entry["best_cpu_s"] = min(min(c) for c in cpu) if cpu else None
     return entry
 
 
@@ -208,10 +209,12 @@ def check_training(name, cfg, B, engine="numpy", coretype=None):
 def add_mfu(results):
     """Achieved FLOP/s of each training step / the NumPy GEMM peak at the same thread count, one row
     per zerollm engine (the torch columns repeat)."""
-    peaks = {}                                             # threads -> {numpy, torch} -> FLOP/s
+    peaks = {}                                             # threads -> {numpy, torch, numpy_cpu} -> FLOP/s
     for g in results["gemm"]:
         peaks[g["threads"]] = {c: g["units"] / e["best_s"]
                                for c, e in g["contenders"].items() if "best_s" in e}
+        best_cpu = g["contenders"].get("numpy", {}).get("best_cpu_s")
+        peaks[g["threads"]]["numpy_cpu"] = g["units"] / best_cpu if best_cpu else None
     configs = {name: (cfg, B) for name, cfg, B in W.MODELS[results["meta"]["mode"]]}
     for rec in results["train"]:
         cfg, B = configs[rec["name"]]
@@ -224,9 +227,10 @@ def add_mfu(results):
             for side, t in (("zerollm", rec["contenders"][c].get("median_s")), ("torch", t_torch)):
                 row[f"{side}_flops"] = flops / t if t else None
                 row[f"{side}_mfu"] = flops / t / peak["numpy"] if t and peak.get("numpy") else None
-            t_cpu = rec["contenders"][c].get("cpu_median_s")          # 1 thread: robust to a busy machine
-            row["zerollm_mfu_cpu"] = (flops / t_cpu / peak["numpy"] if t_cpu and peak.get("numpy")
-                                      and rec["threads"] == 1 else None)
+            # 1 thread: CPU time over CPU time, robust to a busy machine
+            t_cpu, peak_cpu = rec["contenders"][c].get("cpu_median_s"), peak.get("numpy_cpu")
+            row["numpy_peak_flops_cpu"] = peak_cpu
+            row["zerollm_mfu_cpu"] = flops / t_cpu / peak_cpu if t_cpu and peak_cpu and rec["threads"] == 1 else None
             results["mfu"].append(row)
 
 

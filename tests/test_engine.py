@@ -227,6 +227,9 @@ def test_unknown_engine_and_env_variable(monkeypatch):
     assert get_engine() == "fast"
     from zerollm import engine
     monkeypatch.setitem(engine._selected, "name", None)         # as in a fresh process
+    monkeypatch.setenv(ENV, "gpu")
+    with pytest.raises(ZeroLLMError, match=r"\$ZEROLLM_ENGINE must be one of numpy, fast; got 'gpu'"):
+        get_engine()
     monkeypatch.setenv(ENV, "numpy")
     assert get_engine() == "numpy"
 

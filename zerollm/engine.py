@@ -49,7 +49,11 @@ def set_engine(name):
 def get_engine():
     """The selected engine's name; the first call reads $ZEROLLM_ENGINE (default 'numpy')."""
     if _selected["name"] is None:
-        set_engine(os.environ.get(ENV, "numpy") or "numpy")
+        name = os.environ.get(ENV) or "numpy"
+        if name not in ENGINES:
+            raise ZeroLLMError(f"${ENV} must be one of {', '.join(ENGINES)}; got {name!r} "
+                               f"(set it to one of them, or unset it for numpy)")
+        set_engine(name)
     return _selected["name"]
 
 

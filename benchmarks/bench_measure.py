@@ -19,13 +19,18 @@ UNSET_VARS = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 # ----------------------------------------------------------------------------
 # threads and CPUs
 
-def worker_env(threads, base=None):
-    """The environment of one worker: thread counts set, OpenBLAS overrides removed (only here)."""
+def worker_env(threads, base=None, coretype=None):
+    """The environment of one worker: thread counts set, OpenBLAS overrides removed (only here).
+
+    ``coretype`` (e.g. 'Haswell'): a supplementary experiment, not the benchmark's rule: every worker's
+    OpenBLAS is told to use that kernel family instead of the one it would pick for this CPU."""
     env = dict(os.environ if base is None else base)
     for name in THREAD_VARS:
         env[name] = str(threads)
     for name in UNSET_VARS:
         env.pop(name, None)
+    if coretype:
+        env["OPENBLAS_CORETYPE"] = coretype
     return env
 
 
@@ -86,17 +91,23 @@ def _torch_math_libraries(config_text):
 
 def time_steps(step, *, warmup, min_steps, min_seconds, max_steps):
     """Run ``step()`` warmup times untimed, then time it until min_steps AND min_seconds are reached
-    (or max_steps). Returns (per-step seconds, the last step's result)."""
+    (or max_steps). Returns (per-step seconds, the last step's result, per-step CPU seconds).
+
+    The CPU seconds (time.process_time: every thread of the process, user + system) leave out the time
+    the process waited for a CPU, so on a busy shared machine they stay near what a quiet machine's
+    wall time would be -- for one thread. With more threads they add up the threads (and whatever a
+    thread pool burns spinning), so only the 1-thread CPU times are compared."""
     result = None
     for _ in range(warmup):
         result = step()
-    times = []
+    times, cpu = [], []
     start = time.perf_counter()
     while len(times) < max_steps and (len(times) < min_steps or time.perf_counter() - start < min_seconds):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         result = step()
         times.append(time.perf_counter() - t0)
-    return times, result
+        cpu.append(time.process_time() - c0)
+    return times, result, cpu
 
 
 def _status_kib(field):

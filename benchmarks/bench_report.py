@@ -26,8 +26,13 @@ def _c(rec, contender, key):
     return rec["contenders"].get(contender, {}).get(key)
 
 
-def _ratio(rec, contender):
-    return _f(rec["ratios"].get(contender, {}).get("median"), ".2f", suffix="x")
+def _ratio(rec, contender, key="median"):
+    return _f(rec["ratios"].get(contender, {}).get(key), ".2f", suffix="x")
+
+
+def _cpu_ratio(rec, contender):
+    """The paired ratio of CPU times: only for 1 thread, where it is not inflated by waiting for a CPU."""
+    return _ratio(rec, contender, "cpu_median") if rec["threads"] == 1 else "—"
 
 
 # ----------------------------------------------------------------------------
@@ -38,7 +43,8 @@ def machine(results):
     m = results["meta"]
     lines = [f"- CPU: {m['cpu']} ({', '.join(m['cpu_flags']) or 'no AVX2'}); Python {m['python']}, "
              f"NumPy {m['numpy']}, torch {m['torch']}, transformers {m['transformers']}",
-             f"- threads {m['threads']}, {m['rounds']} round(s) per measurement, mode `{m['mode']}`, "
+             f"- threads {m['threads']}, zerollm engines {m.get('engines', ['numpy'])}, "
+             f"{m['rounds']} round(s) per measurement, mode `{m['mode']}`, "
              f"{m['date']}, took {m.get('duration_s', '?')} s"]
     for key, info in sorted(m["libraries"].items()):
         if not info:
@@ -64,9 +70,9 @@ def _short_build(lines):
 
 def check_table(results):
     tol = results["check"][0]["tolerance"] if results["check"] else 0
-    rows = [[r["name"], _losses(r, "zerollm"), _losses(r, "torch"), _f(r.get("max_diff"), ".1e"),
-             "yes" if r["passed"] else "**FAILED**"] for r in results["check"]]
-    return _table(["config", "zerollm losses", "torch losses", "max abs diff", f"passed (< {tol:g})"], rows)
+    rows = [[r["name"], r.get("engine", "numpy"), _losses(r, "zerollm"), _losses(r, "torch"),
+             _f(r.get("max_diff"), ".1e"), "yes" if r["passed"] else "**FAILED**"] for r in results["check"]]
+    return _table(["config", "engine", "zerollm losses", "torch losses", "max abs diff", f"passed (< {tol:g})"], rows)
 
 
 def _losses(rec, c):
@@ -84,37 +90,50 @@ def _flops(rec, c):
     return rec["units"] / best if best else None
 
 
+def engine_of(contender):
+    """'zerollm-fast' -> 'fast', 'flash' -> 'numpy'."""
+    return contender.partition("-")[2] or "numpy"
+
+
 def model_table(records, unit="tokens/s"):
-    """One row per (config, threads): speeds, the paired ratio, peak memory (and token agreement)."""
+    """One row per (config, threads, engine): speeds, the paired ratio, peak memory (and token agreement)."""
     agree = any("tokens_agree" in r for r in records)
     rows = []
     for r in records:
-        row = [r["name"], r["threads"], _f(_c(r, "zerollm", "per_s"), ".0f"), _f(_c(r, "torch", "per_s"), ".0f"),
-               _ratio(r, "zerollm"), _f(_c(r, "zerollm", "peak_mib"), ".1f"), _f(_c(r, "torch", "peak_mib"), ".1f")]
-        rows.append(row + ([_f(r.get("tokens_agree"), ".0%")] if agree else []))
-    header = ["config", "threads", f"zerollm {unit}", f"torch {unit}", "zerollm/torch",
-              "zerollm peak MiB", "torch peak MiB"]
+        for c in r["ratios"]:                              # every zerollm contender, one per engine
+            row = [r["name"], r["threads"], engine_of(c), _f(_c(r, c, "per_s"), ".0f"),
+                   _f(_c(r, "torch", "per_s"), ".0f"), _ratio(r, c), _cpu_ratio(r, c),
+                   _f(_c(r, c, "peak_mib"), ".1f"), _f(_c(r, "torch", "peak_mib"), ".1f")]
+            rows.append(row + ([_f(r.get("tokens_agree", {}).get(c), ".0%")] if agree else []))
+    header = ["config", "threads", "engine", f"zerollm {unit}", f"torch {unit}", "zerollm/torch",
+              "same, by CPU time", "zerollm peak MiB", "torch peak MiB"]
     return _table(header + (["same tokens"] if agree else []), rows)
 
 
 def attention_table(results):
+    """One row per (T, threads); a time, a ratio and a peak memory column per contender."""
+    records = results["attention"]
+    ours = list(dict.fromkeys(c for r in records for c in r["ratios"]))      # naive, flash, naive-fast, ...
     rows = []
-    for r in results["attention"]:
-        ms = [_f(_c(r, c, "median_s"), ".2f", 1e3) for c in ("naive", "flash", "torch")]
-        mib = [_f(_c(r, c, "peak_mib"), ".1f") for c in ("naive", "flash", "torch")]
-        rows.append([r["params"]["T"], r["threads"], *ms, _ratio(r, "naive"), _ratio(r, "flash"), *mib])
-    return _table(["T", "threads", "naive ms", "flash ms", "torch ms", "naive/torch", "flash/torch",
-                   "naive MiB", "flash MiB", "torch MiB"], rows)
+    for r in records:
+        ms = [_f(_c(r, c, "median_s"), ".2f", 1e3) for c in ours + ["torch"]]
+        mib = [_f(_c(r, c, "peak_mib"), ".1f") for c in ours + ["torch"]]
+        rows.append([r["params"]["T"], r["threads"], *ms, *(_ratio(r, c) for c in ours),
+                     *(_cpu_ratio(r, c) for c in ours), *mib])
+    return _table(["T", "threads", *(f"{c} ms" for c in ours + ["torch"]), *(f"{c}/torch" for c in ours),
+                   *(f"{c}/torch by CPU time" for c in ours), *(f"{c} MiB" for c in ours + ["torch"])], rows)
 
 
 def mfu_table(results):
     giga = dict(spec=".1f", scale=1e-9)
-    rows = [[r["name"], r["threads"], _f(r["flops_per_step"], ".3g", 1e-9),
-             _f(r["zerollm_flops"], **giga), _f(r["zerollm_mfu"], ".1%"),
-             _f(r["torch_flops"], **giga), _f(r["torch_mfu"], ".1%"),
-             _f(r["numpy_peak_flops"], **giga), _f(r["torch_peak_flops"], **giga)] for r in results["mfu"]]
-    return _table(["config", "threads", "GFLOP/step", "zerollm GFLOP/s", "zerollm MFU", "torch GFLOP/s",
-                   "torch MFU", "NumPy GEMM peak GFLOP/s", "torch.mm peak GFLOP/s"], rows)
+    rows = [[r["name"], r["threads"], r.get("engine", "numpy"), _f(r["flops_per_step"], ".3g", 1e-9),
+             _f(r["zerollm_flops"], **giga), _f(r["zerollm_mfu"], ".1%"), _f(r.get("zerollm_mfu_cpu"), ".1%"),
+             _f(r["torch_flops"], **giga), _f(r["torch_mfu"], ".1%"), _f(r["numpy_peak_flops"], **giga),
+             _f(r.get("numpy_peak_flops_cpu") if r["threads"] == 1 else None, **giga),
+             _f(r["torch_peak_flops"], **giga)] for r in results["mfu"]]
+    return _table(["config", "threads", "engine", "GFLOP/step", "zerollm GFLOP/s", "zerollm MFU",
+                   "zerollm MFU by CPU time", "torch GFLOP/s", "torch MFU", "NumPy GEMM peak GFLOP/s",
+                   "the same by CPU time", "torch.mm peak GFLOP/s"], rows)
 
 
 def markdown(results):
@@ -122,6 +141,9 @@ def markdown(results):
     notes = [results["meta"].get("note", "")]
     if mode != "full":
         notes.append(f"From a `--{mode}` run: fewer rounds (and shorter attention) than the full benchmark.")
+    if results["meta"].get("openblas_coretype"):
+        notes.append(f"Supplementary run: every worker's OpenBLAS was forced to its "
+                     f"`{results['meta']['openblas_coretype']}` kernels (`--openblas-coretype`).")
     note = "".join(f"\n> {n}\n" for n in notes if n)
     gen = results["generate"][0]["params"] if results["generate"] else {}
     attn = results["attention"][0]["params"] if results["attention"] else {}

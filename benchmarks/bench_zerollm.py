@@ -4,7 +4,7 @@ Each builder does all the setup (weights, batches, optimizer) outside the closur
 step is exactly the work being compared. Never imports torch.
 
 Contenders: "zerollm" (train, forward, generate, check), "naive" and "flash" (attention),
-"numpy" (gemm).
+"numpy" (gemm). params["engine"] picks zerollm's engine: 'numpy' (the reference) or 'fast'.
 """
 
 import numpy as np
@@ -12,6 +12,7 @@ import numpy as np
 from bench_workloads import OPTIM, attention_inputs, batches, prompt
 
 from zerollm.config import GPTConfig
+from zerollm.engine import set_engine
 from zerollm.model import GPT
 from zerollm.optim import AdamW, clip_grad_norm
 from zerollm.parallel import ShardedModel
@@ -22,14 +23,16 @@ from zerollm.sample import generate
 
 
 def make_model(params):
-    """The model every contender starts from: GPT(config, seed) in float32."""
+    """The model every contender starts from: GPT(config, seed) in float32, on the engine asked for
+    (params["engine"]: 'numpy' or 'fast'; default numpy)."""
+    set_engine(params.get("engine", "numpy"))
     return GPT(GPTConfig(**params["config"]), seed=params["seed"])
 
 
 def train_step(params):
     """forward + backward + global-norm clip + AdamW, cycling over the shared batches."""
     model = make_model(params).train()
-    engine = ShardedModel(model, params.get("threads", 1))   # 1 thread: the plain model
+    sharded = ShardedModel(model, params.get("threads", 1))   # 1 thread: the plain model
     data = batches(params["config"], params["batch"], seed=params["seed"])
     opt = AdamW(model.params, lr=OPTIM["lr"], betas=OPTIM["betas"], eps=OPTIM["eps"],
                 weight_decay=OPTIM["weight_decay"])       # decays matrices only, as torch's groups below
@@ -38,19 +41,20 @@ def train_step(params):
     def step():
         x, y = data[count[0] % len(data)]
         count[0] += 1
-        loss, grads = engine.forward_backward(x, y)        # (B, T) -> loss, gradients
+        loss, grads = sharded.forward_backward(x, y)       # (B, T) -> loss, gradients
         clip_grad_norm(grads, OPTIM["max_norm"])
         opt.step(grads)
         return float(loss)
+    step.model = model                                     # for benchmarks/profile.py
     return step
 
 
 def forward_step(params):
-    engine = ShardedModel(make_model(params).eval(), params.get("threads", 1))
+    sharded = ShardedModel(make_model(params).eval(), params.get("threads", 1))
     x, _ = batches(params["config"], params["batch"], seed=params["seed"])[0]
 
     def step():
-        engine.forward(x)                                  # (B, T) -> (B, T, V)
+        sharded.forward(x)                                 # (B, T) -> (B, T, V)
     return step
 
 
@@ -108,6 +112,8 @@ BUILDERS = {"train": train_step, "forward": forward_step, "generate": generate_s
 
 
 def build(task, contender, params):
+    """The step() of ``task``; params["engine"] ('numpy' or 'fast') selects zerollm's engine first."""
+    set_engine(params.get("engine", "numpy"))
     if task == "attention":
         return attention_step(params, contender)
     return BUILDERS[task](params)

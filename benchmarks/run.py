@@ -5,6 +5,8 @@
     python benchmarks/run.py --smoke         # seconds: tiny configs, 1 round, 1 thread (the test's mode)
     python benchmarks/run.py --quick --update-docs   # also refresh docs/benchmarks.md and .png
     python benchmarks/run.py --from-json benchmarks/results/results.json --update-docs   # redraw only
+    python benchmarks/run.py --engine numpy      # zerollm's NumPy engine only (default: numpy,fast
+                                                 #   when numba is installed, see zerollm.engine)
 
 Every contender runs in its own process (benchmarks/worker.py), alternating A B A B ... for several
 rounds, with the same thread count, CPUs, weights and batches. Per measurement we report each
@@ -27,7 +29,9 @@ from typing import NamedTuple
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-sys.path[:0] = [str(HERE), str(ROOT)]
+# the zerollm of this checkout first; benchmarks/ (the bench_* modules) LAST, so that
+# benchmarks/profile.py never hides the standard library's profile module (torch imports it)
+sys.path[:] = [str(HERE.parent)] + [p for p in sys.path if Path(p or ".").resolve() != HERE] + [str(HERE)]
 
 import bench_report  # noqa: E402
 import bench_workloads as W  # noqa: E402
@@ -35,6 +39,7 @@ from bench_measure import worker_env  # noqa: E402
 
 from zerollm import docsmode  # noqa: E402
 from zerollm.config import GPTConfig  # noqa: E402
+from zerollm.engine import ENGINES  # noqa: E402
 
 
 WORKER_TIMEOUT_S = 1800      # a worker that hangs (swapping, a deadlock) fails instead of blocking the run
@@ -52,24 +57,41 @@ class Measurement(NamedTuple):
 # ----------------------------------------------------------------------------
 # the plan
 
-def plan(mode, flash):
-    """Every measurement of one thread count, in the order they run."""
+def plan(mode, flash, engines=("numpy",)):
+    """Every measurement of one thread count, in the order they run. Each zerollm contender runs
+    once per engine ('zerollm', 'zerollm-fast', ...), in the same rounds as torch."""
     budget, attn_budget = W.BUDGET[mode], W.ATTENTION_BUDGET[mode]
     n = W.GEMM_N[mode]
     yield Measurement("gemm", f"{n}x{n}", dict(n=n, seed=0, budget=budget), ("numpy", "torch"),
                       "torch", W.gemm_flops(n))
+    models = (*with_engines("zerollm", engines), "torch")
     for name, cfg, B in W.MODELS[mode]:
         params = dict(config=cfg, batch=B, seed=0, budget=budget)
         tokens = B * cfg["block_size"]
-        yield Measurement("train", name, params, ("zerollm", "torch"), "torch", tokens)
-        yield Measurement("forward", name, params, ("zerollm", "torch"), "torch", tokens)
+        yield Measurement("train", name, params, models, "torch", tokens)
+        yield Measurement("forward", name, params, models, "torch", tokens)
     name, cfg, n_prompt, n_new = W.GENERATION[mode]
     params = dict(config=cfg, prompt_tokens=n_prompt, new_tokens=n_new, seed=0, budget=budget)
-    yield Measurement("generate", name, params, ("zerollm", "torch"), "torch", n_new)
-    attention = ("naive", "flash", "torch") if flash else ("naive", "torch")
+    yield Measurement("generate", name, params, models, "torch", n_new)
+    kinds = ("naive", "flash") if flash else ("naive",)
+    attention = (*(c for kind in kinds for c in with_engines(kind, engines)), "torch")
     for T in W.ATTENTION_T[mode]:
         params = dict(W.ATTENTION_SHAPE, T=T, seed=0, budget=attn_budget)
         yield Measurement("attention", f"T={T}", params, attention, "torch", 1)
+
+
+def with_engines(contender, engines):
+    """('zerollm', ('numpy', 'fast')) -> ('zerollm', 'zerollm-fast'): the worker's contender names."""
+    return tuple(contender if e == "numpy" else f"{contender}-{e}" for e in engines)
+
+
+def default_engines():
+    """numpy and fast when the fast engine can run here (numba installed), else numpy alone."""
+    import importlib.util
+    if importlib.util.find_spec("numba") is None:
+        print('note: numba is not installed (pip install "zerollm[fast]"): only the NumPy engine is measured')
+        return ["numpy"]
+    return ["numpy", "fast"]
 
 
 def flash_available():
@@ -83,12 +105,12 @@ def flash_available():
 # ----------------------------------------------------------------------------
 # running workers
 
-def run_worker(task, contender, params, threads):
+def run_worker(task, contender, params, threads, coretype=None):
     """One worker process -> its JSON result, or {"error": ...} with the tail of its stderr."""
     cmd = [sys.executable, str(HERE / "worker.py"), task, contender, json.dumps(dict(params, threads=threads))]
     try:
-        proc = subprocess.run(cmd, env=worker_env(threads), capture_output=True, text=True, cwd=ROOT,
-                              timeout=WORKER_TIMEOUT_S)
+        proc = subprocess.run(cmd, env=worker_env(threads, coretype=coretype), capture_output=True, text=True,
+                              cwd=ROOT, timeout=WORKER_TIMEOUT_S)
     except subprocess.TimeoutExpired:
         return {"error": f"{task}/{contender} took over {WORKER_TIMEOUT_S} s and was stopped"}
     lines = proc.stdout.strip().splitlines()
@@ -98,12 +120,12 @@ def run_worker(task, contender, params, threads):
     return json.loads(lines[-1])
 
 
-def run_rounds(m, threads, rounds, libraries):
+def run_rounds(m, threads, rounds, libraries, coretype=None):
     """A B A B ...: every contender once per round, in a fresh process each time."""
     runs = {c: [] for c in m.contenders}
     for r in range(rounds):
         for c in m.contenders:
-            res = run_worker(m.task, c, m.params, threads)
+            res = run_worker(m.task, c, m.params, threads, coretype)
             runs[c].append(res)
             if "info" in res:
                 libraries.setdefault(f"{c}@{threads}", res["info"])
@@ -124,12 +146,16 @@ def summarize(m, threads, runs):
     medians = {c: [None if "error" in r else statistics.median(r["times"]) for r in rs] for c, rs in runs.items()}
     for c, rs in runs.items():
         rec["contenders"][c] = contender_summary(rs, medians[c], m.units)
+    cpu = {c: [None if "error" in r or not r.get("cpu_times") else statistics.median(r["cpu_times"]) for r in rs]
+           for c, rs in runs.items()}
     for c in m.contenders:
         if c != m.reference:
             paired = [ref / t for ref, t in zip(medians[m.reference], medians[c]) if ref and t]
             rec["ratios"][c] = {"paired": paired, "median": statistics.median(paired) if paired else None}
+            paired_cpu = [ref / t for ref, t in zip(cpu[m.reference], cpu[c]) if ref and t]
+            rec["ratios"][c]["cpu_median"] = statistics.median(paired_cpu) if paired_cpu else None
     if m.task == "generate":
-        rec["tokens_agree"] = tokens_agree(runs)
+        rec["tokens_agree"] = {c: tokens_agree(runs[c], runs[m.reference]) for c in rec["ratios"]}
     return rec
 
 
@@ -141,12 +167,15 @@ def contender_summary(results, medians, units):
         median = statistics.median(t for t in medians if t is not None)
         entry.update(median_s=median, best_s=min(min(r["times"]) for r in good), per_s=units / median,
                      peak_mib=statistics.median(r["peak_mib"] for r in good))
+        cpu = [r["cpu_times"] for r in good if r.get("cpu_times")]
+        entry["cpu_median_s"] = statistics.median(statistics.median(c) for c in cpu) if cpu else None
+        entry["best_cpu_s"] = min(min(c) for c in cpu) if cpu else None
     return entry
 
 
-def tokens_agree(runs):
+def tokens_agree(ours, theirs):
     """Fraction of greedy tokens that zerollm and GPT-2 chose alike (float32 ties may differ)."""
-    a, b = (next((r["tokens"] for r in runs[c] if "tokens" in r), None) for c in ("zerollm", "torch"))
+    a, b = (next((r["tokens"] for r in runs if "tokens" in r), None) for runs in (ours, theirs))
     if not a or not b:
         return None
     return sum(x == y for x, y in zip(a, b)) / max(len(a), len(b))
@@ -155,21 +184,23 @@ def tokens_agree(runs):
 # ----------------------------------------------------------------------------
 # correctness before timing
 
-def check_training(name, cfg, B):
+def check_training(name, cfg, B, engine="numpy", coretype=None):
     """One step from identical weights and batch must give the same loss (to CHECK_TOL) on both sides."""
     params = dict(config=cfg, batch=B, seed=0, steps=W.CHECK_STEPS)
-    res = {c: run_worker("check", c, params, threads=1) for c in ("zerollm", "torch")}
+    ours = with_engines("zerollm", [engine])[0]
+    res = {c: run_worker("check", c, params, threads=1, coretype=coretype) for c in (ours, "torch")}
+    res["zerollm"] = res.pop(ours)
     errors = [r["error"] for r in res.values() if "error" in r]
-    rec = {"name": name, "tolerance": W.CHECK_TOL, "errors": errors}
+    rec = {"name": name, "engine": engine, "tolerance": W.CHECK_TOL, "errors": errors}
     if not errors:
         diffs = [abs(a - b) for a, b in zip(res["zerollm"]["losses"], res["torch"]["losses"])]
         rec.update(losses={c: r["losses"] for c, r in res.items()}, max_diff=max(diffs))
     rec["passed"] = not errors and rec["max_diff"] < W.CHECK_TOL
     if rec["passed"]:
-        print(f"check {name}: losses agree (max |diff| {rec['max_diff']:.1e})", flush=True)
+        print(f"check {name} ({engine} engine): losses agree (max |diff| {rec['max_diff']:.1e})", flush=True)
     else:
-        print(f"!!! CORRECTNESS CHECK FAILED for {name}: {rec.get('losses', errors)} -- its training "
-              "measurement is ABORTED", file=sys.stderr, flush=True)
+        print(f"!!! CORRECTNESS CHECK FAILED for {name} ({engine} engine): {rec.get('losses', errors)} -- "
+              "its training measurement is ABORTED", file=sys.stderr, flush=True)
     return rec
 
 
@@ -177,23 +208,36 @@ def check_training(name, cfg, B):
 # putting it together
 
 def add_mfu(results):
-    """Achieved FLOP/s of each training step / the NumPy GEMM peak at the same thread count."""
-    peaks = {}                                             # threads -> {numpy, torch} -> FLOP/s
+    """Achieved FLOP/s of each training step / the NumPy GEMM peak at the same thread count, one row
+    per zerollm engine (the torch columns repeat)."""
+    peaks = {}                                             # threads -> {numpy, torch, numpy_cpu} -> FLOP/s
     for g in results["gemm"]:
         peaks[g["threads"]] = {c: g["units"] / e["best_s"]
                                for c, e in g["contenders"].items() if "best_s" in e}
+        best_cpu = g["contenders"].get("numpy", {}).get("best_cpu_s")
+        peaks[g["threads"]]["numpy_cpu"] = g["units"] / best_cpu if best_cpu else None
     configs = {name: (cfg, B) for name, cfg, B in W.MODELS[results["meta"]["mode"]]}
     for rec in results["train"]:
         cfg, B = configs[rec["name"]]
         flops = W.train_flops(GPTConfig(**cfg), B, cfg["block_size"])
         peak = peaks.get(rec["threads"], {})
-        row = {"name": rec["name"], "threads": rec["threads"], "flops_per_step": flops,
-               "numpy_peak_flops": peak.get("numpy"), "torch_peak_flops": peak.get("torch")}
-        for c in ("zerollm", "torch"):
-            t = rec["contenders"][c].get("median_s")
-            row[f"{c}_flops"] = flops / t if t else None
-            row[f"{c}_mfu"] = flops / t / peak["numpy"] if t and peak.get("numpy") else None
-        results["mfu"].append(row)
+        t_torch = rec["contenders"]["torch"].get("median_s")
+        for c in rec["ratios"]:                            # every zerollm contender
+            row = {"name": rec["name"], "threads": rec["threads"], "engine": engine_of(c), "flops_per_step": flops,
+                   "numpy_peak_flops": peak.get("numpy"), "torch_peak_flops": peak.get("torch")}
+            for side, t in (("zerollm", rec["contenders"][c].get("median_s")), ("torch", t_torch)):
+                row[f"{side}_flops"] = flops / t if t else None
+                row[f"{side}_mfu"] = flops / t / peak["numpy"] if t and peak.get("numpy") else None
+            # 1 thread: CPU time over CPU time, robust to a busy machine
+            t_cpu, peak_cpu = rec["contenders"][c].get("cpu_median_s"), peak.get("numpy_cpu")
+            row["numpy_peak_flops_cpu"] = peak_cpu
+            row["zerollm_mfu_cpu"] = flops / t_cpu / peak_cpu if t_cpu and peak_cpu and rec["threads"] == 1 else None
+            results["mfu"].append(row)
+
+
+def engine_of(contender):
+    """'zerollm-fast' -> 'fast', 'flash' -> 'numpy'."""
+    return contender.partition("-")[2] or "numpy"
 
 
 def cpu_info():
@@ -208,30 +252,32 @@ def cpu_info():
     return info
 
 
-def meta(mode, threads, rounds):
+def meta(mode, threads, rounds, engines=("numpy",)):
     cpu = cpu_info()
     flags = cpu.get("flags", "").split()
     return {"mode": mode, "date": datetime.datetime.now().isoformat(timespec="seconds"),
             "cpu": cpu.get("model name", "?"), "logical_cpus": os.cpu_count(),
             "cpu_flags": [f for f in ("avx2", "fma", "avx512f", "avx512_bf16", "amx_tile") if f in flags],
             "python": sys.version.split()[0], "numpy": version("numpy"), "torch": version("torch"),
-            "transformers": version("transformers"), "threads": threads, "rounds": rounds,
+            "transformers": version("transformers"), "threads": threads, "rounds": rounds, "engines": list(engines),
             "command": " ".join(sys.argv), "libraries": {}}
 
 
-def run_all(mode, threads_list, rounds, only=None):
+def run_all(mode, threads_list, rounds, engines=("numpy",), coretype=None, only=None):
     """Every measurement of the plan (or only the tasks in ``only``: no training check then)."""
-    results = {"meta": meta(mode, threads_list, rounds), "check": [], "gemm": [], "train": [], "forward": [],
-               "generate": [], "attention": [], "mfu": []}
+    results = {"meta": meta(mode, threads_list, rounds, engines), "check": [], "gemm": [], "train": [],
+               "forward": [], "generate": [], "attention": [], "mfu": []}
+    results["meta"]["openblas_coretype"] = coretype
     start, flash = time.perf_counter(), flash_available()
     if only is None or "train" in only:
-        results["check"] = [check_training(name, cfg, B) for name, cfg, B in W.MODELS[mode]]
-    passed = {rec["name"]: rec["passed"] for rec in results["check"]}
+        results["check"] = [check_training(name, cfg, B, e, coretype)
+                            for name, cfg, B in W.MODELS[mode] for e in engines]
+    passed = {name: all(r["passed"] for r in results["check"] if r["name"] == name) for name, _, _ in W.MODELS[mode]}
     for threads in threads_list:
-        for m in plan(mode, flash):
+        for m in plan(mode, flash, engines):
             if (only is not None and m.task not in only) or (m.task == "train" and not passed[m.name]):
                 continue
-            results[m.task].append(run_rounds(m, threads, rounds, results["meta"]["libraries"]))
+            results[m.task].append(run_rounds(m, threads, rounds, results["meta"]["libraries"], coretype))
     add_mfu(results)
     results["meta"]["duration_s"] = round(time.perf_counter() - start, 1)
     return results
@@ -246,6 +292,11 @@ def main(argv=None):
                         help="output folder (default %(default)s)")
     parser.add_argument("--rounds", type=int, help="override the number of rounds")
     parser.add_argument("--threads", help="override the thread counts, e.g. 1,2")
+    parser.add_argument("--engine", help="zerollm engines to measure, e.g. numpy or numpy,fast "
+                        "(default: numpy,fast when numba is installed)")
+    parser.add_argument("--openblas-coretype", metavar="KERNELS",
+                        help="a supplementary experiment, not the benchmark's rule: force every worker's OpenBLAS "
+                             "to these kernels (e.g. Haswell, to give NumPy the AVX2 GEMM torch's MKL has on AMD)")
     parser.add_argument("--note", default="", help="a line shown above the tables: which machine, how quiet")
     parser.add_argument("--update-docs", action="store_true",
                         help="also paste the results into docs/benchmarks.md and copy the chart to docs/")
@@ -258,10 +309,14 @@ def main(argv=None):
         mode = "smoke" if args.smoke else "quick" if args.quick else "full"
         threads = [int(t) for t in args.threads.split(",")] if args.threads else W.THREADS[mode]
         rounds, only = args.rounds or W.ROUNDS[mode], None
+        engines = args.engine.split(",") if args.engine else default_engines()
+        unknown = sorted(set(engines) - set(ENGINES))
+        if unknown:
+            parser.error(f"unknown engine {unknown}; choose from {', '.join(ENGINES)}")
         if docsmode.active():       # tests/test_docs_run.py runs every documented command line, in seconds
             print(f"{docsmode.ENV} is set: only the smoke run's GEMM, 1 round, 1 thread", file=sys.stderr)
             mode, threads, rounds, only = "smoke", [1], 1, {"gemm"}
-        results = run_all(mode, threads, rounds, only)
+        results = run_all(mode, threads, rounds, engines, args.openblas_coretype, only)
     if args.note:
         results["meta"]["note"] = args.note
     print("\n" + bench_report.markdown(results))

@@ -6,7 +6,8 @@ prints ONE line of JSON on stdout: per-step times, the peak memory of the first 
 task returns (losses, tokens) and which BLAS/threads the process really used.
 
 tasks: train, forward, generate, attention, gemm, check (the losses of the first training steps).
-contenders: zerollm | torch (models), naive | flash | torch (attention), numpy | torch (gemm).
+contenders: zerollm | torch (models), naive | flash | torch (attention), numpy | torch (gemm);
+"zerollm-fast", "naive-fast", "flash-fast" run zerollm's fast engine (zerollm.engine) instead of NumPy's.
 params: the task's own (config, batch, T, n, ...) plus "threads", "seed" and "budget"
 (warmup, min_steps, min_seconds, max_steps; see bench_measure.time_steps).
 
@@ -19,13 +20,21 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE), str(HERE.parent)]      # bench_* modules; the zerollm of this checkout
+# the zerollm of this checkout first; benchmarks/ (the bench_* modules) LAST, so that
+# benchmarks/profile.py never hides the standard library's profile module (torch imports it)
+sys.path[:] = [str(HERE.parent)] + [p for p in sys.path if Path(p or ".").resolve() != HERE] + [str(HERE)]
 
 import bench_measure  # noqa: E402  (needs the path above; imports nothing heavy)
 from zerollm.memory import keep_freed_memory  # noqa: E402
 
 TASKS = ("train", "forward", "generate", "attention", "gemm", "check")
-CONTENDERS = ("zerollm", "torch", "naive", "flash", "numpy")
+CONTENDERS = ("zerollm", "torch", "naive", "flash", "numpy", "zerollm-fast", "naive-fast", "flash-fast")
+
+
+def split_engine(contender):
+    """'flash-fast' -> ('flash', 'fast'); 'flash' -> ('flash', 'numpy')."""
+    base, _, engine = contender.partition("-")
+    return base, engine or "numpy"
 
 
 def tiny(task, params):
@@ -47,9 +56,9 @@ def measure(side, task, contender, params):
     side.build(task, contender, tiny(task, params))()
     step = side.build(task, contender, params)
     _, peak_mib, method = bench_measure.peak_memory(step)               # warm-up step 1
-    times, last = bench_measure.time_steps(step, warmup=budget["warmup"] - 1, min_steps=budget["min_steps"],
-                                           min_seconds=budget["min_seconds"], max_steps=budget["max_steps"])
-    out = {"times": times, "peak_mib": peak_mib, "peak_method": method}
+    times, last, cpu = bench_measure.time_steps(step, warmup=budget["warmup"] - 1, min_steps=budget["min_steps"],
+                                                min_seconds=budget["min_seconds"], max_steps=budget["max_steps"])
+    out = {"times": times, "cpu_times": cpu, "peak_mib": peak_mib, "peak_method": method}
     if task == "generate":
         out["tokens"] = last                               # the new token ids of the last timed step
     return out
@@ -60,6 +69,8 @@ def main(argv=None):
     if len(argv) != 3 or argv[0] not in TASKS or argv[1] not in CONTENDERS:
         sys.exit(f"usage: worker.py {{{','.join(TASKS)}}} {{{','.join(CONTENDERS)}}} '<json params>'")
     task, contender, params = argv[0], argv[1], json.loads(argv[2])
+    contender, engine = split_engine(contender)
+    params["engine"] = engine
     threads = params["threads"]
     cpus = bench_measure.pin_cpus(threads)                # before any thread pool exists
     # zerollm's CLI keeps freed memory in the process (zerollm.memory); both contenders get the same
@@ -78,7 +89,7 @@ def main(argv=None):
         out = {"losses": side.check_losses(params, params["steps"])}
     else:
         out = measure(side, task, contender, params)
-    out.update(task=task, contender=contender, threads=threads, cpus=cpus,
+    out.update(task=task, contender=contender, engine=engine, threads=threads, cpus=cpus,
                threadpool_limits=limiter is not None, info=bench_measure.library_info(use_torch))
     print(json.dumps(out))
     return 0

@@ -18,6 +18,10 @@ from zerollm import corpora
 
 REPO = Path(__file__).resolve().parents[1]
 
+# numba (the fast engine, zerollm.fast) caches compiled kernels next to their source by default:
+# in the tests they go to a temporary folder instead, shared by later runs on this machine
+os.environ.setdefault("NUMBA_CACHE_DIR", os.path.join(tempfile.gettempdir(), "zerollm-numba-cache"))
+
 
 # ----------------------------------------------------------------------------
 # the guard: nothing outside the repository

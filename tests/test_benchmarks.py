@@ -1,6 +1,6 @@
 """benchmarks/: the harness end to end in --smoke mode, and its pieces (FLOP count, env, paired ratios).
 
-The smoke run starts ~13 worker processes (torch and transformers imports dominate): ~25 s.
+The smoke run starts ~20 worker processes, both engines (torch and transformers imports dominate): ~35 s.
 """
 
 import importlib.util
@@ -53,15 +53,18 @@ def test_every_contender_of_every_section_has_positive_numbers(smoke, section):
             assert ratio["median"] > 0, (section, name)
 
 
-def test_attention_has_all_three_contenders(smoke):
+def test_attention_has_every_contender_on_both_engines(smoke):
     _, results = smoke
-    assert set(results["attention"][0]["contenders"]) == {"naive", "flash", "torch"}
-    assert set(results["attention"][0]["ratios"]) == {"naive", "flash"}
+    assert results["meta"]["engines"] == ["numpy", "fast"]          # numba is installed with the test extras
+    ours = {"naive", "flash", "naive-fast", "flash-fast"}
+    assert set(results["attention"][0]["contenders"]) == ours | {"torch"}
+    assert set(results["attention"][0]["ratios"]) == ours
 
 
-def test_training_losses_agree_before_timing(smoke):
+@pytest.mark.parametrize("engine", ["numpy", "fast"])
+def test_training_losses_agree_before_timing(smoke, engine):
     _, results = smoke
-    (check,) = results["check"]
+    (check,) = [c for c in results["check"] if c["engine"] == engine]
     assert check["passed"] and check["max_diff"] < 1e-4
     assert len(check["losses"]["zerollm"]) == len(check["losses"]["torch"]) == 2
     assert check["losses"]["zerollm"][0] == pytest.approx(check["losses"]["torch"][0], abs=1e-4)
@@ -69,16 +72,17 @@ def test_training_losses_agree_before_timing(smoke):
 
 def test_mfu_is_flops_over_the_numpy_peak(smoke):
     _, results = smoke
-    (row,) = results["mfu"]
-    assert row["flops_per_step"] > 0 and row["numpy_peak_flops"] > 0 and row["torch_peak_flops"] > 0
-    assert row["zerollm_mfu"] == pytest.approx(row["zerollm_flops"] / row["numpy_peak_flops"])
-    assert 0 < row["zerollm_mfu"] and 0 < row["torch_mfu"]
+    assert [row["engine"] for row in results["mfu"]] == ["numpy", "fast"]
+    for row in results["mfu"]:
+        assert row["flops_per_step"] > 0 and row["numpy_peak_flops"] > 0 and row["torch_peak_flops"] > 0
+        assert row["zerollm_mfu"] == pytest.approx(row["zerollm_flops"] / row["numpy_peak_flops"])
+        assert 0 < row["zerollm_mfu"] and 0 < row["torch_mfu"]
 
 
 def test_workers_ran_with_one_pinned_thread_and_no_openblas_overrides(smoke):
     _, results = smoke
     libraries = results["meta"]["libraries"]
-    assert {"zerollm@1", "torch@1", "naive@1", "flash@1", "numpy@1"} <= set(libraries)
+    assert {"zerollm@1", "zerollm-fast@1", "torch@1", "naive@1", "flash@1", "numpy@1"} <= set(libraries)
     for key, info in libraries.items():
         assert len(info["affinity"]) == 1, key
         assert info["env"]["OMP_NUM_THREADS"] == "1" and info["env"]["OPENBLAS_CORETYPE"] is None, key
@@ -148,3 +152,49 @@ def test_a_failing_worker_is_reported_not_raised():
     run = load("run")
     res = run.run_worker("train", "no-such-contender", {}, threads=1)
     assert "exited with 1" in res["error"] and "usage: worker.py" in res["error"]
+
+
+# ----------------------------------------------------------------------------
+# the per-op profile (benchmarks/profile.py)
+
+@pytest.fixture(scope="module")
+def profiles(tmp_path_factory):
+    out = tmp_path_factory.mktemp("profile")
+    proc = subprocess.run([sys.executable, str(BENCH / "profile.py"), "--config", "tiny-1x32", "--engine", "numpy,fast",
+                           "--steps", "4", "--warmup", "1", "--out", str(out)],
+                          capture_output=True, text=True, timeout=600, cwd=out)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return out, proc.stdout
+
+
+@pytest.mark.parametrize("engine", ["numpy", "fast"])
+def test_profile_covers_every_op_and_adds_up_to_the_step(profiles, engine):
+    out, _ = profiles
+    prof = json.loads((out / f"profile-tiny-1x32-{engine}.json").read_text(encoding="utf-8"))
+    rows = {(r["op"], r["direction"]): r for r in prof["rows"]}
+    for op in ("embedding", "ln_1", "qkv GEMM", "scores q k^T", "mask + softmax", "weights @ V",
+               "attention projection GEMM", "ln_2", "MLP fc GEMM", "activation", "MLP proj GEMM", "ln_f",
+               "head GEMM + model glue", "cross-entropy"):
+        for direction in ("fwd", "bwd"):
+            assert rows[(op, direction)]["ms"] > 0, (op, direction)
+    assert rows[("AdamW", "update")]["ms"] > 0 and rows[("clip grad norm", "update")]["ms"] > 0
+    assert sum(r["share"] for r in prof["rows"]) == pytest.approx(1.0, abs=1e-6)
+    assert all(r["gflops"] > 0 for r in prof["rows"] if "GEMM" in r["op"])
+    assert prof["engine"] == engine and prof["numpy_peak_flops"] > 0
+
+
+def test_profile_tables_and_docs_block(profiles, tmp_path):
+    out, stdout = profiles
+    assert "| qkv GEMM | bwd |" in stdout and "GEMM share" in stdout
+    report = load("profile_report")
+    docs = tmp_path / "docs"
+    (docs / "profiles").mkdir(parents=True)
+    (docs / "benchmarks.md").write_text(f"intro\n{report.DOCS_START}\nold\n{report.DOCS_END}\nend\n", encoding="utf-8")
+    before = json.loads((out / "profile-tiny-1x32-numpy.json").read_text(encoding="utf-8"))
+    (docs / "profiles" / "before-tiny-1x32.json").write_text(json.dumps(before), encoding="utf-8")
+    proc = subprocess.run([sys.executable, str(BENCH / "profile.py"), "--from-json", str(out), "--update-docs",
+                           "--docs", str(docs)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    page = (docs / "benchmarks.md").read_text(encoding="utf-8")
+    assert page.startswith("intro\n") and page.endswith("end\n") and "old" not in page
+    assert "#### tiny-1x32" in page and "| before ms (share) | numpy ms (share) | fast ms (share) |" in page

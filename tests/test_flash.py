@@ -148,6 +148,7 @@ ARCHS = {
 @pytest.fixture
 def small_tiles(monkeypatch):
     monkeypatch.setattr(flash, "DEFAULT_TILE", 4)         # several tiles on a 13-token sequence
+    monkeypatch.setattr(flash, "SHORT_TILE", 4)
 
 
 @pytest.mark.parametrize("with_mask", [False, True], ids=["plain", "padding"])

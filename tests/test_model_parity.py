@@ -9,6 +9,7 @@ import torch
 
 import hf_twins as hf
 from zerollm.config import GPTConfig
+from zerollm.engine import use_engine
 from zerollm.errors import ZeroLLMError
 from zerollm.model import GPT, param_shapes
 from zerollm.torch_ref import TorchGPT, random_state
@@ -75,11 +76,14 @@ def test_every_architecture_matches_torch_float64(norm, pos, mlp, bias, tied, ca
     assert errors[worst] <= TOL["float64"], (worst, errors[worst])
 
 
+@pytest.mark.parametrize("engine", ["numpy", "fast"])
 @pytest.mark.parametrize("extra", [dict(), dict(norm="rmsnorm", pos="rope", mlp="swiglu", n_kv_head=1,
                                                 bias=False, tie_embeddings=False, rope_theta=500.0)])
-def test_float32_model_matches_torch_float64(extra):
+def test_float32_model_matches_torch_float64(extra, engine):
+    """Both engines (zerollm.engine): the fast one's kernels stand in for the NumPy layers in float32."""
     cfg = GPTConfig(vocab_size=41, block_size=9, n_layer=3, n_head=4, n_embd=24, dtype="float32", **extra)
-    errors = compare(cfg, seed=3)
+    with use_engine(engine):
+        errors = compare(cfg, seed=3)
     assert max(errors.values()) <= TOL["float32"], max(errors.items(), key=lambda kv: kv[1])
 
 

@@ -233,10 +233,12 @@ def test_heads_draws_a_trained_checkpoint(reference_run, tmp_path, capsys):
     assert "--ckpt needs --text" in capsys.readouterr().err
 
 
-def test_two_threads_learn_and_resume_bit_identically(tmp_path, corpus):
+@pytest.mark.parametrize("engine", ["numpy", "fast"])
+def test_two_threads_learn_and_resume_bit_identically(tmp_path, corpus, engine):
     """--threads 2 splits each batch over two threads (zerollm.parallel); resuming with the same
-    --threads after SIGKILL reproduces every loss exactly."""
-    common = ["--data", str(corpus), "--max-iters", "40", "--checkpoint-interval", "10", "--threads", "2", *SMALL]
+    --threads (and --engine) after SIGKILL reproduces every loss exactly."""
+    common = ["--data", str(corpus), "--max-iters", "40", "--checkpoint-interval", "10", "--threads", "2",
+              "--engine", engine, *SMALL]
     ref = tmp_path / "ref2"
     assert train_cli("--out", str(ref), *common).returncode == 0
     evals = [r["val_loss"] for r in read_log(ref / "log.jsonl") if "val_loss" in r]
@@ -248,7 +250,7 @@ def test_two_threads_learn_and_resume_bit_identically(tmp_path, corpus):
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=30)
     assert len(step_losses(out)) < 40
-    res = train_cli("--out", str(out), "--resume", "--no-progress", "--threads", "2")
+    res = train_cli("--out", str(out), "--resume", "--no-progress", "--threads", "2", "--engine", engine)
     assert res.returncode == 0 and "warning" not in res.stderr, res.stderr
     assert step_losses(out) == step_losses(ref)
 

@@ -13,6 +13,7 @@ import numbers
 
 import numpy as np
 
+from zerollm.engine import accelerated
 from zerollm.errors import ZeroLLMError
 
 
@@ -83,27 +84,10 @@ class AdamW:
         step_size = lr / (1 - b1 ** t)                # bias correction of m, folded into lr
         bc2_sqrt = math.sqrt(1 - b2 ** t)             # bias correction of v, under the sqrt
         for name, p in self.params.items():
-            g, m, v = grads[name], self.m[name], self.v[name]
             buf = self._scratch[p.dtype][:p.size].reshape(p.shape)
-            # 1. decoupled weight decay: not added to g, so Adam's scaling does not weaken it
-            if self.weight_decay and name in self.decay_names:
-                p *= 1 - lr * self.weight_decay
-            # 2. m = b1*m + (1-b1)*g
-            m *= b1
-            np.multiply(g, 1 - b1, out=buf)
-            m += buf
-            # 3. v = b2*v + (1-b2)*g*g
-            v *= b2
-            np.multiply(g, g, out=buf)
-            buf *= 1 - b2
-            v += buf
-            # 4. p -= step_size * m / (sqrt(v)/sqrt(1-b2^t) + eps)
-            np.sqrt(v, out=buf)
-            buf /= bc2_sqrt
-            buf += self.eps
-            np.divide(m, buf, out=buf)
-            buf *= step_size
-            p -= buf
+            decay = self.weight_decay if name in self.decay_names else 0.0
+            adamw_update(p, grads[name], self.m[name], self.v[name], buf, lr=lr, betas=(b1, b2), eps=self.eps,
+                         weight_decay=decay, step_size=step_size, bc2_sqrt=bc2_sqrt)
 
     # ------------------------------------------------------------------
     def state_dict(self):
@@ -135,6 +119,34 @@ class AdamW:
         for name in self.params:
             np.copyto(self.m[name], sd["m"][name])
             np.copyto(self.v[name], sd["v"][name])
+
+
+@accelerated
+def adamw_update(p, g, m, v, buf, *, lr, betas, eps, weight_decay, step_size, bc2_sqrt):
+    """One AdamW update of one parameter, in place in p, m and v; ``buf`` is scratch of p's shape.
+
+    step_size = lr / (1 - b1^t) and bc2_sqrt = sqrt(1 - b2^t) are the bias corrections of this step.
+    """
+    b1, b2 = betas
+    # 1. decoupled weight decay: not added to g, so Adam's scaling does not weaken it
+    if weight_decay:
+        p *= 1 - lr * weight_decay
+    # 2. m = b1*m + (1-b1)*g
+    m *= b1
+    np.multiply(g, 1 - b1, out=buf)
+    m += buf
+    # 3. v = b2*v + (1-b2)*g*g
+    v *= b2
+    np.multiply(g, g, out=buf)
+    buf *= 1 - b2
+    v += buf
+    # 4. p -= step_size * m / (sqrt(v)/sqrt(1-b2^t) + eps)
+    np.sqrt(v, out=buf)
+    buf /= bc2_sqrt
+    buf += eps
+    np.divide(m, buf, out=buf)
+    buf *= step_size
+    p -= buf
 
 
 def _check_params(params):
@@ -208,15 +220,29 @@ def clip_grad_norm(grads, max_norm):
     """
     if isinstance(max_norm, bool) or not isinstance(max_norm, numbers.Real) or not max_norm > 0:
         raise ZeroLLMError(f"max_norm must be a number > 0, got {max_norm!r} (typical: 1.0)")
-    # accumulate in float64: a float32 dot over millions of entries drifts by ~1e-5 relative
-    total = sum(float(np.einsum("i,i->", g.reshape(-1), g.reshape(-1), dtype=np.float64))
-                for g in grads.values())
+    total = sum(sum_of_squares(g) for g in grads.values())
     norm = math.sqrt(total)
     coef = max_norm / (norm + 1e-6)
     if math.isfinite(norm) and coef < 1:
         for g in grads.values():
             g *= coef
     return norm
+
+
+@accelerated
+def sum_of_squares(g, block=4096):
+    """sum(g ** 2) as a Python float, accurate for millions of float32 entries.
+
+    A plain float32 sum over millions of entries drifts by ~1e-5 relative; a float64 one is slow
+    (every entry is converted). Here blocks of ``block`` entries are summed in g's dtype (short sums:
+    small error) and the block sums are added in float64.
+    """
+    flat = g.reshape(-1)
+    n = flat.size - flat.size % block
+    blocks = flat[:n].reshape(-1, block)                       # (n / block, block)
+    head = np.einsum("ij,ij->i", blocks, blocks).sum(dtype=np.float64)
+    tail = flat[n:]
+    return float(head) + float(np.dot(tail.astype(np.float64), tail.astype(np.float64)))
 
 
 # ----------------------------------------------------------------------------

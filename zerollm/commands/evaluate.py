@@ -12,6 +12,7 @@ import numpy as np
 from zerollm import budget
 from zerollm.argtypes import FIELD_RANGES, Range
 from zerollm.budget import add_force_argument
+from zerollm.engine import add_engine_argument, apply_engine_argument
 from zerollm.errors import ZeroLLMError
 from zerollm.memory import keep_freed_memory
 from zerollm.threads import add_threads_argument, limit_threads
@@ -25,6 +26,7 @@ def add_arguments(p):
                    help="windows per forward pass (default 16)")
     add_force_argument(p)
     add_threads_argument(p)
+    add_engine_argument(p)
 
 
 def evaluate_loss(model, ids, batch_size=16):
@@ -57,6 +59,7 @@ def _file_size(path):
 
 def run(args):
     keep_freed_memory()             # reuse freed activation memory step after step (zerollm.memory)
+    apply_engine_argument(args)     # --engine numpy|fast (zerollm.engine)
     from zerollm.checkpoint import load_model
     from zerollm.data import read_corpus
     model, tok, ckpt = load_model(args.ckpt, force=args.force)

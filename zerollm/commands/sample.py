@@ -17,6 +17,7 @@ from zerollm import budget
 from zerollm.argtypes import MAX_SIZE, PROBABILITY, SEED, SIZE, Range
 from zerollm.budget import add_force_argument
 from zerollm.display import StreamDecoder, decodable
+from zerollm.engine import add_engine_argument, apply_engine_argument
 from zerollm.errors import ZeroLLMError
 from zerollm.memory import keep_freed_memory
 from zerollm.threads import add_threads_argument, limit_threads
@@ -46,6 +47,7 @@ def add_arguments(p):
                         "of the assistant's turn (default: on when the tokenizer has the template, e.g. after "
                         "'zerollm sft')")
     add_threads_argument(p)
+    add_engine_argument(p)
 
 
 def load_source(args):
@@ -71,6 +73,7 @@ def generation_estimate(cfg, n_prompt, args):
 
 def run(args):
     keep_freed_memory()             # reuse freed activation memory step after step (zerollm.memory)
+    apply_engine_argument(args)     # --engine numpy|fast (zerollm.engine)
     with limit_threads(args.threads):
         return _run(args)
 

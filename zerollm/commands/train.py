@@ -27,6 +27,7 @@ from zerollm import budget, dist
 from zerollm.argtypes import field_kind, field_range, undeclared_range
 from zerollm.commands.train_plan import make_plan, print_config, print_plan
 from zerollm.config import GPTConfig
+from zerollm.engine import add_engine_argument, apply_engine_argument, get_engine
 from zerollm.errors import ZeroLLMError
 from zerollm.lock import run_directory
 from zerollm.memory import keep_freed_memory
@@ -95,6 +96,7 @@ def add_arguments(p):
     budget.add_force_argument(p)
     p.add_argument("--no-progress", action="store_true", help="no progress bar (e.g. in logs)")
     add_threads_argument(p, data_parallel=True)
+    add_engine_argument(p, training=True)
     shown = preset_values(None)
     add_config_flags(p, GPTConfig, skip={"vocab_size"}, defaults=shown)
     add_config_flags(p, TrainConfig, defaults=shown)
@@ -148,6 +150,7 @@ def _load_data(folder, tokenizer_kind):
 
 def run(args):
     keep_freed_memory()             # reuse freed activation memory step after step (zerollm.memory)
+    apply_engine_argument(args)     # --engine numpy|fast (zerollm.engine)
     world = dist.world()
     run_dir = args.out or os.path.join("runs", args.preset or "run")
     overrides = _overrides(args)
@@ -227,7 +230,8 @@ def train_and_report(trainer, run_dir, name, *, resumed, progress, blas_threads)
         os.makedirs(run_dir, exist_ok=True)
     log = JsonlLog(log_path, keep_before=trainer.iter if resumed else None) if main else None
     say(f"run dir: {run_dir}; {trainer.objective.describe()}; step {trainer.iter} of {trainer.cfg.max_iters}"
-        + (f"; {trainer.world.size} ranks x {trainer.threads} threads" if trainer.world.size > 1 else ""))
+        + (f"; {trainer.world.size} ranks x {trainer.threads} threads" if trainer.world.size > 1 else "")
+        + f"; {get_engine()} engine")
     try:
         # with several threads (or ranks) each shard runs single-threaded BLAS (see zerollm.parallel)
         one_each = trainer.threads > 1 or trainer.world.size > 1

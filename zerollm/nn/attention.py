@@ -17,6 +17,7 @@ import numpy as np
 
 from zerollm.amp import cast
 from zerollm.attention import causal_mask, softmax, softmax_backward
+from zerollm.engine import accelerated
 from zerollm.errors import ZeroLLMError
 from zerollm.nn.dropout import dropout_backward, dropout_forward
 from zerollm.nn.flash import FlashCache, flash_sdpa_backward, flash_sdpa_forward, sum_groups
@@ -40,18 +41,9 @@ class SDPACache(NamedTuple):
 def sdpa_forward(q, k, v, *, causal=True, mask=None, dropout=0.0, rng=None, training=False):
     """softmax(q k^T / sqrt(hs) + mask) v on grouped heads. mask: bool, broadcastable to
     (B, 1, 1, T, Tk) after the caller inserted the head axes, True = hidden."""
-    T, Tk, hs = q.shape[-2], k.shape[-2], q.shape[-1]
-    scale = 1.0 / np.sqrt(hs)
-    att = q @ np.swapaxes(k, -1, -2)                        # (B,nkv,g,T,hs) @ (B,nkv,1,hs,Tk) -> (B,nkv,g,T,Tk)
-    att *= att.dtype.type(scale)
-    hidden = causal_mask(T, Tk) if causal else None         # (T, Tk)
-    if mask is not None:
-        hidden = mask if hidden is None else (hidden | mask)
-    # Speed: the score array is the biggest thing attention makes (B*nh*T*Tk numbers), so masking
-    # and softmax work on it in place instead of creating new T x Tk arrays per step.
-    if hidden is not None:
-        np.copyto(att, att.dtype.type(-np.inf), where=hidden)
-    softmax(att, axis=-1, out=att)                          # rows of all -inf give 0, not NaN
+    scale = 1.0 / np.sqrt(q.shape[-1])
+    att = attention_scores(q, k, scale)                     # (B, nkv, g, T, Tk)
+    masked_softmax(att, causal=causal, mask=mask)           # in place; rows of all -inf give 0, not NaN
     att_used, drop = dropout_forward(att, dropout, rng, training)
     att_used = cast(att_used)                               # mixed precision: att @ v reads 16-bit weights
     out = att_used @ v                                      # (B,nkv,g,T,Tk) @ (B,nkv,1,Tk,hs) -> (B,nkv,g,T,hs)
@@ -70,12 +62,58 @@ def sdpa_backward(dout, cache):
     datt = dout @ np.swapaxes(v, -1, -2)                                        # (B,nkv,g,T,Tk)
     dv = sum_groups(np.swapaxes(att_used, -1, -2) @ dout)                      # (B,nkv,1,Tk,hs)
     datt = dropout_backward(datt, cache.drop)
-    ds = softmax_backward(datt, att, out=datt)                                  # (B,nkv,g,T,Tk), in place
-    ds *= ds.dtype.type(cache.scale)
+    ds = masked_softmax_backward(datt, att)                                     # (B,nkv,g,T,Tk), in place
     ds = cast(ds)                                                               # 16-bit under autocast
-    dq = ds @ k                                                                 # (B,nkv,g,T,hs)
-    dk = sum_groups(np.swapaxes(ds, -1, -2) @ q)                               # (B,nkv,1,Tk,hs)
+    dq, dk = attention_scores_backward(ds, q, k, cache.scale)
     return dq, dk, dv
+
+
+# ----------------------------------------------------------------------------
+# the steps of sdpa: scores, masked softmax, and their backward passes
+
+def attention_scores(q, k, scale):
+    """S = (q * scale) k^T: (B,nkv,g,T,hs) @ (B,nkv,1,hs,Tk) -> (B,nkv,g,T,Tk).
+
+    Speed: scaling q (T x hs numbers) instead of S (T x Tk) saves a pass over the biggest array.
+    """
+    return (q * q.dtype.type(scale)) @ np.swapaxes(k, -1, -2)
+
+
+def attention_scores_backward(ds, q, k, scale):
+    """forward was S = q k^T * scale, so dq = dS k * scale and dk = dS^T q * scale (summed over the g
+    query heads that share k). Returns (dq, dk).
+
+    Speed: the scale multiplies the (T, hs) products, not the (T, Tk) matrix dS.
+    """
+    dq = ds @ k                                                 # (B,nkv,g,T,Tk) @ (B,nkv,1,Tk,hs)
+    dq *= dq.dtype.type(scale)
+    dk = sum_groups(np.swapaxes(ds, -1, -2) @ q)                # (B,nkv,1,Tk,hs)
+    dk *= dk.dtype.type(scale)
+    return dq, dk
+
+
+@accelerated
+def masked_softmax(att, *, causal=True, mask=None):
+    """att <- softmax(att + M) along the last axis, in place; returns att. M is -inf where a key is
+    hidden (after the query when ``causal``; True in the bool ``mask``) and 0 elsewhere.
+
+    Speed: the score array is the biggest thing attention makes (B*nh*T*Tk numbers), so masking
+    and softmax work on it in place. The mask is ADDED as a (T, Tk) table of 0 / -inf: one pass
+    of float additions is cheaper than writing -inf through a boolean ``where``.
+    """
+    T, Tk = att.shape[-2:]
+    hidden = causal_mask(T, Tk) if causal else None         # (T, Tk)
+    if mask is not None:
+        hidden = mask if hidden is None else (hidden | mask)
+    if hidden is not None:
+        att += np.where(hidden, att.dtype.type(-np.inf), att.dtype.type(0))   # x + 0 = x, x - inf = -inf
+    return softmax(att, axis=-1, out=att)
+
+
+@accelerated
+def masked_softmax_backward(datt, att):
+    """dS = A * (dA - sum_j dA * A), in place in datt (hidden entries have A = 0: no gradient)."""
+    return softmax_backward(datt, att, out=datt)
 
 
 # ----------------------------------------------------------------------------

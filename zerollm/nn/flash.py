@@ -31,9 +31,18 @@ from typing import NamedTuple
 import numpy as np
 
 from zerollm.amp import cast
+from zerollm.engine import accelerated
 from zerollm.errors import ZeroLLMError
 
-DEFAULT_TILE = 256      # of 128 / 256 / 512 the fastest overall in benchmarks/attention_memory.py (2-core CPU)
+# tile sizes (measured with benchmarks/attention_memory.py and the benchmark's attention rows, 2-core CPU):
+DEFAULT_TILE = 256      # long sequences: of 128 / 256 / 512 the fastest from about 1024 keys on
+SHORT_TILE = 128        # up to SHORT_UNTIL keys: several tiles, so that whole tiles above the causal
+SHORT_UNTIL = 512       #   diagonal are skipped (at T = 256 one 256-tile is about 1.4x slower than three 128s)
+
+
+def default_tile(Tk):
+    """The tile size used when none is given, for Tk keys."""
+    return SHORT_TILE if Tk <= SHORT_UNTIL else DEFAULT_TILE
 
 
 class FlashCache(NamedTuple):
@@ -69,25 +78,81 @@ def _key_tiles(i0, i1, Tk, offset, causal, tile):
     return [(j0, min(j0 + tile, Tk)) for j0 in range(0, stop, tile)]
 
 
-def _hidden(i0, i1, j0, j1, offset, causal, mask):
-    """Bool (..., tq, tk), True = hidden, for one tile; None when every entry is visible."""
-    hidden = None
-    if causal and j1 - 1 > offset + i0:          # the tile crosses the diagonal: mask it partially
-        rows = np.arange(offset + i0, offset + i1)[:, None]   # absolute query positions (tq, 1)
-        hidden = np.arange(j0, j1)[None, :] > rows            # key after query: (tq, tk)
-    if mask is not None:
-        tile_mask = mask[..., i0:i1, j0:j1]
-        hidden = tile_mask if hidden is None else (hidden | tile_mask)
-    return hidden
+class TileMask(NamedTuple):
+    """Which entries of one (tq, tk) tile of scores are hidden. Row r of the tile is the query at
+    absolute position q0 + r, column c the key at k0 + c: with ``causal`` a key after its query is
+    hidden; ``padding`` is the padding mask's (..., tq, tk) tile (a view) or None."""
+    q0: int
+    k0: int
+    causal: bool
+    padding: np.ndarray | None
+
+    def hidden(self, tq, tk):
+        """Bool (..., tq, tk), True = hidden; None when every entry is visible."""
+        hidden = None
+        if self.causal and self.k0 + tk - 1 > self.q0:          # the tile crosses the diagonal
+            rows = np.arange(self.q0, self.q0 + tq)[:, None]    # absolute query positions (tq, 1)
+            hidden = np.arange(self.k0, self.k0 + tk)[None, :] > rows   # key after query: (tq, tk)
+        if self.padding is not None:
+            hidden = self.padding if hidden is None else (hidden | self.padding)
+        return hidden
 
 
-def _scores(q_s, k_j, hidden):
-    """s = (q * scale) k^T for one tile, -inf where hidden.
-    (B, nkv, g, tq, hs) @ (B, nkv, 1, hs, tk) -> (B, nkv, g, tq, tk)."""
-    s = q_s @ np.swapaxes(k_j, -1, -2)
+def _tile_mask(i0, i1, j0, j1, offset, causal, mask):
+    return TileMask(offset + i0, j0, causal, None if mask is None else mask[..., i0:i1, j0:j1])
+
+
+def _scores(q_s, k_j):
+    """s = (q * scale) k^T for one tile: (B, nkv, g, tq, hs) @ (B, nkv, 1, hs, tk) -> (B, nkv, g, tq, tk)."""
+    return q_s @ np.swapaxes(k_j, -1, -2)
+
+
+def _hide(s, where):
+    hidden = where.hidden(*s.shape[-2:])
     if hidden is not None:
         np.copyto(s, s.dtype.type(-np.inf), where=hidden)   # in place: no second (tq, tk) array
-    return s
+
+
+# ----------------------------------------------------------------------------
+# the softmax of one tile (the fast engine has a kernel for each)
+
+@accelerated
+def tile_softmax_step(s, m, l, where):
+    """One key tile of the online softmax, in place: the scores s (..., tq, tk) become
+    p = exp(s - m_new) (0 where ``where`` hides them), the running max m and sum l (..., tq, 1) are
+    updated. Returns alpha = exp(m_old - m_new), the factor that rescales what was summed before."""
+    _hide(s, where)
+    # the new max. A row that has seen only hidden keys so far still has max -inf;
+    # measure it against 0 instead, so that exp(-inf - (-inf)) = NaN never happens.
+    m_new = np.maximum(m, s.max(axis=-1, keepdims=True))
+    m_ref = np.where(m_new == -np.inf, s.dtype.type(0), m_new)
+    # WHY rescale: l (and the caller's acc) were summed as exp(s_old - m_old). Against the new max each
+    # term must become exp(s_old - m_new) = exp(s_old - m_old) * exp(m_old - m_new),
+    # so multiply both by alpha = exp(m_old - m_new) <= 1 (= 1 when the max did not grow).
+    alpha = np.exp(m - m_ref)
+    s -= m_ref
+    np.exp(s, out=s)                                           # all <= 1: no overflow
+    l *= alpha
+    l += s.sum(axis=-1, keepdims=True)
+    m[...] = m_new
+    return alpha
+
+
+@accelerated
+def tile_probs(s, lse, where):
+    """The backward's weights of one tile, in place: s -> P = exp(s - lse), 0 where hidden.
+    lse (..., tq, 1) is +inf on a row with every key hidden: P = 0 there."""
+    _hide(s, where)
+    s -= lse
+    return np.exp(s, out=s)
+
+
+@accelerated
+def tile_softmax_backward(p, dp, D):
+    """dS = P * (dP - D) in place in dp: the softmax backward with D = rowsum(dout * out) instead of
+    a row sum over all Tk keys; hidden entries have P = 0, so they get no gradient."""
+    dp -= D
+    return np.multiply(p, dp, out=dp)
 
 
 def tile_dropout(seed, p, shape, i0, j0, dtype):
@@ -137,7 +202,7 @@ def flash_sdpa_forward(q, k, v, *, causal=True, mask=None, tile=None, dropout=0.
     """softmax(q k^T / sqrt(hs) + mask) v, one (tile x tile) block of scores at a time.
 
     Same arguments and result as ``sdpa_forward``, plus ``tile``: queries and keys per tile
-    (None = DEFAULT_TILE). Returns (out, FlashCache).
+    (None = ``default_tile(Tk)``). Returns (out, FlashCache).
 
     >>> rng = np.random.default_rng(0)
     >>> q, k, v = (rng.standard_normal((1, 1, 1, 5, 4)) for _ in range(3))
@@ -146,7 +211,7 @@ def flash_sdpa_forward(q, k, v, *, causal=True, mask=None, tile=None, dropout=0.
     >>> bool(np.allclose(out, sdpa_forward(q, k, v)[0]))
     True
     """
-    tile = DEFAULT_TILE if tile is None else tile
+    tile = default_tile(k.shape[-2]) if tile is None else tile
     mask = _check(q, k, v, mask, tile, dropout, rng, training)
     T, Tk, hs = q.shape[-2], k.shape[-2], q.shape[-1]
     dt, offset, scale = q.dtype, k.shape[-2] - q.shape[-2], 1.0 / np.sqrt(hs)
@@ -160,25 +225,18 @@ def flash_sdpa_forward(q, k, v, *, causal=True, mask=None, tile=None, dropout=0.
         l = np.zeros_like(m)
         acc = np.zeros_like(q_s)                               # (B, nkv, g, tq, hs)
         for j0, j1 in _key_tiles(i0, i1, Tk, offset, causal, tile):
-            # 2. this tile's scores, with the causal diagonal and the padding hidden (-inf)
-            s = _scores(q_s, k[..., j0:j1, :], _hidden(i0, i1, j0, j1, offset, causal, mask))
-            # 3. the new max. A row that has seen only hidden keys so far still has max -inf;
-            #    measure it against 0 instead, so that exp(-inf - (-inf)) = NaN never happens.
-            m_new = np.maximum(m, s.max(axis=-1, keepdims=True))
-            m_ref = np.where(m_new == -np.inf, dt.type(0), m_new)
-            # 4. WHY rescale: l and acc were summed as exp(s_old - m_old). Against the new max each
-            #    term must become exp(s_old - m_new) = exp(s_old - m_old) * exp(m_old - m_new),
-            #    so multiply both by alpha = exp(m_old - m_new) <= 1 (= 1 when the max did not grow).
-            alpha = np.exp(m - m_ref)
-            s -= m_ref
-            p = np.exp(s, out=s)                               # (B, nkv, g, tq, tk), all <= 1: no overflow
-            l = l * alpha + p.sum(axis=-1, keepdims=True)
+            # 2. this tile's scores, then its part of the online softmax: the causal diagonal and the
+            #    padding hidden, the running max m and sum l updated, s turned into p = exp(s - m)
+            s = _scores(q_s, k[..., j0:j1, :])                 # (B, nkv, g, tq, tk)
+            alpha = tile_softmax_step(s, m, l, _tile_mask(i0, i1, j0, j1, offset, causal, mask))
+            p = s                                              # the step turned the scores into weights
             drop = tile_dropout(seed, dropout, p.shape, i0, j0, dt)
             if drop is not None:
                 p *= drop                                      # dropout hits the weights, not the normaliser
-            acc = acc * alpha + cast(p) @ v[..., j0:j1, :]     # (B,nkv,g,tq,tk) @ (B,nkv,1,tk,hs)
-            m = m_new
-        # 5. normalise once at the end: out = acc / l. A row with every key hidden has l = 0 and gets 0
+            # 3. acc was summed against the old max: rescale it, then add this tile's values
+            acc *= alpha
+            acc += cast(p) @ v[..., j0:j1, :]                  # (B,nkv,g,tq,tk) @ (B,nkv,1,tk,hs)
+        # 4. normalise once at the end: out = acc / l. A row with every key hidden has l = 0 and gets 0
         #    (like the naive path); its lse is +inf, so the backward's exp(s - lse) is 0 there too.
         empty = l == 0
         out[..., i0:i1, :] = acc / np.where(empty, dt.type(1), l)
@@ -209,9 +267,8 @@ def flash_sdpa_backward(dout, cache):
         for j0, j1 in _key_tiles(i0, i1, Tk, offset, cache.causal, tile):
             k_j, v_j = k[..., j0:j1, :], v[..., j0:j1, :]     # (B, nkv, 1, tk, hs)
             # 2. recompute this tile's weights from the saved logsumexp: no T x Tk matrix was stored
-            s = _scores(q_s, k_j, _hidden(i0, i1, j0, j1, offset, cache.causal, mask))
-            s -= lse_i                                        # lse = +inf on an empty row: p = 0 there
-            p = np.exp(s, out=s)                              # (B, nkv, g, tq, tk)
+            s = _scores(q_s, k_j)
+            p = tile_probs(s, lse_i, _tile_mask(i0, i1, j0, j1, offset, cache.causal, mask))   # (B,nkv,g,tq,tk)
             drop = tile_dropout(cache.seed, cache.dropout, p.shape, i0, j0, dt)
             p_used = cast(p if drop is None else p * drop)    # 16-bit under autocast, as in the forward
             # 3. out = P' v  =>  dv += P'^T dout,  dP' = dout v^T
@@ -219,9 +276,8 @@ def flash_sdpa_backward(dout, cache):
             dp = do_i @ np.swapaxes(v_j, -1, -2)              # (B,nkv,g,tq,hs) @ (B,nkv,1,hs,tk)
             if drop is not None:
                 dp *= drop
-            # 4. softmax backward with D instead of a row sum over all Tk keys; hidden entries have p = 0
-            dp -= D_i
-            ds = cast(np.multiply(p, dp, out=dp))             # dS = P * (dP - D), in place
+            # 4. softmax backward: dS = P * (dP - D), in place
+            ds = cast(tile_softmax_backward(p, dp, D_i))   # 16-bit under autocast
             # 5. S = (q * scale) k^T  =>  dq += dS k (times scale, once at the end),  dk += dS^T (q * scale)
             dq[..., i0:i1, :] += ds @ k_j                     # (B,nkv,g,tq,tk) @ (B,nkv,1,tk,hs)
             dk[..., j0:j1, :] += sum_groups(np.swapaxes(ds, -1, -2) @ q_s)

@@ -7,6 +7,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from zerollm.engine import accelerated
+
 
 class NormCache(NamedTuple):
     xhat: np.ndarray    # (..., C) the normalised input
@@ -18,6 +20,7 @@ class NormCache(NamedTuple):
 # ----------------------------------------------------------------------------
 # LayerNorm
 
+@accelerated
 def layernorm_forward(x, w, b=None, eps=1e-5):
     """y = (x - mean) / sqrt(var + eps) * w + b, statistics over the last dim (biased variance)."""
     C = x.shape[-1]
@@ -32,6 +35,7 @@ def layernorm_forward(x, w, b=None, eps=1e-5):
     return y, NormCache(xhat, rstd, w, b is not None)
 
 
+@accelerated
 def layernorm_backward(dy, cache):
     """forward was xhat = (x - mean) * rstd, y = xhat * w + b, so:
         dw = sum dy * xhat,  db = sum dy          (over every token)
@@ -56,6 +60,7 @@ def layernorm_backward(dy, cache):
 # ----------------------------------------------------------------------------
 # RMSNorm: no centring, no bias, one statistic
 
+@accelerated
 def rmsnorm_forward(x, w, eps=1e-5):
     """y = x / sqrt(mean(x^2) + eps) * w."""
     ms = np.einsum("...c,...c->...", x, x)[..., None] / x.shape[-1]       # mean(x^2), (..., 1)
@@ -64,6 +69,7 @@ def rmsnorm_forward(x, w, eps=1e-5):
     return xhat * w, NormCache(xhat, rstd, w, False)
 
 
+@accelerated
 def rmsnorm_backward(dy, cache):
     """forward was xhat = x * rstd, rstd = (mean(x^2) + eps)^-1/2, y = xhat * w, so:
         dw = sum dy * xhat

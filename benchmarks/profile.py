@@ -1,0 +1,297 @@
+"""Where one training step's time goes, op by op and direction: zerollm's per-op profile.
+
+    python benchmarks/profile.py --config 6x384-T256                   # a table, 1 thread, NumPy engine
+    python benchmarks/profile.py --config nanogpt-4x128 --engine fast
+    python benchmarks/profile.py --config all --engine numpy,fast --out DIR   # DIR/profile-*.json
+    python benchmarks/profile.py --from-json DIR --update-docs         # the tables of docs/benchmarks.md
+
+The step is the benchmark's (benchmarks/bench_zerollm.py): forward, backward, clipping, AdamW, on the
+same config, batch and seed. It runs in a process of its own with the benchmark's worker settings:
+one thread, pinned to one CPU, OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE removed, freed memory kept.
+
+How: the layer functions the model calls (linear_forward, masked_softmax, norm_backward, ...) are
+wrapped, in this process only, by timers that charge each call's time, minus the time of the
+wrapped calls inside it, to a label such as "qkv GEMM / bwd". Linear layers are told apart by
+their weight array (c_attn, c_proj, c_fc). What no wrapper covers (Python glue, the batch, the loss
+read-out) is "everything else": the step's total minus every label. Each GEMM row also gets its
+FLOPs (2 m n k per product), so the table shows how close each product runs to the BLAS peak.
+Times are the CPU time of the one thread (time.thread_time), the mean over the faster half of the steps.
+"""
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+# the zerollm of this checkout first; benchmarks/ (the bench_* modules) LAST, so that
+# benchmarks/profile.py never hides the standard library's profile module (torch imports it)
+sys.path[:] = [str(HERE.parent)] + [p for p in sys.path if Path(p or ".").resolve() != HERE] + [str(HERE)]
+
+import bench_workloads as W  # noqa: E402
+import profile_report  # noqa: E402
+from bench_measure import worker_env  # noqa: E402
+
+CONFIGS = {name: (cfg, B) for mode in ("full", "smoke") for name, cfg, B in W.MODELS[mode]}
+# the CPU time of this (only) thread: on a busy shared machine it leaves out the time spent waiting for
+# a CPU, which wall time would charge to whatever op was running; on a quiet machine the two agree
+CLOCK = time.thread_time
+WORKER_TIMEOUT_S = 900
+
+
+# ----------------------------------------------------------------------------
+# the timers
+
+class Profiler:
+    """Exclusive time per (label, direction): a call's time minus that of the wrapped calls inside it."""
+
+    def __init__(self):
+        self.seconds = defaultdict(float)
+        self.flops = defaultdict(float)
+        self.calls = defaultdict(int)
+        self._stack = []                       # time spent in wrapped children, one entry per open call
+        self._undo = []
+
+    def wrap(self, fn, label):
+        """``label(*args, **kwargs) -> (name, direction, flops)`` names each call before it runs."""
+        def timed(*args, **kwargs):
+            key_name, direction, flops = label(*args, **kwargs)
+            self._stack.append(0.0)
+            start = CLOCK()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                spent = CLOCK() - start
+                inner = self._stack.pop()
+                key = (key_name, direction)
+                self.seconds[key] += spent - inner
+                self.flops[key] += flops
+                self.calls[key] += 1
+                if self._stack:
+                    self._stack[-1] += spent
+        return timed
+
+    def patch(self, owner, attr, label):
+        original = getattr(owner, attr)
+        self._undo.append((owner, attr, original))
+        setattr(owner, attr, self.wrap(original, label))
+
+    def patch_item(self, table, key, index, label):
+        """For functions held in a dict of tuples (zerollm.nn.mlp._GELU)."""
+        original = table[key]
+        self._undo.append((table, key, original))
+        items = list(original)
+        items[index] = self.wrap(items[index], label)
+        table[key] = tuple(items)
+
+    def restore(self):
+        for owner, attr, original in reversed(self._undo):
+            if isinstance(owner, dict):
+                owner[attr] = original
+            else:
+                setattr(owner, attr, original)
+        self._undo.clear()
+
+    def reset(self):
+        self.seconds.clear(), self.flops.clear(), self.calls.clear()
+
+
+def _fixed(name, direction):
+    return lambda *a, **k: (name, direction, 0.0)
+
+
+def install(prof, model, bench):
+    """Wrap every op of the model's step. ``bench`` is the bench_zerollm module (clip lives there)."""
+    import numpy as np
+
+    from zerollm import model as m, optim
+    from zerollm.nn import attention as att, block, mlp
+    cfg = model.config
+    weights = {id(p): name for name, p in model.params.items()}
+    gemm_names = {"attn.c_attn": "qkv GEMM", "attn.c_proj": "attention projection GEMM",
+                  "mlp.c_fc": "MLP fc GEMM", "mlp.c_proj": "MLP proj GEMM"}
+
+    def linear(direction):
+        def label(*args, **kwargs):
+            x, w = (args[0], args[1]) if direction == "fwd" else (args[1].x, args[1].w)
+            name = weights.get(id(w), "?").split(".", 2)[-1].rsplit(".", 1)[0]   # h.0.attn.c_attn.weight
+            n = x.size // x.shape[-1]
+            return gemm_names.get(name, "other linear"), direction, 2.0 * n * w.size * (1 if direction == "fwd" else 2)
+        return label
+
+    def norm(direction):
+        return lambda *a, **k: (a[2].rsplit(".", 1)[-1], direction, 0.0)       # "h.3.ln_1" -> "ln_1"
+
+    def scores(direction):
+        def label(*args, **kwargs):
+            q, k = (args[0], args[1]) if direction == "fwd" else (args[1], args[2])
+            return "scores q k^T", direction, 2.0 * q.size * k.shape[-2] * (1 if direction == "fwd" else 2)
+        return label
+
+    def mix(direction):
+        def label(*args, **kwargs):
+            q, k = (args[0], args[1]) if direction == "fwd" else (args[1].q, args[1].k)
+            return "weights @ V", direction, 2.0 * q.size * k.shape[-2] * (1 if direction == "fwd" else 2)
+        return label
+
+    def head(direction):
+        def label(self, *args, **kwargs):
+            if direction == "fwd":
+                n, mult = np.size(args[0]), 1                          # idx (B, T)
+            else:
+                n, mult = self._cache["x_f"].size // cfg.n_embd, 2     # dx and dW
+            return "head GEMM + model glue", direction, 2.0 * n * cfg.n_embd * cfg.vocab_size * mult
+        return label
+
+    for direction, suffix in (("fwd", "forward"), ("bwd", "backward")):
+        prof.patch(m, f"embedding_{suffix}", _fixed("embedding", direction))
+        prof.patch(m, f"norm_{suffix}", norm(direction))
+        prof.patch(block, f"norm_{suffix}", norm(direction))
+        prof.patch(m, f"cross_entropy_{suffix}", _fixed("cross-entropy", direction))
+        prof.patch(m, f"block_{suffix}", _fixed("residual adds + block glue", direction))
+        prof.patch(block, f"mha_{suffix}", _fixed("split/merge heads", direction))
+        prof.patch(att, f"linear_{suffix}", linear(direction))
+        prof.patch(mlp, f"linear_{suffix}", linear(direction))
+        prof.patch(att, f"sdpa_{suffix}", mix(direction))
+        prof.patch(att, f"flash_sdpa_{suffix}", _fixed("flash attention (all of it)", direction))
+        back = "" if direction == "fwd" else "_backward"
+        prof.patch(att, f"attention_scores{back}", scores(direction))
+        prof.patch(att, f"masked_softmax{back}", _fixed("mask + softmax", direction))
+        prof.patch(att, f"rope_{suffix}", _fixed("rope", direction))
+        prof.patch(mlp, f"silu_{suffix}", _fixed("activation", direction))
+        for kind in mlp._GELU:
+            prof.patch_item(mlp._GELU, kind, 0 if direction == "fwd" else 1, _fixed("activation", direction))
+        prof.patch(m.GPT, suffix, head(direction))
+    prof.patch(optim.AdamW, "step", _fixed("AdamW", "update"))
+    prof.patch(bench, "clip_grad_norm", _fixed("clip grad norm", "update"))
+
+
+# ----------------------------------------------------------------------------
+# one profile, in the worker process
+
+def measure(name, engine, steps, warmup):
+    """{config, engine, step_s (unwrapped median), rows: [{op, direction, ms, share, gflops}], ...}"""
+    import numpy as np
+
+    import bench_zerollm as bench
+    cfg, B = CONFIGS[name]
+    params = dict(config=cfg, batch=B, seed=0, engine=engine)
+    step = bench.train_step(params)
+    for _ in range(warmup):
+        step()
+    plain = []
+    for _ in range(steps):                               # the step without the timers
+        t0 = CLOCK()
+        step()
+        plain.append(CLOCK() - t0)
+    prof = Profiler()
+    install(prof, step.model, bench)
+    step()                                               # one untimed step through the wrappers
+    prof.reset()
+    per_step, total = [], []
+    for _ in range(steps):
+        prof.seconds.clear()
+        t0 = CLOCK()
+        step()
+        total.append(CLOCK() - t0)
+        per_step.append(dict(prof.seconds))
+    prof.restore()
+    # the quieter half of the steps: another process that slowed a step down moves no row
+    quiet = sorted(range(steps), key=total.__getitem__)[:max(steps // 2, 1)]
+    for key in per_step[0]:
+        prof.seconds[key] = sum(per_step[i].get(key, 0.0) for i in quiet) / len(quiet) * steps
+    step_s = sum(total[i] for i in quiet) / len(quiet)
+    rows = profile_report.rows(prof, steps, step_s)
+    return {"config": name, "engine": engine, "batch": B, "tokens": B * cfg["block_size"], "steps": steps,
+            "step_s": _quiet_mean(plain), "profiled_step_s": step_s, "rows": rows,
+            "flops_per_step": W.train_flops(_gpt_config(cfg), B, cfg["block_size"])}
+
+
+def _quiet_mean(times):
+    """The mean of the faster half of ``times``."""
+    fast = sorted(times)[:max(len(times) // 2, 1)]
+    return sum(fast) / len(fast)
+
+
+def _gpt_config(cfg):
+    from zerollm.config import GPTConfig
+    return GPTConfig(**cfg)
+
+
+def gemm_peak(n=2048, repeat=5):
+    """NumPy's best FLOP rate on an (n, n) @ (n, n) float32 product: the benchmark's GEMM peak."""
+    import bench_zerollm
+    step = bench_zerollm.gemm_step(dict(n=n, seed=0))
+    step()
+    best = min(_timed(step) for _ in range(repeat))
+    return 2.0 * n ** 3 / best
+
+
+def _timed(fn):
+    t0 = CLOCK()
+    fn()
+    return CLOCK() - t0
+
+
+def worker(spec):
+    import bench_measure
+    from zerollm.memory import keep_freed_memory
+    bench_measure.pin_cpus(1)
+    keep_freed_memory()
+    limiter = bench_measure.limit_threads(1, use_torch=False)   # noqa: F841 (held until exit)
+    out = measure(spec["config"], spec["engine"], spec["steps"], spec["warmup"])
+    out["numpy_peak_flops"] = gemm_peak()
+    out["info"] = bench_measure.library_info(use_torch=False)
+    print(json.dumps(out))
+
+
+def run_profile(name, engine, steps, warmup):
+    spec = json.dumps(dict(config=name, engine=engine, steps=steps, warmup=warmup))
+    proc = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--worker", spec], env=worker_env(1),
+                          capture_output=True, text=True, cwd=ROOT, timeout=WORKER_TIMEOUT_S)
+    if proc.returncode != 0:
+        raise SystemExit(f"profile of {name} ({engine}) failed: {proc.stderr.strip()[-2000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+# ----------------------------------------------------------------------------
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--config", default="6x384-T256",
+                   help=f"{', '.join(CONFIGS)}, several with commas, or all: the benchmark's two (default %(default)s)")
+    p.add_argument("--engine", default="numpy", help="numpy, fast, or both as numpy,fast (default %(default)s)")
+    p.add_argument("--steps", type=int, default=10, help="profiled steps (default %(default)s)")
+    p.add_argument("--warmup", type=int, default=3, help="untimed steps first (default %(default)s)")
+    p.add_argument("--out", type=Path, help="also write DIR/profile-<config>-<engine>.json")
+    p.add_argument("--from-json", type=Path, metavar="DIR", help="measure nothing: read DIR/profile-*.json")
+    p.add_argument("--update-docs", action="store_true",
+                   help="paste the tables (with DOCS/profiles/before-*.json as 'before') into DOCS/benchmarks.md")
+    p.add_argument("--docs", type=Path, default=ROOT / "docs", help="the docs folder (default %(default)s)")
+    p.add_argument("--worker", help=argparse.SUPPRESS)      # the measuring child process
+    args = p.parse_args(argv)
+    if args.worker:
+        return worker(json.loads(args.worker))
+    if args.from_json:
+        profiles = [json.loads(f.read_text(encoding="utf-8")) for f in sorted(args.from_json.glob("profile-*.json"))]
+    else:
+        names = [n for n, _, _ in W.MODELS["full"]] if args.config == "all" else args.config.split(",")
+        unknown = [n for n in names if n not in CONFIGS]
+        if unknown:
+            p.error(f"unknown config {unknown}; choose from {', '.join(CONFIGS)} or all")
+        profiles = [run_profile(n, e, args.steps, args.warmup) for n in names for e in args.engine.split(",")]
+    for prof in profiles:
+        print(profile_report.table(prof) + "\n")
+    if args.out:
+        profile_report.write(profiles, args.out)
+    if args.update_docs:
+        profile_report.update_docs(profiles, args.docs)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

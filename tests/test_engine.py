@@ -1,0 +1,261 @@
+"""The fast engine (zerollm.fast) against the NumPy reference, kernel by kernel and for the whole model,
+and the engine switch itself (zerollm.engine).
+
+Elementwise kernels without exp (GELU/SiLU backward, AdamW) must be bit-identical to NumPy; the others
+must agree to 1e-6 relative to the largest reference value (float32), and to torch through opcheck.
+"""
+
+import numpy as np
+import pytest
+
+from opcheck import check_op
+from zerollm import optim
+from zerollm.config import GPTConfig
+from zerollm.engine import ENV, get_engine, set_engine, use_engine
+from zerollm.errors import ZeroLLMError
+from zerollm.fast.jit import exp32, kernel
+from zerollm.model import GPT
+from zerollm.nn import activation, attention, norm
+from zerollm.parallel import ShardedModel
+
+TOL = 1e-6
+
+
+def rel(ours, ref):
+    ours, ref = np.asarray(ours, np.float64), np.asarray(ref, np.float64)
+    return float(np.abs(ours - ref).max() / max(np.abs(ref).max(), 1e-30))
+
+
+def normal(rng, *shape, scale=1.0):
+    return np.asarray(rng.standard_normal(shape) * scale, np.float32)
+
+
+@pytest.fixture(autouse=True)
+def fast_engine():
+    """Every test here runs with the fast engine selected; the reference is called as fn.reference."""
+    with use_engine("fast"):
+        yield
+
+
+# ----------------------------------------------------------------------------
+# exp
+
+@kernel
+def _exp_all(x, out):
+    for i in range(x.size):
+        out[i] = exp32(x[i])
+
+
+def test_exp32_is_within_2_ulp_of_numpy_and_keeps_special_values():
+    x = np.concatenate([np.linspace(-87, 88, 200_001, dtype=np.float32),
+                        np.array([0.0, -0.0, 1e-30, -1e-30], np.float32)])
+    out = np.empty_like(x)
+    _exp_all(x, out)
+    ref = np.exp(x.astype(np.float64))
+    assert np.max(np.abs(out - ref) / ref) < 2.5e-7
+    special = np.array([-np.inf, -200.0, np.inf, 200.0, np.nan], np.float32)
+    out = np.empty_like(special)
+    _exp_all(special, out)
+    assert out[0] == 0 and out[1] == 0 and out[2] == np.inf and out[3] == np.inf and np.isnan(out[4])
+
+
+# ----------------------------------------------------------------------------
+# attention's masked softmax
+
+@pytest.mark.parametrize("shape, causal", [((2, 3, 2, 37, 37), True), ((2, 2, 1, 5, 19), True),
+                                           ((1, 2, 1, 1, 9), True), ((3, 1, 1, 16, 16), False),
+                                           ((8, 6, 1, 64, 64), True)])
+def test_masked_softmax_and_its_backward(shape, causal):
+    rng = np.random.default_rng(0)
+    scores = normal(rng, *shape, scale=4.0)
+    ours, ref = scores.copy(), scores.copy()
+    attention.masked_softmax(ours, causal=causal)
+    attention.masked_softmax.reference(ref, causal=causal)
+    assert rel(ours, ref) <= TOL
+    assert np.array_equal(ours == 0, ref == 0)                  # hidden keys are exactly 0
+    d = normal(rng, *shape)
+    d_ours, d_ref = d.copy(), d.copy()
+    attention.masked_softmax_backward(d_ours, ref)
+    attention.masked_softmax_backward.reference(d_ref, ref)
+    assert rel(d_ours, d_ref) <= TOL
+
+
+def test_masked_softmax_of_a_fully_hidden_row_is_zero_not_nan():
+    scores = np.full((1, 1, 1, 2, 3), -np.inf, np.float32)
+    scores[0, 0, 0, 1] = [1.0, 2.0, 3.0]
+    attention.masked_softmax(scores, causal=False)
+    assert np.all(scores[0, 0, 0, 0] == 0) and scores[0, 0, 0, 1].sum() == pytest.approx(1.0)
+
+
+def test_padding_masks_and_float64_run_the_reference():
+    rng = np.random.default_rng(1)
+    scores = normal(rng, 2, 1, 1, 6, 6)
+    mask = np.zeros((2, 1, 1, 1, 6), bool)
+    mask[0, ..., -2:] = True
+    ours, ref = scores.copy(), scores.copy()
+    attention.masked_softmax(ours, causal=True, mask=mask)
+    attention.masked_softmax.reference(ref, causal=True, mask=mask)
+    assert np.array_equal(ours, ref)
+    x64 = rng.standard_normal((4, 10))
+    w64 = rng.standard_normal(10)
+    assert np.array_equal(norm.layernorm_forward(x64, w64)[0], norm.layernorm_forward.reference(x64, w64)[0])
+
+
+# ----------------------------------------------------------------------------
+# norms and activations
+
+@pytest.mark.parametrize("kind", ["layernorm", "layernorm_nobias", "rmsnorm"])
+@pytest.mark.parametrize("shape", [(2, 7, 48), (4, 64, 384)])
+def test_norms(kind, shape):
+    rng = np.random.default_rng(2)
+    x, dy = normal(rng, *shape, scale=3.0) + 0.5, normal(rng, *shape)
+    w, b = normal(rng, shape[-1]), normal(rng, shape[-1])
+    name = "rmsnorm" if kind == "rmsnorm" else "layernorm"
+    fwd, bwd = getattr(norm, f"{name}_forward"), getattr(norm, f"{name}_backward")
+    args = (x, w) if kind != "layernorm" else (x, w, b)
+    (y, c), (y_ref, c_ref) = fwd(*args), fwd.reference(*args)
+    assert rel(y, y_ref) <= TOL and rel(c.xhat, c_ref.xhat) <= TOL and rel(c.rstd, c_ref.rstd) <= TOL
+    grads, grads_ref = bwd(dy, c_ref), bwd.reference(dy, c_ref)
+    assert len(grads) == len(grads_ref)
+    for g, g_ref in zip(grads, grads_ref):
+        assert (g is None) == (g_ref is None)
+        if g is not None:
+            assert g.dtype == np.float32 and g.shape == g_ref.shape and rel(g, g_ref) <= TOL
+
+
+@pytest.mark.parametrize("name", ["gelu_tanh", "silu"])
+def test_activations_forward_close_and_backward_bit_identical(name):
+    rng = np.random.default_rng(3)
+    x = normal(rng, 16, 64, 96, scale=3.0)
+    x[0, 0, :6] = [-100.0, -30.0, 0.0, -0.0, 30.0, 100.0]        # saturated both ways, and zero
+    dy = normal(rng, *x.shape)
+    fwd, bwd = getattr(activation, f"{name}_forward"), getattr(activation, f"{name}_backward")
+    (y, c), (y_ref, c_ref) = fwd(x), fwd.reference(x)
+    assert np.all(np.isfinite(y)) and rel(y, y_ref) <= TOL and rel(c.aux, c_ref.aux) <= TOL
+    assert np.array_equal(bwd(dy, c_ref), bwd.reference(dy, c_ref))
+
+
+# ----------------------------------------------------------------------------
+# the optimizer
+
+@pytest.mark.parametrize("weight_decay", [0.0, 0.1])
+def test_adamw_is_bit_identical_to_numpy(weight_decay):
+    rng = np.random.default_rng(4)
+    shapes = {"w": (33, 40), "b": (40,), "scale": ()}
+    fast = {n: normal(rng, *s) for n, s in shapes.items()}
+    ref = {n: p.copy() for n, p in fast.items()}
+    opts = [optim.AdamW(p, lr=3e-3, betas=(0.9, 0.95), weight_decay=weight_decay) for p in (fast, ref)]
+    for _ in range(5):
+        grads = {n: normal(rng, *s, scale=10.0 ** rng.integers(-3, 2)) for n, s in shapes.items()}
+        opts[0].step(grads)
+        with use_engine("numpy"):
+            opts[1].step(grads)
+    for n in shapes:
+        assert np.array_equal(fast[n], ref[n]) and np.array_equal(opts[0].m[n], opts[1].m[n])
+        assert np.array_equal(opts[0].v[n], opts[1].v[n]), n
+
+
+def test_sum_of_squares_accumulates_in_float64():
+    g = normal(np.random.default_rng(5), 1_000_003, scale=3.0)
+    exact = float(np.sum(g.astype(np.float64) ** 2))
+    assert optim.sum_of_squares(g) == pytest.approx(exact, rel=1e-12)
+    assert optim.sum_of_squares.reference(g) == pytest.approx(exact, rel=TOL)
+
+
+# ----------------------------------------------------------------------------
+# against torch (the float32 checks of tests/test_layers.py), and the whole model
+
+@pytest.mark.parametrize("key", ["layernorm", "layernorm_nobias", "rmsnorm", "gelu_tanh", "silu", "sdpa_causal",
+                                 "sdpa_bidirectional", "mha", "gqa", "gelu_mlp", "swiglu", "block_gpt2",
+                                 "block_llama"])
+def test_fast_layers_match_torch_float32(key):
+    from test_layers import TORCH
+    check_op(key, TORCH[key], np.float32)
+
+
+CFG = dict(vocab_size=37, block_size=24, n_layer=2, n_head=4, n_embd=32, bias=False)
+
+
+@pytest.mark.parametrize("extra", [dict(), dict(norm="rmsnorm", pos="rope", mlp="swiglu", n_kv_head=2)])
+def test_model_gradients_and_training_follow_the_numpy_engine(extra):
+    cfg = GPTConfig(**CFG, **extra)
+    rng = np.random.default_rng(6)
+    x, y = rng.integers(0, 37, (3, 24)), rng.integers(0, 37, (3, 24))
+    runs = {}
+    for engine in ("numpy", "fast"):
+        with use_engine(engine):
+            model = GPT(cfg, seed=1)
+            opt = optim.AdamW(model.params, lr=1e-2)
+            losses = []
+            for _ in range(4):
+                _, loss = model.forward(x, y)
+                grads = model.backward()
+                if not losses:
+                    first = {k: g.copy() for k, g in grads.items()}      # the gradients of step 1
+                losses.append(loss)
+                optim.clip_grad_norm(grads, 1.0)
+                opt.step(grads)
+            runs[engine] = losses, first
+    (loss_np, g_np), (loss_fast, g_fast) = runs["numpy"], runs["fast"]
+    assert np.allclose(loss_fast, loss_np, rtol=1e-5, atol=0)
+    assert max(rel(g_fast[k], g_np[k]) for k in g_np) <= 1e-5
+
+
+def test_two_shard_threads_run_the_kernels_and_agree():
+    cfg = GPTConfig(**CFG)
+    rng = np.random.default_rng(7)
+    x, y = rng.integers(0, 37, (4, 24)), rng.integers(0, 37, (4, 24))
+    model = GPT(cfg, seed=2)
+    loss_1, grads_1 = ShardedModel(model, 1).forward_backward(x, y)
+    grads_1 = {k: g.copy() for k, g in grads_1.items()}
+    sharded = ShardedModel(model, 2)
+    loss_2, grads_2 = sharded.forward_backward(x, y)
+    sharded.close()
+    assert loss_2 == pytest.approx(loss_1, rel=1e-6)
+    assert max(rel(grads_2[k], grads_1[k]) for k in grads_1) <= 1e-5
+
+
+# ----------------------------------------------------------------------------
+# the switch
+
+def test_unknown_engine_and_env_variable(monkeypatch):
+    with pytest.raises(ZeroLLMError, match="numpy, fast"):
+        set_engine("gpu")
+    assert get_engine() == "fast"                               # a failed switch changes nothing
+    with use_engine("numpy"):
+        assert get_engine() == "numpy"
+    assert get_engine() == "fast"
+    from zerollm import engine
+    monkeypatch.setitem(engine._selected, "name", None)         # as in a fresh process
+    monkeypatch.setenv(ENV, "gpu")
+    with pytest.raises(ZeroLLMError, match=r"\$ZEROLLM_ENGINE must be one of numpy, fast; got 'gpu'"):
+        get_engine()
+    monkeypatch.setenv(ENV, "numpy")
+    assert get_engine() == "numpy"
+
+
+def test_fast_engine_without_numba_says_how_to_install(monkeypatch):
+    import sys
+    monkeypatch.setitem(sys.modules, "zerollm.fast", None)      # as if numba were missing
+    with pytest.raises(ZeroLLMError, match=r'pip install "zerollm\[fast\]"'):
+        set_engine("fast")
+
+
+# ----------------------------------------------------------------------------
+# tiled attention
+
+@pytest.mark.parametrize("T, Tk, tile, causal, g", [(37, 37, 8, True, 1), (64, 64, 64, True, 2), (5, 19, 4, True, 1),
+                                                   (16, 16, 5, False, 1), (300, 300, 128, True, 1)])
+def test_flash_attention_on_the_fast_engine(T, Tk, tile, causal, g):
+    from zerollm.nn.flash import flash_sdpa_backward, flash_sdpa_forward
+    rng = np.random.default_rng(8)
+    q, k, v = normal(rng, 2, 2, g, T, 16), normal(rng, 2, 2, 1, Tk, 16), normal(rng, 2, 2, 1, Tk, 16)
+    dout = normal(rng, *q.shape)
+    out, cache = flash_sdpa_forward(q, k, v, causal=causal, tile=tile)
+    grads = flash_sdpa_backward(dout, cache)
+    with use_engine("numpy"):
+        out_ref, cache_ref = flash_sdpa_forward(q, k, v, causal=causal, tile=tile)
+        grads_ref = flash_sdpa_backward(dout, cache_ref)
+    assert rel(out, out_ref) <= TOL and rel(cache.lse, cache_ref.lse) <= TOL
+    for g_fast, g_ref in zip(grads, grads_ref):
+        assert rel(g_fast, g_ref) <= TOL

@@ -169,8 +169,8 @@ CASES = {
     "train --n-layer": (["train", "--data", "{text}", "--tokenizer", "byte", "--n-layer", "10000", "--n-embd", "8192",
                          "--n-head", "64"], "--n-layer"),
     "train --resume of a huge checkpoint": (["train", "--resume", "--out", "{huge}"], "training needs"),
-    "sample --window": (["sample", "--ckpt", "{run}", "--window", "2147483647"], "--window"),
-    "sample --sinks": (["sample", "--ckpt", "{run}", "--window", "4", "--sinks", "2147483647"], "--sinks"),
+    "sample --window": (["sample", "--ckpt", "{rope}", "--window", "2147483647"], "--window"),
+    "sample --sinks": (["sample", "--ckpt", "{rope}", "--window", "4", "--sinks", "2147483647"], "--sinks"),
     "sample a huge checkpoint": (["sample", "--ckpt", "{huge}"], "the model of"),
     "eval a huge checkpoint": (["eval", "--ckpt", "{huge}", "--data", "{text}"], "the model of"),
     "heads --n-embd": (["heads", "--random", "--n-embd", "1048576", "--n-head", "1", "--out", "{tmp}/x.png"],
@@ -183,11 +183,15 @@ CASES = {
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_sizes_that_cannot_fit_are_refused_in_one_line(case, char_run, tmp_path, capsys, monkeypatch):
+def test_sizes_that_cannot_fit_are_refused_in_one_line(case, char_run, tmp_path, tmp_path_factory, capsys,
+                                                      monkeypatch):
     monkeypatch.delenv(budget.ENV, raising=False)
     monkeypatch.chdir(tmp_path)
     argv, words = CASES[case]
     names = {"run": char_run, "tmp": tmp_path, "text": tiny_text(tmp_path)}
+    if any("{rope}" in a for a in argv):               # --window rolls the context: RoPE positions only
+        names["rope"] = tiny_run(tmp_path_factory, "char", pos="rope")
+        capsys.readouterr()                            # its training's output is not the command's
     if any("{huge}" in a for a in argv):
         names["huge"] = huge_checkpoint(char_run, tmp_path)
     if any("{hf}" in a for a in argv):
@@ -218,6 +222,9 @@ def test_without_force_the_same_limit_refuses(char_run, capsys, monkeypatch):
 def test_text_too_large_to_tokenize(argv, char_run, tmp_path, capsys, monkeypatch):
     monkeypatch.setenv(budget.ENV, "10KiB")
     names = {"run": char_run, "tmp": tmp_path, "text": tiny_text(tmp_path)}
+    if any("{rope}" in a for a in argv):               # --window rolls the context: RoPE positions only
+        names["rope"] = tiny_run(tmp_path_factory, "char", pos="rope")
+        capsys.readouterr()                            # its training's output is not the command's
     code, out, err = run_main([a.format(**names) for a in argv], capsys)
     assert code == 1 and "tokenizing" in err and len(err.splitlines()) == 1
     assert not (tmp_path / "p").exists()

@@ -24,16 +24,19 @@ def tiny_text(folder, n_chars=3000):
     return path
 
 
-def tiny_run(tmp_path_factory, tokenizer="char"):
-    """A finished 2-step run trained with ``tokenizer`` (char, byte or bpe)."""
-    if tokenizer not in _MADE:
-        folder = tmp_path_factory.mktemp(f"tiny-{tokenizer}")
+def tiny_run(tmp_path_factory, tokenizer="char", pos="learned"):
+    """A finished 2-step run trained with ``tokenizer`` (char, byte or bpe) and positions ``pos``."""
+    key = tokenizer if pos == "learned" else f"{tokenizer}-{pos}"
+    if key not in _MADE:
+        folder = tmp_path_factory.mktemp(f"tiny-{key}")
         extra = ["--vocab-size", "300"] if tokenizer == "bpe" else []
+        if pos != "learned":
+            extra += ["--pos", pos]
         code = main(["train", "--data", str(tiny_text(folder)), "--out", str(folder / "run"),
                      "--tokenizer", tokenizer, *extra, *TINY_MODEL])
         assert code == 0
-        _MADE[tokenizer] = folder / "run"
-    return _MADE[tokenizer]
+        _MADE[key] = folder / "run"
+    return _MADE[key]
 
 
 def copy_run(run, tmp_path, name="run"):

@@ -160,7 +160,7 @@ def test_the_checkpoint_before_a_damaged_one_is_named_in_the_error(pristine, tmp
 # prepared data, Hugging Face and zerollm model directories
 
 META_DAMAGE = {
-    "no tokenizer": (set_in("tokenizer", DELETE), "tokenizer must be byte, char or bpe"),
+    "no tokenizer": (set_in("tokenizer", DELETE), "names no tokenizer (byte, char or bpe)"),
     "vocab as text": (set_in("vocab_size", "58"), "vocab_size must be a whole number"),
     "no token count": (set_in("train_tokens", DELETE), "train_tokens must be a whole number"),
     "dtype": (set_in("dtype", "float16"), "unknown dtype"),

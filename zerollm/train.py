@@ -380,8 +380,8 @@ def _progress_bar(start, total, enabled):
 
 def _evaluate(trainer, log, write):
     metrics, text = trainer.evaluate()
-    if trainer.stop_requested():
-        return                                   # interrupted part-way: not a measurement to keep
+    if trainer.stop_requested() or not (metrics or text):
+        return                                   # interrupted part-way, or nothing to evaluate on
     log.write(step=trainer.iter, **metrics)
     shown = ", ".join(f"{k.replace('_', ' ')} {v:.4f}" for k, v in metrics.items() if isinstance(v, float))
     write(f"step {trainer.iter}: {shown}")

@@ -8,6 +8,7 @@ Each step samples --prompts-per-step prompts, --group-size answers each, scores 
 sources, and turns each answer's reward into an advantage relative to its group (zerollm.rl).
 """
 
+import sys
 
 from zerollm.commands.stage import Stage, add_stage_arguments, reload_start, run_stage
 from zerollm.errors import ZeroLLMError
@@ -21,6 +22,9 @@ def rollout_inputs(model, tok, inputs, cfg, seed):
     from zerollm.formats import read_prompts
     rows = read_prompts(inputs["data"])
     eval_rows = read_prompts(inputs["eval_data"]) if inputs["eval_data"] else []
+    if not eval_rows:
+        print("note: no --eval-data, so no heldout evaluations (log.jsonl still has each step's rollout "
+              "rewards)", file=sys.stderr)
     model, tok = chat_model(model, tok, rows + eval_rows, seed)
     encode = lambda rs: [chat.encode_prompt(tok, r["prompt"]) for r in rs]
     return model, tok, rows, encode(rows), eval_rows, encode(eval_rows), (chat.end_id(tok),)

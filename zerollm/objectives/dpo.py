@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from zerollm import docsmode
 from zerollm.errors import ZeroLLMError
 from zerollm.objectives.base import Objective, ShardResult
 from zerollm.objectives.pairs import PairSampler, both_sides, check_lengths, chunks, pair_batch
@@ -112,7 +113,8 @@ class DPOObjective(Objective):
     def evaluate(self, trainer):
         if not self.eval_pairs:
             return {}, None
-        report = self.implicit_rewards(trainer.engine, self.eval_pairs, trainer.stop_requested)
+        pairs = self.eval_pairs[:docsmode.limit("examples evaluated", len(self.eval_pairs))]
+        report = self.implicit_rewards(trainer.engine, pairs, trainer.stop_requested)
         text = (f"implicit-reward accuracy {report['val_accuracy']:.4f} on {report['pairs']} heldout pairs, "
                 f"DPO loss {report['val_loss']:.4f}")
         return report, text

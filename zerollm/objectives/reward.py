@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from zerollm import docsmode
 from zerollm.errors import ZeroLLMError
 from zerollm.heads import head_params, scalar_head_backward, scalar_head_forward
 from zerollm.objectives.base import Objective, ShardResult
@@ -125,7 +126,8 @@ class RewardObjective(Objective):
     def evaluate(self, trainer):
         if not self.eval_pairs:
             return {}, None
-        result = self.score_pairs(trainer.engine, self.eval_pairs, trainer.stop_requested)
+        pairs = self.eval_pairs[:docsmode.limit("examples evaluated", len(self.eval_pairs))]
+        result = self.score_pairs(trainer.engine, pairs, trainer.stop_requested)
         return {k: v for k, v in result.items() if not isinstance(v, dict)}, format_pair_report(result)
 
     def score_pairs(self, engine, pairs, should_stop=lambda: False, batch_size=32):

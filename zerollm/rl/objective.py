@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from zerollm import docsmode
 from zerollm.chat import decode_completion
 from zerollm.errors import ZeroLLMError
 from zerollm.objectives.base import Objective
@@ -166,12 +167,13 @@ class RolloutObjective(Objective):
     def evaluate(self, trainer):
         if not self.eval_rows:
             return {}, None
-        seeds = [(self.seed, 3, i) for i in range(len(self.eval_rows))]
-        completions = rollouts.sample(trainer.engine, self.eval_ids[:len(self.eval_rows)], seeds,
+        rows = self.eval_rows[:docsmode.limit("examples evaluated", len(self.eval_rows))]
+        seeds = [(self.seed, 3, i) for i in range(len(rows))]
+        completions = rollouts.sample(trainer.engine, self.eval_ids[:len(rows)], seeds,
                                       **self._sampling(self.cfg.eval_temperature))
         texts = [decode_completion(self.tok, c) for c in completions]
-        prompts = [r["prompt"] for r in self.eval_rows]
-        fields = [{k: v for k, v in r.items() if k != "prompt"} for r in self.eval_rows]
+        prompts = [r["prompt"] for r in rows]
+        fields = [{k: v for k, v in r.items() if k != "prompt"} for r in rows]
         sequences = [list(p) + list(c) for p, c in zip(self.eval_ids, completions)]
         reward, each = score_all(self.sources, prompts, texts, fields, sequences)
         metrics = {"eval_reward": float(reward.mean())}

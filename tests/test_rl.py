@@ -86,6 +86,15 @@ def test_ppo_logs_its_quantities():
     assert set(trainer.params) - set(trainer.model.params) == {"v_head.weight", "v_head.bias"}
 
 
+def test_grpo_logs_its_quantities():
+    trainer, _ = bandit("grpo")
+    record = trainer.step()
+    for key in ("reward", "completion_len", "clip_frac", "kl", "approx_kl", "entropy"):
+        assert key in record and np.isfinite(record[key]), key
+    vocab = trainer.model.config.vocab_size
+    assert 0 < record["entropy"] <= np.log(vocab) + 1e-9          # exact entropy of a softmax over the vocabulary
+
+
 # ----------------------------------------------------------------------------
 # rewards: checked on every call
 

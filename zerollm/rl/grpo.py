@@ -48,10 +48,11 @@ class GRPOObjective(RolloutObjective):
 
     def shard_loss(self, model, batch):
         ids, mask = batch["ids"], batch["mask"]
-        logp, _, cache = token_logprobs(model, ids, mask, keep=True)
+        logp, H, cache = token_logprobs(model, ids, mask, entropy=True, keep=True)   # H only logged (no bonus)
         args = (logp, batch["old_logp"], batch["ref_logp"], batch["adv"], mask)
         loss, dlogp = grpo_loss(*args, epsilon=self.cfg.epsilon, beta=self.cfg.beta, loss_type=self.cfg.loss_type)
         grads = token_logprobs_backward(model, dlogp, cache)
         weight = mask.sum() if self.cfg.loss_type == "bnpo" else len(ids)    # what the loss averages over
         stats = policy_stats(*args, epsilon=self.cfg.epsilon)
+        stats["entropy"] = float((H * mask).sum() / max(mask.sum(), 1))   # exact, over the whole vocabulary
         return ShardResult(loss + model.moe_loss(), grads, float(weight), stats)   # backward added the MoE terms

@@ -174,6 +174,9 @@ def test_tasks_eval_prints_the_rate_and_every_example(tiny_models, tmp_path, cap
     assert main(argv) == 0
     line = capsys.readouterr().out
     assert line.startswith("acrostic: 0/12 = 0.0% success (95% CI 0.0%-24.3%)") and f"[{fmt} prompts" in line
+    answers = tmp_path / "answers.jsonl"           # --answers: the same answers as prompt/completion JSONL
+    assert main(argv + ["--answers", str(answers)]) == 0
+    assert read_sft(answers) == [{"prompt": r["prompt"], "completion": r["completion"]} for r in out["results"]]
 
 
 def test_tasks_eval_bad_input(tiny_models, tmp_path, capsys):

@@ -3,7 +3,7 @@
     zerollm tasks list
     zerollm tasks make acrostic --out acrostic-train.jsonl --n 5000 --split train --seed 0
     zerollm tasks make addition --out sums.txt --n 50000 --split train --seed 0 --format text
-    zerollm tasks eval acrostic --ckpt runs/sft --data acrostic-heldout.jsonl [--json] [--n 500]
+    zerollm tasks eval acrostic --ckpt runs/sft --data acrostic-heldout.jsonl [--json] [--n 500] [--answers FILE]
 
 ``eval`` samples one completion per prompt (row i with the seed (--seed, i)), scores it with the task's
 verifier and prints the success rate with its 95% Wilson interval; ``--json`` prints every example too.
@@ -37,6 +37,9 @@ def add_arguments(p):
     ev.add_argument("--data", required=True, metavar="FILE", help="JSONL with a 'prompt' per line (e.g. from 'tasks make')")
     ev.add_argument("--n", type=COUNT, default=None, help="only the first N prompts")
     ev.add_argument("--json", action="store_true", help="print a JSON object with the summary and every example")
+    ev.add_argument("--answers", metavar="FILE", default=None,
+                    help="also write each prompt and its sampled answer as JSONL ({\"prompt\", \"completion\"}), "
+                         "e.g. for 'zerollm score --rm DIR --data FILE'")
     ev.add_argument("--temperature", type=Range(float, 0, 100), default=1.0,
                     help="0 = greedy (default 1.0: the model's own distribution)")
     ev.add_argument("--top-k", type=Range(int, 1, 2 ** 24), default=None)
@@ -103,6 +106,9 @@ def _eval(args):
                                 temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, seed=args.seed)
     summary = {"task": args.name, "ckpt": args.ckpt, "data": args.data, "temperature": args.temperature,
                "seed": args.seed, **summary}
+    if args.answers:
+        from zerollm.formats import write_jsonl
+        write_jsonl(args.answers, [{"prompt": r["prompt"], "completion": r["completion"]} for r in results])
     if args.json:
         json.dump({"summary": summary, "results": results}, sys.stdout, ensure_ascii=False, indent=1)
         sys.stdout.write("\n")

@@ -19,6 +19,7 @@ from transformers import (AutoModelForCausalLM, AutoTokenizer, GPT2Config, GPT2L
 from zerollm import hf
 from zerollm.checkpoint import save_checkpoint
 from zerollm.cli import main
+from zerollm.display import printable, token_bytes
 from zerollm.errors import ZeroLLMError
 from zerollm.model import GPT, GPTConfig
 from zerollm.safetensors import load_file, save_file
@@ -340,7 +341,9 @@ def test_sample_hf_on_the_command_line(tmp_path, shakespeare_path, capsys):
     prompt = "ROMEO: What"
     with torch.no_grad():
         out = theirs.generate(torch.tensor([tok.encode(prompt)]), do_sample=False, max_new_tokens=15)
-    expected = tok.decode(out[0].tolist())
+    # the text shown: the tokens' bytes, with any that are not UTF-8 escaped (zerollm.display), not U+FFFD
+    raw = b"".join(token_bytes(tok, i) for i in out[0].tolist()).decode("utf-8", "surrogateescape")
+    expected = printable(raw)
     assert main(["sample", "--hf", str(tmp_path), "--prompt", prompt, "--temperature", "0",
                  "--max-new-tokens", "15"]) == 0
     assert capsys.readouterr().out == expected + "\n"

@@ -51,7 +51,7 @@ def get_engine():
     if _selected["name"] is None:
         name = os.environ.get(ENV) or "numpy"
         if name not in ENGINES:
-            raise ZeroLLMError(f"${ENV} must be one of {', '.join(ENGINES)}; got {name!r} "
+            raise ZeroLLMError(f"$ZEROLLM_ENGINE must be one of {', '.join(ENGINES)}; got {name!r} "
                                f"(set it to one of them, or unset it for numpy)")
         set_engine(name)
     return _selected["name"]

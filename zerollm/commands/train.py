@@ -109,9 +109,10 @@ def preset_table():
     names = sorted(PRESETS)
     fields = sorted({f for values in PRESETS.values() for f in values})
     width = max(len(f) for f in fields) + 2
-    rows = [f"{'preset values':<{width}}" + "".join(f"{n:>17}" for n in names)]
+    col = max(len(n) for n in names) + 2                     # every column as wide as the longest name, plus 2
+    rows = [f"{'preset values':<{width}}" + "".join(f"{n:>{col}}" for n in names)]
     for f in fields:
-        rows.append(f"  {f:<{width - 2}}" + "".join(f"{PRESETS[n].get(f, '-')!s:>17}" for n in names))
+        rows.append(f"  {f:<{width - 2}}" + "".join(f"{PRESETS[n].get(f, '-')!s:>{col}}" for n in names))
     return "\n".join(rows) + (f"\n(no --preset: {DEFAULT_PRESET}'s values; '-' = the default shown above. "
                               "zerollm train --preset NAME --show-config prints one in full.)")
 

@@ -175,3 +175,37 @@ def test_divisibility_message_suggests_sizes():
     with pytest.raises(ZeroLLMError, match=r"multiple of 4 \(e\.g\. 8 or 12\)"):
         dist.check_divisible(10, world)
     dist.check_divisible(12, world)
+
+
+# ----------------------------------------------------------------------------
+# the post-training stages run over ranks the same way: rollouts sampled on each rank and gathered
+
+
+@pytest.fixture(scope="module")
+def tiny_base(tmp_path_factory):
+    root = tmp_path_factory.mktemp("stage")
+    res = single("train", "--preset", "tiny", "--out", str(root / "base"), "--max-iters", "2", "--eval-iters", "1",
+                 "--sample-tokens", "0", "--no-progress", "--batch-size", "2", "--block-size", "160")
+    assert res.returncode == 0, res.stderr
+    res = single("tasks", "make", "addition", "--out", str(root / "prompts.jsonl"), "--n", "40", "--seed", "0")
+    assert res.returncode == 0, res.stderr
+    return root
+
+
+@pytest.mark.parametrize("prompts, group", [(2, 4), (3, 3)])      # 8 answers split 4 + 4; 9 split 5 + 4
+def test_grpo_over_two_ranks_equals_two_threads(tiny_base, tmp_path, prompts, group):
+    """A post-training stage's batch need not split evenly: a rank may hold a row more than the other,
+    and the numbers stay those of one process with 2 threads."""
+    argv = ["grpo", "--init", str(tiny_base / "base"), "--data", str(tiny_base / "prompts.jsonl"),
+            "--reward", "addition", "--max-new-tokens", "6", "--prompts-per-step", str(prompts), "--group-size", str(group),
+            "--max-iters", "4", "--epochs", "1", "--minibatches", "1", "--eval-interval", "100", "--no-progress",
+            "--checkpoint-interval", "2"]
+    ranks = mpirun(2, *argv, "--out", str(tmp_path / "ranks"), timeout=300)
+    threads = single(*argv, "--out", str(tmp_path / "threads"), "--threads", "2")
+    assert ranks.returncode == 0 and threads.returncode == 0, ranks.stderr + threads.stderr
+    steps = [(r["step"], r["loss"], r["reward"]) for r in read_log(tmp_path / "ranks" / "log.jsonl") if "loss" in r]
+    assert len(steps) == 4
+    assert steps == [(r["step"], r["loss"], r["reward"]) for r in read_log(tmp_path / "threads" / "log.jsonl")
+                     if "loss" in r]
+    mine, theirs = final_weights(tmp_path / "ranks"), final_weights(tmp_path / "threads")
+    assert mine.keys() == theirs.keys() and all(np.array_equal(mine[k], theirs[k]) for k in mine)

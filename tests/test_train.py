@@ -144,6 +144,20 @@ def test_gradient_accumulation_averages_the_micro_batches():
         np.testing.assert_allclose(moved, expected, atol=1e-9)
 
 
+@pytest.mark.parametrize("grad_clip", [1.0, 0.0])
+def test_a_diverged_step_stops_with_one_line_and_changes_nothing(grad_clip):
+    """A NaN in the weights makes the loss NaN: the step raises the 'training diverged' error (which the
+    CLI prints as one line) before the optimizer touches anything."""
+    from zerollm.errors import ZeroLLMError
+    trainer = _toy_trainer(grad_clip=grad_clip)
+    trainer.model.params["wte.weight"][0, 0] = np.nan
+    before = {k: v.copy() for k, v in trainer.model.params.items()}
+    with pytest.raises(ZeroLLMError, match=r"training diverged at step 0 \(loss nan.*lower --lr or resume"):
+        trainer.step()
+    assert trainer.iter == 0
+    assert all(np.array_equal(before[k], v, equal_nan=True) for k, v in trainer.model.params.items())
+
+
 def test_every_config_field_is_a_flag():
     import argparse
     p = argparse.ArgumentParser()

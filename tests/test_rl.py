@@ -207,3 +207,23 @@ def test_a_reward_model_with_another_tokenizer_is_refused(base, tmp_path):
                           str(base / "prompts.jsonl"), "--rm", str(rm), "--out", str(tmp_path / "p"), "--no-progress"],
                          capture_output=True, text=True, timeout=300)
     assert res.returncode == 1 and "another tokenizer" in res.stderr
+
+
+def test_score_reads_pairs_and_answers_a_model_wrote(base, tmp_path, capsys):
+    """zerollm score: the pairwise accuracy of a preference file; each answer's reward for a prompt /
+    completion file, special tokens a model emitted included (scored as their ids, not refused)."""
+    assert main(["tasks", "make", "prefs", "--out", str(tmp_path / "prefs.jsonl"), "--n", "6", "--split", "train",
+                 "--seed", "0"]) == 0
+    rm = tmp_path / "rm"
+    assert main(["reward", "--init", str(base / "base"), "--data", str(tmp_path / "prefs.jsonl"), "--out", str(rm),
+                 "--max-iters", "1", "--batch-size", "2", "--no-progress"]) == 0
+    capsys.readouterr()
+    assert main(["score", "--rm", str(rm), "--data", str(tmp_path / "prefs.jsonl"), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["pairs"] == 6 and 0 <= report["val_accuracy"] <= 1
+    answers = tmp_path / "answers.jsonl"
+    answers.write_text('{"prompt": "1+2=", "completion": "3"}\n{"prompt": "1+2=", "completion": "3<|end|>4"}\n')
+    assert main(["score", "--rm", str(rm), "--data", str(answers), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert len(out["rewards"]) == 2 and all(np.isfinite(out["rewards"]))
+    assert out["mean"] == pytest.approx(np.mean(out["rewards"]))

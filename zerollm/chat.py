@@ -121,17 +121,18 @@ def as_messages(example, where="example"):
             {"role": "assistant", "content": example["completion"]}]
 
 
-def _turn(tokenizer, message):
+def _turn(tokenizer, message, allowed_special="none"):
     """One message -> (ids, learned): marker, text, end; the text and end are learned for the assistant."""
-    text = tokenizer.encode(message["content"])
+    text = tokenizer.encode(message["content"], allowed_special=allowed_special)
     learned = message["role"] == "assistant"
     ids = [special_id(tokenizer, MARKERS[message["role"]]), *text, special_id(tokenizer, END)]
     return ids, [False] + [learned] * (len(text) + 1)
 
 
-def encode_example(tokenizer, example):
+def encode_example(tokenizer, example, allowed_special="none"):
     """-> (ids, loss_mask): the whole conversation, and True exactly on the assistant turns' text and
-    their end-of-turn tokens.
+    their end-of-turn tokens. Special tokens written as text (e.g. "<|end|>") are an error unless
+    ``allowed_special="all"`` (then they become their ids: for answers a model wrote itself).
 
     >>> from zerollm.tokenizers import ByteTokenizer
     >>> tok = prepare_tokenizer(ByteTokenizer())
@@ -140,7 +141,7 @@ def encode_example(tokenizer, example):
     """
     ids, mask = [], []
     for message in as_messages(example):
-        turn_ids, turn_mask = _turn(tokenizer, message)
+        turn_ids, turn_mask = _turn(tokenizer, message, allowed_special)
         ids += turn_ids
         mask += turn_mask
     return ids, mask

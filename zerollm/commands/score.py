@@ -53,7 +53,9 @@ def _run(args):
         report = RewardObjective(model, pairs, batch_size=1, seed=0, head=head).score_pairs(engine, pairs)
         print(json.dumps(report, ensure_ascii=False) if args.json else format_pair_report(report))
         return 0
-    rewards = sequence_rewards(engine, head, [encode_example(tok, row)[0] for row in read_sft(args.data)])
+    # answers a model wrote (zerollm tasks eval --answers) may hold special tokens it emitted: scored as ids
+    rows = read_sft(args.data)
+    rewards = sequence_rewards(engine, head, [encode_example(tok, row, allowed_special="all")[0] for row in rows])
     if args.json:
         print(json.dumps({"rewards": rewards.tolist(), "mean": float(rewards.mean())}))
     else:

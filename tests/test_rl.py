@@ -20,6 +20,7 @@ from zerollm.rl.grpo import GRPOConfig, GRPOObjective
 from zerollm.rl.ppo import PPOConfig, PPOObjective
 from zerollm.rl.rewards import RewardSource, check_rewards, score_all
 from zerollm.runlog import read_log
+from zerollm.safetensors import load_file
 from zerollm.tokenizers import train_tokenizer
 from zerollm.train import TrainConfig, Trainer
 
@@ -227,3 +228,26 @@ def test_score_reads_pairs_and_answers_a_model_wrote(base, tmp_path, capsys):
     out = json.loads(capsys.readouterr().out)
     assert len(out["rewards"]) == 2 and all(np.isfinite(out["rewards"]))
     assert out["mean"] == pytest.approx(np.mean(out["rewards"]))
+
+
+@pytest.mark.parametrize("kind", ["reward", "dpo"])
+def test_preference_training_resumes_bit_identically(base, tmp_path, kind):
+    """zerollm reward / dpo: 3 steps, then --resume to 6, equals 6 steps in one go (losses, accuracies and
+    every saved weight, the reward head included)."""
+    assert main(["tasks", "make", "prefs", "--out", str(tmp_path / "prefs.jsonl"), "--n", "12", "--split", "train",
+                 "--seed", "0"]) == 0
+    common = ["--init", str(base / "base"), "--data", str(tmp_path / "prefs.jsonl"), "--batch-size", "2",
+              "--no-progress", "--checkpoint-interval", "3", "--lr-decay-iters", "6", "--threads", "2"]
+    assert main([kind, *common, "--out", str(tmp_path / "whole"), "--max-iters", "6"]) == 0
+    assert main([kind, *common, "--out", str(tmp_path / "part"), "--max-iters", "3"]) == 0
+    assert main([kind, "--out", str(tmp_path / "part"), "--resume", "--max-iters", "6", "--no-progress",
+                 "--threads", "2"]) == 0
+    steps = lambda run: [(r["step"], r["loss"], r["accuracy"]) for r in read_log(run / "log.jsonl") if "loss" in r]
+    assert len(steps(tmp_path / "whole")) == 6 and steps(tmp_path / "part") == steps(tmp_path / "whole")
+    weights = []
+    for run in ("whole", "part"):
+        latest = json.loads((tmp_path / run / "latest.json").read_text())["dir"]
+        weights.append({f.name: load_file(f) for f in sorted((tmp_path / run / latest).glob("*.safetensors"))})
+    assert weights[0].keys() == weights[1].keys()
+    for name in weights[0]:
+        assert all(np.array_equal(weights[0][name][k], weights[1][name][k]) for k in weights[0][name])

@@ -217,15 +217,21 @@ def write_outputs(results, out_dir):
         chart(results, f)
 
 
-def update_docs(results, out_dir, docs_dir):
-    """Paste results.md between the markers of docs/benchmarks.md; copy the chart to docs/benchmarks.png."""
-    page = Path(docs_dir) / "benchmarks.md"
-    text = page.read_text(encoding="utf-8")
-    block = f"{DOCS_START}\n\n{markdown(results)}\n![zerollm/torch speed ratios](benchmarks.png)\n\n{DOCS_END}"
-    new, n = re.subn(re.escape(DOCS_START) + ".*?" + re.escape(DOCS_END), lambda _: block, text, flags=re.S)
+def paste_between(page, start, end, body):
+    """Replace what lies between the markers ``start`` and ``end`` of a page by ``body`` (atomically)."""
+    page = Path(page)
+    block = f"{start}\n\n{body}\n\n{end}"
+    new, n = re.subn(re.escape(start) + ".*?" + re.escape(end), lambda _: block, page.read_text(encoding="utf-8"),
+                     flags=re.S)
     if n != 1:
-        raise SystemExit(f"{page} needs exactly one {DOCS_START} ... {DOCS_END} block")
+        raise SystemExit(f"{page} needs exactly one {start} ... {end} block")
     with atomic_write(page, "w") as f:
         f.write(new)
+
+
+def update_docs(results, out_dir, docs_dir):
+    """Paste results.md between the markers of docs/benchmarks.md; copy the chart to docs/benchmarks.png."""
+    paste_between(Path(docs_dir) / "benchmarks.md", DOCS_START, DOCS_END,
+                  f"{markdown(results)}\n![zerollm/torch speed ratios](benchmarks.png)")
     with open(Path(out_dir) / "ratios.png", "rb") as src, atomic_write(Path(docs_dir) / "benchmarks.png", "wb") as f:
         shutil.copyfileobj(src, f)

@@ -7,10 +7,9 @@ the newest profiles of each engine.
 """
 
 import json
-import re
 from pathlib import Path
 
-from zerollm.fileio import atomic_write, write_json
+from zerollm.fileio import write_json
 
 DOCS_START, DOCS_END = "<!-- profile:start -->", "<!-- profile:end -->"
 ELSE = "everything else"
@@ -130,11 +129,5 @@ def write(profiles, out_dir):
 
 def update_docs(profiles, docs_dir):
     """Paste the before/after tables between the profile markers of docs/benchmarks.md."""
-    page = Path(docs_dir) / "benchmarks.md"
-    text = page.read_text(encoding="utf-8")
-    block = f"{DOCS_START}\n\n{docs_block(profiles, load_before(docs_dir))}\n\n{DOCS_END}"
-    new, n = re.subn(re.escape(DOCS_START) + ".*?" + re.escape(DOCS_END), lambda _: block, text, flags=re.S)
-    if n != 1:
-        raise SystemExit(f"{page} needs exactly one {DOCS_START} ... {DOCS_END} block")
-    with atomic_write(page, "w") as f:
-        f.write(new)
+    from bench_report import paste_between          # benchmarks/ is on sys.path, as for every script here
+    paste_between(Path(docs_dir) / "benchmarks.md", DOCS_START, DOCS_END, docs_block(profiles, load_before(docs_dir)))

@@ -25,9 +25,16 @@ def corpus(tmp_path_factory, shakespeare_path):
     return path
 
 
+def _as_at_a_terminal():
+    # a test run started in the background (`pytest &`, some CI runners) ignores SIGINT, and its children
+    # inherit that: Python then installs no KeyboardInterrupt handler. The commands are tested as a user
+    # at a terminal runs them, so SIGINT gets its default disposition back in the child.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def start(*argv):
     return subprocess.Popen([sys.executable, "-m", "zerollm", *argv], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, errors="replace")
+                            stderr=subprocess.PIPE, text=True, errors="replace", preexec_fn=_as_at_a_terminal)
 
 
 def wait_for(proc, stream, pattern, timeout=60):

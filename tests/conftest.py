@@ -33,6 +33,7 @@ def _allowed_roots():
     roots = {REPO, tmp, tmp / f"pytest-of-{getpass.getuser()}", Path(sys.prefix).resolve(),
              Path(sys.base_prefix).resolve()}
     roots.update(Path(p).resolve() for p in sys.path if p and os.path.isabs(p))
+    roots.add(Path(os.environ["NUMBA_CACHE_DIR"]).resolve())   # the compiled kernels' cache (set above)
     return tuple(str(r) + os.sep for r in roots if r == REPO or r not in (REPO.parent, *REPO.parent.parents))
 
 

@@ -7,18 +7,10 @@ import math
 import numpy as np
 import pytest
 
-from tiny_runs import copy_run, step_dir, tiny_run, tiny_text
+from tiny_runs import copy_run, run_main, step_dir, tiny_run, tiny_text
 from zerollm.cli import main
 from zerollm.safetensors import load_file, load_metadata, save_file
 
-
-def run_main(argv, capsys):
-    try:
-        code = main(argv)
-    except SystemExit as exc:
-        code = exc.code
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 @pytest.fixture(scope="module")

@@ -8,22 +8,12 @@ import sys
 
 import pytest
 
-from tiny_runs import tiny_run
-from zerollm.cli import main
+from tiny_runs import run_main, tiny_run
 from zerollm.errors import ZeroLLMError
 from zerollm.tokenizers import BPETokenizer, ByteTokenizer, CharTokenizer
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-
-def run_main(argv, capfd):
-    capfd.readouterr()                    # drop what making the tiny run printed
-    try:
-        code = main([str(a) for a in argv])
-    except SystemExit as exc:
-        code = exc.code
-    out, err = capfd.readouterr()
-    return code, out, err
 
 
 @pytest.mark.parametrize("tok", [ByteTokenizer(), BPETokenizer.train("a b c a b c", 262)], ids=["byte", "bpe"])

@@ -12,9 +12,8 @@ import time
 
 import pytest
 
-from tiny_runs import TINY_MODEL, copy_run, step_dir, tiny_run, tiny_text
+from tiny_runs import TINY_MODEL, copy_run, run_main, step_dir, tiny_run, tiny_text
 from zerollm.checkpoint import latest_checkpoint, load_checkpoint
-from zerollm.cli import main
 from zerollm.lock import DirectoryBusy, lock_path, read_owner, writing
 from zerollm.outdir import atomic_dir
 
@@ -39,14 +38,6 @@ def wait_for(condition, proc, timeout=60):
         assert time.monotonic() < end, "timed out"
         time.sleep(0.05)
 
-
-def run_main(argv, capsys):
-    try:
-        code = main([str(a) for a in argv])
-    except SystemExit as exc:
-        code = exc.code
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 @pytest.fixture(scope="module")

@@ -16,6 +16,18 @@ TINY_MODEL = ["--n-layer", "1", "--n-head", "2", "--n-embd", "8", "--block-size"
 _MADE = {}
 
 
+def run_main(argv, capture):
+    """(exit code, stdout, stderr) of one ``zerollm`` command run in this process; ``capture`` is pytest's
+    capsys or capfd. Output printed before it (e.g. while a tiny run was made) is dropped first."""
+    capture.readouterr()
+    try:
+        code = main([str(a) for a in argv])
+    except SystemExit as exc:
+        code = exc.code
+    out, err = capture.readouterr()
+    return code, out, err
+
+
 def tiny_text(folder, n_chars=3000):
     """The first characters of tiny Shakespeare, as a text file in ``folder``."""
     path = folder / "tiny.txt"

@@ -245,6 +245,30 @@ def training(cfg, batch_size, *, grad_accum=1, threads=1):
     return Estimate("training", parts, "--batch-size, --block-size, --n-embd or --n-layer")
 
 
+def post_training(cfg, batch_size, *, grad_accum=1, threads=1, reference=False, rollout_rows=0, value_head=False):
+    """Peak memory of a post-training step (zerollm.commands.stage): ``training`` for ``batch_size``
+    sequences, plus a frozen reference model (DPO, PPO, GRPO: a second copy of the parameters), plus
+    for PPO/GRPO the rollout batch of ``rollout_rows`` answers: sampling them (a KV cache of a full
+    context each, the last logits in float64), and the buffer the optimizer steps learn from (ids,
+    mask, the policy's and the reference's log-probabilities, advantages; values and returns for PPO),
+    each (rows, T)."""
+    base = training(cfg, batch_size, grad_accum=grad_accum, threads=threads)
+    it, T, R = _itemsize(cfg), cfg.block_size, rollout_rows
+    parts = list(base.parts)
+    if reference:
+        parts.append(("frozen reference model", param_count(cfg) * it))
+    if R:
+        kv = 2 * cfg.n_layer * R * cfg.n_kv_head * T * cfg.head_size * it
+        parts.append(("rollout sampling (KV cache, logits)", kv + 3 * R * cfg.vocab_size * 8 + layer_numbers(
+            cfg, R, 1, Tk=T, training=False) * it))
+        per_token = 8 + 1 + 8 * (3 + (3 if value_head else 0))       # ids, mask, float64 logp/ref/adv (+values)
+        parts.append(("rollout buffer (rows, T)", R * T * per_token))
+        parts.append(("log-probabilities of the rollouts (rows, T, V)", 2 * R * T * cfg.vocab_size * it))
+    hint = ("--prompts-per-step, --group-size or --max-new-tokens (or --minibatches)" if R
+            else "--batch-size (or use a smaller starting model)")
+    return Estimate(base.what, tuple(parts), hint)
+
+
 def inference(cfg, batch, T, *, cache_slots=0, keep=False, fresh=False, loss=False, what="sampling", hint=None):
     """Peak memory of a forward pass over T tokens (generation: plus a KV cache of ``cache_slots``).
 

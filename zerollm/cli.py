@@ -13,11 +13,13 @@ import codecs
 import contextlib
 import errno
 import importlib
+import io
 import os
 import sys
 import warnings
 
 from zerollm import __version__
+from zerollm.dist import launched_by_mpi
 from zerollm.errors import ZeroLLMError
 
 # name -> (module, one-line help), in the order of the course: Part 1 by hand, then training, then interop.
@@ -124,9 +126,42 @@ def _out_of_memory(err):
             "(--batch-size, --block-size, --n-embd, --window, ...) or close other programs")
 
 
+def _parse_under_mpi(parser, argv):
+    """(args, None) when every rank of the mpirun job parsed its command line and all agree; else
+    (None, exit code) on every rank, the first failing rank's line printed once (zerollm.dist)."""
+    from zerollm import dist
+    captured = io.StringIO()
+    args, failure = None, None
+    try:
+        with contextlib.redirect_stderr(captured):
+            args = parser.parse_args(argv)
+    except SystemExit as exc:
+        if not exc.code:
+            raise                                  # --help, --version: printed, done
+        failure = (exc.code if isinstance(exc.code, int) else 2, captured.getvalue().strip())
+    prog = f"zerollm {getattr(args, 'command', None) or ''}".strip()
+    try:
+        code = dist.check_command(prog, sys.argv[1:] if argv is None else argv, args, failure)
+    except ZeroLLMError as err:                    # mpi4py missing
+        print(f"{prog}: error: {_one_line(err)}", file=sys.stderr)
+        return None, 1
+    return (args, None) if code is None else (None, code)
+
+
+def _report(prog, text):
+    """One error line; under MPI it also ends every rank at once (zerollm.dist.report_error)."""
+    from zerollm.dist import report_error
+    report_error(lambda line: print(f"{prog}: error: {_one_line(line)}", file=sys.stderr, flush=True), text)
+
+
 def main(argv=None):
     parser = build_parser()
-    args = parser.parse_args(argv)
+    if launched_by_mpi():
+        args, code = _parse_under_mpi(parser, argv)
+        if args is None:
+            return code
+    else:
+        args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help()
         return 0
@@ -136,11 +171,10 @@ def main(argv=None):
         with _lenient_stdout():
             return args._module.run(args) or 0
     except ZeroLLMError as err:
-        from zerollm.dist import report_error
-        report_error(lambda text: print(f"{prog}: error: {_one_line(text)}", file=sys.stderr, flush=True), err)
+        _report(prog, err)
         return 1
     except MemoryError as err:
-        print(f"{prog}: error: {_out_of_memory(err)}", file=sys.stderr)
+        _report(prog, _out_of_memory(err))
         return 1
     except BrokenPipeError:
         # the reader stopped early (e.g. `zerollm attention | head`): not an error. Point stdout
@@ -148,7 +182,7 @@ def main(argv=None):
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     except OSError as err:  # a file the user named could not be read or written
-        print(f"{prog}: error: {_one_line(err)}{_disk_full_hint(err)}", file=sys.stderr)
+        _report(prog, f"{_one_line(err)}{_disk_full_hint(err)}")
         return 1
     except KeyboardInterrupt:
         print(f"{prog}: interrupted", file=sys.stderr)

@@ -12,11 +12,22 @@ process run with --threads equal to ranks x threads. Rank 0 alone writes logs an
 
 Gathering every shard (rather than a faster all-reduce whose order of additions depends on the network)
 costs memory for ranks x threads gradient copies: nothing for the models this project trains.
+
+Ranks that disagree stop together, within seconds (``check_command``, ``report_error``):
+    1. every rank parses its command line, then all of them compare, in the job's first collective call,
+       whether any rank failed (then every rank exits with the first failing rank's one line) and a
+       fingerprint of the command: its arguments, the ZEROLLM_ variables that change results, and the
+       SHA-256 of every file it names (so ranks started with different --data files are told so);
+    2. after that, an error on any rank ends the whole job at once (MPI_Abort) with that rank's message:
+       rank 0 reports at once; another rank waits GRACE seconds first, so that an error every rank meets
+       is printed once, by rank 0.
 """
 
 import hashlib
 import json
 import os
+import sys
+import time
 
 from zerollm.errors import ZeroLLMError
 
@@ -31,7 +42,6 @@ class World:
         self.comm = comm
         self.rank = 0 if comm is None else comm.Get_rank()
         self.size = 1 if comm is None else comm.Get_size()
-        self.talked = False      # has any collective call happened yet? (see report_error)
 
     @property
     def is_main(self):
@@ -40,11 +50,9 @@ class World:
 
     def allgather(self, value):
         """[value of rank 0, value of rank 1, ...] on every rank."""
-        self.talked = True
         return [value] if self.comm is None else self.comm.allgather(value)
 
     def barrier(self):
-        self.talked = True
         if self.comm is not None:
             self.comm.Barrier()
 
@@ -64,21 +72,77 @@ class World:
             self.comm.Abort(code)
 
 
+GRACE = 2.0      # seconds a rank other than 0 waits before it reports an error and ends the job
+
+
 def report_error(show, error):
-    """How the CLI reports an error under MPI. Before the ranks first talk to each other an error comes
-    from checking the same command line on every rank: rank 0 shows it and every rank exits. A mismatch
-    (RankMismatch) is found by all ranks together: the same. Any other error after that may have hit
-    this rank alone, and the others would wait for it forever: show it with the rank, then abort all."""
+    """How the CLI reports an error under MPI. A mismatch (RankMismatch) is found by all ranks together:
+    rank 0 shows it and every rank exits. Any other error may have hit this rank alone, and the others
+    would wait for it forever: show it and end every rank at once (MPI_Abort); a rank other than 0 first
+    gives rank 0 GRACE seconds to report the same error (then only rank 0's line is printed)."""
     w = _world
     if w is None or w.size == 1:
         show(str(error))
         return
-    if not w.talked or isinstance(error, RankMismatch):
+    if isinstance(error, RankMismatch):
         if w.is_main:
             show(str(error))
         return
-    show(f"(rank {w.rank}) {error}")
+    if not w.is_main:
+        time.sleep(GRACE)
+    show(str(error) if w.is_main else f"(rank {w.rank}) {error}")
     w.abort(1)
+
+
+# variables that change what a run computes (ZEROLLM_MEMORY_LIMIT is each machine's own)
+_RESULT_VARS = ("ZEROLLM_ENGINE", "ZEROLLM_DOCS_TEST")
+
+
+def command_fingerprint(argv, args):
+    """What every rank must agree on before it starts: the command line, the ZEROLLM_ variables that
+    change results, and the SHA-256 of every file the parsed arguments name."""
+    files = {}
+    for name, value in sorted(vars(args).items()):
+        for item in value if isinstance(value, (list, tuple)) else [value]:
+            if isinstance(item, str) and os.path.isfile(item):
+                files[f"{name}={item}"] = _file_digest(item)
+    return {"argv": [str(a) for a in argv], "env": {k: os.environ.get(k) for k in _RESULT_VARS}, "files": files}
+
+
+def check_command(prog, argv, args, failure):
+    """The job's first collective call, right after every rank parsed its command line (``args``; None where
+    parsing failed with ``failure`` = (exit code, its one line)). Returns None when every rank may go on,
+    else the exit code for every rank (rank 0 has printed the reason)."""
+    w = world()
+    if w.size == 1:
+        return None if failure is None else failure[0]
+    mine = (failure, None if args is None else _digest(command_fingerprint(argv, args)))
+    every = w.comm.allgather(mine)
+    failed = [(r, f) for r, (f, _) in enumerate(every) if f is not None]
+    if failed:
+        rank, (code, message) = failed[0]
+        if w.is_main:
+            print(message if rank == 0 else f"(rank {rank}) {message}", file=sys.stderr, flush=True)
+        return code
+    odd = [r for r, (_, p) in enumerate(every) if p != every[0][1]]
+    if odd:
+        if w.is_main:
+            print(f"{prog}: error: ranks {odd} started with other settings (command line, data files or ZEROLLM_ "
+                  "variables) than rank 0; start every rank with the same command, data and files "
+                  "(mpirun -n N zerollm ...)", file=sys.stderr, flush=True)
+        return 1
+    return None
+
+
+def _file_digest(path):
+    h = hashlib.sha256()
+    try:
+        with open(path, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                h.update(block)
+    except OSError as err:
+        return f"unreadable: {err.strerror}"
+    return h.hexdigest()
 
 
 class RankMismatch(ZeroLLMError):

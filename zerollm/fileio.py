@@ -9,12 +9,15 @@ truncated file where a good one used to be. Every file zerollm writes for users 
     3. ``os.replace(tmp, path)``: a rename inside one file system is atomic (POSIX rename(2)),
        so readers see either the whole old file or the whole new one, never a mix.
 
-On any exception the temporary file is deleted and the old file is left untouched.
+On any exception the temporary file is deleted and the old file is left untouched. A path that
+exists and is not a regular file (a device such as /dev/sda, a pipe, a link, a folder) is refused:
+the rename would replace the thing itself, not write into it.
 """
 
 import json
 import math
 import os
+import stat
 import tempfile
 from contextlib import contextmanager
 
@@ -61,6 +64,13 @@ def _umask_mode():
     return 0o666 & ~mask
 
 
+def _refuse_non_regular(path):
+    if os.path.lexists(path) and not stat.S_ISREG(os.lstat(path).st_mode):
+        raise ZeroLLMError(f"{path} exists and is not a regular file (a folder, a link, a device or a pipe); "
+                           "zerollm writes a file whole and renames it into place, which would replace it: "
+                           "choose a new file name")
+
+
 @contextmanager
 def atomic_write(path, mode="wb"):
     """Open a temporary file for writing; on success it replaces ``path`` in one step.
@@ -73,6 +83,7 @@ def atomic_write(path, mode="wb"):
     if mode not in _MODES:
         raise ZeroLLMError(f"atomic_write mode must be 'w' or 'wb', got {mode!r}")
     path = os.fspath(path)
+    _refuse_non_regular(path)
     directory, name = os.path.split(os.path.abspath(path))
     tmp = _tmp_path_in(directory, name)
     try:
@@ -82,6 +93,7 @@ def atomic_write(path, mode="wb"):
             f.flush()
             os.fsync(f.fileno())
         os.chmod(tmp, _umask_mode())
+        _refuse_non_regular(path)          # again: something may have appeared there meanwhile
         os.replace(tmp, path)
     except BaseException:   # also KeyboardInterrupt: never leave the temp file behind
         try:

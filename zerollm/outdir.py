@@ -11,12 +11,23 @@ the new one. Instead the new directory is built beside the target and swapped in
 The swap is one ``renameat2(RENAME_EXCHANGE)`` on Linux (atomic: the old and new directories
 trade names), else two renames with the old copy kept until the new one is in place. The whole
 block holds the directory's write lock (zerollm.lock), so two writers cannot interleave.
+
+One rule for every output a user names (``tasks make --out``, ``tasks eval --answers``, a stage's
+``--out``, ``convert --to``), checked before anything is read or computed:
+
+    - an existing file the command did not create is replaced only with ``--force``;
+    - an output is never one of the command's inputs, nor inside one;
+    - an output never lies inside another run's directory, a checkpoint, prepared data or a model
+      directory (writing there would change what that run resumes or samples from);
+    - nothing that is not a regular file (a device, a pipe, a link, a folder) is ever renamed over,
+      not even with ``--force`` (zerollm.fileio.atomic_write refuses it too).
 """
 
 import ctypes
 import ctypes.util
 import os
 import shutil
+import stat
 import tempfile
 from contextlib import contextmanager
 
@@ -47,6 +58,99 @@ def check_separate(target, sources, target_flag="--out", source_flag="--data"):
             raise ZeroLLMError(f"{target_flag} {target} and {source_flag} {source} overlap (one is, or is "
                                f"inside, the other): writing {target_flag} would destroy what is read; "
                                f"choose an output directory outside {source}")
+
+
+# ----------------------------------------------------------------------------
+# the one output rule
+
+def zerollm_dir_kind(path):
+    """What zerollm wrote in directory ``path``: "a training run", "a checkpoint", "prepared data",
+    "a model directory"; None for any other folder."""
+    try:
+        names = set(os.listdir(path))
+    except OSError:                # not a folder, or one we may not read: nothing of ours
+        return None
+    if "latest.json" in names or any(n.startswith("step-") and os.path.isdir(os.path.join(path, n)) for n in names):
+        return "a training run"
+    if {"meta.json", "train.bin"} <= names:
+        return "prepared data"
+    if "config.json" in names and "model.safetensors" in names:
+        try:
+            with open(os.path.join(path, "config.json"), encoding="utf-8") as f:
+                head = f.read(4096)
+        except (OSError, UnicodeDecodeError):
+            head = ""
+        return "a checkpoint" if '"zerollm-checkpoint"' in head else "a model directory"
+    return None
+
+
+def check_outside_runs(target, flag="--out"):
+    """Refuse an output that lies inside a run, a checkpoint, prepared data or a model directory
+    (``target`` itself being a run is the caller's business: a stage's --out may be its own run)."""
+    here = os.path.dirname(os.path.abspath(os.fspath(target)))
+    while True:
+        kind = zerollm_dir_kind(here)
+        if kind is not None:
+            raise ZeroLLMError(f"{flag} {target} lies inside {here}, which is {kind}: writing there would change "
+                               "what that run resumes or samples from; choose a path outside it")
+        parent = os.path.dirname(here)
+        if parent == here:
+            return
+        here = parent
+
+
+def check_regular(path, flag="--out"):
+    """Refuse a path that exists and is not a regular file: a rename would replace the device, pipe,
+    link or folder itself (never allowed, --force or not)."""
+    path = os.fspath(path)
+    if os.path.lexists(path) and not stat.S_ISREG(os.lstat(path).st_mode):
+        raise ZeroLLMError(f"{flag} {path} exists and is not a regular file (a folder, a link, a device or a "
+                           "pipe); zerollm writes a file whole and renames it into place, which would replace "
+                           "it: choose a new file name")
+
+
+def check_output_file(path, *, force=False, inputs=(), flag="--out"):
+    """The one rule for an output file (see the module docstring); ``inputs``: (flag, path) pairs read
+    by the same command."""
+    path = os.fspath(path)
+    check_regular(path, flag)
+    for input_flag, source in inputs:
+        if source is not None and os.path.exists(source) and _same_or_inside(path, source):
+            raise ZeroLLMError(f"{flag} {path} is the file {input_flag} reads; writing it would destroy the input: "
+                               "choose another output file")
+    check_outside_runs(path, flag)
+    if os.path.exists(path) and not force:
+        raise ZeroLLMError(f"{flag} {path} already exists and this command did not create it; pass --force to "
+                           "replace it, or choose another file name")
+
+
+# files a stage run writes into its --out besides checkpoints (zerollm.commands.stage)
+STAGE_FILES = ("tokenizer.json", "log.jsonl", "loss.png", "inputs")
+
+
+def check_stage_out(run_dir, *, force=False, sources=()):
+    """A fresh stage run's --out: not inside its start (--init/--hf) nor around it, not inside another run,
+    and not a folder whose files (tokenizer.json, log.jsonl, ...) someone else made, unless --force.
+    An earlier unfinished attempt of a stage (inputs/ and log.jsonl, no checkpoint) is started over."""
+    for flag, source in sources:               # a start that is a model (not a typo's empty folder)
+        if source is not None and (zerollm_dir_kind(source) or os.path.isfile(os.path.join(source, "config.json"))):
+            check_separate(run_dir, [source], "--out", flag)
+    check_outside_runs(run_dir)
+    if os.path.lexists(run_dir) and not os.path.isdir(run_dir):
+        raise ZeroLLMError(f"--out {run_dir} is a file, not a folder; a stage writes a run directory there: "
+                           "choose a new directory name")
+    kind = zerollm_dir_kind(run_dir)
+    if kind == "a training run":
+        return                     # the stage says: continue it with --resume, or choose another --out
+    if kind is not None:
+        raise ZeroLLMError(f"--out {run_dir} is {kind}; a stage writes a run directory: choose a new directory")
+    if not os.path.isdir(run_dir) or force:
+        return
+    present = [n for n in STAGE_FILES if os.path.lexists(os.path.join(run_dir, n))]
+    unfinished = {"inputs", "log.jsonl"} <= set(present)
+    if present and not unfinished:
+        raise ZeroLLMError(f"--out {run_dir} already holds {', '.join(present)}, which this command did not "
+                           "create and would replace; pass --force to replace them, or choose another --out")
 
 
 # ----------------------------------------------------------------------------
@@ -96,8 +200,8 @@ def atomic_dir(path):
     """
     path = os.path.abspath(os.fspath(path))
     parent, name = os.path.split(path)
-    if os.path.exists(path) and not os.path.isdir(path):
-        raise ZeroLLMError(f"{path} is a file; choose a directory path")
+    if os.path.islink(path) or (os.path.exists(path) and not os.path.isdir(path)):
+        raise ZeroLLMError(f"{path} is a file or a link; choose a directory path")
     with writing(path, beside=True):
         _remove_leftovers(parent, name)
         tmp = tempfile.mkdtemp(prefix=f".{name}.", suffix=".tmp", dir=parent)

@@ -23,7 +23,7 @@ def build(model, tok, inputs, train_cfg, cfg, start):
     return objective, tok
 
 
-STAGE = Stage("dpo", DPOConfig, build=build,
+STAGE = Stage("dpo", DPOConfig, build=build, reference=True, rows_per_example=2,
               defaults=dict(lr=5e-5, min_lr=5e-6, warmup_iters=20, max_iters=300, batch_size=16, weight_decay=0.0,
                             eval_interval=100, checkpoint_interval=100, sample_tokens=0))
 

@@ -38,7 +38,7 @@ def reward_sources(cfg, tok):
         weights = [float(w) for w in cfg.reward_weights.split(",")] if cfg.reward_weights else None
     except ValueError:
         raise ZeroLLMError(f"--reward-weights must be comma-separated numbers, got {cfg.reward_weights!r}") from None
-    return sources_from_flags(specs, weights, cfg.rm, tok, lambda m: ShardedModel(m, 1))
+    return sources_from_flags(specs, weights, cfg.rm, tok, lambda m: ShardedModel(m, 1), timeout=cfg.reward_timeout)
 
 
 def build_rollout_objective(cls, model, tok, inputs, train_cfg, cfg, start, **kw):
@@ -56,7 +56,7 @@ def build(model, tok, inputs, train_cfg, cfg, start):
     return build_rollout_objective(GRPOObjective, model, tok, inputs, train_cfg, cfg, start)
 
 
-STAGE = Stage("grpo", GRPOConfig, build=build,
+STAGE = Stage("grpo", GRPOConfig, build=build, reference=True,
               defaults=dict(lr=1e-5, min_lr=1e-6, warmup_iters=0, max_iters=200, weight_decay=0.0,
                             eval_interval=50, checkpoint_interval=25, sample_tokens=0, grad_clip=1.0),
               skip=("batch_size", "eval_iters", "sample_tokens"))

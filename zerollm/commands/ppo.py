@@ -17,7 +17,7 @@ def build(model, tok, inputs, train_cfg, cfg, start):
     return build_rollout_objective(PPOObjective, model, tok, inputs, train_cfg, cfg, start)
 
 
-STAGE = Stage("ppo", PPOConfig, build=build,
+STAGE = Stage("ppo", PPOConfig, build=build, reference=True,
               defaults=dict(lr=1e-5, min_lr=1e-6, warmup_iters=0, max_iters=200, weight_decay=0.0,
                             eval_interval=50, checkpoint_interval=25, sample_tokens=0, grad_clip=1.0),
               skip=("batch_size", "eval_iters", "sample_tokens"))

@@ -48,7 +48,7 @@ def build(model, tok, inputs, train_cfg, cfg, start):
     return objective, tok
 
 
-STAGE = Stage("reward", RewardConfig, build=build,
+STAGE = Stage("reward", RewardConfig, build=build, rows_per_example=2,
               defaults=dict(lr=1e-4, min_lr=1e-5, warmup_iters=20, max_iters=400, batch_size=16, weight_decay=0.0,
                             eval_interval=100, checkpoint_interval=100, sample_tokens=0))
 

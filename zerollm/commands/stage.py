@@ -7,10 +7,17 @@ model, copying the inputs into the run, resuming, and handing an objective to th
 A stage run directory is self-contained: the JSONL files it trains on are copied into RUN/inputs/, the
 tokenizer (with the chat template's special tokens) is saved as RUN/tokenizer.json, and the starting
 model is recorded by path and by a digest of its weights, so a resume can check that the frozen
-reference it reloads is the same one.
+reference it reloads is the same one. The copies' SHA-256 digests are recorded too: a resume whose
+RUN/inputs/ files were deleted, cut short or edited stops with one line, and so does ``--resume`` with
+a ``--data`` (or ``--eval-data``) other than the file the run began with.
+
+``--out`` follows zerollm.outdir's rule: never inside the starting run or any other run, checkpoint or
+model directory, and never over files (tokenizer.json, log.jsonl, ...) this command did not create
+unless ``--force``.
 """
 
 import dataclasses
+import hashlib
 import os
 import shutil
 
@@ -19,6 +26,7 @@ from zerollm import budget, dist
 from zerollm.commands.train import add_config_flags, locked_run_dir, train_and_report
 from zerollm.errors import ZeroLLMError
 from zerollm.fileio import atomic_write
+from zerollm.outdir import STAGE_FILES, check_stage_out
 from zerollm.memory import keep_freed_memory
 from zerollm.threads import add_threads_argument
 from zerollm.train import TrainConfig, Trainer, resume_point
@@ -40,6 +48,8 @@ class Stage:
     build: object
     inputs: tuple = ("data", "eval_data")
     skip: tuple = ()                 # TrainConfig fields that mean nothing to this stage (no flag for them)
+    reference: bool = False          # does it keep a frozen copy of the starting model (memory estimate)?
+    rows_per_example: int = 1        # sequences one example puts through the model (a pair: 2)
 
 
 # ----------------------------------------------------------------------------
@@ -54,7 +64,9 @@ def add_stage_arguments(p, stage):
     p.add_argument("--out", metavar="DIR", help=f"run directory (default runs/{stage.name})")
     p.add_argument("--resume", action="store_true", help="continue from the last checkpoint in --out")
     p.add_argument("--no-progress", action="store_true", help="no progress bar (e.g. in logs)")
-    budget.add_force_argument(p)
+    p.add_argument("--force", action="store_true",
+                   help="go on even when the memory estimate is more than the memory available, and replace "
+                        "files in --out (tokenizer.json, log.jsonl, ...) that this command did not create")
     add_threads_argument(p, data_parallel=True)
     add_config_flags(p, stage.config_cls)
     add_config_flags(p, TrainConfig, skip=LM_ONLY | set(stage.skip), defaults=stage.defaults)
@@ -117,10 +129,55 @@ def copy_inputs(args, stage, run_dir):
     return copied
 
 
-def saved_inputs(run_dir, stage):
+def file_digest(path):
+    """SHA-256 of a file's bytes (hex)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def saved_inputs(run_dir, stage, digests=None):
+    """{flag: path of its copy in RUN/inputs/ or None}, each copy checked against the digest recorded when
+    the run began (``digests``; runs written before digests were kept: --data must at least exist)."""
     folder = os.path.join(run_dir, "inputs")
-    return {flag: (p if os.path.isfile(p := os.path.join(folder, f"{flag}.jsonl")) else None)
-            for flag in stage.inputs}
+    found = {}
+    for flag in stage.inputs:
+        path = os.path.join(folder, f"{flag}.jsonl")
+        expected = (digests or {}).get(flag)
+        needed = expected is not None or (digests is None and flag == "data")
+        if not os.path.isfile(path):
+            if needed:
+                raise ZeroLLMError(f"{path} (the copy of --{flag.replace('_', '-')} this run trains on) is missing; "
+                                   "put the file the run began with back there, or start a new run with another --out")
+            found[flag] = None
+            continue
+        if expected is not None and file_digest(path) != expected:
+            raise ZeroLLMError(f"{path} (the copy of --{flag.replace('_', '-')} this run trains on) has changed since "
+                               "the run began (cut short or edited); put the original back, or start a new run")
+        found[flag] = path
+    return found
+
+
+def check_resume_flags(args, stage, inputs, start):
+    """--resume trains on the run's own copies and its own start: a different --data/--eval-data/--init/--hf
+    given with it is refused (the same file is fine)."""
+    for flag in stage.inputs:
+        given = getattr(args, flag, None)
+        if given is None:
+            continue
+        name = f"--{flag.replace('_', '-')}"
+        if not os.path.isfile(given):
+            raise ZeroLLMError(f"{name}: no such file: {given}")
+        if inputs.get(flag) is None or file_digest(given) != file_digest(inputs[flag]):
+            raise ZeroLLMError(f"--resume trains on the run's own copy of its data; {name} {given} is not the file "
+                               f"the run began with: leave out {name}, or start a new run with another --out")
+    for flag, hf in (("init", False), ("hf", True)):
+        given = getattr(args, flag, None)
+        if given is not None and (os.path.abspath(given) != start["path"] or hf != start["hf"]):
+            raise ZeroLLMError(f"--resume continues from the run's own start ({start['path']}); --{flag} {given} "
+                               f"is another model: leave out --{flag}, or start a new run with another --out")
 
 
 # ----------------------------------------------------------------------------
@@ -129,12 +186,30 @@ def saved_inputs(run_dir, stage):
 def run_stage(args, stage):
     keep_freed_memory()
     run_dir = args.out or os.path.join("runs", stage.name)
+    if not args.resume:            # before anything is created (zerollm.outdir's rule)
+        check_stage_out(run_dir, force=args.force, sources=[("--init", args.init), ("--hf", args.hf)])
+        _check_data_outside(args, stage, run_dir)
     world = dist.world()
     with locked_run_dir(run_dir, world) as started:   # one writer per run directory (zerollm.lock)
         trainer = (_resumed if args.resume else _fresh)(args, stage, run_dir, args.threads or 1, world)
         started()                                      # a run that failed before this leaves nothing behind
         return train_and_report(trainer, run_dir, stage.name, resumed=args.resume, progress=not args.no_progress,
                                 blas_threads=args.threads)
+
+
+def _check_data_outside(args, stage, run_dir):
+    """An input may lie in --out, but not where the run writes (RUN/inputs/, tokenizer.json, log.jsonl)."""
+    for flag in stage.inputs:
+        given = getattr(args, flag, None)
+        for name in STAGE_FILES:
+            if given is not None and os.path.exists(given) and _inside(given, os.path.join(run_dir, name)):
+                raise ZeroLLMError(f"--{flag.replace('_', '-')} {given} is where this run writes "
+                                   f"({os.path.join(run_dir, name)}); move the file out of --out first")
+
+
+def _inside(path, where):
+    path, where = os.path.realpath(path), os.path.realpath(where)
+    return path == where or path.startswith(where.rstrip(os.sep) + os.sep)
 
 
 def _fresh(args, stage, run_dir, threads, world):
@@ -146,16 +221,15 @@ def _fresh(args, stage, run_dir, threads, world):
     train_cfg = TrainConfig(**{**stage.defaults, **_given(args, TrainConfig, LM_ONLY)})
     stage_cfg = stage.config_cls(**_given(args, stage.config_cls))
     model, tok, start = load_start(args.init, args.hf, args.force)   # checks the start before anything is written
-    budget.require(budget.training(model.config, max(train_cfg.batch_size // world.size, 1),
-                                   grad_accum=train_cfg.grad_accum, threads=threads * world.size),
-                   force=args.force)
+    budget.require(memory_estimate(stage, model.config, train_cfg, stage_cfg, world, threads), force=args.force)
     inputs = None
     try:
         if world.is_main:             # one process copies the inputs; the others wait and read the copies
             os.makedirs(run_dir, exist_ok=True)
             inputs = copy_inputs(args, stage, run_dir)
         inputs = world.allgather(inputs)[0]
-        return _trainer(stage, model, tok, inputs, train_cfg, stage_cfg, start, run_dir, threads, world)
+        digests = {flag: file_digest(p) for flag, p in inputs.items() if p is not None}
+        return _trainer(stage, model, tok, inputs, train_cfg, stage_cfg, start, run_dir, threads, world, digests)
     except ZeroLLMError as err:       # bad data: name the user's file, not its copy in RUN/inputs/
         message = str(err)
         for flag, copy in (inputs or {}).items():
@@ -164,9 +238,20 @@ def _fresh(args, stage, run_dir, threads, world):
         raise ZeroLLMError(message) from None
 
 
-def _trainer(stage, model, tok, inputs, train_cfg, stage_cfg, start, run_dir, threads, world):
+def memory_estimate(stage, cfg, train_cfg, stage_cfg, world, threads):
+    """zerollm.budget's estimate of one step of this stage: the training step, the frozen reference
+    (a stage with ``reference``), the rollout batch (a stage whose settings have prompts_per_step)."""
+    rows = getattr(stage_cfg, "prompts_per_step", 0) * getattr(stage_cfg, "group_size", 1)
+    batch = -(-rows // stage_cfg.minibatches) if rows else train_cfg.batch_size * stage.rows_per_example
+    return budget.post_training(cfg, max(-(-batch // world.size), 1), grad_accum=train_cfg.grad_accum,
+                                threads=threads * world.size, reference=stage.reference,
+                                rollout_rows=-(-rows // world.size), value_head=stage.name == "ppo")
+
+
+def _trainer(stage, model, tok, inputs, train_cfg, stage_cfg, start, run_dir, threads, world, digests):
     objective, tok = stage.build(model, tok, inputs, train_cfg, stage_cfg, start)
-    objective.saved = {"stage": stage.name, "settings": dataclasses.asdict(stage_cfg), "start": start}
+    objective.saved = {"stage": stage.name, "settings": dataclasses.asdict(stage_cfg), "start": start,
+                       "inputs": digests}
     tokenizer_path = os.path.join(run_dir, "tokenizer.json")
     if world.is_main:
         tok.save(tokenizer_path)
@@ -188,8 +273,13 @@ def _resumed(args, stage, run_dir, threads, world):
         raise ZeroLLMError(f"{where}: objective.start must name the starting model (path, hf, digest); "
                            "the checkpoint is damaged")
     stage_cfg = dataclass_from_dict(stage.config_cls, saved.get("settings"), where, "objective.settings")
+    digests = saved.get("inputs")
+    if digests is not None and not (isinstance(digests, dict) and all(isinstance(v, str) for v in digests.values())):
+        raise ZeroLLMError(f"{where}: objective.inputs must map each input to its SHA-256; the checkpoint is damaged")
+    inputs = saved_inputs(run_dir, stage, digests)
+    check_resume_flags(args, stage, inputs, saved["start"])
     model, tok = reload_start(saved["start"])
-    trainer = _trainer(stage, model, tok, saved_inputs(run_dir, stage), train_cfg, stage_cfg, saved["start"],
-                       run_dir, threads, world)
+    trainer = _trainer(stage, model, tok, inputs, train_cfg, stage_cfg, saved["start"], run_dir, threads, world,
+                       digests if digests is not None else {f: file_digest(p) for f, p in inputs.items() if p})
     trainer.restore(ckpt)
     return trainer

@@ -31,6 +31,7 @@ def add_arguments(p):
     make.add_argument("--format", choices=("jsonl", "text"), default="jsonl",
                       help="jsonl: one example a line (SFT / prefs / prompts); text: one plain line per example, "
                            "for pre-training a base model (default jsonl)")
+    make.add_argument("--force", action="store_true", help="replace --out if it already exists")
     ev = sub.add_parser("eval", help="sample one completion per prompt and print the success rate")
     ev.add_argument("name", metavar="NAME", help="acrostic, addition or prefs")
     ev.add_argument("--ckpt", required=True, metavar="DIR", help="a training run, checkpoint step or zerollm model directory")
@@ -40,6 +41,7 @@ def add_arguments(p):
     ev.add_argument("--answers", metavar="FILE", default=None,
                     help="also write each prompt and its sampled answer as JSONL ({\"prompt\", \"completion\"}), "
                          "e.g. for 'zerollm score --rm DIR --data FILE'")
+    ev.add_argument("--force", action="store_true", help="replace --answers if it already exists")
     ev.add_argument("--temperature", type=Range(float, 0, 100), default=1.0,
                     help="0 = greedy (default 1.0: the model's own distribution)")
     ev.add_argument("--top-k", type=Range(int, 1, 2 ** 24), default=None)
@@ -72,8 +74,10 @@ def _list():
 def _make(args):
     from zerollm.fileio import atomic_write
     from zerollm.formats import write_jsonl
+    from zerollm.outdir import check_output_file
     from zerollm.tasks import get_task
     task = get_task(args.name)
+    check_output_file(args.out, force=args.force)      # before minutes of drawing examples
     rows = task.make(args.n, args.split, args.seed)
     if args.format == "jsonl":
         write_jsonl(args.out, rows)
@@ -99,6 +103,10 @@ def _eval(args):
     from zerollm.tasks.evaluate import evaluate
     task = get_task(args.name)
     check_sampling_args(args.temperature, args.top_k, args.top_p)
+    if args.answers:
+        from zerollm.outdir import check_output_file
+        check_output_file(args.answers, force=args.force, inputs=[("--data", args.data), ("--ckpt", args.ckpt)],
+                          flag="--answers")
     rows = read_prompts(args.data)[:args.n]
     rows = rows[:docsmode.limit("examples evaluated", len(rows))]
     model, tok = _load(args.ckpt)

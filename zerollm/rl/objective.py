@@ -15,11 +15,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from zerollm import docsmode
+from zerollm.argtypes import Range
 from zerollm.chat import decode_completion
 from zerollm.errors import ZeroLLMError
 from zerollm.objectives.base import Objective
 from zerollm.rl import rollouts
-from zerollm.rl.rewards import score_all
+from zerollm.rl.rewards import DEFAULT_TIMEOUT, score_all
 
 
 @dataclass(frozen=True)
@@ -29,6 +30,9 @@ class RolloutConfig:
     reward_weights: str | None = field(default=None, metadata={"help": "comma-separated weights, one per source "
                                                                        "(--reward first, then --rm)"})
     rm: str | None = field(default=None, metadata={"help": "a reward model directory (zerollm reward)"})
+    reward_timeout: float = field(default=DEFAULT_TIMEOUT, metadata={
+        "help": "seconds a module:function reward may take per call (and to import); 0 = no limit",
+        "range": Range(float, 0, 10 ** 6)})
     prompts_per_step: int = field(default=8, metadata={"help": "prompts sampled for each rollout batch"})
     max_new_tokens: int = field(default=40, metadata={"help": "longest answer, in tokens"})
     temperature: float = field(default=1.0, metadata={"help": "sampling temperature of the rollouts"})

@@ -8,17 +8,91 @@
 
 Every source is checked on every call: an exception, a NaN, a wrong count or a non-number stops the run
 with one line that names the source (the last good checkpoint stays as it is).
+
+Your own code (``module:function``) runs behind one guard, ``call_user``, both when its module is
+imported and at every call: an error of any kind (a SyntaxError, an exception at import, ``sys.exit``)
+becomes that one line, and so does a call that takes longer than ``--reward-timeout`` seconds
+(DEFAULT_TIMEOUT; 0 = no limit). The function runs in the main thread, exactly as it would without the
+guard (so its rewards are exactly its own), and the time limit is a SIGALRM timer (setitimer): Python
+interrupts the function between two bytecodes, also inside time.sleep or a blocking read. SIGTERM
+(and a second Ctrl-C) stop the run at once while your code runs, keeping the last checkpoint. What no
+guard in the same process can stop: a single C call that never returns to Python (one giant regex
+match, a C extension's loop) and os._exit(); keep those out of reward functions.
 """
 
+import contextlib
 import importlib
 import math
 import os
+import signal
 import sys
+import threading
 from typing import Callable, NamedTuple
 
 import numpy as np
 
 from zerollm.errors import ZeroLLMError
+
+
+DEFAULT_TIMEOUT = 60.0       # seconds a reward call (or the import of its module) may take
+
+
+class _TimeUp(BaseException):
+    """Raised inside user code by the timer; a BaseException, so a user's `except Exception` cannot eat it."""
+
+
+class _Terminated(BaseException):
+    """Raised inside user code by SIGTERM."""
+
+
+@contextlib.contextmanager
+def _signals(timeout):
+    """While user code runs in the main thread: SIGALRM after ``timeout`` s, and SIGTERM raising at once
+    (after telling the training loop's handler, so the run is marked as stopping)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield                                   # signals reach only the main thread: no limit here
+        return
+    old_term = signal.getsignal(signal.SIGTERM)
+
+    def on_term(signum, frame):
+        if callable(old_term):
+            old_term(signum, frame)
+        raise _Terminated
+
+    def on_alarm(signum, frame):
+        raise _TimeUp
+
+    old_alarm = signal.signal(signal.SIGALRM, on_alarm)
+    signal.signal(signal.SIGTERM, on_term)
+    if timeout:
+        signal.setitimer(signal.ITIMER_REAL, timeout)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old_alarm)
+        signal.signal(signal.SIGTERM, old_term)
+
+
+def call_user(what, fn, timeout=DEFAULT_TIMEOUT):
+    """fn() for user code described by ``what`` ("reward my_mod:fn"): any failure -> one ZeroLLMError line;
+    SIGTERM -> KeyboardInterrupt (the run stops at once, the last checkpoint kept)."""
+    try:
+        with _signals(timeout):
+            return fn()
+    except _TimeUp:
+        raise ZeroLLMError(f"{what} did not finish within --reward-timeout {timeout:g} s; make it faster, or "
+                           "raise --reward-timeout (0 = no limit)") from None
+    except _Terminated:
+        raise KeyboardInterrupt from None
+    except SystemExit as err:
+        raise ZeroLLMError(f"{what} called sys.exit({err.code!r}); a reward function must return its rewards "
+                           "(raise an exception to report a problem)") from None
+    except ZeroLLMError as err:
+        raise ZeroLLMError(f"{what}: {err}") from None
+    except Exception as err:                     # noqa: BLE001 - user code may raise anything
+        detail = " ".join(str(err).split())[:300]
+        raise ZeroLLMError(f"{what} raised {type(err).__name__}: {detail}") from None
 
 
 class RewardSource(NamedTuple):
@@ -40,23 +114,33 @@ def task_source(name, weight=1.0):
     return RewardSource(name, score, weight)
 
 
-def function_source(spec, weight=1.0):
-    """'module:function' (a module on the import path or a .py file beside you), TRL's calling convention."""
+def function_source(spec, weight=1.0, timeout=DEFAULT_TIMEOUT):
+    """'module:function' (a module on the import path or a .py file beside you), TRL's calling convention;
+    imported and called behind call_user's guard."""
     module_name, _, fn_name = spec.partition(":")
     if not module_name or not fn_name:
         raise ZeroLLMError(f"--reward {spec!r}: write a task name or module:function (e.g. my_rewards:length)")
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())                  # a my_rewards.py in the current folder is found
     try:
-        fn = getattr(importlib.import_module(module_name), fn_name)
-    except (ImportError, AttributeError) as err:
-        raise ZeroLLMError(f"--reward {spec!r}: cannot import it ({err})") from None
+        module = call_user(f"--reward {spec}: cannot import {module_name}, which", lambda: importlib.import_module(module_name),
+                           timeout)
+    except ZeroLLMError as err:
+        raise ZeroLLMError(f"{err}; fix the module (or the name) and start again") from None
+    fn = getattr(module, fn_name, None)
+    if fn is None:
+        raise ZeroLLMError(f"--reward {spec!r}: the module {module_name} has no {fn_name!r}")
     if not callable(fn):
         raise ZeroLLMError(f"--reward {spec!r} is not a function")
 
     def score(prompts, completions, fields, sequences):
         columns = {k: [f.get(k) for f in fields] for k in sorted({k for f in fields for k in f})}
-        return fn(prompts, completions, **columns)
+
+        def call():
+            out = fn(prompts, completions, **columns)
+            # read it here, under the time limit: a generator may never end
+            return list(out) if hasattr(out, "__iter__") and not isinstance(out, (str, bytes, dict)) else out
+        return call_user(f"reward {spec}", call, timeout)
     return RewardSource(spec, score, weight)
 
 
@@ -75,7 +159,7 @@ def model_source(path, policy_tokenizer, engine_factory, weight=1.0):
     return RewardSource(f"rm:{os.path.basename(os.path.normpath(path))}", score, weight)
 
 
-def sources_from_flags(rewards, weights, rm, tokenizer, engine_factory):
+def sources_from_flags(rewards, weights, rm, tokenizer, engine_factory, timeout=DEFAULT_TIMEOUT):
     """--reward NAME|module:fn (repeatable), --reward-weights, --rm DIR -> [RewardSource]."""
     from zerollm.tasks import TASKS
     specs = list(rewards or []) + ([f"rm:{rm}"] if rm else [])
@@ -90,7 +174,7 @@ def sources_from_flags(rewards, weights, rm, tokenizer, engine_factory):
         if spec.startswith("rm:"):
             out.append(model_source(spec[3:], tokenizer, engine_factory, w))
         elif ":" in spec:
-            out.append(function_source(spec, w))
+            out.append(function_source(spec, w, timeout))
         else:
             out.append(task_source(spec, w))
     return out
@@ -116,7 +200,7 @@ def score_all(sources, prompts, completions, fields, sequences):
 def check_rewards(name, values, n):
     try:
         values = [float(v) for v in values]
-    except (TypeError, ValueError):
+    except Exception:                             # noqa: BLE001 - a user's object may fail in __float__ any way
         raise ZeroLLMError(f"reward {name} must return a list of numbers, one per answer; got {values!r:.80}") from None
     if len(values) != n:
         raise ZeroLLMError(f"reward {name} returned {len(values)} values for {n} answers; return one per answer")

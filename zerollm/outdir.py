@@ -116,8 +116,8 @@ def check_output_file(path, *, force=False, inputs=(), flag="--out"):
     check_regular(path, flag)
     for input_flag, source in inputs:
         if source is not None and os.path.exists(source) and _same_or_inside(path, source):
-            raise ZeroLLMError(f"{flag} {path} is the file {input_flag} reads; writing it would destroy the input: "
-                               "choose another output file")
+            raise ZeroLLMError(f"{flag} {path} is, or lies inside, {input_flag} {source}, which this command reads; "
+                               "writing it would destroy the input: choose another output file")
     check_outside_runs(path, flag)
     if os.path.exists(path) and not force:
         raise ZeroLLMError(f"{flag} {path} already exists and this command did not create it; pass --force to "

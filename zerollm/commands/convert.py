@@ -16,7 +16,7 @@ import sys
 from zerollm.budget import add_force_argument
 from zerollm.errors import ZeroLLMError
 from zerollm.lock import writing
-from zerollm.outdir import check_separate
+from zerollm.outdir import check_outside_runs, check_separate
 
 
 def add_arguments(parser):
@@ -51,6 +51,7 @@ def run(args):
     from zerollm import hf
 
     check_separate(args.dst, [args.src], "--to", "--from")
+    check_outside_runs(args.dst, "--to")                 # zerollm.outdir: never into another run or model
     hf.check_target(args.dst, args.overwrite)            # fail before loading a big model
     with writing(args.dst, beside=True):                 # a second convert to --to stops here, at once
         return _convert(args)

@@ -13,6 +13,9 @@ Verifier: 1.0 when the completion, spaces and newlines trimmed, is exactly the d
 leading zeros); 0.0 otherwise. No partial credit: a sum with one wrong digit is wrong.
 """
 
+import collections
+import functools
+
 import regex as re
 
 import numpy as np
@@ -37,8 +40,13 @@ def _operand(rng):
 
 def distinct_pairs(split):
     """How many (a, b) pairs of ``split`` exist at all (a, b from 0 to 999): about 900,000 train and
-    100,000 heldout; counted (a second) rather than trusted, since the split comes from a hash."""
-    return sum(split_of(f"{a}+{b}") == split for a in range(1000) for b in range(1000))
+    100,000 heldout; counted (a second, once) rather than trusted, since the split comes from a hash."""
+    return _split_sizes()[split]
+
+
+@functools.lru_cache(maxsize=None)
+def _split_sizes():
+    return collections.Counter(split_of(f"{a}+{b}") for a in range(1000) for b in range(1000))
 
 
 def make(n, split, seed):

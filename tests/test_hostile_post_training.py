@@ -17,16 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from tiny_runs import run_main
-from zerollm import hf
-from zerollm.chat import prepare_tokenizer
+from tiny_runs import TINY_PREFS as PREFS, run_main, tiny_stage_base
 from zerollm.config import GPTConfig
 from zerollm.formats import write_jsonl
-from zerollm.model import GPT
 from zerollm.tasks import addition
-from zerollm.tokenizers import CharTokenizer
 
-PREFS = [{"prompt": f"{a}+{a}=", "chosen": str(2 * a), "rejected": str(2 * a + 1)} for a in range(8)]
 SMALL = ["--max-iters", "2", "--no-progress", "--checkpoint-interval", "1", "--eval-interval", "100"]
 RL = ["--reward", "addition", "--max-new-tokens", "3", "--prompts-per-step", "2", "--group-size", "2"]
 
@@ -34,15 +29,7 @@ RL = ["--reward", "addition", "--max-new-tokens", "3", "--prompts-per-step", "2"
 @pytest.fixture(scope="module")
 def root(tmp_path_factory):
     """A random base model (a zerollm model directory) and SFT, preference and prompt files."""
-    folder = tmp_path_factory.mktemp("hostile")
-    tok = CharTokenizer.train("0123456789+=\n")
-    model = GPT(GPTConfig(vocab_size=tok.vocab_size, block_size=32, n_layer=1, n_head=2, n_embd=16), seed=0)
-    hf.save_zerollm(model, folder / "base", tokenizer=tok)
-    rows = addition.make(12, "train", 0)
-    write_jsonl(folder / "sft.jsonl", rows)
-    write_jsonl(folder / "prompts.jsonl", rows)
-    write_jsonl(folder / "prefs.jsonl", PREFS)
-    return folder
+    return tiny_stage_base(tmp_path_factory.mktemp("hostile"))
 
 
 def one_line_error(code, err, fragment):

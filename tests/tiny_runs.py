@@ -51,6 +51,28 @@ def tiny_run(tmp_path_factory, tokenizer="char", pos="learned"):
     return _MADE[key]
 
 
+def tiny_stage_base(folder):
+    """``folder``/base: a random 1-layer model directory with a char tokenizer of sums, and sft.jsonl,
+    prompts.jsonl (addition) and prefs.jsonl beside it: enough for every post-training command."""
+    from zerollm import hf
+    from zerollm.config import GPTConfig
+    from zerollm.formats import write_jsonl
+    from zerollm.model import GPT
+    from zerollm.tasks import addition
+    from zerollm.tokenizers import CharTokenizer
+    tok = CharTokenizer.train("0123456789+=\n")
+    model = GPT(GPTConfig(vocab_size=tok.vocab_size, block_size=32, n_layer=1, n_head=2, n_embd=16), seed=0)
+    hf.save_zerollm(model, folder / "base", tokenizer=tok)
+    rows = addition.make(12, "train", 0)
+    write_jsonl(folder / "sft.jsonl", rows)
+    write_jsonl(folder / "prompts.jsonl", rows)
+    write_jsonl(folder / "prefs.jsonl", TINY_PREFS)
+    return folder
+
+
+TINY_PREFS = [{"prompt": f"{a}+{a}=", "chosen": str(2 * a), "rejected": str(2 * a + 1)} for a in range(8)]
+
+
 def copy_run(run, tmp_path, name="run"):
     target = tmp_path / name
     shutil.copytree(run, target)

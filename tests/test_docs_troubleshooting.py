@@ -61,7 +61,15 @@ def composed_messages(tmp_path, monkeypatch):
             _error(generator_from_state, {"bit_generator": "PCG64", "state": 5}, "f"),
             _error(checkpoint_state, {"step": "2"}, "f"), _error(ByteTokenizer().encode, "\ud800"),
             _error(check_separate, str(step), [str(tmp_path)]), _error(check_target, str(step), True),
-            _error(family_of, {"architectures": ["BertModel"]})]
+            _error(family_of, {"architectures": ["BertModel"]}), _bad_field_message(tmp_path)]
+
+
+def _bad_field_message(tmp_path):
+    """A JSONL field of the wrong type: the message composes the field's name and its expected type."""
+    from zerollm.formats import read_prefs
+    path = tmp_path / "prefs.jsonl"
+    path.write_text('{"prompt": "p", "chosen": "a", "rejected": "b", "margin": "big"}\n')
+    return _error(read_prefs, path)
 
 
 def source_text():

@@ -127,9 +127,10 @@ def check_command(prog, argv, args, failure):
     odd = [r for r, (_, p) in enumerate(every) if p != every[0][1]]
     if odd:
         if w.is_main:
-            print(f"{prog}: error: ranks {odd} started with other settings (command line, data files or ZEROLLM_ "
-                  "variables) than rank 0; start every rank with the same command, data and files "
-                  "(mpirun -n N zerollm ...)", file=sys.stderr, flush=True)
+            print(f"{prog}: error: ranks {odd} "
+                  "started with other settings (command line, data files or ZEROLLM_ variables) than rank 0; "
+                  "start every rank with the same command, data and files (mpirun -n N zerollm ...)",
+                  file=sys.stderr, flush=True)
         return 1
     return None
 

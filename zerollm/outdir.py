@@ -149,8 +149,9 @@ def check_stage_out(run_dir, *, force=False, sources=()):
     present = [n for n in STAGE_FILES if os.path.lexists(os.path.join(run_dir, n))]
     unfinished = {"inputs", "log.jsonl"} <= set(present)
     if present and not unfinished:
-        raise ZeroLLMError(f"--out {run_dir} already holds {', '.join(present)}, which this command did not "
-                           "create and would replace; pass --force to replace them, or choose another --out")
+        raise ZeroLLMError(f"--out {run_dir} already holds {', '.join(present)}, "
+                           "which this command did not create and would replace; pass --force to replace them, "
+                           "or choose another --out")
 
 
 # ----------------------------------------------------------------------------

@@ -154,8 +154,9 @@ def saved_inputs(run_dir, stage, digests=None):
             found[flag] = None
             continue
         if expected is not None and file_digest(path) != expected:
-            raise ZeroLLMError(f"{path} (the copy of --{flag.replace('_', '-')} this run trains on) has changed since "
-                               "the run began (cut short or edited); put the original back, or start a new run")
+            raise ZeroLLMError(f"{path} (the copy of --{flag.replace('_', '-')} "
+                               "this run trains on) has changed since the run began (cut short or edited); "
+                               "put the original back, or start a new run")
         found[flag] = path
     return found
 
@@ -171,8 +172,9 @@ def check_resume_flags(args, stage, inputs, start):
         if not os.path.isfile(given):
             raise ZeroLLMError(f"{name}: no such file: {given}")
         if inputs.get(flag) is None or file_digest(given) != file_digest(inputs[flag]):
-            raise ZeroLLMError(f"--resume trains on the run's own copy of its data; {name} {given} is not the file "
-                               f"the run began with: leave out {name}, or start a new run with another --out")
+            raise ZeroLLMError(f"--resume trains on the run's own copy of its data; {name} {given} "
+                               f"is not the file the run began with: leave out {name}, or start a new run with "
+                               "another --out")
     for flag, hf in (("init", False), ("hf", True)):
         given = getattr(args, flag, None)
         if given is not None and (os.path.abspath(given) != start["path"] or hf != start["hf"]):

@@ -2,7 +2,8 @@
 
 The text is encoded with the checkpoint's tokenizer and cut into consecutive windows of block_size
 tokens; every token after the first is predicted once, and the mean cross-entropy is reported
-(with perplexity = exp(loss)).
+(with perplexity = exp(loss)), and the same sum in bits per UTF-8 byte of the text, which compares
+models with different tokenizers (zerollm.evaluate.bpb).
 """
 
 import os
@@ -31,23 +32,9 @@ def add_arguments(p):
 
 def evaluate_loss(model, ids, batch_size=16):
     """Mean next-token loss over non-overlapping windows of (up to) block_size predictions."""
-    T = model.config.block_size
-    ids = np.asarray(ids, dtype=np.int64)
-    if len(ids) < 2:
-        raise ZeroLLMError("the text has fewer than 2 tokens: nothing to predict")
-    starts = list(range(0, len(ids) - 1, T))
-    total, count = 0.0, 0
-    model.eval()
-    full = [s for s in starts if s + T + 1 <= len(ids)]
-    for i in range(0, len(full), batch_size):                         # full windows, batched
-        rows = np.stack([ids[s:s + T + 1] for s in full[i:i + batch_size]])
-        _, loss = model.forward(rows[:, :-1], rows[:, 1:])
-        total, count = total + loss * rows[:, 1:].size, count + rows[:, 1:].size
-    for s in starts[len(full):]:                                      # the short tail, if any
-        row = ids[s:][None]
-        _, loss = model.forward(row[:, :-1], row[:, 1:])
-        total, count = total + loss * (row.shape[1] - 1), count + row.shape[1] - 1
-    return total / count, count
+    from zerollm.evaluate.bpb import score_text
+    loss, count, _ = score_text(model, ids, batch_size=batch_size)
+    return loss, count
 
 
 def _file_size(path):
@@ -72,8 +59,10 @@ def run(args):
     windows = min(args.batch_size, max(1, len(ids) // cfg.block_size))
     budget.require(budget.inference(cfg, windows, cfg.block_size, loss=True, what="evaluation", hint="--batch-size"),
                    force=args.force)
+    from zerollm.evaluate.bpb import bpb, score_text, token_byte_lengths
     with limit_threads(args.threads):
-        loss, count = evaluate_loss(model, ids, args.batch_size)
-    print(f"{args.data}: loss {loss:.4f} (perplexity {np.exp(loss):.2f}) over {count:,} predicted tokens, "
+        loss, count, bits = score_text(model, ids, token_byte_lengths(tok), args.batch_size)
+    shown = f", {bpb(*bits):.4f} bits per byte" if bits is not None else ""
+    print(f"{args.data}: loss {loss:.4f} (perplexity {np.exp(loss):.2f}){shown} over {count:,} predicted tokens, "
           f"checkpoint step {ckpt.step}")
     return 0

@@ -10,6 +10,8 @@ block): the fields docs/moe.md describes.
 
 Evaluation estimates the train and validation loss on ``eval_iters`` random batches each, drawn from
 a generator seeded by (seed, step) so it never shifts the training stream, and prints a short sample.
+With a tokenizer whose tokens have a known size in bytes, the validation batches are also given in
+bits per UTF-8 byte (``val_bpb``, zerollm.evaluate.bpb), comparable across tokenizers.
 """
 
 import hashlib
@@ -20,8 +22,9 @@ import numpy as np
 from zerollm import docsmode
 from zerollm.data import get_batch
 from zerollm.display import printable
-from zerollm.nn.loss import IGNORE_INDEX, cross_entropy_forward
+from zerollm.nn.loss import IGNORE_INDEX, cross_entropy_forward, token_nll
 from zerollm.objectives.base import Objective, ShardResult
+from zerollm.tokenizers.bytecount import bits_and_bytes, token_byte_lengths
 
 
 def lm_shard_loss(model, batch):
@@ -51,6 +54,7 @@ class LMObjective(Objective):
         self.batch_size, self.seed = batch_size, seed
         self.eval_iters, self.sample_tokens, self.tokenizer = eval_iters, sample_tokens, tokenizer
         self.data_rng = np.random.default_rng([seed, 1])
+        self.byte_lengths = token_byte_lengths(tokenizer) if tokenizer is not None else None
 
     def _batch(self, data, rng):
         return get_batch(data, self.batch_size, self.model.config.block_size, rng)
@@ -86,13 +90,19 @@ class LMObjective(Objective):
         out = {}
         for split, data in (("train", self.train_data), ("val", self.val_data)):
             rng = np.random.default_rng([self.seed, 2, trainer.iter])
-            losses = []
+            losses, bits, nbytes = [], 0.0, 0
             for _ in range(docsmode.limit("evaluation batches", self.eval_iters)):
                 if trainer.stop_requested():          # Ctrl-C: a partial estimate, then the loop stops
                     break
                 x, y = self._batch(data, rng)
-                losses.append(cross_entropy_forward(trainer.engine.forward(x), y)[0])
+                logits = trainer.engine.forward(x)
+                losses.append(cross_entropy_forward(logits, y)[0])
+                if split == "val" and self.byte_lengths is not None:
+                    b, n = bits_and_bytes(token_nll(logits, y), y, self.byte_lengths)
+                    bits, nbytes = bits + b, nbytes + n
             out[f"{split}_loss"] = float(np.mean(losses)) if losses else float("nan")
+        if self.byte_lengths is not None and nbytes:
+            out["val_bpb"] = bits / nbytes            # the same batches in bits per UTF-8 byte (zerollm.evaluate.bpb)
         return out
 
     def sample(self, trainer):

@@ -3,6 +3,7 @@
     zerollm tasks list
     zerollm tasks make acrostic --out acrostic-train.jsonl --n 5000 --split train --seed 0
     zerollm tasks make addition --out sums.txt --n 50000 --split train --seed 0 --format text
+    zerollm tasks make lm-eval --out lm-eval-tasks --n 200 --seed 0      # a folder of lm-eval task YAML + data
     zerollm tasks eval acrostic --ckpt runs/sft --data acrostic-heldout.jsonl [--json] [--n 500] [--answers FILE]
 
 ``eval`` samples one completion per prompt (row i with the seed (--seed, i)), scores it with the task's
@@ -23,8 +24,10 @@ def add_arguments(p):
     sub = p.add_subparsers(dest="action", metavar="ACTION", required=True, parser_class=type(p))
     sub.add_parser("list", help="the tasks and what they are")
     make = sub.add_parser("make", help="write a task's examples as JSONL (or plain text)")
-    make.add_argument("name", metavar="NAME", help="acrostic, addition or prefs")
-    make.add_argument("--out", required=True, metavar="FILE")
+    make.add_argument("name", metavar="NAME",
+                      help="acrostic, addition or prefs; or lm-eval: a folder of offline lm-evaluation-harness "
+                           "tasks (YAML + JSONL, heldout data only; zerollm.evaluate.taskfiles)")
+    make.add_argument("--out", required=True, metavar="FILE", help="the file to write (lm-eval: a folder)")
     make.add_argument("--n", type=Range(int, 1, 10 ** 7), required=True, help="number of examples")
     make.add_argument("--split", choices=("train", "heldout"), default="train")
     make.add_argument("--seed", type=SEED, default=0)
@@ -70,6 +73,8 @@ def _list():
 
 
 def _make(args):
+    if args.name == "lm-eval":
+        return _make_lm_eval(args)
     from zerollm.fileio import atomic_write
     from zerollm.formats import write_jsonl
     from zerollm.tasks import get_task
@@ -81,6 +86,15 @@ def _make(args):
         with atomic_write(args.out, "w") as f:
             f.writelines(task.text_line(row) + "\n" for row in rows)
     print(f"wrote {len(rows)} {args.name} examples ({args.split} split, seed {args.seed}) to {args.out}")
+    return 0
+
+
+def _make_lm_eval(args):
+    from zerollm.evaluate.taskfiles import write_tasks
+    counts = write_tasks(args.out, args.n, args.seed)
+    shown = ", ".join(f"{name} {n}" for name, n in counts.items())
+    print(f"wrote lm-eval tasks to {args.out} (heldout data, seed {args.seed}): {shown} documents; "
+          f"run: lm_eval --model zerollm --model_args ckpt=RUN --tasks {args.out}")
     return 0
 
 

@@ -38,7 +38,7 @@ COMMANDS = {
                 "tokenize a text file (byte, char or BPE) into train.bin/val.bin + tokenizer.json"),
     "train": ("zerollm.commands.train", "train a GPT on a text file, with crash-safe checkpoints"),
     "sample": ("zerollm.commands.sample", "generate text from a trained checkpoint or a Hugging Face model"),
-    "eval": ("zerollm.commands.evaluate", "the loss of a checkpoint on a text file"),
+    "eval": ("zerollm.commands.evaluate", "the loss and bits per byte of a checkpoint on a text file"),
     "tasks": ("zerollm.commands.tasks",
               "tasks a program can check (藏头诗, addition, preference pairs): make data, measure success"),
     "sft": ("zerollm.commands.sft", "supervised fine-tuning on prompt/completion or chat data (chat template)"),
@@ -49,6 +49,8 @@ COMMANDS = {
     "dpo": ("zerollm.commands.dpo", "Direct Preference Optimization (or IPO) against a frozen reference"),
     "ppo": ("zerollm.commands.ppo", "reinforcement learning with PPO: a value head, GAE, a KL penalty to a reference"),
     "grpo": ("zerollm.commands.grpo", "reinforcement learning with GRPO: group-relative advantages, no critic"),
+    "report": ("zerollm.commands.report",
+               "training runs and their lm-eval scores side by side: one offline HTML page (中文/English)"),
 }
 
 

@@ -1,8 +1,8 @@
 """The record of a training run: log.jsonl (one JSON object per step and per evaluation), loss.png,
 and for a mixture of experts expert_load.png.
 
-    {"step": 12, "loss": 2.41, "lr": 0.00013, "grad_norm": 0.9, "dt_ms": 61.2, "tokens_per_s": 12550}
-    {"step": 250, "train_loss": 2.42, "val_loss": 2.43}
+    {"step": 12, "loss": 2.41, "lr": 0.00013, "grad_norm": 0.9, "dt_ms": 61.2, "cpu_ms": 118.0, "tokens_per_s": 12550}
+    {"step": 250, "train_loss": 2.42, "val_loss": 2.43, "val_bpb": 1.71}
 
 A mixture of experts adds ce_loss, aux_loss, z_loss, dropped_frac and expert_frac (a list per MoE
 block of the share of its routed pairs each expert got) to the step records (docs/moe.md).

@@ -262,9 +262,10 @@ def configs_from_checkpoint(ckpt, overrides):
 
 
 def timed(fn):
-    t0 = time.perf_counter()
+    """(fn(), wall seconds, CPU seconds of the whole process: every thread's)."""
+    t0, c0 = time.perf_counter(), time.process_time()
     result = fn()
-    return result, time.perf_counter() - t0
+    return result, time.perf_counter() - t0, time.process_time() - c0
 
 
 # ----------------------------------------------------------------------------
@@ -299,8 +300,9 @@ def fit(trainer, run_dir, *, log, progress=True, echo=functools.partial(print, f
                     if bar is not None:
                         bar.unpause()                # leave the evaluation's time out of the step rate
                 step = trainer.iter
-                record, dt = timed(trainer.step)
-                record = {"step": step, **record, "dt_ms": dt * 1000, "tokens_per_s": record["tokens"] / dt}
+                record, dt, cpu = timed(trainer.step)
+                record = {"step": step, **record, "dt_ms": dt * 1000, "cpu_ms": cpu * 1000,
+                          "tokens_per_s": record["tokens"] / dt}
                 log.write(**record)
                 if bar is not None:
                     bar.set_postfix(loss=f"{record['loss']:.4f}", lr=f"{record['lr']:.2e}",

@@ -114,7 +114,7 @@ class ZeroLLMLM(LM):
             stop.update(newline_ids(self.tok))
         if self.prefix is not None:
             stop.add(self.prefix)
-        keep = max(1, T + 1 - max_new)                                    # room for the new tokens
+        keep = max(1, T - max_new)                  # room for the new tokens (what lm-eval's hf model keeps)
         prompts = [(chat_io.encode_prompt(self.tok, c) if self.chat else self.encode(c))[-keep:] for c in contexts]
         ids = sample_completions(self.model, prompts, min(max_new, T + 1 - max(map(len, prompts))),
                                  stop_ids=sorted(stop), temperature=temperature, seeds=[(self.seed, i) for i in rows])

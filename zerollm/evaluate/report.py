@@ -270,8 +270,18 @@ var ready = function () { setLang(document.getElementById("lang").dataset.next =
 """
 
 
+def unique_names(runs):
+    """Runs called alike (a/run, b/run) are named by their last two path parts instead."""
+    names = [r["name"] for r in runs]
+    for r in runs:
+        if names.count(r["name"]) > 1:
+            r["name"] = os.path.join(os.path.basename(os.path.dirname(r["path"])), r["name"])
+    return runs
+
+
 def build_report(runs, results, lang="en"):
     """The page as one string: runs are run_summary()s, results read_results()'s."""
+    runs = unique_names([dict(r) for r in runs])
     from zerollm.explain.page import FONT, _package_file
     font = base64.b64encode(_package_file(FONT).read_bytes()).decode("ascii")
     body = (f'<button id="lang" data-next="zh">中文</button><h1>{_label("title", "span")}</h1>'

@@ -250,7 +250,7 @@ body { font-family: system-ui, -apple-system, "Segoe UI", Roboto, "PingFang SC",
   "Noto Sans CJK SC", "zerollm-han", sans-serif; margin: 2em; color: #222; }
 table { border-collapse: collapse; margin: 1em 0; } th, td { border: 1px solid #ccc; padding: 4px 8px; }
 th { background: #f4f4f4; text-align: left; } td.num { text-align: right; font-variant-numeric: tabular-nums; }
-small { color: #666; } button { float: right; }
+small { color: #666; } button { float: right; font: inherit; }
 """
 
 SCRIPT = """

@@ -27,6 +27,8 @@ def add_arguments(p):
     src = p.add_mutually_exclusive_group()
     src.add_argument("--ckpt", metavar="DIR", help="a training run directory (its latest checkpoint) or a step directory")
     src.add_argument("--hf", metavar="DIR", help="a Hugging Face model directory (config.json + *.safetensors)")
+    src.add_argument("--gguf", metavar="FILE", help="a GGUF file (GPT-2 or Llama; f32, f16, q8_0 or q4_0): "
+                                                    "quantized weights run as such with --engine fast")
     p.add_argument("--prompt", default="\n", help="text to continue (default: a newline)")
     p.add_argument("--max-new-tokens", type=Range(int, 1, 10 ** 7), default=200)
     p.add_argument("--temperature", type=Range(float, 0, 100), default=0.8, help="0 = greedy (default 0.8)")
@@ -51,11 +53,15 @@ def add_arguments(p):
 
 
 def load_source(args):
+    if args.gguf:
+        from zerollm.interop.gguf_load import load_gguf_for
+        return load_gguf_for(args.gguf, "zerollm sample", force=args.force)
     if args.hf:
         from zerollm.hf import load, load_tokenizer_dir
         return load(args.hf, force=args.force).eval(), load_tokenizer_dir(args.hf)
     if not args.ckpt:
-        raise ZeroLLMError("give --ckpt DIR (a zerollm training run) or --hf DIR (a Hugging Face model)")
+        raise ZeroLLMError("give --ckpt DIR (a zerollm training run), --hf DIR (a Hugging Face model) "
+                           "or --gguf FILE (a GGUF file)")
     from zerollm.checkpoint import load_model
     model, tok, _ = load_model(args.ckpt, force=args.force)
     if tok is None:

@@ -170,8 +170,6 @@ def check_gguf_target(path, overwrite=False):
             if f.read(4) != MAGIC:
                 raise ZeroLLMError(f"{path} exists and is not a GGUF file, so it is never overwritten; "
                                    "choose a new file name")
-    if not os.path.isdir(os.path.dirname(path)):
-        raise ZeroLLMError(f"the folder of {path} does not exist; create it first")
     return path
 
 

@@ -175,4 +175,17 @@ def load_note(info, prog):
     if info["dequantized"]:
         return (f"{prog}: note: the numpy engine runs on float32 copies of the {'/'.join(blocks)} weights, "
                 "dequantized at load; --engine fast multiplies by the quantized blocks themselves")
-    return f"{prog}: {info['quantized']} {'/'.join(blocks)} matrices run through the quantized matmul kernel"
+    return f"{prog}: note: {info['quantized']} {'/'.join(blocks)} matrices run through the quantized matmul kernel"
+
+
+def load_gguf_for(path, prog, force=None):
+    """(model, tokenizer) for a command: says on stderr how the weights run; no tokenizer is an error."""
+    import sys
+    model, tokenizer, info = load_gguf(path, force=force)
+    note = load_note(info, prog)
+    if note:
+        print(note, file=sys.stderr)
+    if tokenizer is None:
+        raise ZeroLLMError(f"{path} has no tokenizer (it was written with --no-tokenizer), so text cannot be "
+                           "encoded; convert the model again with its tokenizer")
+    return model, tokenizer

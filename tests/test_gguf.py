@@ -264,3 +264,23 @@ def test_a_byte_tokenizer_is_carried(tmp_path):
     _, back, _ = load_gguf(written(tmp_path, tiny(GPT2, vocab=257), "f32", tok))
     assert back.name == "byte" and back.special_tokens == tok.special_tokens
     assert back.encode("naïve 你好", allowed_special="all") == tok.encode("naïve 你好", allowed_special="all")
+
+
+# ----------------------------------------------------------------------------
+# zerollm quantize --explain
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_quantize_explain_prints_the_real_numbers(capsys, lang):
+    code, out, _ = run_main(["quantize", "--explain", "--kind", "q8_0", "--rows", "1", "--cols", "32",
+                             "--seed", "3", "--lang", lang], capsys)
+    assert code == 0
+    w = (np.random.default_rng(3).standard_normal((1, 32)) * 0.5).astype(np.float32)
+    raw = quant.quantize(w, "q8_0")[0]
+    assert " ".join(f"{v:02x}" for v in raw) in out                  # the stored bytes, as written to files
+    assert ("完全相同" if lang == "zh" else "identical") in out         # the gguf package agrees
+
+
+def test_quantize_without_explain_or_with_bad_cols_is_one_line(capsys):
+    for argv in (["quantize"], ["quantize", "--explain", "--cols", "40"]):
+        code, _, err = run_main(argv, capsys)
+        assert code != 0 and len(err.strip().splitlines()) == 1 and "Traceback" not in err

@@ -111,7 +111,7 @@ def test_load_gives_back_the_same_model(tmp_path, layout, bpe):
 # ----------------------------------------------------------------------------
 # an independent reader: transformers
 
-@pytest.mark.parametrize("layout,kind", [(GPT2, "q8_0"), (LLAMA, "q4_0"), (LLAMA, "f16")], ids=["gpt2-q8_0", "llama-q4_0", "llama-f16"])
+@pytest.mark.parametrize("layout,kind", [(GPT2, "q8_0"), (LLAMA, "q4_0"), (LLAMA, "f32")], ids=["gpt2-q8_0", "llama-q4_0", "llama-f32"])
 def test_transformers_reads_the_same_numbers_and_ids(tmp_path, layout, kind, bpe, shakespeare_path, tang_path):
     torch = pytest.importorskip("torch")
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -123,6 +123,8 @@ def test_transformers_reads_the_same_numbers_and_ids(tmp_path, layout, kind, bpe
     with torch.no_grad():
         logits = theirs(torch.tensor(idx)).logits.numpy()
     assert np.abs(logits - ours.forward(idx)[0]).max() <= 1e-4
+    if kind == "f32":                                                 # and both are the model we wrote
+        assert np.abs(logits - model.forward(idx)[0]).max() <= 1e-4
     their_tok = AutoTokenizer.from_pretrained(tmp_path, gguf_file=path.name)
     for text in (shakespeare_path.read_text()[:60000], tang_path.read_text()[:8000]):   # slices: see docs/gguf.md
         assert their_tok(text)["input_ids"] == bpe.encode(text)

@@ -82,8 +82,8 @@ def hf_floats(tensors, arch, cfg, where):
             continue
         hf = _hf_name(name, arch)
         if hf is None:
-            raise ZeroLLMError(f"{where}: tensor {name} has no place in a {arch} model; "
-                               "the file is of another architecture than its metadata says")
+            raise ZeroLLMError(f"{where}: tensor {name} has no place in the {arch} models zerollm runs "
+                               "(the file is of another architecture, or uses a feature such as RoPE scaling)")
         out[hf] = _to_hf_layout(as_float(t), base, kind, arch, cfg)
     return out
 

@@ -26,7 +26,7 @@ def tracked_files():
 def test_shipped_corpus_is_the_documented_file(name):
     data = corpora.path(name).read_bytes()
     assert hashlib.sha256(data).hexdigest() == SHA256[name]
-    assert SHA256[name] in (REPO / "zerollm" / "corpora" / "SOURCES.md").read_text(encoding="utf-8")
+    assert SHA256[name] in (REPO / "zerollm" / "data" / "corpora" / "SOURCES.md").read_text(encoding="utf-8")
 
 
 def test_corpora_and_their_provenance_are_committed():

@@ -29,9 +29,9 @@ KINDS = ("f32", "f16", "q8_0", "q4_0")
 
 def make_model(name, out, train_iters):
     """(model, tokenizer, note) for one shape."""
-    from zerollm import hf
-    from zerollm.cli import main
-    from zerollm.model import GPT, GPTConfig
+    from zerollm.interop import hf
+    from zerollm.cli.entry import main
+    from zerollm.model.gpt import GPT, GPTConfig
     from zerollm.tokenizers import ByteTokenizer
     if name == "gpt2-124M":
         cfg = GPTConfig(vocab_size=50257, block_size=1024, n_layer=12, n_head=12, n_embd=768, gelu="tanh")
@@ -48,7 +48,7 @@ def make_model(name, out, train_iters):
 
 
 def validation_ids(tok, corpus, n_tokens):
-    from zerollm import corpora
+    from zerollm.data import corpora
     text = corpora.path(corpus).read_text(encoding="utf-8")
     val = text[int(len(text) * 0.9):]
     ids = tok.encode(val)[:n_tokens]
@@ -57,7 +57,7 @@ def validation_ids(tok, corpus, n_tokens):
 
 def decode_speed(model, new_tokens):
     """Tokens per second of KV-cache generation at B = 1 after a 16-token prompt (one warm-up run first)."""
-    from zerollm.sample import generate
+    from zerollm.generation.sample import generate
     prompt = np.arange(16)[None] % model.config.vocab_size
     for _ in generate(model, prompt, 2, temperature=0.0):
         pass
@@ -68,7 +68,7 @@ def decode_speed(model, new_tokens):
 
 
 def measure(name, args):
-    from zerollm.commands.evaluate import evaluate_loss
+    from zerollm.cli.commands.evaluate import evaluate_loss
     from zerollm.engine import use_engine
     from zerollm.interop.gguf import export_gguf
     from zerollm.interop.gguf_load import load_gguf
@@ -101,7 +101,7 @@ def main(argv=None):
     p.add_argument("--new-tokens", type=int, default=32)
     args = p.parse_args(argv)
     os.makedirs(args.out, exist_ok=True)
-    from zerollm.threads import limit_threads
+    from zerollm.engine.threads import limit_threads
     rows = []
     with limit_threads(1):
         for name in args.only or SHAPES:

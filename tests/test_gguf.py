@@ -1,4 +1,4 @@
-"""GGUF export / import and Q8_0 / Q4_0 (zerollm.interop.gguf, zerollm.interop.quant, zerollm.fast.quant).
+"""GGUF export / import and Q8_0 / Q4_0 (zerollm.interop.gguf, zerollm.interop.quant, zerollm.engine.fast.quant).
 
 Checked against three outside references: the `gguf` package's reader and quantizer (llama.cpp's
 own Python code), and transformers' independent GGUF loader (model logits and tokenizer ids).
@@ -11,12 +11,13 @@ import numpy as np
 import pytest
 
 from tests.tiny_runs import run_main
-from zerollm import corpora, hf
+from zerollm.data import corpora
+from zerollm.interop import hf
 from zerollm.engine import use_engine
 from zerollm.interop import quant
 from zerollm.interop.gguf import export_gguf, gguf_tensors
 from zerollm.interop.gguf_load import load_gguf
-from zerollm.model import GPT, GPTConfig
+from zerollm.model.gpt import GPT, GPTConfig
 from zerollm.nn.linear import quantized_matmul
 from zerollm.tokenizers import BPETokenizer, ByteTokenizer, CharTokenizer
 
@@ -136,7 +137,7 @@ def test_transformers_reads_the_same_numbers_and_ids(tmp_path, layout, kind, bpe
 @pytest.mark.parametrize("kind", ["q8_0", "q4_0"])
 @pytest.mark.parametrize("N", [1, 7])
 def test_kernel_equals_dequantize_then_matmul(kind, N):
-    from zerollm.fast.quant import quantized_matmul as kernel
+    from zerollm.engine.fast.quant import quantized_matmul as kernel
     rng = np.random.default_rng(4)
     w = quant.QuantizedMatrix.from_float(rng.standard_normal((96, 160)), kind)
     x = rng.standard_normal((N, 160)).astype(np.float32)

@@ -2,7 +2,7 @@
 
 Written and read with the `gguf` package (llama.cpp's own Python writer and reader). The layouts:
 
-    ours (zerollm.model)          GGUF, arch "gpt2"                 GGUF, arch "llama" (Llama, Mixtral)
+    ours (zerollm.model.gpt)          GGUF, arch "gpt2"                 GGUF, arch "llama" (Llama, Mixtral)
     wte.weight (V, C)             token_embd.weight (V, C)          token_embd.weight
     wpe.weight                    position_embd.weight              -
     h.{i}.ln_1                    blk.{i}.attn_norm                 blk.{i}.attn_norm
@@ -16,13 +16,13 @@ Written and read with the `gguf` package (llama.cpp's own Python writer and read
 
 (NumPy shapes; GGUF lists them reversed.) Every matrix is stored (out, in), one row per output, and a
 row is what Q8_0 / Q4_0 cut into blocks of 32 (zerollm.interop.quant). We go through transformers'
-names and layout (zerollm.hf.weights) both ways, so the GPT-2 conventions (biases everywhere, no
+names and layout (zerollm.interop.hf.weights) both ways, so the GPT-2 conventions (biases everywhere, no
 grouped-query attention) and the Mixtral expert split are the HF exporter's. llama.cpp rotates
 pairs (2i, 2i+1) where we and transformers rotate (i, i + hs/2), so attn_q / attn_k rows are
 permuted on writing and put back on reading, as llama.cpp's converter and transformers do.
 
 Reading, the metadata becomes a transformers config and goes through the same checks as config.json
-(zerollm.hf.configs). Nothing in a file is executed: the chat template is stored as text only.
+(zerollm.interop.hf.configs). Nothing in a file is executed: the chat template is stored as text only.
 """
 
 import os
@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from zerollm.errors import ZeroLLMError
+from zerollm.io.errors import ZeroLLMError
 from zerollm.interop import quant
 from zerollm.interop.gguf_tokenizer import SPLIT_KEY, read_tokenizer, tokenizer_fields
 
@@ -57,7 +57,7 @@ def _types():
 
 
 # ----------------------------------------------------------------------------
-# names: GGUF <-> transformers' bare names (zerollm.hf.weights)
+# names: GGUF <-> transformers' bare names (zerollm.interop.hf.weights)
 
 def _split(name):
     """'blk.3.attn_q.weight' -> (3, 'attn_q', 'weight'); 'output_norm.weight' -> (None, 'output_norm', 'weight')."""
@@ -97,7 +97,7 @@ def _permute(rows, n_head, inverse=False):
 
 def gguf_arch(cfg):
     """('gpt2' | 'llama', family) for a config, or a ZeroLLMError naming what GGUF cannot express."""
-    from zerollm.hf.configs import export_family
+    from zerollm.interop.hf.configs import export_family
     family = export_family(cfg)
     if family == "gpt2" and cfg.gelu != "tanh":
         raise ZeroLLMError("GGUF's gpt2 architecture computes the tanh GELU, but this model uses gelu='erf'; "
@@ -110,8 +110,8 @@ def gguf_arch(cfg):
 
 def gguf_tensors(model):
     """(arch, {GGUF name: float32 array, GGUF's (out, in) layout}) for a zerollm GPT."""
-    from zerollm.hf.exporting import hf_arrays
-    from zerollm.hf.weights import PREFIX
+    from zerollm.interop.hf.exporting import hf_arrays
+    from zerollm.interop.hf.weights import PREFIX
     arch, family = gguf_arch(model.config)
     _, arrays = hf_arrays(model)
     cfg, out, experts = model.config, {}, {}
@@ -179,7 +179,7 @@ def export_gguf(model, path, *, tokenizer=None, quant_kind="f32", overwrite=Fals
 
     >>> export_gguf(model, "tiny-q8.gguf", tokenizer=tok, quant_kind="q8_0")   # doctest: +SKIP
     """
-    from zerollm.fileio import atomic_write
+    from zerollm.io.fileio import atomic_write
     if quant_kind not in QUANTS:
         raise ZeroLLMError(f"--quant must be one of {', '.join(QUANTS)}, got {quant_kind!r}")
     path = check_gguf_target(path, overwrite)
@@ -204,8 +204,8 @@ def export_gguf(model, path, *, tokenizer=None, quant_kind="f32", overwrite=Fals
 
 def _writer(file, arch, model, tokenizer, fields, quant_kind):
     import gguf
-    from zerollm import chat
-    from zerollm.hf.exporting import _special_ids
+    from zerollm.data import chat
+    from zerollm.interop.hf.exporting import _special_ids
     cfg = model.config
     w = gguf.GGUFWriter(file, arch)
     w.add_name(name_of(model))

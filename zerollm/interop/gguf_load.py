@@ -2,8 +2,8 @@
 
     model, tokenizer, info = load_gguf("model-q8_0.gguf")      # info: what was kept quantized
 
-The metadata is turned into a transformers config and checked like config.json (zerollm.hf.configs);
-the tensors go through transformers' layout (zerollm.hf.weights.from_hf), so a missing tensor, a
+The metadata is turned into a transformers config and checked like config.json (zerollm.interop.hf.configs);
+the tensors go through transformers' layout (zerollm.interop.hf.weights.from_hf), so a missing tensor, a
 stray one or a wrong shape is one error naming the file. On the fast engine the Q8_0 / Q4_0
 matrices of the linear layers and the token table then stay as blocks (QuantizedMatrix) and run
 through the quantized matmul kernel; on the NumPy engine everything is float32, dequantized at load.
@@ -13,8 +13,8 @@ import re
 
 import numpy as np
 
-from zerollm import budget
-from zerollm.errors import ZeroLLMError
+from zerollm.model import budget
+from zerollm.io.errors import ZeroLLMError
 from zerollm.interop import quant
 from zerollm.interop.gguf import _CONV1D, _EXPERTS, _gguf_name, _hf_name, _permute, _split, as_float, read_gguf
 from zerollm.interop.gguf_tokenizer import read_tokenizer
@@ -120,7 +120,7 @@ def _quantized_param(ours, parts, tensors, arch, cfg):
 
 def keep_quantized(model, tensors, arch, family):
     """Swap the float copies of the Q8_0 / Q4_0 matrices for their blocks; returns how many."""
-    from zerollm.hf.weights import pieces
+    from zerollm.interop.hf.weights import pieces
     table, n = pieces(model.config, family), 0
     for ours, parts in table.items():
         wanted = ours in ("wte.weight", "lm_head.weight") or (ours.endswith(_QUANTIZABLE) and ".experts." not in ours)
@@ -142,10 +142,10 @@ def load_gguf(path, *, quantized=None, force=None):
     info: {"arch", "kinds": {kind: tensors}, "quantized": matrices kept as blocks, "dequantized": bool}.
     """
     from zerollm.engine import get_engine
-    from zerollm.hf.configs import hf_to_config
-    from zerollm.hf.weights import from_hf
-    from zerollm.model import GPT
-    from zerollm.validate import require_finite
+    from zerollm.interop.hf.configs import hf_to_config
+    from zerollm.interop.hf.weights import from_hf
+    from zerollm.model.gpt import GPT
+    from zerollm.io.validate import require_finite
     where = str(path)
     meta, tensors = read_gguf(path)
     family, cfg = hf_to_config(hf_config(meta, tensors, where), where)

@@ -16,7 +16,7 @@ What is carried (docs/gguf.md):
 Reading, only "gpt2" is accepted (SentencePiece "llama" and the others are refused by name).
 """
 
-from zerollm.errors import ZeroLLMError
+from zerollm.io.errors import ZeroLLMError
 
 NORMAL, CONTROL, UNUSED = 1, 3, 5
 PRE_OF_PATTERN = {"gpt2": "gpt-2", "gpt4": "llama-bpe"}

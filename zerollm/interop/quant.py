@@ -25,7 +25,7 @@ Shapes: R rows, K numbers a row (K % 32 == 0), nb = K / 32 blocks a row.
 
 import numpy as np
 
-from zerollm.errors import ZeroLLMError
+from zerollm.io.errors import ZeroLLMError
 
 BLOCK = 32
 BLOCK_BYTES = {"q8_0": 2 + BLOCK, "q4_0": 2 + BLOCK // 2}
@@ -87,7 +87,7 @@ def quantize(x, kind):
 
 def split_blocks(data, kind):
     """(R, row bytes) uint8 -> (scales (R, nb) float32, codes): int8 (R, K) for q8_0, the packed
-    uint8 nibbles (R, K/2) for q4_0. The form the fast kernel reads (zerollm.fast.quant)."""
+    uint8 nibbles (R, K/2) for q4_0. The form the fast kernel reads (zerollm.engine.fast.quant)."""
     data = np.ascontiguousarray(data, dtype=np.uint8)
     R, size = data.reshape(-1, data.shape[-1]).shape if data.ndim else (0, 0)
     per = BLOCK_BYTES[check_kind(kind)]

@@ -9,7 +9,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from zerollm.amp import cast
+from zerollm.engine.amp import cast
 from zerollm.engine import accelerated
 
 
@@ -24,7 +24,7 @@ def linear_forward(x, w, b=None):
 
     Speed: the leading dims are flattened first, so BLAS gets one (N, i) @ (i, o) product; a 3-D
     ``x @ w`` would be one small product per sequence, about 15% slower at nanoGPT's sizes.
-    Under zerollm.amp.autocast x and w are first rounded to 16 bits; the cache keeps the rounded ones.
+    Under zerollm.engine.amp.autocast x and w are first rounded to 16 bits; the cache keeps the rounded ones.
     """
     if not isinstance(w, np.ndarray):           # a QuantizedMatrix (o, i): inference only
         y = quantized_matmul(np.ascontiguousarray(x.reshape(-1, x.shape[-1])), w)     # (N, i) -> (N, o)
@@ -43,7 +43,7 @@ def quantized_matmul(x, w):
     """y = x @ W^T for a QuantizedMatrix W (o, i): x (N, i) float32 -> (N, o).
 
     This reference dequantizes the whole matrix and lets BLAS multiply; the fast engine's kernel
-    (zerollm.fast.quant) decodes one 32-number block at a time instead and never builds it.
+    (zerollm.engine.fast.quant) decodes one 32-number block at a time instead and never builds it.
     """
     return x @ w.dequantize().T                 # (N, i) @ (i, o)
 

@@ -12,9 +12,9 @@ code ``zerollm convert --quant`` writes files with.
 
 import numpy as np
 
-from zerollm.argtypes import SEED, Range
-from zerollm.errors import ZeroLLMError
-from zerollm.i18n import add_lang_argument, resolve_lang, translator
+from zerollm.io.argtypes import SEED, Range
+from zerollm.io.errors import ZeroLLMError
+from zerollm.teach.i18n import add_lang_argument, resolve_lang, translator
 from zerollm.interop import quant
 from zerollm.teach.fmt import heading, matrix, number
 

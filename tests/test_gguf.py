@@ -4,7 +4,6 @@ Checked against three outside references: the `gguf` package's reader and quanti
 own Python code), and transformers' independent GGUF loader (model logits and tokenizer ids).
 """
 
-import os
 
 import gguf
 import numpy as np
@@ -12,9 +11,8 @@ import pytest
 
 from tests.tiny_runs import run_main
 from zerollm.data import corpora
-from zerollm.interop import hf
 from zerollm.engine import use_engine
-from zerollm.interop import quant
+from zerollm.interop import hf, quant
 from zerollm.interop.gguf import export_gguf, gguf_tensors
 from zerollm.interop.gguf_load import load_gguf
 from zerollm.model.gpt import GPT, GPTConfig
@@ -287,3 +285,15 @@ def test_quantize_without_explain_or_with_bad_cols_is_one_line(capsys):
     for argv in (["quantize"], ["quantize", "--explain", "--cols", "40"]):
         code, _, err = run_main(argv, capsys)
         assert code != 0 and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_a_chat_model_carries_its_template_and_end_of_turn(tmp_path, bpe):
+    from zerollm.data import chat
+    tok = chat.prepare_tokenizer(bpe)
+    path = written(tmp_path, tiny(GPT2, vocab=tok.vocab_size), "f32", tok)
+    fields = gguf.GGUFReader(path).fields
+    template = bytes(fields["tokenizer.chat_template"].parts[-1]).decode()
+    assert template == chat.chat_template_jinja()
+    assert int(fields["tokenizer.ggml.eos_token_id"].parts[-1][0]) == chat.end_id(tok)
+    _, back, _ = load_gguf(path)
+    assert chat.has_template(back) and back.special_tokens == tok.special_tokens

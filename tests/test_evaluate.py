@@ -6,10 +6,10 @@ import math
 import numpy as np
 import pytest
 
-from zerollm.config import GPTConfig
+from zerollm.model.config import GPTConfig
 from zerollm.evaluate.bpb import score_text, token_byte_lengths
 from zerollm.evaluate.loglik import loglikelihoods, multiple_choice, rolling_loglikelihood, rolling_windows
-from zerollm.model import GPT
+from zerollm.model.gpt import GPT
 from zerollm.tokenizers import train_tokenizer
 
 from tiny_runs import tiny_run

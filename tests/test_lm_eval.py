@@ -11,7 +11,7 @@ import tempfile
 
 import pytest
 
-from zerollm.cli import main
+from zerollm.cli.entry import main
 
 from tiny_runs import tiny_text
 

@@ -7,11 +7,11 @@ import shutil
 
 import pytest
 
-from zerollm.cli import main
+from zerollm.cli.entry import main
 from zerollm.evaluate.report import LABELS
-from zerollm.explain.fontsubset import OUT as FONT_FILE
-from zerollm.explain.fontsubset import is_han
-from zerollm.tasks.evaluate import wilson
+from zerollm.teach.explain.fontsubset import OUT as FONT_FILE
+from zerollm.teach.explain.fontsubset import is_han
+from zerollm.align.tasks.evaluate import wilson
 
 from tiny_runs import copy_run, run_main, tiny_run
 
@@ -42,7 +42,7 @@ def lm_eval_results(path, ckpt):
 
 def expected_numbers(run, results=None):
     """{(field, task, metric): text} computed here from the run's own files."""
-    from zerollm.safetensors import load_file
+    from zerollm.io.safetensors import load_file
     latest = json.loads((run / "latest.json").read_text())
     step, params = latest["step"], load_file(str(run / latest["dir"] / "model.safetensors"))
     log = read_jsonl(run / "log.jsonl")

@@ -17,7 +17,7 @@ one gets no bpb (``token_byte_lengths`` returns None).
 
 import numpy as np
 
-from zerollm.errors import ZeroLLMError
+from zerollm.io.errors import ZeroLLMError
 from zerollm.nn.loss import token_nll
 from zerollm.tokenizers.bytecount import bits_and_bytes, token_byte_lengths
 

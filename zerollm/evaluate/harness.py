@@ -2,9 +2,9 @@
 
 model_args (comma-separated key=value):
     ckpt=DIR        a zerollm training run, checkpoint step or model directory
-    hf=DIR          or a Hugging Face GPT-2/Llama directory (zerollm.hf)
-    threads=N       threads a batch is split over (zerollm.parallel; default 1)
-    chat=auto|yes|no    generate_until prompts through the chat template (zerollm.chat), as
+    hf=DIR          or a Hugging Face GPT-2/Llama directory (zerollm.interop.hf)
+    threads=N       threads a batch is split over (zerollm.training.parallel; default 1)
+    chat=auto|yes|no    generate_until prompts through the chat template (zerollm.data.chat), as
                     ``zerollm tasks eval`` does: auto = when the tokenizer has the template's tokens
     seed=S          generation seed when a task asks for sampling (greedy otherwise)
 and lm-eval's own --batch_size (requests per forward pass, default 8).
@@ -12,7 +12,7 @@ and lm-eval's own --batch_size (requests per forward pass, default 8).
 The three request types run on zerollm's own parts:
     loglikelihood            zerollm.evaluate.loglik.loglikelihoods (one forward over context+continuation)
     loglikelihood_rolling    zerollm.evaluate.loglik.rolling_loglikelihood (lm-eval's rolling windows)
-    generate_until           zerollm.sample.sample_completions (the one sampler, KV cache), cut at the
+    generate_until           zerollm.generation.sample.sample_completions (the one sampler, KV cache), cut at the
                              first ``until`` string
 Texts are split into context and continuation ids as lm-eval's ``hf`` model does (trailing spaces of the
 context move to the continuation; the continuation's ids are those of context+continuation after the
@@ -28,14 +28,14 @@ import lm_eval.models  # noqa: F401  (the built-in models first: lm-eval fills a
 from lm_eval.api.model import LM
 from lm_eval.api.registry import register_model
 
-from zerollm.errors import ZeroLLMError
+from zerollm.io.errors import ZeroLLMError
 
 EOT = "<|endoftext|>"
 
 
 def load(ckpt=None, hf=None):
     """(model, tokenizer) of a zerollm directory or a Hugging Face directory."""
-    from zerollm import hf as hf_io
+    from zerollm.interop import hf as hf_io
     if (ckpt is None) == (hf is None):
         raise ZeroLLMError("give exactly one of model_args ckpt=DIR (zerollm) or hf=DIR (Hugging Face)")
     if hf is not None:
@@ -55,7 +55,7 @@ class ZeroLLMLM(LM):
         self.batch_size = int(batch_size) if str(batch_size).isdigit() else 8      # "auto" -> 8
         if chat not in ("auto", "yes", "no"):
             raise ZeroLLMError(f"model_args chat must be auto, yes or no, got {chat!r}")
-        from zerollm import chat as chat_io
+        from zerollm.data import chat as chat_io
         self.chat = chat == "yes" or (chat == "auto" and chat_io.has_template(self.tok))
         self.prefix = self.tok.special_tokens.get(EOT)
 
@@ -105,9 +105,9 @@ class ZeroLLMLM(LM):
         return until, int(kwargs.get("max_gen_toks", 64)), temperature
 
     def _generate(self, contexts, rows, until, max_new, temperature):
-        from zerollm import chat as chat_io
-        from zerollm.sample import sample_completions
-        from zerollm.tasks.evaluate import newline_ids
+        from zerollm.data import chat as chat_io
+        from zerollm.generation.sample import sample_completions
+        from zerollm.align.tasks.evaluate import newline_ids
         T = self.model.config.block_size
         stop = {chat_io.end_id(self.tok)} if self.chat else set()
         if any("\n" in u for u in until):

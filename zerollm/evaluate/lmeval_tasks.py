@@ -11,7 +11,7 @@ works. With ``--include_path DIR --tasks zerollm_tang_next`` it reads the YAML o
 the model, and ``--model zerollm`` is not found yet.
 """
 
-from zerollm.tasks import acrostic, addition
+from zerollm.align.tasks import acrostic, addition
 
 import zerollm.evaluate.harness  # noqa: F401  (registers lm_eval's --model zerollm)
 

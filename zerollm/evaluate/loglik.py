@@ -7,7 +7,7 @@ Shapes: B requests in a batch, L the longest of them (at most block_size T), V v
    the argmax). Context + continuation are read as one sequence; when longer than the model can read
    (T + 1 tokens: the last token is only predicted), the context is cut from the left, as lm-eval does.
    Requests are sorted longest first, padded on the right (a causal model never looks right, so the
-   padding changes nothing) and batched; each batch is split over threads (zerollm.parallel).
+   padding changes nothing) and batched; each batch is split over threads (zerollm.training.parallel).
 
 2. ``rolling_windows`` / ``rolling_loglikelihood``: a text longer than the context, every token scored
    once. The sequence s is the text's ids (with ``prefix``, e.g. <|endoftext|>, in front, so the first
@@ -25,7 +25,7 @@ Shapes: B requests in a batch, L the longest of them (at most block_size T), V v
 
 import numpy as np
 
-from zerollm.errors import ZeroLLMError
+from zerollm.io.errors import ZeroLLMError
 from zerollm.nn.loss import token_nll
 
 
@@ -44,7 +44,7 @@ def _packed(context, continuation, T):
 
 def loglikelihoods(model, requests, *, batch_size=8, threads=1):
     """[(log p(continuation | context), greedy)] for requests [(context ids, continuation ids)], in order."""
-    from zerollm.parallel import ShardedModel
+    from zerollm.training.parallel import ShardedModel
     T = model.config.block_size
     packed = [_packed(ctx, cont, T) for ctx, cont in requests]
     order = sorted(range(len(packed)), key=lambda i: -len(packed[i][0]))     # longest first

@@ -8,7 +8,7 @@ its 95% interval: Wilson's for a rate (acc, acc_norm, success), mean ± 1.96 sta
 A results file belongs to the run its model_args ``ckpt=`` names.
 
 The page has no script or style from elsewhere, no request at all: the curves are inline SVG, the
-Chinese interface is drawn with the explainer's font subset (zerollm.explain.fontsubset), whose
+Chinese interface is drawn with the explainer's font subset (zerollm.teach.explain.fontsubset), whose
 characters are the only ones the interface uses. 中文 / English switch in place.
 """
 
@@ -20,8 +20,8 @@ import os
 
 import numpy as np
 
-from zerollm.errors import ZeroLLMError
-from zerollm.tasks.evaluate import wilson
+from zerollm.io.errors import ZeroLLMError
+from zerollm.align.tasks.evaluate import wilson
 
 RATES = ("acc", "acc_norm", "success")
 LABELS = {       # key: (English, 中文); the Chinese uses only characters of the explainer's font subset
@@ -53,13 +53,13 @@ LABELS = {       # key: (English, 中文); the Chinese uses only characters of t
 # reading the runs
 
 def read_jsonl(path):
-    from zerollm.runlog import read_log
+    from zerollm.training.runlog import read_log
     return read_log(path) if os.path.exists(path) else []
 
 
 def run_summary(run_dir):
     """What the page shows of one run directory, read from its files."""
-    from zerollm.checkpoint import load_checkpoint
+    from zerollm.training.checkpoint import load_checkpoint
     if not os.path.isdir(run_dir):
         raise ZeroLLMError(f"run directory not found: {run_dir}; give the --out of a zerollm training command")
     ckpt = load_checkpoint(run_dir, optimizer=False)
@@ -282,7 +282,7 @@ def unique_names(runs):
 def build_report(runs, results, lang="en"):
     """The page as one string: runs are run_summary()s, results read_results()'s."""
     runs = unique_names([dict(r) for r in runs])
-    from zerollm.explain.page import FONT, _package_file
+    from zerollm.teach.explain.page import FONT, _package_file
     font = base64.b64encode(_package_file(FONT).read_bytes()).decode("ascii")
     body = (f'<button id="lang" data-next="zh">中文</button><h1>{_label("title", "span")}</h1>'
             f"{_run_table(runs)}{_curves(runs)}{_score_table(runs, results)}")

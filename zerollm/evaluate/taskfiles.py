@@ -4,12 +4,12 @@
                          (the real fourth line and the fourth lines of three other poems)
     zerollm_shakespeare  multiple choice cloze: a line of Shakespeare without its last word, which of
                          four words ends it (the real one and the last words of three other lines)
-    zerollm_acrostic     generate_until: 「藏头诗：春夏秋冬」, scored by zerollm.tasks.acrostic's verifier
-    zerollm_addition     generate_until: "12+345=", scored by zerollm.tasks.addition's verifier
+    zerollm_acrostic     generate_until: 「藏头诗：春夏秋冬」, scored by zerollm.align.tasks.acrostic's verifier
+    zerollm_addition     generate_until: "12+345=", scored by zerollm.align.tasks.addition's verifier
 
 The multiple-choice questions come from the last tenth of each corpus, the part ``zerollm train`` keeps
 for validation (pre-training never steps on it); acrostic and addition use their heldout splits
-(zerollm.tasks: no head set and no pair of them is in a train split). Questions are drawn by
+(zerollm.align.tasks: no head set and no pair of them is in a train split). Questions are drawn by
 default_rng(seed). lm-eval loads the data with ``dataset_path: json`` and the absolute path of the file,
 so run ``zerollm tasks make lm-eval`` again after moving the folder.
 
@@ -22,10 +22,10 @@ import os
 
 import numpy as np
 
-from zerollm import corpora
-from zerollm.errors import ZeroLLMError
-from zerollm.poems import POEM, couplets
-from zerollm.tasks import acrostic, addition
+from zerollm.data import corpora
+from zerollm.io.errors import ZeroLLMError
+from zerollm.align.tasks.poems import POEM, couplets
+from zerollm.align.tasks import acrostic, addition
 
 VAL_FRACTION = 0.1
 MARKER = "zerollm-tasks.json"       # a folder holding it was written here and may be rewritten
@@ -154,7 +154,7 @@ def task_files(folder, n, seed):
 
 def write_tasks(folder, n, seed):
     """Write the four tasks into ``folder`` whole or not at all -> {task: number of documents}."""
-    from zerollm.outdir import atomic_dir
+    from zerollm.io.outdir import atomic_dir
     if os.path.isdir(folder) and os.listdir(folder) and not os.path.exists(os.path.join(folder, MARKER)):
         raise ZeroLLMError(f"{folder} holds files that 'zerollm tasks make lm-eval' did not write; "
                            "choose a new or empty folder for --out")

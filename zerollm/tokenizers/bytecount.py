@@ -9,7 +9,7 @@ import math
 
 import numpy as np
 
-from zerollm.errors import ZeroLLMError
+from zerollm.io.errors import ZeroLLMError
 
 LN2 = math.log(2.0)
 

@@ -78,3 +78,16 @@ def test_lm_eval_cli_with_model_zerollm_agrees_with_the_hf_backend(setup, tmp_pa
                 assert [r[0][1] in (True, "True") for r in r1] == [r[0][1] in (True, "True") for r in r2]
             else:
                 assert r1 == r2, (task, doc)                 # the same greedy generation
+
+
+def test_model_args_hf_dir_scores_as_the_zerollm_run(setup):
+    """model_args hf=DIR (a Hugging Face directory) gives the same numbers as ckpt=RUN it was exported from."""
+    from types import SimpleNamespace
+    from zerollm.evaluate.harness import ZeroLLMLM
+    run, hf, _ = setup
+    ours, theirs = ZeroLLMLM(ckpt=str(run)), ZeroLLMLM(hf=str(hf))
+    pairs = [SimpleNamespace(args=("To be, or not", " to be")), SimpleNamespace(args=("春眠不觉晓，", "处处闻啼鸟。"))]
+    rolling = [SimpleNamespace(args=("To be, or not to be, that is the question. " * 8,))]
+    assert ours.loglikelihood(pairs) == theirs.loglikelihood(pairs)
+    assert ours.loglikelihood_rolling(rolling) == theirs.loglikelihood_rolling(rolling)
+    assert len(ours.encode(rolling[0].args[0])) > 64            # longer than the context: several windows

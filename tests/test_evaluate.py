@@ -112,3 +112,22 @@ def test_multiple_choice_acc_and_acc_norm():
     assert multiple_choice([-1.0, -2.0, -3.0], ["a", "b", "c"], 0) == {"acc": 1.0, "acc_norm": 1.0}
     assert multiple_choice([-7.0, -2.0], ["abc", "b"], 0) == {"acc": 0.0, "acc_norm": 0.0}
     assert multiple_choice([-6.0, -2.0], ["abcdefgh", "b"], 0) == {"acc": 0.0, "acc_norm": 1.0}
+
+
+def test_tasks_make_lm_eval_writes_the_four_tasks_and_never_replaces_a_foreign_folder(tmp_path, capsys):
+    from zerollm.data import corpora
+    from tiny_runs import run_main
+    out = tmp_path / "tasks"
+    assert run_main(["tasks", "make", "lm-eval", "--out", out, "--n", "5"], capsys)[0] == 0
+    assert run_main(["tasks", "make", "lm-eval", "--out", out, "--n", "4"], capsys)[0] == 0     # its own: rewritten
+    names = {"zerollm_tang_next", "zerollm_shakespeare", "zerollm_acrostic", "zerollm_addition"}
+    assert {p.name for p in out.iterdir()} == {f"{n}.{e}" for n in names for e in ("yaml", "jsonl")} | {"zerollm-tasks.json"}
+    tang = corpora.read_text("tang").splitlines()
+    val = "\n".join(tang[int(len(tang) * 0.9):])
+    for row in map(json.loads, (out / "zerollm_tang_next.jsonl").read_text().splitlines()):
+        assert len(row["choices"]) == 4 and row["context"][1:] + row["choices"][row["label"]] in val
+    foreign = tmp_path / "mine"
+    foreign.mkdir()
+    (foreign / "notes.txt").write_text("keep me")
+    code, _, err = run_main(["tasks", "make", "lm-eval", "--out", foreign, "--n", "4"], capsys)
+    assert code == 1 and "did not write" in err and (foreign / "notes.txt").read_text() == "keep me"

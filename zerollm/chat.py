@@ -89,6 +89,7 @@ def resize_model(model, vocab_size, rng):
             value = np.concatenate([value, rows.astype(value.dtype)], axis=0)           # (V', C)
         np.copyto(bigger.params[name], value)
     bigger.rng.bit_generator.state = model.rng.bit_generator.state
+    bigger.lora = model.lora         # adapters do not depend on the vocabulary; the new rows will train
     bigger.training = model.training
     return bigger
 

@@ -10,7 +10,7 @@ sources, and turns each answer's reward into an advantage relative to its group 
 
 import sys
 
-from zerollm.commands.stage import Stage, add_stage_arguments, reload_start, run_stage
+from zerollm.commands.stage import Stage, add_stage_arguments, run_stage
 from zerollm.errors import ZeroLLMError
 from zerollm.rl.grpo import GRPOConfig, GRPOObjective
 
@@ -43,10 +43,8 @@ def reward_sources(cfg, tok):
 
 def build_rollout_objective(cls, model, tok, inputs, train_cfg, cfg, start, **kw):
     model, tok, rows, ids, eval_rows, eval_ids, stop = rollout_inputs(model, tok, inputs, cfg, train_cfg.seed)
-    reference, _ = reload_start(start)
-    if reference.config.vocab_size != model.config.vocab_size:
-        from zerollm.commands.reward import chat_model
-        reference, _ = chat_model(reference, tok, [], train_cfg.seed)      # the same new rows as the policy
+    from zerollm.commands.reward import frozen_reference
+    reference = frozen_reference(model, tok, start, train_cfg.seed)      # the same new rows as the policy
     objective = cls(model, reference, tok, rows, sources=reward_sources(cfg, tok), config=cfg, seed=train_cfg.seed,
                     stop_ids=stop, prompt_ids=ids, eval_prompts=eval_rows, eval_prompt_ids=eval_ids, **kw)
     return objective, tok

@@ -11,7 +11,7 @@ real token of "prompt + answer" (the end-of-turn token of the chat template). Lo
 
 import numpy as np
 
-from zerollm.commands.stage import Stage, add_stage_arguments, run_stage
+from zerollm.commands.stage import Stage, add_stage_arguments, reload_start, run_stage
 from zerollm.objectives.reward import RewardConfig, RewardObjective
 
 
@@ -33,6 +33,18 @@ def chat_model(model, tok, rows, seed):
     if tok.vocab_size != model.config.vocab_size:
         model = resize_model(model, tok.vocab_size, np.random.default_rng([seed, 9]))
     return model, tok
+
+
+def frozen_reference(policy, tok, start, seed):
+    """The frozen reference of DPO, PPO and GRPO: with LoRA the policy's own base with the adapters switched
+    off (no second copy of the weights, as TRL does with peft); otherwise the starting model reloaded (and
+    checked by digest) with the same new embedding rows as the policy."""
+    if policy.lora is not None:
+        return policy.without_adapters().eval()
+    reference, _ = reload_start(start)
+    if reference.config.vocab_size != policy.config.vocab_size:
+        reference, _ = chat_model(reference, tok, [], seed)
+    return reference
 
 
 def read_pairs(inputs):

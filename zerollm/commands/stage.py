@@ -16,12 +16,12 @@ import shutil
 
 from zerollm.checkpoint import weights_digest
 from zerollm import budget, dist
-from zerollm.commands.train import add_config_flags, locked_run_dir, train_and_report
+from zerollm.commands.train import add_config_flags, add_lora_arguments, locked_run_dir, lora_config, train_and_report
 from zerollm.errors import ZeroLLMError
 from zerollm.fileio import atomic_write
 from zerollm.memory import keep_freed_memory
 from zerollm.threads import add_threads_argument
-from zerollm.train import TrainConfig, Trainer, resume_point
+from zerollm.train import TrainConfig, Trainer, lora_rng, resume_point
 from zerollm.validate import dataclass_from_dict
 
 LM_ONLY = {"tokenizer", "vocab_size"}          # TrainConfig fields that only pre-training uses
@@ -49,6 +49,8 @@ def add_stage_arguments(p, stage):
     src = p.add_mutually_exclusive_group()
     src.add_argument("--init", metavar="DIR", help="start from a zerollm run or checkpoint directory")
     src.add_argument("--hf", metavar="DIR", help="start from a Hugging Face model directory")
+    p.add_argument("--adapter", metavar="DIR", help="a PEFT LoRA adapter directory to fold into the starting model "
+                   "first (zerollm.interop.peft)")
     p.add_argument("--data", metavar="FILE", help="the JSONL file to train on")
     p.add_argument("--eval-data", metavar="FILE", help="a heldout JSONL file evaluated every --eval-interval steps")
     p.add_argument("--out", metavar="DIR", help=f"run directory (default runs/{stage.name})")
@@ -56,6 +58,7 @@ def add_stage_arguments(p, stage):
     p.add_argument("--no-progress", action="store_true", help="no progress bar (e.g. in logs)")
     budget.add_force_argument(p)
     add_threads_argument(p, data_parallel=True)
+    add_lora_arguments(p)
     add_config_flags(p, stage.config_cls)
     add_config_flags(p, TrainConfig, skip=LM_ONLY | set(stage.skip), defaults=stage.defaults)
     defaults = ", ".join(f"--{k.replace('_', '-')} {v}" for k, v in stage.defaults.items())
@@ -70,25 +73,29 @@ def _given(args, cls, skip=()):
 # ----------------------------------------------------------------------------
 # the starting model
 
-def load_start(path=None, hf=None, force=None):
-    """(model, tokenizer, {"path", "hf", "digest"}) from --init DIR or --hf DIR, in eval mode."""
+def load_start(path=None, hf=None, force=None, adapter=None):
+    """(model, tokenizer, {"path", "hf", "digest"[, "adapter"]}) from --init DIR or --hf DIR, in eval mode;
+    ``adapter``: a PEFT adapter directory merged into it first."""
+    from zerollm.hf.native import start_model
     if hf:
-        from zerollm.hf import load, load_tokenizer_dir
-        model, tok = load(hf, force=force), load_tokenizer_dir(hf)
+        from zerollm.hf import load_tokenizer_dir
+        model, tok = start_model(hf=hf, adapter=adapter, force=force), load_tokenizer_dir(hf)
     elif path:
-        from zerollm.hf import load_zerollm, load_zerollm_tokenizer
-        model, tok = load_zerollm(path, force=force), load_zerollm_tokenizer(path)   # a run, checkpoint or model dir
+        from zerollm.hf import load_zerollm_tokenizer
+        model, tok = start_model(path, adapter=adapter, force=force), load_zerollm_tokenizer(path)   # run or model dir
         if tok is None:
             raise ZeroLLMError(f"{path} has no tokenizer.json; a stage needs the tokenizer the model was trained with")
     else:
         raise ZeroLLMError("give --init DIR (a zerollm run) or --hf DIR (a Hugging Face model) to start from")
+    extra = {"adapter": os.path.abspath(adapter)} if adapter else {}
     return model.eval(), tok, {"path": os.path.abspath(hf or path), "hf": bool(hf),
-                               "digest": weights_digest(model.params)}
+                               "digest": weights_digest(model.params), **extra}
 
 
 def reload_start(start):
     """The starting model again (a frozen reference on resume), checked against the digest saved with the run."""
-    model, tok, again = load_start(None if start["hf"] else start["path"], start["path"] if start["hf"] else None)
+    model, tok, again = load_start(None if start["hf"] else start["path"], start["path"] if start["hf"] else None,
+                                   adapter=start.get("adapter"))
     if again["digest"] != start["digest"]:
         raise ZeroLLMError(f"the starting model {start['path']} has changed since this run began (its weights' "
                            "digest differs), so the frozen reference cannot be restored; put the original back")
@@ -145,7 +152,10 @@ def _fresh(args, stage, run_dir, threads, world):
         raise ZeroLLMError(f"give --data FILE: the JSONL file to train on (see 'zerollm {stage.name} --help')")
     train_cfg = TrainConfig(**{**stage.defaults, **_given(args, TrainConfig, LM_ONLY)})
     stage_cfg = stage.config_cls(**_given(args, stage.config_cls))
-    model, tok, start = load_start(args.init, args.hf, args.force)   # checks the start before anything is written
+    model, tok, start = load_start(args.init, args.hf, args.force, args.adapter)   # checked before anything is written
+    lora = lora_config(args)
+    if lora is not None:
+        model.add_lora(lora, lora_rng(train_cfg.seed))
     budget.require(budget.training(model.config, max(train_cfg.batch_size // world.size, 1),
                                    grad_accum=train_cfg.grad_accum, threads=threads * world.size),
                    force=args.force)
@@ -167,6 +177,8 @@ def _fresh(args, stage, run_dir, threads, world):
 def _trainer(stage, model, tok, inputs, train_cfg, stage_cfg, start, run_dir, threads, world):
     objective, tok = stage.build(model, tok, inputs, train_cfg, stage_cfg, start)
     objective.saved = {"stage": stage.name, "settings": dataclasses.asdict(stage_cfg), "start": start}
+    if objective.model.lora is not None:     # the checkpoint holds the adapters; the base is "start", by digest
+        objective.saved["lora"] = objective.model.lora.config.to_dict()
     tokenizer_path = os.path.join(run_dir, "tokenizer.json")
     if world.is_main:
         tok.save(tokenizer_path)
@@ -189,6 +201,10 @@ def _resumed(args, stage, run_dir, threads, world):
                            "the checkpoint is damaged")
     stage_cfg = dataclass_from_dict(stage.config_cls, saved.get("settings"), where, "objective.settings")
     model, tok = reload_start(saved["start"])
+    if saved.get("lora"):
+        from zerollm.nn.lora import LoRAConfig
+        model.add_lora(LoRAConfig(**{**saved["lora"], "targets": tuple(saved["lora"]["targets"])}),
+                       lora_rng(train_cfg.seed))
     trainer = _trainer(stage, model, tok, saved_inputs(run_dir, stage), train_cfg, stage_cfg, saved["start"],
                        run_dir, threads, world)
     trainer.restore(ckpt)

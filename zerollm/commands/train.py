@@ -77,6 +77,33 @@ def add_config_flags(parser, cls, skip=(), defaults=None):
                            help=f"{about[:-1]}{scope})")
 
 
+def add_lora_arguments(p):
+    """--lora-r/--lora-alpha/--lora-dropout/--lora-targets (zerollm.nn.lora): train low-rank adapters only."""
+    g = p.add_argument_group("LoRA (low-rank adapters; the base weights stay frozen, see docs/lora.md)")
+    g.add_argument("--lora-r", type=int, metavar="R", help="rank of the adapters; giving it turns LoRA on")
+    g.add_argument("--lora-alpha", type=float, metavar="A", help="scale alpha: the update is A B * alpha / r "
+                   "(default 2 r)")
+    g.add_argument("--lora-dropout", type=float, metavar="P", help="dropout on the adapters' input (default 0)")
+    g.add_argument("--lora-targets", metavar="NAMES", help="comma-separated modules to adapt, PEFT's names: "
+                   "c_attn, c_proj, c_fc, q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj "
+                   "(default c_attn)")
+
+
+def lora_config(args):
+    """The LoRAConfig the --lora-* flags ask for, or None without --lora-r."""
+    from zerollm.nn.lora import LoRAConfig
+    given = {k: getattr(args, "lora_" + k, None) for k in ("alpha", "dropout", "targets")}
+    r = getattr(args, "lora_r", None)
+    if r is None:
+        extra = [f"--lora-{k}" for k, v in given.items() if v is not None]
+        if extra:
+            raise ZeroLLMError(f"{', '.join(extra)} need --lora-r R (the rank) to turn LoRA on")
+        return None
+    targets = tuple(t.strip() for t in given["targets"].split(",")) if given["targets"] else ("c_attn",)
+    return LoRAConfig(r=r, alpha=given["alpha"] if given["alpha"] is not None else 2.0 * r,
+                      dropout=given["dropout"] or 0.0, targets=tuple(t for t in targets if t) or ("",))
+
+
 def add_arguments(p):
     p.add_argument("--data", metavar="FILE|DIR|NAME",
                    help="a UTF-8 text file (prepared on the fly into OUT/data), a folder from 'zerollm prepare', "
@@ -97,6 +124,7 @@ def add_arguments(p):
     p.add_argument("--no-progress", action="store_true", help="no progress bar (e.g. in logs)")
     add_threads_argument(p, data_parallel=True)
     add_engine_argument(p, training=True)
+    add_lora_arguments(p)
     shown = preset_values(None)
     add_config_flags(p, GPTConfig, skip={"vocab_size"}, defaults=shown)
     add_config_flags(p, TrainConfig, defaults=shown)
@@ -206,14 +234,37 @@ def _setup(args, run_dir, overrides, world):
     model_cfg, train_cfg = plan.model_cfg, plan.train_cfg
     if not args.resume:
         model_cfg, train_cfg = build_configs(args.preset, plan.overrides, vocab_size=tok.vocab_size)
-    trainer = lm_trainer(model_cfg, train_cfg, train, val, threads=args.threads or 1, tokenizer=tok,
-                         tokenizer_path=tok_path, world=world)
+    lora = lora_config(args)
     if args.resume:
+        lora = _saved_lora(plan.ckpt, lora)
+    trainer = lm_trainer(model_cfg, train_cfg, train, val, threads=args.threads or 1, tokenizer=tok,
+                         tokenizer_path=tok_path, world=world, lora=lora)
+    if args.resume:
+        _check_base(trainer, plan.ckpt)
         trainer.restore(plan.ckpt)
     say(f"model: {trainer.model.num_params():,} parameters ({model_cfg.n_layer} layers, {model_cfg.n_head} heads, "
         f"{model_cfg.n_embd} dims, block {model_cfg.block_size}, vocab {model_cfg.vocab_size})"
         + _moe_line(trainer.model))
     return trainer
+
+
+def _saved_lora(ckpt, asked):
+    """On resume the checkpoint's LoRA settings win (the flags may only repeat them)."""
+    from zerollm.nn.lora import LoRAConfig
+    saved = (ckpt.objective or {}).get("lora")
+    config = LoRAConfig(**{**saved, "targets": tuple(saved["targets"])}) if saved else None
+    if asked is not None and asked != config:
+        raise ZeroLLMError(f"{ckpt.path} was trained {'with LoRA ' + str(saved) if saved else 'without LoRA'}; "
+                           "resume it without --lora-* flags")
+    return config
+
+
+def _check_base(trainer, ckpt):
+    """A LoRA run's base is the seeded initial model; its digest must be the one the run began from."""
+    saved = (ckpt.objective or {}).get("base_digest")
+    if saved is not None and saved != trainer.objective.saved.get("base_digest"):
+        raise ZeroLLMError(f"{ckpt.path}: the base model rebuilt from the seed has another digest than the one "
+                           "these adapters were trained on; resume with the zerollm version that started the run")
 
 
 def say(message):

@@ -44,6 +44,7 @@ COMMANDS = {
     "sft": ("zerollm.commands.sft", "supervised fine-tuning on prompt/completion or chat data (chat template)"),
     "convert": ("zerollm.commands.convert",
                 "Hugging Face GPT-2/Llama directory <-> zerollm model directory (safetensors only)"),
+    "merge": ("zerollm.commands.merge", "fold a LoRA run's adapters into the weights (an ordinary run directory)"),
     "reward": ("zerollm.commands.reward", "train a reward model on preference pairs (Bradley-Terry or margin)"),
     "score": ("zerollm.commands.score", "a reward model's verdict on a file: pairwise accuracy, or each answer's reward"),
     "dpo": ("zerollm.commands.dpo", "Direct Preference Optimization (or IPO) against a frozen reference"),

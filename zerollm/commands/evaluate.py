@@ -25,6 +25,7 @@ def add_arguments(p):
     p.add_argument("--batch-size", type=FIELD_RANGES["batch_size"], default=16,
                    help="windows per forward pass (default 16)")
     add_force_argument(p)
+    p.add_argument("--adapter", metavar="DIR", help="a PEFT LoRA adapter directory to put on the model")
     add_threads_argument(p)
     add_engine_argument(p)
 
@@ -60,9 +61,10 @@ def _file_size(path):
 def run(args):
     keep_freed_memory()             # reuse freed activation memory step after step (zerollm.memory)
     apply_engine_argument(args)     # --engine numpy|fast (zerollm.engine)
-    from zerollm.checkpoint import load_model
     from zerollm.data import read_corpus
-    model, tok, ckpt = load_model(args.ckpt, force=args.force)
+    from zerollm.hf.native import load_run, with_adapter
+    model, tok, ckpt = load_run(args.ckpt, force=args.force)
+    model = with_adapter(model, args.adapter)
     if tok is None:
         raise ZeroLLMError(f"{args.ckpt} has no tokenizer.json, so the text cannot be encoded")
     cfg = model.config

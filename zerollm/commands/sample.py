@@ -42,6 +42,7 @@ def add_arguments(p):
     p.add_argument("--sinks", type=Range(int, 0, MAX_SIZE), default=0,
                    help="with --window: the first N tokens stay visible (attention sinks)")
     add_force_argument(p)
+    p.add_argument("--adapter", metavar="DIR", help="a PEFT LoRA adapter directory to put on the model")
     p.add_argument("--chat", action=argparse.BooleanOptionalAction, default=None,
                    help="wrap the prompt in the chat template (a user turn, then the assistant's) and stop at the end "
                         "of the assistant's turn (default: on when the tokenizer has the template, e.g. after "
@@ -51,13 +52,15 @@ def add_arguments(p):
 
 
 def load_source(args):
+    from zerollm.hf.native import with_adapter
     if args.hf:
         from zerollm.hf import load, load_tokenizer_dir
-        return load(args.hf, force=args.force).eval(), load_tokenizer_dir(args.hf)
+        return with_adapter(load(args.hf, force=args.force), args.adapter).eval(), load_tokenizer_dir(args.hf)
     if not args.ckpt:
         raise ZeroLLMError("give --ckpt DIR (a zerollm training run) or --hf DIR (a Hugging Face model)")
-    from zerollm.checkpoint import load_model
-    model, tok, _ = load_model(args.ckpt, force=args.force)
+    from zerollm.hf.native import load_run
+    model, tok, _ = load_run(args.ckpt, force=args.force)
+    model = with_adapter(model, args.adapter)
     if tok is None:
         raise ZeroLLMError(f"{args.ckpt} has no tokenizer.json, so text cannot be encoded")
     return model, tok

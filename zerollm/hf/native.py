@@ -107,10 +107,16 @@ def start_model(path=None, hf=None, adapter=None, force=None):
     model = load(hf, force=force) if hf else load_zerollm(path, force=force)
     if model.lora is not None:
         model = model.merged()
-    if adapter:
-        from zerollm.interop.peft import load_adapter
-        model = load_adapter(model, adapter).merged()
-    return model
+    return with_adapter(model, adapter).merged() if adapter else model
+
+
+def with_adapter(model, adapter):
+    """``model`` with the PEFT adapter directory ``adapter`` on it (None: unchanged). A model that already has
+    adapters (a LoRA run) gets them folded in first."""
+    if not adapter:
+        return model
+    from zerollm.interop.peft import load_adapter
+    return load_adapter(model.merged() if model.lora is not None else model, adapter)
 
 
 def load_zerollm_tokenizer(path):

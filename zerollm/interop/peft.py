@@ -22,7 +22,7 @@ from zerollm.checkpoint import weights_digest
 from zerollm.errors import ZeroLLMError
 from zerollm.fileio import read_json, write_json
 from zerollm.hf.configs import export_family
-from zerollm.hf.exporting import _repeat_kv
+from zerollm.hf.exporting import repeat_kv
 from zerollm.hf.weights import PREFIX
 from zerollm.nn.lora import LoRAConfig, sites
 from zerollm.safetensors import load_file, load_metadata, save_file
@@ -81,7 +81,7 @@ def save_adapter(model, path, base_path=None):
                                "GPT-2 layout with --lora-targets c_attn,c_proj,c_fc")
         A, B = lora.adapters[s.name + ".lora_A"], lora.adapters[s.name + ".lora_B"]   # (i, r), (r, o)
         if family == "gpt2" and s.name.endswith("attn.c_attn") and cfg.n_kv_head != cfg.n_head:
-            B = _repeat_kv(B, cfg.n_head, cfg.n_kv_head, cfg.head_size)               # as the export repeats kv
+            B = repeat_kv(B, cfg.n_head, cfg.n_kv_head, cfg.head_size)               # as the export repeats kv
         for module, cols in modules:
             tensors[f"{_KEY}{module}.lora_A.weight"] = np.ascontiguousarray(A.T, np.float32)
             tensors[f"{_KEY}{module}.lora_B.weight"] = np.ascontiguousarray(B[:, cols].T, np.float32)

@@ -56,6 +56,8 @@ def add_stage_arguments(p, stage):
     p.add_argument("--out", metavar="DIR", help=f"run directory (default runs/{stage.name})")
     p.add_argument("--resume", action="store_true", help="continue from the last checkpoint in --out")
     p.add_argument("--no-progress", action="store_true", help="no progress bar (e.g. in logs)")
+    p.add_argument("--dry-run", action="store_true", help="load the starting model, print the memory estimate of "
+                   "a training step (counting LoRA and the frozen reference), then stop (nothing is written)")
     budget.add_force_argument(p)
     add_threads_argument(p, data_parallel=True)
     add_lora_arguments(p)
@@ -135,6 +137,8 @@ def saved_inputs(run_dir, stage):
 
 def run_stage(args, stage):
     keep_freed_memory()
+    if getattr(args, "dry_run", False):
+        return _dry_run(args, stage)
     run_dir = args.out or os.path.join("runs", stage.name)
     world = dist.world()
     with locked_run_dir(run_dir, world) as started:   # one writer per run directory (zerollm.lock)
@@ -156,9 +160,7 @@ def _fresh(args, stage, run_dir, threads, world):
     lora = lora_config(args)
     if lora is not None:
         model.add_lora(lora, lora_rng(train_cfg.seed))
-    budget.require(budget.training(model.config, max(train_cfg.batch_size // world.size, 1),
-                                   grad_accum=train_cfg.grad_accum, threads=threads * world.size),
-                   force=args.force)
+    budget.require(_estimate(stage, model, train_cfg, threads * world.size, world.size), force=args.force)
     inputs = None
     try:
         if world.is_main:             # one process copies the inputs; the others wait and read the copies
@@ -172,6 +174,31 @@ def _fresh(args, stage, run_dir, threads, world):
             if copy is not None:
                 message = message.replace(copy, getattr(args, flag))
         raise ZeroLLMError(message) from None
+
+
+def _estimate(stage, model, train_cfg, threads, ranks):
+    """The memory of one step: with LoRA only the adapters have gradients and moments; DPO, PPO and GRPO hold a
+    second copy of the weights as their reference unless LoRA's base serves as one."""
+    trainable = model.lora.num_params() if model.lora is not None else None
+    return budget.training(model.config, max(train_cfg.batch_size // ranks, 1), grad_accum=train_cfg.grad_accum,
+                           threads=threads, trainable=trainable,
+                           reference=stage.name in ("dpo", "ppo", "grpo") and model.lora is None)
+
+
+def _dry_run(args, stage):
+    """--dry-run: the starting model, what trains, and the memory estimate of a step; nothing is written."""
+    train_cfg = TrainConfig(**{**stage.defaults, **_given(args, TrainConfig, LM_ONLY)})
+    model, _, start = load_start(args.init, args.hf, args.force, args.adapter)
+    lora = lora_config(args)
+    if lora is not None:
+        model.add_lora(lora, lora_rng(train_cfg.seed))
+    estimate = _estimate(stage, model, train_cfg, args.threads or 1, 1)
+    trains = (f"LoRA r={lora.r} on {len(model.lora.sites)} modules: {model.lora.num_params():,} of "
+              f"{model.num_params():,} parameters train" if lora else f"all {model.num_params():,} parameters train")
+    print(f"dry run: nothing is written. {stage.name} from {start['path']}; {trains}")
+    print("memory of one training step (estimate):")
+    print(estimate.table(budget.available_memory()))
+    return 0
 
 
 def _trainer(stage, model, tok, inputs, train_cfg, stage_cfg, start, run_dir, threads, world):

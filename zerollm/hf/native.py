@@ -94,6 +94,9 @@ def lora_base(ckpt, force=None):
     if start is None:                               # `zerollm train --lora-r`: the seeded initial model
         cfg = GPTConfig.from_dict(ckpt.model_config, ckpt.config_path, "model")
         return GPT(cfg, seed=ckpt.train_config.get("seed", 1337))
+    if not os.path.isdir(start["path"]):
+        raise ZeroLLMError(f"{ckpt.path} holds LoRA adapters for the base {start['path']}, which is gone; put it "
+                           "back (or merge the adapters with `zerollm merge` while it is there)")
     return start_model(None if start.get("hf") else start["path"], start["path"] if start.get("hf") else None,
                        start.get("adapter"), force)
 
@@ -102,8 +105,6 @@ def start_model(path=None, hf=None, adapter=None, force=None):
     """The model a stage starts from: a zerollm directory (a LoRA run's adapters folded in) or a Hugging Face
     one, and a PEFT adapter directory folded in on top (zerollm.interop.peft)."""
     from zerollm.hf.loading import load
-    if not os.path.isdir(hf or path):
-        raise ZeroLLMError(f"the base model {hf or path} is gone; a LoRA run needs the model it started from")
     model = load(hf, force=force) if hf else load_zerollm(path, force=force)
     if model.lora is not None:
         model = model.merged()

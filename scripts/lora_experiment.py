@@ -45,6 +45,12 @@ def step_ms(run):
     return dts[len(dts) // 2] if dts else float("nan")
 
 
+def val_loss(run):
+    """The heldout loss of the last evaluation in a run's log.jsonl."""
+    rows = [json.loads(line) for line in open(os.path.join(run, "log.jsonl"), encoding="utf-8")]
+    return [r["val_loss"] for r in rows if "val_loss" in r][-1]
+
+
 def trainable(run):
     from zerollm.checkpoint import load_checkpoint
     return sum(a.size for name, a in load_checkpoint(run, optimizer=False).params.items())
@@ -66,6 +72,7 @@ def acrostic(args):
         run = os.path.join(out, re.sub(r"\W+", "-", name))
         flags = flags + (ALL_LINEARS if flags and "--lora-targets" not in flags else [])
         _, seconds, rss = zerollm("sft", "--init", base, "--data", os.path.join(out, "train.jsonl"), "--out", run,
+                                  "--eval-data", os.path.join(out, "heldout.jsonl"), "--eval-examples", 16,
                                   "--max-iters", args.steps, "--eval-interval", args.steps, "--batch-size", 16,
                                   *(["--lr", args.lora_lr] if flags else []), "--threads", 1, "--no-progress",
                                   *flags)
@@ -73,6 +80,7 @@ def acrostic(args):
                              os.path.join(out, "heldout.jsonl"), "--temperature", 0, "--json", capture=True)
         summary = json.loads(text)["summary"]
         rows.append(dict(run=name, trainable=trainable(run), step_ms=step_ms(run), peak_rss_mib=rss,
+                         val_loss=val_loss(run),
                          success=summary["success_rate"], ci95=summary["ci95"], mean_reward=summary["mean_reward"],
                          seconds=seconds))
         print(json.dumps(rows[-1], ensure_ascii=False), flush=True)

@@ -181,3 +181,72 @@ def test_a_changed_base_and_merging_into_its_own_run_are_refused(lora_run, setup
         assert code == 1 and "digest" in err and len(err.strip().splitlines()) == 1, err
     code, out, err = run_main(["merge", "--from", lora_run, "--to", lora_run / "merged"], capsys)
     assert code == 1 and "overlap" in err and len(err.strip().splitlines()) == 1, err
+
+
+@pytest.mark.parametrize("stage, extra", [
+    ("reward", ["--data", "prefs.jsonl", "--batch-size", "2"]),
+    ("ppo", ["--data", "train.jsonl", "--reward", "acrostic", "--prompts-per-step", "2", "--max-new-tokens", "4",
+             "--epochs", "1", "--minibatches", "1"]),
+    ("grpo", ["--data", "train.jsonl", "--reward", "acrostic", "--prompts-per-step", "1", "--group-size", "2",
+              "--max-new-tokens", "4"]),
+])
+def test_reward_ppo_and_grpo_train_adapters_and_their_heads_and_resume(lora_run, setup, tmp_path, stage, extra):
+    """The reward / value head trains beside the adapters; a resumed run equals an uninterrupted one."""
+    extra = [str(setup / a) if a.endswith(".jsonl") else a for a in extra]
+    common = [stage, "--init", str(lora_run), *extra, "--no-progress", "--lora-r", "2", "--checkpoint-interval", "1",
+              "--eval-interval", "100", "--warmup-iters", "0", "--lr-decay-iters", "2"]
+    whole, half = tmp_path / "whole", tmp_path / "half"
+    assert main([*common, "--out", str(whole), "--max-iters", "2"]) == 0
+    assert main([*common, "--out", str(half), "--max-iters", "1"]) == 0
+    assert main([stage, "--out", str(half), "--resume", "--max-iters", "2", "--no-progress"]) == 0
+    assert losses(half) == losses(whole)
+    names = set(load_checkpoint(whole).params)
+    head = {"reward": "score.", "ppo": "v_head."}.get(stage)
+    assert all(n.endswith((".lora_A", ".lora_B")) or (head and n.startswith(head)) for n in names), names
+    assert head is None or any(n.startswith(head) for n in names)
+
+
+def test_train_with_lora_freezes_the_seeded_model_and_resumes(tmp_path, capsys):
+    from tiny_runs import TINY_MODEL, tiny_text
+    text = tiny_text(tmp_path)
+    argv = ["train", "--data", text, *TINY_MODEL, "--lora-r", "2", "--lora-targets", "c_attn,c_fc", "--lr-decay-iters", "4",
+            "--warmup-iters", "0"]
+    whole, half = tmp_path / "whole", tmp_path / "half"
+    assert run_main([*argv, "--out", whole, "--max-iters", "4"], capsys)[0] == 0
+    assert run_main([*argv, "--out", half], capsys)[0] == 0                       # 2 steps
+    assert run_main(["train", "--out", half, "--resume", "--max-iters", "4", "--no-progress"], capsys)[0] == 0
+    assert losses(half) == losses(whole)
+    assert all(n.endswith((".lora_A", ".lora_B")) for n in load_checkpoint(whole).params)
+    code, out, err = run_main(["sample", "--ckpt", whole, "--max-new-tokens", "5", "--seed", "0"], capsys)
+    assert code == 0, err
+
+
+def test_dry_run_counts_lora_and_the_reference(lora_run, setup, capsys):
+    totals = {}
+    for name, flags in (("full", []), ("lora", ["--lora-r", "2"])):
+        code, out, err = run_main(["dpo", "--init", lora_run, "--data", setup / "prefs.jsonl", "--dry-run", *flags],
+                                  capsys)
+        assert code == 0, err
+        totals[name] = out
+    assert "frozen reference" in totals["full"] and "adapters only" not in totals["full"]
+    assert "frozen reference" not in totals["lora"] and "adapters only" in totals["lora"]
+    assert "LoRA r=2" in totals["lora"]
+
+
+def test_eval_reads_an_adapter(lora_run, setup, tmp_path, capsys):
+    dst = tmp_path / "hf"
+    assert run_main(["convert", "--from", lora_run, "--to", dst], capsys)[0] == 0
+    text = tmp_path / "poems.txt"
+    text.write_text("".join(json.loads(l)["completion"] for l in open(setup / "heldout.jsonl", encoding="utf-8")))
+    merged = tmp_path / "merged"
+    assert run_main(["merge", "--from", lora_run, "--to", merged], capsys)[0] == 0
+    code, plain, err = run_main(["eval", "--ckpt", merged, "--data", text], capsys)
+    assert code == 0, err
+    code, out, err = run_main(["eval", "--ckpt", lora_run, "--data", text], capsys)
+    assert code == 0, err
+    assert out.split("loss ")[1].split()[0] == plain.split("loss ")[1].split()[0]
+    base = tmp_path / "base-z"                         # the exported base, back as a zerollm model directory
+    assert run_main(["convert", "--from", dst, "--to", base], capsys)[0] == 0
+    code, adapted, err = run_main(["eval", "--ckpt", base, "--adapter", dst / "adapter", "--data", text], capsys)
+    assert code == 0, err
+    assert abs(float(adapted.split("loss ")[1].split()[0]) - float(plain.split("loss ")[1].split()[0])) < 2e-4

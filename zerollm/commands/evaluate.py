@@ -19,7 +19,8 @@ from zerollm.threads import add_threads_argument, limit_threads
 
 
 def add_arguments(p):
-    p.add_argument("--ckpt", metavar="DIR", required=True, help="a training run directory or a step directory")
+    p.add_argument("--ckpt", metavar="DIR", required=True,
+                   help="a training run directory, a step directory or a zerollm model directory")
     p.add_argument("--data", metavar="FILE", required=True, help="a UTF-8 text file")
     p.add_argument("--max-tokens", type=Range(int, 2, 2 ** 40), default=None, help="evaluate only the first N tokens")
     p.add_argument("--batch-size", type=FIELD_RANGES["batch_size"], default=16,
@@ -77,5 +78,5 @@ def run(args):
     with limit_threads(args.threads):
         loss, count = evaluate_loss(model, ids, args.batch_size)
     print(f"{args.data}: loss {loss:.4f} (perplexity {np.exp(loss):.2f}) over {count:,} predicted tokens, "
-          f"checkpoint step {ckpt.step}")
+          + (f"checkpoint step {ckpt.step}" if ckpt is not None else "a model directory"))
     return 0

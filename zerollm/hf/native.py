@@ -84,7 +84,10 @@ def load_zerollm(path, *, force=None):
 
 def load_run(path, *, force=None):
     """(model, tokenizer, Checkpoint) of a training run or checkpoint, as zerollm.checkpoint.load_model; a LoRA
-    run's base is loaded from where the run began (or rebuilt from its seed, for `zerollm train`)."""
+    run's base is loaded from where the run began (or rebuilt from its seed, for `zerollm train`). A zerollm
+    model directory gives (model, tokenizer, None)."""
+    if os.path.isdir(path) and _model_dir_config(os.fspath(path)) is not None:
+        return load_zerollm(path, force=force), load_zerollm_tokenizer(path), None
     return load_model(path, force=force, base=lambda ckpt: lora_base(ckpt, force))
 
 

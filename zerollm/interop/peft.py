@@ -22,7 +22,7 @@ from zerollm.checkpoint import weights_digest
 from zerollm.errors import ZeroLLMError
 from zerollm.fileio import read_json, write_json
 from zerollm.hf.configs import export_family
-from zerollm.hf.exporting import repeat_kv
+from zerollm.hf.exporting import hf_arrays, repeat_kv
 from zerollm.hf.weights import PREFIX
 from zerollm.nn.lora import LoRAConfig, sites
 from zerollm.safetensors import load_file, load_metadata, save_file
@@ -94,8 +94,14 @@ def save_adapter(model, path, base_path=None):
               "base_model_name_or_path": base_path}
     os.makedirs(path, exist_ok=True)
     write_json(os.path.join(path, CONFIG), config)
-    save_file(tensors, os.path.join(path, WEIGHTS), {"format": "pt", "zerollm.base_digest": weights_digest(model.params)})
+    save_file(tensors, os.path.join(path, WEIGHTS), {"format": "pt", "zerollm.base_digest": base_digest(model)})
     return path
+
+
+def base_digest(model):
+    """The digest of the base as transformers sees it (the exported arrays): the same for the zerollm model an
+    adapter was trained on and for that model exported and loaded back."""
+    return weights_digest(hf_arrays(model)[1])
 
 
 # ----------------------------------------------------------------------------
@@ -127,7 +133,7 @@ def load_adapter(model, path):
     if not os.path.isfile(weights):
         raise ZeroLLMError(f"--adapter {path}: no {WEIGHTS} (zerollm reads safetensors adapters only)")
     digest = load_metadata(weights).get("zerollm.base_digest")
-    if digest is not None and digest != weights_digest(model.params):
+    if digest is not None and digest != base_digest(model):
         raise ZeroLLMError(f"--adapter {path} was made for another base model (its base digest differs); "
                            "use the model it was trained on")
     tensors = load_file(weights)

@@ -30,7 +30,7 @@ def chat_model(model, tok, rows, seed):
     from zerollm.chat import prepare_tokenizer, resize_model
     texts = [str(v) for row in rows for k, v in row.items() if k in ("prompt", "chosen", "rejected", "completion")]
     tok = prepare_tokenizer(tok, texts)
-    if tok.vocab_size != model.config.vocab_size:
+    if tok.vocab_size > model.config.vocab_size:      # a model may have more rows than its tokenizer (GPT-2 shapes)
         model = resize_model(model, tok.vocab_size, np.random.default_rng([seed, 9]))
     return model, tok
 

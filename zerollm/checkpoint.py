@@ -366,7 +366,6 @@ def adapted_model(base, trainable, cfg, ckpt):
         if name in ("wte.weight", "lm_head.weight") and cfg.vocab_size > V0:
             value = np.concatenate([value, trainable[name.split(".")[0] + ".new_rows"]], axis=0)
         np.copyto(model.params[name], value)
-    model.lora = None
     model.add_lora(LoRAConfig(**{**saved, "targets": tuple(saved["targets"])}), np.random.default_rng(0))
     model.lora.base_vocab = V0
     for name, value in model.trainable().items():

@@ -52,7 +52,7 @@ def val_loss(run):
 
 
 def trainable(run):
-    from zerollm.checkpoint import load_checkpoint
+    from zerollm.training.checkpoint import load_checkpoint
     return sum(a.size for name, a in load_checkpoint(run, optimizer=False).params.items())
 
 
@@ -89,8 +89,8 @@ def acrostic(args):
 
 def gpt2(args):
     """SFT and DPO steps of a random GPT-2-124M-shaped model: full vs LoRA r=8, estimate and measurement."""
-    from zerollm import hf
-    from zerollm.model import GPT, GPTConfig
+    from zerollm.interop import hf
+    from zerollm.model.gpt import GPT, GPTConfig
     from zerollm.tokenizers import ByteTokenizer
     out = args.out
     os.makedirs(out, exist_ok=True)

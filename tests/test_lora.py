@@ -1,7 +1,7 @@
 """LoRA (zerollm.nn.lora) on a whole model, and its round trips with Hugging Face PEFT (zerollm.interop.peft).
 
 The layer pair itself is checked against torch and finite differences in tests/test_layers.py (the "lora"
-cases of zerollm.gradcheck). Here: B = 0 changes nothing, merged = unmerged, and zerollm's LoRA model
+cases of zerollm.teach.gradcheck). Here: B = 0 changes nothing, merged = unmerged, and zerollm's LoRA model
 against transformers + peft on the very same weights: logits, every adapter's gradient, merge_and_unload,
 for a GPT-2-layout and a Llama-layout model, both directions.
 """
@@ -11,10 +11,10 @@ import json
 import numpy as np
 import pytest
 
-from zerollm import hf
-from zerollm.config import GPTConfig
-from zerollm.errors import ZeroLLMError
-from zerollm.model import GPT
+from zerollm.interop import hf
+from zerollm.model.config import GPTConfig
+from zerollm.io.errors import ZeroLLMError
+from zerollm.model.gpt import GPT
 from zerollm.nn.lora import LoRAConfig
 
 torch = pytest.importorskip("torch")
@@ -86,7 +86,7 @@ def test_logits_and_every_adapter_gradient_match_peft(layout, tmp_path):
     assert abs(loss - t_loss.item()) < tol
     named = dict(twin.named_parameters())
     from zerollm.interop.peft import _export_modules
-    from zerollm.hf.configs import export_family
+    from zerollm.interop.hf.configs import export_family
     for s in model.lora.sites:
         for module, cols in _export_modules(model.config, export_family(model.config), s):
             tA = named[f"base_model.model.{module}.lora_A.default.weight"].grad.numpy().T   # (i, r)
@@ -107,7 +107,7 @@ def test_merged_equals_unmerged_and_peft_merge_and_unload(layout, tmp_path):
     assert rel(b, a) < 1e-12
     twin = peft_twin(model, tmp_path).merge_and_unload()
     theirs = {k: v.detach().numpy() for k, v in twin.state_dict().items()}
-    from zerollm.hf.exporting import hf_arrays
+    from zerollm.interop.hf.exporting import hf_arrays
     _, ours = hf_arrays(GPT(merged.config, init=False).load_state_dict(merged.params))
     for name, value in ours.items():
         assert rel(theirs[name], value) < 1e-6, name

@@ -11,14 +11,14 @@ import time
 import numpy as np
 import pytest
 
-from zerollm import hf
-from zerollm.checkpoint import load_checkpoint
-from zerollm.cli import main
-from zerollm.formats import write_jsonl
-from zerollm.hf.native import load_run
-from zerollm.model import GPT, GPTConfig
-from zerollm.runlog import read_log
-from zerollm.tasks import acrostic
+from zerollm.interop import hf
+from zerollm.training.checkpoint import load_checkpoint
+from zerollm.cli.entry import main
+from zerollm.data.formats import write_jsonl
+from zerollm.interop.hf.native import load_run
+from zerollm.model.gpt import GPT, GPTConfig
+from zerollm.training.runlog import read_log
+from zerollm.align.tasks import acrostic
 from zerollm.tokenizers import CharTokenizer
 
 from tiny_runs import run_main
@@ -144,7 +144,7 @@ def test_convert_writes_a_peft_adapter_that_sample_and_eval_read_back(lora_run, 
 
 
 def test_dpo_with_lora_uses_the_base_as_reference(lora_run, setup, tmp_path):
-    from zerollm.commands.reward import frozen_reference
+    from zerollm.align.stage import frozen_reference
     model, _, _ = load_run(lora_run)
     ref = frozen_reference(model, None, None, 0)
     assert ref.lora is None and ref.params["h.0.attn.c_attn.weight"] is model.params["h.0.attn.c_attn.weight"]

@@ -18,14 +18,14 @@ import os
 
 import numpy as np
 
-from zerollm.checkpoint import weights_digest
-from zerollm.errors import ZeroLLMError
-from zerollm.fileio import read_json, write_json
-from zerollm.hf.configs import export_family
-from zerollm.hf.exporting import hf_arrays, repeat_kv
-from zerollm.hf.weights import PREFIX
+from zerollm.training.checkpoint import weights_digest
+from zerollm.io.errors import ZeroLLMError
+from zerollm.io.fileio import read_json, write_json
+from zerollm.interop.hf.configs import export_family
+from zerollm.interop.hf.exporting import hf_arrays, repeat_kv
+from zerollm.interop.hf.weights import PREFIX
 from zerollm.nn.lora import LoRAConfig, sites
-from zerollm.safetensors import load_file, load_metadata, save_file
+from zerollm.io.safetensors import load_file, load_metadata, save_file
 
 CONFIG, WEIGHTS = "adapter_config.json", "adapter_model.safetensors"
 _KEY = "base_model.model."

@@ -31,8 +31,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from zerollm.amp import cast
-from zerollm.errors import ZeroLLMError
+from zerollm.engine.amp import cast
+from zerollm.io.errors import ZeroLLMError
 from zerollm.nn.dropout import dropout_backward, dropout_forward
 from zerollm.nn.linear import LinearCache, linear_backward, linear_forward
 

@@ -1,0 +1,239 @@
+"""Sampling text from a model: temperature, top-k, top-p, with a KV cache.
+
+    for tokens in generate(model, prompt_ids, 100, temperature=0.8, top_k=40, rng=rng):
+        ...   # tokens: (B,) the next id of every sequence, as soon as it is chosen
+
+Context length: a prompt longer than block_size is cut to its last block_size tokens (with a
+warning). When generation fills the context, a full KV cache cannot take more tokens; we then do
+what nanoGPT does: recompute on the last block_size tokens for every further token (slower, warned
+once). With ``window=W`` (RoPE or sinusoidal positions) a rolling cache of sinks + W slots keeps
+generation cheap for any length, under the sliding-window rule of zerollm.model.kvcache.
+"""
+
+import warnings
+
+import numpy as np
+
+from zerollm.nn.self_attention import softmax
+from zerollm.io.errors import ZeroLLMError
+from zerollm.model.kvcache import KVCache
+
+
+# ----------------------------------------------------------------------------
+# choosing the next token from logits
+
+def filter_logits(logits, top_k=None, top_p=None):
+    """Hide (set to -inf) every logit outside the top-k and outside the top-p nucleus.
+
+    top-k keeps the k largest logits; top-p (Holtzman et al. 2019) keeps the smallest set of tokens
+    whose probabilities add up to at least p. logits: (B, V) -> (B, V).
+    """
+    logits = np.array(logits, dtype=np.float64)
+    V = logits.shape[-1]
+    if top_k is not None and top_k < V:
+        kth = np.partition(logits, V - top_k, axis=-1)[:, V - top_k][:, None]   # (B, 1) k-th largest
+        logits[logits < kth] = -np.inf
+    if top_p is not None and top_p < 1.0:
+        order = np.argsort(-logits, axis=-1)                                     # (B, V) best first
+        probs = softmax(np.take_along_axis(logits, order, axis=-1))
+        before = np.cumsum(probs, axis=-1) - probs        # mass of the better tokens
+        drop_sorted = before >= top_p                     # already reached p without this token
+        drop = np.zeros_like(drop_sorted)
+        np.put_along_axis(drop, order, drop_sorted, axis=-1)
+        logits[drop] = -np.inf
+    return logits
+
+
+def sample_next(logits, rng, temperature=1.0, top_k=None, top_p=None):
+    """(B, V) logits -> (B,) ids. temperature 0 means greedy (argmax)."""
+    if temperature == 0:
+        return np.argmax(logits, axis=-1)
+    probs = softmax(filter_logits(np.asarray(logits, np.float64) / temperature, top_k, top_p))
+    # inverse-CDF sampling with one uniform number per row: reproducible from the rng alone
+    u = rng.random((probs.shape[0], 1))
+    ids = (np.cumsum(probs, axis=-1) < u).sum(axis=-1)
+    return np.minimum(ids, probs.shape[-1] - 1)
+
+
+def check_sampling_args(temperature, top_k, top_p):
+    if not temperature >= 0:
+        raise ZeroLLMError(f"temperature must be >= 0 (0 = greedy), got {temperature}")
+    if top_k is not None and top_k < 1:
+        raise ZeroLLMError(f"top_k must be >= 1, got {top_k}")
+    if top_p is not None and not 0 < top_p <= 1:
+        raise ZeroLLMError(f"top_p must be in (0, 1], got {top_p}")
+
+
+# ----------------------------------------------------------------------------
+# generation
+
+class ContextWarning(UserWarning):
+    """The prompt or the generation does not fit the context (see context_notes)."""
+
+
+def context_notes(cfg, n_prompt, max_new_tokens, window=None):
+    """The context warnings generate() will give, known before it starts: a command prints them before
+    any text, so they never land in the middle of the streamed output."""
+    if window is not None and cfg.pos != "learned":
+        return []                              # a rolling cache: any length fits
+    notes = []
+    if n_prompt > cfg.block_size:
+        notes.append(f"prompt of {n_prompt} tokens is longer than the context ({cfg.block_size}); "
+                     f"keeping its last {cfg.block_size} tokens")
+    if min(n_prompt, cfg.block_size) + max_new_tokens - 1 > cfg.block_size:
+        notes.append(_full_message(cfg))
+    return notes
+
+
+def _full_message(cfg):
+    how = ("use --window for a rolling cache" if cfg.pos != "learned" else
+           "this model's positions are learned, so its context cannot roll")
+    return (f"the context is full ({cfg.block_size} tokens) before the last new token: each further token "
+            f"recomputes the last block_size tokens (slower); {how}")
+
+
+def generate(model, idx, max_new_tokens, *, temperature=1.0, top_k=None, top_p=None, rng=None,
+             window=None, sinks=0, use_cache=True, allowed=None):
+    """Yield (B,) next-token ids, max_new_tokens times. idx: (B, T) or (T,) prompt ids.
+    allowed: (V,) bool, the ids that may be chosen (e.g. those the tokenizer can decode); None = all."""
+    check_sampling_args(temperature, top_k, top_p)
+    cfg = model.config
+    rng = rng if rng is not None else np.random.default_rng()
+    idx = np.atleast_2d(np.asarray(idx, dtype=np.int64))
+    if idx.shape[1] == 0:
+        raise ZeroLLMError("the prompt is empty: give at least one token")
+    if idx.shape[1] > cfg.block_size and not (window is not None and cfg.pos != "learned"):
+        warnings.warn(context_notes(cfg, idx.shape[1], 1, window)[0], ContextWarning, stacklevel=2)
+        idx = idx[:, -cfg.block_size:]
+    model.eval()
+    cache = _new_cache(model, idx.shape[0], window, sinks) if use_cache else None
+    logits, _ = model.forward(idx, kv_cache=cache) if cache else model.forward(idx[:, -cfg.block_size:])
+    warned = False
+    for step in range(max_new_tokens):
+        last = logits[:, -1] if allowed is None else np.where(allowed, logits[:, -1], -np.inf)   # (B, V)
+        nxt = sample_next(last, rng, temperature, top_k, top_p)                 # (B,)
+        yield nxt
+        if step == max_new_tokens - 1:
+            break
+        idx = np.concatenate([idx, nxt[:, None]], axis=1)
+        if cache is not None and _fits(cache, cfg):
+            logits, _ = model.forward(nxt[:, None], kv_cache=cache)
+        else:
+            if cache is not None and not warned:
+                warnings.warn(_full_message(cfg), ContextWarning, stacklevel=2)
+                warned = True
+            cache = None
+            logits, _ = model.forward(idx[:, -cfg.block_size:])
+
+
+def _new_cache(model, batch, window, sinks):
+    cfg = model.config
+    if window is not None:
+        return KVCache(cfg, batch, window=window, sinks=sinks)
+    return KVCache(cfg, batch, max_len=cfg.block_size)
+
+
+def _fits(cache, cfg):
+    """Can the cache take one more token? Rolling caches always can, unless positions are learned."""
+    if cache.rolling and cfg.pos != "learned":
+        return True
+    return cache.pos < cfg.block_size
+
+
+# ----------------------------------------------------------------------------
+# many prompts at once, each with its own random stream (evaluation, RL rollouts)
+
+MAX_ROWS = 256      # rows per forward pass; results do not depend on it (each row has its own generator)
+
+
+def sample_completions(model, prompts, max_new_tokens, *, stop_ids=(), temperature=1.0, top_k=None, top_p=None,
+                       seeds, should_stop=None):
+    """Sample one completion for each prompt -> a list of id lists (the completions only).
+
+    prompts: a list of id lists, of any lengths. seeds: one per prompt (an int or a tuple of ints);
+    row i draws from its own np.random.default_rng(seeds[i]), so its completion is the same however
+    the prompts are batched, split across processes or resumed. Prompts of equal length go through
+    the KV cache together, each at positions 0..P-1 as in training. A row ends after its first id in
+    ``stop_ids`` (kept as the completion's last id) or after max_new_tokens ids. The prompt and its
+    completion must fit in one forward pass of the context (block_size + 1 tokens: the model reads all
+    but the last), so a long prompt gets fewer new tokens (warned once) and one longer than the
+    context is an error. ``should_stop()`` is asked between tokens (Ctrl-C); when it says True the
+    completions so far are returned and prompts not started yet get [].
+    """
+    check_sampling_args(temperature, top_k, top_p)
+    cfg = model.config
+    prompts = [_prompt_ids(p, i, cfg) for i, p in enumerate(prompts)]
+    seeds = list(seeds)
+    if len(seeds) != len(prompts):
+        raise ZeroLLMError(f"give one seed per prompt: {len(prompts)} prompts but {len(seeds)} seeds")
+    if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, (int, np.integer)) or max_new_tokens < 1:
+        raise ZeroLLMError(f"max_new_tokens must be a whole number >= 1, got {max_new_tokens!r}")
+    longest = max((len(p) for p in prompts), default=0)
+    if longest + max_new_tokens > cfg.block_size + 1:
+        warnings.warn(f"prompts of up to {longest} tokens leave room for only {cfg.block_size + 1 - longest} new "
+                      f"tokens in the context of {cfg.block_size}; those completions are cut there", stacklevel=2)
+    groups = {}
+    for i, p in enumerate(prompts):
+        groups.setdefault(len(p), []).append(i)
+    out = [[] for _ in prompts]
+    was_training = model.training
+    model.eval()
+    try:
+        for length in sorted(groups):
+            rows = groups[length]
+            for start in range(0, len(rows), MAX_ROWS):
+                chunk = rows[start:start + MAX_ROWS]
+                n_new = min(int(max_new_tokens), cfg.block_size + 1 - length)
+                done = _sample_rows(model, np.array([prompts[i] for i in chunk]), n_new,
+                                    [np.random.default_rng(seeds[i]) for i in chunk], set(int(s) for s in stop_ids),
+                                    (temperature, top_k, top_p), should_stop)
+                for i, ids in zip(chunk, done):
+                    out[i] = ids
+                if should_stop is not None and should_stop():
+                    return out
+    finally:
+        model.training = was_training
+    return out
+
+
+def _prompt_ids(prompt, i, cfg):
+    ids = [int(t) for t in prompt]
+    if not ids:
+        raise ZeroLLMError(f"prompt {i} is empty: give at least one token")
+    if len(ids) > cfg.block_size:
+        raise ZeroLLMError(f"prompt {i} is {len(ids)} tokens long but the model's context is {cfg.block_size} "
+                           "tokens, which leaves no room for a completion; shorten the prompt")
+    return ids
+
+
+def _sample_rows(model, idx, n_new, rngs, stop, sampling, should_stop):
+    """Rows of one prompt length through one KV cache; finished rows leave the batch."""
+    B, P = idx.shape
+    cache = KVCache(model.config, B, max_len=P + n_new - 1)
+    h = model.forward_hidden(idx, kv_cache=cache)[:, -1]                    # (B, C) the last position
+    logits = h @ model.head_weight.T                                        # (B, V)
+    out = [[] for _ in range(B)]
+    active = np.arange(B)
+    for step in range(n_new):
+        nxt = _pick(logits, [rngs[a] for a in active], *sampling)           # (A,)
+        for a, t in zip(active, nxt):
+            out[a].append(int(t))
+        keep = np.array([int(t) not in stop for t in nxt])
+        if step == n_new - 1 or not keep.any() or (should_stop is not None and should_stop()):
+            break
+        if not keep.all():
+            cache.keep_rows(np.flatnonzero(keep))
+            active, nxt = active[keep], nxt[keep]
+        h = model.forward_hidden(nxt[:, None], kv_cache=cache)[:, -1]        # (A, C)
+        logits = h @ model.head_weight.T                                    # (A, V)
+    return out
+
+
+def _pick(logits, rngs, temperature, top_k, top_p):
+    """(A, V) logits -> (A,) ids; row a draws one uniform number from rngs[a] (as sample_next does)."""
+    if temperature == 0:
+        return np.argmax(logits, axis=-1)
+    probs = softmax(filter_logits(np.asarray(logits, np.float64) / temperature, top_k, top_p))   # (A, V)
+    u = np.array([rng.random() for rng in rngs])[:, None]                                       # (A, 1)
+    ids = (np.cumsum(probs, axis=-1) < u).sum(axis=-1)
+    return np.minimum(ids, probs.shape[-1] - 1)

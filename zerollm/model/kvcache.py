@@ -1,0 +1,118 @@
+"""KV cache for fast generation: full, or a rolling buffer with a sliding window and attention sinks.
+
+Generating token t+1 needs the keys and values of tokens 0..t in every layer. They never change
+(each position only sees the past), so we store them instead of recomputing the whole prefix:
+each new token costs O(t) instead of O(t^2).
+
+Window rule (Beltagy et al. 2020; Mistral 2023; attention sinks: Xiao et al. 2023, StreamingLLM):
+the query at absolute position p sees the key at position j when
+
+    j <= p   and   (p - j < window   or   j < sinks)
+
+i.e. the last ``window`` tokens plus the first ``sinks`` tokens, which soak up attention mass that
+has nowhere else to go. ``window=None`` is ordinary causal attention. Positions are absolute
+(RoPE angles and position embeddings use the true position), so a cached run equals the full
+computation with ``window_mask`` applied, which the tests check.
+
+Rolling buffer: with a window only ``sinks + window`` keys can ever be seen again, so the cache
+keeps a ring of that many slots per layer and memory stays constant however long we generate.
+
+Shapes: B batch, nkv key/value heads, S slots, hs head size. Keys are stored as (B, nkv, 1, S, hs),
+the grouped layout of zerollm.nn.attention.
+"""
+
+import numpy as np
+
+from zerollm.io.errors import ZeroLLMError
+
+
+def visible(q_pos, k_pos, window=None, sinks=0):
+    """Bool (Tq, Tk): True where the query at q_pos may see the key at k_pos (the window rule)."""
+    q_pos, k_pos = np.asarray(q_pos)[:, None], np.asarray(k_pos)[None, :]
+    ok = (k_pos <= q_pos) & (k_pos >= 0)
+    if window is not None:
+        ok &= (q_pos - k_pos < window) | (k_pos < sinks)
+    return ok
+
+
+def window_mask(T, window=None, sinks=0, offset=0):
+    """The (T, T) hidden-mask (True = hidden) for a full forward under the window rule."""
+    pos = np.arange(offset, offset + T)
+    return ~visible(pos, pos, window, sinks)
+
+
+class KVCache:
+    """Per-layer keys and values of the tokens seen so far.
+
+    KVCache(config, batch_size, max_len)                   full cache, up to max_len tokens
+    KVCache(config, batch_size, window=W, sinks=S)         rolling buffer of S + W slots
+    """
+
+    def __init__(self, config, batch_size, max_len=None, *, window=None, sinks=0):
+        if not config.causal:
+            raise ZeroLLMError("a KV cache only makes sense for a causal model (config.causal=True)")
+        if window is not None and (window < 1 or sinks < 0):
+            raise ZeroLLMError(f"window must be >= 1 and sinks >= 0; got window={window}, sinks={sinks}")
+        if window is None and (max_len is None or max_len < 1):
+            raise ZeroLLMError("a full KV cache needs max_len >= 1 (or give a window for a rolling buffer)")
+        self.window, self.sinks = window, (sinks if window is not None else 0)
+        self.slots = max_len if window is None else self.sinks + window
+        dtype = np.dtype(config.dtype)
+        shape = (batch_size, config.n_kv_head, 1, self.slots, config.head_size)
+        self.k = [np.zeros(shape, dtype) for _ in range(config.n_layer)]
+        self.v = [np.zeros(shape, dtype) for _ in range(config.n_layer)]
+        self.slot_pos = np.full(self.slots, -1)       # absolute position held by each slot (-1 = empty)
+        self.pos = 0                                   # tokens processed so far = next position
+
+    @property
+    def rolling(self):
+        return self.window is not None
+
+    def _slot(self, p):
+        """Where absolute position p lives: sinks stay put, the rest go round the ring."""
+        if not self.rolling or p < self.sinks:
+            return p
+        return self.sinks + (p - self.sinks) % self.window
+
+    def update(self, layer, k_new, v_new):
+        """Attend-ready keys, values and hidden-mask for the T new tokens at positions pos..pos+T-1.
+
+        Returns (k, v, mask) with k, v (B, nkv, 1, Tk, hs) and mask (T, Tk) True = hidden. The new
+        entries are stored for later steps. ``advance(T)`` must be called once all layers are done.
+        """
+        T = k_new.shape[-2]
+        new_pos = np.arange(self.pos, self.pos + T)
+        if not self.rolling:
+            if self.pos + T > self.slots:
+                raise ZeroLLMError(f"KV cache is full ({self.slots} tokens); start a new cache or use a window")
+            self.k[layer][..., self.pos:self.pos + T, :] = k_new
+            self.v[layer][..., self.pos:self.pos + T, :] = v_new
+            end = self.pos + T
+            return self.k[layer][..., :end, :], self.v[layer][..., :end, :], ~visible(new_pos, np.arange(end))
+        # rolling: attend over [kept slots, all new tokens], then keep what the ring can hold. (Writing
+        # first would let a long chunk overwrite keys its own earlier queries still need.)
+        k = np.concatenate([self.k[layer], k_new], axis=-2)
+        v = np.concatenate([self.v[layer], v_new], axis=-2)
+        k_pos = np.concatenate([self.slot_pos, new_pos])
+        mask = ~visible(new_pos, k_pos, self.window, self.sinks)
+        for t, p in enumerate(new_pos):        # in order: a later position may take an earlier one's slot
+            s = self._slot(p)
+            self.k[layer][..., s, :] = k_new[..., t, :]
+            self.v[layer][..., s, :] = v_new[..., t, :]
+        return k, v, mask
+
+    def advance(self, T):
+        """Record that T more tokens are in the cache (call after every layer has been updated)."""
+        if self.rolling:
+            for p in range(self.pos, self.pos + T):
+                self.slot_pos[self._slot(p)] = p
+        self.pos += T
+
+    def keep_rows(self, rows):
+        """Keep only the sequences ``rows`` (indices into the batch), e.g. when others have finished."""
+        rows = np.asarray(rows, dtype=np.int64)
+        self.k = [k[rows] for k in self.k]                    # (B, nkv, 1, S, hs) -> (len(rows), ...)
+        self.v = [v[rows] for v in self.v]
+
+    def nbytes(self):
+        return sum(a.nbytes for a in self.k + self.v)

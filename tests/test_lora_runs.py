@@ -154,15 +154,16 @@ def test_dpo_with_lora_uses_the_base_as_reference(lora_run, setup, tmp_path):
     assert all(n.endswith((".lora_A", ".lora_B")) for n in load_checkpoint(out).params)
 
 
-@pytest.mark.parametrize("flags, fragment", [
-    (["--lora-r", "0"], "--lora-r must be"),
-    (["--lora-r", "2", "--lora-targets", "nope"], "matches no linear layer"),
-    (["--lora-alpha", "4"], "need --lora-r"),
+@pytest.mark.parametrize("flags, fragment, exit_code", [
+    (["--lora-r", "0"], "argument --lora-r", 2),
+    (["--lora-dropout", "1", "--lora-r", "2"], "argument --lora-dropout", 2),
+    (["--lora-r", "2", "--lora-targets", "nope"], "matches no linear layer", 1),
+    (["--lora-alpha", "4"], "need --lora-r", 1),
 ])
-def test_bad_lora_flags_are_one_line_errors(setup, tmp_path, capsys, flags, fragment):
+def test_bad_lora_flags_are_one_line_errors(setup, tmp_path, capsys, flags, fragment, exit_code):
     code, out, err = run_main(["sft", "--init", setup / "base", "--data", setup / "train.jsonl",
                                "--out", tmp_path / "bad", "--no-progress", *flags], capsys)
-    assert code == 1 and fragment in err and len(err.strip().splitlines()) == 1, err
+    assert code == exit_code and fragment in err and len(err.strip().splitlines()) == 1, err
     assert not (tmp_path / "bad").exists()
 
 

@@ -7,7 +7,7 @@
 import argparse
 import dataclasses
 
-from zerollm.io.argtypes import field_kind, field_range, undeclared_range
+from zerollm.io.argtypes import Range, field_kind, field_range, undeclared_range
 from zerollm.io.errors import ZeroLLMError
 from zerollm.nn.lora import LoRAConfig
 
@@ -56,10 +56,10 @@ def add_config_flags(parser, cls, skip=(), defaults=None):
 def add_lora_arguments(p):
     """--lora-r/--lora-alpha/--lora-dropout/--lora-targets (zerollm.nn.lora): train low-rank adapters only."""
     g = p.add_argument_group("LoRA (low-rank adapters; the base weights stay frozen, see docs/lora.md)")
-    g.add_argument("--lora-r", type=int, metavar="R", help="rank of the adapters; giving it turns LoRA on")
-    g.add_argument("--lora-alpha", type=float, metavar="A", help="scale alpha: the update is A B * alpha / r "
+    g.add_argument("--lora-r", type=Range(int, 1, 65536), metavar="R", help="rank of the adapters; giving it turns LoRA on")
+    g.add_argument("--lora-alpha", type=Range(float, 0, 1e6, low_open=True), metavar="A", help="scale alpha: the update is A B * alpha / r "
                    "(default 2 r)")
-    g.add_argument("--lora-dropout", type=float, metavar="P", help="dropout on the adapters' input (default 0)")
+    g.add_argument("--lora-dropout", type=Range(float, 0, 1, high_open=True), metavar="P", help="dropout on the adapters' input (default 0)")
     g.add_argument("--lora-targets", metavar="NAMES", help="comma-separated modules to adapt, PEFT's names: "
                    "c_attn, c_proj, c_fc, q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj "
                    "(default c_attn)")

@@ -16,12 +16,9 @@ from zerollm.training.checkpoint import load_checkpoint
 from zerollm.cli.entry import main
 from zerollm.data.formats import write_jsonl
 from zerollm.interop.hf.native import load_run
-from zerollm.model.gpt import GPT, GPTConfig
 from zerollm.training.runlog import read_log
-from zerollm.align.tasks import acrostic
-from zerollm.tokenizers import CharTokenizer
 
-from tiny_runs import run_main
+from tiny_runs import acrostic_base, run_main
 
 LORA = ["--lora-r", "4", "--lora-alpha", "8", "--lora-targets", "c_attn,c_proj,c_fc"]
 
@@ -30,14 +27,9 @@ LORA = ["--lora-r", "4", "--lora-alpha", "8", "--lora-targets", "c_attn,c_proj,c
 def setup(tmp_path_factory):
     """A random base model with a char tokenizer of the poems, acrostic SFT data and preference pairs."""
     folder = tmp_path_factory.mktemp("lora")
-    train, heldout = acrostic.make(40, "train", 0), acrostic.make(8, "heldout", 0)
-    write_jsonl(folder / "train.jsonl", train)
-    write_jsonl(folder / "heldout.jsonl", heldout)
+    train = acrostic_base(folder, 40, 8)
     write_jsonl(folder / "prefs.jsonl", [{"prompt": a["prompt"], "chosen": a["completion"],
                                           "rejected": b["completion"]} for a, b in zip(train, train[1:])])
-    tok = CharTokenizer.train("\n" + "".join(r["completion"] for r in train + heldout))
-    model = GPT(GPTConfig(vocab_size=tok.vocab_size, block_size=40, n_layer=1, n_head=2, n_embd=16), seed=0)
-    hf.save_zerollm(model, folder / "base", tokenizer=tok)
     return folder
 
 

@@ -223,8 +223,14 @@ class GPT:
             raise ZeroLLMError(f"idx must be integer token ids of shape (B, T) with T >= 1; "
                                f"got {idx.dtype} {idx.shape}")
         cfg, T = self.config, idx.shape[1]
-        # learned positions stop at block_size; sinusoidal/RoPE positions can go on with a KV cache
-        limit_applies = offset == 0 or cfg.pos == "learned"
+        if np.ndim(offset):                              # rows at their own positions (a per-row KV cache)
+            if len(offset) != idx.shape[0]:
+                raise ZeroLLMError(f"the KV cache has {len(offset)} rows but idx has {idx.shape[0]}")
+            offset = int(offset.max()) if len(offset) else 0
+            limit_applies = True                         # the position tables end at block_size
+        else:
+            # learned positions stop at block_size; sinusoidal/RoPE positions can go on with a KV cache
+            limit_applies = offset == 0 or cfg.pos == "learned"
         if limit_applies and offset + T > cfg.block_size:
             raise ZeroLLMError(f"positions {offset}..{offset + T - 1} go past block_size={cfg.block_size}; "
                                "crop the input to the last block_size tokens")
@@ -234,8 +240,16 @@ class GPT:
         return idx
 
     def _positions(self, offset, T):
-        """Position information for positions offset .. offset+T-1 (None for learned positions)."""
+        """Position information for positions offset .. offset+T-1 (None for learned positions); with one
+        offset per row (B,), the (B, T) positions themselves for learned ones."""
         cfg, tables = self.config, self._pos_tables
+        if np.ndim(offset):                              # (B,) one offset per row, all inside the tables
+            pos = offset[:, None] + np.arange(T)         # (B, T)
+            if cfg.pos == "sinusoidal":
+                return tables[pos]                       # (B, T, C)
+            if cfg.pos == "rope":
+                return tables[0][pos][:, None, None], tables[1][pos][:, None, None]   # (B, 1, 1, T, hs) each
+            return pos
         inside = offset + T <= cfg.block_size
         if cfg.pos == "sinusoidal":
             return tables[offset:offset + T] if inside else sinusoidal_positions(T, cfg.n_embd, offset, self.dtype)
@@ -288,7 +302,9 @@ class GPT:
         x, emb = embedding_forward(idx, p["wte.weight"])                # (B, T) -> (B, T, C)
         pos = self._positions(offset, T)
         rope = pos if cfg.pos == "rope" else None
-        if cfg.pos == "learned":
+        if cfg.pos == "learned" and np.ndim(offset):
+            x += p["wpe.weight"][pos]                                   # (B, T, C) each row at its own place
+        elif cfg.pos == "learned":
             x += p["wpe.weight"][offset:offset + T]                     # (T, C) broadcast over B
         elif cfg.pos == "sinusoidal":
             x += pos

@@ -34,6 +34,7 @@ def add_arguments(p):
                    help="sample only from the k most likely tokens")
     p.add_argument("--top-p", type=PROBABILITY, default=None,
                    help="nucleus sampling: the smallest set with probability >= p")
+    add_penalty_arguments(p)
     p.add_argument("--seed", type=SEED, default=None, help="random seed (default: different every run)")
     p.add_argument("--num-samples", type=Range(int, 1, 10_000), default=1)
     p.add_argument("--window", type=SIZE, default=None,
@@ -48,6 +49,25 @@ def add_arguments(p):
                         "'zerollm sft')")
     add_threads_argument(p)
     add_engine_argument(p)
+
+
+def add_penalty_arguments(p):
+    """--min-p and the three repetition penalties (zerollm.sample.penalize), shared by sample, chat, serve."""
+    p.add_argument("--min-p", type=Range(float, 0, 1), default=None,
+                   help="keep only tokens at least this fraction as likely as the most likely one")
+    p.add_argument("--repetition-penalty", type=Range(float, 0, 100, low_open=True), default=1.0,
+                   help="divide the logit of every id already in the text by this (1 = off; as transformers)")
+    p.add_argument("--presence-penalty", type=Range(float, -2, 2), default=0.0,
+                   help="subtract this from the logit of every id already generated (as OpenAI's)")
+    p.add_argument("--frequency-penalty", type=Range(float, -2, 2), default=0.0,
+                   help="subtract this times its count from the logit of every id generated (as OpenAI's)")
+
+
+def sampling_of(args):
+    """The zerollm.sample.Sampling the command-line flags describe."""
+    from zerollm.sample import Sampling
+    return Sampling(args.temperature, args.top_k, args.top_p, args.min_p, args.repetition_penalty,
+                    args.presence_penalty, args.frequency_penalty)
 
 
 def load_source(args):
@@ -79,8 +99,8 @@ def run(args):
 
 
 def _run(args):
-    from zerollm.sample import ContextWarning, check_sampling_args, context_notes, generate
-    check_sampling_args(args.temperature, args.top_k, args.top_p)
+    from zerollm.sample import ContextWarning, context_notes, generate
+    sampling = sampling_of(args)
     if args.sinks < 0 or (args.sinks and args.window is None):
         raise ZeroLLMError("--sinks needs --window and must be >= 0")
     model, tok = load_source(args)
@@ -104,9 +124,8 @@ def _run(args):
         out.write(args.prompt if stop is None else "")
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ContextWarning)         # said above
-            for ids in generate(model, np.array([prompt]), args.max_new_tokens, temperature=args.temperature,
-                                top_k=args.top_k, top_p=args.top_p, rng=rng, window=args.window,
-                                sinks=args.sinks, allowed=allowed):
+            for ids in generate(model, np.array([prompt]), args.max_new_tokens, rng=rng, window=args.window,
+                                sinks=args.sinks, allowed=allowed, **vars(sampling)):
                 if stop is not None and int(ids[0]) == stop:
                     break                                     # the end of the assistant's turn
                 out.write(stream.push(ids[0]))

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from zerollm.argtypes import Range
 from zerollm.attention import softmax
 from zerollm.errors import ZeroLLMError
 from zerollm.kvcache import KVCache
@@ -137,6 +138,24 @@ def token_counts(ids, vocab_size):
     counts = np.zeros((ids.shape[0], vocab_size), dtype=np.int64)
     np.add.at(counts, (np.arange(ids.shape[0])[:, None], ids), 1)
     return counts
+
+
+def add_penalty_arguments(p):
+    """--min-p and the three repetition penalties (zerollm.sample.penalize), for `zerollm sample`, `chat`, `serve`."""
+    p.add_argument("--min-p", type=Range(float, 0, 1), default=None,
+                   help="keep only tokens at least this fraction as likely as the most likely one")
+    p.add_argument("--repetition-penalty", type=Range(float, 0, 100, low_open=True), default=1.0,
+                   help="divide the logit of every id already in the text by this (1 = off; as transformers)")
+    p.add_argument("--presence-penalty", type=Range(float, -2, 2), default=0.0,
+                   help="subtract this from the logit of every id already generated (as OpenAI's)")
+    p.add_argument("--frequency-penalty", type=Range(float, -2, 2), default=0.0,
+                   help="subtract this times its count from the logit of every id generated (as OpenAI's)")
+
+
+def sampling_of(args):
+    """The zerollm.sample.Sampling the command-line flags describe."""
+    return Sampling(args.temperature, args.top_k, args.top_p, args.min_p, args.repetition_penalty,
+                    args.presence_penalty, args.frequency_penalty)
 
 
 # ----------------------------------------------------------------------------

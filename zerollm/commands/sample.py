@@ -20,13 +20,13 @@ from zerollm.display import StreamDecoder, decodable
 from zerollm.engine import add_engine_argument, apply_engine_argument
 from zerollm.errors import ZeroLLMError
 from zerollm.memory import keep_freed_memory
+from zerollm.sample import add_penalty_arguments, sampling_of
+from zerollm.serve.source import add_source_arguments, load_source
 from zerollm.threads import add_threads_argument, limit_threads
 
 
 def add_arguments(p):
-    src = p.add_mutually_exclusive_group()
-    src.add_argument("--ckpt", metavar="DIR", help="a training run directory (its latest checkpoint) or a step directory")
-    src.add_argument("--hf", metavar="DIR", help="a Hugging Face model directory (config.json + *.safetensors)")
+    add_source_arguments(p)
     p.add_argument("--prompt", default="\n", help="text to continue (default: a newline)")
     p.add_argument("--max-new-tokens", type=Range(int, 1, 10 ** 7), default=200)
     p.add_argument("--temperature", type=Range(float, 0, 100), default=0.8, help="0 = greedy (default 0.8)")
@@ -49,38 +49,6 @@ def add_arguments(p):
                         "'zerollm sft')")
     add_threads_argument(p)
     add_engine_argument(p)
-
-
-def add_penalty_arguments(p):
-    """--min-p and the three repetition penalties (zerollm.sample.penalize), shared by sample, chat, serve."""
-    p.add_argument("--min-p", type=Range(float, 0, 1), default=None,
-                   help="keep only tokens at least this fraction as likely as the most likely one")
-    p.add_argument("--repetition-penalty", type=Range(float, 0, 100, low_open=True), default=1.0,
-                   help="divide the logit of every id already in the text by this (1 = off; as transformers)")
-    p.add_argument("--presence-penalty", type=Range(float, -2, 2), default=0.0,
-                   help="subtract this from the logit of every id already generated (as OpenAI's)")
-    p.add_argument("--frequency-penalty", type=Range(float, -2, 2), default=0.0,
-                   help="subtract this times its count from the logit of every id generated (as OpenAI's)")
-
-
-def sampling_of(args):
-    """The zerollm.sample.Sampling the command-line flags describe."""
-    from zerollm.sample import Sampling
-    return Sampling(args.temperature, args.top_k, args.top_p, args.min_p, args.repetition_penalty,
-                    args.presence_penalty, args.frequency_penalty)
-
-
-def load_source(args):
-    if args.hf:
-        from zerollm.hf import load, load_tokenizer_dir
-        return load(args.hf, force=args.force).eval(), load_tokenizer_dir(args.hf)
-    if not args.ckpt:
-        raise ZeroLLMError("give --ckpt DIR (a zerollm training run) or --hf DIR (a Hugging Face model)")
-    from zerollm.checkpoint import load_model
-    model, tok, _ = load_model(args.ckpt, force=args.force)
-    if tok is None:
-        raise ZeroLLMError(f"{args.ckpt} has no tokenizer.json, so text cannot be encoded")
-    return model, tok
 
 
 def generation_estimate(cfg, n_prompt, args):

@@ -30,7 +30,7 @@ def tiny_chat_model(folder, block_size=96, seed=1, n_embd=32, n_layer=2, name="t
     tok = chat.prepare_tokenizer(ByteTokenizer()) if chat_tokens else ByteTokenizer()
     model = GPT(GPTConfig(vocab_size=tok.vocab_size, block_size=block_size, n_layer=n_layer, n_head=2,
                                 n_embd=n_embd), seed=seed)
-    for name, value in model.params.items():
+    for value in model.params.values():
         if value.ndim == 2:
             value *= 8
     path = Path(folder) / name

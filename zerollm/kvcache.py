@@ -135,15 +135,16 @@ class KVCache:
         hidden = np.arange(end)[None, None, :] > new_pos[:, :, None]   # (B, T, Tk): keys after the query
         return self.k[layer][..., :end, :], self.v[layer][..., :end, :], hidden
 
-    def add_rows(self, other):
-        """Append the rows of another per-row cache (a prompt just prefilled) after this cache's rows.
-        Both grow to the larger number of slots; the new slots hold zeros, which the mask hides."""
-        if not (self.per_row and other.per_row):
+    def add_rows(self, *others):
+        """Append the rows of other per-row caches (prompts just prefilled) after this cache's rows, in
+        one copy. All grow to the largest number of slots; the new slots hold zeros, which the mask hides."""
+        caches = (self, *others)
+        if not all(c.per_row for c in caches):
             raise ZeroLLMError("add_rows joins per-row caches (KVCache(..., per_row=True))")
-        slots = max(self.slots, other.slots)
-        self.k = [np.concatenate([_pad_slots(a, slots), _pad_slots(b, slots)]) for a, b in zip(self.k, other.k)]
-        self.v = [np.concatenate([_pad_slots(a, slots), _pad_slots(b, slots)]) for a, b in zip(self.v, other.v)]
-        self.pos = np.concatenate([self.pos, other.pos])
+        slots = max(c.slots for c in caches)
+        self.k = [np.concatenate([_pad_slots(c.k[i], slots) for c in caches]) for i in range(len(self.k))]
+        self.v = [np.concatenate([_pad_slots(c.v[i], slots) for c in caches]) for i in range(len(self.v))]
+        self.pos = np.concatenate([c.pos for c in caches])
         self.slots = slots
         self.slot_pos = np.full(slots, -1)
 

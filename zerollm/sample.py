@@ -72,12 +72,16 @@ def penalize(logits, counts, seen=None, *, repetition_penalty=1.0, presence_pena
 
 
 def sample_next(logits, rng, temperature=1.0, top_k=None, top_p=None, min_p=None):
-    """(B, V) logits -> (B,) ids. temperature 0 means greedy (argmax)."""
+    """(B, V) logits -> (B,) ids. temperature 0 means greedy (argmax). ``rng``: one generator for all
+    rows, or a list of one per row (then row b's draw depends on rngs[b] only, not on the batch)."""
     if temperature == 0:
         return np.argmax(logits, axis=-1)
     probs = softmax(filter_logits(np.asarray(logits, np.float64) / temperature, top_k, top_p, min_p))
     # inverse-CDF sampling with one uniform number per row: reproducible from the rng alone
-    u = rng.random((probs.shape[0], 1))
+    if isinstance(rng, (list, tuple)):
+        u = np.array([r.random() for r in rng])[:, None]                  # (B, 1) each from its own row's
+    else:
+        u = rng.random((probs.shape[0], 1))
     ids = (np.cumsum(probs, axis=-1) < u).sum(axis=-1)
     return np.minimum(ids, probs.shape[-1] - 1)
 
@@ -105,7 +109,8 @@ class Sampling:
 
 def choose(logits, rng, sampling, counts=None, seen=None, allowed=None):
     """(B, V) logits -> (B,) ids: penalties (``counts``/``seen`` as in penalize), then the ``allowed``
-    ids only, then temperature, top-k, top-p, min-p and one uniform number per row from ``rng``."""
+    ids only, then temperature, top-k, top-p, min-p and one uniform number per row from ``rng`` (one
+    generator, or one per row as in sample_next)."""
     s = sampling
     if s.penalized:
         logits = penalize(logits, counts, seen, repetition_penalty=s.repetition_penalty,
@@ -313,7 +318,7 @@ def _sample_rows(model, idx, n_new, rngs, stop, sampling, should_stop):
     out = [[] for _ in range(B)]
     active = np.arange(B)
     for step in range(n_new):
-        nxt = _pick(logits, [rngs[a] for a in active], *sampling)           # (A,)
+        nxt = sample_next(logits, [rngs[a] for a in active], *sampling)     # (A,)
         for a, t in zip(active, nxt):
             out[a].append(int(t))
         keep = np.array([int(t) not in stop for t in nxt])
@@ -325,13 +330,3 @@ def _sample_rows(model, idx, n_new, rngs, stop, sampling, should_stop):
         h = model.forward_hidden(nxt[:, None], kv_cache=cache)[:, -1]        # (A, C)
         logits = h @ model.head_weight.T                                    # (A, V)
     return out
-
-
-def _pick(logits, rngs, temperature, top_k, top_p):
-    """(A, V) logits -> (A,) ids; row a draws one uniform number from rngs[a] (as sample_next does)."""
-    if temperature == 0:
-        return np.argmax(logits, axis=-1)
-    probs = softmax(filter_logits(np.asarray(logits, np.float64) / temperature, top_k, top_p))   # (A, V)
-    u = np.array([rng.random() for rng in rngs])[:, None]                                       # (A, 1)
-    ids = (np.cumsum(probs, axis=-1) < u).sum(axis=-1)
-    return np.minimum(ids, probs.shape[-1] - 1)

@@ -7,8 +7,8 @@
 One step (Yu et al. 2022, "Orca: iteration-level scheduling"; the loop vLLM and TGI run):
 
     1. rows whose client went away leave the batch
-    2. waiting requests join, up to max_batch rows: each prompt is prefilled alone into a one-row
-       per-row cache (zerollm.kvcache), which is appended to the batch's cache
+    2. waiting requests join, up to max_batch rows: their prompts are prefilled (those of one length
+       together) into a per-row cache (zerollm.kvcache), which is appended to the batch's cache
     3. every row chooses its next token from its own logits with zerollm.sample.choose, drawing from
        its OWN generator: what a row samples cannot depend on which other rows share the batch
     4. rows that ended (a stop id, max_new_tokens) leave at once
@@ -171,37 +171,57 @@ class Scheduler:
         return h @ self.model.head_weight.T                                  # (A, C) @ (C, V)
 
     def _join(self):
-        while len(self.rows) < self.max_batch:
-            with self.wake:
-                if not self.waiting:
-                    return
+        """Take waiting requests into free rows: prompts of one length are prefilled together (each row
+        still alone in its attention), then all join the batch's cache in one copy."""
+        new = []
+        with self.wake:
+            while self.waiting and len(self.rows) + len(new) < self.max_batch:
                 req = self.waiting.popleft()
-            if req.cancelled:
-                req.emit(Done("cancelled"))
-                continue
-            one = KVCache(self.cfg, 1, max_len=max(len(req.prompt) + req.max_new_tokens - 1, 1), per_row=True)
-            logits = self._forward(np.array([req.prompt], dtype=np.int64), one)                # (1, V)
-            self.cache.add_rows(one)
-            self.logits = np.concatenate([self.logits, logits.astype(self.logits.dtype)])      # (A+1, V)
-            seen = token_counts(req.prompt, self.cfg.vocab_size)[0] > 0 if req.sampling.penalized else None
-            self.rows.append(_Row(req, np.zeros(self.cfg.vocab_size, np.int64), seen))
+                if req.cancelled:
+                    req.emit(Done("cancelled"))
+                else:
+                    new.append(req)
+        if not new:
+            return
+        groups = {}
+        for req in new:
+            groups.setdefault(len(req.prompt), []).append(req)
+        caches, logits = [], [self.logits]
+        for P, reqs in groups.items():
+            slots = max(P + r.max_new_tokens - 1 for r in reqs)
+            cache = KVCache(self.cfg, len(reqs), max_len=max(slots, 1), per_row=True)
+            logits.append(self._forward(np.array([r.prompt for r in reqs], dtype=np.int64), cache))   # (k, V)
+            caches.append(cache)
+            for r in reqs:
+                seen = token_counts(r.prompt, self.cfg.vocab_size)[0] > 0 if r.sampling.penalized else None
+                self.rows.append(_Row(r, np.zeros(self.cfg.vocab_size, np.int64), seen))
+        self.cache.add_rows(*caches)
+        self.logits = np.concatenate(logits).astype(self.logits.dtype)                              # (A, V)
 
     def _choose(self):
-        """Each row's next id from its own logits and generator -> ((A,) ids, (A,) still going)."""
-        ids, keep = np.zeros(len(self.rows), np.int64), []
+        """Each row's next id from its own logits and generator -> ((A,) ids, (A,) still going). Rows that
+        sample alike go through the sampler together; each still draws from its own generator."""
+        ids = np.zeros(len(self.rows), np.int64)
+        groups = {}
         for a, row in enumerate(self.rows):
-            req, logits = row.req, self.logits[a:a + 1]                                        # (1, V)
-            if req.keep_logits:
-                req.logits.append(logits[0].copy())
-            seen = None if row.seen is None else row.seen[None]
-            t = int(choose(logits, req.rng, req.sampling, row.counts[None], seen, self.allowed)[0])
-            ids[a], row.n = t, row.n + 1
+            groups.setdefault(row.req.sampling, []).append(a)
+            if row.req.keep_logits:
+                row.req.logits.append(self.logits[a].copy())
+        for sampling, rows in groups.items():
+            rs = [self.rows[a] for a in rows]
+            counts = np.stack([r.counts for r in rs]) if sampling.penalized else None                # (k, V)
+            seen = np.stack([r.seen for r in rs]) if sampling.penalized else None
+            ids[rows] = choose(self.logits[rows], [r.req.rng for r in rs], sampling, counts, seen, self.allowed)
+        keep = []
+        for a, row in enumerate(self.rows):
+            req, t = row.req, int(ids[a])
+            row.n += 1
             row.counts[t] += 1
             if t in req.stop_ids:
                 req.emit(Done("stop"))
                 keep.append(False)
                 continue
-            req.emit(Token(t, *_logprobs(logits[0], t, req.top_logprobs)))
+            req.emit(Token(t, *_logprobs(self.logits[a], t, req.top_logprobs)))
             if row.n >= req.max_new_tokens:
                 req.emit(Done("length"))
             keep.append(row.n < req.max_new_tokens)

@@ -344,23 +344,32 @@ async def _stream(backend, run, choices, meta, n_prompt, chat, include_usage):
             for i in range(len(choices)):
                 yield _sse({**meta, "object": obj, **extra, "choices": [
                     {"index": i, "delta": {"role": "assistant", "content": ""}, "logprobs": None, "finish_reason": None}]})
-        async for i, ev in run.events():
-            c = choices[i]
-            before, known = c.finish, len(c.logprobs)
-            piece = _take(backend, run, choices, i, ev, chat)
-            lp = c.logprobs[known:]
-            logprobs = ({"content": lp} if chat else _completion_logprobs(lp)) if lp else None
-            if piece or logprobs:
-                yield chunk(i, piece, None, logprobs)
-            if before is None and c.finish is not None:
-                if c.finish in ("error", "cancelled"):
-                    yield _sse(error_body("the answer was cut short: " + (
-                        "the model failed" if c.finish == "error" else "the server is shutting down"), "server_error"))
-                    c.finish = "stop"
-                yield chunk(i, None, c.finish)
+        async for batch in run.batches():
+            text = "".join(_chunks(backend, run, choices, batch, chat, chunk))
+            if text:
+                yield text
         if include_usage:
             yield _sse({**meta, "object": obj, "choices": [], "usage": _usage(choices, n_prompt)})
         yield "data: [DONE]\n\n"
     finally:
         run.cancel()
 
+
+def _chunks(backend, run, choices, batch, chat, chunk):
+    """The SSE events for a batch of scheduler events: per choice, one with all its new text (and
+    logprobs), then one with its finish_reason if it ended."""
+    for i in dict.fromkeys(i for i, _ in batch):               # choices in order of first appearance
+        c = choices[i]
+        before, known, pieces = c.finish, len(c.logprobs), []
+        for _, ev in (item for item in batch if item[0] == i):
+            pieces.append(_take(backend, run, choices, i, ev, chat))
+        piece, lp = "".join(pieces), c.logprobs[known:]
+        logprobs = ({"content": lp} if chat else _completion_logprobs(lp)) if lp else None
+        if piece or logprobs:
+            yield chunk(i, piece, None, logprobs)
+        if before is None and c.finish is not None:
+            if c.finish in ("error", "cancelled"):
+                why = "the model failed" if c.finish == "error" else "the server is shutting down"
+                yield _sse(error_body("the answer was cut short: " + why, "server_error"))
+                c.finish = "stop"
+            yield chunk(i, None, c.finish)

@@ -122,14 +122,24 @@ class Run:
     async def events(self, disconnected=None):
         """Yield (choice index, Token | Done) until every choice is Done; leaving early cancels the rest.
         ``disconnected``: an async function polled while waiting (for a request that is not streamed)."""
+        async for batch in self.batches(disconnected):
+            for item in batch:
+                yield item
+
+    async def batches(self, disconnected=None):
+        """As events(), but everything that has arrived so far at once: a client that fell behind a few
+        steps gets them in one piece, so a loaded server writes fewer, larger chunks."""
         running = len(self.reqs)
         try:
             while running:
                 item = await self._next(disconnected)
                 if item is None:
                     return
-                running -= isinstance(item[1], Done)
-                yield item
+                batch = [item]
+                while not self.queue.empty():
+                    batch.append(self.queue.get_nowait())
+                running -= sum(isinstance(ev, Done) for _, ev in batch)
+                yield batch
         finally:
             self.cancel()
 

@@ -131,6 +131,37 @@ def sequential(model, tok, n, new_tokens):
     return total / (time.perf_counter() - t0)
 
 
+def logit_gap(model, tok, rows=16, new_tokens=24):
+    """How far a batched row's float32 logits are from the same request alone: ``rows`` requests joining a
+    few at a time, every step's logits kept -> (max |batched - alone|, largest |logit|, same tokens)."""
+    from zerollm import chat
+    from zerollm.generation.batching import Request, Scheduler
+    from zerollm.sample import Sampling
+
+    def requests():
+        got = [[] for _ in range(rows)]
+        return got, [Request(chat.encode_prompt(tok, PROMPTS[i % len(PROMPTS)] + "字" * (i // len(PROMPTS))),
+                             new_tokens, Sampling(0.8), np.random.default_rng(i), keep_logits=True,
+                             emit=got[i].append) for i in range(rows)]
+    alone_got, alone = requests()
+    for r in alone:
+        s = Scheduler(model)
+        s.submit(r)
+        while s.busy:
+            s.step()
+    together_got, together = requests()
+    s = Scheduler(model, max_batch=rows)
+    for k, r in enumerate(together):
+        s.submit(r)
+        if k % 3 == 0:
+            s.step()
+    while s.busy:
+        s.step()
+    gap = max(float(np.abs(a - b).max()) for x, y in zip(alone, together) for a, b in zip(x.logits, y.logits))
+    top = max(float(np.abs(a).max()) for x in alone for a in x.logits)
+    return gap, top, alone_got == together_got
+
+
 def transformers_batched(folder, tok, batch, new_tokens, rounds):
     """transformers' generate on the exported model, ``batch`` prompts at a time (tokens/s)."""
     import torch
@@ -165,6 +196,9 @@ def main(argv=None):
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp) / args.shape
         model, tok = build(args.shape, folder)
+        gap, top, same = logit_gap(model, tok)
+        print(f"batched vs alone (16 rows, 24 steps, float32): max |logit difference| {gap:.3g} (logits up to "
+              f"{top:.3g}); same tokens: {same}", flush=True)
         proc, base = start_server(folder, max(args.clients), args.threads)
         try:
             for c in args.clients:
@@ -177,7 +211,8 @@ def main(argv=None):
             proc.send_signal(signal.SIGTERM)
             proc.wait(30)
     if args.json:
-        Path(args.json).write_text(json.dumps({"shape": args.shape, "new_tokens": args.new_tokens, "rows": rows},
+        Path(args.json).write_text(json.dumps({"shape": args.shape, "new_tokens": args.new_tokens, "logit_gap": gap,
+                                               "rows": rows},
                                               indent=1) + "\n", encoding="utf-8")
     return 0
 

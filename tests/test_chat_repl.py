@@ -1,5 +1,6 @@
 """`zerollm chat` driven through a pseudo-terminal: turns, /reset, /save, Ctrl-C, context overflow."""
 
+import contextlib
 import json
 import os
 import pty
@@ -63,6 +64,19 @@ class Terminal:
         raise AssertionError("the chat did not exit")
 
 
+@contextlib.contextmanager
+def session(*argv):
+    """`zerollm chat ARGV` on a pty, at its first prompt; after the block: /exit, which must exit 0."""
+    term = Terminal(["chat", *map(str, argv), "--threads", "1"])
+    try:
+        term.expect("> ")
+        yield term
+        term.send("/exit\r")
+        assert term.wait() == 0
+    finally:
+        term.close()
+
+
 @pytest.fixture(scope="module")
 def models(tmp_path_factory):
     folder = tmp_path_factory.mktemp("chat")
@@ -82,9 +96,7 @@ def _greedy(folder, messages, n):
 
 def test_two_turns_reset_and_save(models, tmp_path):
     model, _ = models
-    term = Terminal(["chat", "--hf", str(model), "--temperature", "0", "--max-new-tokens", "12", "--threads", "1"])
-    try:
-        term.expect("> ")
+    with session("--hf", model, "--temperature", 0, "--max-new-tokens", 12) as term:
         term.send("hello\r")
         first = term.expect("\r\n> ").split("hello\r\n", 1)[1][:-len("\r\n> ")]
         a1 = _greedy(model, [{"role": "user", "content": "hello"}], 12)
@@ -104,35 +116,22 @@ def test_two_turns_reset_and_save(models, tmp_path):
         term.expect("> ")
         term.send("hello\r")
         assert term.expect("\r\n> ").split("hello\r\n", 1)[1][:-len("\r\n> ")].replace("\r\n", "\n") == a1
-        term.send("/exit\r")
-        assert term.wait() == 0
-    finally:
-        term.close()
 
 
 def test_ctrl_c_stops_the_answer_not_the_session(models):
     _, base = models
-    term = Terminal(["chat", "--hf", str(base), "--raw", "--temperature", "0", "--max-new-tokens", "500",
-                     "--threads", "1"])
-    try:
-        term.expect("> ")
+    with session("--hf", base, "--raw", "--temperature", 0, "--max-new-tokens", 500) as term:
         term.send("go\r")
         term.expect("go\r\n")
         time.sleep(0.5)                            # 500 tokens take seconds: the answer is being written
         term.send("\x03")                          # Ctrl-C: SIGINT from the terminal
         term.expect("[stopped]")
         term.expect("> ")
-        term.send("/exit\r")
-        assert term.wait() == 0
-    finally:
-        term.close()
 
 
 def test_overflow_drops_the_oldest_turn_with_a_note(models):
     model, _ = models
-    term = Terminal(["chat", "--hf", str(model), "--temperature", "0", "--max-new-tokens", "30", "--threads", "1"])
-    try:
-        term.expect("> ")
+    with session("--hf", model, "--temperature", 0, "--max-new-tokens", 30) as term:
         for i in range(3):
             term.send(f"message number {i} is this long\r")
             term.expect(f"is this long\r\n")
@@ -140,10 +139,6 @@ def test_overflow_drops_the_oldest_turn_with_a_note(models):
         term.send("one more\r")
         before = term.expect("> ")
         assert "dropped the oldest" in before
-        term.send("/exit\r")
-        assert term.wait() == 0
-    finally:
-        term.close()
 
 
 def test_a_base_model_is_refused_without_raw(models):

@@ -1,5 +1,5 @@
 """The chat page of `zerollm serve` (GET /) in headless Chromium: streaming, stop, regenerate, 中文, and model
-text shown as text. The browser comes as in tests/test_explain_browser.py."""
+text shown as text. The browser is tests/test_explain_browser.py's fixture."""
 
 import json
 import time
@@ -8,7 +8,7 @@ import httpx
 import pytest
 
 from serve_helpers import server, tiny_chat_model
-from test_explain_browser import HOW_TO_GET_ONE, chromium_path
+from test_explain_browser import browser  # noqa: F401  - the same headless Chromium fixture
 
 
 @pytest.fixture(scope="module")
@@ -17,18 +17,6 @@ def base(tmp_path_factory):
     model = tiny_chat_model(tmp_path_factory.mktemp("page"), block_size=1024, n_embd=160, n_layer=4, seed=1)
     with server(model, "--max-batch", "4") as (url, _):
         yield url
-
-
-@pytest.fixture(scope="module")
-def browser():
-    from playwright.sync_api import Error, sync_playwright
-    with sync_playwright() as p:
-        try:
-            chrome = p.chromium.launch(executable_path=chromium_path())
-        except Error as err:
-            pytest.fail(f"no headless Chromium could start ({str(err).splitlines()[0]}); {HOW_TO_GET_ONE}")
-        yield chrome
-        chrome.close()
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@
 Per concurrency C: C client threads each send requests (different prompts, seeds, temperature 0.8,
 stream=True) to a `zerollm serve` process for --rounds rounds; reported: aggregate generated tokens/s
 (all usage.completion_tokens / wall time), time to first token and time between tokens (p50, p99),
-and errors. Beside it, the same prompts (a) one after another through zerollm.sample.generate in one
+and errors. Beside it, the same prompts (a) one after another through zerollm.generation.sample.generate in one
 process (what `zerollm sample` does per prompt) and (b) through transformers' batched generate on the
 exported model, C prompts a batch (left padding, sampling, exactly --new-tokens each).
 
@@ -37,10 +37,10 @@ PROMPTS = ["藏头诗：春夏秋冬", "写一首关于月亮的诗", "山", "�
 
 def build(shape, folder):
     """A random model of ``shape`` with a chat-template tokenizer, exported as a Hugging Face directory."""
-    from zerollm import chat, corpora
-    from zerollm.hf import export
-    from zerollm.model import GPT, GPTConfig
-    from zerollm.presets import PRESETS
+    from zerollm.data import chat, corpora
+    from zerollm.interop.hf import export
+    from zerollm.model.gpt import GPT, GPTConfig
+    from zerollm.training.presets import PRESETS
     from zerollm.tokenizers import ByteTokenizer, CharTokenizer
     if shape == "tang":
         p = PRESETS["tang"]
@@ -121,8 +121,8 @@ def _pct(values, q):
 
 def sequential(model, tok, n, new_tokens):
     """The prompts one after another in this process, as `zerollm sample` generates (tokens/s)."""
-    from zerollm import chat
-    from zerollm.sample import generate
+    from zerollm.data import chat
+    from zerollm.generation.sample import generate
     t0, total = time.perf_counter(), 0
     for i in range(n):
         ids = chat.encode_prompt(tok, PROMPTS[i % len(PROMPTS)])
@@ -134,9 +134,9 @@ def sequential(model, tok, n, new_tokens):
 def logit_gap(model, tok, rows=16, new_tokens=24):
     """How far a batched row's float32 logits are from the same request alone: ``rows`` requests joining a
     few at a time, every step's logits kept -> (max |batched - alone|, largest |logit|, same tokens)."""
-    from zerollm import chat
+    from zerollm.data import chat
     from zerollm.generation.batching import Request, Scheduler
-    from zerollm.sample import Sampling
+    from zerollm.generation.sample import Sampling
 
     def requests():
         got = [[] for _ in range(rows)]
@@ -166,7 +166,7 @@ def transformers_batched(folder, tok, batch, new_tokens, rounds):
     """transformers' generate on the exported model, ``batch`` prompts at a time (tokens/s)."""
     import torch
     from transformers import AutoModelForCausalLM
-    from zerollm import chat
+    from zerollm.data import chat
     hf = AutoModelForCausalLM.from_pretrained(folder).eval()
     prompts = [chat.encode_prompt(tok, PROMPTS[i % len(PROMPTS)]) for i in range(batch)]
     width = max(map(len, prompts))

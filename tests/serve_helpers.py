@@ -23,9 +23,9 @@ def tiny_chat_model(folder, block_size=96, seed=1, n_embd=32, n_layer=2, name="t
     """A random GPT (2 layers, width 32) with a byte tokenizer and the chat template's tokens, exported
     as a Hugging Face directory (``chat_tokens=False``: a base model, bytes only, that never stops early). Its weights are scaled up so greedy answers vary from token to token
     (a fresh model's near-uniform logits would repeat one id)."""
-    from zerollm import chat
-    from zerollm.hf import export
-    from zerollm.model import GPT, GPTConfig
+    from zerollm.data import chat
+    from zerollm.interop.hf import export
+    from zerollm.model.gpt import GPT, GPTConfig
     from zerollm.tokenizers import ByteTokenizer
     tok = chat.prepare_tokenizer(ByteTokenizer()) if chat_tokens else ByteTokenizer()
     model = GPT(GPTConfig(vocab_size=tok.vocab_size, block_size=block_size, n_layer=n_layer, n_head=2,

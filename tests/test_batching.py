@@ -9,11 +9,11 @@ transformers' generate(repetition_penalty=...) on the exported model.
 import numpy as np
 import pytest
 
-from zerollm.errors import ZeroLLMError
+from zerollm.io.errors import ZeroLLMError
 from zerollm.generation.batching import Done, QueueFull, Request, Scheduler, Token
-from zerollm.kvcache import KVCache
-from zerollm.model import GPT, GPTConfig
-from zerollm.sample import Sampling, filter_logits, generate, penalize
+from zerollm.model.kvcache import KVCache
+from zerollm.model.gpt import GPT, GPTConfig
+from zerollm.generation.sample import Sampling, filter_logits, generate, penalize
 from tiny_runs import run_main, tiny_run
 
 
@@ -211,7 +211,7 @@ def test_bad_sampling_values_say_which(bad):
 def test_repetition_penalty_greedy_equals_transformers(tmp_path):
     import torch
     from transformers import AutoModelForCausalLM
-    from zerollm.hf import export
+    from zerollm.interop.hf import export
     model = _model("learned", "float32", V=40, block=40)
     export(model, tmp_path / "hf")
     hf = AutoModelForCausalLM.from_pretrained(tmp_path / "hf").eval()
@@ -227,7 +227,7 @@ def test_repetition_penalty_greedy_equals_transformers(tmp_path):
 
 def test_zerollm_sample_greedy_equals_the_scheduler(tmp_path_factory, capsys):
     """`zerollm sample --temperature 0` (and with --repetition-penalty) prints what the scheduler makes."""
-    from zerollm.checkpoint import load_model
+    from zerollm.training.checkpoint import load_model
     run = tiny_run(tmp_path_factory, "char")
     model, tok, _ = load_model(str(run))
     for extra, sampling in (([], Sampling(0)), (["--repetition-penalty", "1.5"], Sampling(0, repetition_penalty=1.5))):

@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 
 from serve_helpers import ROOT, tiny_chat_model
-from zerollm import chat
-from zerollm.display import StreamDecoder
-from zerollm.hf import load, load_tokenizer_dir
-from zerollm.sample import generate
+from zerollm.data import chat
+from zerollm.generation.display import StreamDecoder
+from zerollm.interop.hf import load, load_tokenizer_dir
+from zerollm.generation.sample import generate
 
 
 class Terminal:

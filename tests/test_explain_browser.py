@@ -15,10 +15,10 @@ from contextlib import redirect_stderr, redirect_stdout
 import numpy as np
 import pytest
 
-from zerollm.attention import self_attention
+from zerollm.nn.self_attention import self_attention
 from zerollm.cli import main
-from zerollm.explain.fontsubset import is_han
-from zerollm.explain.text import PAGE_TEXT
+from zerollm.teach.explain.fontsubset import is_han
+from zerollm.teach.explain.text import PAGE_TEXT
 from zerollm.teach.attention_walkthrough import SEED_WK, SEED_WQ, SEED_WV, SEED_X
 
 from explain_helpers import (TEXT, artifact_dir, bidirectional_view, flash_copy, model_truth, shown, tiny_run,
@@ -324,7 +324,7 @@ def test_top5_shown_equals_the_model(opened, pages, truth):
 
 
 def test_loss_curve_is_drawn_from_log_jsonl(opened, pages, run):
-    from zerollm.runlog import read_log
+    from zerollm.training.runlog import read_log
     o = opened(pages["model"])
     records = read_log(run / "log.jsonl")
     evals = [r for r in records if "val_loss" in r]
@@ -345,7 +345,7 @@ def test_truncation_and_flash_are_said_on_the_page(opened, pages, shots):
 
 
 def test_a_bidirectional_model_looks_both_ways(opened, tmp_path):
-    from zerollm.explain.page import build_page
+    from zerollm.teach.explain.page import build_page
     view, _, weights = bidirectional_view("to be")
     path = tmp_path / "encoder.html"
     path.write_text(build_page("en", view), encoding="utf-8")

@@ -17,7 +17,7 @@ import openai
 import pytest
 
 from serve_helpers import ROOT, greedy_reference, seeds, server, tiny_chat_model
-from zerollm.display import printable
+from zerollm.generation.display import printable
 
 KEY = "sk-test-0123456789"
 

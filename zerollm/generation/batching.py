@@ -8,8 +8,8 @@ One step (Yu et al. 2022, "Orca: iteration-level scheduling"; the loop vLLM and 
 
     1. rows whose client went away leave the batch
     2. waiting requests join, up to max_batch rows: their prompts are prefilled (those of one length
-       together) into a per-row cache (zerollm.kvcache), which is appended to the batch's cache
-    3. every row chooses its next token from its own logits with zerollm.sample.choose, drawing from
+       together) into a per-row cache (zerollm.model.kvcache), which is appended to the batch's cache
+    3. every row chooses its next token from its own logits with zerollm.generation.sample.choose, drawing from
        its OWN generator: what a row samples cannot depend on which other rows share the batch
     4. rows that ended (a stop id, max_new_tokens) leave at once
     5. one forward of the (A, 1) new tokens, each row at its own position -> the next (A, V) logits
@@ -29,9 +29,9 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
-from zerollm.errors import ZeroLLMError
-from zerollm.kvcache import KVCache
-from zerollm.sample import Sampling, choose, token_counts
+from zerollm.io.errors import ZeroLLMError
+from zerollm.model.kvcache import KVCache
+from zerollm.generation.sample import Sampling, choose, token_counts
 
 
 class Token(NamedTuple):

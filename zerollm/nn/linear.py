@@ -7,7 +7,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from zerollm.amp import cast
+from zerollm.engine.amp import cast
 
 
 class LinearCache(NamedTuple):
@@ -21,7 +21,7 @@ def linear_forward(x, w, b=None):
 
     Speed: the leading dims are flattened first, so BLAS gets one (N, i) @ (i, o) product; a 3-D
     ``x @ w`` would be one small product per sequence, about 15% slower at nanoGPT's sizes.
-    Under zerollm.amp.autocast x and w are first rounded to 16 bits; the cache keeps the rounded ones.
+    Under zerollm.engine.amp.autocast x and w are first rounded to 16 bits; the cache keeps the rounded ones.
     """
     x, w = cast(x), cast(w)                     # no-ops in float32 mode
     y = x.reshape(-1, x.shape[-1]) @ w          # (N, i) @ (i, o) -> (N, o)

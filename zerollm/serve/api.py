@@ -20,9 +20,9 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, StreamingResponse
 from starlette.exceptions import HTTPException
 
-from zerollm.errors import ZeroLLMError
+from zerollm.io.errors import ZeroLLMError
 from zerollm.generation.batching import Done, QueueFull
-from zerollm.sample import Sampling
+from zerollm.generation.sample import Sampling
 from zerollm.serve.schemas import ChatRequest, CompletionRequest
 from zerollm.serve.text import TextStream
 

@@ -16,9 +16,9 @@ import threading
 
 import numpy as np
 
-from zerollm import chat
-from zerollm.display import decodable
-from zerollm.errors import ZeroLLMError
+from zerollm.data import chat
+from zerollm.generation.display import decodable
+from zerollm.io.errors import ZeroLLMError
 from zerollm.generation.batching import Done, Request, Scheduler
 from zerollm.tokenizers.bpe import ENDOFTEXT
 

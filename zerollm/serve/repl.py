@@ -19,11 +19,11 @@ import sys
 
 import numpy as np
 
-from zerollm import chat
-from zerollm.display import StreamDecoder
-from zerollm.errors import ZeroLLMError
-from zerollm.fileio import atomic_write
-from zerollm.sample import generate
+from zerollm.data import chat
+from zerollm.generation.display import StreamDecoder
+from zerollm.io.errors import ZeroLLMError
+from zerollm.io.fileio import atomic_write
+from zerollm.generation.sample import generate
 
 HELP = "commands: /reset  /system TEXT  /save FILE  /exit   (Ctrl-C stops an answer)"
 

@@ -1,7 +1,7 @@
 """Where a served model comes from: ``--ckpt DIR`` (a zerollm run) or ``--hf DIR`` (a Hugging Face
 directory), the same two flags and the same loading for `zerollm sample`, `zerollm chat`, `zerollm serve`."""
 
-from zerollm.errors import ZeroLLMError
+from zerollm.io.errors import ZeroLLMError
 
 
 def add_source_arguments(p):
@@ -13,11 +13,11 @@ def add_source_arguments(p):
 def load_source(args):
     """(model in eval mode, tokenizer) from args.ckpt or args.hf (args.force: the memory check)."""
     if args.hf:
-        from zerollm.hf import load, load_tokenizer_dir
+        from zerollm.interop.hf import load, load_tokenizer_dir
         return load(args.hf, force=args.force).eval(), load_tokenizer_dir(args.hf)
     if not args.ckpt:
         raise ZeroLLMError("give --ckpt DIR (a zerollm training run) or --hf DIR (a Hugging Face model)")
-    from zerollm.checkpoint import load_model
+    from zerollm.training.checkpoint import load_model
     model, tok, _ = load_model(args.ckpt, force=args.force)
     if tok is None:
         raise ZeroLLMError(f"{args.ckpt} has no tokenizer.json, so text cannot be encoded")

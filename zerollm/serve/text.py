@@ -6,12 +6,12 @@
     rest = stream.flush()             # at the end: what was held back
 
 Two things are held back: the bytes of a UTF-8 character that a byte-level token cut in two
-(zerollm.display.StreamDecoder waits for the rest), and a tail that may be the start of a stop
+(zerollm.generation.display.StreamDecoder waits for the rest), and a tail that may be the start of a stop
 string (sent once the next tokens show it is not). So a streamed answer is exactly the answer
 that is not streamed, and never shows a broken character or a piece of a stop string.
 """
 
-from zerollm.display import StreamDecoder
+from zerollm.generation.display import StreamDecoder
 
 
 class TextStream:

@@ -1,0 +1,75 @@
+"""``zerollm convert --from DIR --to DIR``: Hugging Face <-> zerollm model directories.
+
+The direction comes from what --from is:
+
+    a transformers directory (config.json with "architectures"/"model_type")
+        -> a zerollm model directory (config.json + model.safetensors + tokenizer.json, ours)
+    a zerollm model directory, training run, or checkpoint step directory
+        -> a transformers directory (GPT2LMHeadModel, LlamaForCausalLM or MixtralForCausalLM + tokenizer files)
+
+    zerollm convert --from gpt2 --to gpt2-zerollm
+    zerollm convert --from runs/shakespeare --to shakespeare-hf
+"""
+
+import sys
+
+from zerollm.model.budget import add_force_argument
+from zerollm.io.errors import ZeroLLMError
+from zerollm.io.lock import writing
+from zerollm.io.outdir import check_separate
+
+
+def add_arguments(parser):
+    parser.add_argument("--from", dest="src", required=True, metavar="DIR",
+                        help="a Hugging Face model directory, or a zerollm model/run/checkpoint directory")
+    parser.add_argument("--to", dest="dst", required=True, metavar="DIR",
+                        help="the directory to create (it must not exist, or be empty)")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace --to if it already holds a model")
+    parser.add_argument("--no-tokenizer", action="store_true",
+                        help="convert the weights only, without the tokenizer")
+    add_force_argument(parser)
+
+
+def _describe(model):
+    cfg = model.config
+    kind = "GPT-2 layout" if cfg.pos == "learned" else "Mixtral layout" if cfg.n_expert else "Llama layout"
+    return f"{kind}, n_layer={cfg.n_layer}, {model.num_params():,} parameters"
+
+
+def _try_tokenizer(loader, src):
+    """Weights convert even when the tokenizer cannot (e.g. Llama's SentencePiece): warn and go on."""
+    try:
+        return loader(src)
+    except ZeroLLMError as err:
+        print(f"zerollm convert: warning: tokenizer not converted: {' '.join(str(err).split())}",
+              file=sys.stderr)
+        return None
+
+
+def run(args):
+    from zerollm.interop import hf
+
+    check_separate(args.dst, [args.src], "--to", "--from")
+    hf.check_target(args.dst, args.overwrite)            # fail before loading a big model
+    with writing(args.dst, beside=True):                 # a second convert to --to stops here, at once
+        return _convert(args)
+
+
+def _convert(args):
+    from zerollm.interop import hf
+
+    to_zerollm = hf.is_hf_dir(args.src)
+    if to_zerollm:
+        model = hf.load(args.src, force=args.force)
+        tokenizer = None if args.no_tokenizer else _try_tokenizer(hf.load_tokenizer_dir, args.src)
+        path = hf.save_zerollm(model, args.dst, tokenizer=tokenizer, overwrite=args.overwrite)
+        target = "zerollm model directory"
+    else:
+        model = hf.load_zerollm(args.src, force=args.force)
+        tokenizer = None if args.no_tokenizer else _try_tokenizer(hf.load_zerollm_tokenizer, args.src)
+        path = hf.export(model, args.dst, tokenizer=tokenizer, overwrite=args.overwrite)
+        target = "Hugging Face directory"
+    tok = f", tokenizer: {tokenizer.name} ({tokenizer.vocab_size} tokens)" if tokenizer is not None else ""
+    print(f"wrote {target} {path} ({_describe(model)}{tok})")
+    return 0

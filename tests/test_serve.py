@@ -232,3 +232,17 @@ def _wait(condition, timeout=10):
     while not condition():
         assert time.monotonic() - start < timeout, "timed out"
         time.sleep(0.02)
+
+
+# ----------------------------------------------------------------------------
+# whole characters and stop strings, token by token (no server)
+
+def test_text_stream_holds_back_broken_characters_and_stop_prefixes():
+    from zerollm.serve.text import TextStream
+    from zerollm.tokenizers import ByteTokenizer
+    stream = TextStream(ByteTokenizer(), stop=["END"])
+    pieces = [stream.push(b) for b in "你好 EN然后END后".encode()]
+    assert pieces[:3] == ["", "", "你"]                         # the first two bytes of 你 are held back
+    assert "EN然" in pieces and "E" not in pieces              # "EN" waited: it could have begun "END"
+    assert "".join(pieces) == stream.text == "你好 EN然后" and stream.stopped
+    assert stream.flush() == "" and stream.push(0x41) == ""    # nothing after the stop

@@ -41,6 +41,7 @@ from zerollm.io.errors import ZeroLLMError
 from zerollm.nn.block import block_backward, block_forward, norm_backward, norm_forward
 from zerollm.nn.dropout import dropout_backward, dropout_forward
 from zerollm.nn.embedding import embedding_backward, embedding_forward
+from zerollm.nn.linear import quantized_matmul
 from zerollm.nn.loss import cross_entropy_backward, cross_entropy_forward
 from zerollm.nn.moe import moe_statistics
 from zerollm.nn.position import rope_tables, sinusoidal_positions
@@ -273,7 +274,11 @@ class GPT:
         x = self.forward_hidden(idx, kv_cache=kv_cache, mask=mask, keep=keep)
         B, T, C = x.shape
         # 4. the head: logits = x W^T
-        logits = (cast(x.reshape(B * T, C)) @ cast(self.head_weight).T).reshape(B, T, -1)  # (B*T, C) @ (C, V)
+        head = self.head_weight
+        if isinstance(head, np.ndarray):
+            logits = (cast(x.reshape(B * T, C)) @ cast(head).T).reshape(B, T, -1)   # (B*T, C) @ (C, V)
+        else:                                   # Q8_0 / Q4_0 blocks from a GGUF file (zerollm.interop.quant)
+            logits = quantized_matmul(np.ascontiguousarray(x.reshape(B * T, C)), head).reshape(B, T, -1)
         loss = ce = None
         if targets is not None:
             targets = np.asarray(targets)

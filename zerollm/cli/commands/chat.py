@@ -39,7 +39,7 @@ def run(args):
     apply_engine_argument(args)
     sampling = sampling_of(args)
     with limit_threads(args.threads):
-        model, tok = load_source(args)
+        model, tok = load_source(args, "zerollm chat")
         conv = Conversation(tok, model.config.block_size, system=args.system, raw=args.raw)
         try:
             import readline  # noqa: F401  - line editing and history for input()

@@ -19,7 +19,9 @@ from zerollm.engine.threads import add_threads_argument, limit_threads
 
 
 def add_arguments(p):
-    p.add_argument("--ckpt", metavar="DIR", required=True, help="a training run directory or a step directory")
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--ckpt", metavar="DIR", help="a training run directory or a step directory")
+    src.add_argument("--gguf", metavar="FILE", help="a GGUF file (GPT-2 or Llama; f32, f16, q8_0 or q4_0)")
     p.add_argument("--data", metavar="FILE", required=True, help="a UTF-8 text file")
     p.add_argument("--max-tokens", type=Range(int, 2, 2 ** 40), default=None, help="evaluate only the first N tokens")
     p.add_argument("--batch-size", type=FIELD_RANGES["batch_size"], default=16,
@@ -62,7 +64,12 @@ def run(args):
     apply_engine_argument(args)     # --engine numpy|fast (zerollm.engine)
     from zerollm.training.checkpoint import load_model
     from zerollm.data.tokens import read_corpus
-    model, tok, ckpt = load_model(args.ckpt, force=args.force)
+    if args.gguf:
+        from zerollm.interop.gguf_load import load_gguf_for
+        (model, tok), source = load_gguf_for(args.gguf, "zerollm eval", force=args.force), args.gguf
+    else:
+        model, tok, ckpt = load_model(args.ckpt, force=args.force)
+        source = f"checkpoint step {ckpt.step}"
     if tok is None:
         raise ZeroLLMError(f"{args.ckpt} has no tokenizer.json, so the text cannot be encoded")
     cfg = model.config
@@ -75,5 +82,5 @@ def run(args):
     with limit_threads(args.threads):
         loss, count = evaluate_loss(model, ids, args.batch_size)
     print(f"{args.data}: loss {loss:.4f} (perplexity {np.exp(loss):.2f}) over {count:,} predicted tokens, "
-          f"checkpoint step {ckpt.step}")
+          f"{source}")
     return 0

@@ -44,6 +44,12 @@ def add_arguments(p):
     add_engine_argument(p)
 
 
+def _name_of(path):
+    """The default model id: the directory's (or the GGUF file's) name, without .gguf."""
+    name = os.path.basename(os.path.normpath(path))
+    return name[:-len(".gguf")] if name.endswith(".gguf") else name
+
+
 def check_host(host, api_key):
     """A server reachable from other machines must ask for a key."""
     if api_key:
@@ -69,8 +75,8 @@ def run(args):
                            "pip install \"zerollm[serve]\"") from None
     apply_engine_argument(args)
     with limit_threads(args.threads):
-        model, tok = load_source(args)
-        name = args.model_name or os.path.basename(os.path.normpath(args.ckpt or args.hf))
+        model, tok = load_source(args, "zerollm serve")
+        name = args.model_name or _name_of(args.ckpt or args.hf or args.gguf)
         backend = Backend(model, tok, name=name, max_batch=args.max_batch, max_queue=args.max_queue)
         app = build_app(backend, api_key=api_key, max_body=args.max_body)
         config = uvicorn.Config(app, host=args.host, port=args.port, log_level="warning",

@@ -41,6 +41,7 @@ from zerollm.io.errors import ZeroLLMError
 from zerollm.nn.block import block_backward, block_forward, norm_backward, norm_forward
 from zerollm.nn.dropout import dropout_backward, dropout_forward
 from zerollm.nn.embedding import embedding_backward, embedding_forward
+from zerollm.nn.linear import quantized_matmul
 from zerollm.nn.lora import LoRA
 from zerollm.nn.loss import cross_entropy_backward, cross_entropy_forward
 from zerollm.nn.moe import moe_statistics
@@ -267,8 +268,14 @@ class GPT:
             raise ZeroLLMError(f"idx must be integer token ids of shape (B, T) with T >= 1; "
                                f"got {idx.dtype} {idx.shape}")
         cfg, T = self.config, idx.shape[1]
-        # learned positions stop at block_size; sinusoidal/RoPE positions can go on with a KV cache
-        limit_applies = offset == 0 or cfg.pos == "learned"
+        if np.ndim(offset):                              # rows at their own positions (a per-row KV cache)
+            if len(offset) != idx.shape[0]:
+                raise ZeroLLMError(f"the KV cache has {len(offset)} rows but idx has {idx.shape[0]}")
+            offset = int(offset.max()) if len(offset) else 0
+            limit_applies = True                         # the position tables end at block_size
+        else:
+            # learned positions stop at block_size; sinusoidal/RoPE positions can go on with a KV cache
+            limit_applies = offset == 0 or cfg.pos == "learned"
         if limit_applies and offset + T > cfg.block_size:
             raise ZeroLLMError(f"positions {offset}..{offset + T - 1} go past block_size={cfg.block_size}; "
                                "crop the input to the last block_size tokens")
@@ -278,8 +285,16 @@ class GPT:
         return idx
 
     def _positions(self, offset, T):
-        """Position information for positions offset .. offset+T-1 (None for learned positions)."""
+        """Position information for positions offset .. offset+T-1 (None for learned positions); with one
+        offset per row (B,), the (B, T) positions themselves for learned ones."""
         cfg, tables = self.config, self._pos_tables
+        if np.ndim(offset):                              # (B,) one offset per row, all inside the tables
+            pos = offset[:, None] + np.arange(T)         # (B, T)
+            if cfg.pos == "sinusoidal":
+                return tables[pos]                       # (B, T, C)
+            if cfg.pos == "rope":
+                return tables[0][pos][:, None, None], tables[1][pos][:, None, None]   # (B, 1, 1, T, hs) each
+            return pos
         inside = offset + T <= cfg.block_size
         if cfg.pos == "sinusoidal":
             return tables[offset:offset + T] if inside else sinusoidal_positions(T, cfg.n_embd, offset, self.dtype)
@@ -303,7 +318,11 @@ class GPT:
         x = self.forward_hidden(idx, kv_cache=kv_cache, mask=mask, keep=keep)
         B, T, C = x.shape
         # 4. the head: logits = x W^T
-        logits = (cast(x.reshape(B * T, C)) @ cast(self.head_weight).T).reshape(B, T, -1)  # (B*T, C) @ (C, V)
+        head = self.head_weight
+        if isinstance(head, np.ndarray):
+            logits = (cast(x.reshape(B * T, C)) @ cast(head).T).reshape(B, T, -1)   # (B*T, C) @ (C, V)
+        else:                                   # Q8_0 / Q4_0 blocks from a GGUF file (zerollm.interop.quant)
+            logits = quantized_matmul(np.ascontiguousarray(x.reshape(B * T, C)), head).reshape(B, T, -1)
         loss = ce = None
         if targets is not None:
             targets = np.asarray(targets)
@@ -332,7 +351,9 @@ class GPT:
         x, emb = embedding_forward(idx, p["wte.weight"])                # (B, T) -> (B, T, C)
         pos = self._positions(offset, T)
         rope = pos if cfg.pos == "rope" else None
-        if cfg.pos == "learned":
+        if cfg.pos == "learned" and np.ndim(offset):
+            x += p["wpe.weight"][pos]                                   # (B, T, C) each row at its own place
+        elif cfg.pos == "learned":
             x += p["wpe.weight"][offset:offset + T]                     # (T, C) broadcast over B
         elif cfg.pos == "sinusoidal":
             x += pos

@@ -20,13 +20,13 @@ from zerollm.generation.display import StreamDecoder, decodable
 from zerollm.engine import add_engine_argument, apply_engine_argument
 from zerollm.io.errors import ZeroLLMError
 from zerollm.engine.memory import keep_freed_memory
+from zerollm.generation.sample import add_penalty_arguments, sampling_of
+from zerollm.serve.source import add_source_arguments, load_source
 from zerollm.engine.threads import add_threads_argument, limit_threads
 
 
 def add_arguments(p):
-    src = p.add_mutually_exclusive_group()
-    src.add_argument("--ckpt", metavar="DIR", help="a training run directory (its latest checkpoint) or a step directory")
-    src.add_argument("--hf", metavar="DIR", help="a Hugging Face model directory (config.json + *.safetensors)")
+    add_source_arguments(p)
     p.add_argument("--prompt", default="\n", help="text to continue (default: a newline)")
     p.add_argument("--max-new-tokens", type=Range(int, 1, 10 ** 7), default=200)
     p.add_argument("--temperature", type=Range(float, 0, 100), default=0.8, help="0 = greedy (default 0.8)")
@@ -34,6 +34,7 @@ def add_arguments(p):
                    help="sample only from the k most likely tokens")
     p.add_argument("--top-p", type=PROBABILITY, default=None,
                    help="nucleus sampling: the smallest set with probability >= p")
+    add_penalty_arguments(p)
     p.add_argument("--seed", type=SEED, default=None, help="random seed (default: different every run)")
     p.add_argument("--num-samples", type=Range(int, 1, 10_000), default=1)
     p.add_argument("--window", type=SIZE, default=None,
@@ -42,28 +43,12 @@ def add_arguments(p):
     p.add_argument("--sinks", type=Range(int, 0, MAX_SIZE), default=0,
                    help="with --window: the first N tokens stay visible (attention sinks)")
     add_force_argument(p)
-    p.add_argument("--adapter", metavar="DIR", help="a PEFT LoRA adapter directory to put on the model")
     p.add_argument("--chat", action=argparse.BooleanOptionalAction, default=None,
                    help="wrap the prompt in the chat template (a user turn, then the assistant's) and stop at the end "
                         "of the assistant's turn (default: on when the tokenizer has the template, e.g. after "
                         "'zerollm sft')")
     add_threads_argument(p)
     add_engine_argument(p)
-
-
-def load_source(args):
-    from zerollm.interop.hf.native import with_adapter
-    if args.hf:
-        from zerollm.interop.hf import load, load_tokenizer_dir
-        return with_adapter(load(args.hf, force=args.force), args.adapter).eval(), load_tokenizer_dir(args.hf)
-    if not args.ckpt:
-        raise ZeroLLMError("give --ckpt DIR (a zerollm training run) or --hf DIR (a Hugging Face model)")
-    from zerollm.interop.hf.native import load_run
-    model, tok, _ = load_run(args.ckpt, force=args.force)
-    model = with_adapter(model, args.adapter)
-    if tok is None:
-        raise ZeroLLMError(f"{args.ckpt} has no tokenizer.json, so text cannot be encoded")
-    return model, tok
 
 
 def generation_estimate(cfg, n_prompt, args):
@@ -82,8 +67,8 @@ def run(args):
 
 
 def _run(args):
-    from zerollm.generation.sample import ContextWarning, check_sampling_args, context_notes, generate
-    check_sampling_args(args.temperature, args.top_k, args.top_p)
+    from zerollm.generation.sample import ContextWarning, context_notes, generate
+    sampling = sampling_of(args)
     if args.sinks < 0 or (args.sinks and args.window is None):
         raise ZeroLLMError("--sinks needs --window and must be >= 0")
     model, tok = load_source(args)
@@ -107,9 +92,8 @@ def _run(args):
         out.write(args.prompt if stop is None else "")
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ContextWarning)         # said above
-            for ids in generate(model, np.array([prompt]), args.max_new_tokens, temperature=args.temperature,
-                                top_k=args.top_k, top_p=args.top_p, rng=rng, window=args.window,
-                                sinks=args.sinks, allowed=allowed):
+            for ids in generate(model, np.array([prompt]), args.max_new_tokens, rng=rng, window=args.window,
+                                sinks=args.sinks, allowed=allowed, **vars(sampling)):
                 if stop is not None and int(ids[0]) == stop:
                     break                                     # the end of the assistant's turn
                 out.write(stream.push(ids[0]))

@@ -18,11 +18,13 @@ reference function it stands in for, and answers NotImplemented for what it was 
     flash.tile_softmax_backward         zerollm.nn.flash.tile_softmax_backward      bit-identical
     optim.adamw_update                  zerollm.training.optim.adamw_update                 bit-identical
     optim.sum_of_squares                zerollm.training.optim.sum_of_squares               float64 sum
+    quant.quantized_matmul              zerollm.nn.linear.quantized_matmul         sums reordered
 
 Importing this package imports numba and compiles nothing: each kernel is compiled (or loaded from
 numba's cache) the first time it runs.
 """
 
-from zerollm.engine.fast import activation, attention, flash, norm, optim
+from zerollm.engine.fast import activation, attention, flash, norm, optim, quant
 
-KERNELS = {**attention.KERNELS, **flash.KERNELS, **norm.KERNELS, **activation.KERNELS, **optim.KERNELS}
+KERNELS = {**attention.KERNELS, **flash.KERNELS, **norm.KERNELS, **activation.KERNELS, **optim.KERNELS,
+           **quant.KERNELS}

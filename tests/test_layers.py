@@ -146,7 +146,25 @@ def t_moe(case, x, w_router, w_fc, b_fc, w_proj, b_proj, *shared):
     return torch.cat([y.reshape(-1), aux[None], z[None]])
 
 
+def t_lora(case, x, w, b, *ab):
+    """y = x W + b + (dropout(x) A B) s on each adapter's columns, the dropout masks drawn as zerollm draws them."""
+    info, y = case.info, x @ w + b
+    rng, parts = np.random.default_rng(7), []
+    for (lo, hi), A, B in zip(info["cols"], ab[0::2], ab[1::2]):
+        u = x
+        if info["dropout"]:
+            keep = rng.random(tuple(x.reshape(-1, x.shape[-1]).shape)) >= info["dropout"]
+            u = x * torch.from_numpy(keep.reshape(x.shape) / (1 - info["dropout"]))
+        parts.append((lo, hi, (u @ A @ B) * info["scale"]))
+    delta = torch.zeros_like(y)
+    for lo, hi, d in parts:
+        delta = delta + F.pad(d, (lo, y.shape[-1] - hi))
+    return y + delta
+
+
 TORCH = {
+    "lora": t_lora,
+    "lora_columns_dropout": t_lora,
     "linear": t_linear,
     "linear_nobias": t_linear,
     "embedding": lambda case, idx, w: w[idx],

@@ -10,7 +10,6 @@ import pytest
 
 from zerollm.data import chat
 
-from zerollm.interop import hf
 from zerollm.training.checkpoint import load_checkpoint
 from zerollm.cli import main
 from zerollm.data.formats import write_jsonl
@@ -21,6 +20,8 @@ from zerollm.align.objectives.sft import collate
 from zerollm.training.runlog import read_log
 from zerollm.align.tasks import acrostic
 from zerollm.tokenizers import CharTokenizer, load_tokenizer
+
+from tiny_runs import acrostic_base
 
 EXAMPLES = [{"prompt": "1+2=", "completion": "3"}, {"prompt": "12+345=", "completion": "357"},
             {"messages": [{"role": "user", "content": "9+9="}, {"role": "assistant", "content": "18"},
@@ -102,12 +103,7 @@ def test_curriculum_goes_from_short_to_long_in_the_first_epoch(tok):
 def setup(tmp_path_factory):
     """A random base model with a char tokenizer of the poems, and acrostic train / heldout files."""
     folder = tmp_path_factory.mktemp("sft")
-    train, heldout = acrostic.make(120, "train", 0), acrostic.make(16, "heldout", 0)
-    write_jsonl(folder / "train.jsonl", train)
-    write_jsonl(folder / "heldout.jsonl", heldout)
-    base_tok = CharTokenizer.train("\n" + "".join(r["completion"] for r in train + heldout))
-    model = GPT(GPTConfig(vocab_size=base_tok.vocab_size, block_size=40, n_layer=1, n_head=2, n_embd=16), seed=0)
-    hf.save_zerollm(model, folder / "base", tokenizer=base_tok)
+    acrostic_base(folder, 120, 16)
     return folder
 
 

@@ -51,6 +51,23 @@ def tiny_run(tmp_path_factory, tokenizer="char", pos="learned"):
     return _MADE[key]
 
 
+def acrostic_base(folder, n_train, n_heldout):
+    """FOLDER/train.jsonl and heldout.jsonl of acrostic examples, and FOLDER/base: a random 1-layer model
+    with a char tokenizer of their poems (what SFT tests start from). Returns the train rows."""
+    from zerollm.align.tasks import acrostic
+    from zerollm.data.formats import write_jsonl
+    from zerollm.interop import hf
+    from zerollm.model.gpt import GPT, GPTConfig
+    from zerollm.tokenizers import CharTokenizer
+    train, heldout = acrostic.make(n_train, "train", 0), acrostic.make(n_heldout, "heldout", 0)
+    write_jsonl(folder / "train.jsonl", train)
+    write_jsonl(folder / "heldout.jsonl", heldout)
+    tok = CharTokenizer.train("\n" + "".join(r["completion"] for r in train + heldout))
+    model = GPT(GPTConfig(vocab_size=tok.vocab_size, block_size=40, n_layer=1, n_head=2, n_embd=16), seed=0)
+    hf.save_zerollm(model, folder / "base", tokenizer=tok)
+    return train
+
+
 def copy_run(run, tmp_path, name="run"):
     target = tmp_path / name
     shutil.copytree(run, target)

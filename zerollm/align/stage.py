@@ -14,16 +14,17 @@ import dataclasses
 import os
 import shutil
 
+from zerollm.data.chat import chat_model
 from zerollm.training.checkpoint import weights_digest
 from zerollm.model import budget
 from zerollm.training import dist
-from zerollm.training.flags import add_config_flags
+from zerollm.training.flags import add_config_flags, add_lora_arguments, lora_config
 from zerollm.training.run import locked_run_dir, train_and_report
 from zerollm.io.errors import ZeroLLMError
 from zerollm.io.fileio import atomic_write
 from zerollm.engine.memory import keep_freed_memory
 from zerollm.engine.threads import add_threads_argument
-from zerollm.training.trainer import TrainConfig, Trainer, resume_point
+from zerollm.training.trainer import TrainConfig, Trainer, lora_rng, resume_point
 from zerollm.io.validate import dataclass_from_dict
 
 LM_ONLY = {"tokenizer", "vocab_size"}          # TrainConfig fields that only pre-training uses
@@ -51,13 +52,18 @@ def add_stage_arguments(p, stage):
     src = p.add_mutually_exclusive_group()
     src.add_argument("--init", metavar="DIR", help="start from a zerollm run or checkpoint directory")
     src.add_argument("--hf", metavar="DIR", help="start from a Hugging Face model directory")
+    p.add_argument("--adapter", metavar="DIR", help="a PEFT LoRA adapter directory to fold into the starting model "
+                   "first (zerollm.interop.peft)")
     p.add_argument("--data", metavar="FILE", help="the JSONL file to train on")
     p.add_argument("--eval-data", metavar="FILE", help="a heldout JSONL file evaluated every --eval-interval steps")
     p.add_argument("--out", metavar="DIR", help=f"run directory (default runs/{stage.name})")
     p.add_argument("--resume", action="store_true", help="continue from the last checkpoint in --out")
     p.add_argument("--no-progress", action="store_true", help="no progress bar (e.g. in logs)")
+    p.add_argument("--dry-run", action="store_true", help="load the starting model, print the memory estimate of "
+                   "a training step (counting LoRA and the frozen reference), then stop (nothing is written)")
     budget.add_force_argument(p)
     add_threads_argument(p, data_parallel=True)
+    add_lora_arguments(p)
     add_config_flags(p, stage.config_cls)
     add_config_flags(p, TrainConfig, skip=LM_ONLY | set(stage.skip), defaults=stage.defaults)
     defaults = ", ".join(f"--{k.replace('_', '-')} {v}" for k, v in stage.defaults.items())
@@ -72,25 +78,41 @@ def _given(args, cls, skip=()):
 # ----------------------------------------------------------------------------
 # the starting model
 
-def load_start(path=None, hf=None, force=None):
-    """(model, tokenizer, {"path", "hf", "digest"}) from --init DIR or --hf DIR, in eval mode."""
+def load_start(path=None, hf=None, force=None, adapter=None):
+    """(model, tokenizer, {"path", "hf", "digest"[, "adapter"]}) from --init DIR or --hf DIR, in eval mode;
+    ``adapter``: a PEFT adapter directory merged into it first."""
+    from zerollm.interop.hf.native import start_model
     if hf:
-        from zerollm.interop.hf import load, load_tokenizer_dir
-        model, tok = load(hf, force=force), load_tokenizer_dir(hf)
+        from zerollm.interop.hf import load_tokenizer_dir
+        model, tok = start_model(hf=hf, adapter=adapter, force=force), load_tokenizer_dir(hf)
     elif path:
-        from zerollm.interop.hf import load_zerollm, load_zerollm_tokenizer
-        model, tok = load_zerollm(path, force=force), load_zerollm_tokenizer(path)   # a run, checkpoint or model dir
+        from zerollm.interop.hf import load_zerollm_tokenizer
+        model, tok = start_model(path, adapter=adapter, force=force), load_zerollm_tokenizer(path)   # run or model dir
         if tok is None:
             raise ZeroLLMError(f"{path} has no tokenizer.json; a stage needs the tokenizer the model was trained with")
     else:
         raise ZeroLLMError("give --init DIR (a zerollm run) or --hf DIR (a Hugging Face model) to start from")
+    extra = {"adapter": os.path.abspath(adapter)} if adapter else {}
     return model.eval(), tok, {"path": os.path.abspath(hf or path), "hf": bool(hf),
-                               "digest": weights_digest(model.params)}
+                               "digest": weights_digest(model.params), **extra}
+
+
+def frozen_reference(policy, tok, start, seed):
+    """The frozen reference of DPO, PPO and GRPO: with LoRA the policy's own base with the adapters switched
+    off (no second copy of the weights, as TRL does with peft); otherwise the starting model reloaded (and
+    checked by digest) with the same new embedding rows as the policy."""
+    if policy.lora is not None:
+        return policy.without_adapters().eval()
+    reference, _ = reload_start(start)
+    if reference.config.vocab_size != policy.config.vocab_size:
+        reference, _ = chat_model(reference, tok, [], seed)
+    return reference
 
 
 def reload_start(start):
     """The starting model again (a frozen reference on resume), checked against the digest saved with the run."""
-    model, tok, again = load_start(None if start["hf"] else start["path"], start["path"] if start["hf"] else None)
+    model, tok, again = load_start(None if start["hf"] else start["path"], start["path"] if start["hf"] else None,
+                                   adapter=start.get("adapter"))
     if again["digest"] != start["digest"]:
         raise ZeroLLMError(f"the starting model {start['path']} has changed since this run began (its weights' "
                            "digest differs), so the frozen reference cannot be restored; put the original back")
@@ -130,6 +152,8 @@ def saved_inputs(run_dir, stage):
 
 def run_stage(args, stage):
     keep_freed_memory()
+    if getattr(args, "dry_run", False):
+        return _dry_run(args, stage)
     run_dir = args.out or os.path.join("runs", stage.name)
     world = dist.world()
     with locked_run_dir(run_dir, world) as started:   # one writer per run directory (zerollm.io.lock)
@@ -147,10 +171,11 @@ def _fresh(args, stage, run_dir, threads, world):
         raise ZeroLLMError(f"give --data FILE: the JSONL file to train on (see 'zerollm {stage.name} --help')")
     train_cfg = TrainConfig(**{**stage.defaults, **_given(args, TrainConfig, LM_ONLY)})
     stage_cfg = stage.config_cls(**_given(args, stage.config_cls))
-    model, tok, start = load_start(args.init, args.hf, args.force)   # checks the start before anything is written
-    budget.require(budget.training(model.config, max(train_cfg.batch_size // world.size, 1),
-                                   grad_accum=train_cfg.grad_accum, threads=threads * world.size),
-                   force=args.force)
+    model, tok, start = load_start(args.init, args.hf, args.force, args.adapter)   # checked before anything is written
+    lora = lora_config(args)
+    if lora is not None:
+        model.add_lora(lora, lora_rng(train_cfg.seed))
+    budget.require(_estimate(stage, model, train_cfg, threads * world.size, world.size), force=args.force)
     inputs = None
     try:
         if world.is_main:             # one process copies the inputs; the others wait and read the copies
@@ -166,9 +191,36 @@ def _fresh(args, stage, run_dir, threads, world):
         raise ZeroLLMError(message) from None
 
 
+def _estimate(stage, model, train_cfg, threads, ranks):
+    """The memory of one step: with LoRA only the adapters have gradients and moments; DPO, PPO and GRPO hold a
+    second copy of the weights as their reference unless LoRA's base serves as one."""
+    trainable = model.lora.num_params() if model.lora is not None else None
+    return budget.training(model.config, max(train_cfg.batch_size // ranks, 1), grad_accum=train_cfg.grad_accum,
+                           threads=threads, trainable=trainable,
+                           reference=stage.name in ("dpo", "ppo", "grpo") and model.lora is None)
+
+
+def _dry_run(args, stage):
+    """--dry-run: the starting model, what trains, and the memory estimate of a step; nothing is written."""
+    train_cfg = TrainConfig(**{**stage.defaults, **_given(args, TrainConfig, LM_ONLY)})
+    model, _, start = load_start(args.init, args.hf, args.force, args.adapter)
+    lora = lora_config(args)
+    if lora is not None:
+        model.add_lora(lora, lora_rng(train_cfg.seed))
+    estimate = _estimate(stage, model, train_cfg, args.threads or 1, 1)
+    trains = (f"LoRA r={lora.r} on {len(model.lora.sites)} modules: {model.lora.num_params():,} of "
+              f"{model.num_params():,} parameters train" if lora else f"all {model.num_params():,} parameters train")
+    print(f"dry run: nothing is written. {stage.name} from {start['path']}; {trains}")
+    print("memory of one training step (estimate):")
+    print(estimate.table(budget.available_memory()))
+    return 0
+
+
 def _trainer(stage, model, tok, inputs, train_cfg, stage_cfg, start, run_dir, threads, world):
     objective, tok = stage.build(model, tok, inputs, train_cfg, stage_cfg, start)
     objective.saved = {"stage": stage.name, "settings": dataclasses.asdict(stage_cfg), "start": start}
+    if objective.model.lora is not None:     # the checkpoint holds the adapters; the base is "start", by digest
+        objective.saved["lora"] = objective.model.lora.config.to_dict()
     tokenizer_path = os.path.join(run_dir, "tokenizer.json")
     if world.is_main:
         tok.save(tokenizer_path)
@@ -191,6 +243,10 @@ def _resumed(args, stage, run_dir, threads, world):
                            "the checkpoint is damaged")
     stage_cfg = dataclass_from_dict(stage.config_cls, saved.get("settings"), where, "objective.settings")
     model, tok = reload_start(saved["start"])
+    if saved.get("lora"):
+        from zerollm.nn.lora import LoRAConfig
+        model.add_lora(LoRAConfig(**{**saved["lora"], "targets": tuple(saved["lora"]["targets"])}),
+                       lora_rng(train_cfg.seed))
     trainer = _trainer(stage, model, tok, saved_inputs(run_dir, stage), train_cfg, stage_cfg, saved["start"],
                        run_dir, threads, world)
     trainer.restore(ckpt)

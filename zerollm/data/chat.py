@@ -89,6 +89,7 @@ def resize_model(model, vocab_size, rng):
             value = np.concatenate([value, rows.astype(value.dtype)], axis=0)           # (V', C)
         np.copyto(bigger.params[name], value)
     bigger.rng.bit_generator.state = model.rng.bit_generator.state
+    bigger.lora = model.lora         # adapters do not depend on the vocabulary; the new rows will train
     bigger.training = model.training
     return bigger
 
@@ -202,6 +203,6 @@ def chat_model(model, tok, rows, seed):
     resized to it; both unchanged when they already fit."""
     texts = [str(v) for row in rows for k, v in row.items() if k in ("prompt", "chosen", "rejected", "completion")]
     tok = prepare_tokenizer(tok, texts)
-    if tok.vocab_size != model.config.vocab_size:
+    if tok.vocab_size > model.config.vocab_size:      # a model may have more rows than its tokenizer (GPT-2 shapes)
         model = resize_model(model, tok.vocab_size, np.random.default_rng([seed, 9]))
     return model, tok

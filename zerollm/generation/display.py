@@ -61,14 +61,15 @@ class StreamDecoder:
     and shows bytes that can never be UTF-8 as ``\\xNN``. Each id is decoded once, so streaming stays
     linear in the length of the output."""
 
-    def __init__(self, tokenizer):
-        self.tok = tokenizer
+    def __init__(self, tokenizer, escape=True):
+        self.tok, self.escape = tokenizer, escape      # escape=False: the text as it is (for JSON, not a terminal)
         self.utf8 = codecs.getincrementaldecoder("utf-8")(errors="backslashreplace")
 
     def push(self, token_id):
         raw = token_bytes(self.tok, int(token_id))
         text = self.tok.decode([int(token_id)]) if raw is None else self.utf8.decode(raw)
-        return printable(text)
+        return printable(text) if self.escape else text
 
     def flush(self):
-        return printable(self.utf8.decode(b"", final=True))
+        text = self.utf8.decode(b"", final=True)
+        return printable(text) if self.escape else text

@@ -229,16 +229,22 @@ def layer_numbers(cfg, B, T, Tk=None, training=True):
     return B * T * (per_token + scores)
 
 
-def training(cfg, batch_size, *, grad_accum=1, threads=1):
-    """Peak memory of one optimizer step of ``zerollm train``."""
+def training(cfg, batch_size, *, grad_accum=1, threads=1, trainable=None, reference=False):
+    """Peak memory of one optimizer step of ``zerollm train`` (and of every stage).
+
+    trainable: how many numbers the optimizer updates when that is not all of them (LoRA adapters,
+    zerollm.nn.lora): gradients and AdamW moments are kept for those only. reference: a frozen second
+    copy of the weights (DPO, PPO, GRPO without LoRA)."""
     B, T, V, L = batch_size, cfg.block_size, cfg.vocab_size, cfg.n_layer
     it, P = _itemsize(cfg), param_count(cfg)
-    grads = P * it * (threads + (1 if grad_accum > 1 else 0))       # one set per shard, plus the running sum
+    Pt = P if trainable is None else trainable
+    grads = Pt * it * (threads + (1 if grad_accum > 1 else 0))      # one set per shard, plus the running sum
     acts = layer_numbers(cfg, B, T) * it
     parts = (("parameters", P * it),
              ("initialisation (float64)", init_bytes(cfg)),
-             ("gradients", grads),
-             ("AdamW moments (m, v) + scratch", 3 * P * it),
+             ("frozen reference (a second copy)", P * it if reference else 0),
+             ("gradients" + (" (adapters only)" if trainable is not None else ""), grads),
+             ("AdamW moments (m, v) + scratch", 3 * Pt * it),
              ("activations kept for backward", L * acts + acts),      # + one layer's backward in flight
              ("logits and softmax (B, T, V)", 3 * B * T * V * it),
              ("batch indices", 5 * 8 * B * (T + 1)))

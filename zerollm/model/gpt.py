@@ -42,6 +42,7 @@ from zerollm.nn.block import block_backward, block_forward, norm_backward, norm_
 from zerollm.nn.dropout import dropout_backward, dropout_forward
 from zerollm.nn.embedding import embedding_backward, embedding_forward
 from zerollm.nn.linear import quantized_matmul
+from zerollm.nn.lora import LoRA
 from zerollm.nn.loss import cross_entropy_backward, cross_entropy_forward
 from zerollm.nn.moe import moe_statistics
 from zerollm.nn.position import rope_tables, sinusoidal_positions
@@ -163,6 +164,7 @@ class GPT:
         self.grad_scale = 1.0        # loss scaling (fp16): backward() starts from S * the loss gradient
         self._cache = None
         self.moe_stats = None        # routing statistics of the last forward (mixture of experts only)
+        self.lora = None             # low-rank adapters (zerollm.nn.lora): the base frozen, only they train
         self._pos_tables = self._make_position_tables()
 
     def _make_position_tables(self):
@@ -180,6 +182,48 @@ class GPT:
         twin = copy.copy(self)
         twin.rng, twin.grads, twin._cache, twin.moe_stats = rng, {}, None, None
         return twin
+
+    # ------------------------------------------------------------------
+    # low-rank adapters (zerollm.nn.lora)
+
+    def add_lora(self, config, rng):
+        """Freeze every base weight and attach adapters (A random, B = 0: the logits do not change)."""
+        if self.lora is not None:
+            raise ZeroLLMError("this model already has LoRA adapters; merge them first (zerollm merge)")
+        self.lora = LoRA(config, self.config, rng)
+        return self
+
+    def trainable(self):
+        """name -> array of what the optimizer updates: every parameter, or with LoRA the adapters plus the
+        embedding rows added since they were attached ("wte.new_rows", views into the table)."""
+        if self.lora is None:
+            return self.params
+        out = dict(self.lora.adapters)
+        V0 = self.lora.base_vocab
+        if self.config.vocab_size > V0:
+            out["wte.new_rows"] = self.params["wte.weight"][V0:]               # (V - V0, C) view
+            if not self.config.tie_embeddings:
+                out["lm_head.new_rows"] = self.params["lm_head.weight"][V0:]
+        return out
+
+    def without_adapters(self):
+        """The base model (a frozen reference for DPO, PPO, GRPO): the same weight arrays, no adapters, its
+        own activations. Embedding rows that train get their own copy, so the reference keeps their start."""
+        twin = self.replica(np.random.default_rng(0))
+        twin.lora = None
+        if self.lora is not None and self.config.vocab_size > self.lora.base_vocab:
+            twin.params = dict(self.params)
+            for name in ("wte.weight", "lm_head.weight"):
+                if name in twin.params:
+                    twin.params[name] = twin.params[name].copy()
+        return twin
+
+    def merged(self):
+        """A plain GPT with the adapters folded into its weights (W + s A B); it computes the same logits."""
+        twin = GPT(self.config, init=False)
+        twin.params = self.lora.merged(self.params) if self.lora is not None else copy.deepcopy(self.params)
+        twin.rng.bit_generator.state = self.rng.bit_generator.state
+        return twin.eval()
 
     # ------------------------------------------------------------------
     def train(self):
@@ -224,8 +268,14 @@ class GPT:
             raise ZeroLLMError(f"idx must be integer token ids of shape (B, T) with T >= 1; "
                                f"got {idx.dtype} {idx.shape}")
         cfg, T = self.config, idx.shape[1]
-        # learned positions stop at block_size; sinusoidal/RoPE positions can go on with a KV cache
-        limit_applies = offset == 0 or cfg.pos == "learned"
+        if np.ndim(offset):                              # rows at their own positions (a per-row KV cache)
+            if len(offset) != idx.shape[0]:
+                raise ZeroLLMError(f"the KV cache has {len(offset)} rows but idx has {idx.shape[0]}")
+            offset = int(offset.max()) if len(offset) else 0
+            limit_applies = True                         # the position tables end at block_size
+        else:
+            # learned positions stop at block_size; sinusoidal/RoPE positions can go on with a KV cache
+            limit_applies = offset == 0 or cfg.pos == "learned"
         if limit_applies and offset + T > cfg.block_size:
             raise ZeroLLMError(f"positions {offset}..{offset + T - 1} go past block_size={cfg.block_size}; "
                                "crop the input to the last block_size tokens")
@@ -235,8 +285,16 @@ class GPT:
         return idx
 
     def _positions(self, offset, T):
-        """Position information for positions offset .. offset+T-1 (None for learned positions)."""
+        """Position information for positions offset .. offset+T-1 (None for learned positions); with one
+        offset per row (B,), the (B, T) positions themselves for learned ones."""
         cfg, tables = self.config, self._pos_tables
+        if np.ndim(offset):                              # (B,) one offset per row, all inside the tables
+            pos = offset[:, None] + np.arange(T)         # (B, T)
+            if cfg.pos == "sinusoidal":
+                return tables[pos]                       # (B, T, C)
+            if cfg.pos == "rope":
+                return tables[0][pos][:, None, None], tables[1][pos][:, None, None]   # (B, 1, 1, T, hs) each
+            return pos
         inside = offset + T <= cfg.block_size
         if cfg.pos == "sinusoidal":
             return tables[offset:offset + T] if inside else sinusoidal_positions(T, cfg.n_embd, offset, self.dtype)
@@ -293,7 +351,9 @@ class GPT:
         x, emb = embedding_forward(idx, p["wte.weight"])                # (B, T) -> (B, T, C)
         pos = self._positions(offset, T)
         rope = pos if cfg.pos == "rope" else None
-        if cfg.pos == "learned":
+        if cfg.pos == "learned" and np.ndim(offset):
+            x += p["wpe.weight"][pos]                                   # (B, T, C) each row at its own place
+        elif cfg.pos == "learned":
             x += p["wpe.weight"][offset:offset + T]                     # (T, C) broadcast over B
         elif cfg.pos == "sinusoidal":
             x += pos
@@ -304,7 +364,7 @@ class GPT:
         blocks, routing = [], []
         for i in range(cfg.n_layer):
             x, c = block_forward(x, p, f"h.{i}.", cfg, rope=rope, mask=mask, rng=self.rng,
-                                 training=training, kv=kv_cache, layer=i)
+                                 training=training, kv=kv_cache, layer=i, lora=self.lora)
             if c.moe:
                 routing.append(c.mlp)
             if keep:
@@ -345,12 +405,13 @@ class GPT:
         B, T, C = x_f.shape
 
         # 4. head: logits = x_f W^T  =>  dx_f = dlogits W,  dW = dlogits^T x_f
+        V0 = 0 if self.lora is None else self.lora.base_vocab           # with LoRA only rows V0.. train
         if dlogits is not None:
             dlogits2 = cast(dlogits.reshape(B * T, -1))                 # (N, V); 16-bit under autocast
             dx = (dlogits2 @ cast(self.head_weight)).reshape(B, T, C)   # (N, V) @ (V, C) -> (B, T, C)
-            dhead = dlogits2.T @ cast(x_f.reshape(B * T, C))            # (V, N) @ (N, C) -> (V, C)
+            dhead = dlogits2[:, V0:].T @ cast(x_f.reshape(B * T, C))    # (V - V0, N) @ (N, C) -> (V - V0, C)
         else:
-            dx, dhead = np.zeros_like(x_f), np.zeros_like(self.head_weight)
+            dx, dhead = np.zeros_like(x_f), np.zeros_like(self.head_weight[V0:])
         if dhidden is not None:
             dx += self._check_grad(dhidden, x_f.shape, "dhidden")       # a scalar head read x_f too
         # 3. final norm
@@ -360,6 +421,8 @@ class GPT:
         for i in reversed(range(cfg.n_layer)):
             dx = block_backward(dx, cache["blocks"][i], f"h.{i}.", cfg, grads, self.grad_scale)
 
+        if self.lora is not None:
+            return self._adapter_grads(grads, dx, dhead, cache)
         # 1. embeddings: dropout, positions, token lookup
         dx = dropout_backward(dx, cache["drop"])
         if cfg.pos == "learned":
@@ -375,6 +438,22 @@ class GPT:
 
         self._cache = None           # free the activations; backward twice would be an error
         self.grads = {name: grads[name] for name in self.params}       # parameter order
+        return self.grads
+
+    def _adapter_grads(self, grads, dx, dhead, cache):
+        """The end of backward() with LoRA: the adapters' gradients are in ``grads``; the embedding rows added
+        since they were attached get theirs (lookup + head); nothing else of the base is differentiated."""
+        V0 = self.lora.base_vocab
+        if self.config.vocab_size > V0:
+            dx = dropout_backward(dx, cache["drop"])
+            dwte = embedding_backward(dx, cache["emb"])[V0:]            # (V - V0, C)
+            if self.config.tie_embeddings:
+                dwte += dhead
+            else:
+                grads["lm_head.new_rows"] = dhead
+            grads["wte.new_rows"] = dwte
+        self._cache = None
+        self.grads = {name: grads[name] for name in self.trainable()}
         return self.grads
 
     def last_hidden(self):

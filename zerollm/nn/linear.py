@@ -48,18 +48,21 @@ def quantized_matmul(x, w):
     return x @ w.dequantize().T                 # (N, i) @ (i, o)
 
 
-def linear_backward(dy, cache):
+def linear_backward(dy, cache, weights=True):
     """forward was y = x @ w + b, so:
         dx = dy @ w^T            (each input feeds every output through w)
         dw = x^T @ dy            (summed over every row N of the batch)
         db = sum_N dy
-    Returns (dx, dw, db); db is None without bias.
+    Returns (dx, dw, db); db is None without bias. weights=False: a frozen layer (LoRA's base,
+    zerollm.nn.lora), only dx is computed and dw, db are None.
     """
     x, w = cache.x, cache.w
     dy = cast(dy)                                   # mixed precision: the gradient enters in 16 bits too
     x2 = x.reshape(-1, x.shape[-1])                 # (N, i)
     dy2 = dy.reshape(-1, dy.shape[-1])              # (N, o)
     dx = (dy2 @ w.T).reshape(x.shape)               # (N, o) @ (o, i) -> (N, i) -> (..., i)
+    if not weights:
+        return dx, None, None
     dw = x2.T @ dy2                                 # (i, N) @ (N, o) -> (i, o)
     db = dy2.sum(axis=0) if cache.has_bias else None
     return dx, dw, db

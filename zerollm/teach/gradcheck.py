@@ -27,6 +27,7 @@ from zerollm.nn.dropout import dropout_backward, dropout_forward
 from zerollm.nn.embedding import embedding_backward, embedding_forward
 from zerollm.nn.flash import flash_sdpa_backward, flash_sdpa_forward
 from zerollm.nn.linear import linear_backward, linear_forward
+from zerollm.nn.lora import Adapted, adapted_backward, adapted_forward
 from zerollm.nn.logprobs import token_logprobs_backward, token_logprobs_forward
 from zerollm.nn.loss import cross_entropy_backward, cross_entropy_forward
 from zerollm.nn.mlp import gelu_mlp_backward, gelu_mlp_forward, swiglu_backward, swiglu_forward
@@ -68,6 +69,32 @@ def _linear(rng, dt, bias=True):
     if bias:
         return _case("linear", [x, w, b], (0, 1, 2), linear_forward, linear_backward)
     return _case("linear (no bias)", [x, w], (0, 1), linear_forward, lambda d, c: linear_backward(d, c)[:2])
+
+
+def _lora(cols, dropout):
+    """A frozen linear (C -> 9) with LoRA adapters of rank 3 on the given column ranges; the gradients are
+    those of x and of each adapter's A and B (the base gets none). Dropout masks come from a fixed seed,
+    so every forward of the finite differences draws the same ones."""
+    def build(rng, dt):
+        r, scale = 3, 2.0 / 3
+        ins = [_n(rng, dt, B, T, C), _n(rng, dt, C, 9, scale=0.3), _n(rng, dt, 9, scale=0.1)]
+        for lo, hi in cols:
+            ins += [_n(rng, dt, C, r, scale=0.3), _n(rng, dt, r, hi - lo, scale=0.3)]
+
+        def fwd(x, w, b, *ab):
+            adapted = Adapted(tuple(f"a{j}" for j in range(len(cols))), tuple(slice(*c) for c in cols),
+                              ab[0::2], ab[1::2], scale, dropout)
+            return adapted_forward(x, w, b, adapted, np.random.default_rng(7), training=True)
+
+        def bwd(dy, cache):
+            grads = {}
+            dx, dw, db = adapted_backward(dy, cache, grads)
+            assert dw is None and db is None                     # the base is frozen
+            return (dx, *[grads[f"a{j}.lora_{m}"] for j in range(len(cols)) for m in "AB"])
+        wrt = (0, *range(3, 3 + 2 * len(cols)))
+        name = f"lora (rank {r}, columns {cols}" + (f", dropout {dropout})" if dropout else ")")
+        return _case(name, ins, wrt, fwd, bwd, info=dict(cols=cols, scale=scale, dropout=dropout))
+    return build
 
 
 def _embedding(rng, dt):
@@ -286,6 +313,8 @@ def _moe(k, norm_topk=False, capacity_factor=0.0, shared=False, mlp="gelu", bias
 CASES = {
     "linear": _linear,
     "linear_nobias": lambda r, d: _linear(r, d, bias=False),
+    "lora": _lora(((0, 9),), 0.0),
+    "lora_columns_dropout": _lora(((0, 4), (4, 9)), 0.25),
     "embedding": _embedding,
     "rope": _rope,
     "layernorm": _layernorm,

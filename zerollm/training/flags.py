@@ -7,7 +7,9 @@
 import argparse
 import dataclasses
 
-from zerollm.io.argtypes import field_kind, field_range, undeclared_range
+from zerollm.io.argtypes import Range, field_kind, field_range, undeclared_range
+from zerollm.io.errors import ZeroLLMError
+from zerollm.nn.lora import LoRAConfig
 
 
 CHOICES = {"norm": ("layernorm", "rmsnorm"), "pos": ("learned", "sinusoidal", "rope"),
@@ -49,3 +51,29 @@ def add_config_flags(parser, cls, skip=(), defaults=None):
         group.add_argument(flag, dest=field.name, type=flag_type, choices=choices, default=None,
                            metavar=None if choices else field.metadata.get("metavar", kind.__name__.upper()),
                            help=f"{about[:-1]}{scope})")
+
+
+def add_lora_arguments(p):
+    """--lora-r/--lora-alpha/--lora-dropout/--lora-targets (zerollm.nn.lora): train low-rank adapters only."""
+    g = p.add_argument_group("LoRA (low-rank adapters; the base weights stay frozen, see docs/lora.md)")
+    g.add_argument("--lora-r", type=Range(int, 1, 65536), metavar="R", help="rank of the adapters; giving it turns LoRA on")
+    g.add_argument("--lora-alpha", type=Range(float, 0, 1e6, low_open=True), metavar="A", help="scale alpha: the update is A B * alpha / r "
+                   "(default 2 r)")
+    g.add_argument("--lora-dropout", type=Range(float, 0, 1, high_open=True), metavar="P", help="dropout on the adapters' input (default 0)")
+    g.add_argument("--lora-targets", metavar="NAMES", help="comma-separated modules to adapt, PEFT's names: "
+                   "c_attn, c_proj, c_fc, q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj "
+                   "(default c_attn)")
+
+
+def lora_config(args):
+    """The LoRAConfig the --lora-* flags ask for, or None without --lora-r."""
+    given = {k: getattr(args, "lora_" + k, None) for k in ("alpha", "dropout", "targets")}
+    r = getattr(args, "lora_r", None)
+    if r is None:
+        extra = [f"--lora-{k}" for k, v in given.items() if v is not None]
+        if extra:
+            raise ZeroLLMError(f"{', '.join(extra)} need --lora-r R (the rank) to turn LoRA on")
+        return None
+    targets = tuple(t.strip() for t in given["targets"].split(",")) if given["targets"] else ("c_attn",)
+    return LoRAConfig(r=r, alpha=given["alpha"] if given["alpha"] is not None else 2.0 * r,
+                      dropout=given["dropout"] or 0.0, targets=tuple(t for t in targets if t) or ("",))

@@ -39,8 +39,9 @@ class Objective:
 
     # -- what is trained -------------------------------------------------------
     def params(self):
-        """name -> array of everything the optimizer updates (the model's, plus any head's)."""
-        return self.model.params
+        """name -> array of everything the optimizer updates (the model's, or with LoRA its adapters; plus
+        any head's)."""
+        return self.model.trainable()
 
     def config(self):
         """JSON-able settings of this objective, saved in the checkpoint's config.json."""

@@ -139,7 +139,7 @@ class Trainer:
             with np.errstate(over="ignore", invalid="ignore"):  # an fp16 overflow is the scaler's to handle
                 total, grads, tokens, metrics = self._accumulate()
         # only the model's own gradients were scaled (a head's come from the objective, unscaled)
-        skip = scaler is not None and scaler.unscale({name: grads[name] for name in self.model.params})
+        skip = scaler is not None and scaler.unscale({name: grads[name] for name in self.model.trainable()})
         norm = clip_grad_norm(grads, cfg.grad_clip) if cfg.grad_clip > 0 and not skip else float("nan")
         if not np.isfinite(total) or (cfg.grad_clip > 0 and not skip and not np.isfinite(norm)):
             raise ZeroLLMError(f"training diverged at step {self.iter} (loss {total}, gradient norm {norm}); "
@@ -204,7 +204,8 @@ class Trainer:
         if missing or unexpected:
             raise ZeroLLMError(f"checkpoint {ckpt.path} does not fit this run (missing {missing}, unexpected "
                                f"{unexpected}); resume with the command that wrote it")
-        self.model.load_state_dict({k: v for k, v in ckpt.params.items() if k in self.model.params})
+        if self.model.lora is None:      # with LoRA the checkpoint holds the adapters only, never the base
+            self.model.load_state_dict({k: v for k, v in ckpt.params.items() if k in self.model.params})
         for name, value in ckpt.params.items():
             np.copyto(self.params[name], value, casting="same_kind")
         self.optimizer.load_state_dict(ckpt.optimizer_state)
@@ -231,13 +232,23 @@ class Trainer:
 
 
 def lm_trainer(model_cfg, train_cfg, train_data, val_data, *, threads=1, tokenizer=None, tokenizer_path=None,
-               world=None):
-    """A pre-training run: a fresh GPT (seeded by train_cfg.seed) and the language-modelling objective."""
+               world=None, lora=None):
+    """A pre-training run: a fresh GPT (seeded by train_cfg.seed) and the language-modelling objective.
+    lora (zerollm.nn.lora.LoRAConfig): freeze that seeded model and train adapters on it."""
     model = GPT(model_cfg, seed=train_cfg.seed)
     objective = LMObjective(model, train_data, val_data, batch_size=train_cfg.batch_size, seed=train_cfg.seed,
                             eval_iters=train_cfg.eval_iters, sample_tokens=train_cfg.sample_tokens,
                             tokenizer=tokenizer)
+    if lora is not None:
+        from zerollm.training.checkpoint import weights_digest
+        objective.saved = {"lora": lora.to_dict(), "base_digest": weights_digest(model.params)}
+        model.add_lora(lora, lora_rng(train_cfg.seed))
     return Trainer(objective, train_cfg, threads=threads, tokenizer_path=tokenizer_path, world=world)
+
+
+def lora_rng(seed):
+    """The generator of the adapters' A matrices: decided by the run's seed."""
+    return np.random.default_rng([seed, 24])
 
 
 # ----------------------------------------------------------------------------

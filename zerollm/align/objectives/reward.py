@@ -86,7 +86,7 @@ class RewardObjective(Objective):
         if self.eval_pairs:
             check_lengths(self.eval_pairs, model.config.block_size)
         self.head = head if head is not None else head_params("score", model.config.n_embd, model.dtype)
-        self._params = {**model.params, **self.head}
+        self._params = {**model.trainable(), **self.head}
 
     def params(self):
         return self._params

@@ -4,8 +4,8 @@ its frozen reference extended alike, and the reward sources named by the flags.
 
 import sys
 
+from zerollm.align.stage import frozen_reference
 from zerollm.data.chat import chat_model
-from zerollm.align.stage import reload_start
 from zerollm.io.errors import ZeroLLMError
 
 
@@ -36,9 +36,7 @@ def reward_sources(cfg, tok):
 
 def build_rollout_objective(cls, model, tok, inputs, train_cfg, cfg, start, **kw):
     model, tok, rows, ids, eval_rows, eval_ids, stop = rollout_inputs(model, tok, inputs, cfg, train_cfg.seed)
-    reference, _ = reload_start(start)
-    if reference.config.vocab_size != model.config.vocab_size:
-            reference, _ = chat_model(reference, tok, [], train_cfg.seed)      # the same new rows as the policy
+    reference = frozen_reference(model, tok, start, train_cfg.seed)      # the same new rows as the policy
     objective = cls(model, reference, tok, rows, sources=reward_sources(cfg, tok), config=cfg, seed=train_cfg.seed,
                     stop_ids=stop, prompt_ids=ids, eval_prompts=eval_rows, eval_prompt_ids=eval_ids, **kw)
     return objective, tok

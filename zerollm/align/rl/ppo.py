@@ -57,7 +57,7 @@ class PPOObjective(RolloutObjective):
         super().__init__(*args, config=config, **kw)
         C = self.model.config.n_embd
         self.head = value_head if value_head is not None else head_params("v_head", C, self.model.dtype)
-        self._params = {**self.model.params, **self.head}
+        self._params = {**self.model.trainable(), **self.head}
         self.kl_coef = config.kl_coef
 
     def params(self):

@@ -15,6 +15,7 @@ The direction comes from what --from is:
     zerollm convert --from runs/shakespeare --to shakespeare-q8_0.gguf --quant q8_0
 """
 
+import os
 import sys
 
 from zerollm.model.budget import add_force_argument
@@ -54,6 +55,14 @@ def _try_tokenizer(loader, src):
         return None
 
 
+def _adapter_writer(model, dst):
+    """A LoRA run converts to its base plus a PEFT adapter directory DST/adapter (zerollm.interop.peft)."""
+    if model.lora is None:
+        return None
+    from zerollm.interop.peft import save_adapter
+    return lambda folder: save_adapter(model, os.path.join(folder, "adapter"), os.path.abspath(dst))
+
+
 def run(args):
     from zerollm.interop import hf
 
@@ -79,8 +88,9 @@ def _convert(args):
     else:
         model = hf.load_zerollm(args.src, force=args.force)
         tokenizer = None if args.no_tokenizer else _try_tokenizer(hf.load_zerollm_tokenizer, args.src)
-        path = hf.export(model, args.dst, tokenizer=tokenizer, overwrite=args.overwrite)
-        target = "Hugging Face directory"
+        path = hf.export(model, args.dst, tokenizer=tokenizer, overwrite=args.overwrite,
+                         also=_adapter_writer(model, args.dst))
+        target = "Hugging Face directory" + (" (the base) with the PEFT adapter in adapter/" if model.lora else "")
     tok = f", tokenizer: {tokenizer.name} ({tokenizer.vocab_size} tokens)" if tokenizer is not None else ""
     print(f"wrote {target} {path} ({_describe(model)}{tok})")
     return 0

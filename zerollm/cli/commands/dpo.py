@@ -10,15 +10,14 @@ the digest saved with the run when a run resumes.
 
 from zerollm.data.chat import chat_model
 from zerollm.align.objectives.pairs import encode_pairs, read_pairs
-from zerollm.align.stage import Stage, add_stage_arguments, reload_start, run_stage
+from zerollm.align.stage import Stage, add_stage_arguments, frozen_reference, run_stage
 from zerollm.align.objectives.dpo import DPOConfig, DPOObjective
 
 
 def build(model, tok, inputs, train_cfg, cfg, start):
     rows, eval_rows = read_pairs(inputs)
-    reference, _ = reload_start(start)
     model, tok = chat_model(model, tok, rows + eval_rows, train_cfg.seed)
-    reference, _ = chat_model(reference, tok, [], train_cfg.seed)     # the same new rows as the policy
+    reference = frozen_reference(model, tok, start, train_cfg.seed)  # the same new rows as the policy
     objective = DPOObjective(model, reference, encode_pairs(tok, rows), batch_size=train_cfg.batch_size,
                              seed=train_cfg.seed, config=cfg, eval_pairs=encode_pairs(tok, eval_rows))
     return objective, tok

@@ -21,13 +21,15 @@ from zerollm.engine.threads import add_threads_argument, limit_threads
 
 def add_arguments(p):
     src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--ckpt", metavar="DIR", help="a training run directory or a step directory")
+    src.add_argument("--ckpt", metavar="DIR", help="a training run directory, a step directory or a zerollm model "
+                     "directory")
     src.add_argument("--gguf", metavar="FILE", help="a GGUF file (GPT-2 or Llama; f32, f16, q8_0 or q4_0)")
     p.add_argument("--data", metavar="FILE", required=True, help="a UTF-8 text file")
     p.add_argument("--max-tokens", type=Range(int, 2, 2 ** 40), default=None, help="evaluate only the first N tokens")
     p.add_argument("--batch-size", type=FIELD_RANGES["batch_size"], default=16,
                    help="windows per forward pass (default 16)")
     add_force_argument(p)
+    p.add_argument("--adapter", metavar="DIR", help="a PEFT LoRA adapter directory to put on the model")
     add_threads_argument(p)
     add_engine_argument(p)
 
@@ -49,14 +51,16 @@ def _file_size(path):
 def run(args):
     keep_freed_memory()             # reuse freed activation memory step after step (zerollm.engine.memory)
     apply_engine_argument(args)     # --engine numpy|fast (zerollm.engine)
-    from zerollm.training.checkpoint import load_model
     from zerollm.data.tokens import read_corpus
     if args.gguf:
         from zerollm.interop.gguf_load import load_gguf_for
         (model, tok), source = load_gguf_for(args.gguf, "zerollm eval", force=args.force), args.gguf
     else:
-        model, tok, ckpt = load_model(args.ckpt, force=args.force)
-        source = f"checkpoint step {ckpt.step}"
+        from zerollm.interop.hf.native import load_run
+        model, tok, ckpt = load_run(args.ckpt, force=args.force)
+        source = f"checkpoint step {ckpt.step}" if ckpt is not None else "a model directory"
+    from zerollm.interop.hf.native import with_adapter
+    model = with_adapter(model, args.adapter)
     if tok is None:
         raise ZeroLLMError(f"{args.ckpt} has no tokenizer.json, so the text cannot be encoded")
     cfg = model.config

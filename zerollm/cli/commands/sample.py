@@ -20,15 +20,13 @@ from zerollm.generation.display import StreamDecoder, decodable
 from zerollm.engine import add_engine_argument, apply_engine_argument
 from zerollm.io.errors import ZeroLLMError
 from zerollm.engine.memory import keep_freed_memory
+from zerollm.generation.sample import add_penalty_arguments, sampling_of
+from zerollm.serve.source import add_source_arguments, load_source
 from zerollm.engine.threads import add_threads_argument, limit_threads
 
 
 def add_arguments(p):
-    src = p.add_mutually_exclusive_group()
-    src.add_argument("--ckpt", metavar="DIR", help="a training run directory (its latest checkpoint) or a step directory")
-    src.add_argument("--hf", metavar="DIR", help="a Hugging Face model directory (config.json + *.safetensors)")
-    src.add_argument("--gguf", metavar="FILE", help="a GGUF file (GPT-2 or Llama; f32, f16, q8_0 or q4_0): "
-                                                    "quantized weights run as such with --engine fast")
+    add_source_arguments(p)
     p.add_argument("--prompt", default="\n", help="text to continue (default: a newline)")
     p.add_argument("--max-new-tokens", type=Range(int, 1, 10 ** 7), default=200)
     p.add_argument("--temperature", type=Range(float, 0, 100), default=0.8, help="0 = greedy (default 0.8)")
@@ -36,6 +34,7 @@ def add_arguments(p):
                    help="sample only from the k most likely tokens")
     p.add_argument("--top-p", type=PROBABILITY, default=None,
                    help="nucleus sampling: the smallest set with probability >= p")
+    add_penalty_arguments(p)
     p.add_argument("--seed", type=SEED, default=None, help="random seed (default: different every run)")
     p.add_argument("--num-samples", type=Range(int, 1, 10_000), default=1)
     p.add_argument("--window", type=SIZE, default=None,
@@ -50,23 +49,6 @@ def add_arguments(p):
                         "'zerollm sft')")
     add_threads_argument(p)
     add_engine_argument(p)
-
-
-def load_source(args):
-    if args.gguf:
-        from zerollm.interop.gguf_load import load_gguf_for
-        return load_gguf_for(args.gguf, "zerollm sample", force=args.force)
-    if args.hf:
-        from zerollm.interop.hf import load, load_tokenizer_dir
-        return load(args.hf, force=args.force).eval(), load_tokenizer_dir(args.hf)
-    if not args.ckpt:
-        raise ZeroLLMError("give --ckpt DIR (a zerollm training run), --hf DIR (a Hugging Face model) "
-                           "or --gguf FILE (a GGUF file)")
-    from zerollm.training.checkpoint import load_model
-    model, tok, _ = load_model(args.ckpt, force=args.force)
-    if tok is None:
-        raise ZeroLLMError(f"{args.ckpt} has no tokenizer.json, so text cannot be encoded")
-    return model, tok
 
 
 def generation_estimate(cfg, n_prompt, args):
@@ -85,8 +67,8 @@ def run(args):
 
 
 def _run(args):
-    from zerollm.generation.sample import ContextWarning, check_sampling_args, context_notes, generate
-    check_sampling_args(args.temperature, args.top_k, args.top_p)
+    from zerollm.generation.sample import ContextWarning, context_notes, generate
+    sampling = sampling_of(args)
     if args.sinks < 0 or (args.sinks and args.window is None):
         raise ZeroLLMError("--sinks needs --window and must be >= 0")
     model, tok = load_source(args)
@@ -110,9 +92,8 @@ def _run(args):
         out.write(args.prompt if stop is None else "")
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ContextWarning)         # said above
-            for ids in generate(model, np.array([prompt]), args.max_new_tokens, temperature=args.temperature,
-                                top_k=args.top_k, top_p=args.top_p, rng=rng, window=args.window,
-                                sinks=args.sinks, allowed=allowed):
+            for ids in generate(model, np.array([prompt]), args.max_new_tokens, rng=rng, window=args.window,
+                                sinks=args.sinks, allowed=allowed, **vars(sampling)):
                 if stop is not None and int(ids[0]) == stop:
                     break                                     # the end of the assistant's turn
                 out.write(stream.push(ids[0]))

@@ -86,7 +86,7 @@ def write_dir(path, fill, overwrite=False):
 # ----------------------------------------------------------------------------
 # weights in transformers' layout
 
-def _repeat_kv(a, nh, nkv, hs):
+def repeat_kv(a, nh, nkv, hs):
     """[q | k | v] columns (.., (nh + 2 nkv) hs) -> (.., 3 nh hs): each kv head repeated nh/nkv times.
 
     Query head j reads kv head j // (nh/nkv), so repeating each kv head in a row gives every
@@ -104,7 +104,7 @@ def _repeat_kv(a, nh, nkv, hs):
 def _as_full_gpt2(state, cfg):
     """GPT-2 has biases everywhere and one key/value head per query head: make ``state`` so.
 
-    Missing biases become zeros (they add nothing); shared kv heads are repeated (_repeat_kv).
+    Missing biases become zeros (they add nothing); shared kv heads are repeated (repeat_kv).
     """
     full = replace(cfg, bias=True, n_kv_head=cfg.n_head)
     out = {}
@@ -112,7 +112,7 @@ def _as_full_gpt2(state, cfg):
         if name not in state:
             out[name] = np.zeros(shape, np.float32)           # made at the full width already
         elif ".attn.c_attn." in name and cfg.n_kv_head != cfg.n_head:
-            out[name] = _repeat_kv(state[name], cfg.n_head, cfg.n_kv_head, cfg.head_size)
+            out[name] = repeat_kv(state[name], cfg.n_head, cfg.n_kv_head, cfg.head_size)
         else:
             out[name] = state[name]
     return out, full
@@ -169,9 +169,10 @@ def _write_tokenizer(tokenizer, folder, cfg):
 # ----------------------------------------------------------------------------
 # export
 
-def export(model, path, *, tokenizer=None, overwrite=False):
+def export(model, path, *, tokenizer=None, overwrite=False, also=None):
     """Write ``model`` (and its ``tokenizer``, if given: byte, char or BPE) as a transformers model
-    directory. Returns the absolute path of the directory.
+    directory. Returns the absolute path of the directory. ``also(folder)`` writes more into it before it
+    appears (a LoRA model's PEFT adapter: its base is what is exported here, zerollm.interop.peft).
 
     >>> export(GPT(GPTConfig(n_layer=2)), "my-gpt2")            # doctest: +SKIP
     >>> AutoModelForCausalLM.from_pretrained("my-gpt2")          # doctest: +SKIP
@@ -187,5 +188,7 @@ def export(model, path, *, tokenizer=None, overwrite=False):
         save_file(arrays, os.path.join(folder, "model.safetensors"), {"format": "pt"})
         if has_hf_tokenizer:
             _write_tokenizer(tokenizer, folder, model.config)
+        if also is not None:
+            also(folder)
 
     return write_dir(path, fill, overwrite)

@@ -71,7 +71,7 @@ def load_zerollm(path, *, force=None):
                            "or a Hugging Face model directory")
     config = _model_dir_config(path)
     if config is None:
-        return load_model(path, force=force)[0]    # a training run or checkpoint (zerollm.training.checkpoint)
+        return load_run(path, force=force)[0]      # a training run or checkpoint (zerollm.training.checkpoint)
     cfg = GPTConfig.from_dict(config, os.path.join(path, "config.json"), "model")
     budget.require(budget.loading(cfg), force=force)
     weights = os.path.join(path, "model.safetensors")
@@ -80,6 +80,47 @@ def load_zerollm(path, *, force=None):
     model = GPT(cfg, init=False)
     model.load_state_dict(state)
     return model.eval()
+
+
+def load_run(path, *, force=None):
+    """(model, tokenizer, Checkpoint) of a training run or checkpoint, as zerollm.training.checkpoint.load_model; a LoRA
+    run's base is loaded from where the run began (or rebuilt from its seed, for `zerollm train`). A zerollm
+    model directory gives (model, tokenizer, None)."""
+    if os.path.isdir(path) and _model_dir_config(os.fspath(path)) is not None:
+        return load_zerollm(path, force=force), load_zerollm_tokenizer(path), None
+    return load_model(path, force=force, base=lambda ckpt: lora_base(ckpt, force))
+
+
+def lora_base(ckpt, force=None):
+    """The base model a LoRA checkpoint's adapters were trained on."""
+    start = ckpt.objective.get("start")
+    if start is None:                               # `zerollm train --lora-r`: the seeded initial model
+        cfg = GPTConfig.from_dict(ckpt.model_config, ckpt.config_path, "model")
+        return GPT(cfg, seed=ckpt.train_config.get("seed", 1337))
+    if not os.path.isdir(start["path"]):
+        raise ZeroLLMError(f"{ckpt.path} holds LoRA adapters for the base {start['path']}, which is gone; put it "
+                           "back (or merge the adapters with `zerollm merge` while it is there)")
+    return start_model(None if start.get("hf") else start["path"], start["path"] if start.get("hf") else None,
+                       start.get("adapter"), force)
+
+
+def start_model(path=None, hf=None, adapter=None, force=None):
+    """The model a stage starts from: a zerollm directory (a LoRA run's adapters folded in) or a Hugging Face
+    one, and a PEFT adapter directory folded in on top (zerollm.interop.peft)."""
+    from zerollm.interop.hf.loading import load
+    model = load(hf, force=force) if hf else load_zerollm(path, force=force)
+    if model.lora is not None:
+        model = model.merged()
+    return with_adapter(model, adapter).merged() if adapter else model
+
+
+def with_adapter(model, adapter):
+    """``model`` with the PEFT adapter directory ``adapter`` on it (None: unchanged). A model that already has
+    adapters (a LoRA run) gets them folded in first."""
+    if not adapter:
+        return model
+    from zerollm.interop.peft import load_adapter
+    return load_adapter(model.merged() if model.lora is not None else model, adapter)
 
 
 def load_zerollm_tokenizer(path):

@@ -38,6 +38,7 @@ from zerollm.model import GPT
 from zerollm.objectives.lm import LMObjective
 from zerollm.optim import AdamW, clip_grad_norm, lr_at
 from zerollm.parallel import ShardedModel
+from zerollm.training.outlets import closed_pipes_tolerated, write_fd
 from zerollm.validate import dataclass_from_dict, restore_generator
 
 
@@ -341,33 +342,47 @@ class TrainingInterrupted(ZeroLLMError):
 class StopRequests:
     """While active, SIGINT/SIGTERM only set ``requested``; the loop stops at the next step boundary,
     so a checkpoint never captures a half-applied optimizer step. With ``hard``, a second one raises
-    KeyboardInterrupt at once (checkpoints are written whole or not at all, so the last one stays)."""
+    KeyboardInterrupt at once (checkpoints are written whole or not at all, so the last one stays).
+
+    A closed stdout or stderr (``... | tee log`` and tee ended, by the same Ctrl-C or alone) also asks
+    for a stop, but never counts as the first Ctrl-C: the signal that follows it still saves
+    (zerollm.training.outlets)."""
 
     def __init__(self, hard=False, announce=False):
         self.hard, self.announce = hard, announce
 
+    @property
+    def requested(self):
+        return self.signals > 0 or self.output_closed
+
     def __enter__(self):
         import signal
         import threading
-        self.requested, self._old = False, {}
+        self.signals, self.output_closed, self._old = 0, False, {}
+        self._outlets = closed_pipes_tolerated(self._closed)
+        self._outlets.__enter__()
         if threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGINT, signal.SIGTERM):
                 self._old[sig] = signal.signal(sig, self._handle)
         return self
 
+    def _closed(self):
+        self.output_closed = True
+
     def _handle(self, signum, frame):
-        if self.requested and self.hard:
+        if self.signals and self.hard:
             raise KeyboardInterrupt
-        if self.announce and not self.requested:
+        if self.announce and not self.signals:
             # os.write, not print: a handler may run while the main thread is inside a print to stderr
-            os.write(2, b"\nstopping: the step in progress finishes, then a checkpoint is saved"
-                        + (b" (Ctrl-C again: stop at once, keeping the last checkpoint)\n" if self.hard else b"\n"))
-        self.requested = True
+            write_fd(2, b"\nstopping: the step in progress finishes, then a checkpoint is saved"
+                     + (b" (Ctrl-C again: stop at once, keeping the last checkpoint)\n" if self.hard else b"\n"))
+        self.signals += 1
 
     def __exit__(self, *exc):
         import signal
         for sig, handler in self._old.items():
             signal.signal(sig, handler)
+        self._outlets.__exit__(*exc)
         return False
 
 

@@ -35,6 +35,7 @@ from zerollm.runlog import JsonlLog, plot_expert_load, plot_losses
 from zerollm.threads import add_threads_argument, limit_threads
 from zerollm.presets import DEFAULT_PRESET, MODEL_FIELDS, PRESETS, build_configs, preset_values
 from zerollm.train import TrainConfig, TrainingInterrupted, fit, lm_trainer
+from zerollm.training.outlets import closed_pipes_tolerated
 
 CHOICES = {"norm": ("layernorm", "rmsnorm"), "pos": ("learned", "sinusoidal", "rope"),
            "mlp": ("gelu", "swiglu"), "gelu": ("tanh", "erf"), "attn_impl": ("naive", "flash"),
@@ -224,7 +225,14 @@ def say(message):
 
 def train_and_report(trainer, run_dir, name, *, resumed, progress, blas_threads):
     """Run fit() with log.jsonl, Ctrl-C and the final plot: what `zerollm train` and every post-training
-    command do once their Trainer is built. Returns the exit code."""
+    command do once their Trainer is built. Returns the exit code. Output to a pipe nobody reads any more
+    (``| tee log`` ended by the same Ctrl-C) is dropped, never an error (zerollm.training.outlets)."""
+    with closed_pipes_tolerated():
+        return _train_and_report(trainer, run_dir, name, resumed=resumed, progress=progress,
+                                 blas_threads=blas_threads)
+
+
+def _train_and_report(trainer, run_dir, name, *, resumed, progress, blas_threads):
     main = trainer.world.is_main
     log_path = os.path.join(run_dir, "log.jsonl")
     if main:

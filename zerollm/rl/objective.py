@@ -19,13 +19,13 @@ from zerollm.chat import decode_completion
 from zerollm.errors import ZeroLLMError
 from zerollm.objectives.base import Objective
 from zerollm.rl import rollouts
-from zerollm.rl.rewards import score_all
+from zerollm.rl.rewards import reward_tasks, score_all
 
 
 @dataclass(frozen=True)
 class RolloutConfig:
-    reward: str | None = field(default=None, metadata={"help": "comma-separated reward sources: a task (acrostic, "
-                                                               "addition) or module:function"})
+    reward: str | None = field(default=None, metadata={"help": "comma-separated reward sources: a task ("
+                                                               + ", ".join(reward_tasks()) + ") or module:function"})
     reward_weights: str | None = field(default=None, metadata={"help": "comma-separated weights, one per source "
                                                                        "(--reward first, then --rm)"})
     rm: str | None = field(default=None, metadata={"help": "a reward model directory (zerollm reward)"})

@@ -208,7 +208,7 @@ def test_hugging_face_directory(tmp_path, capsys):
     (["--text", "hi", "--out", "p.html"], "--text is read by a model"),
     (["--ckpt", "RUN", "--out", "p.html"], "--ckpt needs --text"),
     (["--ckpt", "RUN", "--text", "", "--out", "p.html"], "--text is empty"),
-    (["--ckpt", "RUN", "--text", "ROMEO é 中", "--out", "p.html"], "2 character(s) this checkpoint's char tokenizer"),
+    (["--ckpt", "RUN", "--text", "ROMEO é 中", "--out", "p.html"], "2 character(s) are not in this char tokenizer's"),
     (["--ckpt", "RUN", "--text", "ROMEO \udcff", "--out", "p.html"], "not UTF-8 text"),
     (["--ckpt", "no-such-run", "--text", "hi", "--out", "p.html"], "checkpoint directory not found"),
     (["--hf", "no-such-model", "--text", "hi", "--out", "p.html"], "model directory not found"),
@@ -244,3 +244,18 @@ def test_ckpt_and_hf_together_is_a_usage_error(capsys):
     with pytest.raises(SystemExit) as exit_:
         main(["explain", "--ckpt", "a", "--hf", "b", "--out", "p.html"])
     assert exit_.value.code == 2 and "not allowed with" in capsys.readouterr().err
+
+
+def test_text_with_characters_an_sft_run_added(tmp_path, run, capsys):
+    """藏头诗：春夏秋冬 is in an SFT checkpoint's tokenizer (sft adds the task's characters after the base's),
+    so explain reads it as sample does: the tokenizer's own encode decides (issue 22)."""
+    import json
+    data = tmp_path / "sft.jsonl"
+    data.write_text(json.dumps({"prompt": "藏头诗：春夏秋冬", "completion": "春眠不觉晓"}, ensure_ascii=False) + "\n",
+                    encoding="utf-8")
+    sft = tmp_path / "sft"
+    assert main(["sft", "--init", str(run), "--data", str(data), "--out", str(sft), "--max-iters", "1",
+                 "--batch-size", "1", "--no-progress"]) == 0
+    out = tmp_path / "sft.html"
+    assert explain("--ckpt", sft, "--text", "藏头诗：春夏秋冬", "--out", out, "--lang", "zh") == 0, capsys.readouterr().err
+    assert "".join(page_data(out.read_text())["model"]["tokens"]) == "藏头诗：春夏秋冬"

@@ -52,7 +52,7 @@ def test_the_data_is_the_seed_example_and_every_text():
     assert seed_example()["x"] == [[0.1, 0.2, 0.3, 0.4], [0.5, 0.4, 0.3, 0.2], [0.0, 0.1, 0.0, 0.1]]
 
 
-@pytest.mark.parametrize("evil", ["</script><script>alert(1)</script>", "@DATA@ @FONT@", "<!--", "\u2028"])
+@pytest.mark.parametrize("evil", ["</script><script>alert(1)</script>", "@DATA@ @FONTS@ @FONT@", "<!--", "\u2028"])
 def test_user_text_cannot_break_out_of_the_data(evil):
     view = {"name": evil, "tokens": [evil]}
     html = build_page("en", view)

@@ -304,8 +304,7 @@ def fit(trainer, run_dir, *, log, progress=True, echo=functools.partial(print, f
                 record = {"step": step, **record, "dt_ms": dt * 1000, "tokens_per_s": record["tokens"] / dt}
                 log.write(**record)
                 if bar is not None:
-                    bar.set_postfix(loss=f"{record['loss']:.4f}", lr=f"{record['lr']:.2e}",
-                                    tok_s=f"{record['tokens_per_s']:,.0f}")
+                    bar.set_postfix(_shown(record, trainer.objective.progress))
                     bar.update(1)
                 _stop_if_asked(trainer, run_dir)
                 if trainer.iter % cfg.checkpoint_interval == 0 and trainer.iter < end:
@@ -317,6 +316,13 @@ def fit(trainer, run_dir, *, log, progress=True, echo=functools.partial(print, f
         if bar is not None:
             bar.close()
     return trainer.best_val_loss
+
+
+def _shown(record, names):
+    """The progress bar's numbers: the objective's own (loss; reward, success and KL for RL; accuracy
+    for pairs), then the learning rate and the speed."""
+    shown = {name: f"{record[name]:.4f}" for name in names if isinstance(record.get(name), (int, float))}
+    return {**shown, "lr": f"{record['lr']:.2e}", "tok_s": f"{record['tokens_per_s']:,.0f}"}
 
 
 def _quiet(*args, **kwargs):

@@ -262,7 +262,7 @@ def _train_and_report(trainer, run_dir, name, *, resumed, progress, blas_threads
         print(f"done: step {trainer.iter}{shown}; checkpoint in {run_dir}")
         if trainer.scaler is not None:
             print(f"fp16 loss scale {float(trainer.scaler.scale):g}; {trainer.scaler.skipped} steps skipped on overflow")
-        _maybe_plot(log_path, run_dir, trainer.model.config)
+        _maybe_plot(log_path, run_dir, trainer.model.config, trainer.objective.kind)
     return 0
 
 
@@ -275,10 +275,14 @@ def _moe_line(model):
             f"{model.num_params(active=True):,} parameters active per token")
 
 
-def _maybe_plot(log_path, run_dir, model_cfg):
+def _maybe_plot(log_path, run_dir, model_cfg, kind):
     png = os.path.join(run_dir, "loss.png")
     try:
-        plot_losses(log_path, png)
+        from matplotlib import font_manager
+        from zerollm.i18n import default_lang
+        from zerollm.teach.heads import find_fonts
+        families, _ = find_fonts(font_manager)     # Chinese labels only where a CJK font can draw them
+        plot_losses(log_path, png, kind=kind, lang=default_lang(), families=families if len(families) > 1 else None)
         print(f"loss curve: {png}")
         if model_cfg.n_expert:
             png = os.path.join(run_dir, "expert_load.png")

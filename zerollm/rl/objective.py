@@ -57,6 +57,8 @@ class RolloutConfig:
 class RolloutObjective(Objective):
     """Subclasses set ``group`` (answers per prompt) and implement ``advantages``, ``shard_loss``."""
 
+    progress = ("reward", "success", "kl")     # an RL loss says little (GRPO's is about 0): watch these
+
     group = 1
     BUFFER = ("ids", "mask", "old_logp", "ref_logp", "reward")
 
@@ -179,7 +181,10 @@ class RolloutObjective(Objective):
         metrics = {"eval_reward": float(reward.mean())}
         metrics.update({f"eval_reward_{k}": float(v.mean()) for k, v in each.items() if len(each) > 1})
         if self.task:
+            from zerollm.tasks.evaluate import wilson
             metrics["eval_success"] = self.success(prompts, texts, fields)
+            low, high = wilson(round(metrics["eval_success"] * len(rows)), len(rows))
+            metrics.update(eval_success_low=low, eval_success_high=high)     # its 95% interval (loss.png)
         shown = "\n".join(f"  {p!r} -> {t!r}  (reward {r:+.3f})" for p, t, r in zip(prompts[:3], texts, reward))
         return metrics, "--- heldout answers ---\n" + shown
 

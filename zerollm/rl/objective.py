@@ -107,7 +107,8 @@ class RolloutObjective(Objective):
     def collect(self):
         """One rollout batch into the buffer, and its minibatch schedule."""
         engine = self.trainer.engine
-        picks = self.pick_rng.integers(0, len(self.prompts), size=self.cfg.prompts_per_step)
+        n = docsmode.limit("rollout prompts per step", self.cfg.prompts_per_step)   # tests/test_docs_run.py
+        picks = self.pick_rng.integers(0, len(self.prompts), size=n)
         rows = np.repeat(picks, self.group)                                # G answers per prompt, consecutive
         seeds = [(self.seed, 5, self.rollouts_done, i) for i in range(len(rows))]
         prompt_ids = [self.prompt_ids[i] for i in rows]

@@ -246,6 +246,20 @@ def test_the_language_switch_changes_the_visible_text(opened, pages, shots):
 NOTDEF = "\U0010FFFD"     # a private-use code point no font draws: what a missing glyph looks like
 
 
+def drawn_as_boxes(page, chars, missing):
+    """The characters of ``chars`` that the page's body font draws exactly like one of ``missing``
+    (characters without a glyph): each is drawn on a canvas and the pixels compared."""
+    return page.evaluate("""([chars, missing]) => {
+        const canvas = document.createElement("canvas"), ctx = canvas.getContext("2d");
+        canvas.width = canvas.height = 40;
+        ctx.font = "32px " + getComputedStyle(document.body).fontFamily;
+        const draw = (c) => { ctx.clearRect(0, 0, 40, 40); ctx.fillText(c, 2, 32);
+                              return Array.from(ctx.getImageData(0, 0, 40, 40).data).join(); };
+        const box = missing.map(draw);
+        return chars.filter((c) => box.includes(draw(c)));
+    }""", [chars, missing])
+
+
 def test_chinese_is_drawn_not_boxes_even_without_cjk_fonts(opened, pages):
     """Draw every Chinese character the page shows, in the page's own font order, and compare each
     with the box a missing glyph gets. On a machine without CJK fonts only the page's fallback font
@@ -254,16 +268,7 @@ def test_chinese_is_drawn_not_boxes_even_without_cjk_fonts(opened, pages):
     o.page.click('button[data-lang="zh"]')
     chars = sorted({c for c in o.page.inner_text("body") if is_han(c)})
     assert len(chars) > 100
-    boxes = o.page.evaluate("""([chars, notdef]) => {
-        const canvas = document.createElement("canvas"), ctx = canvas.getContext("2d");
-        canvas.width = canvas.height = 40;
-        ctx.font = "32px " + getComputedStyle(document.body).fontFamily;
-        const draw = (c) => { ctx.clearRect(0, 0, 40, 40); ctx.fillText(c, 2, 32);
-                              return Array.from(ctx.getImageData(0, 0, 40, 40).data).join(); };
-        const box = draw(notdef);
-        return chars.filter((c) => draw(c) === box);
-    }""", [chars, NOTDEF])
-    assert boxes == []
+    assert drawn_as_boxes(o.page, chars, [NOTDEF]) == []
 
 
 def test_keyboard_reaches_every_control(opened, pages):
@@ -411,14 +416,5 @@ def test_a_chinese_models_tokens_and_top5_are_drawn_without_system_fonts(fontles
     # a missing glyph is drawn as the box of whichever font claims the character: compare with both the
     # box of a code point no font has and that of an ideograph no embedded font holds (U+3400)
     assert "\u3400" not in html
-    boxes = o.page.evaluate("""([chars, missing]) => {
-        const canvas = document.createElement("canvas"), ctx = canvas.getContext("2d");
-        canvas.width = canvas.height = 40;
-        ctx.font = "32px " + getComputedStyle(document.body).fontFamily;
-        const draw = (c) => { ctx.clearRect(0, 0, 40, 40); ctx.fillText(c, 2, 32);
-                              return Array.from(ctx.getImageData(0, 0, 40, 40).data).join(); };
-        const box = missing.map(draw);
-        return chars.filter((c) => box.includes(draw(c)));
-    }""", [sorted(shown), [NOTDEF, "\u3400"]])
-    assert boxes == [] and o.errors == []
+    assert drawn_as_boxes(o.page, sorted(shown), [NOTDEF, "\u3400"]) == [] and o.errors == []
     o.page.close()

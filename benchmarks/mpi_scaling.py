@@ -26,7 +26,7 @@ sys.path[:0] = [str(HERE)]
 
 from bench_measure import worker_env  # noqa: E402
 
-from zerollm import docsmode  # noqa: E402
+from zerollm.io import docsmode  # noqa: E402
 
 CONFIGS = {   # name -> zerollm train flags (the same models as benchmarks/bench_workloads.py)
     "nanogpt-4x128": ["--n-layer", "4", "--n-head", "4", "--n-embd", "128", "--block-size", "64",

@@ -34,7 +34,7 @@ sys.path[:] = [str(HERE.parent)] + [p for p in sys.path if Path(p or ".").resolv
 
 import bench_workloads as W  # noqa: E402
 import profile_report  # noqa: E402
-from zerollm import docsmode  # noqa: E402
+from zerollm.io import docsmode  # noqa: E402
 from bench_measure import worker_env  # noqa: E402
 
 CONFIGS = {name: (cfg, B) for mode in ("full", "smoke") for name, cfg, B in W.MODELS[mode]}
@@ -109,7 +109,9 @@ def install(prof, model, bench):
     """Wrap every op of the model's step. ``bench`` is the bench_zerollm module (clip lives there)."""
     import numpy as np
 
-    from zerollm import model as m, optim
+    from zerollm.model import gpt as m
+
+    from zerollm.training import optim
     from zerollm.nn import attention as att, block, mlp
     cfg = model.config
     weights = {id(p): name for name, p in model.params.items()}
@@ -219,7 +221,7 @@ def _quiet_mean(times):
 
 
 def _gpt_config(cfg):
-    from zerollm.config import GPTConfig
+    from zerollm.model.config import GPTConfig
     return GPTConfig(**cfg)
 
 
@@ -240,7 +242,7 @@ def _timed(fn):
 
 def worker(spec):
     import bench_measure
-    from zerollm.memory import keep_freed_memory
+    from zerollm.engine.memory import keep_freed_memory
     bench_measure.pin_cpus(1)
     keep_freed_memory()
     limiter = bench_measure.limit_threads(1, use_torch=False)   # noqa: F841 (held until exit)

@@ -17,7 +17,7 @@ def _help(command, capsys):
 
 
 def test_tasks_list_keeps_whole_sentences(capsys):
-    from zerollm.tasks import TASKS
+    from zerollm.align.tasks import TASKS
     code, out, _ = run_main(["tasks", "list"], capsys)
     assert code == 0
     text = " ".join(out.split())
@@ -36,8 +36,8 @@ def test_stage_help_says_each_default_once_and_only_its_flags(command, capsys):
 
 
 def test_reward_tasks_are_the_same_in_help_and_error(capsys):
-    from zerollm.errors import ZeroLLMError
-    from zerollm.rl.rewards import sources_from_flags
+    from zerollm.io.errors import ZeroLLMError
+    from zerollm.align.rl.rewards import sources_from_flags
     text = _help("grpo", capsys)
     listed = text[text.index("a task (") + len("a task ("):].split(")")[0]
     with pytest.raises(ZeroLLMError) as err:

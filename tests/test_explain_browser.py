@@ -15,10 +15,10 @@ from contextlib import redirect_stderr, redirect_stdout
 import numpy as np
 import pytest
 
-from zerollm.attention import self_attention
-from zerollm.cli import main
-from zerollm.explain.fontsubset import is_han
-from zerollm.explain.text import PAGE_TEXT
+from zerollm.nn.self_attention import self_attention
+from zerollm.cli.entry import main
+from zerollm.teach.explain.fontsubset import is_han
+from zerollm.teach.explain.text import PAGE_TEXT
 from zerollm.teach.attention_walkthrough import SEED_WK, SEED_WQ, SEED_WV, SEED_X
 
 from explain_helpers import (TEXT, artifact_dir, bidirectional_view, flash_copy, model_truth, shown, tiny_run,
@@ -339,7 +339,7 @@ def test_top5_shown_equals_the_model(opened, pages, truth):
 
 
 def test_loss_curve_is_drawn_from_log_jsonl(opened, pages, run):
-    from zerollm.runlog import read_log
+    from zerollm.training.runlog import read_log
     o = opened(pages["model"])
     records = read_log(run / "log.jsonl")
     evals = [r for r in records if "val_loss" in r]
@@ -360,7 +360,7 @@ def test_truncation_and_flash_are_said_on_the_page(opened, pages, shots):
 
 
 def test_a_bidirectional_model_looks_both_ways(opened, tmp_path):
-    from zerollm.explain.page import build_page
+    from zerollm.teach.explain.page import build_page
     view, _, weights = bidirectional_view("to be")
     path = tmp_path / "encoder.html"
     path.write_text(build_page("en", view), encoding="utf-8")
@@ -392,11 +392,11 @@ def fontless_browser(playwright, tmp_path_factory):
 
 def test_a_chinese_models_tokens_and_top5_are_drawn_without_system_fonts(fontless_browser, tmp_path, recwarn):
     import re
-    from zerollm import corpora
-    from zerollm.explain.fontsubset import FONT_BUDGET
-    from zerollm.explain.model_view import model_view
-    from zerollm.explain.page import build_page
-    from zerollm.model import GPT, GPTConfig
+    from zerollm.data import corpora
+    from zerollm.teach.explain.fontsubset import FONT_BUDGET
+    from zerollm.teach.explain.model_view import model_view
+    from zerollm.teach.explain.page import build_page
+    from zerollm.model.gpt import GPT, GPTConfig
     from zerollm.tokenizers import CharTokenizer
     poems = corpora.path("tang").read_text(encoding="utf-8")[:600]
     tok = CharTokenizer.train(poems)

@@ -8,13 +8,13 @@ import numpy as np
 import pytest
 
 from tests.tiny_runs import run_main, tiny_run
-from zerollm import chat
+from zerollm.data import chat
 
 
 @pytest.fixture(scope="module")
 def chat_run(tmp_path_factory):
     """A one-step SFT run of the tiny base: a checkpoint whose tokenizer has the chat template."""
-    from zerollm.cli import main
+    from zerollm.cli.entry import main
     base = tiny_run(tmp_path_factory, "char")
     folder = tmp_path_factory.mktemp("chat")
     data = folder / "sft.jsonl"
@@ -27,8 +27,8 @@ def chat_run(tmp_path_factory):
 def rigged(monkeypatch, favourite):
     """Load models so that decoding always picks the token ``favourite(tokenizer)`` (its logit raised by
     100); records the prompts given to generate()."""
-    from zerollm import sample
-    from zerollm.commands import sample as command
+    from zerollm.generation import sample
+    from zerollm.cli.commands import sample as command
     load, generate, prompts = command.load_source, sample.generate, []
 
     def load_rigged(args):

@@ -7,12 +7,12 @@ import json
 
 import pytest
 
-from zerollm.runlog import JsonlLog, plot_losses
+from zerollm.training.runlog import JsonlLog, plot_losses
 
 
 def test_grpo_progress_bar_shows_reward_and_kl(tmp_path, capsys):
     from tests.test_rl import bandit
-    from zerollm.train import fit
+    from zerollm.training.trainer import fit
     trainer, _ = bandit("grpo")
     trainer.cfg = dataclasses.replace(trainer.cfg, max_iters=3, eval_interval=100)
     fit(trainer, tmp_path / "run", log=JsonlLog(tmp_path / "log.jsonl"), progress=True)

@@ -6,8 +6,8 @@
 
 import shutil
 
-from zerollm import corpora
-from zerollm.checkpoint import latest_checkpoint
+from zerollm.data import corpora
+from zerollm.training.checkpoint import latest_checkpoint
 from zerollm.cli import main
 
 TINY_MODEL = ["--n-layer", "1", "--n-head", "2", "--n-embd", "8", "--block-size", "16", "--batch-size", "2",

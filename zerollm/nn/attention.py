@@ -15,10 +15,10 @@ from typing import NamedTuple
 
 import numpy as np
 
-from zerollm.amp import cast
-from zerollm.attention import causal_mask, softmax, softmax_backward
+from zerollm.engine.amp import cast
+from zerollm.nn.self_attention import causal_mask, softmax, softmax_backward
 from zerollm.engine import accelerated
-from zerollm.errors import ZeroLLMError
+from zerollm.io.errors import ZeroLLMError
 from zerollm.nn.dropout import dropout_backward, dropout_forward
 from zerollm.nn.flash import FlashCache, flash_sdpa_backward, flash_sdpa_forward, sum_groups
 from zerollm.nn.linear import linear_backward, linear_forward
@@ -161,7 +161,7 @@ def mha_forward(x, w_attn, b_attn, w_proj, b_proj, *, n_head, n_kv_head, causal=
 
     rope: optional (cos, sin) tables of shape (T, hs) for these positions.
     mask: optional bool (B, T, T) or (T, T), True = hidden (e.g. padding), on top of causal.
-    kv: optional KVCache (zerollm.kvcache): the new keys/values are stored in it, the queries attend
+    kv: optional KVCache (zerollm.model.kvcache): the new keys/values are stored in it, the queries attend
         to everything it holds, and its own mask (causal + window rule) replaces ``causal``.
     attn_impl: 'naive' (sdpa_forward, full T x Tk scores) or 'flash' (zerollm.nn.flash, tiled, O(T) memory).
     """

@@ -63,7 +63,7 @@ def experts_forward(x, params, name, cfg, training):
 def experts_backward(dy, cache, name, cfg, grads, loss_scale=1.0):
     """Backward of ``experts_forward``. The aux and z losses are means over the MoE blocks, scaled by
     their coefficients, so each block's share of their gradient is coef / (number of MoE blocks), times
-    the loss scale of fp16 training (zerollm.amp), which multiplies the whole loss."""
+    the loss scale of fp16 training (zerollm.engine.amp), which multiplies the whole loss."""
     n = len(cfg.moe_layers)
     daux, dz = loss_scale * cfg.aux_loss_coef / n, loss_scale * cfg.z_loss_coef / n
     dx, dw_router, dexperts, dshared = moe_backward(dy, cache, daux, dz)

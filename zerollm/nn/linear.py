@@ -1,5 +1,7 @@
 """Linear layer, stored (in, out) as GPT-2's Conv1D does: y = x @ w + b.
 
+For inference on a GGUF file (zerollm.interop.gguf) the weight may instead be a QuantizedMatrix
+(o, i) of Q8_0 / Q4_0 blocks: then y = x @ W^T + b through ``quantized_matmul`` (no backward).
 Shapes: N = all leading dims flattened (B*T), i = in features, o = out features.
 """
 
@@ -7,7 +9,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from zerollm.amp import cast
+from zerollm.engine.amp import cast
+from zerollm.engine import accelerated
 
 
 class LinearCache(NamedTuple):
@@ -21,13 +24,28 @@ def linear_forward(x, w, b=None):
 
     Speed: the leading dims are flattened first, so BLAS gets one (N, i) @ (i, o) product; a 3-D
     ``x @ w`` would be one small product per sequence, about 15% slower at nanoGPT's sizes.
-    Under zerollm.amp.autocast x and w are first rounded to 16 bits; the cache keeps the rounded ones.
+    Under zerollm.engine.amp.autocast x and w are first rounded to 16 bits; the cache keeps the rounded ones.
     """
-    x, w = cast(x), cast(w)                     # no-ops in float32 mode
-    y = x.reshape(-1, x.shape[-1]) @ w          # (N, i) @ (i, o) -> (N, o)
+    if not isinstance(w, np.ndarray):           # a QuantizedMatrix (o, i): inference only
+        y = quantized_matmul(np.ascontiguousarray(x.reshape(-1, x.shape[-1])), w)     # (N, i) -> (N, o)
+        n_out = w.shape[0]
+    else:
+        x, w = cast(x), cast(w)                 # no-ops in float32 mode
+        y = x.reshape(-1, x.shape[-1]) @ w      # (N, i) @ (i, o) -> (N, o)
+        n_out = w.shape[1]
     if b is not None:
         y += b                                  # in place: no second (N, o) temporary
-    return y.reshape(*x.shape[:-1], w.shape[1]), LinearCache(x, w, b is not None)
+    return y.reshape(*x.shape[:-1], n_out), LinearCache(x, w, b is not None)
+
+
+@accelerated
+def quantized_matmul(x, w):
+    """y = x @ W^T for a QuantizedMatrix W (o, i): x (N, i) float32 -> (N, o).
+
+    This reference dequantizes the whole matrix and lets BLAS multiply; the fast engine's kernel
+    (zerollm.engine.fast.quant) decodes one 32-number block at a time instead and never builds it.
+    """
+    return x @ w.dequantize().T                 # (N, i) @ (i, o)
 
 
 def linear_backward(dy, cache):

@@ -17,13 +17,13 @@ import unicodedata
 
 import numpy as np
 
-from zerollm import budget
-from zerollm.argtypes import FIELD_RANGES, SEED, Range
-from zerollm.config import GPTConfig
-from zerollm.errors import ZeroLLMError
-from zerollm.fileio import atomic_write
-from zerollm.i18n import add_lang_argument, resolve_lang, translator
-from zerollm.model import GPT
+from zerollm.model import budget
+from zerollm.io.argtypes import FIELD_RANGES, SEED, Range
+from zerollm.model.config import GPTConfig
+from zerollm.io.errors import ZeroLLMError
+from zerollm.io.fileio import atomic_write
+from zerollm.teach.i18n import add_lang_argument, resolve_lang, translator
+from zerollm.model.gpt import GPT
 
 MAX_TOKENS = 256       # longer inputs make panels whose cells are below one pixel
 MAX_PANELS = 144       # layers x heads; beyond that the grid is unreadable
@@ -272,7 +272,7 @@ def trained_maps(args):
     """(maps, ids, labels, checkpoint) for --ckpt: the checkpoint's model reads --text."""
     from dataclasses import replace
 
-    from zerollm.checkpoint import load_model
+    from zerollm.training.checkpoint import load_model
     if args.text is None:
         raise ZeroLLMError("--ckpt needs --text: the trained model reads your text")
     model, tok, ckpt = load_model(args.ckpt, force=args.force)

@@ -4,7 +4,7 @@ A terminal's Ctrl-C goes to the whole foreground process group: tee ends at once
 the progress bar hits a pipe nobody reads (BrokenPipeError: Python ignores SIGPIPE). That write must
 never stand between the stop request and the checkpoint. So while a run trains, stdout and stderr are
 wrapped: a write to a closed pipe points that file descriptor at /dev/null (later writes, Python's final
-flush included, then succeed unseen) and tells the listeners (zerollm.train.StopRequests: the run stops
+flush included, then succeed unseen) and tells the listeners (zerollm.training.trainer.StopRequests: the run stops
 at the next step boundary, saves, and exits 130, as for Ctrl-C).
 """
 

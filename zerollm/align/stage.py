@@ -1,0 +1,198 @@
+"""What every post-training command shares (reward, dpo, ppo, grpo, ...): the flags, loading the starting
+model, copying the inputs into the run, resuming, and handing an objective to the one training loop.
+
+    zerollm dpo --init runs/sft --data prefs.jsonl --out runs/dpo
+    zerollm dpo --out runs/dpo --resume
+
+A stage run directory is self-contained: the JSONL files it trains on are copied into RUN/inputs/, the
+tokenizer (with the chat template's special tokens) is saved as RUN/tokenizer.json, and the starting
+model is recorded by path and by a digest of its weights, so a resume can check that the frozen
+reference it reloads is the same one.
+"""
+
+import dataclasses
+import os
+import shutil
+
+from zerollm.training.checkpoint import weights_digest
+from zerollm.model import budget
+from zerollm.training import dist
+from zerollm.training.flags import add_config_flags
+from zerollm.training.run import locked_run_dir, train_and_report
+from zerollm.io.errors import ZeroLLMError
+from zerollm.io.fileio import atomic_write
+from zerollm.engine.memory import keep_freed_memory
+from zerollm.engine.threads import add_threads_argument
+from zerollm.training.trainer import TrainConfig, Trainer, resume_point
+from zerollm.io.validate import dataclass_from_dict
+
+LM_ONLY = {"tokenizer", "vocab_size"}          # TrainConfig fields that only pre-training uses
+
+
+@dataclasses.dataclass(frozen=True)
+class Stage:
+    """One post-training command: its name, its defaults and how it builds its objective.
+
+    build(model, tokenizer, inputs, train_cfg, stage_cfg, start) -> Objective, where inputs maps each
+    input flag ("data", "eval_data", ...) to its copied path (or None) and start describes the
+    starting model: {"path", "digest", "hf"}; build may load more (a reference, a reward model)."""
+    name: str
+    config_cls: type                 # the stage's own settings (a frozen dataclass)
+    defaults: dict                   # TrainConfig values that suit this stage (e.g. a smaller lr)
+    build: object
+    inputs: tuple = ("data", "eval_data")
+    skip: tuple = ()                 # TrainConfig fields that mean nothing to this stage (no flag for them)
+
+
+# ----------------------------------------------------------------------------
+# flags
+
+def add_stage_arguments(p, stage):
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("--init", metavar="DIR", help="start from a zerollm run or checkpoint directory")
+    src.add_argument("--hf", metavar="DIR", help="start from a Hugging Face model directory")
+    p.add_argument("--data", metavar="FILE", help="the JSONL file to train on")
+    p.add_argument("--eval-data", metavar="FILE", help="a heldout JSONL file evaluated every --eval-interval steps")
+    p.add_argument("--out", metavar="DIR", help=f"run directory (default runs/{stage.name})")
+    p.add_argument("--resume", action="store_true", help="continue from the last checkpoint in --out")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar (e.g. in logs)")
+    budget.add_force_argument(p)
+    add_threads_argument(p, data_parallel=True)
+    add_config_flags(p, stage.config_cls)
+    add_config_flags(p, TrainConfig, skip=LM_ONLY | set(stage.skip), defaults=stage.defaults)
+    defaults = ", ".join(f"--{k.replace('_', '-')} {v}" for k, v in stage.defaults.items()
+                         if k not in LM_ONLY | set(stage.skip))       # only the flags this stage has
+    p.epilog = f"Defaults of this stage that differ from pre-training: {defaults}." if defaults else None
+
+
+def _given(args, cls, skip=()):
+    return {f.name: getattr(args, f.name) for f in dataclasses.fields(cls)
+            if f.name not in skip and getattr(args, f.name, None) is not None}
+
+
+# ----------------------------------------------------------------------------
+# the starting model
+
+def load_start(path=None, hf=None, force=None):
+    """(model, tokenizer, {"path", "hf", "digest"}) from --init DIR or --hf DIR, in eval mode."""
+    if hf:
+        from zerollm.interop.hf import load, load_tokenizer_dir
+        model, tok = load(hf, force=force), load_tokenizer_dir(hf)
+    elif path:
+        from zerollm.interop.hf import load_zerollm, load_zerollm_tokenizer
+        model, tok = load_zerollm(path, force=force), load_zerollm_tokenizer(path)   # a run, checkpoint or model dir
+        if tok is None:
+            raise ZeroLLMError(f"{path} has no tokenizer.json; a stage needs the tokenizer the model was trained with")
+    else:
+        raise ZeroLLMError("give --init DIR (a zerollm run) or --hf DIR (a Hugging Face model) to start from")
+    return model.eval(), tok, {"path": os.path.abspath(hf or path), "hf": bool(hf),
+                               "digest": weights_digest(model.params)}
+
+
+def reload_start(start):
+    """The starting model again (a frozen reference on resume), checked against the digest saved with the run."""
+    model, tok, again = load_start(None if start["hf"] else start["path"], start["path"] if start["hf"] else None)
+    if again["digest"] != start["digest"]:
+        raise ZeroLLMError(f"the starting model {start['path']} has changed since this run began (its weights' "
+                           "digest differs), so the frozen reference cannot be restored; put the original back")
+    return model, tok
+
+
+# ----------------------------------------------------------------------------
+# inputs
+
+def copy_inputs(args, stage, run_dir):
+    """Copy each given input file into RUN/inputs/ (atomically); -> {flag: copied path or None}."""
+    folder = os.path.join(run_dir, "inputs")
+    os.makedirs(folder, exist_ok=True)
+    copied = {}
+    for flag in stage.inputs:
+        src = getattr(args, flag, None)
+        if src is None:
+            copied[flag] = None
+            continue
+        if not os.path.isfile(src):
+            raise ZeroLLMError(f"--{flag.replace('_', '-')}: no such file: {src}")
+        dst = os.path.join(folder, f"{flag}.jsonl")
+        with open(src, "rb") as fin, atomic_write(dst, "wb") as fout:
+            shutil.copyfileobj(fin, fout)
+        copied[flag] = dst
+    return copied
+
+
+def saved_inputs(run_dir, stage):
+    folder = os.path.join(run_dir, "inputs")
+    return {flag: (p if os.path.isfile(p := os.path.join(folder, f"{flag}.jsonl")) else None)
+            for flag in stage.inputs}
+
+
+# ----------------------------------------------------------------------------
+# the run
+
+def run_stage(args, stage):
+    keep_freed_memory()
+    run_dir = args.out or os.path.join("runs", stage.name)
+    world = dist.world()
+    with locked_run_dir(run_dir, world) as started:   # one writer per run directory (zerollm.io.lock)
+        trainer = (_resumed if args.resume else _fresh)(args, stage, run_dir, args.threads or 1, world)
+        started()                                      # a run that failed before this leaves nothing behind
+        return train_and_report(trainer, run_dir, stage.name, resumed=args.resume, progress=not args.no_progress,
+                                blas_threads=args.threads)
+
+
+def _fresh(args, stage, run_dir, threads, world):
+    from zerollm.training.checkpoint import latest_checkpoint
+    if os.path.isdir(run_dir) and latest_checkpoint(run_dir):
+        raise ZeroLLMError(f"{run_dir} already holds a run; continue it with --resume, or choose another --out")
+    if args.data is None:
+        raise ZeroLLMError(f"give --data FILE: the JSONL file to train on (see 'zerollm {stage.name} --help')")
+    train_cfg = TrainConfig(**{**stage.defaults, **_given(args, TrainConfig, LM_ONLY)})
+    stage_cfg = stage.config_cls(**_given(args, stage.config_cls))
+    model, tok, start = load_start(args.init, args.hf, args.force)   # checks the start before anything is written
+    budget.require(budget.training(model.config, max(train_cfg.batch_size // world.size, 1),
+                                   grad_accum=train_cfg.grad_accum, threads=threads * world.size),
+                   force=args.force)
+    inputs = None
+    try:
+        if world.is_main:             # one process copies the inputs; the others wait and read the copies
+            os.makedirs(run_dir, exist_ok=True)
+            inputs = copy_inputs(args, stage, run_dir)
+        inputs = world.allgather(inputs)[0]
+        return _trainer(stage, model, tok, inputs, train_cfg, stage_cfg, start, run_dir, threads, world)
+    except ZeroLLMError as err:       # bad data: name the user's file, not its copy in RUN/inputs/
+        message = str(err)
+        for flag, copy in (inputs or {}).items():
+            if copy is not None:
+                message = message.replace(copy, getattr(args, flag))
+        raise ZeroLLMError(message) from None
+
+
+def _trainer(stage, model, tok, inputs, train_cfg, stage_cfg, start, run_dir, threads, world):
+    objective, tok = stage.build(model, tok, inputs, train_cfg, stage_cfg, start)
+    objective.saved = {"stage": stage.name, "settings": dataclasses.asdict(stage_cfg), "start": start}
+    tokenizer_path = os.path.join(run_dir, "tokenizer.json")
+    if world.is_main:
+        tok.save(tokenizer_path)
+    world.barrier()
+    return Trainer(objective, train_cfg, threads=threads, tokenizer_path=tokenizer_path, world=world)
+
+
+def _resumed(args, stage, run_dir, threads, world):
+    ckpt = resume_point(run_dir, force=args.force)
+    saved = ckpt.objective or {}
+    if saved.get("stage") != stage.name:
+        raise ZeroLLMError(f"{run_dir} was not written by 'zerollm {stage.name}' (its objective is "
+                           f"{saved.get('stage') or saved.get('kind')!r}); resume it with the command that wrote it")
+    where = ckpt.config_path
+    train_cfg = dataclasses.replace(dataclass_from_dict(TrainConfig, ckpt.train_config, where, "train"), **{
+        k: v for k, v in _given(args, TrainConfig, LM_ONLY).items()
+        if k in ("max_iters", "eval_interval", "checkpoint_interval", "eval_iters", "sample_tokens")})
+    if not isinstance(saved.get("start"), dict) or not {"path", "hf", "digest"} <= set(saved["start"]):
+        raise ZeroLLMError(f"{where}: objective.start must name the starting model (path, hf, digest); "
+                           "the checkpoint is damaged")
+    stage_cfg = dataclass_from_dict(stage.config_cls, saved.get("settings"), where, "objective.settings")
+    model, tok = reload_start(saved["start"])
+    trainer = _trainer(stage, model, tok, saved_inputs(run_dir, stage), train_cfg, stage_cfg, saved["start"],
+                       run_dir, threads, world)
+    trainer.restore(ckpt)
+    return trainer

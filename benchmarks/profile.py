@@ -34,6 +34,7 @@ sys.path[:] = [str(HERE.parent)] + [p for p in sys.path if Path(p or ".").resolv
 
 import bench_workloads as W  # noqa: E402
 import profile_report  # noqa: E402
+from zerollm.io import docsmode  # noqa: E402
 from bench_measure import worker_env  # noqa: E402
 
 CONFIGS = {name: (cfg, B) for mode in ("full", "smoke") for name, cfg, B in W.MODELS[mode]}
@@ -285,6 +286,9 @@ def main(argv=None):
         unknown = [n for n in names if n not in CONFIGS]
         if unknown:
             p.error(f"unknown config {unknown}; choose from {', '.join(CONFIGS)} or all")
+        if docsmode.active():     # tests/test_docs_run.py runs every documented command line, in seconds
+            print(f"{docsmode.ENV} is set: the smoke config only, 1 warm-up and 2 profiled steps", file=sys.stderr)
+            names, args.steps, args.warmup = [W.MODELS["smoke"][0][0]], 2, 1
         profiles = [run_profile(n, e, args.steps, args.warmup) for n in names for e in args.engine.split(",")]
     for prof in profiles:
         print(profile_report.table(prof) + "\n")

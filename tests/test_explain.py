@@ -8,7 +8,7 @@ import string
 import numpy as np
 import pytest
 
-from zerollm.cli import main
+from zerollm.cli.entry import main
 from zerollm.cli.commands.explain import TEXT as CLI_TEXT
 from zerollm.teach.explain import model_view as mv
 from zerollm.teach.explain.fontsubset import OUT as FONT_FILE
@@ -52,7 +52,7 @@ def test_the_data_is_the_seed_example_and_every_text():
     assert seed_example()["x"] == [[0.1, 0.2, 0.3, 0.4], [0.5, 0.4, 0.3, 0.2], [0.0, 0.1, 0.0, 0.1]]
 
 
-@pytest.mark.parametrize("evil", ["</script><script>alert(1)</script>", "@DATA@ @FONT@", "<!--", "\u2028"])
+@pytest.mark.parametrize("evil", ["</script><script>alert(1)</script>", "@DATA@ @FONTS@ @FONT@", "<!--", "\u2028"])
 def test_user_text_cannot_break_out_of_the_data(evil):
     view = {"name": evil, "tokens": [evil]}
     html = build_page("en", view)
@@ -208,7 +208,7 @@ def test_hugging_face_directory(tmp_path, capsys):
     (["--text", "hi", "--out", "p.html"], "--text is read by a model"),
     (["--ckpt", "RUN", "--out", "p.html"], "--ckpt needs --text"),
     (["--ckpt", "RUN", "--text", "", "--out", "p.html"], "--text is empty"),
-    (["--ckpt", "RUN", "--text", "ROMEO é 中", "--out", "p.html"], "2 character(s) this checkpoint's char tokenizer"),
+    (["--ckpt", "RUN", "--text", "ROMEO é 中", "--out", "p.html"], "2 character(s) are not in this char tokenizer's"),
     (["--ckpt", "RUN", "--text", "ROMEO \udcff", "--out", "p.html"], "not UTF-8 text"),
     (["--ckpt", "no-such-run", "--text", "hi", "--out", "p.html"], "checkpoint directory not found"),
     (["--hf", "no-such-model", "--text", "hi", "--out", "p.html"], "model directory not found"),
@@ -244,3 +244,18 @@ def test_ckpt_and_hf_together_is_a_usage_error(capsys):
     with pytest.raises(SystemExit) as exit_:
         main(["explain", "--ckpt", "a", "--hf", "b", "--out", "p.html"])
     assert exit_.value.code == 2 and "not allowed with" in capsys.readouterr().err
+
+
+def test_text_with_characters_an_sft_run_added(tmp_path, run, capsys):
+    """藏头诗：春夏秋冬 is in an SFT checkpoint's tokenizer (sft adds the task's characters after the base's),
+    so explain reads it as sample does: the tokenizer's own encode decides (issue 22)."""
+    import json
+    data = tmp_path / "sft.jsonl"
+    data.write_text(json.dumps({"prompt": "藏头诗：春夏秋冬", "completion": "春眠不觉晓"}, ensure_ascii=False) + "\n",
+                    encoding="utf-8")
+    sft = tmp_path / "sft"
+    assert main(["sft", "--init", str(run), "--data", str(data), "--out", str(sft), "--max-iters", "1",
+                 "--batch-size", "1", "--no-progress"]) == 0
+    out = tmp_path / "sft.html"
+    assert explain("--ckpt", sft, "--text", "藏头诗：春夏秋冬", "--out", out, "--lang", "zh") == 0, capsys.readouterr().err
+    assert "".join(page_data(out.read_text())["model"]["tokens"]) == "藏头诗：春夏秋冬"

@@ -85,5 +85,5 @@ def test_a_built_wheel_carries_the_corpora(tmp_path):
     names = set(zipfile.ZipFile(wheel).namelist())
     for name in ("tinyshakespeare.txt", "tang_poems.txt", "SOURCES.md"):
         assert f"zerollm/data/corpora/{name}" in names
-    for name in ("page.html", "han-subset.woff2", "SOURCES.md", "LICENSE-Apache-2.0.txt"):   # zerollm explain
+    for name in ("page.html", "han-subset.woff2", "han-slices.zip", "SOURCES.md", "LICENSE-Apache-2.0.txt"):   # zerollm explain
         assert f"zerollm/teach/explain/{name}" in names

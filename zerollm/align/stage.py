@@ -66,7 +66,8 @@ def add_stage_arguments(p, stage):
     add_lora_arguments(p)
     add_config_flags(p, stage.config_cls)
     add_config_flags(p, TrainConfig, skip=LM_ONLY | set(stage.skip), defaults=stage.defaults)
-    defaults = ", ".join(f"--{k.replace('_', '-')} {v}" for k, v in stage.defaults.items())
+    defaults = ", ".join(f"--{k.replace('_', '-')} {v}" for k, v in stage.defaults.items()
+                         if k not in LM_ONLY | set(stage.skip))       # only the flags this stage has
     p.epilog = f"Defaults of this stage that differ from pre-training: {defaults}." if defaults else None
 
 

@@ -11,6 +11,7 @@ Bad values on the command line are usage errors: one line and exit code 2 (argpa
 import argparse
 import codecs
 import contextlib
+import difflib
 import errno
 import importlib
 import os
@@ -71,12 +72,27 @@ def build_parser():
     parser = OneLineParser(prog="zerollm", description="zerollm: an LLM built from zero in NumPy.")
     parser.add_argument("--version", action="version", version=f"zerollm {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=OneLineParser)
+    parser.commands = {}
     for name, (module_name, help_text) in COMMANDS.items():
         module = importlib.import_module(module_name)
-        cmd = sub.add_parser(name, help=help_text, description=help_text)
+        cmd = parser.commands[name] = sub.add_parser(name, help=help_text, description=help_text)
         module.add_arguments(cmd)
         cmd.set_defaults(_module=module)
     return parser
+
+
+def parse(parser, argv=None):
+    """parse_args, but an unknown flag is reported by its own command's parser with the closest flag it
+    has: ``zerollm sample --temprature 1`` -> "... (did you mean --temperature?)"."""
+    args, extras = parser.parse_known_args(argv)
+    if extras:
+        owner = parser.commands.get(args.command, parser)
+        guesses = [close for word in extras if word.startswith("--")
+                   for close in difflib.get_close_matches(word.split("=")[0], [
+                       flag for flag in owner._option_string_actions if flag.startswith("--")], n=1, cutoff=0.75)]
+        hint = f" (did you mean {' or '.join(dict.fromkeys(guesses))}?)" if guesses else ""
+        owner.error(f"unrecognized arguments: {' '.join(extras)}{hint}")
+    return args
 
 
 def _one_line(message):
@@ -134,7 +150,7 @@ def _out_of_memory(err):
 
 def main(argv=None):
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parse(parser, argv)
     if args.command is None:
         parser.print_help()
         return 0

@@ -89,7 +89,8 @@ def fetch(url, dest, expected_sha256=None, timeout=60):
     except (urllib.error.URLError, http.client.HTTPException, TimeoutError, ConnectionError) as err:
         reason = getattr(err, "reason", err)
         raise ZeroLLMError(f"could not download {url} ({reason}); check your internet connection, "
-                           "or fetch the file another way and use 'zerollm prepare --data FILE'") from None
+                           "or fetch the file another way and use 'zerollm prepare --data FILE'; tiny Shakespeare also "
+                           "ships with zerollm: 'zerollm train --data shakespeare' needs no download") from None
     return h.hexdigest()
 
 

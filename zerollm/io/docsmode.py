@@ -20,6 +20,7 @@ LIMITS = {
     "sample tokens": 20,         # the sample printed at each evaluation
     "poems": 8,                  # scripts/tang_form.py
     "examples evaluated": 16,    # a task's prompts sampled by `tasks eval` and at each SFT evaluation
+    "rollout prompts per step": 4,   # GRPO / PPO: prompts of each rollout batch (each answered group-size times)
 }
 _said = set()
 

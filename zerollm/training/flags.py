@@ -40,7 +40,8 @@ def add_config_flags(parser, cls, skip=(), defaults=None):
         default = field.default if field.default is not dataclasses.MISSING else None
         default = (defaults or {}).get(field.name, default)
         about = field.metadata.get("help", "")
-        about = f"{about} (default {default})" if about else f"(default {default})"
+        if "(default" not in about:                  # a help text may say its default in its own words
+            about = f"{about} (default {default})" if about else f"(default {default})"
         if kind is bool:
             group.add_argument(flag, dest=field.name, action=argparse.BooleanOptionalAction, default=None,
                                help=about)

@@ -27,6 +27,7 @@ class Objective:
     """Base class. Subclasses set ``kind`` and implement next_batch, shard_loss and evaluate."""
 
     kind = "base"
+    progress = ("loss",)       # the step record's numbers the progress bar shows (zerollm.training.trainer.fit)
 
     def __init__(self, model):
         self.model = model

@@ -14,6 +14,7 @@ from zerollm.engine.threads import limit_threads
 from zerollm.io.errors import ZeroLLMError
 from zerollm.io.lock import run_directory
 from zerollm.training import dist
+from zerollm.training.outlets import closed_pipes_tolerated
 from zerollm.training.runlog import JsonlLog, plot_expert_load, plot_losses
 from zerollm.training.trainer import TrainingInterrupted, fit
 
@@ -45,7 +46,14 @@ def say(message):
 
 def train_and_report(trainer, run_dir, name, *, resumed, progress, blas_threads):
     """Run fit() with log.jsonl, Ctrl-C and the final plot: what `zerollm train` and every post-training
-    command do once their Trainer is built. Returns the exit code."""
+    command do once their Trainer is built. Returns the exit code. Output to a pipe nobody reads any more
+    (``| tee log`` ended by the same Ctrl-C) is dropped, never an error (zerollm.training.outlets)."""
+    with closed_pipes_tolerated():
+        return _train_and_report(trainer, run_dir, name, resumed=resumed, progress=progress,
+                                 blas_threads=blas_threads)
+
+
+def _train_and_report(trainer, run_dir, name, *, resumed, progress, blas_threads):
     main = trainer.world.is_main
     log_path = os.path.join(run_dir, "log.jsonl")
     if main:
@@ -74,7 +82,7 @@ def train_and_report(trainer, run_dir, name, *, resumed, progress, blas_threads)
         print(f"done: step {trainer.iter}{shown}; checkpoint in {run_dir}")
         if trainer.scaler is not None:
             print(f"fp16 loss scale {float(trainer.scaler.scale):g}; {trainer.scaler.skipped} steps skipped on overflow")
-        _maybe_plot(log_path, run_dir, trainer.model.config)
+        _maybe_plot(log_path, run_dir, trainer.model.config, trainer.objective.kind)
     return 0
 
 
@@ -87,10 +95,10 @@ def _moe_line(model):
             f"{model.num_params(active=True):,} parameters active per token")
 
 
-def _maybe_plot(log_path, run_dir, model_cfg):
+def _maybe_plot(log_path, run_dir, model_cfg, kind):
     png = os.path.join(run_dir, "loss.png")
     try:
-        plot_losses(log_path, png)
+        plot_losses(log_path, png, kind=kind)       # the stage's own panels and labels (zerollm.training.runlog)
         print(f"loss curve: {png}")
         if model_cfg.n_expert:
             png = os.path.join(run_dir, "expert_load.png")

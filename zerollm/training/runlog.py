@@ -81,26 +81,87 @@ def _column(records, key):
     return [float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else float("nan") for v in values]
 
 
-def plot_losses(log_path, png_path):
-    """loss.png from log.jsonl: the per-step training loss and the eval losses. Needs matplotlib."""
+# What each panel of loss.png draws: its y label, then (series, where, label) with where = "step" (every
+# step record, a thin line) or "eval" (the evaluation records, points with their 95% interval when the
+# record has NAME_low / NAME_high). A panel is drawn only when the log has some of its series.
+PANELS = {
+    "loss": ({"en": "{loss}", "zh": "{loss}"},
+             [("loss", "step", {"en": "train (per step)", "zh": "训练（每步）"}),
+              ("train_loss", "eval", {"en": "train (eval)", "zh": "训练（评估）"}),
+              ("val_loss", "eval", {"en": "heldout (eval)", "zh": "留出集（评估）"})]),
+    "reward": ({"en": "reward", "zh": "奖励"},
+               [("reward", "step", {"en": "rollouts (per step)", "zh": "采样（每步）"}),
+                ("reward", "eval", {"en": "heldout (eval)", "zh": "留出集（评估）"}),
+                ("eval_reward", "eval", {"en": "heldout (eval)", "zh": "留出集（评估）"})]),
+    "success": ({"en": "success rate", "zh": "成功率"},
+                [("success", "step", {"en": "rollouts (per step)", "zh": "采样（每步）"}),
+                 ("success", "eval", {"en": "heldout (eval, 95% interval)", "zh": "留出集（评估，95% 区间）"}),
+                 ("eval_success", "eval", {"en": "heldout (eval, 95% interval)", "zh": "留出集（评估，95% 区间）"})]),
+    "accuracy": ({"en": "pairwise accuracy", "zh": "成对准确率"},
+                 [("accuracy", "step", {"en": "train batch (per step)", "zh": "训练批（每步）"}),
+                  ("val_accuracy", "eval", {"en": "heldout (eval, 95% interval)", "zh": "留出集（评估，95% 区间）"})]),
+    "kl": ({"en": "KL to the reference", "zh": "与参考模型的 KL"},
+           [("kl", "step", {"en": "per step", "zh": "每步"})]),
+}
+LOSS_NAMES = {"lm": {"en": "cross-entropy loss", "zh": "交叉熵损失"},
+              "sft": {"en": "cross-entropy loss (answer tokens)", "zh": "交叉熵损失（回答部分）"},
+              "reward": {"en": "Bradley-Terry loss", "zh": "Bradley-Terry 损失"},
+              "dpo": {"en": "DPO loss", "zh": "DPO 损失"},
+              "ppo": {"en": "PPO loss (policy + value)", "zh": "PPO 损失（策略 + 价值）"},
+              "grpo": {"en": "GRPO loss (about 0 on policy: a group's advantages sum to 0)",
+                       "zh": "GRPO 损失（同策略时约为 0：一组的优势之和为 0）"}}
+STEP_WORD = {"en": "step", "zh": "步数"}
+
+
+def _series(records, key, where):
+    """(steps, values, (low, high) or None) of one series; records with a non-number there are left out."""
+    rows = [r for r in records if isinstance(r.get(key), (int, float)) and not isinstance(r.get(key), bool)
+            and (where == "step") == ("loss" in r)]
+    steps, values = _column(rows, "step"), _column(rows, key)
+    if where == "eval" and rows and all(f"{key}_low" in r and f"{key}_high" in r for r in rows):
+        return steps, values, (_column(rows, f"{key}_low"), _column(rows, f"{key}_high"))
+    return steps, values, None
+
+
+def plot_losses(log_path, png_path, kind="lm", lang="en", families=None):
+    """loss.png from log.jsonl: one panel per kind of number the run logged (its loss, reward, success,
+    accuracy, KL), per-step lines and evaluation points with their intervals, labelled in ``lang`` (zh
+    needs ``families`` with a CJK font, else the labels fall back to English). Needs matplotlib.
+    Returns what it drew: [(y label, [legend labels])], one per panel."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    lang = lang if lang == "en" or families else "en"
     records = read_log(log_path)
-    steps = [r for r in records if "loss" in r]
-    evals = [r for r in records if "val_loss" in r]
-    fig, ax = plt.subplots(figsize=(8, 4.5))
-    ax.plot(_column(steps, "step"), _column(steps, "loss"), lw=0.8, alpha=0.6, label="train (per step)")
-    ax.plot(_column(evals, "step"), _column(evals, "train_loss"), "o-", label="train (eval)")
-    ax.plot(_column(evals, "step"), _column(evals, "val_loss"), "o-", label="val (eval)")
-    ax.set_xlabel("step")
-    ax.set_ylabel("cross-entropy loss")
-    ax.grid(alpha=0.3)
-    ax.legend()
-    fig.tight_layout()
-    with atomic_write(png_path, "wb") as f:
-        fig.savefig(f, format="png", dpi=110)
-    plt.close(fig)
+    loss_name = LOSS_NAMES.get(kind, {"en": f"{kind} loss", "zh": f"{kind} 损失"})[lang]
+    panels = []
+    for name, (ylabel, series) in PANELS.items():
+        drawn = [(key, where, label[lang], _series(records, key, where)) for key, where, label in series]
+        drawn = [d for d in drawn if d[3][0]]                    # only what the log holds: no empty legend entries
+        if drawn:
+            panels.append((ylabel[lang].format(loss=loss_name), drawn))
+    with matplotlib.rc_context({"font.family": families} if families else {}):
+        fig, axes = plt.subplots(len(panels) or 1, 1, figsize=(8, 1.2 + 2.6 * max(len(panels), 1)),
+                                 sharex=True, squeeze=False)
+        for ax, (ylabel, drawn) in zip(axes[:, 0], panels):
+            for key, where, label, (steps, values, interval) in drawn:
+                if where == "step":
+                    ax.plot(steps, values, lw=0.8, alpha=0.6, label=label)
+                elif interval is None:
+                    ax.plot(steps, values, "o-", label=label)
+                else:
+                    low, high = np.asarray(interval[0]), np.asarray(interval[1])
+                    ax.errorbar(steps, values, yerr=[np.asarray(values) - low, high - np.asarray(values)],
+                                fmt="o-", capsize=3, label=label)
+            ax.set_ylabel(ylabel)
+            ax.grid(alpha=0.3)
+            ax.legend(fontsize="small")
+        axes[-1, 0].set_xlabel(STEP_WORD[lang])
+        fig.tight_layout()
+        with atomic_write(png_path, "wb") as f:
+            fig.savefig(f, format="png", dpi=110)
+        plt.close(fig)
+    return [(ylabel, [label for _, _, label, _ in drawn]) for ylabel, drawn in panels]
 
 
 def running_mean(values, window):

@@ -39,6 +39,7 @@ from zerollm.training.lm import LMObjective
 from zerollm.training.optim import AdamW, clip_grad_norm, lr_at
 from zerollm.training.parallel import ShardedModel
 from zerollm.io.validate import dataclass_from_dict, restore_generator
+from zerollm.training.outlets import closed_pipes_tolerated, write_fd
 
 
 @dataclass(frozen=True)
@@ -316,8 +317,7 @@ def fit(trainer, run_dir, *, log, progress=True, echo=functools.partial(print, f
                           "tokens_per_s": record["tokens"] / dt}
                 log.write(**record)
                 if bar is not None:
-                    bar.set_postfix(loss=f"{record['loss']:.4f}", lr=f"{record['lr']:.2e}",
-                                    tok_s=f"{record['tokens_per_s']:,.0f}")
+                    bar.set_postfix(_shown(record, trainer.objective.progress))
                     bar.update(1)
                 _stop_if_asked(trainer, run_dir)
                 if trainer.iter % cfg.checkpoint_interval == 0 and trainer.iter < end:
@@ -329,6 +329,13 @@ def fit(trainer, run_dir, *, log, progress=True, echo=functools.partial(print, f
         if bar is not None:
             bar.close()
     return trainer.best_val_loss
+
+
+def _shown(record, names):
+    """The progress bar's numbers: the objective's own (loss; reward, success and KL for RL; accuracy
+    for pairs), then the learning rate and the speed."""
+    shown = {name: f"{record[name]:.4f}" for name in names if isinstance(record.get(name), (int, float))}
+    return {**shown, "lr": f"{record['lr']:.2e}", "tok_s": f"{record['tokens_per_s']:,.0f}"}
 
 
 def _quiet(*args, **kwargs):
@@ -354,33 +361,47 @@ class TrainingInterrupted(ZeroLLMError):
 class StopRequests:
     """While active, SIGINT/SIGTERM only set ``requested``; the loop stops at the next step boundary,
     so a checkpoint never captures a half-applied optimizer step. With ``hard``, a second one raises
-    KeyboardInterrupt at once (checkpoints are written whole or not at all, so the last one stays)."""
+    KeyboardInterrupt at once (checkpoints are written whole or not at all, so the last one stays).
+
+    A closed stdout or stderr (``... | tee log`` and tee ended, by the same Ctrl-C or alone) also asks
+    for a stop, but never counts as the first Ctrl-C: the signal that follows it still saves
+    (zerollm.training.outlets)."""
 
     def __init__(self, hard=False, announce=False):
         self.hard, self.announce = hard, announce
 
+    @property
+    def requested(self):
+        return self.signals > 0 or self.output_closed
+
     def __enter__(self):
         import signal
         import threading
-        self.requested, self._old = False, {}
+        self.signals, self.output_closed, self._old = 0, False, {}
+        self._outlets = closed_pipes_tolerated(self._closed)
+        self._outlets.__enter__()
         if threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGINT, signal.SIGTERM):
                 self._old[sig] = signal.signal(sig, self._handle)
         return self
 
+    def _closed(self):
+        self.output_closed = True
+
     def _handle(self, signum, frame):
-        if self.requested and self.hard:
+        if self.signals and self.hard:
             raise KeyboardInterrupt
-        if self.announce and not self.requested:
+        if self.announce and not self.signals:
             # os.write, not print: a handler may run while the main thread is inside a print to stderr
-            os.write(2, b"\nstopping: the step in progress finishes, then a checkpoint is saved"
-                        + (b" (Ctrl-C again: stop at once, keeping the last checkpoint)\n" if self.hard else b"\n"))
-        self.requested = True
+            write_fd(2, b"\nstopping: the step in progress finishes, then a checkpoint is saved"
+                     + (b" (Ctrl-C again: stop at once, keeping the last checkpoint)\n" if self.hard else b"\n"))
+        self.signals += 1
 
     def __exit__(self, *exc):
         import signal
         for sig, handler in self._old.items():
             signal.signal(sig, handler)
+        self._outlets.__exit__(*exc)
         return False
 
 

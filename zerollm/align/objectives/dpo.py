@@ -20,7 +20,7 @@ from zerollm.io import docsmode
 from zerollm.io.errors import ZeroLLMError
 from zerollm.training.objective import Objective, ShardResult
 from zerollm.align.objectives.pairs import PairSampler, both_sides, check_lengths, chunks, pair_batch
-from zerollm.align.objectives.reward import _sigmoid, pair_accuracy
+from zerollm.align.objectives.reward import _sigmoid, accuracy_with_interval, pair_accuracy
 from zerollm.model.policy import token_logprobs, token_logprobs_backward
 
 LOSS_TYPES = ("sigmoid", "ipo")
@@ -69,6 +69,7 @@ def sequence_logps(logp, mask, average):
 
 class DPOObjective(Objective):
     kind = "dpo"
+    progress = ("loss", "accuracy")
 
     def __init__(self, model, reference, pairs, *, batch_size, seed, config=DPOConfig(), eval_pairs=()):
         """reference: a frozen GPT, usually a second copy of the starting model."""
@@ -137,4 +138,4 @@ class DPOObjective(Objective):
         c = np.concatenate([p[0] for p in parts])
         r = np.concatenate([p[1] for p in parts])
         loss = dpo_loss(c, r, np.zeros_like(c), np.zeros_like(r), self.cfg.beta, self.cfg.loss_type)[0]
-        return {"pairs": len(c), "val_accuracy": pair_accuracy(c, r), "val_loss": loss}
+        return {"pairs": len(c), **accuracy_with_interval(c, r, "val_accuracy"), "val_loss": loss}

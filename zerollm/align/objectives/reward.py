@@ -75,6 +75,7 @@ def _sigmoid(x):
 
 class RewardObjective(Objective):
     kind = "reward"
+    progress = ("loss", "accuracy")
 
     def __init__(self, model, pairs, *, batch_size, seed, config=RewardConfig(), eval_pairs=(), head=None):
         """pairs: encoded preference pairs (zerollm.align.objectives.pairs); head: saved "score.*" params, or
@@ -179,9 +180,17 @@ def pair_accuracy(r_c, r_r):
     return float(np.mean(r_c > r_r) + 0.5 * np.mean(r_c == r_r))
 
 
+def accuracy_with_interval(r_c, r_r, name):
+    """{name, name_low, name_high}: the pairwise accuracy and its 95% Wilson interval (loss.png draws it)."""
+    from zerollm.align.tasks.evaluate import wilson
+    accuracy = pair_accuracy(r_c, r_r)
+    low, high = wilson(accuracy * len(r_c), len(r_c))
+    return {name: accuracy, f"{name}_low": low, f"{name}_high": high}
+
+
 def pair_report(pairs, r_c, r_r):
     """Accuracy (chosen scored higher), mean margin and Bradley-Terry loss, overall and per corruption type."""
-    report = {"pairs": len(pairs), "val_accuracy": pair_accuracy(r_c, r_r),
+    report = {"pairs": len(pairs), **accuracy_with_interval(r_c, r_r, "val_accuracy"),
               "val_margin": float(np.mean(r_c - r_r)), "val_loss": bradley_terry_loss(r_c, r_r)[0]}
     kinds = sorted({p["corruption"] for p in pairs if isinstance(p.get("corruption"), str)})
     if kinds:

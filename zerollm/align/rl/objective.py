@@ -19,13 +19,13 @@ from zerollm.data.chat import decode_completion
 from zerollm.io.errors import ZeroLLMError
 from zerollm.training.objective import Objective
 from zerollm.align.rl import rollouts
-from zerollm.align.rl.rewards import score_all
+from zerollm.align.rl.rewards import reward_tasks, score_all
 
 
 @dataclass(frozen=True)
 class RolloutConfig:
-    reward: str | None = field(default=None, metadata={"help": "comma-separated reward sources: a task (acrostic, "
-                                                               "addition) or module:function"})
+    reward: str | None = field(default=None, metadata={"help": "comma-separated reward sources: a task ("
+                                                               + ", ".join(reward_tasks()) + ") or module:function"})
     reward_weights: str | None = field(default=None, metadata={"help": "comma-separated weights, one per source "
                                                                        "(--reward first, then --rm)"})
     rm: str | None = field(default=None, metadata={"help": "a reward model directory (zerollm reward)"})
@@ -56,6 +56,8 @@ class RolloutConfig:
 
 class RolloutObjective(Objective):
     """Subclasses set ``group`` (answers per prompt) and implement ``advantages``, ``shard_loss``."""
+
+    progress = ("reward", "success", "kl")     # an RL loss says little (GRPO's is about 0): watch these
 
     group = 1
     BUFFER = ("ids", "mask", "old_logp", "ref_logp", "reward")
@@ -105,7 +107,8 @@ class RolloutObjective(Objective):
     def collect(self):
         """One rollout batch into the buffer, and its minibatch schedule."""
         engine = self.trainer.engine
-        picks = self.pick_rng.integers(0, len(self.prompts), size=self.cfg.prompts_per_step)
+        n = docsmode.limit("rollout prompts per step", self.cfg.prompts_per_step)   # tests/test_docs_run.py
+        picks = self.pick_rng.integers(0, len(self.prompts), size=n)
         rows = np.repeat(picks, self.group)                                # G answers per prompt, consecutive
         seeds = [(self.seed, 5, self.rollouts_done, i) for i in range(len(rows))]
         prompt_ids = [self.prompt_ids[i] for i in rows]
@@ -179,7 +182,10 @@ class RolloutObjective(Objective):
         metrics = {"eval_reward": float(reward.mean())}
         metrics.update({f"eval_reward_{k}": float(v.mean()) for k, v in each.items() if len(each) > 1})
         if self.task:
+            from zerollm.align.tasks.evaluate import wilson
             metrics["eval_success"] = self.success(prompts, texts, fields)
+            low, high = wilson(round(metrics["eval_success"] * len(rows)), len(rows))
+            metrics.update(eval_success_low=low, eval_success_high=high)     # its 95% interval (loss.png)
         shown = "\n".join(f"  {p!r} -> {t!r}  (reward {r:+.3f})" for p, t, r in zip(prompts[:3], texts, reward))
         return metrics, "--- heldout answers ---\n" + shown
 

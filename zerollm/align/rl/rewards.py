@@ -29,8 +29,12 @@ class RewardSource(NamedTuple):
 
 def task_source(name, weight=1.0):
     """A task's own verifier, called once per answer."""
-    from zerollm.align.tasks import get_task
-    task = get_task(name)
+    from zerollm.align.tasks import TASKS
+    if name not in reward_tasks():
+        what = f"the task {name!r} has no verifier" if name in TASKS else f"unknown task {name!r}"
+        raise ZeroLLMError(f"--reward: {what}; the reward tasks are {', '.join(reward_tasks())} "
+                           "(or write module:function, or give --rm DIR)")
+    task = TASKS[name]
 
     def score(prompts, completions, fields, sequences):
         # a prompts file made by `zerollm tasks make` keeps the reference answer as "completion": it is
@@ -40,11 +44,18 @@ def task_source(name, weight=1.0):
     return RewardSource(name, score, weight)
 
 
+def reward_tasks():
+    """The tasks that can be a --reward: those with a verifier (``reward``)."""
+    from zerollm.align.tasks import TASKS
+    return [name for name, module in TASKS.items() if hasattr(module, "reward")]
+
+
 def function_source(spec, weight=1.0):
     """'module:function' (a module on the import path or a .py file beside you), TRL's calling convention."""
     module_name, _, fn_name = spec.partition(":")
     if not module_name or not fn_name:
-        raise ZeroLLMError(f"--reward {spec!r}: write a task name or module:function (e.g. my_rewards:length)")
+        raise ZeroLLMError(f"--reward {spec!r}: write a task name ({', '.join(reward_tasks())}) or "
+                           "module:function (e.g. my_rewards:length)")
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())                  # a my_rewards.py in the current folder is found
     try:
@@ -77,10 +88,9 @@ def model_source(path, policy_tokenizer, engine_factory, weight=1.0):
 
 def sources_from_flags(rewards, weights, rm, tokenizer, engine_factory):
     """--reward NAME|module:fn (repeatable), --reward-weights, --rm DIR -> [RewardSource]."""
-    from zerollm.align.tasks import TASKS
     specs = list(rewards or []) + ([f"rm:{rm}"] if rm else [])
     if not specs:
-        raise ZeroLLMError("give --reward NAME (a task: " + ", ".join(sorted(TASKS)) + "; or module:function) "
+        raise ZeroLLMError("give --reward NAME (a task: " + ", ".join(reward_tasks()) + "; or module:function) "
                            "and/or --rm DIR (a reward model)")
     weights = list(weights) if weights else [1.0] * len(specs)
     if len(weights) != len(specs):

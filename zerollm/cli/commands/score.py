@@ -11,6 +11,7 @@ one. A prompt/completion file gives each answer's reward.
 import json
 import sys
 
+from zerollm.io import docsmode
 from zerollm.align.objectives.reward import load_reward_model
 from zerollm.engine.threads import add_threads_argument, limit_threads
 
@@ -38,6 +39,7 @@ def _run(args):
     engine = ShardedModel(model, args.threads or 1)
     if _is_prefs(args.data):
         pairs = encode_pairs(tok, read_prefs(args.data))
+        pairs = pairs[:docsmode.limit("examples evaluated", len(pairs))]     # tests/test_docs_run.py: seconds
         report = RewardObjective(model, pairs, batch_size=1, seed=0, head=head).score_pairs(engine, pairs)
         print(json.dumps(report, ensure_ascii=False) if args.json else format_pair_report(report))
         return 0

@@ -66,9 +66,12 @@ def run(args):
 
 
 def _list():
+    """Each task's name and the first paragraph of its docstring, wrapped at word boundaries."""
+    import textwrap
     from zerollm.align.tasks import TASKS
     for name, module in TASKS.items():
-        print(f"{name:10s} {module.__doc__.strip().splitlines()[0]}")
+        about = " ".join(module.__doc__.strip().split("\n\n")[0].split())
+        print(textwrap.fill(about, width=100, initial_indent=f"{name:10s} ", subsequent_indent=" " * 11))
     return 0
 
 

@@ -67,14 +67,11 @@ def encode_text(tok, text, limit):
         text.encode("utf-8")
     except UnicodeEncodeError:      # argv bytes that are not UTF-8 arrive as lone surrogates
         raise ZeroLLMError("--text holds bytes that are not UTF-8 text; give the text in UTF-8") from None
-    if getattr(tok, "name", None) == "char" and tok.unk is None:
-        unknown = sorted(set(text) - set(tok.chars))
-        if unknown:
-            shown = ", ".join(repr(c) for c in unknown[:5]) + (" ..." if len(unknown) > 5 else "")
-            raise ZeroLLMError(f"--text has {len(unknown)} character(s) this checkpoint's char tokenizer never saw: "
-                               f"{shown}; remove them from --text (a char model knows only the characters of "
-                               "its training text)")
-    ids = tok.encode(text)
+    try:
+        ids = tok.encode(text)          # the tokenizer's own verdict (characters added by sft included)
+    except ZeroLLMError as err:
+        raise ZeroLLMError(f"--text cannot be read by this checkpoint's tokenizer: {err}; or remove them "
+                           "from --text (a char model knows only the characters of its training text)") from None
     if not ids:
         raise ZeroLLMError("--text encodes to no tokens; give some text the tokenizer can read")
     return ids[:limit], len(ids)

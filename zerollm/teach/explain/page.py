@@ -4,8 +4,10 @@
     write_page("explain.html", html, force=False)
 
 The template (page.html, package data) holds the styles and the script; this module fills in the
-language, the numbers (one JSON object) and a small font of the page's own Chinese characters
-(han-subset.woff2, see SOURCES.md), so the file opens from disk with no network at all.
+language, the numbers (one JSON object) and small fonts for the Chinese characters it shows: the
+interface's (han-subset.woff2) and the slices of han-slices.zip that hold the model's text, tokens and
+top-5 predictions (zerollm.teach.explain.fontsubset; SOURCES.md), so the file opens from disk with no network
+at all and draws Chinese even where no CJK font is installed.
 """
 
 import base64
@@ -13,6 +15,8 @@ import html as html_escape
 import json
 import os
 import re
+import warnings
+import zipfile
 from importlib import resources
 
 import numpy as np
@@ -21,12 +25,13 @@ from zerollm import __version__
 from zerollm.io.errors import ZeroLLMError
 from zerollm.teach.explain.text import PAGE_TEXT
 from zerollm.io.fileio import atomic_write
+from zerollm.teach.explain.fontsubset import FONT_BUDGET, is_han, page_han_chars
 from zerollm.teach.attention_walkthrough import SEED_WK, SEED_WQ, SEED_WV, SEED_X
 from zerollm.teach.fmt import to_json
 
-TEMPLATE, FONT = "page.html", "han-subset.woff2"
+TEMPLATE, FONT, SLICES = "page.html", "han-subset.woff2", "han-slices.zip"
 HTML_LANG = {"zh": "zh-Hans", "en": "en"}
-_FIELD = re.compile(r"@(LANG|TITLE|FONT|DATA)@")
+_FIELD = re.compile(r"@(LANG|TITLE|FONTS|DATA)@")
 
 
 def seed_example():
@@ -50,17 +55,68 @@ def _package_file(name):
     return resources.files("zerollm.teach.explain").joinpath(name)
 
 
+def font_faces(shown):
+    """The fonts for the Chinese characters of ``shown`` -> [(their characters, WOFF2 bytes)], characters
+    no font holds: the interface font, then each slice that holds a character it lacks, most frequent
+    characters first, as long as the fonts stay within FONT_BUDGET bytes."""
+    interface = page_han_chars()
+    faces = [(interface, _package_file(FONT).read_bytes())]
+    need = {ch for ch in shown if is_han(ch)} - set(interface)
+    if not need:
+        return faces, ""
+    size = len(faces[0][1])
+    with _package_file(SLICES).open("rb") as f, zipfile.ZipFile(f) as z:
+        for n, chars in enumerate(json.loads(z.read("index.json"))["slices"]):
+            if need.isdisjoint(chars):
+                continue
+            data = z.read(f"{n:02d}.woff2")
+            if size + len(data) <= FONT_BUDGET:
+                faces.append((chars, data))
+                size += len(data)
+                need -= set(chars)
+    return faces, "".join(sorted(need))
+
+
+def unicode_range(chars):
+    """CSS unicode-range of exactly these characters, runs merged.
+
+    >>> unicode_range("一丁七万")
+    'U+4E00-4E01, U+4E03, U+4E07'
+    """
+    points, runs = sorted({ord(ch) for ch in chars}), []
+    for cp in points:
+        if runs and cp == runs[-1][1] + 1:
+            runs[-1][1] = cp
+        else:
+            runs.append([cp, cp])
+    return ", ".join(f"U+{a:X}" if a == b else f"U+{a:X}-{b:X}" for a, b in runs)
+
+
+def font_css(faces):
+    """One @font-face per font, all of family "zerollm han", each for exactly its own characters."""
+    return "\n".join(
+        '@font-face {\n  font-family: "zerollm han";\n  font-display: block;\n'
+        f'  src: url(data:font/woff2;base64,{base64.b64encode(data).decode("ascii")}) format("woff2");\n'
+        f"  unicode-range: {unicode_range(chars)};\n}}" for chars, data in faces)
+
+
 def build_page(lang, model=None):
     """The whole page as one string; ``model`` is model_view()'s data or None."""
     if lang not in HTML_LANG:
         raise ZeroLLMError(f"lang must be one of {', '.join(HTML_LANG)}, got {lang!r}")
+    data = script_json(page_data(lang, model))
+    faces, missing = font_faces(data)
+    if missing:
+        warnings.warn(f"{len(missing)} Chinese character(s) of the page are beyond its embedded fonts (not in the "
+                      f"shipped corpus, or over the {FONT_BUDGET // 1000} KB font budget) and need a CJK font "
+                      f"on the reader's machine: {missing[:20]}{' ...' if len(missing) > 20 else ''}")
     fields = {
         "LANG": HTML_LANG[lang],
         "TITLE": html_escape.escape(PAGE_TEXT["page_title"][lang]),
-        "FONT": base64.b64encode(_package_file(FONT).read_bytes()).decode("ascii"),
-        "DATA": script_json(page_data(lang, model)),
+        "FONTS": font_css(faces),
+        "DATA": data,
     }
-    # one pass, so text inside the data (a user's "@FONT@") is never replaced again
+    # one pass, so text inside the data (a user's "@FONTS@") is never replaced again
     return _FIELD.sub(lambda m: fields[m.group(1)], _package_file(TEMPLATE).read_text(encoding="utf-8"))
 
 

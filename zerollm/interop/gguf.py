@@ -27,14 +27,13 @@ Reading, the metadata becomes a transformers config and goes through the same ch
 
 import os
 import re
-import time
 from dataclasses import dataclass
 
 import numpy as np
 
 from zerollm.io.errors import ZeroLLMError
 from zerollm.interop import quant
-from zerollm.interop.gguf_tokenizer import SPLIT_KEY, read_tokenizer, tokenizer_fields
+from zerollm.interop.gguf_tokenizer import SPLIT_KEY, tokenizer_fields
 
 QUANTS = ("f32", "f16", "q8_0", "q4_0")
 MAGIC = b"GGUF"

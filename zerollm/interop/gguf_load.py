@@ -9,7 +9,6 @@ matrices of the linear layers and the token table then stay as blocks (Quantized
 through the quantized matmul kernel; on the NumPy engine everything is float32, dequantized at load.
 """
 
-import re
 
 import numpy as np
 

@@ -4,6 +4,7 @@ evaluation points' 95% intervals, in English or 中文."""
 
 import dataclasses
 import json
+import types
 
 import pytest
 
@@ -53,3 +54,18 @@ def test_labels_in_chinese_only_with_a_font_that_draws_them(tmp_path):
     assert "奖励" not in dict(plot_losses(log, tmp_path / "a.png", kind="grpo", lang="zh"))    # no CJK font given
     panels = dict(plot_losses(log, tmp_path / "b.png", kind="grpo", lang="zh", families=["DejaVu Sans"]))
     assert {"奖励", "成功率"} <= set(panels)
+
+
+def test_a_chinese_locale_gets_chinese_plot_labels_when_a_cjk_font_is_there(tmp_path, monkeypatch):
+    from zerollm.training import run
+    seen = {}
+    for var in ("LANGUAGE", "LC_ALL", "LC_MESSAGES"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("LANG", "zh_CN.UTF-8")
+    monkeypatch.setattr(run, "find_fonts", lambda fm: (["DejaVu Sans", "Some CJK"], set()))
+    monkeypatch.setattr(run, "plot_losses", lambda log, png, **kw: seen.update(kw))
+    run._maybe_plot(str(tmp_path / "log.jsonl"), str(tmp_path), types.SimpleNamespace(n_expert=0), "grpo")
+    assert seen == {"kind": "grpo", "lang": "zh", "families": ["DejaVu Sans", "Some CJK"]}
+    monkeypatch.setattr(run, "find_fonts", lambda fm: (["DejaVu Sans"], set()))     # no CJK font: English
+    run._maybe_plot(str(tmp_path / "log.jsonl"), str(tmp_path), types.SimpleNamespace(n_expert=0), "grpo")
+    assert seen["lang"] == "zh" and seen["families"] is None

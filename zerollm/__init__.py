@@ -63,7 +63,7 @@ MOVED = {
     "zerollm.gradcheck": "zerollm.teach.gradcheck",
     "zerollm.torch_ref": "zerollm.teach.torch_ref",
     "zerollm.explain": "zerollm.teach.explain",
-    "zerollm.i18n": "zerollm.teach.i18n",
+    "zerollm.i18n": "zerollm.io.i18n",
     "zerollm.commands.train_plan": "zerollm.training.plan",
     "zerollm.commands": "zerollm.cli.commands",
 }

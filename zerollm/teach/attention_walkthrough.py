@@ -15,7 +15,7 @@ from zerollm.io.argtypes import SEED, int_in_range, positive_int
 from zerollm.io.arrayio import load_array
 from zerollm.nn.self_attention import self_attention
 from zerollm.io.errors import ZeroLLMError
-from zerollm.teach.i18n import add_lang_argument, resolve_lang, translator
+from zerollm.io.i18n import add_lang_argument, resolve_lang, translator
 from zerollm.teach.fmt import heading, matrix, number, to_json, vector
 
 # ----------------------------------------------------------------------------

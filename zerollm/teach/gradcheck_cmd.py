@@ -5,7 +5,7 @@ Prints one row per layer (max abs error, max rel error, OK/FAIL) and exits 1 if 
 
 from zerollm.io.argtypes import SEED
 from zerollm.teach.gradcheck import CASES, RTOL, run_all
-from zerollm.teach.i18n import add_lang_argument, resolve_lang
+from zerollm.io.i18n import add_lang_argument, resolve_lang
 
 TEXT = {
     "intro": {

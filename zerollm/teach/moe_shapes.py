@@ -14,7 +14,7 @@ import numpy as np
 from zerollm.io.argtypes import FIELD_RANGES
 from zerollm.model.config import GPTConfig
 from zerollm.io.errors import ZeroLLMError
-from zerollm.teach.i18n import translator
+from zerollm.io.i18n import translator
 from zerollm.model.gpt import param_shapes
 from zerollm.nn.mlp import gelu_mlp_forward, swiglu_forward
 from zerollm.nn.moe import moe_forward

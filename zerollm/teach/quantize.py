@@ -14,7 +14,7 @@ import numpy as np
 
 from zerollm.io.argtypes import SEED, Range
 from zerollm.io.errors import ZeroLLMError
-from zerollm.teach.i18n import add_lang_argument, resolve_lang, translator
+from zerollm.io.i18n import add_lang_argument, resolve_lang, translator
 from zerollm.interop import quant
 from zerollm.teach.fmt import heading, matrix, number
 

@@ -22,7 +22,7 @@ from zerollm.model import budget
 from zerollm.io.argtypes import FIELD_RANGES, SIZE
 from zerollm.model.config import GPTConfig
 from zerollm.io.errors import ZeroLLMError
-from zerollm.teach.i18n import add_lang_argument, resolve_lang, translator
+from zerollm.io.i18n import add_lang_argument, resolve_lang, translator
 from zerollm.nn.attention import merge_heads, mha_forward, sdpa_forward, split_qkv
 from zerollm.nn.linear import linear_forward
 from zerollm.teach.fmt import display_width, heading, pad

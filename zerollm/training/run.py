@@ -15,7 +15,8 @@ from zerollm.io.errors import ZeroLLMError
 from zerollm.io.lock import run_directory
 from zerollm.training import dist
 from zerollm.training.outlets import closed_pipes_tolerated
-from zerollm.training.runlog import JsonlLog, plot_expert_load, plot_losses
+from zerollm.io.i18n import default_lang
+from zerollm.training.runlog import JsonlLog, find_fonts, import_font_manager, plot_expert_load, plot_losses
 from zerollm.training.trainer import TrainingInterrupted, fit
 
 
@@ -98,7 +99,9 @@ def _moe_line(model):
 def _maybe_plot(log_path, run_dir, model_cfg, kind):
     png = os.path.join(run_dir, "loss.png")
     try:
-        plot_losses(log_path, png, kind=kind)       # the stage's own panels and labels (zerollm.training.runlog)
+        lang = default_lang()                       # 中文 labels in a Chinese locale, when a CJK font is there
+        families = find_fonts(import_font_manager())[0] if lang == "zh" else None
+        plot_losses(log_path, png, kind=kind, lang=lang, families=families if families and len(families) > 1 else None)
         print(f"loss curve: {png}")
         if model_cfg.n_expert:
             png = os.path.join(run_dir, "expert_load.png")

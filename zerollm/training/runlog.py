@@ -221,3 +221,38 @@ def plot_expert_load(log_path, png_path, layers=None):
         fig.savefig(f, format="png", dpi=110)
     plt.close(fig)
     return True
+
+
+# ----------------------------------------------------------------------------
+# fonts: a CJK font for Chinese labels, when the machine has one (zerollm.teach.heads uses it too)
+
+CJK_FONT_HINTS = ("cjk", "han sans", "han serif", "wenquanyi", "simhei", "simsun", "yahei", "pingfang",
+                  "heiti", "songti", "hiragino sans gb", "droid sans fallback", "ar pl", "noto sans sc")
+
+
+def _charmap(path):
+    from matplotlib.ft2font import FT2Font
+    try:
+        return set(FT2Font(path).get_charmap())
+    except (OSError, RuntimeError, ValueError):     # an unreadable font file: just not a candidate
+        return set()
+
+
+def import_font_manager():
+    """matplotlib's font manager (ImportError without matplotlib, as for every plot)."""
+    from matplotlib import font_manager
+    return font_manager
+
+
+def find_fonts(font_manager):
+    """(families, glyphs): DejaVu Sans (always shipped with matplotlib) plus a CJK font if one is
+    installed, and the set of code points they can draw. Asking for a glyph outside that set is
+    what makes matplotlib warn "Glyph ... missing from font(s)"."""
+    base = font_manager.findfont(font_manager.FontProperties(family="DejaVu Sans"), fallback_to_default=True)
+    families, glyphs = ["DejaVu Sans"], _charmap(base)
+    for entry in font_manager.fontManager.ttflist:
+        if any(h in entry.name.lower() for h in CJK_FONT_HINTS):
+            cmap = _charmap(entry.fname)
+            if ord("中") in cmap:
+                return families + [entry.name], glyphs | cmap
+    return families, glyphs

@@ -11,7 +11,7 @@ no network: send it to a student as it is.
 import os
 
 from zerollm.io.errors import ZeroLLMError
-from zerollm.teach.i18n import add_lang_argument, resolve_lang, translator
+from zerollm.io.i18n import add_lang_argument, resolve_lang, translator
 
 TEXT = {
     "wrote": {"zh": "已写入 {path}（{kb} KB）：用浏览器打开它，不需要联网。",

@@ -1,7 +1,7 @@
 """Every sentence of the explainer page, in 中文 and English.
 
 The page carries this whole table and switches language in place; ``{name}`` fields are filled in
-by the page's script (numbers, token labels), the same way ``zerollm.teach.i18n.translator`` fills them
+by the page's script (numbers, token labels), the same way ``zerollm.io.i18n.translator`` fills them
 in the terminal walkthroughs. Keys starting with ``how_`` explain one number when it is hovered,
 tapped or focused.
 """

@@ -112,7 +112,7 @@ def install(prof, model, bench):
     from zerollm.model import gpt as m
 
     from zerollm.training import optim
-    from zerollm.nn import attention as att, block, mlp
+    from zerollm.nn import attention as att, block, lora, mlp
     cfg = model.config
     weights = {id(p): name for name, p in model.params.items()}
     gemm_names = {"attn.c_attn": "qkv GEMM", "attn.c_proj": "attention projection GEMM",
@@ -157,8 +157,7 @@ def install(prof, model, bench):
         prof.patch(m, f"cross_entropy_{suffix}", _fixed("cross-entropy", direction))
         prof.patch(m, f"block_{suffix}", _fixed("residual adds + block glue", direction))
         prof.patch(block, f"mha_{suffix}", _fixed("split/merge heads", direction))
-        prof.patch(att, f"linear_{suffix}", linear(direction))
-        prof.patch(mlp, f"linear_{suffix}", linear(direction))
+        prof.patch(lora, f"linear_{suffix}", linear(direction))     # every projection goes through nn.lora
         prof.patch(att, f"sdpa_{suffix}", mix(direction))
         prof.patch(att, f"flash_sdpa_{suffix}", _fixed("flash attention (all of it)", direction))
         back = "" if direction == "fwd" else "_backward"

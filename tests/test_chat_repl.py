@@ -81,7 +81,7 @@ def session(*argv):
 def models(tmp_path_factory):
     folder = tmp_path_factory.mktemp("chat")
     return (tiny_chat_model(folder),
-            tiny_chat_model(folder, block_size=1024, n_embd=160, n_layer=4, name="base", chat_tokens=False))
+            tiny_chat_model(folder, block_size=4096, n_embd=160, n_layer=4, name="base", chat_tokens=False))
 
 
 def _greedy(folder, messages, n):
@@ -120,11 +120,15 @@ def test_two_turns_reset_and_save(models, tmp_path):
 
 def test_ctrl_c_stops_the_answer_not_the_session(models):
     _, base = models
-    with session("--hf", base, "--raw", "--temperature", 0, "--max-new-tokens", 500) as term:
+    with session("--hf", base, "--raw", "--temperature", 0, "--max-new-tokens", 2000) as term:
         term.send("go\r")
         term.expect("go\r\n")
-        time.sleep(0.5)                            # 500 tokens take seconds: the answer is being written
-        term.send("\x03")                          # Ctrl-C: SIGINT from the terminal
+        start = time.monotonic()
+        while not term.seen:                       # wait for the answer's first bytes (2000 tokens take seconds)
+            assert time.monotonic() - start < 30, "the answer never began"
+            if select.select([term.fd], [], [], 0.05)[0]:
+                term.seen += os.read(term.fd, 64).decode("utf-8", "replace")
+        term.send("\x03")                          # Ctrl-C: SIGINT from the terminal, mid-answer
         term.expect("[stopped]")
         term.expect("> ")
 

@@ -18,7 +18,21 @@ from tiny_runs import tiny_text
 # the Hub cannot be reached: lm-eval's datasets read the local JSONL files only, with a cache in /tmp
 OFFLINE = {"HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
            "HF_HOME": os.path.join(tempfile.gettempdir(), "zerollm-test-hf-home")}
-os.environ.update(OFFLINE)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def offline():
+    """The Hub switched off for this module's tests only (set at import, it leaked into every later test,
+    and the docs test's [online] commands could no longer reach their local stand-in)."""
+    saved = {k: os.environ.get(k) for k in OFFLINE}
+    os.environ.update(OFFLINE)
+    yield
+    for k, v in saved.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+
 LIMIT = 2
 GEN = "max_gen_toks=6"               # short generations: the test is about agreement, not about poems
 

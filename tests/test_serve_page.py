@@ -8,7 +8,7 @@ import httpx
 import pytest
 
 from serve_helpers import server, tiny_chat_model
-from test_explain_browser import browser  # noqa: F401  - the same headless Chromium fixture
+from test_explain_browser import browser, playwright  # noqa: F401  - the same headless Chromium fixtures
 
 
 @pytest.fixture(scope="module")

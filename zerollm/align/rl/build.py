@@ -4,7 +4,7 @@ its frozen reference extended alike, and the reward sources named by the flags.
 
 import sys
 
-from zerollm.align.stage import frozen_reference
+from zerollm.align.stage import Stage, frozen_reference
 from zerollm.data.chat import chat_model
 from zerollm.io.errors import ZeroLLMError
 
@@ -40,3 +40,13 @@ def build_rollout_objective(cls, model, tok, inputs, train_cfg, cfg, start, **kw
     objective = cls(model, reference, tok, rows, sources=reward_sources(cfg, tok), config=cfg, seed=train_cfg.seed,
                     stop_ids=stop, prompt_ids=ids, eval_prompts=eval_rows, eval_prompt_ids=eval_ids, **kw)
     return objective, tok
+
+
+def rollout_stage(name, config_cls, objective_cls):
+    """The Stage of ``zerollm ppo`` or ``zerollm grpo``: the same defaults and flags, its own objective."""
+    def build(model, tok, inputs, train_cfg, cfg, start):
+        return build_rollout_objective(objective_cls, model, tok, inputs, train_cfg, cfg, start)
+    return Stage(name, config_cls, build=build,
+                 defaults=dict(lr=1e-5, min_lr=1e-6, warmup_iters=0, max_iters=200, weight_decay=0.0,
+                               eval_interval=50, checkpoint_interval=25, sample_tokens=0, grad_clip=1.0),
+                 skip=("batch_size", "eval_iters", "sample_tokens"))

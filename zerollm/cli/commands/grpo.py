@@ -8,20 +8,11 @@ Each step samples --prompts-per-step prompts, --group-size answers each, scores 
 sources, and turns each answer's reward into an advantage relative to its group (zerollm.align.rl).
 """
 
-from zerollm.align.rl.build import build_rollout_objective
-from zerollm.align.stage import Stage, add_stage_arguments, run_stage
+from zerollm.align.rl.build import rollout_stage
 from zerollm.align.rl.grpo import GRPOConfig, GRPOObjective
+from zerollm.align.stage import add_stage_arguments, run_stage
 
-
-
-def build(model, tok, inputs, train_cfg, cfg, start):
-    return build_rollout_objective(GRPOObjective, model, tok, inputs, train_cfg, cfg, start)
-
-
-STAGE = Stage("grpo", GRPOConfig, build=build,
-              defaults=dict(lr=1e-5, min_lr=1e-6, warmup_iters=0, max_iters=200, weight_decay=0.0,
-                            eval_interval=50, checkpoint_interval=25, sample_tokens=0, grad_clip=1.0),
-              skip=("batch_size", "eval_iters", "sample_tokens"))
+STAGE = rollout_stage("grpo", GRPOConfig, GRPOObjective)
 
 
 def add_arguments(p):

@@ -8,19 +8,11 @@ logs the verifier's verdict beside it, so a policy that fools the reward model s
 reward with a flat or falling success.
 """
 
-from zerollm.align.rl.build import build_rollout_objective
-from zerollm.align.stage import Stage, add_stage_arguments, run_stage
+from zerollm.align.rl.build import rollout_stage
 from zerollm.align.rl.ppo import PPOConfig, PPOObjective
+from zerollm.align.stage import add_stage_arguments, run_stage
 
-
-def build(model, tok, inputs, train_cfg, cfg, start):
-    return build_rollout_objective(PPOObjective, model, tok, inputs, train_cfg, cfg, start)
-
-
-STAGE = Stage("ppo", PPOConfig, build=build,
-              defaults=dict(lr=1e-5, min_lr=1e-6, warmup_iters=0, max_iters=200, weight_decay=0.0,
-                            eval_interval=50, checkpoint_interval=25, sample_tokens=0, grad_clip=1.0),
-              skip=("batch_size", "eval_iters", "sample_tokens"))
+STAGE = rollout_stage("ppo", PPOConfig, PPOObjective)
 
 
 def add_arguments(p):

@@ -8,7 +8,7 @@ import re
 import shutil
 from pathlib import Path
 
-from zerollm.fileio import atomic_write, write_json
+from zerollm.io.fileio import atomic_write, write_json
 
 DOCS_START, DOCS_END = "<!-- results:start -->", "<!-- results:end -->"
 

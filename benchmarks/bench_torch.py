@@ -2,7 +2,7 @@
 
 Weights come from zerollm's own ``GPT(config, seed)`` (NumPy, cheap to build), so both sides start
 from identical numbers. Contender "torch" for every task:
-    train, forward, check   zerollm.torch_ref.TorchGPT + torch.optim.AdamW + clip_grad_norm_
+    train, forward, check   zerollm.teach.torch_ref.TorchGPT + torch.optim.AdamW + clip_grad_norm_
     generate                transformers GPT2LMHeadModel, greedy, a loop over past_key_values
     attention               F.scaled_dot_product_attention(is_causal=True) + autograd backward
     gemm                    torch.mm
@@ -16,9 +16,9 @@ import torch.nn.functional as F
 
 from bench_workloads import OPTIM, attention_inputs, batches, prompt
 
-from zerollm.config import GPTConfig
-from zerollm.model import GPT
-from zerollm.torch_ref import TorchGPT
+from zerollm.model.config import GPTConfig
+from zerollm.model.gpt import GPT
+from zerollm.teach.torch_ref import TorchGPT
 
 # ----------------------------------------------------------------------------
 # the model: training step, forward only
@@ -109,7 +109,7 @@ def _cache_name(hf):
 
 
 def generate_step(params):
-    """Greedy decoding, 1 prefill + (new_tokens - 1) one-token steps, like zerollm.sample.generate."""
+    """Greedy decoding, 1 prefill + (new_tokens - 1) one-token steps, like zerollm.generation.sample.generate."""
     model_np = GPT(GPTConfig(**params["config"]), seed=params["seed"]).eval()
     hf = to_gpt2(model_np)
     ids_np = prompt(params["config"], params["prompt_tokens"], seed=params["seed"])   # (1, P)

@@ -97,7 +97,7 @@ def forward_flops(cfg, B, T):
     (H' = 2H for SwiGLU). Per sequence and layer, every head does two T x T matmuls (q k^T and
     att v), 2 T T hs each: the full square is computed, then masked. Head: 2 C V per token.
 
-    >>> from zerollm.config import GPTConfig
+    >>> from zerollm.model.config import GPTConfig
     >>> forward_flops(GPTConfig(vocab_size=10, block_size=1, n_layer=1, n_head=1, n_embd=2), B=1, T=1)
     144
     """

@@ -11,12 +11,12 @@ import numpy as np
 
 from bench_workloads import OPTIM, attention_inputs, batches, prompt
 
-from zerollm.config import GPTConfig
+from zerollm.model.config import GPTConfig
 from zerollm.engine import set_engine
-from zerollm.model import GPT
-from zerollm.optim import AdamW, clip_grad_norm
-from zerollm.parallel import ShardedModel
-from zerollm.sample import generate
+from zerollm.model.gpt import GPT
+from zerollm.training.optim import AdamW, clip_grad_norm
+from zerollm.training.parallel import ShardedModel
+from zerollm.generation.sample import generate
 
 # ----------------------------------------------------------------------------
 # the model: training step, forward only, generation

@@ -11,7 +11,7 @@ import argparse
 import time
 from pathlib import Path
 
-from zerollm import corpora
+from zerollm.data import corpora
 from zerollm.tokenizers import BPETokenizer
 
 

@@ -26,6 +26,8 @@ sys.path[:0] = [str(HERE)]
 
 from bench_measure import worker_env  # noqa: E402
 
+from zerollm.io import docsmode  # noqa: E402
+
 CONFIGS = {   # name -> zerollm train flags (the same models as benchmarks/bench_workloads.py)
     "nanogpt-4x128": ["--n-layer", "4", "--n-head", "4", "--n-embd", "128", "--block-size", "64",
                       "--batch-size", "12", "--no-bias", "--gelu", "erf"],
@@ -64,6 +66,9 @@ def main(argv=None):
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--steps", type=int, default=30)
     args = p.parse_args(argv)
+    if docsmode.active():     # tests/test_docs_run.py runs every documented command line, in seconds
+        print(f"{docsmode.ENV} is set: nanogpt-4x128 only, 1 round of {SKIP + 2} steps", file=sys.stderr)
+        args.configs, args.rounds, args.steps = ["nanogpt-4x128"], 1, SKIP + 2
     print(f"load average before: {os.getloadavg()[0]:.2f}; {os.cpu_count()} CPUs")
     rows = []
     with tempfile.TemporaryDirectory() as folder:

@@ -34,6 +34,7 @@ sys.path[:] = [str(HERE.parent)] + [p for p in sys.path if Path(p or ".").resolv
 
 import bench_workloads as W  # noqa: E402
 import profile_report  # noqa: E402
+from zerollm.io import docsmode  # noqa: E402
 from bench_measure import worker_env  # noqa: E402
 
 CONFIGS = {name: (cfg, B) for mode in ("full", "smoke") for name, cfg, B in W.MODELS[mode]}
@@ -108,8 +109,10 @@ def install(prof, model, bench):
     """Wrap every op of the model's step. ``bench`` is the bench_zerollm module (clip lives there)."""
     import numpy as np
 
-    from zerollm import model as m, optim
-    from zerollm.nn import attention as att, block, mlp
+    from zerollm.model import gpt as m
+
+    from zerollm.training import optim
+    from zerollm.nn import attention as att, block, lora, mlp
     cfg = model.config
     weights = {id(p): name for name, p in model.params.items()}
     gemm_names = {"attn.c_attn": "qkv GEMM", "attn.c_proj": "attention projection GEMM",
@@ -154,8 +157,7 @@ def install(prof, model, bench):
         prof.patch(m, f"cross_entropy_{suffix}", _fixed("cross-entropy", direction))
         prof.patch(m, f"block_{suffix}", _fixed("residual adds + block glue", direction))
         prof.patch(block, f"mha_{suffix}", _fixed("split/merge heads", direction))
-        prof.patch(att, f"linear_{suffix}", linear(direction))
-        prof.patch(mlp, f"linear_{suffix}", linear(direction))
+        prof.patch(lora, f"linear_{suffix}", linear(direction))     # every projection goes through nn.lora
         prof.patch(att, f"sdpa_{suffix}", mix(direction))
         prof.patch(att, f"flash_sdpa_{suffix}", _fixed("flash attention (all of it)", direction))
         back = "" if direction == "fwd" else "_backward"
@@ -218,7 +220,7 @@ def _quiet_mean(times):
 
 
 def _gpt_config(cfg):
-    from zerollm.config import GPTConfig
+    from zerollm.model.config import GPTConfig
     return GPTConfig(**cfg)
 
 
@@ -239,7 +241,7 @@ def _timed(fn):
 
 def worker(spec):
     import bench_measure
-    from zerollm.memory import keep_freed_memory
+    from zerollm.engine.memory import keep_freed_memory
     bench_measure.pin_cpus(1)
     keep_freed_memory()
     limiter = bench_measure.limit_threads(1, use_torch=False)   # noqa: F841 (held until exit)
@@ -283,6 +285,9 @@ def main(argv=None):
         unknown = [n for n in names if n not in CONFIGS]
         if unknown:
             p.error(f"unknown config {unknown}; choose from {', '.join(CONFIGS)} or all")
+        if docsmode.active():     # tests/test_docs_run.py runs every documented command line, in seconds
+            print(f"{docsmode.ENV} is set: the smoke config only, 1 warm-up and 2 profiled steps", file=sys.stderr)
+            names, args.steps, args.warmup = [W.MODELS["smoke"][0][0]], 2, 1
         profiles = [run_profile(n, e, args.steps, args.warmup) for n in names for e in args.engine.split(",")]
     for prof in profiles:
         print(profile_report.table(prof) + "\n")

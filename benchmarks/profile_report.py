@@ -9,7 +9,7 @@ the newest profiles of each engine.
 import json
 from pathlib import Path
 
-from zerollm.fileio import write_json
+from zerollm.io.fileio import write_json
 
 DOCS_START, DOCS_END = "<!-- profile:start -->", "<!-- profile:end -->"
 ELSE = "everything else"

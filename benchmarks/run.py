@@ -37,8 +37,8 @@ import bench_report  # noqa: E402
 import bench_workloads as W  # noqa: E402
 from bench_measure import worker_env  # noqa: E402
 
-from zerollm import docsmode  # noqa: E402
-from zerollm.config import GPTConfig  # noqa: E402
+from zerollm.io import docsmode  # noqa: E402
+from zerollm.model.config import GPTConfig  # noqa: E402
 from zerollm.engine import ENGINES  # noqa: E402
 
 

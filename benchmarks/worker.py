@@ -25,7 +25,7 @@ HERE = Path(__file__).resolve().parent
 sys.path[:] = [str(HERE.parent)] + [p for p in sys.path if Path(p or ".").resolve() != HERE] + [str(HERE)]
 
 import bench_measure  # noqa: E402  (needs the path above; imports nothing heavy)
-from zerollm.memory import keep_freed_memory  # noqa: E402
+from zerollm.engine.memory import keep_freed_memory  # noqa: E402
 
 TASKS = ("train", "forward", "generate", "attention", "gemm", "check")
 CONTENDERS = ("zerollm", "torch", "naive", "flash", "numpy", "zerollm-fast", "naive-fast", "flash-fast")
@@ -73,7 +73,7 @@ def main(argv=None):
     params["engine"] = engine
     threads = params["threads"]
     cpus = bench_measure.pin_cpus(threads)                # before any thread pool exists
-    # zerollm's CLI keeps freed memory in the process (zerollm.memory); both contenders get the same
+    # zerollm's CLI keeps freed memory in the process (zerollm.engine.memory); both contenders get the same
     # malloc settings so the comparison stays about the engines
     keep_freed_memory()
     use_torch = contender == "torch"
@@ -82,7 +82,7 @@ def main(argv=None):
     else:
         import bench_zerollm as side
     # zerollm trains with N threads as N batch shards in N Python threads, each with single-threaded
-    # BLAS (zerollm.parallel, what `zerollm train --threads N` does); everything else uses N BLAS threads
+    # BLAS (zerollm.training.parallel, what `zerollm train --threads N` does); everything else uses N BLAS threads
     sharded = contender == "zerollm" and task in ("train", "forward", "check") and threads > 1
     limiter = bench_measure.limit_threads(1 if sharded else threads, use_torch)   # held until exit
     if task == "check":

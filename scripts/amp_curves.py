@@ -14,8 +14,8 @@ import subprocess
 import sys
 import time
 
-from zerollm.fileio import read_json, write_json
-from zerollm.runlog import read_log
+from zerollm.io.fileio import read_json, write_json
+from zerollm.training.runlog import read_log
 
 MODES = ("off", "bf16", "fp16")
 LABEL = {"off": "float32", "bf16": "bf16 (emulated)", "fp16": "fp16 + loss scaling (emulated)"}
@@ -56,7 +56,7 @@ def plot(results, png):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    from zerollm.fileio import atomic_write
+    from zerollm.io.fileio import atomic_write
     fig, (left, right, diff) = plt.subplots(1, 3, figsize=(15, 4.2))
     base = smooth([r["loss"] for r in results["off"]["steps"]])
     for mode, res in results.items():

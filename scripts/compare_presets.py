@@ -24,7 +24,7 @@ import sys
 import tempfile
 import time
 
-from zerollm.runlog import read_log
+from zerollm.training.runlog import read_log
 
 
 def train(preset, out, threads):
@@ -49,9 +49,9 @@ def train(preset, out, threads):
 def full_val_loss(out):
     """The final checkpoint's mean loss over the whole validation split (windows of block_size)."""
     import numpy as np
-    from zerollm.checkpoint import load_model
-    from zerollm.commands.evaluate import evaluate_loss
-    from zerollm.data import load_prepared
+    from zerollm.training.checkpoint import load_model
+    from zerollm.cli.commands.evaluate import evaluate_loss
+    from zerollm.data.tokens import load_prepared
     val = np.asarray(load_prepared(os.path.join(out, "data"))[1], dtype=np.int64)
     return float(evaluate_loss(load_model(out)[0], val)[0])
 

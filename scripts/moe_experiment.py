@@ -37,7 +37,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from zerollm.runlog import read_log, running_mean  # noqa: E402
+from zerollm.training.runlog import read_log, running_mean  # noqa: E402
 
 MOE = ["--n-inner", "256", "--n-expert", "8", "--n-expert-active", "2"]
 RUNS = {
@@ -115,10 +115,10 @@ def print_table(rows):
 
 def paired_speed(rounds, steps_per_round=5):
     """Median step time of each configuration, timed in alternating rounds on the same batch."""
-    from zerollm.commands.train import _overrides, add_arguments
-    from zerollm.model import GPT
-    from zerollm.presets import build_configs
-    from zerollm.threads import limit_threads
+    from zerollm.cli.commands.train import _overrides, add_arguments
+    from zerollm.model.gpt import GPT
+    from zerollm.training.presets import build_configs
+    from zerollm.engine.threads import limit_threads
     models = {}
     for name, flags in RUNS.items():
         parser = argparse.ArgumentParser()

@@ -9,10 +9,10 @@ import argparse
 
 import numpy as np
 
-from zerollm import docsmode
-from zerollm.checkpoint import load_model
-from zerollm.poems import form_report
-from zerollm.sample import generate
+from zerollm.io import docsmode
+from zerollm.training.checkpoint import load_model
+from zerollm.align.tasks.poems import form_report
+from zerollm.generation.sample import generate
 
 
 def sample_poems(model, tok, n, seed, temperature=0.8, top_k=None, batch=50, max_len=60):

@@ -1,6 +1,6 @@
 """Shared fixtures, and a guard that keeps the test suite inside the repository.
 
-The corpora ship inside the package (zerollm/corpora), so a fresh clone of the repository is all the
+The corpora ship inside the package (zerollm/data/corpora), so a fresh clone of the repository is all the
 tests need. To keep it so, an audit hook watches every file the test process opens: a path beside
 the repository (a sibling data folder, say) that is neither the Python installation nor a temporary folder
 fails the whole run at the end, with the list of such paths.
@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from zerollm import corpora
+from zerollm.data import corpora
 
 REPO = Path(__file__).resolve().parents[1]
 
-# numba (the fast engine, zerollm.fast) caches compiled kernels next to their source by default:
+# numba (the fast engine, zerollm.engine.fast) caches compiled kernels next to their source by default:
 # in the tests they go to a temporary folder instead, shared by later runs on this machine
 os.environ.setdefault("NUMBA_CACHE_DIR", os.path.join(tempfile.gettempdir(), "zerollm-numba-cache"))
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import numpy as np
 
-from zerollm import corpora
-from zerollm.checkpoint import load_model
+from zerollm.data import corpora
+from zerollm.training.checkpoint import load_model
 from zerollm.cli import main
 
 # a char model small enough to train in a couple of seconds, big enough to have learnt something
@@ -66,8 +66,8 @@ def model_truth(run, text):
 
 def bidirectional_view(text="a bc"):
     """A small bidirectional GPT over bytes reads ``text``: (view, notes, its own weights per layer)."""
-    from zerollm.explain.model_view import model_view
-    from zerollm.model import GPT, GPTConfig
+    from zerollm.teach.explain.model_view import model_view
+    from zerollm.model.gpt import GPT, GPTConfig
     from zerollm.tokenizers import ByteTokenizer
     model = GPT(GPTConfig(vocab_size=256, block_size=16, n_layer=1, n_head=2, n_embd=16, causal=False), seed=1)
     view, notes = model_view(model, ByteTokenizer(), text, name="encoder")

@@ -1,7 +1,7 @@
 """Hugging Face twins of a zerollm model: the same weights in GPT2LMHeadModel / LlamaForCausalLM /
 MixtralForCausalLM.
 
-A test helper: tests/test_torch_ref.py uses it to prove zerollm.torch_ref right against transformers.
+A test helper: tests/test_torch_ref.py uses it to prove zerollm.teach.torch_ref right against transformers.
 """
 
 import functools
@@ -12,9 +12,9 @@ from dataclasses import replace
 import numpy as np
 import torch
 
-from zerollm.config import GPTConfig
-from zerollm.errors import ZeroLLMError
-from zerollm.torch_ref import param_shapes
+from zerollm.model.config import GPTConfig
+from zerollm.io.errors import ZeroLLMError
+from zerollm.teach.torch_ref import param_shapes
 
 # ----------------------------------------------------------------------------
 # Hugging Face twins: the same weights in GPT2LMHeadModel / LlamaForCausalLM (float64, eager attention)

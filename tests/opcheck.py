@@ -2,7 +2,7 @@
 
     check_op(case_key, torch_fn, dtype)
 
-runs the registered case (zerollm.gradcheck.CASES) forward and backward in NumPy, runs ``torch_fn``
+runs the registered case (zerollm.teach.gradcheck.CASES) forward and backward in NumPy, runs ``torch_fn``
 on the same inputs in float64 torch, and compares: output shape and dtype, output values, and the
 gradient of every differentiable input. In float64 it also compares the backward with central
 finite differences. Errors are measured relative to the largest reference value of each tensor.
@@ -11,7 +11,7 @@ finite differences. Errors are measured relative to the largest reference value 
 import numpy as np
 import torch
 
-from zerollm.gradcheck import CASES, check_case
+from zerollm.teach.gradcheck import CASES, check_case
 
 TOL = {np.float64: 1e-8, np.float32: 1e-4}
 

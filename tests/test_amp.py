@@ -1,4 +1,4 @@
-"""Emulated mixed precision (zerollm.amp): 16-bit rounding against ml_dtypes and torch, autocast, the loss
+"""Emulated mixed precision (zerollm.engine.amp): 16-bit rounding against ml_dtypes and torch, autocast, the loss
 scaler step for step against torch.amp.GradScaler, why fp16 needs loss scaling, and --amp in training."""
 
 import dataclasses
@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 import torch
 
-from zerollm.amp import GradScaler, autocast, cast, round_to
-from zerollm.config import GPTConfig
-from zerollm.errors import ZeroLLMError
-from zerollm.model import GPT
+from zerollm.engine.amp import GradScaler, autocast, cast, round_to
+from zerollm.model.config import GPTConfig
+from zerollm.io.errors import ZeroLLMError
+from zerollm.model.gpt import GPT
 from zerollm.nn.linear import linear_backward, linear_forward
-from zerollm.train import TrainConfig, lm_trainer
+from zerollm.training.trainer import TrainConfig, lm_trainer
 
 TORCH_DTYPE = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
@@ -307,9 +307,9 @@ def test_fp16_overflow_skips_the_step_and_backs_off():
 def test_amp_resume_is_bit_identical(tmp_path, amp, threads):
     """A run stopped at a checkpoint and resumed reproduces every loss, loss scale and skipped step (with
     --threads 2 too: each shard's thread sets its own autocast)."""
-    from zerollm.checkpoint import load_checkpoint
-    from zerollm.runlog import JsonlLog, read_log
-    from zerollm.train import fit
+    from zerollm.training.checkpoint import load_checkpoint
+    from zerollm.training.runlog import JsonlLog, read_log
+    from zerollm.training.trainer import fit
 
     def scaler():   # starts too high and grows every 3 clean steps, so the state moves both ways
         return GradScaler(init_scale=2.0**26, growth_interval=3) if amp == "fp16" else None
@@ -319,7 +319,7 @@ def test_amp_resume_is_bit_identical(tmp_path, amp, threads):
         log = JsonlLog(out / "log.jsonl", keep_before=keep_before)
         fit(trainer, out, log=log, progress=False, echo=lambda *a: None)
         log.close()
-        return [{k: v for k, v in r.items() if k not in ("dt_ms", "tokens_per_s")} for r in read_log(out / "log.jsonl")
+        return [{k: v for k, v in r.items() if k not in ("dt_ms", "cpu_ms", "tokens_per_s")} for r in read_log(out / "log.jsonl")
                 if "loss" in r]
 
     whole = run(_trainer(amp, scaler(), threads), tmp_path / "whole")
@@ -352,7 +352,7 @@ def test_cli_amp_run_resumes_bit_identically_and_logs_the_scale(tmp_path, shakes
     import json
 
     from zerollm.cli import main
-    from zerollm.runlog import read_log
+    from zerollm.training.runlog import read_log
     text = tmp_path / "text.txt"
     text.write_text(shakespeare_path.read_text()[:20_000])
     common = ["--data", str(text), "--amp", "fp16", "--tokenizer", "char", "--n-layer", "1", "--n-head", "2",

@@ -1,4 +1,4 @@
-"""zerollm.attention: the seed's golden numbers, and properties that must hold for any input."""
+"""zerollm.nn.self_attention: the seed's golden numbers, and properties that must hold for any input."""
 
 import numpy as np
 import pytest
@@ -6,8 +6,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from zerollm.attention import causal_mask, scaled_dot_product_attention, self_attention, softmax
-from zerollm.errors import ZeroLLMError
+from zerollm.nn.self_attention import causal_mask, scaled_dot_product_attention, self_attention, softmax
+from zerollm.io.errors import ZeroLLMError
 from zerollm.teach.attention_walkthrough import SEED_WK, SEED_WQ, SEED_WV, SEED_X
 
 # ----------------------------------------------------------------------------

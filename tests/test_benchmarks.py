@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from zerollm.config import GPTConfig
-from zerollm.model import param_shapes
+from zerollm.model.config import GPTConfig
+from zerollm.model.gpt import param_shapes
 
 REPO = Path(__file__).resolve().parents[1]
 BENCH = REPO / "benchmarks"

@@ -1,4 +1,4 @@
-"""Sizes that cannot fit: zerollm.budget's estimates, and every command refusing before it allocates."""
+"""Sizes that cannot fit: zerollm.model.budget's estimates, and every command refusing before it allocates."""
 
 import json
 import tracemalloc
@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 
 from tiny_runs import copy_run, run_main, step_dir, tiny_run, tiny_text
-from zerollm import budget
-from zerollm.config import GPTConfig
-from zerollm.model import GPT
-from zerollm.sample import generate
-from zerollm.train import TrainConfig, lm_trainer
+from zerollm.model import budget
+from zerollm.model.config import GPTConfig
+from zerollm.model.gpt import GPT
+from zerollm.generation.sample import generate
+from zerollm.training.trainer import TrainConfig, lm_trainer
 
 
 
@@ -72,7 +72,7 @@ def test_generation_estimate_is_a_modest_upper_bound(name):
 
 @pytest.mark.parametrize("name", ["gpt2-like", "llama-like", "flash"])
 def test_evaluation_estimate_is_a_modest_upper_bound(name):
-    from zerollm.commands.evaluate import evaluate_loss
+    from zerollm.cli.commands.evaluate import evaluate_loss
     cfg = GPTConfig(vocab_size=65, **CONFIGS[name])
     model = GPT(cfg).eval()
     ids = np.random.default_rng(0).integers(0, 65, 4 * cfg.block_size + 1)

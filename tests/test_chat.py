@@ -8,10 +8,12 @@ import numpy as np
 import pytest
 from transformers import AutoTokenizer
 
-from zerollm import chat, hf
+from zerollm.data import chat
+
+from zerollm.interop import hf
 from zerollm.cli import main
-from zerollm.errors import ZeroLLMError
-from zerollm.model import GPT, GPTConfig
+from zerollm.io.errors import ZeroLLMError
+from zerollm.model.gpt import GPT, GPTConfig
 from zerollm.tokenizers import ENDOFTEXT, BPETokenizer, ByteTokenizer, CharTokenizer
 
 POEM = {"prompt": "藏头诗：春夏秋冬", "completion": "春眠不觉晓，夏...。秋...，冬...。"}

@@ -1,4 +1,4 @@
-"""zerollm.checkpoint: exact round trip and resume, pruning, recovery after interrupted saves."""
+"""zerollm.training.checkpoint: exact round trip and resume, pruning, recovery after interrupted saves."""
 
 import json
 import os
@@ -7,10 +7,10 @@ import shutil
 import numpy as np
 import pytest
 
-from zerollm import checkpoint as ckpt
-from zerollm.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
-from zerollm.errors import ZeroLLMError
-from zerollm.optim import AdamW
+from zerollm.training import checkpoint as ckpt
+from zerollm.training.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
+from zerollm.io.errors import ZeroLLMError
+from zerollm.training.optim import AdamW
 
 MODEL_CONFIG = {"vocab_size": 256, "n_layer": 1, "n_embd": 8, "norm": "layernorm"}
 TRAIN_CONFIG = {"lr": 1e-3, "batch_size": 4, "out": "运行"}

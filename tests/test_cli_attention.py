@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from zerollm.cli import main
-from zerollm.i18n import default_lang
+from zerollm.io.i18n import default_lang
 from zerollm.teach.attention_walkthrough import SEED_WK, SEED_WQ, SEED_WV, SEED_X, TEXT
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from tiny_runs import copy_run, run_main, step_dir, tiny_run, tiny_text
 from zerollm.cli import main
-from zerollm.safetensors import load_file, load_metadata, save_file
+from zerollm.io.safetensors import load_file, load_metadata, save_file
 
 
 

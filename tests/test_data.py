@@ -10,11 +10,11 @@ from functools import partial
 import numpy as np
 import pytest
 
-from zerollm import data as data_mod
-from zerollm import download as dl
+from zerollm.data import tokens as data_mod
+from zerollm.data import download as dl
 from zerollm.cli import main
-from zerollm.data import get_batch, load_prepared, prepare, token_dtype
-from zerollm.errors import ZeroLLMError
+from zerollm.data.tokens import get_batch, load_prepared, prepare, token_dtype
+from zerollm.io.errors import ZeroLLMError
 
 SHAKESPEARE_SHA = "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed"
 

@@ -15,10 +15,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from zerollm import dist
-from zerollm.errors import ZeroLLMError
-from zerollm.runlog import read_log
-from zerollm.safetensors import load_file
+from zerollm.training import dist
+from zerollm.io.errors import ZeroLLMError
+from zerollm.training.runlog import read_log
+from zerollm.io.safetensors import load_file
 
 MPIRUN = shutil.which("mpirun") or os.path.join(sys.prefix, "bin", "mpirun")
 SMALL = ["--tokenizer", "char", "--n-layer", "2", "--n-head", "2", "--n-embd", "32", "--block-size", "32",

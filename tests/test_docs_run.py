@@ -5,7 +5,7 @@ bottom in a fresh copy of the repository's files, as a fresh clone, with its own
 package installed, nothing else. Each bash line is one command and must exit 0; each python block
 runs with ``python``. The text is never edited for the test; what changes is the environment:
 
-- ``ZEROLLM_DOCS_TEST=1`` (zerollm/docsmode.py): long runs stop early, and say so on stderr.
+- ``ZEROLLM_DOCS_TEST=1`` (zerollm/io/docsmode.py): long runs stop early, and say so on stderr.
 - BLAS gets one thread per process (``OPENBLAS_NUM_THREADS=1``): on a shared 2-core machine, BLAS
   threads that wait for each other made one 300-token sample take 28 s instead of 2 s.
 - The network is cut off (every proxy variable points at a closed port, ``HF_HUB_OFFLINE=1``),
@@ -48,8 +48,9 @@ TOURS = [t for page in docs_blocks.pages(REPO) for t in docs_blocks.tours(REPO, 
 def fake_gpt2(folder):
     """A GPT-2-architecture model with GPT-2's file layout (config.json, model.safetensors, vocab.json,
     merges.txt, tokenizer.json, generation_config.json), small enough to download in a blink."""
-    from zerollm import corpora, hf
-    from zerollm.model import GPT, GPTConfig
+    from zerollm.data import corpora
+    from zerollm.interop import hf
+    from zerollm.model.gpt import GPT, GPTConfig
     from zerollm.tokenizers.bpe import BPETokenizer
     text = corpora.path("shakespeare").read_text(encoding="utf-8")[:20_000]
     tok = BPETokenizer.train(text, 300, pattern="gpt2")
@@ -70,7 +71,7 @@ def internet(tmp_path_factory):
     www, hub = root / "www", root / "hub" / "openai-community" / "gpt2"
     www.mkdir()
     hub.mkdir(parents=True)
-    from zerollm import corpora, download
+    from zerollm.data import corpora, download
     shutil.copy(corpora.path("shakespeare"), www / download.DATASETS["shakespeare"]["file"])
     fake_gpt2(hub)
     with serve(www) as files, serve(root / "hub", hub=True) as endpoint:

@@ -40,14 +40,14 @@ def _error(fn, *args):
 
 def composed_messages(tmp_path, monkeypatch):
     """Messages put together at run time (a range's description, a file's name), produced for real."""
-    from zerollm import budget
-    from zerollm.argtypes import LEARNING_RATE, PROBABILITY
-    from zerollm.config import GPTConfig
-    from zerollm.hf.configs import family_of
-    from zerollm.hf.exporting import check_target
-    from zerollm.outdir import check_separate
+    from zerollm.model import budget
+    from zerollm.io.argtypes import LEARNING_RATE, PROBABILITY
+    from zerollm.model.config import GPTConfig
+    from zerollm.interop.hf.configs import family_of
+    from zerollm.interop.hf.exporting import check_target
+    from zerollm.io.outdir import check_separate
     from zerollm.tokenizers import ByteTokenizer
-    from zerollm.validate import checkpoint_state, dataclass_from_dict, generator_from_state
+    from zerollm.io.validate import checkpoint_state, dataclass_from_dict, generator_from_state
     step = tmp_path / "step-0000001"
     step.mkdir()
     (step / "config.json").write_text('{"format": "zerollm-checkpoint"}')
@@ -66,7 +66,7 @@ def composed_messages(tmp_path, monkeypatch):
 
 def _bad_field_message(tmp_path):
     """A JSONL field of the wrong type: the message composes the field's name and its expected type."""
-    from zerollm.formats import read_prefs
+    from zerollm.data.formats import read_prefs
     path = tmp_path / "prefs.jsonl"
     path.write_text('{"prompt": "p", "chosen": "a", "rejected": "b", "margin": "big"}\n')
     return _error(read_prefs, path)

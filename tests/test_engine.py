@@ -1,4 +1,4 @@
-"""The fast engine (zerollm.fast) against the NumPy reference, kernel by kernel and for the whole model,
+"""The fast engine (zerollm.engine.fast) against the NumPy reference, kernel by kernel and for the whole model,
 and the engine switch itself (zerollm.engine).
 
 Elementwise kernels without exp (GELU/SiLU backward, AdamW) must be bit-identical to NumPy; the others
@@ -9,14 +9,14 @@ import numpy as np
 import pytest
 
 from opcheck import check_op
-from zerollm import optim
-from zerollm.config import GPTConfig
+from zerollm.training import optim
+from zerollm.model.config import GPTConfig
 from zerollm.engine import ENV, get_engine, set_engine, use_engine
-from zerollm.errors import ZeroLLMError
-from zerollm.fast.jit import exp32, kernel
-from zerollm.model import GPT
+from zerollm.io.errors import ZeroLLMError
+from zerollm.engine.fast.jit import exp32, kernel
+from zerollm.model.gpt import GPT
 from zerollm.nn import activation, attention, norm
-from zerollm.parallel import ShardedModel
+from zerollm.training.parallel import ShardedModel
 
 TOL = 1e-6
 
@@ -236,7 +236,7 @@ def test_unknown_engine_and_env_variable(monkeypatch):
 
 def test_fast_engine_without_numba_says_how_to_install(monkeypatch):
     import sys
-    monkeypatch.setitem(sys.modules, "zerollm.fast", None)      # as if numba were missing
+    monkeypatch.setitem(sys.modules, "zerollm.engine.fast", None)      # as if numba were missing
     with pytest.raises(ZeroLLMError, match=r'pip install "zerollm\[fast\]"'):
         set_engine("fast")
 

@@ -8,13 +8,13 @@ import string
 import numpy as np
 import pytest
 
-from zerollm.cli import main
-from zerollm.commands.explain import TEXT as CLI_TEXT
-from zerollm.explain import model_view as mv
-from zerollm.explain.fontsubset import OUT as FONT_FILE
-from zerollm.explain.fontsubset import is_han, page_han_chars
-from zerollm.explain.page import build_page, script_json, seed_example
-from zerollm.explain.text import PAGE_TEXT
+from zerollm.cli.entry import main
+from zerollm.cli.commands.explain import TEXT as CLI_TEXT
+from zerollm.teach.explain import model_view as mv
+from zerollm.teach.explain.fontsubset import OUT as FONT_FILE
+from zerollm.teach.explain.fontsubset import is_han, page_han_chars
+from zerollm.teach.explain.page import build_page, script_json, seed_example
+from zerollm.teach.explain.text import PAGE_TEXT
 from zerollm.teach.attention_walkthrough import SEED_WQ, SEED_X
 from zerollm.tokenizers import ByteTokenizer, CharTokenizer, train_tokenizer
 
@@ -52,7 +52,7 @@ def test_the_data_is_the_seed_example_and_every_text():
     assert seed_example()["x"] == [[0.1, 0.2, 0.3, 0.4], [0.5, 0.4, 0.3, 0.2], [0.0, 0.1, 0.0, 0.1]]
 
 
-@pytest.mark.parametrize("evil", ["</script><script>alert(1)</script>", "@DATA@ @FONT@", "<!--", "\u2028"])
+@pytest.mark.parametrize("evil", ["</script><script>alert(1)</script>", "@DATA@ @FONTS@ @FONT@", "<!--", "\u2028"])
 def test_user_text_cannot_break_out_of_the_data(evil):
     view = {"name": evil, "tokens": [evil]}
     html = build_page("en", view)
@@ -70,7 +70,7 @@ def test_every_text_exists_in_both_languages_with_the_same_fields(table):
 
 
 def test_the_font_covers_every_chinese_character_of_the_page():
-    """If this fails, the Chinese text changed: run `python -m zerollm.explain.fontsubset FONT.ttf`."""
+    """If this fails, the Chinese text changed: run `python -m zerollm.teach.explain.fontsubset FONT.ttf`."""
     from fontTools.ttLib import TTFont            # the test extra installs fontTools and brotli
     cmap = TTFont(FONT_FILE).getBestCmap()
     missing = [c for c in page_han_chars() if ord(c) not in cmap]
@@ -103,7 +103,7 @@ def test_bpe_token_labels_show_their_text():
 
 
 def test_model_view_equals_the_model(run):
-    from zerollm.checkpoint import load_model
+    from zerollm.training.checkpoint import load_model
     model, tok, _ = load_model(run)
     view, notes = mv.model_view(model, tok, TEXT, name="x")
     ids, weights, probs, _ = model_truth(run, TEXT)
@@ -190,8 +190,8 @@ def test_flash_checkpoint_shows_the_same_weights_with_a_note(run, tmp_path, caps
 
 
 def test_hugging_face_directory(tmp_path, capsys):
-    from zerollm import hf
-    from zerollm.model import GPT, GPTConfig
+    from zerollm.interop import hf
+    from zerollm.model.gpt import GPT, GPTConfig
     tok = train_tokenizer("bpe", "to be or not to be, that is the question " * 30, vocab_size=280)
     model = GPT(GPTConfig(vocab_size=tok.vocab_size, block_size=16, n_layer=1, n_head=2, n_embd=16))
     hf.export(model, tmp_path / "hf", tokenizer=tok)
@@ -208,7 +208,7 @@ def test_hugging_face_directory(tmp_path, capsys):
     (["--text", "hi", "--out", "p.html"], "--text is read by a model"),
     (["--ckpt", "RUN", "--out", "p.html"], "--ckpt needs --text"),
     (["--ckpt", "RUN", "--text", "", "--out", "p.html"], "--text is empty"),
-    (["--ckpt", "RUN", "--text", "ROMEO é 中", "--out", "p.html"], "2 character(s) this checkpoint's char tokenizer"),
+    (["--ckpt", "RUN", "--text", "ROMEO é 中", "--out", "p.html"], "2 character(s) are not in this char tokenizer's"),
     (["--ckpt", "RUN", "--text", "ROMEO \udcff", "--out", "p.html"], "not UTF-8 text"),
     (["--ckpt", "no-such-run", "--text", "hi", "--out", "p.html"], "checkpoint directory not found"),
     (["--hf", "no-such-model", "--text", "hi", "--out", "p.html"], "model directory not found"),
@@ -231,7 +231,7 @@ def test_an_existing_page_is_kept_unless_force(tmp_path, capsys):
 
 
 def test_a_failed_write_leaves_the_old_page_and_no_temp_file(tmp_path, monkeypatch, capsys):
-    import zerollm.explain.page as page
+    import zerollm.teach.explain.page as page
     out = tmp_path / "old.html"
     out.write_text("old page")
     monkeypatch.setattr(page, "build_page", lambda *a, **k: "<p>half" + "\ud800")   # UTF-8 cannot encode it
@@ -244,3 +244,18 @@ def test_ckpt_and_hf_together_is_a_usage_error(capsys):
     with pytest.raises(SystemExit) as exit_:
         main(["explain", "--ckpt", "a", "--hf", "b", "--out", "p.html"])
     assert exit_.value.code == 2 and "not allowed with" in capsys.readouterr().err
+
+
+def test_text_with_characters_an_sft_run_added(tmp_path, run, capsys):
+    """藏头诗：春夏秋冬 is in an SFT checkpoint's tokenizer (sft adds the task's characters after the base's),
+    so explain reads it as sample does: the tokenizer's own encode decides (issue 22)."""
+    import json
+    data = tmp_path / "sft.jsonl"
+    data.write_text(json.dumps({"prompt": "藏头诗：春夏秋冬", "completion": "春眠不觉晓"}, ensure_ascii=False) + "\n",
+                    encoding="utf-8")
+    sft = tmp_path / "sft"
+    assert main(["sft", "--init", str(run), "--data", str(data), "--out", str(sft), "--max-iters", "1",
+                 "--batch-size", "1", "--no-progress"]) == 0
+    out = tmp_path / "sft.html"
+    assert explain("--ckpt", sft, "--text", "藏头诗：春夏秋冬", "--out", out, "--lang", "zh") == 0, capsys.readouterr().err
+    assert "".join(page_data(out.read_text())["model"]["tokens"]) == "藏头诗：春夏秋冬"

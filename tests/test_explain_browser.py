@@ -15,10 +15,10 @@ from contextlib import redirect_stderr, redirect_stdout
 import numpy as np
 import pytest
 
-from zerollm.attention import self_attention
-from zerollm.cli import main
-from zerollm.explain.fontsubset import is_han
-from zerollm.explain.text import PAGE_TEXT
+from zerollm.nn.self_attention import self_attention
+from zerollm.cli.entry import main
+from zerollm.teach.explain.fontsubset import is_han
+from zerollm.teach.explain.text import PAGE_TEXT
 from zerollm.teach.attention_walkthrough import SEED_WK, SEED_WQ, SEED_WV, SEED_X
 
 from explain_helpers import (TEXT, artifact_dir, bidirectional_view, flash_copy, model_truth, shown, tiny_run,
@@ -46,18 +46,28 @@ def chromium_path():
 
 
 @pytest.fixture(scope="module")
-def browser():
+def playwright():
     try:
-        from playwright.sync_api import Error, sync_playwright
+        from playwright.sync_api import sync_playwright
     except ImportError:
         pytest.fail('playwright is not installed: pip install -e ".[test]"; then ' + HOW_TO_GET_ONE)
     with sync_playwright() as p:
-        try:
-            chrome = p.chromium.launch(executable_path=chromium_path())
-        except Error as err:
-            pytest.fail(f"no headless Chromium could start ({str(err).splitlines()[0]}); {HOW_TO_GET_ONE}")
-        yield chrome
-        chrome.close()
+        yield p
+
+
+def launch(playwright, **kw):
+    from playwright.sync_api import Error
+    try:
+        return playwright.chromium.launch(executable_path=chromium_path(), **kw)
+    except Error as err:
+        pytest.fail(f"no headless Chromium could start ({str(err).splitlines()[0]}); {HOW_TO_GET_ONE}")
+
+
+@pytest.fixture(scope="module")
+def browser(playwright):
+    chrome = launch(playwright)
+    yield chrome
+    chrome.close()
 
 
 class Opened:
@@ -236,6 +246,20 @@ def test_the_language_switch_changes_the_visible_text(opened, pages, shots):
 NOTDEF = "\U0010FFFD"     # a private-use code point no font draws: what a missing glyph looks like
 
 
+def drawn_as_boxes(page, chars, missing):
+    """The characters of ``chars`` that the page's body font draws exactly like one of ``missing``
+    (characters without a glyph): each is drawn on a canvas and the pixels compared."""
+    return page.evaluate("""([chars, missing]) => {
+        const canvas = document.createElement("canvas"), ctx = canvas.getContext("2d");
+        canvas.width = canvas.height = 40;
+        ctx.font = "32px " + getComputedStyle(document.body).fontFamily;
+        const draw = (c) => { ctx.clearRect(0, 0, 40, 40); ctx.fillText(c, 2, 32);
+                              return Array.from(ctx.getImageData(0, 0, 40, 40).data).join(); };
+        const box = missing.map(draw);
+        return chars.filter((c) => box.includes(draw(c)));
+    }""", [chars, missing])
+
+
 def test_chinese_is_drawn_not_boxes_even_without_cjk_fonts(opened, pages):
     """Draw every Chinese character the page shows, in the page's own font order, and compare each
     with the box a missing glyph gets. On a machine without CJK fonts only the page's fallback font
@@ -244,16 +268,7 @@ def test_chinese_is_drawn_not_boxes_even_without_cjk_fonts(opened, pages):
     o.page.click('button[data-lang="zh"]')
     chars = sorted({c for c in o.page.inner_text("body") if is_han(c)})
     assert len(chars) > 100
-    boxes = o.page.evaluate("""([chars, notdef]) => {
-        const canvas = document.createElement("canvas"), ctx = canvas.getContext("2d");
-        canvas.width = canvas.height = 40;
-        ctx.font = "32px " + getComputedStyle(document.body).fontFamily;
-        const draw = (c) => { ctx.clearRect(0, 0, 40, 40); ctx.fillText(c, 2, 32);
-                              return Array.from(ctx.getImageData(0, 0, 40, 40).data).join(); };
-        const box = draw(notdef);
-        return chars.filter((c) => draw(c) === box);
-    }""", [chars, NOTDEF])
-    assert boxes == []
+    assert drawn_as_boxes(o.page, chars, [NOTDEF]) == []
 
 
 def test_keyboard_reaches_every_control(opened, pages):
@@ -324,7 +339,7 @@ def test_top5_shown_equals_the_model(opened, pages, truth):
 
 
 def test_loss_curve_is_drawn_from_log_jsonl(opened, pages, run):
-    from zerollm.runlog import read_log
+    from zerollm.training.runlog import read_log
     o = opened(pages["model"])
     records = read_log(run / "log.jsonl")
     evals = [r for r in records if "val_loss" in r]
@@ -345,7 +360,7 @@ def test_truncation_and_flash_are_said_on_the_page(opened, pages, shots):
 
 
 def test_a_bidirectional_model_looks_both_ways(opened, tmp_path):
-    from zerollm.explain.page import build_page
+    from zerollm.teach.explain.page import build_page
     view, _, weights = bidirectional_view("to be")
     path = tmp_path / "encoder.html"
     path.write_text(build_page("en", view), encoding="utf-8")
@@ -354,3 +369,52 @@ def test_a_bidirectional_model_looks_both_ways(opened, tmp_path):
     shown_w = o.page.eval_on_selector_all("#tokens .tok-w", "ws => ws.map(w => w.textContent)")
     np.testing.assert_allclose([float(w) for w in shown_w], weights[0][0, 0], atol=0.5e-4 + 1e-7)
     assert o.page.eval_on_selector_all("#heat td.hid", "ts => ts.length") == 0 and o.errors == []
+
+
+# ----------------------------------------------------------------------------
+# a Chinese model's page where the system has no CJK font at all (issue 22)
+
+@pytest.fixture(scope="module")
+def fontless_browser(playwright, tmp_path_factory):
+    """Chromium whose fontconfig sees one Latin font only (matplotlib's DejaVu Sans; with none at all Chromium
+    does not start): every Chinese glyph must come from the page."""
+    import matplotlib
+    folder = tmp_path_factory.mktemp("no-fonts")
+    (folder / "fonts").mkdir()
+    shutil.copy(os.path.join(matplotlib.get_data_path(), "fonts", "ttf", "DejaVuSans.ttf"), folder / "fonts")
+    (folder / "fonts.conf").write_text(
+        '<?xml version="1.0"?><!DOCTYPE fontconfig SYSTEM "fonts.dtd"><fontconfig>'
+        f'<dir>{folder / "fonts"}</dir><cachedir>{folder / "cache"}</cachedir></fontconfig>')
+    chrome = launch(playwright, env={**os.environ, "FONTCONFIG_FILE": str(folder / "fonts.conf")})
+    yield chrome
+    chrome.close()
+
+
+def test_a_chinese_models_tokens_and_top5_are_drawn_without_system_fonts(fontless_browser, tmp_path, recwarn):
+    import re
+    from zerollm.data import corpora
+    from zerollm.teach.explain.fontsubset import FONT_BUDGET
+    from zerollm.teach.explain.model_view import model_view
+    from zerollm.teach.explain.page import build_page
+    from zerollm.model.gpt import GPT, GPTConfig
+    from zerollm.tokenizers import CharTokenizer
+    poems = corpora.path("tang").read_text(encoding="utf-8")[:600]
+    tok = CharTokenizer.train(poems)
+    model = GPT(GPTConfig(vocab_size=tok.vocab_size, block_size=24, n_layer=1, n_head=2, n_embd=16), seed=0)
+    text = "".join(ch for ch in poems if is_han(ch))[100:124]
+    view, _ = model_view(model, tok, text, name="poems")
+    html = build_page("zh", view)
+    assert not [w for w in recwarn if "beyond its embedded fonts" in str(w.message)]
+    fonts = sum(len(b) * 3 // 4 for b in re.findall(r"base64,([A-Za-z0-9+/=]+)", html))
+    assert fonts <= FONT_BUDGET, fonts
+    path = tmp_path / "poems.html"
+    path.write_text(html, encoding="utf-8")
+    o = Opened(fontless_browser, path)
+    shown = {ch for ch in o.page.inner_text("body") + "".join(view["tokens"])
+             + "".join(t for row in view["top_tokens"] for t in row) if is_han(ch)}
+    assert set(text) <= shown and len(shown) > 250
+    # a missing glyph is drawn as the box of whichever font claims the character: compare with both the
+    # box of a code point no font has and that of an ideograph no embedded font holds (U+3400)
+    assert "\u3400" not in html
+    assert drawn_as_boxes(o.page, sorted(shown), [NOTDEF, "\u3400"]) == [] and o.errors == []
+    o.page.close()

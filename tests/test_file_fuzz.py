@@ -9,12 +9,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from zerollm.config import GPTConfig
-from zerollm.errors import ZeroLLMError
-from zerollm.hf.configs import config_to_hf, hf_to_config
+from zerollm.model.config import GPTConfig
+from zerollm.io.errors import ZeroLLMError
+from zerollm.interop.hf.configs import config_to_hf, hf_to_config
 from zerollm.tokenizers import BPETokenizer, ByteTokenizer, CharTokenizer, load_tokenizer
-from zerollm.train import TrainConfig
-from zerollm.validate import dataclass_from_dict, generator_from_state
+from zerollm.training.trainer import TrainConfig
+from zerollm.io.validate import dataclass_from_dict, generator_from_state
 
 EXAMPLES = 150
 JSON_VALUES = st.recursive(

@@ -1,12 +1,12 @@
-"""zerollm.fileio: writes are all-or-nothing; JSON errors name the file and the fix."""
+"""zerollm.io.fileio: writes are all-or-nothing; JSON errors name the file and the fix."""
 
 import os
 import stat
 
 import pytest
 
-from zerollm.errors import ZeroLLMError
-from zerollm.fileio import atomic_write, read_json, write_json
+from zerollm.io.errors import ZeroLLMError
+from zerollm.io.fileio import atomic_write, read_json, write_json
 
 
 @pytest.mark.parametrize("mode, payload", [("wb", b"\x00\x01bytes"), ("w", "文字 text\n")])

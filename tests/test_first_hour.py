@@ -7,8 +7,8 @@ import re
 import pytest
 
 from zerollm.cli import main
-from zerollm import presets
-from zerollm.presets import PRESETS
+from zerollm.training import presets
+from zerollm.training.presets import PRESETS
 
 
 def run_cli(capsys, *argv):
@@ -100,8 +100,8 @@ def favouring_model(folder, tok, vocab_size, favourite):
     """A GPT-2-layout model exported to ``folder`` whose every next token is most likely ``favourite``:
     ln_f outputs its bias b at every position, and wte[favourite] = 10 b makes that logit the largest."""
     import numpy as np
-    from zerollm import hf
-    from zerollm.model import GPT, GPTConfig
+    from zerollm.interop import hf
+    from zerollm.model.gpt import GPT, GPTConfig
     model = GPT(GPTConfig(vocab_size=vocab_size, block_size=16, n_layer=1, n_head=2, n_embd=16), seed=0)
     b = np.random.default_rng(0).normal(size=16).astype(np.float32)
     model.params["ln_f.weight"][:] = 0.0

@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 
 import zerollm.nn.flash as flash
-from zerollm.config import GPTConfig
-from zerollm.errors import ZeroLLMError
-from zerollm.gradcheck import OpCase, check_case
-from zerollm.kvcache import KVCache
-from zerollm.model import GPT
+from zerollm.model.config import GPTConfig
+from zerollm.io.errors import ZeroLLMError
+from zerollm.teach.gradcheck import OpCase, check_case
+from zerollm.model.kvcache import KVCache
+from zerollm.model.gpt import GPT
 from zerollm.nn.attention import mha_forward, sdpa_backward, sdpa_forward
 from zerollm.nn.flash import flash_sdpa_backward, flash_sdpa_forward, tile_dropout
 

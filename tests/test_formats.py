@@ -5,8 +5,8 @@ import os
 
 import pytest
 
-from zerollm.errors import ZeroLLMError
-from zerollm.formats import prompt_text, read_prefs, read_prompts, read_sft, write_jsonl
+from zerollm.io.errors import ZeroLLMError
+from zerollm.data.formats import prompt_text, read_prefs, read_prompts, read_sft, write_jsonl
 
 CHAT = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "1+2="},
         {"role": "assistant", "content": "3"}]

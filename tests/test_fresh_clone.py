@@ -9,7 +9,7 @@ import zipfile
 
 import pytest
 
-from zerollm import corpora
+from zerollm.data import corpora
 
 from conftest import REPO, outside_paths
 
@@ -26,17 +26,17 @@ def tracked_files():
 def test_shipped_corpus_is_the_documented_file(name):
     data = corpora.path(name).read_bytes()
     assert hashlib.sha256(data).hexdigest() == SHA256[name]
-    assert SHA256[name] in (REPO / "zerollm" / "corpora" / "SOURCES.md").read_text(encoding="utf-8")
+    assert SHA256[name] in (REPO / "zerollm" / "data" / "corpora" / "SOURCES.md").read_text(encoding="utf-8")
 
 
 def test_corpora_and_their_provenance_are_committed():
     tracked = {p.relative_to(REPO).as_posix() for p in tracked_files()}
     for name in ("tinyshakespeare.txt", "tang_poems.txt", "SOURCES.md", "__init__.py"):
-        assert f"zerollm/corpora/{name}" in tracked
+        assert f"zerollm/data/corpora/{name}" in tracked
 
 
 def test_unknown_corpus_is_a_clear_error():
-    from zerollm.errors import ZeroLLMError
+    from zerollm.io.errors import ZeroLLMError
     with pytest.raises(ZeroLLMError, match="shakespeare, tang"):
         corpora.path("wikipedia")
 
@@ -84,6 +84,6 @@ def test_a_built_wheel_carries_the_corpora(tmp_path):
     wheel, = tmp_path.glob("zerollm-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
     for name in ("tinyshakespeare.txt", "tang_poems.txt", "SOURCES.md"):
-        assert f"zerollm/corpora/{name}" in names
-    for name in ("page.html", "han-subset.woff2", "SOURCES.md", "LICENSE-Apache-2.0.txt"):   # zerollm explain
-        assert f"zerollm/explain/{name}" in names
+        assert f"zerollm/data/corpora/{name}" in names
+    for name in ("page.html", "han-subset.woff2", "han-slices.zip", "SOURCES.md", "LICENSE-Apache-2.0.txt"):   # zerollm explain
+        assert f"zerollm/teach/explain/{name}" in names

@@ -1,4 +1,4 @@
-"""zerollm.hf: load transformers GPT-2 / Llama directories, export zerollm models back, convert.
+"""zerollm.interop.hf: load transformers GPT-2 / Llama directories, export zerollm models back, convert.
 
 Every model is built here with transformers (tiny, random) and compared by logits (float32, 1e-4)
 and by greedy generation token for token. Refusals must name the problem.
@@ -16,16 +16,16 @@ from transformers import (AutoModelForCausalLM, AutoTokenizer, GPT2Config, GPT2L
                           LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM, MixtralConfig,
                           MixtralForCausalLM)
 
-from zerollm import hf
-from zerollm.checkpoint import save_checkpoint
+from zerollm.interop import hf
+from zerollm.training.checkpoint import save_checkpoint
 from zerollm.cli import main
-from zerollm.display import printable, token_bytes
-from zerollm.errors import ZeroLLMError
-from zerollm.model import GPT, GPTConfig
-from zerollm.safetensors import load_file, save_file
-from zerollm.sample import generate
+from zerollm.generation.display import printable, token_bytes
+from zerollm.io.errors import ZeroLLMError
+from zerollm.model.gpt import GPT, GPTConfig
+from zerollm.io.safetensors import load_file, save_file
+from zerollm.generation.sample import generate
 from zerollm.tokenizers import train_tokenizer
-from zerollm.torch_ref import random_state
+from zerollm.teach.torch_ref import random_state
 
 TOL = 1e-4
 NO_SPECIAL = dict(bos_token_id=None, eos_token_id=None, pad_token_id=None)
@@ -341,7 +341,7 @@ def test_sample_hf_on_the_command_line(tmp_path, shakespeare_path, capsys):
     prompt = "ROMEO: What"
     with torch.no_grad():
         out = theirs.generate(torch.tensor([tok.encode(prompt)]), do_sample=False, max_new_tokens=15)
-    # the text shown: the tokens' bytes, with any that are not UTF-8 escaped (zerollm.display), not U+FFFD
+    # the text shown: the tokens' bytes, with any that are not UTF-8 escaped (zerollm.generation.display), not U+FFFD
     raw = b"".join(token_bytes(tok, i) for i in out[0].tolist()).decode("utf-8", "surrogateescape")
     expected = printable(raw)
     assert main(["sample", "--hf", str(tmp_path), "--prompt", prompt, "--temperature", "0",

@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 
 from tiny_runs import TINY_PREFS as PREFS, run_main, tiny_stage_base
-from zerollm.config import GPTConfig
-from zerollm.formats import write_jsonl
-from zerollm.tasks import addition
+from zerollm.model.config import GPTConfig
+from zerollm.data.formats import write_jsonl
+from zerollm.align.tasks import addition
 
 SMALL = ["--max-iters", "2", "--no-progress", "--checkpoint-interval", "1", "--eval-interval", "100"]
 RL = ["--reward", "addition", "--max-new-tokens", "3", "--prompts-per-step", "2", "--group-size", "2"]
@@ -199,7 +199,7 @@ def test_hostile_prompt_lines_for_grpo_and_tasks_eval(root, tmp_path, capsys, na
 
 
 def test_hostile_line_longer_than_the_limit(root, tmp_path, capsys):
-    from zerollm.formats import MAX_LINE_BYTES
+    from zerollm.data.formats import MAX_LINE_BYTES
     data = tmp_path / "sft.jsonl"
     data.write_text('{"prompt": "1+2=", "completion": "3"}\n{"prompt": "' + "1" * MAX_LINE_BYTES + '"}\n')
     code, _, err = run_main(["sft", "--init", root / "base", "--data", data, "--out", tmp_path / "run", *SMALL], capsys)
@@ -212,7 +212,7 @@ def test_hostile_line_longer_than_the_limit(root, tmp_path, capsys):
 @pytest.fixture(scope="module")
 def sft_run(root, tmp_path_factory):
     run = tmp_path_factory.mktemp("sftrun") / "run"
-    from zerollm.cli import main
+    from zerollm.cli.entry import main
     assert main(["sft", "--init", str(root / "base"), "--data", str(root / "sft.jsonl"), "--eval-data",
                  str(root / "sft.jsonl"), "--out", str(run), *SMALL]) == 0
     return run
@@ -376,10 +376,10 @@ def test_hostile_rollout_sizes_are_refused_by_the_estimate(root, tmp_path, comma
 
 
 def test_the_estimate_counts_references_and_rollouts(root):
-    from zerollm import budget
+    from zerollm.model import budget
     cfg = GPTConfig(vocab_size=20, block_size=32, n_layer=1, n_head=2, n_embd=16)
     plain = budget.training(cfg, 8).total
     dpo = budget.post_training(cfg, 16, reference=True)
     grpo = budget.post_training(cfg, 8, reference=True, rollout_rows=8 * 65536)
-    assert dict(dpo.parts)["frozen reference model"] == budget.param_count(cfg) * 4 and dpo.total > plain
+    assert dict(dpo.parts)["frozen reference (a second copy)"] == budget.param_count(cfg) * 4 and dpo.total > plain
     assert dict(grpo.parts)["rollout buffer (rows, T)"] > 8 * 65536 * 32 * 8 and grpo.total > 4 * 2 ** 30

@@ -148,10 +148,10 @@ def test_the_eta_leaves_evaluations_out(monkeypatch, capsys, corpus, tmp_path):
     """On a clock where a step takes 1 s and an evaluation 100 s, every ETA the bar shows is the steps
     left times 1 s: the evaluations (first one included) never count as training time."""
     import tqdm.std
-    from zerollm.data import prepare, load_prepared
-    from zerollm.presets import build_configs
-    from zerollm.runlog import JsonlLog
-    from zerollm.train import fit, lm_trainer
+    from zerollm.data.tokens import prepare, load_prepared
+    from zerollm.training.presets import build_configs
+    from zerollm.training.runlog import JsonlLog
+    from zerollm.training.trainer import fit, lm_trainer
     clock = [0.0]
     monkeypatch.setattr(tqdm.std, "time", lambda: clock[0])
     prepare(str(corpus), tmp_path / "data", tokenizer="char", block_size=16)

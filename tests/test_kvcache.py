@@ -6,11 +6,11 @@ import warnings
 import numpy as np
 import pytest
 
-from zerollm.config import GPTConfig
-from zerollm.errors import ZeroLLMError
-from zerollm.kvcache import KVCache, visible, window_mask
-from zerollm.model import GPT
-from zerollm.sample import filter_logits, generate, sample_next
+from zerollm.model.config import GPTConfig
+from zerollm.io.errors import ZeroLLMError
+from zerollm.model.kvcache import KVCache, visible, window_mask
+from zerollm.model.gpt import GPT
+from zerollm.generation.sample import filter_logits, generate, sample_next
 
 ARCHS = {
     "gpt2": dict(),

@@ -10,8 +10,8 @@ import torch.nn.functional as F
 from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
 
 from opcheck import check_op
-from zerollm.gradcheck import CASES, run_all
-from zerollm.torch_ref import moe_ffn
+from zerollm.teach.gradcheck import CASES, run_all
+from zerollm.teach.torch_ref import moe_ffn
 
 # ----------------------------------------------------------------------------
 # the same ops written with torch (each takes the case and the inputs as float64 tensors)
@@ -136,7 +136,7 @@ def t_layernorm(case, x, w, b=None):
 
 
 def t_moe(case, x, w_router, w_fc, b_fc, w_proj, b_proj, *shared):
-    """zerollm.torch_ref's dense dispatch/combine MoE; output, aux and z stacked like the case's."""
+    """zerollm.teach.torch_ref's dense dispatch/combine MoE; output, aux and z stacked like the case's."""
     kw = case.info
     cfg = types.SimpleNamespace(n_expert_active=kw["k"], moe_norm_topk=kw["norm_topk"], mlp=kw["mlp"],
                                 capacity_factor=kw["capacity_factor"], gelu=kw["gelu"])
@@ -146,7 +146,25 @@ def t_moe(case, x, w_router, w_fc, b_fc, w_proj, b_proj, *shared):
     return torch.cat([y.reshape(-1), aux[None], z[None]])
 
 
+def t_lora(case, x, w, b, *ab):
+    """y = x W + b + (dropout(x) A B) s on each adapter's columns, the dropout masks drawn as zerollm draws them."""
+    info, y = case.info, x @ w + b
+    rng, parts = np.random.default_rng(7), []
+    for (lo, hi), A, B in zip(info["cols"], ab[0::2], ab[1::2]):
+        u = x
+        if info["dropout"]:
+            keep = rng.random(tuple(x.reshape(-1, x.shape[-1]).shape)) >= info["dropout"]
+            u = x * torch.from_numpy(keep.reshape(x.shape) / (1 - info["dropout"]))
+        parts.append((lo, hi, (u @ A @ B) * info["scale"]))
+    delta = torch.zeros_like(y)
+    for lo, hi, d in parts:
+        delta = delta + F.pad(d, (lo, y.shape[-1] - hi))
+    return y + delta
+
+
 TORCH = {
+    "lora": t_lora,
+    "lora_columns_dropout": t_lora,
     "linear": t_linear,
     "linear_nobias": t_linear,
     "embedding": lambda case, idx, w: w[idx],
@@ -196,7 +214,7 @@ def test_layer_matches_torch(key, dtype):
 
 def test_gradcheck_catches_a_wrong_backward():
     """The finite-difference checker must be able to fail: break one backward on purpose."""
-    from zerollm.gradcheck import check_case
+    from zerollm.teach.gradcheck import check_case
     case = CASES["layernorm"](np.random.default_rng(0), np.float64)
     right = case.backward
     case.backward = lambda d, c: tuple(g * 1.01 if i == 0 else g for i, g in enumerate(right(d, c)))

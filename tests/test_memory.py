@@ -1,9 +1,9 @@
-"""zerollm.memory: the malloc setting is applied once, and it changes no result."""
+"""zerollm.engine.memory: the malloc setting is applied once, and it changes no result."""
 
 import numpy as np
 
-from zerollm.memory import keep_freed_memory
-from zerollm.model import GPT, GPTConfig
+from zerollm.engine.memory import keep_freed_memory
+from zerollm.model.gpt import GPT, GPTConfig
 
 
 def test_keep_freed_memory_is_idempotent_and_harmless():

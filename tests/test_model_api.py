@@ -6,12 +6,12 @@ import numpy as np
 import pytest
 import torch
 
-from zerollm.config import GPTConfig
-from zerollm.errors import ZeroLLMError
-from zerollm.heads import last_token_index, scalar_head_backward, scalar_head_forward, split_head_params
-from zerollm.model import GPT
-from zerollm.policy import token_logprobs, token_logprobs_backward
-from zerollm.torch_ref import TorchGPT, random_state
+from zerollm.model.config import GPTConfig
+from zerollm.io.errors import ZeroLLMError
+from zerollm.model.heads import last_token_index, scalar_head_backward, scalar_head_forward, split_head_params
+from zerollm.model.gpt import GPT
+from zerollm.model.policy import token_logprobs, token_logprobs_backward
+from zerollm.teach.torch_ref import TorchGPT, random_state
 
 TOL = 1e-8
 CONFIGS = {

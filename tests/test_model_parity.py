@@ -1,4 +1,4 @@
-"""The whole NumPy model vs the same model in PyTorch (zerollm.torch_ref, itself proven against Hugging
+"""The whole NumPy model vs the same model in PyTorch (zerollm.teach.torch_ref, itself proven against Hugging
 Face in test_torch_ref.py) and vs transformers.GPT2LMHeadModel directly: logits, loss, every gradient."""
 
 import itertools
@@ -8,11 +8,11 @@ import pytest
 import torch
 
 import hf_twins as hf
-from zerollm.config import GPTConfig
+from zerollm.model.config import GPTConfig
 from zerollm.engine import use_engine
-from zerollm.errors import ZeroLLMError
-from zerollm.model import GPT, param_shapes
-from zerollm.torch_ref import TorchGPT, random_state
+from zerollm.io.errors import ZeroLLMError
+from zerollm.model.gpt import GPT, param_shapes
+from zerollm.teach.torch_ref import TorchGPT, random_state
 
 TOL = {"float64": 1e-8, "float32": 1e-4}
 

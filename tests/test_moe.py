@@ -8,16 +8,16 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from zerollm.config import GPTConfig
-from zerollm.errors import ZeroLLMError
-from zerollm.model import GPT, param_shapes
+from zerollm.model.config import GPTConfig
+from zerollm.io.errors import ZeroLLMError
+from zerollm.model.gpt import GPT, param_shapes
 from zerollm.nn.moe import capacity_of, dispatch, moe_backward, moe_forward
-from zerollm.objectives.base import ShardResult, reduce_shards
-from zerollm.optim import AdamW
-from zerollm.parallel import ShardedModel
-from zerollm.runlog import JsonlLog, read_log
-from zerollm.sample import generate
-from zerollm.torch_ref import random_state
+from zerollm.training.objective import ShardResult, reduce_shards
+from zerollm.training.optim import AdamW
+from zerollm.training.parallel import ShardedModel
+from zerollm.training.runlog import JsonlLog, read_log
+from zerollm.generation.sample import generate
+from zerollm.teach.torch_ref import random_state
 
 MOE = GPTConfig(vocab_size=23, block_size=8, n_layer=2, n_head=2, n_embd=16, n_inner=12, n_expert=4,
                 n_expert_active=2, norm="rmsnorm", pos="rope", mlp="swiglu", bias=False, dtype="float64")
@@ -122,7 +122,7 @@ def test_hybrid_stack_has_dense_and_moe_blocks():
 
 def test_thread_shards_average_the_routing_statistics():
     model, x, y = model_and_batch(replace(MOE, capacity_factor=1.0), B=4)
-    from zerollm.objectives.lm import lm_shard_loss
+    from zerollm.training.lm import lm_shard_loss
     halves = [lm_shard_loss(model, {"x": x[rows], "y": y[rows]}) for rows in (slice(0, 2), slice(2, 4))]
     halves = [r._replace(grads={k: v.copy() for k, v in r.grads.items()}) for r in halves]
     sharded = ShardedModel(model, 2)
@@ -155,7 +155,7 @@ def test_expert_biases_are_not_decayed():
 
 
 def test_expert_load_plot_skips_damaged_records(tmp_path):
-    from zerollm.runlog import plot_expert_load
+    from zerollm.training.runlog import plot_expert_load
     log = tmp_path / "log.jsonl"
     good = [json.dumps({"step": i, "expert_frac": [[0.5, 0.5], [0.9, 0.1]]}) for i in range(5)]
     bad = ['{"step": 5, "expert_frac": [[0.5]]}', '{"step": "6", "expert_frac": [[1, 0], [0, 1]]}',

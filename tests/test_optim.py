@@ -1,4 +1,4 @@
-"""zerollm.optim: AdamW and clipping against torch, the schedule's key points, exact resume."""
+"""zerollm.training.optim: AdamW and clipping against torch, the schedule's key points, exact resume."""
 
 import math
 import tracemalloc
@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 import torch
 
-from zerollm.errors import ZeroLLMError
-from zerollm.optim import AdamW, clip_grad_norm, lr_at
+from zerollm.io.errors import ZeroLLMError
+from zerollm.training.optim import AdamW, clip_grad_norm, lr_at
 
 SHAPES = {"wte.weight": (11, 8), "h.0.attn.c_attn.weight": (8, 24), "h.0.attn.c_attn.bias": (24,),
           "h.0.ln_1.weight": (8,), "lm_scale": ()}

@@ -1,12 +1,12 @@
-"""Data parallelism in threads (zerollm.parallel): the same loss and gradients as one big batch."""
+"""Data parallelism in threads (zerollm.training.parallel): the same loss and gradients as one big batch."""
 
 import numpy as np
 import pytest
 
-from zerollm.config import GPTConfig
-from zerollm.errors import ZeroLLMError
-from zerollm.model import GPT
-from zerollm.parallel import ShardedModel
+from zerollm.model.config import GPTConfig
+from zerollm.io.errors import ZeroLLMError
+from zerollm.model.gpt import GPT
+from zerollm.training.parallel import ShardedModel
 
 
 def setup(B, dropout=0.0, seed=0):

@@ -2,7 +2,7 @@
 
 import pytest
 
-from zerollm.poems import couplets, form_report
+from zerollm.align.tasks.poems import couplets, form_report
 
 
 def test_the_corpus_itself_is_entirely_in_form(tang_path):

@@ -6,14 +6,14 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from zerollm.config import GPTConfig
-from zerollm.errors import ZeroLLMError
-from zerollm.model import GPT
-from zerollm.objectives.dpo import DPOConfig, DPOObjective, dpo_loss
-from zerollm.objectives.pairs import both_sides, pair_batch
-from zerollm.objectives.reward import RewardConfig, RewardObjective, bradley_terry_loss, margin_ranking_loss
-from zerollm.parallel import ShardedModel
-from zerollm.torch_ref import TorchGPT, random_state
+from zerollm.model.config import GPTConfig
+from zerollm.io.errors import ZeroLLMError
+from zerollm.model.gpt import GPT
+from zerollm.align.objectives.dpo import DPOConfig, DPOObjective, dpo_loss
+from zerollm.align.objectives.pairs import both_sides, pair_batch
+from zerollm.align.objectives.reward import RewardConfig, RewardObjective, bradley_terry_loss, margin_ranking_loss
+from zerollm.training.parallel import ShardedModel
+from zerollm.teach.torch_ref import TorchGPT, random_state
 
 TOL = 1e-8
 

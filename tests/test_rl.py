@@ -11,18 +11,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from zerollm.chat import encode_prompt, end_id, prepare_tokenizer
+from zerollm.data.chat import encode_prompt, end_id, prepare_tokenizer
 from zerollm.cli import main
-from zerollm.config import GPTConfig
-from zerollm.errors import ZeroLLMError
-from zerollm.model import GPT
-from zerollm.rl.grpo import GRPOConfig, GRPOObjective
-from zerollm.rl.ppo import PPOConfig, PPOObjective
-from zerollm.rl.rewards import RewardSource, check_rewards, score_all
-from zerollm.runlog import read_log
-from zerollm.safetensors import load_file
+from zerollm.model.config import GPTConfig
+from zerollm.io.errors import ZeroLLMError
+from zerollm.model.gpt import GPT
+from zerollm.align.rl.grpo import GRPOConfig, GRPOObjective
+from zerollm.align.rl.ppo import PPOConfig, PPOObjective
+from zerollm.align.rl.rewards import RewardSource, check_rewards, score_all
+from zerollm.training.runlog import read_log
+from zerollm.io.safetensors import load_file
 from zerollm.tokenizers import train_tokenizer
-from zerollm.train import TrainConfig, Trainer
+from zerollm.training.trainer import TrainConfig, Trainer
 
 # ----------------------------------------------------------------------------
 # a bandit: one prompt, one-token answers, reward 1 for the letter "a" only

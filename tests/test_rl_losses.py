@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 import torch
 
-from zerollm.errors import ZeroLLMError
-from zerollm.rl import gae, group_advantages, grpo_loss, policy_stats, ppo_loss, whiten
+from zerollm.io.errors import ZeroLLMError
+from zerollm.align.rl import gae, group_advantages, grpo_loss, policy_stats, ppo_loss, whiten
 
 TOL = 1e-10
 

@@ -1,6 +1,6 @@
 """Nothing typed on the command line crashes zerollm: every command, every numeric flag, every bad value.
 
-The flags are read from the parser itself (zerollm.cli.COMMANDS), so a command or a flag added later
+The flags are read from the parser itself (zerollm.cli.entry.COMMANDS), so a command or a flag added later
 is fuzzed here without anyone writing a test for it. Each bad value must end as a usage error:
 exit code 2, exactly one line on stderr, no traceback, nothing on stdout, no file created.
 """
@@ -12,8 +12,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from zerollm import cli
-from zerollm.argtypes import Range
+from zerollm.cli import entry as cli
+from zerollm.io.argtypes import Range
 
 BAD_FOR_EVERY_NUMBER = ["nan", "NaN", "inf", "-inf", "1e400", "-1e400", "", " ", "abc", "0x10", "1,000",
                         "1/2", "9" * 5000, "-" + "9" * 5000, "\udcff", "١٢", "1e3x"]
@@ -62,7 +62,7 @@ def bad_values(r):
 
 
 def run_main(argv, capsys):
-    """(exit code, stdout, stderr) of zerollm.cli.main in this process."""
+    """(exit code, stdout, stderr) of zerollm.cli.entry in this process."""
     try:
         code = cli.main(argv)
     except SystemExit as exc:
@@ -91,7 +91,7 @@ def assert_usage_error(code, out, err, command, what):
 
 def test_every_numeric_flag_has_a_declared_range():
     undeclared = [f"{c} {flag}" for c, flag, t in NUMERIC if not (isinstance(t, Range) and t.declared)]
-    assert NUMERIC and not undeclared, ("give these flags a zerollm.argtypes.Range (or, for a config field, an "
+    assert NUMERIC and not undeclared, ("give these flags a zerollm.io.argtypes.Range (or, for a config field, an "
                                         f"entry in FIELD_RANGES or metadata={{'range': ...}}): {undeclared}")
 
 

@@ -1,4 +1,4 @@
-"""zerollm.safetensors: round trips, interop with the reference package and torch, bad files."""
+"""zerollm.io.safetensors: round trips, interop with the reference package and torch, bad files."""
 
 import json
 
@@ -9,8 +9,8 @@ import safetensors.torch
 import torch
 from safetensors import safe_open
 
-from zerollm import safetensors as st
-from zerollm.errors import ZeroLLMError
+from zerollm.io import safetensors as st
+from zerollm.io.errors import ZeroLLMError
 
 DTYPES = [np.float64, np.float32, np.float16, np.int64, np.int32, np.int16, np.int8,
           np.uint64, np.uint32, np.uint16, np.uint8, np.bool_]

@@ -6,9 +6,9 @@ import warnings
 import numpy as np
 import pytest
 
-from zerollm.errors import ZeroLLMError
-from zerollm.model import GPT, GPTConfig
-from zerollm.sample import generate, sample_completions
+from zerollm.io.errors import ZeroLLMError
+from zerollm.model.gpt import GPT, GPTConfig
+from zerollm.generation.sample import generate, sample_completions
 
 V = 23
 

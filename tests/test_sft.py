@@ -8,17 +8,20 @@ import os
 import numpy as np
 import pytest
 
-from zerollm import chat, hf
-from zerollm.checkpoint import load_checkpoint
+from zerollm.data import chat
+
+from zerollm.training.checkpoint import load_checkpoint
 from zerollm.cli import main
-from zerollm.formats import write_jsonl
-from zerollm.model import GPT, GPTConfig
+from zerollm.data.formats import write_jsonl
+from zerollm.model.gpt import GPT, GPTConfig
 from zerollm.nn.loss import IGNORE_INDEX
-from zerollm.objectives.lm import lm_shard_loss
-from zerollm.objectives.sft import collate
-from zerollm.runlog import read_log
-from zerollm.tasks import acrostic
+from zerollm.training.lm import lm_shard_loss
+from zerollm.align.objectives.sft import collate
+from zerollm.training.runlog import read_log
+from zerollm.align.tasks import acrostic
 from zerollm.tokenizers import CharTokenizer, load_tokenizer
+
+from tiny_runs import acrostic_base
 
 EXAMPLES = [{"prompt": "1+2=", "completion": "3"}, {"prompt": "12+345=", "completion": "357"},
             {"messages": [{"role": "user", "content": "9+9="}, {"role": "assistant", "content": "18"},
@@ -71,7 +74,7 @@ def test_padding_changes_nothing(tok, kw):
 
 def test_the_loss_is_the_mean_negative_log_likelihood_of_the_learned_tokens(tok):
     """An independent route: token_logprobs over the whole conversation, averaged where loss_mask is True."""
-    from zerollm.policy import token_logprobs
+    from zerollm.model.policy import token_logprobs
     model = _model(tok.vocab_size).eval()
     encoded = [chat.encode_example(tok, e) for e in EXAMPLES]
     L = max(len(ids) for ids, _ in encoded)
@@ -83,7 +86,7 @@ def test_the_loss_is_the_mean_negative_log_likelihood_of_the_learned_tokens(tok)
 
 
 def test_curriculum_goes_from_short_to_long_in_the_first_epoch(tok):
-    from zerollm.objectives.sft import SFTConfig, SFTObjective
+    from zerollm.align.objectives.sft import SFTConfig, SFTObjective
     examples = [([1] * n + [2], [False] * n + [True]) for n in (9, 3, 7, 5, 3, 8, 4, 6)]
     for curriculum in (True, False):
         objective = SFTObjective(_model(tok.vocab_size), tok, examples, batch_size=2, seed=0,
@@ -100,12 +103,7 @@ def test_curriculum_goes_from_short_to_long_in_the_first_epoch(tok):
 def setup(tmp_path_factory):
     """A random base model with a char tokenizer of the poems, and acrostic train / heldout files."""
     folder = tmp_path_factory.mktemp("sft")
-    train, heldout = acrostic.make(120, "train", 0), acrostic.make(16, "heldout", 0)
-    write_jsonl(folder / "train.jsonl", train)
-    write_jsonl(folder / "heldout.jsonl", heldout)
-    base_tok = CharTokenizer.train("\n" + "".join(r["completion"] for r in train + heldout))
-    model = GPT(GPTConfig(vocab_size=base_tok.vocab_size, block_size=40, n_layer=1, n_head=2, n_embd=16), seed=0)
-    hf.save_zerollm(model, folder / "base", tokenizer=base_tok)
+    acrostic_base(folder, 120, 16)
     return folder
 
 

@@ -5,13 +5,15 @@ import json
 
 import pytest
 
-from zerollm import chat, hf
+from zerollm.data import chat
+
+from zerollm.interop import hf
 from zerollm.cli import main
-from zerollm.errors import ZeroLLMError
-from zerollm.formats import read_prefs, read_prompts, read_sft
-from zerollm.model import GPT, GPTConfig
-from zerollm.tasks import TASKS, acrostic, addition, get_task, prefs
-from zerollm.tasks.evaluate import score, wilson
+from zerollm.io.errors import ZeroLLMError
+from zerollm.data.formats import read_prefs, read_prompts, read_sft
+from zerollm.model.gpt import GPT, GPTConfig
+from zerollm.align.tasks import TASKS, acrostic, addition, get_task, prefs
+from zerollm.align.tasks.evaluate import score, wilson
 from zerollm.tokenizers import CharTokenizer
 
 HEADS = "春夏秋冬"

@@ -149,11 +149,11 @@ def test_bad_out_path_is_one_line_exit_1(capsys, tmp_path, case, fragment):
 
 
 def test_unwritable_directory_is_a_clear_error(capsys, tmp_path, monkeypatch):
-    import zerollm.fileio
+    import zerollm.io.fileio
 
     def refuse(*args, **kwargs):
         raise PermissionError(13, "Permission denied")
-    monkeypatch.setattr(zerollm.fileio.tempfile, "mkstemp", refuse)   # tests may run as root: simulate it
+    monkeypatch.setattr(zerollm.io.fileio.tempfile, "mkstemp", refuse)   # tests may run as root: simulate it
     code, _, err = run_cli(capsys, "--random", "--seq", "4", "--out", str(tmp_path / "x.png"))
     assert code == 1 and "permission denied; choose a writable --out" in err
 

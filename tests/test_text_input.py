@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from tiny_runs import run_main, tiny_run
-from zerollm.errors import ZeroLLMError
+from zerollm.io.errors import ZeroLLMError
 from zerollm.tokenizers import BPETokenizer, ByteTokenizer, CharTokenizer
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

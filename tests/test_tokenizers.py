@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from zerollm.errors import ZeroLLMError
+from zerollm.io.errors import ZeroLLMError
 from zerollm.tokenizers import (ENDOFTEXT, BPETokenizer, ByteTokenizer, CharTokenizer,
                                 load_tokenizer, train_tokenizer)
 from zerollm.tokenizers.bpe_train import count_pairs, learn_merges, merge_word

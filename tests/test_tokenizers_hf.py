@@ -8,7 +8,7 @@ import pytest
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import GPT2TokenizerFast
 
-from zerollm.errors import ZeroLLMError
+from zerollm.io.errors import ZeroLLMError
 from zerollm.tokenizers import ENDOFTEXT, BPETokenizer, load_tokenizer
 from zerollm.tokenizers.hf import bytes_to_unicode
 

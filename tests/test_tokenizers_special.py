@@ -8,9 +8,9 @@ import json
 import pytest
 from transformers import AutoTokenizer
 
-from zerollm import hf
-from zerollm.errors import ZeroLLMError
-from zerollm.model import GPT, GPTConfig
+from zerollm.interop import hf
+from zerollm.io.errors import ZeroLLMError
+from zerollm.model.gpt import GPT, GPTConfig
 from zerollm.tokenizers import ENDOFTEXT, BPETokenizer, ByteTokenizer, CharTokenizer, load_tokenizer
 
 SPECIALS = ["<|user|>", "<|assistant|>", "<|end|>"]

@@ -1,4 +1,4 @@
-"""zerollm/torch_ref.py is the yardstick for zerollm.model, so it is itself checked against Hugging Face.
+"""zerollm/teach/torch_ref.py is the yardstick for zerollm.model.gpt, so it is itself checked against Hugging Face.
 
 Where GPT2LMHeadModel or LlamaForCausalLM can express a GPTConfig, logits and gradients must agree to
 1e-10 in float64. Where neither can (sinusoidal positions, causal=False, ...), a property is checked.
@@ -12,9 +12,9 @@ import torch
 from transformers.models.llama.modeling_llama import LlamaRMSNorm
 
 import hf_twins as hf
-from zerollm import torch_ref as ref
-from zerollm.config import GPTConfig
-from zerollm.errors import ZeroLLMError
+from zerollm.teach import torch_ref as ref
+from zerollm.model.config import GPTConfig
+from zerollm.io.errors import ZeroLLMError
 
 TOL = 1e-10
 HF_LOSS_TOL = 1e-6   # HF's ForCausalLMLoss casts logits to float32 before the cross-entropy
@@ -128,7 +128,7 @@ def test_grads_match_hf_mixtral(name):
 def test_load_balancing_loss_is_mixtrals_over_k():
     """transformers' load_balancing_loss_func counts each of the k choices as a token (shares summing
     to k); ours counts pairs (shares summing to 1). With one MoE block the two differ by exactly k,
-    which is why zerollm.hf maps router_aux_loss_coef * k to aux_loss_coef."""
+    which is why zerollm.interop.hf maps router_aux_loss_coef * k to aux_loss_coef."""
     config = replace(MIXTRAL_CONFIGS["e5-top3-odd-heads"], z_loss_coef=0.0)
     state = ref.random_state(config, seed=2)
     ours = ref.TorchGPT(config)

@@ -13,11 +13,11 @@ import numpy as np
 import pytest
 
 from zerollm.cli import main
-from zerollm.commands.train import add_config_flags
-from zerollm.config import GPTConfig
-from zerollm.runlog import read_log
-from zerollm.presets import PRESETS, build_configs
-from zerollm.train import TrainConfig, lm_trainer
+from zerollm.cli.commands.train import add_config_flags
+from zerollm.model.config import GPTConfig
+from zerollm.training.runlog import read_log
+from zerollm.training.presets import PRESETS, build_configs
+from zerollm.training.trainer import TrainConfig, lm_trainer
 
 # a small, fast model: about 4 ms per step here
 SMALL = ["--tokenizer", "char", "--n-layer", "2", "--n-head", "2", "--n-embd", "32", "--block-size", "32",
@@ -148,7 +148,7 @@ def test_gradient_accumulation_averages_the_micro_batches():
 def test_a_diverged_step_stops_with_one_line_and_changes_nothing(grad_clip):
     """A NaN in the weights makes the loss NaN: the step raises the 'training diverged' error (which the
     CLI prints as one line) before the optimizer touches anything."""
-    from zerollm.errors import ZeroLLMError
+    from zerollm.io.errors import ZeroLLMError
     trainer = _toy_trainer(grad_clip=grad_clip)
     trainer.model.params["wte.weight"][0, 0] = np.nan
     before = {k: v.copy() for k, v in trainer.model.params.items()}
@@ -183,7 +183,7 @@ def test_presets_and_precedence():
 
 def test_modern_preset_builds_and_trains(shakespeare_path):
     """shakespeare-modern: nanoGPT's sizes with RMSNorm, RoPE and SwiGLU, on the shipped tiny Shakespeare."""
-    from zerollm.presets import PRESET_CORPUS
+    from zerollm.training.presets import PRESET_CORPUS
     from zerollm.tokenizers import train_tokenizer
     text = shakespeare_path.read_text()
     tok = train_tokenizer("char", text)
@@ -249,7 +249,7 @@ def test_heads_draws_a_trained_checkpoint(reference_run, tmp_path, capsys):
 
 @pytest.mark.parametrize("engine", ["numpy", "fast"])
 def test_two_threads_learn_and_resume_bit_identically(tmp_path, corpus, engine):
-    """--threads 2 splits each batch over two threads (zerollm.parallel); resuming with the same
+    """--threads 2 splits each batch over two threads (zerollm.training.parallel); resuming with the same
     --threads (and --engine) after SIGKILL reproduces every loss exactly."""
     common = ["--data", str(corpus), "--max-iters", "40", "--checkpoint-interval", "10", "--threads", "2",
               "--engine", engine, *SMALL]
@@ -270,7 +270,7 @@ def test_two_threads_learn_and_resume_bit_identically(tmp_path, corpus, engine):
 
 
 def test_stream_decoder_holds_back_half_characters():
-    from zerollm.commands.sample import StreamDecoder
+    from zerollm.cli.commands.sample import StreamDecoder
     from zerollm.tokenizers import train_tokenizer
     tok = train_tokenizer("byte", "")
     text = "春眠 a😀b"

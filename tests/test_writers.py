@@ -1,5 +1,5 @@
-"""Data is never lost: one writer per directory (zerollm.lock), directories swapped in whole
-(zerollm.outdir), outputs that cannot overlap their inputs, and a full disk that leaves the old output."""
+"""Data is never lost: one writer per directory (zerollm.io.lock), directories swapped in whole
+(zerollm.io.outdir), outputs that cannot overlap their inputs, and a full disk that leaves the old output."""
 
 import json
 import os
@@ -13,9 +13,9 @@ import time
 import pytest
 
 from tiny_runs import TINY_MODEL, copy_run, run_main, step_dir, tiny_run, tiny_text
-from zerollm.checkpoint import latest_checkpoint, load_checkpoint
-from zerollm.lock import DirectoryBusy, lock_path, read_owner, writing
-from zerollm.outdir import atomic_dir
+from zerollm.training.checkpoint import latest_checkpoint, load_checkpoint
+from zerollm.io.lock import DirectoryBusy, lock_path, read_owner, writing
+from zerollm.io.outdir import atomic_dir
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ENV = {**os.environ, "PYTHONPATH": REPO + os.pathsep + os.environ.get("PYTHONPATH", "")}
@@ -45,7 +45,7 @@ def pristine(tmp_path_factory):
     return tiny_run(tmp_path_factory, "char")
 
 
-HOLD = ("import sys, time; from zerollm.lock import writing\n"
+HOLD = ("import sys, time; from zerollm.io.lock import writing\n"
         "with writing(sys.argv[1], beside=sys.argv[2] == 'beside'):\n"
         "    print('locked', flush=True); time.sleep(60)")
 

@@ -6,9 +6,9 @@
 
 import shutil
 
-from zerollm import corpora
-from zerollm.checkpoint import latest_checkpoint
-from zerollm.cli import main
+from zerollm.data import corpora
+from zerollm.training.checkpoint import latest_checkpoint
+from zerollm.cli.entry import main
 
 TINY_MODEL = ["--n-layer", "1", "--n-head", "2", "--n-embd", "8", "--block-size", "16", "--batch-size", "2",
               "--max-iters", "2", "--eval-interval", "1", "--eval-iters", "1", "--checkpoint-interval", "1",
@@ -54,11 +54,10 @@ def tiny_run(tmp_path_factory, tokenizer="char", pos="learned"):
 def tiny_stage_base(folder):
     """``folder``/base: a random 1-layer model directory with a char tokenizer of sums, and sft.jsonl,
     prompts.jsonl (addition) and prefs.jsonl beside it: enough for every post-training command."""
-    from zerollm import hf
-    from zerollm.config import GPTConfig
-    from zerollm.formats import write_jsonl
-    from zerollm.model import GPT
-    from zerollm.tasks import addition
+    from zerollm.align.tasks import addition
+    from zerollm.data.formats import write_jsonl
+    from zerollm.interop import hf
+    from zerollm.model.gpt import GPT, GPTConfig
     from zerollm.tokenizers import CharTokenizer
     tok = CharTokenizer.train("0123456789+=\n")
     model = GPT(GPTConfig(vocab_size=tok.vocab_size, block_size=32, n_layer=1, n_head=2, n_embd=16), seed=0)
@@ -71,6 +70,23 @@ def tiny_stage_base(folder):
 
 
 TINY_PREFS = [{"prompt": f"{a}+{a}=", "chosen": str(2 * a), "rejected": str(2 * a + 1)} for a in range(8)]
+
+
+def acrostic_base(folder, n_train, n_heldout):
+    """FOLDER/train.jsonl and heldout.jsonl of acrostic examples, and FOLDER/base: a random 1-layer model
+    with a char tokenizer of their poems (what SFT tests start from). Returns the train rows."""
+    from zerollm.align.tasks import acrostic
+    from zerollm.data.formats import write_jsonl
+    from zerollm.interop import hf
+    from zerollm.model.gpt import GPT, GPTConfig
+    from zerollm.tokenizers import CharTokenizer
+    train, heldout = acrostic.make(n_train, "train", 0), acrostic.make(n_heldout, "heldout", 0)
+    write_jsonl(folder / "train.jsonl", train)
+    write_jsonl(folder / "heldout.jsonl", heldout)
+    tok = CharTokenizer.train("\n" + "".join(r["completion"] for r in train + heldout))
+    model = GPT(GPTConfig(vocab_size=tok.vocab_size, block_size=40, n_layer=1, n_head=2, n_embd=16), seed=0)
+    hf.save_zerollm(model, folder / "base", tokenizer=tok)
+    return train
 
 
 def copy_run(run, tmp_path, name="run"):

@@ -1,4 +1,5 @@
-"""The layers of zerollm, each a forward/backward pair side by side.
+"""nn: the layers of zerollm, each a forward/backward pair side by side, from the seed's self-attention
+(nn.self_attention) to the pre-norm block. May import io and engine only.
 
 Convention (as in llm.c):  ``out, cache = op_forward(...)``  then  ``grads = op_backward(dout, cache)``.
 The cache is a small NamedTuple with exactly what the backward needs. Every pair is checked

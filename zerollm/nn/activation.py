@@ -7,11 +7,11 @@ whose error (<= 1.5e-7) is below float32's own rounding, at NumPy speed.
 """
 
 import math
-from typing import NamedTuple
 
 import numpy as np
 
 from zerollm.engine import accelerated
+from zerollm.engine.caches import ActCache
 
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 _GELU_C = 0.044715
@@ -36,11 +36,6 @@ def erf(x):
     poly *= t
     y = 1.0 - poly * np.exp(-ax * ax)
     return np.copysign(y, x)
-
-
-class ActCache(NamedTuple):
-    x: np.ndarray
-    aux: np.ndarray   # a value from the forward pass the derivative reuses (sigmoid(2u), Phi(x), sigmoid(x))
 
 
 # ----------------------------------------------------------------------------

@@ -15,13 +15,13 @@ from typing import NamedTuple
 
 import numpy as np
 
-from zerollm.amp import cast
-from zerollm.attention import causal_mask, softmax, softmax_backward
+from zerollm.engine.amp import cast
+from zerollm.nn.self_attention import causal_mask, softmax, softmax_backward
 from zerollm.engine import accelerated
-from zerollm.errors import ZeroLLMError
+from zerollm.io.errors import ZeroLLMError
 from zerollm.nn.dropout import dropout_backward, dropout_forward
 from zerollm.nn.flash import FlashCache, flash_sdpa_backward, flash_sdpa_forward, sum_groups
-from zerollm.nn.linear import linear_backward, linear_forward
+from zerollm.nn.lora import adapted_backward, adapted_forward
 from zerollm.nn.position import rope_backward, rope_forward
 
 
@@ -156,18 +156,20 @@ class MHACache(NamedTuple):
 
 
 def mha_forward(x, w_attn, b_attn, w_proj, b_proj, *, n_head, n_kv_head, causal=True, mask=None,
-                rope=None, dropout=0.0, rng=None, training=False, kv=None, layer=0, attn_impl="naive"):
+                rope=None, dropout=0.0, rng=None, training=False, kv=None, layer=0, attn_impl="naive", lora=None):
     """Multi-head self-attention: x (B, T, C) -> (B, T, C).
 
     rope: optional (cos, sin) tables of shape (T, hs) for these positions.
     mask: optional bool (B, T, T) or (T, T), True = hidden (e.g. padding), on top of causal.
-    kv: optional KVCache (zerollm.kvcache): the new keys/values are stored in it, the queries attend
+    kv: optional KVCache (zerollm.model.kvcache): the new keys/values are stored in it, the queries attend
         to everything it holds, and its own mask (causal + window rule) replaces ``causal``.
     attn_impl: 'naive' (sdpa_forward, full T x Tk scores) or 'flash' (zerollm.nn.flash, tiled, O(T) memory).
+    lora: optional (Adapted of c_attn, Adapted of c_proj) (zerollm.nn.lora): frozen projections with adapters.
     """
+    lora_attn, lora_proj = lora or (None, None)
     if attn_impl not in ("naive", "flash"):
         raise ZeroLLMError(f"attn_impl must be 'naive' or 'flash', got {attn_impl!r}")
-    qkv, attn = linear_forward(x, w_attn, b_attn)          # (B, T, C) -> (B, T, (nh + 2 nkv) hs)
+    qkv, attn = adapted_forward(x, w_attn, b_attn, lora_attn, rng, training)   # (B, T, C) -> (B, T, (nh + 2 nkv) hs)
     q, k, v = split_qkv(qkv, n_head, n_kv_head)            # (B,nkv,g,T,hs), (B,nkv,1,T,hs) x2
     rope_q = rope_k = None
     if rope is not None:
@@ -182,15 +184,16 @@ def mha_forward(x, w_attn, b_attn, w_proj, b_proj, *, n_head, n_kv_head, causal=
     sdpa = flash_sdpa_forward if attn_impl == "flash" else sdpa_forward
     y, sd = sdpa(q, k, v, causal=causal, mask=mask, dropout=dropout, rng=rng, training=training)
     y = merge_heads(y)                                     # (B, nkv, g, T, hs) -> (B, T, C)
-    out, proj = linear_forward(y, w_proj, b_proj)          # (B, T, C) -> (B, T, C)
+    out, proj = adapted_forward(y, w_proj, b_proj, lora_proj, rng, training)   # (B, T, C) -> (B, T, C)
     out, drop = dropout_forward(out, dropout, rng, training)
     return out, MHACache(attn, rope_q, rope_k, sd, proj, drop, n_head, n_kv_head)
 
 
-def mha_backward(dout, cache):
-    """Returns (dx, dw_attn, db_attn, dw_proj, db_proj): the forward steps in reverse."""
+def mha_backward(dout, cache, grads=None):
+    """Returns (dx, dw_attn, db_attn, dw_proj, db_proj): the forward steps in reverse. With LoRA the
+    weight gradients are None and the adapters' go into ``grads``."""
     dout = dropout_backward(dout, cache.drop)
-    dy, dw_proj, db_proj = linear_backward(dout, cache.proj)           # (B, T, C)
+    dy, dw_proj, db_proj = adapted_backward(dout, cache.proj, grads)           # (B, T, C)
     B, T, C = dy.shape
     nkv, g = cache.n_kv_head, cache.n_head // cache.n_kv_head
     dy = cast(dy).reshape(B, T, nkv, g, C // cache.n_head).transpose(0, 2, 3, 1, 4)   # (B,nkv,g,T,hs)
@@ -204,5 +207,5 @@ def mha_backward(dout, cache):
     dqkv = np.empty((B, T, dq.shape[-1] * (cache.n_head + 2 * nkv)), dtype=dy.dtype)
     for view, grad in zip(split_qkv(dqkv, cache.n_head, nkv), (dq, dk, dv)):
         view[...] = grad
-    dx, dw_attn, db_attn = linear_backward(dqkv, cache.attn)
+    dx, dw_attn, db_attn = adapted_backward(dqkv, cache.attn, grads)
     return dx, dw_attn, db_attn, dw_proj, db_proj

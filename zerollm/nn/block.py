@@ -45,11 +45,14 @@ def _mlp_weights(params, name):
             params[name + ".c_proj.weight"], params.get(name + ".c_proj.bias"))
 
 
-def mlp_forward(x, params, name, cfg):
+def mlp_forward(x, params, name, cfg, lora=None, rng=None, training=False):
+    """lora: the model's LoRA (zerollm.nn.lora) or None; its adapters on c_fc / c_proj join in."""
     args = _mlp_weights(params, name)
+    kw = {} if lora is None else dict(lora=(lora.on(name + ".c_fc"), lora.on(name + ".c_proj")), rng=rng,
+                                      training=training)
     if cfg.mlp == "swiglu":
-        return swiglu_forward(x, *args)
-    return gelu_mlp_forward(x, *args, gelu=cfg.gelu)
+        return swiglu_forward(x, *args, **kw)
+    return gelu_mlp_forward(x, *args, gelu=cfg.gelu, **kw)
 
 
 def experts_forward(x, params, name, cfg, training):
@@ -63,7 +66,7 @@ def experts_forward(x, params, name, cfg, training):
 def experts_backward(dy, cache, name, cfg, grads, loss_scale=1.0):
     """Backward of ``experts_forward``. The aux and z losses are means over the MoE blocks, scaled by
     their coefficients, so each block's share of their gradient is coef / (number of MoE blocks), times
-    the loss scale of fp16 training (zerollm.amp), which multiplies the whole loss."""
+    the loss scale of fp16 training (zerollm.engine.amp), which multiplies the whole loss."""
     n = len(cfg.moe_layers)
     daux, dz = loss_scale * cfg.aux_loss_coef / n, loss_scale * cfg.z_loss_coef / n
     dx, dw_router, dexperts, dshared = moe_backward(dy, cache, daux, dz)
@@ -77,6 +80,8 @@ def experts_backward(dy, cache, name, cfg, grads, loss_scale=1.0):
 
 
 def _put(grads, name, dw, db):
+    if dw is None:                   # a frozen linear (LoRA): its adapters wrote their own gradients
+        return
     grads[name + ".weight"] = dw
     if db is not None:
         grads[name + ".bias"] = db
@@ -84,7 +89,7 @@ def _put(grads, name, dw, db):
 
 def mlp_backward(dy, cache, name, cfg, grads):
     backward = swiglu_backward if cfg.mlp == "swiglu" else gelu_mlp_backward
-    dx, dw_fc, db_fc, dw_proj, db_proj = backward(dy, cache)
+    dx, dw_fc, db_fc, dw_proj, db_proj = backward(dy, cache, grads)
     _put(grads, name + ".c_fc", dw_fc, db_fc)
     _put(grads, name + ".c_proj", dw_proj, db_proj)
     return dx
@@ -102,21 +107,24 @@ class BlockCache(NamedTuple):
     moe: bool = False
 
 
-def block_forward(x, params, prefix, cfg, *, rope=None, mask=None, rng=None, training=False, kv=None, layer=0):
-    """One block: (B, T, C) -> (B, T, C). ``prefix`` is e.g. "h.3."; kv/layer: see mha_forward."""
+def block_forward(x, params, prefix, cfg, *, rope=None, mask=None, rng=None, training=False, kv=None, layer=0,
+                  lora=None):
+    """One block: (B, T, C) -> (B, T, C). ``prefix`` is e.g. "h.3."; kv/layer: see mha_forward.
+    lora: the model's LoRA (zerollm.nn.lora): the linears are frozen and their adapters join in."""
+    attn_lora = None if lora is None else (lora.on(prefix + "attn.c_attn"), lora.on(prefix + "attn.c_proj"))
     h, ln_1 = norm_forward(x, params, prefix + "ln_1", cfg)
     a, attn = mha_forward(
         h, params[prefix + "attn.c_attn.weight"], params.get(prefix + "attn.c_attn.bias"),
         params[prefix + "attn.c_proj.weight"], params.get(prefix + "attn.c_proj.bias"),
         n_head=cfg.n_head, n_kv_head=cfg.n_kv_head, causal=cfg.causal, mask=mask, rope=rope,
-        dropout=cfg.dropout, rng=rng, training=training, kv=kv, layer=layer, attn_impl=cfg.attn_impl)
+        dropout=cfg.dropout, rng=rng, training=training, kv=kv, layer=layer, attn_impl=cfg.attn_impl, lora=attn_lora)
     x = x + a                                   # residual 1 (a new array: the caller's x is kept)
     h, ln_2 = norm_forward(x, params, prefix + "ln_2", cfg)
     moe = cfg.is_moe(layer)
     if moe:
         m, mlp = experts_forward(h, params, prefix + "mlp", cfg, training)
     else:
-        m, mlp = mlp_forward(h, params, prefix + "mlp", cfg)
+        m, mlp = mlp_forward(h, params, prefix + "mlp", cfg, lora, rng, training)
     m, drop = dropout_forward(m, cfg.dropout, rng, training)
     x += m                                      # residual 2
     return x, BlockCache(ln_1, attn, ln_2, mlp, drop, moe)
@@ -132,7 +140,7 @@ def block_backward(dx, cache, prefix, cfg, grads, loss_scale=1.0):
     else:
         dh = mlp_backward(dm, cache.mlp, prefix + "mlp", cfg, grads)
     dx = dx + norm_backward(dh, cache.ln_2, prefix + "ln_2", cfg, grads)
-    dh, dw_attn, db_attn, dw_proj, db_proj = mha_backward(dx, cache.attn)
+    dh, dw_attn, db_attn, dw_proj, db_proj = mha_backward(dx, cache.attn, grads)
     _put(grads, prefix + "attn.c_attn", dw_attn, db_attn)
     _put(grads, prefix + "attn.c_proj", dw_proj, db_proj)
     dx += norm_backward(dh, cache.ln_1, prefix + "ln_1", cfg, grads)

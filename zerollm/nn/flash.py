@@ -30,9 +30,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from zerollm.amp import cast
+from zerollm.engine.amp import cast
 from zerollm.engine import accelerated
-from zerollm.errors import ZeroLLMError
+from zerollm.io.errors import ZeroLLMError
 
 # tile sizes (measured with benchmarks/attention_memory.py and the benchmark's attention rows, 2-core CPU):
 DEFAULT_TILE = 256      # long sequences: of 128 / 256 / 512 the fastest from about 1024 keys on
@@ -71,7 +71,7 @@ def _key_tiles(i0, i1, Tk, offset, causal, tile):
     """The key tiles that the queries i0 .. i1-1 need.
 
     Query i sits at absolute position offset + i (offset = Tk - T with a KV cache, as in
-    ``zerollm.attention.causal_mask``). Causal: the LAST query of the tile sees keys up to
+    ``zerollm.nn.self_attention.causal_mask``). Causal: the LAST query of the tile sees keys up to
     offset + i1 - 1, so every key tile starting after that is entirely above the diagonal: skipped.
     """
     stop = min(Tk, offset + i1) if causal else Tk

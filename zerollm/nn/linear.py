@@ -1,5 +1,7 @@
 """Linear layer, stored (in, out) as GPT-2's Conv1D does: y = x @ w + b.
 
+For inference on a GGUF file (zerollm.interop.gguf) the weight may instead be a QuantizedMatrix
+(o, i) of Q8_0 / Q4_0 blocks: then y = x @ W^T + b through ``quantized_matmul`` (no backward).
 Shapes: N = all leading dims flattened (B*T), i = in features, o = out features.
 """
 
@@ -7,7 +9,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from zerollm.amp import cast
+from zerollm.engine.amp import cast
+from zerollm.engine import accelerated
 
 
 class LinearCache(NamedTuple):
@@ -21,27 +24,45 @@ def linear_forward(x, w, b=None):
 
     Speed: the leading dims are flattened first, so BLAS gets one (N, i) @ (i, o) product; a 3-D
     ``x @ w`` would be one small product per sequence, about 15% slower at nanoGPT's sizes.
-    Under zerollm.amp.autocast x and w are first rounded to 16 bits; the cache keeps the rounded ones.
+    Under zerollm.engine.amp.autocast x and w are first rounded to 16 bits; the cache keeps the rounded ones.
     """
-    x, w = cast(x), cast(w)                     # no-ops in float32 mode
-    y = x.reshape(-1, x.shape[-1]) @ w          # (N, i) @ (i, o) -> (N, o)
+    if not isinstance(w, np.ndarray):           # a QuantizedMatrix (o, i): inference only
+        y = quantized_matmul(np.ascontiguousarray(x.reshape(-1, x.shape[-1])), w)     # (N, i) -> (N, o)
+        n_out = w.shape[0]
+    else:
+        x, w = cast(x), cast(w)                 # no-ops in float32 mode
+        y = x.reshape(-1, x.shape[-1]) @ w      # (N, i) @ (i, o) -> (N, o)
+        n_out = w.shape[1]
     if b is not None:
         y += b                                  # in place: no second (N, o) temporary
-    return y.reshape(*x.shape[:-1], w.shape[1]), LinearCache(x, w, b is not None)
+    return y.reshape(*x.shape[:-1], n_out), LinearCache(x, w, b is not None)
 
 
-def linear_backward(dy, cache):
+@accelerated
+def quantized_matmul(x, w):
+    """y = x @ W^T for a QuantizedMatrix W (o, i): x (N, i) float32 -> (N, o).
+
+    This reference dequantizes the whole matrix and lets BLAS multiply; the fast engine's kernel
+    (zerollm.engine.fast.quant) decodes one 32-number block at a time instead and never builds it.
+    """
+    return x @ w.dequantize().T                 # (N, i) @ (i, o)
+
+
+def linear_backward(dy, cache, weights=True):
     """forward was y = x @ w + b, so:
         dx = dy @ w^T            (each input feeds every output through w)
         dw = x^T @ dy            (summed over every row N of the batch)
         db = sum_N dy
-    Returns (dx, dw, db); db is None without bias.
+    Returns (dx, dw, db); db is None without bias. weights=False: a frozen layer (LoRA's base,
+    zerollm.nn.lora), only dx is computed and dw, db are None.
     """
     x, w = cache.x, cache.w
     dy = cast(dy)                                   # mixed precision: the gradient enters in 16 bits too
     x2 = x.reshape(-1, x.shape[-1])                 # (N, i)
     dy2 = dy.reshape(-1, dy.shape[-1])              # (N, o)
     dx = (dy2 @ w.T).reshape(x.shape)               # (N, o) @ (o, i) -> (N, i) -> (..., i)
+    if not weights:
+        return dx, None, None
     dw = x2.T @ dy2                                 # (i, N) @ (N, o) -> (i, o)
     db = dy2.sum(axis=0) if cache.has_bias else None
     return dx, dw, db

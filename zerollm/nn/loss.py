@@ -52,3 +52,15 @@ def cross_entropy_backward(cache, dloss=1.0):
     dz *= dz.dtype.type(dloss / max(count, 1))
     dz[~valid] = 0.0
     return dz.reshape(cache.shape)
+
+
+def token_nll(logits, targets):
+    """-log p(target) in nats for every position: logits (B, T, V), targets (B, T) -> (B, T) float64.
+
+    log-softmax in float64 (z - max - log sum exp(z - max)), so sums over long texts stay exact."""
+    z = np.asarray(logits, dtype=np.float64)
+    zmax = z.max(axis=-1, keepdims=True)                                   # (B, T, 1)
+    lse = (zmax + np.log(np.exp(z - zmax).sum(axis=-1, keepdims=True)))[..., 0]   # (B, T)
+    t = np.maximum(np.asarray(targets), 0)                                 # an ignored target (< 0) reads id 0
+    picked = np.take_along_axis(z, t[..., None], axis=-1)[..., 0]
+    return lse - picked

@@ -10,7 +10,7 @@ import numpy as np
 
 from zerollm.nn.activation import (gelu_erf_backward, gelu_erf_forward, gelu_tanh_backward,
                                    gelu_tanh_forward, silu_backward, silu_forward)
-from zerollm.nn.linear import linear_backward, linear_forward
+from zerollm.nn.lora import adapted_backward, adapted_forward
 
 _GELU = {"tanh": (gelu_tanh_forward, gelu_tanh_backward), "erf": (gelu_erf_forward, gelu_erf_backward)}
 
@@ -25,18 +25,21 @@ class MLPCache(NamedTuple):
 # ----------------------------------------------------------------------------
 # GPT-2: c_fc (C -> 4C), GELU, c_proj (4C -> C)
 
-def gelu_mlp_forward(x, w_fc, b_fc, w_proj, b_proj, gelu="tanh"):
-    h, fc = linear_forward(x, w_fc, b_fc)          # (..., C) -> (..., H)
-    a, act = _GELU[gelu][0](h)                     # (..., H)
-    y, proj = linear_forward(a, w_proj, b_proj)    # (..., H) -> (..., C)
+def gelu_mlp_forward(x, w_fc, b_fc, w_proj, b_proj, gelu="tanh", lora=None, rng=None, training=False):
+    """lora: optional (Adapted of c_fc, Adapted of c_proj) (zerollm.nn.lora); rng, training: its dropout."""
+    lora_fc, lora_proj = lora or (None, None)
+    h, fc = adapted_forward(x, w_fc, b_fc, lora_fc, rng, training)          # (..., C) -> (..., H)
+    a, act = _GELU[gelu][0](h)                                              # (..., H)
+    y, proj = adapted_forward(a, w_proj, b_proj, lora_proj, rng, training)  # (..., H) -> (..., C)
     return y, MLPCache(fc, act, proj, gelu)
 
 
-def gelu_mlp_backward(dy, cache):
-    """Returns (dx, dw_fc, db_fc, dw_proj, db_proj): the forward steps in reverse."""
-    da, dw_proj, db_proj = linear_backward(dy, cache.proj)
+def gelu_mlp_backward(dy, cache, grads=None):
+    """Returns (dx, dw_fc, db_fc, dw_proj, db_proj): the forward steps in reverse (with LoRA the weight
+    gradients are None and the adapters' go into ``grads``)."""
+    da, dw_proj, db_proj = adapted_backward(dy, cache.proj, grads)
     dh = _GELU[cache.gelu][1](da, cache.act)
-    dx, dw_fc, db_fc = linear_backward(dh, cache.fc)
+    dx, dw_fc, db_fc = adapted_backward(dh, cache.fc, grads)
     return dx, dw_fc, db_fc, dw_proj, db_proj
 
 
@@ -51,20 +54,21 @@ class SwiGLUCache(NamedTuple):
     proj: tuple
 
 
-def swiglu_forward(x, w_fc, b_fc, w_proj, b_proj):
-    gu, fc = linear_forward(x, w_fc, b_fc)         # (..., C) -> (..., 2H)
+def swiglu_forward(x, w_fc, b_fc, w_proj, b_proj, lora=None, rng=None, training=False):
+    lora_fc, lora_proj = lora or (None, None)
+    gu, fc = adapted_forward(x, w_fc, b_fc, lora_fc, rng, training)        # (..., C) -> (..., 2H)
     H = gu.shape[-1] // 2
     gate, up = gu[..., :H], gu[..., H:]            # (..., H) each: views, no copy
     g, silu = silu_forward(gate)
-    y, proj = linear_forward(g * up, w_proj, b_proj)   # (..., H) -> (..., C)
+    y, proj = adapted_forward(g * up, w_proj, b_proj, lora_proj, rng, training)   # (..., H) -> (..., C)
     return y, SwiGLUCache(fc, silu, g, up, proj)
 
 
-def swiglu_backward(dy, cache):
+def swiglu_backward(dy, cache, grads=None):
     """forward was m = silu(gate) * up, y = m @ w_proj, so
         dgate = silu'(gate) * (dm * up),   dup = dm * silu(gate)
     and both halves go back through the one fused c_fc matmul."""
-    dm, dw_proj, db_proj = linear_backward(dy, cache.proj)
+    dm, dw_proj, db_proj = adapted_backward(dy, cache.proj, grads)
     dgu = np.concatenate([silu_backward(dm * cache.up, cache.silu), dm * cache.gate_act], axis=-1)
-    dx, dw_fc, db_fc = linear_backward(dgu, cache.fc)
+    dx, dw_fc, db_fc = adapted_backward(dgu, cache.fc, grads)
     return dx, dw_fc, db_fc, dw_proj, db_proj

@@ -3,18 +3,11 @@
 Both normalise each token's C numbers on their own; shapes (..., C) in and out.
 """
 
-from typing import NamedTuple
 
 import numpy as np
 
 from zerollm.engine import accelerated
-
-
-class NormCache(NamedTuple):
-    xhat: np.ndarray    # (..., C) the normalised input
-    rstd: np.ndarray    # (..., 1) 1 / standard deviation (or 1 / rms)
-    w: np.ndarray       # (C,) gain
-    has_bias: bool
+from zerollm.engine.caches import NormCache
 
 
 # ----------------------------------------------------------------------------

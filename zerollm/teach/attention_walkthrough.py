@@ -10,12 +10,12 @@ import sys
 
 import numpy as np
 
-from zerollm import budget
-from zerollm.argtypes import SEED, int_in_range, positive_int
-from zerollm.arrayio import load_array
-from zerollm.attention import self_attention
-from zerollm.errors import ZeroLLMError
-from zerollm.i18n import add_lang_argument, resolve_lang, translator
+from zerollm.model import budget
+from zerollm.io.argtypes import SEED, int_in_range, positive_int
+from zerollm.io.arrayio import load_array
+from zerollm.nn.self_attention import self_attention
+from zerollm.io.errors import ZeroLLMError
+from zerollm.io.i18n import add_lang_argument, resolve_lang, translator
 from zerollm.teach.fmt import heading, matrix, number, to_json, vector
 
 # ----------------------------------------------------------------------------

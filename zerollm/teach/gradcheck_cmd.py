@@ -3,9 +3,9 @@
 Prints one row per layer (max abs error, max rel error, OK/FAIL) and exits 1 if any layer fails.
 """
 
-from zerollm.argtypes import SEED
-from zerollm.gradcheck import CASES, RTOL, run_all
-from zerollm.i18n import add_lang_argument, resolve_lang
+from zerollm.io.argtypes import SEED
+from zerollm.teach.gradcheck import CASES, RTOL, run_all
+from zerollm.io.i18n import add_lang_argument, resolve_lang
 
 TEXT = {
     "intro": {

@@ -17,13 +17,14 @@ import unicodedata
 
 import numpy as np
 
-from zerollm import budget
-from zerollm.argtypes import FIELD_RANGES, SEED, Range
-from zerollm.config import GPTConfig
-from zerollm.errors import ZeroLLMError
-from zerollm.fileio import atomic_write
-from zerollm.i18n import add_lang_argument, resolve_lang, translator
-from zerollm.model import GPT
+from zerollm.model import budget
+from zerollm.io.argtypes import FIELD_RANGES, SEED, Range
+from zerollm.model.config import GPTConfig
+from zerollm.io.errors import ZeroLLMError
+from zerollm.io.fileio import atomic_write
+from zerollm.io.i18n import add_lang_argument, resolve_lang, translator
+from zerollm.model.gpt import GPT
+from zerollm.training.runlog import find_fonts
 
 MAX_TOKENS = 256       # longer inputs make panels whose cells are below one pixel
 MAX_PANELS = 144       # layers x heads; beyond that the grid is unreadable
@@ -31,9 +32,6 @@ MAX_LABELLED = 40      # tokens: up to this many, every tick gets its character
 DEFAULT_RANDOM_T = 16
 MIDDLE_DOT = "·"       # label of the 2nd, 3rd, ... byte of a multi-byte character
 # substrings of font names that usually cover Chinese (verified against the font's charmap)
-CJK_FONT_HINTS = ("cjk", "han sans", "han serif", "wenquanyi", "simhei", "simsun", "yahei", "pingfang",
-                  "heiti", "songti", "hiragino sans gb", "droid sans fallback", "ar pl", "noto sans sc")
-
 TEXT = {
     "wrote": {"zh": "已写入 {path}：{nl} 层 x {nh} 个头，{T} 个 token（{kind}）。",
               "en": "Wrote {path}: {nl} layers x {nh} heads, {T} tokens ({kind})."},
@@ -144,28 +142,6 @@ def import_matplotlib():
     return font_manager, matplotlib.figure.Figure, FigureCanvasAgg
 
 
-def _charmap(path):
-    from matplotlib.ft2font import FT2Font
-    try:
-        return set(FT2Font(path).get_charmap())
-    except (OSError, RuntimeError, ValueError):     # an unreadable font file: just not a candidate
-        return set()
-
-
-def find_fonts(font_manager):
-    """(families, glyphs): DejaVu Sans (always shipped with matplotlib) plus a CJK font if one is
-    installed, and the set of code points they can draw. Asking for a glyph outside that set is
-    what makes matplotlib warn "Glyph ... missing from font(s)"."""
-    base = font_manager.findfont(font_manager.FontProperties(family="DejaVu Sans"), fallback_to_default=True)
-    families, glyphs = ["DejaVu Sans"], _charmap(base)
-    for entry in font_manager.fontManager.ttflist:
-        if any(h in entry.name.lower() for h in CJK_FONT_HINTS):
-            cmap = _charmap(entry.fname)
-            if ord("中") in cmap:
-                return families + [entry.name], glyphs | cmap
-    return families, glyphs
-
-
 # ----------------------------------------------------------------------------
 # the figure
 
@@ -272,7 +248,7 @@ def trained_maps(args):
     """(maps, ids, labels, checkpoint) for --ckpt: the checkpoint's model reads --text."""
     from dataclasses import replace
 
-    from zerollm.checkpoint import load_model
+    from zerollm.training.checkpoint import load_model
     if args.text is None:
         raise ZeroLLMError("--ckpt needs --text: the trained model reads your text")
     model, tok, ckpt = load_model(args.ckpt, force=args.force)

@@ -11,11 +11,11 @@ H expert width, F = H (GELU) or 2H (SwiGLU: [gate | up]), S shared experts.
 
 import numpy as np
 
-from zerollm.argtypes import FIELD_RANGES
-from zerollm.config import GPTConfig
-from zerollm.errors import ZeroLLMError
-from zerollm.i18n import translator
-from zerollm.model import param_shapes
+from zerollm.io.argtypes import FIELD_RANGES
+from zerollm.model.config import GPTConfig
+from zerollm.io.errors import ZeroLLMError
+from zerollm.io.i18n import translator
+from zerollm.model.gpt import param_shapes
 from zerollm.nn.mlp import gelu_mlp_forward, swiglu_forward
 from zerollm.nn.moe import moe_forward
 from zerollm.teach.fmt import heading, pad

@@ -18,11 +18,11 @@ from fractions import Fraction
 
 import numpy as np
 
-from zerollm import budget
-from zerollm.argtypes import FIELD_RANGES, SIZE
-from zerollm.config import GPTConfig
-from zerollm.errors import ZeroLLMError
-from zerollm.i18n import add_lang_argument, resolve_lang, translator
+from zerollm.model import budget
+from zerollm.io.argtypes import FIELD_RANGES, SIZE
+from zerollm.model.config import GPTConfig
+from zerollm.io.errors import ZeroLLMError
+from zerollm.io.i18n import add_lang_argument, resolve_lang, translator
 from zerollm.nn.attention import merge_heads, mha_forward, sdpa_forward, split_qkv
 from zerollm.nn.linear import linear_forward
 from zerollm.teach.fmt import display_width, heading, pad
@@ -166,8 +166,8 @@ TEXT = {
               "Multiply-adds of the qkv matmul: {macs} instead of {macs_mha}. The T x T part does not shrink:\n"
               "every query head still has its own scores.",
     },
-    "mem_title": {"zh": "内存（zerollm.budget 的估算，float32；训练前 zerollm train 用同样的估算检查内存）",
-                  "en": "Memory (zerollm.budget's estimate, float32; zerollm train checks the same estimate before it starts)"},
+    "mem_title": {"zh": "内存（zerollm.model.budget 的估算，float32；训练前 zerollm train 用同样的估算检查内存）",
+                  "en": "Memory (zerollm.model.budget's estimate, float32; zerollm train checks the same estimate before it starts)"},
     "mem_rows": {"zh": ("注意力层的权重 c_attn + c_proj", "一个 block 为反向传播保存的激活（B*T 个 token）",
                         "  其中注意力权重 (B, nh, T, T)", "这 B*T 个 token 在一层里的 KV cache"),
                  "en": ("weights of the attention layer, c_attn + c_proj", "activations one block keeps for backward (B*T tokens)",
@@ -374,7 +374,7 @@ def print_kv(a, lang, f):
 
 
 def print_memory(cfg, batch, lang):
-    """What one layer of these sizes holds, from the same estimate zerollm train checks (zerollm.budget)."""
+    """What one layer of these sizes holds, from the same estimate zerollm train checks (zerollm.model.budget)."""
     heading(say("mem_title", lang))
     W = (cfg.n_head + 2 * cfg.n_kv_head) * cfg.head_size
     T = cfg.block_size

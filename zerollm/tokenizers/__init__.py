@@ -1,4 +1,4 @@
-"""Tokenizers: text <-> integer ids. Byte, char and byte-level BPE, one interface.
+"""tokenizers: text <-> integer ids. Byte, char and byte-level BPE, one interface. May import io only.
 
 Everything else in zerollm uses only these two functions and the ``Tokenizer`` interface
 (``encode``, ``decode``, ``vocab_size``, ``save``, ``name``)::
@@ -11,7 +11,7 @@ Everything else in zerollm uses only these two functions and the ``Tokenizer`` i
     assert tok.decode(ids) == "To be, or not to be"
 """
 
-from zerollm.errors import ZeroLLMError
+from zerollm.io.errors import ZeroLLMError
 from zerollm.tokenizers.base import Tokenizer, check_header, read_json_file
 from zerollm.tokenizers.bpe import ENDOFTEXT, BPETokenizer
 from zerollm.tokenizers.byte import ByteTokenizer

@@ -28,8 +28,8 @@ import os
 import numpy as np
 import regex
 
-from zerollm.errors import ZeroLLMError
-from zerollm.fileio import atomic_write, read_json
+from zerollm.io.errors import ZeroLLMError
+from zerollm.io.fileio import atomic_write, read_json
 
 FORMAT = "zerollm-tokenizer"
 VERSION = 2                 # the newest version this zerollm writes and reads
@@ -231,8 +231,13 @@ class Tokenizer:
 
     def to_hf_tokenizer_json(self, path):
         """Write a Hugging Face ``tokenizer.json`` that encodes to the same ids (AutoTokenizer loads it)."""
-        from zerollm.tokenizers.hf_export import write_tokenizer_json
-        write_tokenizer_json(self, path)
+        text_json = self.hf_tokenizer_json()
+        with atomic_write(path, "w") as f:
+            f.write(text_json)
+
+    def hf_tokenizer_json(self):
+        """The Hugging Face ``tokenizer.json`` text of this tokenizer, checked to give the same ids."""
+        raise ZeroLLMError(f"no Hugging Face form for a {self.name!r} tokenizer")
 
     def save(self, path):
         """Write the tokenizer as JSON, atomically (temp file + rename)."""

@@ -18,7 +18,7 @@ token's text is encoded like any other text, so user input cannot forge one (``e
 special-token handling live in tokenizers/base.py, shared with the byte and char tokenizers).
 """
 
-from zerollm.errors import ZeroLLMError
+from zerollm.io.errors import ZeroLLMError
 from zerollm.tokenizers.base import Tokenizer, as_id_list, text_bytes
 from zerollm.tokenizers.bpe_train import learn_merges
 from zerollm.tokenizers.patterns import compile_pattern, resolve_pattern, split_text
@@ -192,6 +192,10 @@ class BPETokenizer(Tokenizer):
 
     # ------------------------------------------------------------------
     # saving, loading, Hugging Face
+
+    def hf_tokenizer_json(self):
+        from zerollm.tokenizers.hf import bpe_tokenizer_json
+        return bpe_tokenizer_json(self)
 
     def _payload(self):
         tokens = {i: token_to_json(b) for i, b in self.vocab.items()}

@@ -13,7 +13,7 @@ Special tokens (a chat template's "<|user|>", ...) get ids 256, 257, ... in the 
 ([104, 105, 256], 'hi<|end|>')
 """
 
-from zerollm.errors import ZeroLLMError
+from zerollm.io.errors import ZeroLLMError
 from zerollm.tokenizers.base import Tokenizer, as_id_list, specials_by_id, text_bytes
 
 N_BYTES = 256
@@ -62,6 +62,10 @@ class ByteTokenizer(Tokenizer):
     # ------------------------------------------------------------------
     def _format_version(self):
         return 2 if self._specials else 1
+
+    def hf_tokenizer_json(self):
+        from zerollm.tokenizers.hf_export import byte_tokenizer_dict, checked_json
+        return checked_json(self, byte_tokenizer_dict(self))
 
     def _payload(self):
         return {"special_tokens": dict(self._specials)} if self._specials else {}

@@ -18,7 +18,7 @@ and special tokens (``with_special_tokens``; a chat template's role markers). Bo
 ([0, 2, 1, 3], '：<|end|>')
 """
 
-from zerollm.errors import ZeroLLMError
+from zerollm.io.errors import ZeroLLMError
 from zerollm.tokenizers.base import Tokenizer, as_id_list, describe_char
 
 MAX_SHOWN = 5   # unknown characters named in an error message
@@ -132,6 +132,10 @@ class CharTokenizer(Tokenizer):
     # ------------------------------------------------------------------
     def _format_version(self):
         return 2 if self.added else 1
+
+    def hf_tokenizer_json(self):
+        from zerollm.tokenizers.hf_export import char_tokenizer_dict, checked_json
+        return checked_json(self, char_tokenizer_dict(self))
 
     def _payload(self):
         payload = {"unk": self.unk, "chars": self.chars}

@@ -15,8 +15,7 @@ Only data is read (``json.load`` and text lines); nothing here runs code from a 
 import json
 import os
 
-from zerollm.errors import ZeroLLMError
-from zerollm.fileio import atomic_write
+from zerollm.io.errors import ZeroLLMError
 from zerollm.tokenizers.base import read_json_file
 from zerollm.tokenizers.patterns import GPT2_PATTERN, split_text
 
@@ -116,11 +115,11 @@ def check_with_hf(tok, text_json):
                            "use pattern 'gpt2' or 'gpt4'")
 
 
-def write_hf_tokenizer_json(tok, path):
+def bpe_tokenizer_json(tok):
+    """The tokenizer.json text of a BPETokenizer, after checking Hugging Face splits and encodes alike."""
     text_json = json.dumps(hf_tokenizer_dict(tok), ensure_ascii=False, indent=2)
     check_with_hf(tok, text_json)
-    with atomic_write(path, "w") as f:
-        f.write(text_json)
+    return text_json
 
 
 # ----------------------------------------------------------------------------

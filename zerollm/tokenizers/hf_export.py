@@ -7,6 +7,9 @@ which ``transformers.AutoTokenizer`` loads), giving the same ids.
               shown as one GPT-2 character, see hf.bytes_to_unicode), decoder ByteLevel
     bpe   ->  see hf.py (our merges, our split regex)
 
+Each tokenizer class builds its own dict (``hf_tokenizer_json``) from the pieces here, so this module
+knows no tokenizer class; reading a tokenizer.json back is hf_import.py.
+
 Special tokens become "added_tokens" with their own ids (special: true). Note one difference:
 Hugging Face always recognises an added token's text inside the input, like our
 ``encode(text, allowed_special="all")``; our plain ``encode(text)`` does not (so that user text
@@ -15,8 +18,7 @@ cannot forge a role marker).
 
 import json
 
-from zerollm.errors import ZeroLLMError
-from zerollm.fileio import atomic_write
+from zerollm.io.errors import ZeroLLMError
 
 
 def added_tokens(specials):
@@ -87,58 +89,8 @@ def check_with_hf(tok, text_json):
                            "please report this as a zerollm bug")
 
 
-def write_tokenizer_json(tok, path):
-    """Write ``tok`` (byte, char or bpe) as a Hugging Face tokenizer.json, atomically, after checking it."""
-    if tok.name == "bpe":
-        from zerollm.tokenizers.hf import write_hf_tokenizer_json
-        write_hf_tokenizer_json(tok, path)
-        return
-    build = {"char": char_tokenizer_dict, "byte": byte_tokenizer_dict}.get(tok.name)
-    if build is None:
-        raise ZeroLLMError(f"no Hugging Face form for a {tok.name!r} tokenizer")
-    text_json = json.dumps(build(tok), ensure_ascii=False, indent=2)
+def checked_json(tok, data):
+    """``data`` (a tokenizer.json dict for ``tok``) as JSON text, after checking the ids with `tokenizers`."""
+    text_json = json.dumps(data, ensure_ascii=False, indent=2)
     check_with_hf(tok, text_json)
-    with atomic_write(path, "w") as f:
-        f.write(text_json)
-
-
-# ----------------------------------------------------------------------------
-# and back: the char and byte forms above -> zerollm tokenizers (BPE: hf.py)
-
-CHAR_SPLIT = {"type": "Split", "pattern": {"Regex": r"[\s\S]"}, "behavior": "Isolated", "invert": False}
-
-
-def tokenizer_from_json(data, path):
-    """A zerollm tokenizer from a tokenizer.json dict written by ``write_tokenizer_json``: WordLevel over
-    single characters -> char, byte-level BPE without merges over the 256 bytes -> byte; else None
-    (the caller tries the general BPE importer)."""
-    model, specials = data.get("model") or {}, {t["content"]: t["id"] for t in data.get("added_tokens", [])}
-    if model.get("type") == "WordLevel" and data.get("pre_tokenizer") == CHAR_SPLIT:
-        return _char_from(model["vocab"], model.get("unk_token"), specials, path)
-    if model.get("type") == "BPE" and not model.get("merges") and data.get("decoder", {}).get("type") == "ByteLevel":
-        from zerollm.tokenizers.byte import ByteTokenizer
-        from zerollm.tokenizers.hf import bytes_to_unicode
-        table = bytes_to_unicode()
-        if all(model["vocab"].get(table[b]) == b for b in range(256)) and set(model["vocab"]) - set(specials) == \
-                set(table.values()):
-            return ByteTokenizer(sorted(specials, key=specials.get))
-    return None
-
-
-def _char_from(vocab, unk_token, specials, path):
-    """Ids in order: the leading plain characters, then unk (if the vocabulary has it), then the rest."""
-    from zerollm.tokenizers.char import CharTokenizer
-    by_id = sorted(vocab.items(), key=lambda kv: kv[1])
-    if [i for _, i in by_id] != list(range(len(by_id))):
-        raise ZeroLLMError(f"{path}: a character vocabulary must use the ids 0, 1, 2, ... without gaps")
-    chars, unk, added = [], None, []
-    for text, i in by_id:
-        if text in specials:
-            added.append((text, True))
-        elif text == unk_token and not added and unk is None:
-            unk = text
-        elif unk is None and not added:
-            chars.append(text)
-        else:
-            added.append((text, False))
-    return CharTokenizer(chars, unk=unk, added=added)
+    return text_json

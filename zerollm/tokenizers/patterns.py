@@ -10,7 +10,7 @@ wasting vocabulary on punctuation glued to words (Radford et al. 2019, GPT-2 pap
 
 import regex
 
-from zerollm.errors import ZeroLLMError
+from zerollm.io.errors import ZeroLLMError
 
 # GPT-2 (openai/gpt-2, src/encoder.py): contractions, an optional space + letters, an optional
 # space + digits, an optional space + other symbols, then whitespace. "\s+(?!\S)" leaves the last

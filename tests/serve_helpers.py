@@ -1,0 +1,82 @@
+"""A tiny chat model on disk and a real `zerollm serve` process for the server's tests.
+
+    folder = tiny_chat_model(tmp_path)            # a Hugging Face directory: byte tokenizer + chat tokens
+    with server(folder, "--max-batch", "8") as (base, proc):
+        ...                                        # base = "http://127.0.0.1:PORT"
+"""
+
+import contextlib
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def tiny_chat_model(folder, block_size=96, seed=1, n_embd=32, n_layer=2, name="tiny-chat", chat_tokens=True):
+    """A random GPT (2 layers, width 32) with a byte tokenizer and the chat template's tokens, exported
+    as a Hugging Face directory (``chat_tokens=False``: a base model, bytes only, that never stops early). Its weights are scaled up so greedy answers vary from token to token
+    (a fresh model's near-uniform logits would repeat one id)."""
+    from zerollm.data import chat
+    from zerollm.interop.hf import export
+    from zerollm.model.gpt import GPT, GPTConfig
+    from zerollm.tokenizers import ByteTokenizer
+    tok = chat.prepare_tokenizer(ByteTokenizer()) if chat_tokens else ByteTokenizer()
+    model = GPT(GPTConfig(vocab_size=tok.vocab_size, block_size=block_size, n_layer=n_layer, n_head=2,
+                                n_embd=n_embd), seed=seed)
+    for value in model.params.values():
+        if value.ndim == 2:
+            value *= 8
+    path = Path(folder) / name
+    export(model, path, tokenizer=tok)
+    return path
+
+
+@contextlib.contextmanager
+def server(folder, *args, env=None):
+    """Start `zerollm serve --hf folder --port 0 ARGS`, wait until it listens; SIGTERM it afterwards."""
+    environ = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
+    proc = subprocess.Popen([sys.executable, "-m", "zerollm", "serve", "--hf", str(folder), "--port", "0",
+                             "--threads", "1", *args], stderr=subprocess.PIPE, text=True, env=environ)
+    try:
+        base = _wait_for_url(proc)
+        yield base, proc
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+def _wait_for_url(proc, timeout=60):
+    start = time.monotonic()
+    while time.monotonic() - start < timeout:
+        line = proc.stderr.readline()
+        if not line and proc.poll() is not None:
+            raise RuntimeError(f"zerollm serve exited with {proc.returncode} before listening")
+        found = re.search(r"on (http://\S+)", line)
+        if found:
+            return found.group(1)
+    raise RuntimeError("zerollm serve did not start listening in time")
+
+
+def greedy_reference(folder, prompt, n):
+    """What `zerollm sample --temperature 0` prints for the chat prompt (the reply and a newline)."""
+    out = subprocess.run([sys.executable, "-m", "zerollm", "sample", "--hf", str(folder), "--prompt", prompt,
+                          "--temperature", "0", "--max-new-tokens", str(n), "--threads", "1"],
+                         capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=60)
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
+def seeds(n, seed=0):
+    return [int(s) for s in np.random.default_rng(seed).integers(0, 2 ** 31, n)]

@@ -1,0 +1,153 @@
+"""`zerollm chat` driven through a pseudo-terminal: turns, /reset, /save, Ctrl-C, context overflow."""
+
+import contextlib
+import json
+import os
+import pty
+import select
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from serve_helpers import ROOT, tiny_chat_model
+from zerollm.data import chat
+from zerollm.generation.display import StreamDecoder
+from zerollm.interop.hf import load, load_tokenizer_dir
+from zerollm.generation.sample import generate
+
+
+class Terminal:
+    """A command on a pty: send lines and keys, wait for text."""
+
+    def __init__(self, argv):
+        self.pid, self.fd = pty.fork()
+        if self.pid == 0:                          # the child: the command
+            os.environ["PYTHONPATH"] = str(ROOT)
+            os.execv(sys.executable, [sys.executable, "-m", "zerollm", *argv])
+        self.seen, self.status = "", None
+
+    def expect(self, text, timeout=30):
+        start = time.monotonic()
+        while text not in self.seen:
+            assert time.monotonic() - start < timeout, f"never saw {text!r}; saw {self.seen[-500:]!r}"
+            ready, _, _ = select.select([self.fd], [], [], 0.1)
+            if ready:
+                try:
+                    self.seen += os.read(self.fd, 4096).decode("utf-8", "replace")
+                except OSError:
+                    break
+        at = self.seen.index(text) + len(text)
+        before, self.seen = self.seen[:at], self.seen[at:]
+        return before
+
+    def send(self, text):
+        os.write(self.fd, text.encode())
+
+    def close(self):
+        if self.status is None:
+            os.kill(self.pid, signal.SIGKILL)
+            os.waitpid(self.pid, 0)
+        os.close(self.fd)
+
+    def wait(self, timeout=20):
+        start = time.monotonic()
+        while time.monotonic() - start < timeout:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                self.status = os.waitstatus_to_exitcode(status)
+                return self.status
+            time.sleep(0.05)
+        raise AssertionError("the chat did not exit")
+
+
+@contextlib.contextmanager
+def session(*argv):
+    """`zerollm chat ARGV` on a pty, at its first prompt; after the block: /exit, which must exit 0."""
+    term = Terminal(["chat", *map(str, argv), "--threads", "1"])
+    try:
+        term.expect("> ")
+        yield term
+        term.send("/exit\r")
+        assert term.wait() == 0
+    finally:
+        term.close()
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("chat")
+    return (tiny_chat_model(folder),
+            tiny_chat_model(folder, block_size=4096, n_embd=160, n_layer=4, name="base", chat_tokens=False))
+
+
+def _greedy(folder, messages, n):
+    model, tok = load(str(folder)), load_tokenizer_dir(str(folder))
+    ids, stream, out = chat.encode_prompt(tok, messages), StreamDecoder(tok), ""
+    for t in generate(model, np.array([ids]), n, temperature=0):
+        if int(t[0]) == chat.end_id(tok):
+            break
+        out += stream.push(t[0])
+    return out + stream.flush()
+
+
+def test_two_turns_reset_and_save(models, tmp_path):
+    model, _ = models
+    with session("--hf", model, "--temperature", 0, "--max-new-tokens", 12) as term:
+        term.send("hello\r")
+        first = term.expect("\r\n> ").split("hello\r\n", 1)[1][:-len("\r\n> ")]
+        a1 = _greedy(model, [{"role": "user", "content": "hello"}], 12)
+        assert first.replace("\r\n", "\n") == a1
+        term.send("again\r")
+        second = term.expect("\r\n> ").split("again\r\n", 1)[1][:-len("\r\n> ")]
+        history = [{"role": "user", "content": "hello"}, {"role": "assistant", "content": a1},
+                   {"role": "user", "content": "again"}]
+        assert second.replace("\r\n", "\n") == _greedy(model, history, 12)
+        saved = tmp_path / "talk.jsonl"
+        term.send(f"/save {saved}\r")
+        term.expect("saved 2 turns")
+        term.expect("> ")
+        assert [m["role"] for m in json.loads(saved.read_text())["messages"]] == ["user", "assistant"] * 2
+        term.send("/reset\r")
+        term.expect("cleared")
+        term.expect("> ")
+        term.send("hello\r")
+        assert term.expect("\r\n> ").split("hello\r\n", 1)[1][:-len("\r\n> ")].replace("\r\n", "\n") == a1
+
+
+def test_ctrl_c_stops_the_answer_not_the_session(models):
+    _, base = models
+    with session("--hf", base, "--raw", "--temperature", 0, "--max-new-tokens", 2000) as term:
+        term.send("go\r")
+        term.expect("go\r\n")
+        start = time.monotonic()
+        while not term.seen:                       # wait for the answer's first bytes (2000 tokens take seconds)
+            assert time.monotonic() - start < 30, "the answer never began"
+            if select.select([term.fd], [], [], 0.05)[0]:
+                term.seen += os.read(term.fd, 64).decode("utf-8", "replace")
+        term.send("\x03")                          # Ctrl-C: SIGINT from the terminal, mid-answer
+        term.expect("[stopped]")
+        term.expect("> ")
+
+
+def test_overflow_drops_the_oldest_turn_with_a_note(models):
+    model, _ = models
+    with session("--hf", model, "--temperature", 0, "--max-new-tokens", 30) as term:
+        for i in range(3):
+            term.send(f"message number {i} is this long\r")
+            term.expect(f"is this long\r\n")
+            term.expect("> ")
+        term.send("one more\r")
+        before = term.expect("> ")
+        assert "dropped the oldest" in before
+
+
+def test_a_base_model_is_refused_without_raw(models):
+    _, base = models
+    out = subprocess.run([sys.executable, "-m", "zerollm", "chat", "--hf", str(base)], input="", capture_output=True,
+                         text=True, env={"PYTHONPATH": str(ROOT)}, timeout=60)
+    assert out.returncode == 1 and out.stderr.count("\n") == 1
+    assert "zerollm sft" in out.stderr and "--raw" in out.stderr

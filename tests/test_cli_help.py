@@ -1,0 +1,66 @@
+"""The command line says what it does (issue 22): whole descriptions, each default once, a stage's epilog
+naming only its own flags, the --reward tasks the same in the help and the error, "did you mean" for a
+mistyped flag, and a download error that points at the corpus that ships."""
+
+import re
+import urllib.error
+
+import pytest
+
+from tests.tiny_runs import run_main
+
+
+def _help(command, capsys):
+    code, out, _ = run_main([command, "--help"], capsys)
+    assert code == 0
+    return " ".join(out.split())
+
+
+def test_tasks_list_keeps_whole_sentences(capsys):
+    from zerollm.align.tasks import TASKS
+    code, out, _ = run_main(["tasks", "list"], capsys)
+    assert code == 0
+    text = " ".join(out.split())
+    for name, module in TASKS.items():
+        first = " ".join(module.__doc__.strip().split("\n\n")[0].split())
+        assert f"{name} {first}" in text, (name, out)
+
+
+@pytest.mark.parametrize("command", ["grpo", "ppo", "dpo", "reward", "sft"])
+def test_stage_help_says_each_default_once_and_only_its_flags(command, capsys):
+    text = _help(command, capsys)
+    assert not re.search(r"\(default: [^)]*\) \(default", text), text     # "(default: …) (default None)"
+    options, _, epilog = text.partition("Defaults of this stage")
+    for flag in re.findall(r"--[a-z-]+", epilog):
+        assert flag in options, f"{command}: the epilog gives a default for {flag}, which is not its flag"
+
+
+def test_reward_tasks_are_the_same_in_help_and_error(capsys):
+    from zerollm.io.errors import ZeroLLMError
+    from zerollm.align.rl.rewards import sources_from_flags
+    text = _help("grpo", capsys)
+    listed = text[text.index("a task (") + len("a task ("):].split(")")[0]
+    with pytest.raises(ZeroLLMError) as err:
+        sources_from_flags([], None, None, None, None)
+    assert f"a task: {listed};" in str(err.value), (listed, str(err.value))
+    with pytest.raises(ZeroLLMError, match="the reward tasks are " + listed):
+        sources_from_flags(["poetry"], None, None, None, None)
+
+
+@pytest.mark.parametrize("argv, guess", [
+    (["sample", "--temprature", "1"], "--temperature"),
+    (["train", "--max-itres", "3"], "--max-iters"),
+    (["grpo", "--rewrd", "acrostic"], "--reward"),
+])
+def test_a_mistyped_flag_gets_did_you_mean(argv, guess, capsys):
+    code, _, err = run_main(argv, capsys)
+    assert code == 2 and f"did you mean {guess}?" in err and f"zerollm {argv[0]} --help" in err, err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_a_failed_download_points_at_the_shipped_corpus(tmp_path, monkeypatch, capsys):
+    def offline(*args, **kwargs):
+        raise urllib.error.URLError("no network")
+    monkeypatch.setattr(urllib.request, "urlopen", offline)
+    code, _, err = run_main(["download", "shakespeare", "--dir", tmp_path, "--force"], capsys)
+    assert code == 1 and "--data shakespeare" in err, err

@@ -1,0 +1,299 @@
+"""GGUF export / import and Q8_0 / Q4_0 (zerollm.interop.gguf, zerollm.interop.quant, zerollm.engine.fast.quant).
+
+Checked against three outside references: the `gguf` package's reader and quantizer (llama.cpp's
+own Python code), and transformers' independent GGUF loader (model logits and tokenizer ids).
+"""
+
+
+import gguf
+import numpy as np
+import pytest
+
+from tests.tiny_runs import run_main
+from zerollm.data import corpora
+from zerollm.engine import use_engine
+from zerollm.interop import hf, quant
+from zerollm.interop.gguf import export_gguf, gguf_tensors
+from zerollm.interop.gguf_load import load_gguf
+from zerollm.model.gpt import GPT, GPTConfig
+from zerollm.nn.linear import quantized_matmul
+from zerollm.tokenizers import BPETokenizer, ByteTokenizer, CharTokenizer
+
+GGML = {"q8_0": gguf.GGMLQuantizationType.Q8_0, "q4_0": gguf.GGMLQuantizationType.Q4_0}
+LLAMA = dict(norm="rmsnorm", pos="rope", mlp="swiglu", bias=False, n_kv_head=1, tie_embeddings=False, n_inner=96)
+# transformers' GGUF reader takes a GPT-2's MLP width as 4 C and its positions as 1024 (it ignores
+# gpt2.feed_forward_length and context_length), so the GPT-2 twin has exactly those sizes
+GPT2 = dict(block_size=1024, gelu="tanh")
+MOE = dict(LLAMA, n_expert=4, n_expert_active=2, moe_every=1, moe_norm_topk=True, n_kv_head=2)
+
+
+@pytest.fixture(scope="module")
+def bpe():
+    return BPETokenizer.train(corpora.path("shakespeare").read_text()[:20000], 300)
+
+
+def tiny(layout, vocab=300, seed=0):
+    cfg = GPTConfig(**{"vocab_size": vocab, "block_size": 32, "n_layer": 2, "n_head": 2, "n_embd": 64, **layout})
+    return GPT(cfg, seed=seed).eval()
+
+
+def written(tmp_path, model, kind, tok=None, name="m"):
+    path = tmp_path / f"{name}-{kind}.gguf"
+    export_gguf(model, path, tokenizer=tok, quant_kind=kind)
+    return path
+
+
+# ----------------------------------------------------------------------------
+# the quantizer: byte for byte the reference's
+
+@pytest.mark.parametrize("kind", ["q8_0", "q4_0"])
+@pytest.mark.parametrize("case", ["normal", "zeros", "halves", "one-big", "negative-max"])
+def test_quantizer_bytes_equal_gguf_package(kind, case):
+    rng = np.random.default_rng(1)
+    x = {"normal": rng.standard_normal((9, 128)),
+         "zeros": np.zeros((2, 64)),
+         "halves": rng.integers(-16, 17, (5, 64)) / 4,               # x / d lands on .5 often: rounding ties
+         "one-big": np.where(np.arange(64) == 7, 50.0, rng.standard_normal((3, 64)) * 1e-3),
+         "negative-max": -np.abs(rng.standard_normal((4, 96))) * 3}[case].astype(np.float32)
+    ours = quant.quantize(x, kind)
+    theirs = gguf.quants.quantize(x, GGML[kind])
+    assert ours.dtype == np.uint8 and ours.shape == theirs.shape
+    assert np.array_equal(ours, theirs)
+    assert np.array_equal(quant.dequantize(ours, kind, x.shape), gguf.quants.dequantize(theirs, GGML[kind]))
+
+
+def test_quantization_error_is_within_half_a_step():
+    """Rounding to the grid d * q misses by at most d / 2, except Q4_0's clipped end: its codes run
+    -8..7, so numbers of the other sign than m reach only 7 d and may miss by up to d. d is stored as
+    float16, which moves a large q d by up to 127 d 2^-11 more."""
+    x = np.random.default_rng(2).standard_normal((4, 256)).astype(np.float32)
+    for kind, levels, steps in (("q8_0", 127, 0.5), ("q4_0", 8, 1.0)):
+        back = quant.dequantize(quant.quantize(x, kind), kind, x.shape)
+        d = np.abs(x.reshape(-1, 32)).max(axis=1, keepdims=True) / levels       # each block's step
+        err = np.abs(back - x).reshape(-1, 32)
+        assert np.all(err <= steps * d * 1.1)    # 1.1: d is stored as float16 (q up to 127 times its rounding) and err.max() > 0.3 * steps * d.min()
+
+
+# ----------------------------------------------------------------------------
+# round trip through the gguf package's reader
+
+@pytest.mark.parametrize("layout", [GPT2, LLAMA, MOE], ids=["gpt2", "llama", "mixtral"])
+@pytest.mark.parametrize("kind", ["f32", "f16", "q8_0", "q4_0"])
+def test_reader_reads_back_our_tensors(tmp_path, layout, kind):
+    model = tiny(layout)
+    _, ours = gguf_tensors(model)
+    reader = gguf.GGUFReader(written(tmp_path, model, kind))
+    assert sorted(t.name for t in reader.tensors) == sorted(ours)
+    for t in reader.tensors:
+        want = ours[t.name]
+        got = gguf.quants.dequantize(t.data, t.tensor_type).reshape(want.shape)
+        if t.tensor_type == gguf.GGMLQuantizationType.F32:
+            assert np.array_equal(got, want), t.name
+        elif t.tensor_type == gguf.GGMLQuantizationType.F16:
+            assert np.array_equal(got, want.astype(np.float16).astype(np.float32)), t.name
+        else:
+            assert t.tensor_type == GGML[kind] and want.ndim >= 2
+            assert np.array_equal(got, quant.dequantize(quant.quantize(want, kind), kind, want.shape)), t.name
+    stored = {"f32": gguf.GGMLQuantizationType.F32, "f16": gguf.GGMLQuantizationType.F16, **GGML}[kind]
+    assert stored in {t.tensor_type for t in reader.tensors}
+
+
+@pytest.mark.parametrize("layout", [GPT2, LLAMA, MOE], ids=["gpt2", "llama", "mixtral"])
+def test_load_gives_back_the_same_model(tmp_path, layout, bpe):
+    model = tiny(layout)
+    back, tok, info = load_gguf(written(tmp_path, model, "f32", bpe))
+    idx = np.array([bpe.encode("ROMEO: what light")[:12]])
+    assert np.array_equal(back.forward(idx)[0], model.forward(idx)[0])
+    assert tok.encode("O Romeo, Romeo!") == bpe.encode("O Romeo, Romeo!") and set(info["kinds"]) == {"f32"}
+
+
+# ----------------------------------------------------------------------------
+# an independent reader: transformers
+
+@pytest.mark.parametrize("layout,kind", [(GPT2, "q8_0"), (LLAMA, "q4_0"), (LLAMA, "f32")], ids=["gpt2-q8_0", "llama-q4_0", "llama-f32"])
+def test_transformers_reads_the_same_numbers_and_ids(tmp_path, layout, kind, bpe, shakespeare_path, tang_path):
+    torch = pytest.importorskip("torch")
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    model = tiny(layout, seed=3)
+    path = written(tmp_path, model, kind, bpe)
+    ours, _, _ = load_gguf(path, quantized=False)                     # our dequantized weights
+    idx = np.array([bpe.encode("But, soft! what light through yonder window breaks?")[:20]])
+    theirs = AutoModelForCausalLM.from_pretrained(tmp_path, gguf_file=path.name, dtype=torch.float32)
+    with torch.no_grad():
+        logits = theirs(torch.tensor(idx)).logits.numpy()
+    assert np.abs(logits - ours.forward(idx)[0]).max() <= 1e-4
+    if kind == "f32":                                                 # and both are the model we wrote
+        assert np.abs(logits - model.forward(idx)[0]).max() <= 1e-4
+    their_tok = AutoTokenizer.from_pretrained(tmp_path, gguf_file=path.name)
+    for text in (shakespeare_path.read_text()[:60000], tang_path.read_text()[:8000]):   # slices: see docs/gguf.md
+        assert their_tok(text)["input_ids"] == bpe.encode(text)
+
+
+# ----------------------------------------------------------------------------
+# the quantized matmul kernel
+
+@pytest.mark.parametrize("kind", ["q8_0", "q4_0"])
+@pytest.mark.parametrize("N", [1, 7])
+def test_kernel_equals_dequantize_then_matmul(kind, N):
+    from zerollm.engine.fast.quant import quantized_matmul as kernel
+    rng = np.random.default_rng(4)
+    w = quant.QuantizedMatrix.from_float(rng.standard_normal((96, 160)), kind)
+    x = rng.standard_normal((N, 160)).astype(np.float32)
+    ref = quantized_matmul.reference(x, w)
+    got = kernel(x, w)
+    assert got.shape == ref.shape == (N, 96)
+    assert np.abs(got - ref).max() <= 1e-5 * np.abs(ref).max()
+
+
+@pytest.mark.parametrize("layout", [GPT2, LLAMA], ids=["gpt2", "llama"])
+def test_fast_engine_runs_the_blocks_with_the_same_logits(tmp_path, layout):
+    model = tiny(layout)
+    path = written(tmp_path, model, "q4_0")
+    idx = np.array([[1, 7, 42, 99, 5]])
+    with use_engine("fast"):
+        blocks, _, info = load_gguf(path)
+        fast = blocks.forward(idx)[0]
+    floats, _, dense = load_gguf(path)
+    assert info["quantized"] == 9 + ("lm_head.weight" in model.params) and not info["dequantized"]
+    assert isinstance(blocks.params["h.0.attn.c_attn.weight"], quant.QuantizedMatrix) and dense["dequantized"]
+    ref = floats.forward(idx)[0]
+    assert np.abs(fast - ref).max() <= 1e-5 * np.abs(ref).max()
+
+
+# ----------------------------------------------------------------------------
+# the command line, and every bad input as one line
+
+@pytest.fixture
+def model_dir(tmp_path, bpe):
+    return hf.save_zerollm(tiny(GPT2), tmp_path / "model", tokenizer=bpe)
+
+
+def test_convert_sample_and_eval(tmp_path, model_dir, capsys, shakespeare_path):
+    out = tmp_path / "m.gguf"
+    code, said, _ = run_main(["convert", "--from", model_dir, "--to", out, "--quant", "q8_0"], capsys)
+    assert code == 0 and "q8_0" in said and out.is_file()
+    code, said, err = run_main(["sample", "--gguf", out, "--engine", "fast", "--max-new-tokens", "5", "--seed", "0",
+                                "--prompt", "ROMEO:"], capsys)
+    assert code == 0 and said.startswith("ROMEO:") and "quantized matmul kernel" in err
+    text = tmp_path / "t.txt"
+    text.write_text(shakespeare_path.read_text()[:2000])
+    code, said, err = run_main(["eval", "--gguf", out, "--data", text, "--engine", "numpy"], capsys)
+    assert code == 0 and "loss" in said and "dequantized at load" in err
+    code, _, err = run_main(["convert", "--from", model_dir, "--to", out, "--quant", "q4_0"], capsys)
+    assert code == 1 and "exists" in err and "--overwrite" in err and len(err.strip().splitlines()) == 1
+    assert run_main(["convert", "--from", model_dir, "--to", out, "--quant", "q4_0", "--overwrite"], capsys)[0] == 0
+
+
+def _error(capsys, path, tmp_path):
+    text = tmp_path / "t.txt"
+    text.write_text("hello world")
+    code, _, err = run_main(["eval", "--gguf", path, "--data", text], capsys)
+    assert code == 1 and len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    return err
+
+
+def _type_offset(path, name):
+    """Where the 4-byte type of tensor ``name`` sits in the file (in its tensor-info record)."""
+    t = next(t for t in gguf.GGUFReader(path).tensors if t.name == name)
+    return t.field.offset + sum(p.nbytes for p in t.field.parts[:4])
+
+
+def _rewrite(monkeypatch, tmp_path, change, name="bad"):
+    """A file whose tensors are ``change``d before they are written (the metadata stays the model's)."""
+    import zerollm.interop.gguf as g
+    real = g.gguf_tensors
+    monkeypatch.setattr(g, "gguf_tensors", lambda model: (real(model)[0], change(real(model)[1])))
+    path = tmp_path / f"{name}.gguf"
+    g.export_gguf(tiny(GPT2), path, tokenizer=ByteTokenizer())
+    monkeypatch.setattr(g, "gguf_tensors", real)
+    return path
+
+
+def test_bad_files_are_one_line_errors(tmp_path, capsys, monkeypatch):
+    good = written(tmp_path, tiny(GPT2), "q8_0", ByteTokenizer())
+    data = good.read_bytes()
+    truncated = tmp_path / "truncated.gguf"
+    truncated.write_bytes(data[:len(data) // 2])
+    assert "truncated" in _error(capsys, truncated, tmp_path)
+    corrupted = tmp_path / "corrupted.gguf"
+    corrupted.write_bytes(b"GGUX" + data[4:])
+    assert "not a readable GGUF file" in _error(capsys, corrupted, tmp_path)
+    unknown = bytearray(data)
+    at = _type_offset(good, "blk.0.attn_qkv.weight")
+    unknown[at:at + 4] = (77).to_bytes(4, "little")
+    (tmp_path / "unknown.gguf").write_bytes(bytes(unknown))
+    assert "77" in _error(capsys, tmp_path / "unknown.gguf", tmp_path)
+    other = tmp_path / "q4_1.gguf"
+    w = gguf.GGUFWriter(other, "gpt2")
+    w.add_tensor("token_embd.weight", gguf.quants.quantize(np.ones((8, 32), np.float32), gguf.GGMLQuantizationType.Q4_1),
+                 raw_dtype=gguf.GGMLQuantizationType.Q4_1)
+    w.write_header_to_file(), w.write_kv_data_to_file(), w.write_tensors_to_file(), w.close()
+    assert "Q4_1" in _error(capsys, other, tmp_path)
+
+    bert = tmp_path / "bert.gguf"
+    w = gguf.GGUFWriter(bert, "bert")
+    w.add_tensor("token_embd.weight", np.ones((8, 32), np.float32))
+    w.write_header_to_file(), w.write_kv_data_to_file(), w.write_tensors_to_file(), w.close()
+    assert "architecture 'bert'" in _error(capsys, bert, tmp_path)
+
+    missing = _rewrite(monkeypatch, tmp_path, lambda t: {k: v for k, v in t.items() if k != "blk.1.ffn_up.weight"},
+                       "missing")
+    assert "missing ['h.1.mlp.c_fc.weight']" in _error(capsys, missing, tmp_path)
+    wrong = _rewrite(monkeypatch, tmp_path, lambda t: {**t, "blk.0.attn_output.weight": np.ones((64, 32), np.float32)},
+                     "wrong")
+    assert "do not fit the metadata" in _error(capsys, wrong, tmp_path)
+    more_rows = _rewrite(monkeypatch, tmp_path, lambda t: {**t, "token_embd.weight": np.ones((301, 64), np.float32)},
+                         "rows")
+    assert "disagrees with the tensors" in _error(capsys, more_rows, tmp_path)
+
+
+def test_export_refusals(tmp_path, capsys, model_dir):
+    not_gguf = tmp_path / "notes.gguf"
+    not_gguf.write_text("my notes")
+    code, _, err = run_main(["convert", "--from", model_dir, "--to", not_gguf, "--overwrite"], capsys)
+    assert code == 1 and "not a GGUF file" in err and not_gguf.read_text() == "my notes"
+    char = hf.save_zerollm(tiny(GPT2, vocab=40), tmp_path / "char", tokenizer=CharTokenizer.train("abcdefg hij"))
+    code, _, err = run_main(["convert", "--from", char, "--to", tmp_path / "c.gguf"], capsys)
+    assert code == 1 and "--tokenizer bpe" in err and not (tmp_path / "c.gguf").exists()
+    erf = hf.save_zerollm(tiny(dict(GPT2, gelu="erf")), tmp_path / "erf", tokenizer=ByteTokenizer())
+    code, _, err = run_main(["convert", "--from", erf, "--to", tmp_path / "e.gguf"], capsys)
+    assert code == 1 and "gelu='erf'" in err
+
+
+def test_a_byte_tokenizer_is_carried(tmp_path):
+    tok = ByteTokenizer(["<|endoftext|>"])
+    _, back, _ = load_gguf(written(tmp_path, tiny(GPT2, vocab=257), "f32", tok))
+    assert back.name == "byte" and back.special_tokens == tok.special_tokens
+    assert back.encode("naïve 你好", allowed_special="all") == tok.encode("naïve 你好", allowed_special="all")
+
+
+# ----------------------------------------------------------------------------
+# zerollm quantize --explain
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_quantize_explain_prints_the_real_numbers(capsys, lang):
+    code, out, _ = run_main(["quantize", "--explain", "--kind", "q8_0", "--rows", "1", "--cols", "32",
+                             "--seed", "3", "--lang", lang], capsys)
+    assert code == 0
+    w = (np.random.default_rng(3).standard_normal((1, 32)) * 0.5).astype(np.float32)
+    raw = quant.quantize(w, "q8_0")[0]
+    assert " ".join(f"{v:02x}" for v in raw) in out                  # the stored bytes, as written to files
+    assert ("完全相同" if lang == "zh" else "identical") in out         # the gguf package agrees
+
+
+def test_quantize_without_explain_or_with_bad_cols_is_one_line(capsys):
+    for argv in (["quantize"], ["quantize", "--explain", "--cols", "40"]):
+        code, _, err = run_main(argv, capsys)
+        assert code != 0 and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_a_chat_model_carries_its_template_and_end_of_turn(tmp_path, bpe):
+    from zerollm.data import chat
+    tok = chat.prepare_tokenizer(bpe)
+    path = written(tmp_path, tiny(GPT2, vocab=tok.vocab_size), "f32", tok)
+    fields = gguf.GGUFReader(path).fields
+    template = bytes(fields["tokenizer.chat_template"].parts[-1]).decode()
+    assert template == chat.chat_template_jinja()
+    assert int(fields["tokenizer.ggml.eos_token_id"].parts[-1][0]) == chat.end_id(tok)
+    _, back, _ = load_gguf(path)
+    assert chat.has_template(back) and back.special_tokens == tok.special_tokens

@@ -1,0 +1,88 @@
+"""Ctrl-C behind a pipe (issue 22): `zerollm train ... 2>&1 | tee log`, then Ctrl-C at the terminal. The
+terminal sends SIGINT to the whole process group, so tee ends too and the next progress-bar write hits a
+pipe nobody reads. The run must still stop as the signal asks: save a checkpoint and exit 130. A real
+pipe, a real tee, a real SIGINT to the group."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+SMALL = ["--n-layer", "1", "--n-head", "2", "--n-embd", "16", "--block-size", "16", "--batch-size", "4",
+         "--seed", "0", "--eval-iters", "1", "--sample-tokens", "0", "--max-iters", "1000000",
+         "--eval-interval", "1000000", "--checkpoint-interval", "1000000"]
+
+
+def _as_at_a_terminal():
+    signal.signal(signal.SIGINT, signal.SIG_DFL)     # see tests/test_interrupts.py
+
+
+def piped(argv, log):
+    """``zerollm ARGV 2>&1 | tee LOG`` as one process group (a terminal's foreground job):
+    -> (the zerollm process, the tee process)."""
+    cmd = [sys.executable, "-m", "zerollm", *map(str, argv)]
+    job = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, process_group=0,
+                           preexec_fn=_as_at_a_terminal)
+    tee = subprocess.Popen(["tee", str(log)], stdin=job.stdout, stdout=subprocess.DEVNULL,
+                           process_group=job.pid, preexec_fn=_as_at_a_terminal)
+    job.stdout.close()                                 # tee alone reads the pipe now
+    return job, tee
+
+
+def wait_for_steps(log, job, timeout=90):
+    """Until the progress bar has counted a few steps (so a write follows every step)."""
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout:
+        text = log.read_text(errors="replace") if log.exists() else ""
+        if "run dir:" in text and any(f"{n}/1000000" in text for n in range(3, 100)):
+            return
+        if job.poll() is not None:
+            break
+        time.sleep(0.2)
+    job.kill()
+    raise AssertionError("training never showed its progress bar:\n" + text)
+
+
+def ctrl_c(job, tee):
+    os.killpg(job.pid, signal.SIGINT)
+    tee.wait(30)
+    return job.wait(60)
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory, shakespeare_path):
+    path = tmp_path_factory.mktemp("corpus") / "slice.txt"
+    path.write_text(shakespeare_path.read_text(encoding="utf-8")[:20_000], encoding="utf-8")
+    return path
+
+
+def test_ctrl_c_of_a_piped_train_saves_and_exits_130(tmp_path, corpus):
+    run, log = tmp_path / "run", tmp_path / "train.log"
+    job, tee = piped(["train", "--data", corpus, "--out", run, *SMALL], log)
+    wait_for_steps(log, job)
+    code = ctrl_c(job, tee)
+    assert tee.returncode == -signal.SIGINT           # the reader really is gone
+    assert code == 130, (code, log.read_text(errors="replace"))
+    step = json.loads((run / "latest.json").read_text())["step"]
+    assert step >= 3                                   # the checkpoint of the step where it stopped
+    res = subprocess.run([sys.executable, "-m", "zerollm", "train", "--out", str(run), "--resume",
+                          "--max-iters", str(step + 1), "--no-progress"], capture_output=True, text=True,
+                         timeout=120)
+    assert res.returncode == 0 and f"done: step {step + 1}" in res.stdout, res.stderr
+
+
+def test_ctrl_c_of_a_piped_stage_saves_and_exits_130(tmp_path, corpus, tmp_path_factory):
+    from tests.tiny_runs import tiny_run
+    base = tiny_run(tmp_path_factory, "char")
+    data = tmp_path / "sft.jsonl"
+    data.write_text("".join(json.dumps({"prompt": "To be", "completion": " or not"}) + "\n" for _ in range(8)))
+    run, log = tmp_path / "sft", tmp_path / "sft.log"
+    job, tee = piped(["sft", "--init", base, "--data", data, "--out", run, "--batch-size", "2",
+                      *SMALL[SMALL.index("--max-iters"):]], log)
+    wait_for_steps(log, job)
+    assert ctrl_c(job, tee) == 130, log.read_text(errors="replace")
+    assert json.loads((run / "latest.json").read_text())["step"] >= 3

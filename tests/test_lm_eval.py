@@ -1,0 +1,107 @@
+"""lm-evaluation-harness: ``lm_eval --model zerollm`` on the offline tasks agrees with lm-eval's own ``hf``
+model running the zerollm-exported copy (zerollm convert): per-request log-likelihoods within 1e-4,
+the same generations, the same scores."""
+
+import glob
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+import pytest
+
+from zerollm.cli.entry import main
+
+from tiny_runs import tiny_text
+
+# the Hub cannot be reached: lm-eval's datasets read the local JSONL files only, with a cache in /tmp
+OFFLINE = {"HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+           "HF_HOME": os.path.join(tempfile.gettempdir(), "zerollm-test-hf-home")}
+
+
+@pytest.fixture(autouse=True, scope="module")
+def offline():
+    """The Hub switched off for this module's tests only (set at import, it leaked into every later test,
+    and the docs test's [online] commands could no longer reach their local stand-in)."""
+    saved = {k: os.environ.get(k) for k in OFFLINE}
+    os.environ.update(OFFLINE)
+    yield
+    for k, v in saved.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+
+LIMIT = 2
+GEN = "max_gen_toks=6"               # short generations: the test is about agreement, not about poems
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    """A tiny BPE run (block 64: a Tang line is 18 byte tokens), its Hugging Face export, the tasks."""
+    folder = tmp_path_factory.mktemp("lm-eval")
+    run, hf, tasks = folder / "run", folder / "hf", folder / "tasks"
+    assert main(["train", "--data", str(tiny_text(folder)), "--out", str(run), "--tokenizer", "bpe", "--vocab-size",
+                 "300", "--n-layer", "1", "--n-head", "2", "--n-embd", "16", "--block-size", "64", "--batch-size", "2",
+                 "--max-iters", "3", "--eval-interval", "3", "--eval-iters", "1", "--sample-tokens", "0",
+                 "--no-progress"]) == 0
+    assert main(["convert", "--from", str(run), "--to", str(hf)]) == 0
+    assert main(["tasks", "make", "lm-eval", "--out", str(tasks), "--n", "6", "--seed", "0"]) == 0
+    return run, hf, tasks
+
+
+def samples_of(folder):
+    """{task: [(doc_id, responses, metrics)]} from lm-eval's --log_samples files."""
+    out = {}
+    for path in glob.glob(str(folder / "**" / "samples_*.jsonl"), recursive=True):
+        for line in open(path, encoding="utf-8"):
+            s = json.loads(line)
+            task = os.path.basename(path)[len("samples_"):].rsplit("_", 1)[0]
+            out.setdefault(task, []).append((s["doc_id"], s["resps"], {m: s[m] for m in s["metrics"]}))
+    return {t: sorted(v, key=lambda x: x[0]) for t, v in out.items()}
+
+
+def test_lm_eval_cli_with_model_zerollm_agrees_with_the_hf_backend(setup, tmp_path):
+    run, hf, tasks = setup
+    # 1. the documented command, in a fresh interpreter: the task YAML files register --model zerollm
+    env = {**os.environ, **OFFLINE, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    proc = subprocess.run([sys.executable, "-m", "lm_eval", "--model", "zerollm", "--model_args", f"ckpt={run}",
+                           "--tasks", str(tasks), "--limit", str(LIMIT), "--gen_kwargs", GEN, "--log_samples", "--output_path",
+                           str(tmp_path / "zerollm")], capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    ours = samples_of(tmp_path / "zerollm")
+    # 2. lm-eval's own transformers model on the exported directory, in this process
+    import lm_eval
+    from lm_eval.tasks import TaskManager
+    results = lm_eval.simple_evaluate(model="hf", model_args=f"pretrained={hf},device=cpu,dtype=float32",
+                                      tasks=sorted(ours), task_manager=TaskManager(include_path=str(tasks)),
+                                      limit=LIMIT, log_samples=True, gen_kwargs=GEN)
+    theirs = {t: sorted([(s["doc_id"], s["resps"], {m: s[m] for m in s["metrics"]}) for s in v], key=lambda x: x[0])
+              for t, v in results["samples"].items()}
+    assert sorted(ours) == sorted(theirs) == ["zerollm_acrostic", "zerollm_addition", "zerollm_shakespeare",
+                                              "zerollm_tang_next"]
+    for task in ours:
+        assert len(ours[task]) == len(theirs[task]) == LIMIT
+        for (doc, r1, m1), (_, r2, m2) in zip(ours[task], theirs[task]):
+            assert m1 == m2, (task, doc)                     # the same accuracy, success and reward
+            if task in ("zerollm_tang_next", "zerollm_shakespeare"):
+                lp1 = [float(r[0][0]) for r in r1]
+                lp2 = [float(r[0][0]) for r in r2]
+                assert max(abs(a - b) for a, b in zip(lp1, lp2)) < 1e-4, (task, doc, lp1, lp2)
+                assert [r[0][1] in (True, "True") for r in r1] == [r[0][1] in (True, "True") for r in r2]
+            else:
+                assert r1 == r2, (task, doc)                 # the same greedy generation
+
+
+def test_model_args_hf_dir_scores_as_the_zerollm_run(setup):
+    """model_args hf=DIR (a Hugging Face directory) gives the same numbers as ckpt=RUN it was exported from."""
+    from types import SimpleNamespace
+    from zerollm.evaluate.harness import ZeroLLMLM
+    run, hf, _ = setup
+    ours, theirs = ZeroLLMLM(ckpt=str(run)), ZeroLLMLM(hf=str(hf))
+    pairs = [SimpleNamespace(args=("To be, or not", " to be")), SimpleNamespace(args=("春眠不觉晓，", "处处闻啼鸟。"))]
+    rolling = [SimpleNamespace(args=("To be, or not to be, that is the question. " * 8,))]
+    assert ours.loglikelihood(pairs) == theirs.loglikelihood(pairs)
+    assert ours.loglikelihood_rolling(rolling) == theirs.loglikelihood_rolling(rolling)
+    assert len(ours.encode(rolling[0].args[0])) > 64            # longer than the context: several windows

@@ -1,0 +1,29 @@
+"""The README's assistant recipe (Part 6) is the one that works (issue 22): its SFT line carries the
+learning rate and steps that docs/alignment.md §5 measured (about 25% sampled, 63% greedy), not the
+stage's defaults, which end at 0% from the same base."""
+
+import shlex
+from pathlib import Path
+
+from docs_blocks import tours
+
+REPO = Path(__file__).resolve().parent.parent
+RECIPE = ("--lr", "--min-lr", "--max-iters")
+
+
+def _flags(command):
+    words = shlex.split(command.split("#")[0])
+    return {w: words[i + 1] for i, w in enumerate(words[:-1]) if w.startswith("--")}
+
+
+def _sft_line(page, init):
+    for tour in tours(REPO, page):
+        for command in tour.commands:
+            if command.text.startswith(f"zerollm sft --init {init} "):
+                return _flags(command.text)
+    raise AssertionError(f"{page} has no 'zerollm sft --init {init}' line")
+
+
+def test_the_readme_sft_line_is_the_measured_recipe():
+    readme, measured = _sft_line("README.md", "runs/tang"), _sft_line("docs/alignment.md", "runs/tang")
+    assert {f: readme.get(f) for f in RECIPE} == {f: measured[f] for f in RECIPE}, (readme, measured)

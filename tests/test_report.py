@@ -1,0 +1,128 @@
+"""``zerollm report`` in headless Chromium: every number on the page is the one in the runs' files, no
+console error, no request; 中文 switches every label; the Chinese labels are all in the page's font."""
+
+import json
+import os
+import shutil
+
+import pytest
+
+from zerollm.cli.entry import main
+from zerollm.evaluate.report import LABELS
+from zerollm.teach.explain.fontsubset import OUT as FONT_FILE
+from zerollm.teach.explain.fontsubset import is_han
+from zerollm.align.tasks.evaluate import wilson
+
+from tiny_runs import copy_run, run_main, tiny_run
+
+CANDIDATES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
+
+
+def chromium_path():
+    return os.environ.get("ZEROLLM_CHROMIUM") or next((shutil.which(c) for c in CANDIDATES if shutil.which(c)), None)
+
+
+def read_jsonl(path):
+    return [json.loads(line) for line in open(path, encoding="utf-8") if line.strip()]
+
+
+def lm_eval_results(path, ckpt):
+    """A results file as lm_eval --output_path writes it (the fields the report reads)."""
+    data = {"results": {"zerollm_tang_next": {"alias": "zerollm_tang_next", "acc,none": 0.37, "acc_stderr,none": 0.048,
+                                              "acc_norm,none": 0.41, "acc_norm_stderr,none": 0.049},
+                        "zerollm_acrostic": {"alias": "zerollm_acrostic", "success,none": 0.05,
+                                             "success_stderr,none": 0.02, "reward,none": 0.3125,
+                                             "reward_stderr,none": 0.0311}},
+            "n-samples": {"zerollm_tang_next": {"original": 200, "effective": 100},
+                          "zerollm_acrostic": {"original": 200, "effective": 100}},
+            "config": {"model": "zerollm", "model_args": f"ckpt={ckpt}"}}
+    path.write_text(json.dumps(data), encoding="utf-8")
+    return data
+
+
+def expected_numbers(run, results=None):
+    """{(field, task, metric): text} computed here from the run's own files."""
+    from zerollm.io.safetensors import load_file
+    latest = json.loads((run / "latest.json").read_text())
+    step, params = latest["step"], load_file(str(run / latest["dir"] / "model.safetensors"))
+    log = read_jsonl(run / "log.jsonl")
+    steps, evals = [r for r in log if "dt_ms" in r], [r for r in log if "val_loss" in r]
+    out = {("params", "", ""): f"{sum(a.size for a in params.values()):,}", ("steps", "", ""): f"{step:,}",
+           ("wall_s", "", ""): f"{sum(r['dt_ms'] for r in steps) / 1000:.1f} s",
+           ("cpu_s", "", ""): f"{sum(r['cpu_ms'] for r in steps) / 1000:.1f} s",
+           ("val_loss", "", ""): f"{evals[-1]['val_loss']:.4f}",
+           ("val_bpb", "", ""): f"{evals[-1]['val_bpb']:.4f}" if "val_bpb" in evals[-1] else "—"}
+    for task, metrics in (results or {}).get("results", {}).items():
+        n = results["n-samples"][task]["effective"]
+        for key, value in metrics.items():
+            if "," not in key or "_stderr" in key:
+                continue
+            metric = key.split(",")[0]
+            if metric in ("acc", "acc_norm", "success"):
+                low, high = wilson(round(value * n), n)
+            else:
+                se = metrics[f"{metric}_stderr,none"]
+                low, high = value - 1.96 * se, value + 1.96 * se
+            out[("score", task, metric)] = f"{value:.4f} [{low:.4f}, {high:.4f}] n={n:,}"
+    return out
+
+
+def test_chinese_labels_are_in_the_font():
+    from fontTools.ttLib import TTFont
+    cmap = TTFont(FONT_FILE).getBestCmap()
+    han = {c for _, zh in LABELS.values() for c in zh if is_han(c)}
+    assert han and sorted(c for c in han if ord(c) not in cmap) == []
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("report")
+    char = copy_run(tiny_run(tmp_path_factory, "char"), folder, "base-char")
+    byte = copy_run(tiny_run(tmp_path_factory, "byte"), folder, "base-byte")
+    results = lm_eval_results(folder / "results_2026.json", byte)
+    page = folder / "report.html"
+    assert main(["report", str(char), str(byte), "--results", str(folder / "results_2026.json"),
+                 "--out", str(page)]) == 0
+    return page, (char, byte, results)
+
+
+def test_report_numbers_equal_the_run_files_in_a_browser(report, tmp_path):
+    playwright = pytest.importorskip("playwright.sync_api")
+    page_path, (char, byte, results) = report
+    want = {char.name: expected_numbers(char), byte.name: expected_numbers(byte, results)}
+    with playwright.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium_path())
+        page = browser.new_page()
+        errors, requests = [], []
+        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.route("**/*", lambda route: (requests.append(route.request.url), route.continue_()
+                                          if route.request.url.startswith("file://") else route.abort()))
+        page.goto(page_path.as_uri())
+        page.wait_for_selector("body[data-ready=true]")
+        cells = page.eval_on_selector_all("td.num", """cs => cs.map(c => [c.dataset.run, c.dataset.field,
+            c.dataset.task || "", c.dataset.metric || "", c.textContent.replace(/\\s+/g, " ").trim()])""")
+        shown = {}
+        for run, field, task, metric, text in cells:
+            shown.setdefault(run, {})[(field, task, metric)] = text
+        assert shown == want and len(want) == 2
+        assert page.text_content("h1") == LABELS["title"][0]
+        page.click("#lang")
+        assert page.text_content("h1") == LABELS["title"][1]
+        labels = page.eval_on_selector_all("[data-zh]", "ls => ls.map(l => l.textContent)")
+        assert labels and all(any(t == zh for _, zh in LABELS.values()) for t in labels)
+        assert page.eval_on_selector_all("#curves polyline", "ps => ps.length") == 2
+        assert page.eval_on_selector_all("#curves circle", "cs => cs.length") == sum(
+            sum("val_loss" in r for r in read_jsonl(run / "log.jsonl")) for run in (char, byte))
+        page.screenshot(path=str(tmp_path / "report-zh.png"), full_page=True)
+        browser.close()
+    assert errors == [] and requests == [page_path.as_uri()]
+
+
+def test_report_refuses_results_of_another_run(tmp_path, tmp_path_factory, capsys):
+    char = tiny_run(tmp_path_factory, "char")
+    lm_eval_results(tmp_path / "results_x.json", tmp_path / "elsewhere")
+    code, _, err = run_main(["report", char, "--results", tmp_path / "results_x.json", "--out",
+                             tmp_path / "r.html"], capsys)
+    assert code == 1 and "none of the runs given" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "r.html").exists()

@@ -1,0 +1,94 @@
+"""``zerollm sample`` on a chat model (issue 22): "the context is full" only when a reply really reached the
+end of the context, ``--prompt -`` reads stdin, ``--system TEXT`` is the system turn, defaults in --help."""
+
+import io
+import json
+
+import numpy as np
+import pytest
+
+from tests.tiny_runs import run_main, tiny_run
+from zerollm.data import chat
+
+
+@pytest.fixture(scope="module")
+def chat_run(tmp_path_factory):
+    """A one-step SFT run of the tiny base: a checkpoint whose tokenizer has the chat template."""
+    from zerollm.cli.entry import main
+    base = tiny_run(tmp_path_factory, "char")
+    folder = tmp_path_factory.mktemp("chat")
+    data = folder / "sft.jsonl"
+    data.write_text(json.dumps({"prompt": "To be", "completion": " or not"}) + "\n")
+    assert main(["sft", "--init", str(base), "--data", str(data), "--out", str(folder / "run"),
+                 "--max-iters", "1", "--batch-size", "1", "--no-progress"]) == 0
+    return folder / "run"
+
+
+def rigged(monkeypatch, favourite):
+    """Load models so that decoding always picks the token ``favourite(tokenizer)`` (its logit raised by
+    100); records the prompts given to generate()."""
+    from zerollm.generation import sample
+    from zerollm.cli.commands import sample as command
+    load, generate, prompts = command.load_source, sample.generate, []
+
+    def load_rigged(args):
+        model, tok = load(args)
+        forward, best = model.forward, favourite(tok)
+
+        def forward_rigged(*a, **kw):
+            logits, rest = forward(*a, **kw)
+            logits[..., best] += 100.0                     # (B, T, V): the favourite wins every time
+            return logits, rest
+
+        model.forward = forward_rigged
+        return model, tok
+
+    def generate_spy(model, idx, *a, **kw):
+        prompts.append(np.asarray(idx).ravel().tolist())
+        return generate(model, idx, *a, **kw)
+
+    monkeypatch.setattr(command, "load_source", load_rigged)
+    monkeypatch.setattr(sample, "generate", generate_spy)
+    return prompts
+
+
+def test_a_short_reply_gives_no_context_warning(chat_run, monkeypatch, capsys):
+    rigged(monkeypatch, chat.end_id)                    # the reply ends at once
+    code, out, err = run_main(["sample", "--ckpt", chat_run, "--prompt", "To be", "--temperature", "0"], capsys)
+    assert code == 0 and "context is full" not in err, err
+
+
+def test_a_reply_that_reaches_the_end_of_the_context_is_warned_after_it(chat_run, monkeypatch, capsys):
+    rigged(monkeypatch, lambda tok: tok.encode("e")[0])  # never ends: 200 tokens > the 16 of the context
+    code, out, err = run_main(["sample", "--ckpt", chat_run, "--prompt", "To be", "--temperature", "0"], capsys)
+    assert code == 0 and err.count("the context is full") == 1, err
+    assert out.strip().startswith("eeee")
+
+
+def test_prompt_from_stdin_and_a_system_turn(chat_run, monkeypatch, capsys):
+    prompts = rigged(monkeypatch, chat.end_id)
+    monkeypatch.setattr("sys.stdin", io.StringIO("To be"))
+    code, _, err = run_main(["sample", "--ckpt", chat_run, "--prompt", "-", "--system", "Be brief",
+                             "--temperature", "0"], capsys)
+    assert code == 0, err
+    from zerollm.tokenizers import load_tokenizer
+    tok = load_tokenizer(chat_run / "tokenizer.json")
+    expected = chat.encode_prompt(tok, [{"role": "system", "content": "Be brief"},
+                                        {"role": "user", "content": "To be"}])
+    assert prompts == [expected]
+
+
+def test_stdin_prompt_of_a_plain_model_is_continued(tmp_path_factory, monkeypatch, capsys):
+    monkeypatch.setattr("sys.stdin", io.StringIO("ROMEO:"))
+    code, out, err = run_main(["sample", "--ckpt", tiny_run(tmp_path_factory, "char"), "--prompt", "-",
+                               "--max-new-tokens", "3", "--seed", "0"], capsys)
+    assert code == 0 and out.startswith("ROMEO:"), (out, err)
+    code, _, err = run_main(["sample", "--ckpt", tiny_run(tmp_path_factory, "char"), "--system", "x"], capsys)
+    assert code == 1 and "--system needs a chat model" in err, err
+
+
+def test_sample_help_shows_the_defaults(capsys):
+    code, out, _ = run_main(["sample", "--help"], capsys)
+    text = " ".join(out.split())
+    assert "(default 200)" in text and "(default 1)" in text and "'-' reads it from stdin" in text
+    assert "--system TEXT" in text

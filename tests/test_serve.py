@@ -1,0 +1,248 @@
+"""`zerollm serve` as a real process on 127.0.0.1, spoken to with the official `openai` client and httpx.
+
+One server for most tests (started once for the module) and a second, tight one (--max-batch 1,
+--max-queue 1, an API key, a small body cap) for 401, 413, 429, a disconnect and SIGTERM.
+"""
+
+import concurrent.futures
+import json
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import httpx
+import openai
+import pytest
+
+from serve_helpers import ROOT, greedy_reference, seeds, server, tiny_chat_model
+from zerollm.generation.display import printable
+
+KEY = "sk-test-0123456789"
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory):
+    return tiny_chat_model(tmp_path_factory.mktemp("serve"))
+
+
+@pytest.fixture(scope="module")
+def base(model_dir):
+    with server(model_dir, "--max-batch", "8", "--max-queue", "64") as (url, proc):
+        yield url
+        assert proc.poll() is None, "the server died during the tests"
+
+
+@pytest.fixture(scope="module")
+def client(base):
+    return openai.OpenAI(base_url=base + "/v1", api_key="unused", max_retries=0, timeout=60)
+
+
+def _chat(client, text, **kw):
+    return client.chat.completions.create(model="tiny-chat", messages=[{"role": "user", "content": text}], **kw)
+
+
+# ----------------------------------------------------------------------------
+# the API, with the openai client
+
+def test_models_list(client):
+    assert [m.id for m in client.models.list()] == ["tiny-chat"]
+
+
+def test_greedy_answer_equals_zerollm_sample(client, model_dir):
+    for prompt in ("hello", "藏头诗：春夏秋冬"):
+        r = _chat(client, prompt, max_tokens=12, temperature=0)
+        assert printable(r.choices[0].message.content) + "\n" == greedy_reference(model_dir, prompt, 12)
+        assert r.usage.prompt_tokens == 2 + len(prompt.encode()) + 1       # markers + bytes + assistant marker
+        assert r.usage.completion_tokens == 12 or r.choices[0].finish_reason == "stop"
+        assert r.choices[0].finish_reason in ("stop", "length")
+
+
+def test_seeded_sampling_equals_zerollm_sample_with_that_seed(client, model_dir):
+    r = _chat(client, "abc", max_tokens=10, temperature=1.0, seed=1234, n=2)
+    out = subprocess.run([sys.executable, "-m", "zerollm", "sample", "--hf", str(model_dir), "--prompt", "abc",
+                          "--temperature", "1", "--seed", "1234", "--max-new-tokens", "10", "--threads", "1"],
+                         capture_output=True, text=True, env={"PYTHONPATH": str(ROOT)}, timeout=60)
+    assert printable(r.choices[0].message.content) + "\n" == out.stdout
+    assert len(r.choices) == 2 and r.choices[1].index == 1
+    again = _chat(client, "abc", max_tokens=10, temperature=1.0, seed=1234, n=2)
+    assert [c.message.content for c in again.choices] == [c.message.content for c in r.choices]
+
+
+def test_stream_equals_the_whole_answer_and_ends_with_usage(client):
+    whole = _chat(client, "你好，世界", max_tokens=30, temperature=0.9, seed=5)
+    pieces, finish, usage = [], None, None
+    for chunk in _chat(client, "你好，世界", max_tokens=30, temperature=0.9, seed=5, stream=True,
+                       stream_options={"include_usage": True}):
+        if chunk.usage is not None:
+            usage = chunk.usage
+        for c in chunk.choices:
+            if c.delta.content:
+                assert "\ufffd" not in c.delta.content           # no character cut in two
+                pieces.append(c.delta.content)
+            finish = c.finish_reason or finish
+    assert "".join(pieces) == whole.choices[0].message.content
+    assert finish == whole.choices[0].finish_reason
+    assert usage.completion_tokens == whole.usage.completion_tokens
+
+
+def test_stop_string_cuts_the_answer_before_it(client):
+    full = _chat(client, "xyz", max_tokens=20, temperature=0).choices[0].message.content
+    stop = full[5:7]
+    assert len(stop) == 2
+    r = _chat(client, "xyz", max_tokens=20, temperature=0, stop=[stop])
+    assert r.choices[0].message.content == full[:full.index(stop)]
+    assert r.choices[0].finish_reason == "stop"
+    streamed = "".join(c.choices[0].delta.content or "" for c in
+                       _chat(client, "xyz", max_tokens=20, temperature=0, stop=stop, stream=True) if c.choices)
+    assert streamed == full[:full.index(stop)]
+
+
+def test_logprobs_and_top_logprobs(client):
+    r = _chat(client, "q", max_tokens=4, temperature=0, logprobs=True, top_logprobs=3)
+    content = r.choices[0].logprobs.content
+    assert len(content) == r.usage.completion_tokens - (r.choices[0].finish_reason == "stop")
+    for entry in content:
+        assert len(entry.top_logprobs) == 3 and entry.top_logprobs[0].logprob == pytest.approx(entry.logprob)
+        assert entry.logprob <= 0
+
+
+def test_completions_endpoint(client):
+    r = client.completions.create(model="tiny-chat", prompt="Once", max_tokens=6, temperature=0, logprobs=2)
+    again = client.completions.create(model="tiny-chat", prompt="Once", max_tokens=6, temperature=0)
+    assert r.choices[0].text == again.choices[0].text and r.usage.prompt_tokens == 4
+    assert len(r.choices[0].logprobs.tokens) == len(r.choices[0].logprobs.top_logprobs) >= 1
+
+
+def test_32_concurrent_clients_each_get_the_answer_they_get_alone(base):
+    prompts = [f"prompt {i} " + "汉字" * (i % 3) for i in range(32)]
+    bodies = [{"model": "tiny-chat", "messages": [{"role": "user", "content": p}], "max_tokens": 8 + i % 9,
+               "temperature": 0.8 if i % 2 else 0, "seed": s} for i, (p, s) in enumerate(zip(prompts, seeds(32)))]
+
+    def ask(body):
+        r = httpx.post(base + "/v1/chat/completions", json=body, timeout=60)
+        assert r.status_code == 200, r.text
+        return r.json()["choices"][0]["message"]["content"]
+
+    start = time.monotonic()
+    with concurrent.futures.ThreadPoolExecutor(32) as pool:
+        together = list(pool.map(ask, bodies))
+    took = time.monotonic() - start
+    alone = [ask(b) for b in bodies]
+    assert together == alone
+    assert took < 30
+
+
+# ----------------------------------------------------------------------------
+# bad requests: the status, the error body, and the server keeps serving
+
+CHAT, COMPLETIONS = "/v1/chat/completions", "/v1/completions"
+GOOD = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}
+BAD = [
+    (CHAT, b'{"messages": [', 400, None),
+    (CHAT, b'\xff\xfe{}', 400, None),
+    (CHAT, json.dumps({**GOOD, "tools": []}).encode(), 400, "tools"),
+    (CHAT, json.dumps({**GOOD, "temperature": "hot"}).encode(), 400, "temperature"),
+    (CHAT, json.dumps({**GOOD, "temperature": -1}).encode(), 400, "temperature"),
+    (CHAT, b'{"messages": [{"role": "user", "content": "hi"}], "top_p": NaN}', 400, "top_p"),
+    (CHAT, json.dumps({**GOOD, "max_tokens": 10 ** 6}).encode(), 400, "max_tokens"),
+    (CHAT, json.dumps({"messages": []}).encode(), 400, "messages"),
+    (CHAT, json.dumps({"messages": [{"role": "wizard", "content": "x"}]}).encode(), 400, "messages.0.role"),
+    (CHAT, json.dumps({"messages": [{"role": "user", "content": "x" * 200}]}).encode(), 400, "messages"),
+    (CHAT, json.dumps({**GOOD, "model": "gpt-9"}).encode(), 404, "model"),
+    ("/v1/embeddings", b"{}", 404, None),
+    ("/v1/completions", json.dumps({"prompt": "hi", "presence_penalty": 9}).encode(), 400, "presence_penalty"),
+    ("/v1/completions", json.dumps({"prompt": "hi", "n": 0}).encode(), 400, "n"),
+]
+
+
+@pytest.mark.parametrize("path, body, status, param", BAD, ids=[f"{i}" for i in range(len(BAD))])
+def test_bad_requests_get_openai_errors_and_the_server_keeps_serving(base, path, body, status, param):
+    r = httpx.post(base + path, content=body, headers={"Content-Type": "application/json"}, timeout=30)
+    assert r.status_code == status, r.text
+    error = r.json()["error"]
+    assert set(error) == {"message", "type", "param", "code"} and error["message"]
+    assert error["param"] == param
+    ok = httpx.post(base + CHAT, json=GOOD, timeout=30)
+    assert ok.status_code == 200
+
+
+def test_a_public_host_without_a_key_refuses_to_start(model_dir):
+    out = subprocess.run([sys.executable, "-m", "zerollm", "serve", "--hf", str(model_dir), "--host", "0.0.0.0"],
+                         capture_output=True, text=True, env={"PYTHONPATH": str(ROOT)}, timeout=60)
+    assert out.returncode == 1
+    assert out.stderr.count("\n") == 1 and "--api-key" in out.stderr
+
+
+# ----------------------------------------------------------------------------
+# the tight server: keys, body cap, a full queue, a disconnect, SIGTERM
+
+def test_key_body_cap_queue_disconnect_and_sigterm(tmp_path):
+    """A base model (bytes only: no token ends an answer) wide and long enough that 1000 tokens take seconds."""
+    base_model = tiny_chat_model(tmp_path, block_size=1024, n_embd=160, n_layer=4, name="base", chat_tokens=False)
+    with server(base_model, "--max-batch", "1", "--max-queue", "1", "--api-key", KEY, "--max-body", "2048",
+                "--grace", "3") as (url, proc):
+        auth = {"Authorization": f"Bearer {KEY}"}
+        long = {"prompt": "go", "max_tokens": 1000, "stream": True}
+        assert httpx.get(url + "/v1/models").status_code == 401
+        assert httpx.get(url + "/v1/models", headers={"Authorization": "Bearer wrong"}).json()["error"]["code"] \
+            == "invalid_api_key"
+        assert httpx.get(url + "/v1/models", headers=auth).status_code == 200
+        chat = httpx.post(url + CHAT, headers=auth, json=GOOD)
+        assert chat.status_code == 400 and "zerollm sft" in chat.json()["error"]["message"]     # a base model
+        big = httpx.post(url + COMPLETIONS, headers=auth, json={"prompt": "x" * 5000})
+        assert big.status_code == 413 and big.json()["error"]["code"] == "request_too_large"
+
+        # a disconnect mid-stream frees the only row
+        with httpx.Client(timeout=30) as c:
+            with c.stream("POST", url + COMPLETIONS, headers=auth, json=long) as r:
+                next(r.iter_lines())
+        _wait(lambda: httpx.get(url + "/health").json()["active"] == 0)
+
+        # one row busy, one waiting, the third gets 429 with Retry-After
+        holders = [threading.Thread(target=_read_all, args=(url, auth, long)) for _ in range(2)]
+        holders[0].start()
+        _wait(lambda: httpx.get(url + "/health").json()["active"] == 1)
+        holders[1].start()
+        _wait(lambda: httpx.get(url + "/health").json()["waiting"] == 1)
+        full = httpx.post(url + COMPLETIONS, headers=auth, json={**long, "stream": False})
+        assert full.status_code == 429 and full.headers["Retry-After"] and full.json()["error"]["code"] == "queue_full"
+
+        # SIGTERM with requests in flight: exits 0 within a few seconds
+        start = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(15) == 0
+        assert time.monotonic() - start < 10
+        for t in holders:
+            t.join(10)
+
+
+def _read_all(url, auth, body):
+    try:
+        with httpx.Client(timeout=30) as c, c.stream("POST", url + COMPLETIONS, headers=auth, json=body) as r:
+            for _ in r.iter_lines():
+                pass
+    except httpx.HTTPError:
+        pass                          # cut off by the shutdown
+
+
+def _wait(condition, timeout=10):
+    start = time.monotonic()
+    while not condition():
+        assert time.monotonic() - start < timeout, "timed out"
+        time.sleep(0.02)
+
+
+# ----------------------------------------------------------------------------
+# whole characters and stop strings, token by token (no server)
+
+def test_text_stream_holds_back_broken_characters_and_stop_prefixes():
+    from zerollm.serve.text import TextStream
+    from zerollm.tokenizers import ByteTokenizer
+    stream = TextStream(ByteTokenizer(), stop=["END"])
+    pieces = [stream.push(b) for b in "你好 EN然后END后".encode()]
+    assert pieces[:3] == ["", "", "你"]                         # the first two bytes of 你 are held back
+    assert "EN然" in pieces and "E" not in pieces              # "EN" waited: it could have begun "END"
+    assert "".join(pieces) == stream.text == "你好 EN然后" and stream.stopped
+    assert stream.flush() == "" and stream.push(0x41) == ""    # nothing after the stop

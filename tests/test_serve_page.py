@@ -1,0 +1,105 @@
+"""The chat page of `zerollm serve` (GET /) in headless Chromium: streaming, stop, regenerate, 中文, and model
+text shown as text. The browser is tests/test_explain_browser.py's fixture."""
+
+import json
+import time
+
+import httpx
+import pytest
+
+from serve_helpers import server, tiny_chat_model
+from test_explain_browser import browser, playwright  # noqa: F401  - the same headless Chromium fixtures
+
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory):
+    # wide and long enough that a 900-token greedy answer (it has no end-of-turn token in it) takes seconds
+    model = tiny_chat_model(tmp_path_factory.mktemp("page"), block_size=1024, n_embd=160, n_layer=4, seed=1)
+    with server(model, "--max-batch", "4") as (url, _):
+        yield url
+
+
+@pytest.fixture
+def page(browser, base):
+    page = browser.new_page()
+    page.errors, page.urls = [], []
+    page.on("console", lambda m: page.errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: page.errors.append(str(e)))
+    page.on("request", lambda r: page.urls.append(r.url))
+    page.goto(base + "/")
+    yield page
+    assert page.errors == []
+    assert all(u.startswith(base + "/") for u in page.urls), page.urls     # nothing leaves the server
+    page.close()
+
+
+def _settings(page, temperature, max_tokens, seed):
+    page.fill("#temperature", str(temperature))
+    page.fill("#max_tokens", str(max_tokens))
+    page.fill("#seed", "" if seed is None else str(seed))
+
+
+def _send(page, text):
+    page.fill("#input", text)
+    page.click("#send")
+
+
+def _answers(page):
+    return page.eval_on_selector_all(".msg.assistant", "els => els.map(e => [e.textContent, e.dataset.done])")
+
+
+def test_answer_streams_in_equal_to_the_api_and_regenerate_repeats_it(page, base):
+    _settings(page, 0.9, 20, 7)
+    _send(page, "你好")
+    page.wait_for_selector(".msg.assistant[data-done=finished]")
+    api = httpx.post(base + "/v1/chat/completions", timeout=30, json={
+        "messages": [{"role": "user", "content": "你好"}], "temperature": 0.9, "top_p": 1, "max_tokens": 20,
+        "seed": 7}).json()["choices"][0]["message"]["content"]
+    assert _answers(page) == [[api, "finished"]]
+    page.click("#regenerate")
+    page.wait_for_selector(".msg.assistant[data-done=finished]")
+    assert _answers(page) == [[api, "finished"]]           # the same seed: the same answer, in the same place
+    _send(page, "再来")                                     # a second turn: sent with the history
+    page.locator(".msg.assistant[data-done=finished]").nth(1).wait_for()
+    assert page.locator(".msg.user").all_text_contents() == ["你好", "再来"]
+
+
+def test_stop_ends_the_answer_and_frees_the_row(page, base):
+    _settings(page, 0, 900, None)
+    _send(page, "hi")
+    start = time.monotonic()
+    while len(page.text_content(".msg.assistant") or "") < 5:        # the page's CSP forbids eval: poll here
+        assert time.monotonic() - start < 10
+        time.sleep(0.02)
+    page.click("#stop")
+    page.wait_for_selector(".msg.assistant[data-done=stopped]")
+    start = time.monotonic()
+    while httpx.get(base + "/health").json()["active"]:
+        assert time.monotonic() - start < 5
+        time.sleep(0.05)
+    shown, done = _answers(page)[0]
+    assert done == "stopped" and shown.endswith(" [stopped]")
+    full = httpx.post(base + "/v1/chat/completions", timeout=60, json={
+        "messages": [{"role": "user", "content": "hi"}], "temperature": 0, "max_tokens": 900}).json()
+    full = full["choices"][0]["message"]["content"]
+    cut = shown[:-len(" [stopped]")]
+    assert full.startswith(cut) and len(cut) < len(full)                  # the answer so far, cut early
+
+
+def test_model_html_is_shown_as_text(page):
+    evil = '<img src=x onerror="window.pwned=1">'
+    chunk = {"choices": [{"index": 0, "delta": {"content": evil}, "finish_reason": None}]}
+    body = f"data: {json.dumps(chunk)}\n\ndata: [DONE]\n\n"
+    page.route("**/v1/chat/completions", lambda r: r.fulfill(status=200, body=body,
+                                                              headers={"Content-Type": "text/event-stream"}))
+    _send(page, "say html")
+    page.wait_for_selector(".msg.assistant[data-done=finished]")
+    assert _answers(page)[0][0] == evil
+    assert page.locator("#log img").count() == 0 and page.evaluate("window.pwned") is None
+
+
+def test_chinese_interface(page):
+    page.click("#lang")
+    labels = (page.text_content("#send"), page.text_content("#stop"))
+    page.click("#lang")
+    assert {labels, (page.text_content("#send"), page.text_content("#stop"))} == {("发送", "停止"), ("Send", "Stop")}

@@ -1,0 +1,95 @@
+"""Preference pairs as batches: what the reward model and DPO both train on.
+
+An encoded pair is a dict with "chosen" and "rejected", each (ids, loss_mask) as
+zerollm.data.chat.encode_example returns them (loss_mask True on the answer's tokens), plus any extra
+fields of the JSONL line (e.g. "corruption", the kind of damage done to the rejected answer).
+
+A batch keeps each pair in one row, so the thread shards cut between pairs, never through one:
+
+    chosen (B, T) ids, chosen_mask (B, T) answer tokens, chosen_last (B,) last real position,
+    rejected ... the same, padded on the right to the same T.
+"""
+
+import numpy as np
+
+from zerollm.io.errors import ZeroLLMError
+from zerollm.model.heads import last_token_index
+
+
+def pad_rows(rows, pad_id=0, length=None):
+    """Right-pad lists of ids -> (ids (B, T) int64, real (B, T) bool).
+
+    >>> ids, real = pad_rows([[5, 6, 7], [8]])
+    >>> ids.tolist(), real.sum(axis=1).tolist()
+    ([[5, 6, 7], [8, 0, 0]], [3, 1])
+    """
+    T = length or max(len(r) for r in rows)
+    ids = np.full((len(rows), T), pad_id, dtype=np.int64)
+    real = np.zeros((len(rows), T), dtype=bool)
+    for i, r in enumerate(rows):
+        ids[i, :len(r)] = r
+        real[i, :len(r)] = True
+    return ids, real
+
+
+def pair_batch(pairs):
+    """A list of encoded pairs -> the row-wise batch described in the module docstring."""
+    T = max(len(p[side][0]) for p in pairs for side in ("chosen", "rejected"))
+    batch = {}
+    for side in ("chosen", "rejected"):
+        ids, real = pad_rows([p[side][0] for p in pairs], length=T)
+        mask, _ = pad_rows([p[side][1] for p in pairs], length=T)
+        batch[side], batch[side + "_mask"] = ids, mask.astype(bool) & real
+        batch[side + "_last"] = last_token_index(real)
+    batch["margin"] = np.array([float(p.get("margin", 0.0)) for p in pairs])
+    return batch
+
+
+def both_sides(batch):
+    """(chosen rows then rejected rows) as one (2B, T) array, and the same for the masks and last positions."""
+    ids = np.concatenate([batch["chosen"], batch["rejected"]])
+    mask = np.concatenate([batch["chosen_mask"], batch["rejected_mask"]])
+    last = np.concatenate([batch["chosen_last"], batch["rejected_last"]])
+    return ids, mask, last
+
+
+class PairSampler:
+    """Random mini-batches of pairs, from a generator that the checkpoint saves (exact resume)."""
+
+    def __init__(self, pairs, batch_size, seed, max_len):
+        check_lengths(pairs, max_len)
+        self.pairs, self.batch_size = pairs, batch_size
+        self.rng = np.random.default_rng([seed, 1])
+
+    def next(self):
+        picks = self.rng.integers(0, len(self.pairs), size=self.batch_size)
+        return pair_batch([self.pairs[i] for i in picks])
+
+
+def check_lengths(pairs, max_len):
+    """Refuse (with the line number) pairs that do not fit: max_len tokens per side."""
+    if not pairs:
+        raise ZeroLLMError("the preference file has no pairs")
+    too_long = [i for i, p in enumerate(pairs) if max(len(p["chosen"][0]), len(p["rejected"][0])) > max_len]
+    if too_long:
+        raise ZeroLLMError(f"{len(too_long)} pairs (the first on line {too_long[0] + 1}) are longer than the "
+                           f"{max_len} tokens the model can read; shorten them or drop them")
+
+
+def chunks(items, size):
+    """Consecutive slices of at most ``size`` items (for evaluating a whole file in batches)."""
+    return [items[i:i + size] for i in range(0, len(items), size)]
+
+
+def encode_pairs(tok, rows):
+    """Preference rows {"prompt", "chosen", "rejected", ...} -> encoded pairs through the chat template."""
+    from zerollm.data.chat import encode_example
+    return [{**{k: v for k, v in row.items() if k not in ("prompt", "chosen", "rejected")},
+             "chosen": encode_example(tok, {"prompt": row["prompt"], "completion": row["chosen"]}),
+             "rejected": encode_example(tok, {"prompt": row["prompt"], "completion": row["rejected"]})}
+            for row in rows]
+
+
+def read_pairs(inputs):
+    from zerollm.data.formats import read_prefs
+    return read_prefs(inputs["data"]), (read_prefs(inputs["eval_data"]) if inputs["eval_data"] else [])

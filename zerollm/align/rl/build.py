@@ -1,0 +1,52 @@
+"""How a PPO or GRPO stage builds its objective: the prompts through the chat template, the model and
+its frozen reference extended alike, and the reward sources named by the flags.
+"""
+
+import sys
+
+from zerollm.align.stage import Stage, frozen_reference
+from zerollm.data.chat import chat_model
+from zerollm.io.errors import ZeroLLMError
+
+
+def rollout_inputs(model, tok, inputs, cfg, seed):
+    """Prompts and their chat-template ids, the tokenizer and model extended for the template, the stop id."""
+    from zerollm.data import chat
+    from zerollm.data.formats import read_prompts
+    rows = read_prompts(inputs["data"])
+    eval_rows = read_prompts(inputs["eval_data"]) if inputs["eval_data"] else []
+    if not eval_rows:
+        print("note: no --eval-data, so no heldout evaluations (log.jsonl still has each step's rollout "
+              "rewards)", file=sys.stderr)
+    model, tok = chat_model(model, tok, rows + eval_rows, seed)
+    encode = lambda rs: [chat.encode_prompt(tok, r["prompt"]) for r in rs]
+    return model, tok, rows, encode(rows), eval_rows, encode(eval_rows), (chat.end_id(tok),)
+
+
+def reward_sources(cfg, tok):
+    from zerollm.training.parallel import ShardedModel
+    from zerollm.align.rl.rewards import sources_from_flags
+    specs = [s.strip() for s in cfg.reward.split(",") if s.strip()] if cfg.reward else []
+    try:
+        weights = [float(w) for w in cfg.reward_weights.split(",")] if cfg.reward_weights else None
+    except ValueError:
+        raise ZeroLLMError(f"--reward-weights must be comma-separated numbers, got {cfg.reward_weights!r}") from None
+    return sources_from_flags(specs, weights, cfg.rm, tok, lambda m: ShardedModel(m, 1), timeout=cfg.reward_timeout)
+
+
+def build_rollout_objective(cls, model, tok, inputs, train_cfg, cfg, start, **kw):
+    model, tok, rows, ids, eval_rows, eval_ids, stop = rollout_inputs(model, tok, inputs, cfg, train_cfg.seed)
+    reference = frozen_reference(model, tok, start, train_cfg.seed)      # the same new rows as the policy
+    objective = cls(model, reference, tok, rows, sources=reward_sources(cfg, tok), config=cfg, seed=train_cfg.seed,
+                    stop_ids=stop, prompt_ids=ids, eval_prompts=eval_rows, eval_prompt_ids=eval_ids, **kw)
+    return objective, tok
+
+
+def rollout_stage(name, config_cls, objective_cls):
+    """The Stage of ``zerollm ppo`` or ``zerollm grpo``: the same defaults and flags, its own objective."""
+    def build(model, tok, inputs, train_cfg, cfg, start):
+        return build_rollout_objective(objective_cls, model, tok, inputs, train_cfg, cfg, start)
+    return Stage(name, config_cls, build=build, reference=True,
+                 defaults=dict(lr=1e-5, min_lr=1e-6, warmup_iters=0, max_iters=200, weight_decay=0.0,
+                               eval_interval=50, checkpoint_interval=25, sample_tokens=0, grad_clip=1.0),
+                 skip=("batch_size", "eval_iters", "sample_tokens"))

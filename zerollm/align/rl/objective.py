@@ -1,0 +1,219 @@
+"""What PPO and GRPO share: a buffer of rollouts that several optimizer steps learn from.
+
+    next_batch():  when the buffer is used up, sample a new rollout batch (prompts -> answers -> rewards ->
+                   log-probabilities under the policy and the reference -> advantages); then hand out its
+                   minibatches, ``epochs`` passes of ``minibatches`` steps each, in a shuffled order.
+
+Exact resume: the buffer (arrays), the position in it and the prompt-picking generator are saved with
+every checkpoint, and every answer is sampled from a generator seeded by (seed, rollout number, row),
+so a resumed run samples exactly what an uninterrupted one would have.
+"""
+
+import os
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from zerollm.io import docsmode
+from zerollm.io.argtypes import Range
+from zerollm.data.chat import decode_completion
+from zerollm.io.errors import ZeroLLMError
+from zerollm.training.objective import Objective
+from zerollm.align.rl import rollouts
+from zerollm.align.rl.rewards import DEFAULT_TIMEOUT, reward_tasks, score_all
+
+
+@dataclass(frozen=True)
+class RolloutConfig:
+    reward: str | None = field(default=None, metadata={"help": "comma-separated reward sources: a task ("
+                                                               + ", ".join(reward_tasks()) + ") or module:function"})
+    reward_weights: str | None = field(default=None, metadata={"help": "comma-separated weights, one per source "
+                                                                       "(--reward first, then --rm)"})
+    rm: str | None = field(default=None, metadata={"help": "a reward model directory (zerollm reward)"})
+    reward_timeout: float = field(default=DEFAULT_TIMEOUT, metadata={
+        "help": "seconds a module:function reward may take per call (and to import); 0 = no limit",
+        "range": Range(float, 0, 10 ** 6)})
+    prompts_per_step: int = field(default=8, metadata={"help": "prompts sampled for each rollout batch"})
+    max_new_tokens: int = field(default=40, metadata={"help": "longest answer, in tokens"})
+    temperature: float = field(default=1.0, metadata={"help": "sampling temperature of the rollouts"})
+    top_k: int | None = field(default=None, metadata={"help": "sample rollouts from the k likeliest tokens only"})
+    top_p: float | None = field(default=None, metadata={"help": "nucleus sampling for the rollouts"})
+    epochs: int = field(default=1, metadata={"help": "passes over each rollout batch (PPO epochs; GRPO's mu)"})
+    minibatches: int = field(default=1, metadata={"help": "optimizer steps per pass over a rollout batch"})
+    epsilon: float = field(default=0.2, metadata={"help": "clip range of the probability ratio"})
+    task: str | None = field(default=None, metadata={"help": "a task whose verifier success is logged and "
+                                                             "evaluated (default: the --reward task, if any)"})
+    eval_prompts: int = field(default=64, metadata={"help": "heldout prompts answered at each evaluation"})
+    eval_temperature: float = field(default=0.0, metadata={"help": "0 = greedy answers at evaluation"})
+
+    def __post_init__(self):
+        if self.rm is not None:                  # saved with the run: an absolute path survives a cd
+            object.__setattr__(self, "rm", os.path.abspath(self.rm))
+        for name in ("prompts_per_step", "max_new_tokens", "epochs", "minibatches", "eval_prompts"):
+            if getattr(self, name) < 1:
+                raise ZeroLLMError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(self, name)}")
+        if not 0 < self.epsilon < 1:
+            raise ZeroLLMError(f"--epsilon must be in (0, 1), got {self.epsilon}")
+        if not (self.temperature > 0 and self.eval_temperature >= 0):
+            raise ZeroLLMError("--temperature must be > 0 (rollouts sample) and --eval-temperature >= 0")
+
+
+class RolloutObjective(Objective):
+    """Subclasses set ``group`` (answers per prompt) and implement ``advantages``, ``shard_loss``."""
+
+    progress = ("reward", "success", "kl")     # an RL loss says little (GRPO's is about 0): watch these
+
+    group = 1
+    BUFFER = ("ids", "mask", "old_logp", "ref_logp", "reward")
+
+    def __init__(self, model, reference, tokenizer, prompts, *, sources, config, seed, stop_ids,
+                 prompt_ids, eval_prompts=(), eval_prompt_ids=()):
+        """prompts: rows {"prompt", ...extra fields}; prompt_ids: the same through the chat template."""
+        super().__init__(model)
+        self.ref, self.tok, self.sources, self.cfg, self.seed = reference.eval(), tokenizer, sources, config, seed
+        self.stop_ids = tuple(stop_ids)
+        self.prompts, self.prompt_ids = list(prompts), [list(p) for p in prompt_ids]
+        self.eval_rows, self.eval_ids = list(eval_prompts)[:config.eval_prompts], list(eval_prompt_ids)
+        self._check_room(self.prompt_ids + self.eval_ids)
+        self.task = config.task or next((s.name for s in sources if _is_task(s.name)), None)
+        self.pick_rng = np.random.default_rng([seed, 1])
+        self.buffer, self.order, self.cursor, self.rollouts_done, self.rollout_metrics = None, [], 0, 0, {}
+
+    def _check_room(self, prompt_ids):
+        limit = self.model.config.block_size
+        longest = max((len(p) for p in prompt_ids), default=0)
+        if longest >= limit:
+            raise ZeroLLMError(f"a prompt is {longest} tokens long, which leaves no room for an answer in the "
+                               f"model's context of {limit} tokens; shorten the prompts")
+
+    def describe(self):
+        names = " + ".join(f"{s.weight:g}*{s.name}" if s.weight != 1 else s.name for s in self.sources)
+        return f"{self.kind} on {len(self.prompts)} prompts, reward {names}"
+
+    def tokens(self, batch):
+        return int(batch["ids"].size)
+
+    def rngs(self):
+        return {"prompts": self.pick_rng}
+
+    # ------------------------------------------------------------------
+    # the buffer
+
+    def next_batch(self):
+        if self.buffer is None or self.cursor >= len(self.order):
+            self.collect()
+        rows = self.order[self.cursor]
+        self.cursor += 1
+        batch = {k: v[rows] for k, v in self.buffer.items()}
+        batch["_metrics"] = self.rollout_metrics
+        return batch
+
+    def collect(self):
+        """One rollout batch into the buffer, and its minibatch schedule."""
+        engine = self.trainer.engine
+        n = docsmode.limit("rollout prompts per step", self.cfg.prompts_per_step)   # tests/test_docs_run.py
+        picks = self.pick_rng.integers(0, len(self.prompts), size=n)
+        rows = np.repeat(picks, self.group)                                # G answers per prompt, consecutive
+        seeds = [(self.seed, 5, self.rollouts_done, i) for i in range(len(rows))]
+        prompt_ids = [self.prompt_ids[i] for i in rows]
+        completions = rollouts.sample(engine, prompt_ids, seeds, **self._sampling(self.cfg.temperature))
+        ids, mask = rollouts.sequences(prompt_ids, completions)
+        texts = [decode_completion(self.tok, c) for c in completions]
+        prompts = [self.prompts[i]["prompt"] for i in rows]
+        fields = [{k: v for k, v in self.prompts[i].items() if k != "prompt"} for i in rows]
+        reward, each = score_all(self.sources, prompts, texts, fields, [list(p) + list(c) for p, c in
+                                                                       zip(prompt_ids, completions)])
+        buffer = {"ids": ids, "mask": mask, "reward": reward,
+                  "old_logp": rollouts.logprobs(engine, self.model, ids, mask),
+                  "ref_logp": rollouts.logprobs(engine, self.ref, ids, mask)}
+        buffer.update(self.advantages(buffer))
+        self.buffer = buffer
+        self.rollout_metrics = self._rollout_metrics(reward, each, prompts, texts, fields, completions)
+        self.order = self._schedule(len(rows))
+        self.cursor = 0
+        self.rollouts_done += 1
+
+    def _sampling(self, temperature):
+        return dict(max_new_tokens=self.cfg.max_new_tokens, stop_ids=self.stop_ids, temperature=temperature,
+                    top_k=self.cfg.top_k, top_p=self.cfg.top_p, should_stop=self._stopping)
+
+    def _stopping(self):
+        return self.trainer.stop_requested()
+
+    def _schedule(self, B):
+        """epochs x minibatches row sets, each epoch a fresh shuffle (groups are not kept together: the
+        advantages already hold what the group had to say)."""
+        if self.cfg.minibatches > B:
+            raise ZeroLLMError(f"--minibatches {self.cfg.minibatches} is more than the {B} answers of a rollout batch")
+        order = []
+        for _ in range(self.cfg.epochs):
+            perm = self.pick_rng.permutation(B) if self.cfg.minibatches > 1 else np.arange(B)
+            order += [np.sort(part) for part in np.array_split(perm, self.cfg.minibatches)]
+        return order
+
+    def _rollout_metrics(self, reward, each, prompts, texts, fields, completions):
+        m = {"reward": float(reward.mean()),
+             "completion_len": float(np.mean([len(c) for c in completions])),
+             "stopped": float(np.mean([bool(c) and c[-1] in self.stop_ids for c in completions]))}
+        if len(each) > 1:
+            m.update({f"reward_{name}": float(v.mean()) for name, v in each.items()})
+        if self.task:
+            m["success"] = self.success(prompts, texts, fields)
+        return m
+
+    def success(self, prompts, texts, fields):
+        """Share of answers the task's verifier scores fully right."""
+        from zerollm.align.tasks import get_task
+        task = get_task(self.task)
+        return float(np.mean([task.reward(p, t, **{k: v for k, v in f.items() if k != "completion"}) >= 1.0
+                              for p, t, f in zip(prompts, texts, fields)]))
+
+    # ------------------------------------------------------------------
+    # evaluation: answer heldout prompts with a fixed seed
+
+    def evaluate(self, trainer):
+        if not self.eval_rows:
+            return {}, None
+        rows = self.eval_rows[:docsmode.limit("examples evaluated", len(self.eval_rows))]
+        seeds = [(self.seed, 3, i) for i in range(len(rows))]
+        completions = rollouts.sample(trainer.engine, self.eval_ids[:len(rows)], seeds,
+                                      **self._sampling(self.cfg.eval_temperature))
+        texts = [decode_completion(self.tok, c) for c in completions]
+        prompts = [r["prompt"] for r in rows]
+        fields = [{k: v for k, v in r.items() if k != "prompt"} for r in rows]
+        sequences = [list(p) + list(c) for p, c in zip(self.eval_ids, completions)]
+        reward, each = score_all(self.sources, prompts, texts, fields, sequences)
+        metrics = {"eval_reward": float(reward.mean())}
+        metrics.update({f"eval_reward_{k}": float(v.mean()) for k, v in each.items() if len(each) > 1})
+        if self.task:
+            from zerollm.align.tasks.evaluate import wilson
+            metrics["eval_success"] = self.success(prompts, texts, fields)
+            low, high = wilson(round(metrics["eval_success"] * len(rows)), len(rows))
+            metrics.update(eval_success_low=low, eval_success_high=high)     # its 95% interval (loss.png)
+        shown = "\n".join(f"  {p!r} -> {t!r}  (reward {r:+.3f})" for p, t, r in zip(prompts[:3], texts, reward))
+        return metrics, "--- heldout answers ---\n" + shown
+
+    # ------------------------------------------------------------------
+    # exact resume
+
+    def state(self):
+        if self.buffer is None:
+            return {"rollouts_done": self.rollouts_done}, {}
+        arrays = {f"buffer.{k}": v for k, v in self.buffer.items()}
+        arrays.update({f"order.{i}": rows for i, rows in enumerate(self.order)})
+        state = {"rollouts_done": self.rollouts_done, "cursor": self.cursor, "metrics": self.rollout_metrics,
+                 "steps_per_rollout": len(self.order)}
+        return state, arrays
+
+    def restore(self, state, arrays):
+        self.rollouts_done = state.get("rollouts_done", 0)
+        if not arrays:
+            return
+        self.buffer = {k[len("buffer."):]: v for k, v in arrays.items() if k.startswith("buffer.")}
+        self.order = [arrays[f"order.{i}"] for i in range(state["steps_per_rollout"])]
+        self.cursor, self.rollout_metrics = state["cursor"], state["metrics"]
+
+
+def _is_task(name):
+    from zerollm.align.tasks import TASKS
+    return name in TASKS

@@ -1,0 +1,344 @@
+"""What every post-training command shares (reward, dpo, ppo, grpo, ...): the flags, loading the starting
+model, copying the inputs into the run, resuming, and handing an objective to the one training loop.
+
+    zerollm dpo --init runs/sft --data prefs.jsonl --out runs/dpo
+    zerollm dpo --out runs/dpo --resume
+
+A stage run directory is self-contained: the JSONL files it trains on are copied into RUN/inputs/, the
+tokenizer (with the chat template's special tokens) is saved as RUN/tokenizer.json, and the starting
+model is recorded by path and by a digest of its weights, so a resume can check that the frozen
+reference it reloads is the same one. The copies' SHA-256 digests are recorded too: a resume whose
+RUN/inputs/ files were deleted, cut short or edited stops with one line, and so does ``--resume`` with
+a ``--data`` (or ``--eval-data``) other than the file the run began with.
+
+``--out`` follows zerollm.io.outdir's rule: never inside the starting run or any other run, checkpoint or
+model directory, and never over files (tokenizer.json, log.jsonl, ...) this command did not create
+unless ``--force``.
+"""
+
+import dataclasses
+import hashlib
+import os
+import shutil
+
+from zerollm.data.chat import chat_model
+from zerollm.training.checkpoint import weights_digest
+from zerollm.model import budget
+from zerollm.training import dist
+from zerollm.training.flags import add_config_flags, add_lora_arguments, lora_config
+from zerollm.training.run import locked_run_dir, train_and_report
+from zerollm.io.errors import ZeroLLMError
+from zerollm.io.fileio import atomic_write
+from zerollm.io.outdir import STAGE_FILES, check_stage_out
+from zerollm.engine.memory import keep_freed_memory
+from zerollm.engine.threads import add_threads_argument
+from zerollm.training.trainer import TrainConfig, Trainer, lora_rng, resume_point
+from zerollm.io.validate import dataclass_from_dict
+
+LM_ONLY = {"tokenizer", "vocab_size"}          # TrainConfig fields that only pre-training uses
+
+
+@dataclasses.dataclass(frozen=True)
+class Stage:
+    """One post-training command: its name, its defaults and how it builds its objective.
+
+    build(model, tokenizer, inputs, train_cfg, stage_cfg, start) -> Objective, where inputs maps each
+    input flag ("data", "eval_data", ...) to its copied path (or None) and start describes the
+    starting model: {"path", "digest", "hf"}; build may load more (a reference, a reward model)."""
+    name: str
+    config_cls: type                 # the stage's own settings (a frozen dataclass)
+    defaults: dict                   # TrainConfig values that suit this stage (e.g. a smaller lr)
+    build: object
+    inputs: tuple = ("data", "eval_data")
+    skip: tuple = ()                 # TrainConfig fields that mean nothing to this stage (no flag for them)
+    reference: bool = False          # does it keep a frozen copy of the starting model (memory estimate)?
+    rows_per_example: int = 1        # sequences one example puts through the model (a pair: 2)
+
+
+# ----------------------------------------------------------------------------
+# flags
+
+def add_stage_arguments(p, stage):
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("--init", metavar="DIR", help="start from a zerollm run or checkpoint directory")
+    src.add_argument("--hf", metavar="DIR", help="start from a Hugging Face model directory")
+    p.add_argument("--adapter", metavar="DIR", help="a PEFT LoRA adapter directory to fold into the starting model "
+                   "first (zerollm.interop.peft)")
+    p.add_argument("--data", metavar="FILE", help="the JSONL file to train on")
+    p.add_argument("--eval-data", metavar="FILE", help="a heldout JSONL file evaluated every --eval-interval steps")
+    p.add_argument("--out", metavar="DIR", help=f"run directory (default runs/{stage.name})")
+    p.add_argument("--resume", action="store_true", help="continue from the last checkpoint in --out")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar (e.g. in logs)")
+    p.add_argument("--dry-run", action="store_true", help="load the starting model, print the memory estimate of "
+                   "a training step (counting LoRA and the frozen reference), then stop (nothing is written)")
+    p.add_argument("--force", action="store_true",
+                   help="go on even when the memory estimate is more than the memory available, and replace "
+                        "files in --out (tokenizer.json, log.jsonl, ...) that this command did not create")
+    add_threads_argument(p, data_parallel=True)
+    add_lora_arguments(p)
+    add_config_flags(p, stage.config_cls)
+    add_config_flags(p, TrainConfig, skip=LM_ONLY | set(stage.skip), defaults=stage.defaults)
+    defaults = ", ".join(f"--{k.replace('_', '-')} {v}" for k, v in stage.defaults.items()
+                         if k not in LM_ONLY | set(stage.skip))       # only the flags this stage has
+    p.epilog = f"Defaults of this stage that differ from pre-training: {defaults}." if defaults else None
+
+
+def _given(args, cls, skip=()):
+    return {f.name: getattr(args, f.name) for f in dataclasses.fields(cls)
+            if f.name not in skip and getattr(args, f.name, None) is not None}
+
+
+# ----------------------------------------------------------------------------
+# the starting model
+
+def load_start(path=None, hf=None, force=None, adapter=None):
+    """(model, tokenizer, {"path", "hf", "digest"[, "adapter"]}) from --init DIR or --hf DIR, in eval mode;
+    ``adapter``: a PEFT adapter directory merged into it first."""
+    from zerollm.interop.hf.native import start_model
+    if hf:
+        from zerollm.interop.hf import load_tokenizer_dir
+        model, tok = start_model(hf=hf, adapter=adapter, force=force), load_tokenizer_dir(hf)
+    elif path:
+        from zerollm.interop.hf import load_zerollm_tokenizer
+        model, tok = start_model(path, adapter=adapter, force=force), load_zerollm_tokenizer(path)   # run or model dir
+        if tok is None:
+            raise ZeroLLMError(f"{path} has no tokenizer.json; a stage needs the tokenizer the model was trained with")
+    else:
+        raise ZeroLLMError("give --init DIR (a zerollm run) or --hf DIR (a Hugging Face model) to start from")
+    extra = {"adapter": os.path.abspath(adapter)} if adapter else {}
+    return model.eval(), tok, {"path": os.path.abspath(hf or path), "hf": bool(hf),
+                               "digest": weights_digest(model.params), **extra}
+
+
+def frozen_reference(policy, tok, start, seed):
+    """The frozen reference of DPO, PPO and GRPO: with LoRA the policy's own base with the adapters switched
+    off (no second copy of the weights, as TRL does with peft); otherwise the starting model reloaded (and
+    checked by digest) with the same new embedding rows as the policy."""
+    if policy.lora is not None:
+        return policy.without_adapters().eval()
+    reference, _ = reload_start(start)
+    if reference.config.vocab_size != policy.config.vocab_size:
+        reference, _ = chat_model(reference, tok, [], seed)
+    return reference
+
+
+def reload_start(start):
+    """The starting model again (a frozen reference on resume), checked against the digest saved with the run."""
+    model, tok, again = load_start(None if start["hf"] else start["path"], start["path"] if start["hf"] else None,
+                                   adapter=start.get("adapter"))
+    if again["digest"] != start["digest"]:
+        raise ZeroLLMError(f"the starting model {start['path']} has changed since this run began (its weights' "
+                           "digest differs), so the frozen reference cannot be restored; put the original back")
+    return model, tok
+
+
+# ----------------------------------------------------------------------------
+# inputs
+
+def copy_inputs(args, stage, run_dir):
+    """Copy each given input file into RUN/inputs/ (atomically); -> {flag: copied path or None}."""
+    folder = os.path.join(run_dir, "inputs")
+    os.makedirs(folder, exist_ok=True)
+    copied = {}
+    for flag in stage.inputs:
+        src = getattr(args, flag, None)
+        if src is None:
+            copied[flag] = None
+            continue
+        if not os.path.isfile(src):
+            raise ZeroLLMError(f"--{flag.replace('_', '-')}: no such file: {src}")
+        dst = os.path.join(folder, f"{flag}.jsonl")
+        with open(src, "rb") as fin, atomic_write(dst, "wb") as fout:
+            shutil.copyfileobj(fin, fout)
+        copied[flag] = dst
+    return copied
+
+
+def file_digest(path):
+    """SHA-256 of a file's bytes (hex)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def saved_inputs(run_dir, stage, digests=None):
+    """{flag: path of its copy in RUN/inputs/ or None}, each copy checked against the digest recorded when
+    the run began (``digests``; runs written before digests were kept: --data must at least exist)."""
+    folder = os.path.join(run_dir, "inputs")
+    found = {}
+    for flag in stage.inputs:
+        path = os.path.join(folder, f"{flag}.jsonl")
+        expected = (digests or {}).get(flag)
+        needed = expected is not None or (digests is None and flag == "data")
+        if not os.path.isfile(path):
+            if needed:
+                raise ZeroLLMError(f"{path} (the copy of --{flag.replace('_', '-')} this run trains on) is missing; "
+                                   "put the file the run began with back there, or start a new run with another --out")
+            found[flag] = None
+            continue
+        if expected is not None and file_digest(path) != expected:
+            raise ZeroLLMError(f"{path} (the copy of --{flag.replace('_', '-')} "
+                               "this run trains on) has changed since the run began (cut short or edited); "
+                               "put the original back, or start a new run")
+        found[flag] = path
+    return found
+
+
+def check_resume_flags(args, stage, inputs, start):
+    """--resume trains on the run's own copies and its own start: a different --data/--eval-data/--init/--hf
+    given with it is refused (the same file is fine)."""
+    for flag in stage.inputs:
+        given = getattr(args, flag, None)
+        if given is None:
+            continue
+        name = f"--{flag.replace('_', '-')}"
+        if not os.path.isfile(given):
+            raise ZeroLLMError(f"{name}: no such file: {given}")
+        if inputs.get(flag) is None or file_digest(given) != file_digest(inputs[flag]):
+            raise ZeroLLMError(f"--resume trains on the run's own copy of its data; {name} {given} "
+                               f"is not the file the run began with: leave out {name}, or start a new run with "
+                               "another --out")
+    for flag, hf in (("init", False), ("hf", True)):
+        given = getattr(args, flag, None)
+        if given is not None and (os.path.abspath(given) != start["path"] or hf != start["hf"]):
+            raise ZeroLLMError(f"--resume continues from the run's own start ({start['path']}); --{flag} {given} "
+                               f"is another model: leave out --{flag}, or start a new run with another --out")
+
+
+# ----------------------------------------------------------------------------
+# the run
+
+def run_stage(args, stage):
+    keep_freed_memory()
+    if getattr(args, "dry_run", False):
+        return _dry_run(args, stage)
+    run_dir = args.out or os.path.join("runs", stage.name)
+    if not args.resume:            # before anything is created (zerollm.io.outdir's rule)
+        check_stage_out(run_dir, force=args.force, sources=[("--init", args.init), ("--hf", args.hf)])
+        _check_data_outside(args, stage, run_dir)
+    world = dist.world()
+    with locked_run_dir(run_dir, world) as started:   # one writer per run directory (zerollm.io.lock)
+        trainer = (_resumed if args.resume else _fresh)(args, stage, run_dir, args.threads or 1, world)
+        started()                                      # a run that failed before this leaves nothing behind
+        return train_and_report(trainer, run_dir, stage.name, resumed=args.resume, progress=not args.no_progress,
+                                blas_threads=args.threads)
+
+
+def _check_data_outside(args, stage, run_dir):
+    """An input may lie in --out, but not where the run writes (RUN/inputs/, tokenizer.json, log.jsonl)."""
+    for flag in stage.inputs:
+        given = getattr(args, flag, None)
+        for name in STAGE_FILES:
+            if given is not None and os.path.exists(given) and _inside(given, os.path.join(run_dir, name)):
+                raise ZeroLLMError(f"--{flag.replace('_', '-')} {given} is where this run writes "
+                                   f"({os.path.join(run_dir, name)}); move the file out of --out first")
+
+
+def _inside(path, where):
+    path, where = os.path.realpath(path), os.path.realpath(where)
+    return path == where or path.startswith(where.rstrip(os.sep) + os.sep)
+
+
+def _fresh(args, stage, run_dir, threads, world):
+    from zerollm.training.checkpoint import latest_checkpoint
+    if os.path.isdir(run_dir) and latest_checkpoint(run_dir):
+        raise ZeroLLMError(f"{run_dir} already holds a run; continue it with --resume, or choose another --out")
+    if args.data is None:
+        raise ZeroLLMError(f"give --data FILE: the JSONL file to train on (see 'zerollm {stage.name} --help')")
+    train_cfg = TrainConfig(**{**stage.defaults, **_given(args, TrainConfig, LM_ONLY)})
+    stage_cfg = stage.config_cls(**_given(args, stage.config_cls))
+    model, tok, start = load_start(args.init, args.hf, args.force, args.adapter)   # checked before anything is written
+    lora = lora_config(args)
+    if lora is not None:
+        model.add_lora(lora, lora_rng(train_cfg.seed))
+    budget.require(_estimate(stage, model, train_cfg, stage_cfg, threads * world.size, world.size),
+                   force=args.force)
+    inputs = None
+    try:
+        if world.is_main:             # one process copies the inputs; the others wait and read the copies
+            os.makedirs(run_dir, exist_ok=True)
+            inputs = copy_inputs(args, stage, run_dir)
+        inputs = world.allgather(inputs)[0]
+        digests = {flag: file_digest(p) for flag, p in inputs.items() if p is not None}
+        return _trainer(stage, model, tok, inputs, train_cfg, stage_cfg, start, run_dir, threads, world, digests)
+    except ZeroLLMError as err:       # bad data: name the user's file, not its copy in RUN/inputs/
+        message = str(err)
+        for flag, copy in (inputs or {}).items():
+            if copy is not None:
+                message = message.replace(copy, getattr(args, flag))
+        raise ZeroLLMError(message) from None
+
+
+def _estimate(stage, model, train_cfg, stage_cfg, threads, ranks):
+    """The memory of one step (zerollm.model.budget.post_training): with LoRA only the adapters have gradients
+    and moments; DPO, PPO and GRPO hold a second copy of the weights as their reference unless LoRA's base
+    serves as one; a pair is two sequences; PPO and GRPO also hold a rollout batch of prompts_per_step x
+    group_size answers (split over the ranks), trained on in --minibatches parts."""
+    trainable = model.lora.num_params() if model.lora is not None else None
+    rows = getattr(stage_cfg, "prompts_per_step", 0) * getattr(stage_cfg, "group_size", 1)
+    batch = -(-rows // stage_cfg.minibatches) if rows else train_cfg.batch_size * stage.rows_per_example
+    return budget.post_training(model.config, max(-(-batch // ranks), 1), grad_accum=train_cfg.grad_accum,
+                                threads=threads, trainable=trainable, reference=stage.reference and model.lora is None,
+                                rollout_rows=-(-rows // ranks), value_head=stage.name == "ppo")
+
+
+def _dry_run(args, stage):
+    """--dry-run: the starting model, what trains, and the memory estimate of a step; nothing is written."""
+    train_cfg = TrainConfig(**{**stage.defaults, **_given(args, TrainConfig, LM_ONLY)})
+    model, _, start = load_start(args.init, args.hf, args.force, args.adapter)
+    lora = lora_config(args)
+    if lora is not None:
+        model.add_lora(lora, lora_rng(train_cfg.seed))
+    estimate = _estimate(stage, model, train_cfg, stage.config_cls(**_given(args, stage.config_cls)),
+                         args.threads or 1, 1)
+    trains = (f"LoRA r={lora.r} on {len(model.lora.sites)} modules: {model.lora.num_params():,} of "
+              f"{model.num_params():,} parameters train" if lora else f"all {model.num_params():,} parameters train")
+    print(f"dry run: nothing is written. {stage.name} from {start['path']}; {trains}")
+    print("memory of one training step (estimate):")
+    print(estimate.table(budget.available_memory()))
+    return 0
+
+
+def _trainer(stage, model, tok, inputs, train_cfg, stage_cfg, start, run_dir, threads, world, digests):
+    objective, tok = stage.build(model, tok, inputs, train_cfg, stage_cfg, start)
+    objective.saved = {"stage": stage.name, "settings": dataclasses.asdict(stage_cfg), "start": start,
+                       "inputs": digests}
+    if objective.model.lora is not None:     # the checkpoint holds the adapters; the base is "start", by digest
+        objective.saved["lora"] = objective.model.lora.config.to_dict()
+    tokenizer_path = os.path.join(run_dir, "tokenizer.json")
+    if world.is_main:
+        tok.save(tokenizer_path)
+    world.barrier()
+    return Trainer(objective, train_cfg, threads=threads, tokenizer_path=tokenizer_path, world=world)
+
+
+def _resumed(args, stage, run_dir, threads, world):
+    ckpt = resume_point(run_dir, force=args.force)
+    saved = ckpt.objective or {}
+    if saved.get("stage") != stage.name:
+        raise ZeroLLMError(f"{run_dir} was not written by 'zerollm {stage.name}' (its objective is "
+                           f"{saved.get('stage') or saved.get('kind')!r}); resume it with the command that wrote it")
+    where = ckpt.config_path
+    train_cfg = dataclasses.replace(dataclass_from_dict(TrainConfig, ckpt.train_config, where, "train"), **{
+        k: v for k, v in _given(args, TrainConfig, LM_ONLY).items()
+        if k in ("max_iters", "eval_interval", "checkpoint_interval", "eval_iters", "sample_tokens")})
+    if not isinstance(saved.get("start"), dict) or not {"path", "hf", "digest"} <= set(saved["start"]):
+        raise ZeroLLMError(f"{where}: objective.start must name the starting model (path, hf, digest); "
+                           "the checkpoint is damaged")
+    stage_cfg = dataclass_from_dict(stage.config_cls, saved.get("settings"), where, "objective.settings")
+    digests = saved.get("inputs")
+    if digests is not None and not (isinstance(digests, dict) and all(isinstance(v, str) for v in digests.values())):
+        raise ZeroLLMError(f"{where}: objective.inputs must map each input to its SHA-256; the checkpoint is damaged")
+    inputs = saved_inputs(run_dir, stage, digests)
+    check_resume_flags(args, stage, inputs, saved["start"])
+    model, tok = reload_start(saved["start"])
+    if saved.get("lora"):
+        from zerollm.nn.lora import LoRAConfig
+        model.add_lora(LoRAConfig(**{**saved["lora"], "targets": tuple(saved["lora"]["targets"])}),
+                       lora_rng(train_cfg.seed))
+    trainer = _trainer(stage, model, tok, inputs, train_cfg, stage_cfg, saved["start"], run_dir, threads, world,
+                       digests if digests is not None else {f: file_digest(p) for f, p in inputs.items() if p})
+    trainer.restore(ckpt)
+    return trainer

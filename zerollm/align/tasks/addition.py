@@ -1,0 +1,93 @@
+"""Addition: "a+b=" -> the sum, for a and b of one to three digits.
+
+    prompt      "12+345="
+    completion  "357"
+    fields      answer: 357
+
+Each operand first draws its number of digits (1, 2 or 3, equally likely) and then a value with that
+many digits, so short sums are not drowned by three-digit ones. The pair (a, b) is heldout when the
+SHA-256 of "a+b" says so (about 10% of pairs), so heldout prompts never appear in train; a make() call
+never repeats a pair. (b, a) is a different pair and may land in the other split.
+
+Verifier: 1.0 when the completion, spaces and newlines trimmed, is exactly the decimal sum (no sign, no
+leading zeros); 0.0 otherwise. No partial credit: a sum with one wrong digit is wrong.
+"""
+
+import collections
+import functools
+
+import regex as re
+
+import numpy as np
+
+from zerollm.io.errors import ZeroLLMError
+from zerollm.align.tasks.common import check_make_args, split_of
+
+PROMPT = re.compile(r"\s*(\d{1,3})\+(\d{1,3})=\s*")
+EXAMPLE_COMPLETION = "1998"
+MAX_PAIRS_TRIED = 50          # draws per example before giving up (small splits run out of pairs)
+
+
+def prompt_for(a, b):
+    return f"{a}+{b}="
+
+
+def _operand(rng):
+    digits = int(rng.integers(1, 4))
+    low = 0 if digits == 1 else 10 ** (digits - 1)
+    return int(rng.integers(low, 10 ** digits))
+
+
+def distinct_pairs(split):
+    """How many (a, b) pairs of ``split`` exist at all (a, b from 0 to 999): about 900,000 train and
+    100,000 heldout; counted (a second, once) rather than trusted, since the split comes from a hash."""
+    return _split_sizes()[split]
+
+
+@functools.lru_cache(maxsize=None)
+def _split_sizes():
+    return collections.Counter(split_of(f"{a}+{b}") for a in range(1000) for b in range(1000))
+
+
+def make(n, split, seed):
+    """n distinct pairs of ``split``, drawn from default_rng(seed)."""
+    check_make_args(n, split, seed)
+    if n > 50_000 and n > (have := distinct_pairs(split)):    # below 50,000 both splits have enough
+        raise ZeroLLMError(f"--n {n}: the addition {split} split has only {have} distinct problems "
+                           f"(a+b with a, b up to 999); ask for at most {have}")
+    rng = np.random.default_rng(seed)
+    rows, seen = [], set()
+    for _ in range(n * MAX_PAIRS_TRIED):
+        if len(rows) == n:
+            break
+        a, b = _operand(rng), _operand(rng)
+        if (a, b) in seen or split_of(f"{a}+{b}") != split:
+            continue
+        seen.add((a, b))
+        rows.append({"prompt": prompt_for(a, b), "completion": str(a + b), "answer": a + b})
+    if len(rows) < n:
+        raise ZeroLLMError(f"could only draw {len(rows)} distinct {split} pairs; ask for fewer than {n}")
+    return rows
+
+
+def answer_from(prompt, answer=None):
+    if answer is not None:
+        return int(answer)
+    found = PROMPT.fullmatch(prompt) if isinstance(prompt, str) else None
+    if found is None:
+        raise ZeroLLMError(f"an addition prompt reads like '12+345=', got {prompt!r}")
+    return int(found.group(1)) + int(found.group(2))
+
+
+def reward(prompt, completion, answer=None, **fields):
+    """1.0 if the completion is the sum, else 0.0."""
+    return 1.0 if completion.strip() == str(answer_from(prompt, answer)) else 0.0
+
+
+def plain_prompt(prompt, **fields):
+    """A model pre-trained on lines "a+b=c" is prompted with a newline and "a+b="; it writes the sum."""
+    return "\n" + prompt, ""
+
+
+def text_line(row):
+    return row["prompt"] + row["completion"]

@@ -1,0 +1,108 @@
+"""Measure a model on a task: sample one completion per prompt, score it with the task's verifier, and
+report the success rate (reward == 1.0) with its 95% Wilson interval.
+
+Two ways to prompt (``fmt``):
+    chat   the chat template (zerollm.data.chat): the prompt as a user turn, generation until <|end|>
+    plain  a base model without a template: the task's ``plain_prompt`` text, generation until a newline,
+           the completion being the task's prefix plus what was generated (see each task module)
+"auto" picks chat when the tokenizer has the template's tokens (a checkpoint of ``zerollm sft``).
+"""
+
+import math
+
+from zerollm.data import chat
+from zerollm.io.errors import ZeroLLMError
+from zerollm.data.formats import prompt_text
+
+FORMATS = ("auto", "chat", "plain")
+TEXT_KEYS = ("prompt", "completion", "chosen", "rejected", "messages")
+
+
+def wilson(k, n, z=1.96):
+    """The Wilson score interval (Wilson 1927) for k successes in n trials: unlike p ± z·sqrt(p(1-p)/n),
+    it stays inside [0, 1] and is not zero-width at 0% or 100%.
+
+    >>> [round(x, 4) for x in wilson(0, 10)]
+    [0.0, 0.2775]
+    """
+    if n == 0:
+        return 0.0, 1.0
+    p = k / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z / (1 + z * z / n) * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def fields_of(row):
+    """The fields a verifier reads: everything but the texts."""
+    return {k: v for k, v in row.items() if k not in TEXT_KEYS}
+
+
+def resolve_format(fmt, tokenizer):
+    if fmt not in FORMATS:
+        raise ZeroLLMError(f"format must be one of {', '.join(FORMATS)}, got {fmt!r}")
+    if fmt == "auto":
+        return "chat" if chat.has_template(tokenizer) else "plain"
+    if fmt == "chat":
+        chat.end_id(tokenizer)                      # a clear error when the template's tokens are missing
+    return fmt
+
+
+def newline_ids(tokenizer):
+    """Every id whose text holds a newline: where a plain completion ends."""
+    ids = []
+    for i in range(tokenizer.vocab_size):
+        try:
+            if "\n" in tokenizer.decode([i]):
+                ids.append(i)
+        except ZeroLLMError:                        # an unused id of an imported vocabulary
+            continue
+    return ids
+
+
+def default_max_new_tokens(task, tokenizer):
+    """Twice the tokens of a typical completion, plus the end token: room for a model that rambles."""
+    try:
+        return 2 * len(tokenizer.encode(task.EXAMPLE_COMPLETION)) + 1
+    except ZeroLLMError:
+        return 64
+
+
+def sample_task(model, tokenizer, task, rows, *, fmt="auto", max_new_tokens=None, temperature=1.0, top_k=None,
+                top_p=None, seed=0, should_stop=None):
+    """One completion text per row (row i samples with the seed (seed, i)), and the format used."""
+    from zerollm.generation.sample import sample_completions
+    fmt = resolve_format(fmt, tokenizer)
+    max_new_tokens = max_new_tokens or default_max_new_tokens(task, tokenizer)
+    if fmt == "chat":
+        prompts = [chat.encode_prompt(tokenizer, row["prompt"]) for row in rows]
+        stop, prefixes = [chat.end_id(tokenizer)], [""] * len(rows)
+    else:
+        plain = [task.plain_prompt(prompt_text(row["prompt"]), **fields_of(row)) for row in rows]
+        prompts = [tokenizer.encode(text) for text, _ in plain]
+        stop, prefixes = newline_ids(tokenizer), [prefix for _, prefix in plain]
+    ids = sample_completions(model, prompts, max_new_tokens, stop_ids=stop, temperature=temperature, top_k=top_k,
+                             top_p=top_p, seeds=[(seed, i) for i in range(len(rows))], should_stop=should_stop)
+    if fmt == "chat":
+        return [chat.decode_completion(tokenizer, c) for c in ids], fmt
+    return [prefix + tokenizer.decode(c).split("\n")[0] for prefix, c in zip(prefixes, ids)], fmt
+
+
+def score(task, rows, completions):
+    """Per-example results and the summary: successes, rate, 95% interval, mean reward."""
+    results = []
+    for row, completion in zip(rows, completions):
+        r = float(task.reward(prompt_text(row["prompt"]), completion, **fields_of(row)))
+        results.append({"prompt": row["prompt"], "completion": completion, "reward": r, "success": r == 1.0})
+    n, k = len(results), sum(r["success"] for r in results)
+    low, high = wilson(k, n)
+    summary = {"n": n, "successes": k, "success_rate": k / n if n else 0.0, "ci95": [low, high],
+               "mean_reward": sum(r["reward"] for r in results) / n if n else 0.0}
+    return summary, results
+
+
+def evaluate(model, tokenizer, task, rows, **sampling):
+    """sample_task + score -> (summary with the format, results)."""
+    completions, fmt = sample_task(model, tokenizer, task, rows, **sampling)
+    summary, results = score(task, rows, completions)
+    return {**summary, "format": fmt}, results

@@ -1,0 +1,12 @@
+"""cli: the ``zerollm`` command line. The entry point (cli.entry) and one thin module per command
+(cli.commands): a command parses flags, calls the library and prints. No command imports another.
+
+The top room: it may import every room, and none imports it."""
+
+from zerollm.cli.entry import main
+
+__all__ = ["main"]
+
+from zerollm import moved_names  # noqa: E402
+
+__getattr__ = moved_names("zerollm.cli")

@@ -1,0 +1,50 @@
+"""``zerollm chat``: talk to a model in the terminal, turn after turn, answers streamed as they are sampled.
+
+    zerollm chat --ckpt runs/tang-sft --system "你是一位诗人。" --temperature 0.7
+    zerollm chat --ckpt runs/shakespeare --raw           # a base model: plain continuation
+
+Inside: /reset, /system TEXT, /save FILE, /exit; Ctrl-C stops an answer, not the session
+(zerollm.serve.repl). Readline editing and history where Python has readline.
+"""
+
+import numpy as np
+
+from zerollm.io.argtypes import PROBABILITY, SEED, Range
+from zerollm.model.budget import add_force_argument
+from zerollm.generation.display import decodable
+from zerollm.engine import add_engine_argument, apply_engine_argument
+from zerollm.generation.sample import add_penalty_arguments, sampling_of
+from zerollm.serve.source import add_source_arguments, load_source
+from zerollm.engine.threads import add_threads_argument, limit_threads
+
+
+def add_arguments(p):
+    add_source_arguments(p)
+    p.add_argument("--system", default=None, help="the system message the conversation starts with")
+    p.add_argument("--raw", action="store_true",
+                   help="no chat template: the turns are plain text the model continues (for a base model)")
+    p.add_argument("--max-new-tokens", type=Range(int, 1, 10 ** 6), default=200,
+                   help="longest answer (default 200; at most half the context)")
+    p.add_argument("--temperature", type=Range(float, 0, 100), default=0.8, help="0 = greedy (default 0.8)")
+    p.add_argument("--top-k", type=Range(int, 1, 2 ** 24), default=None)
+    p.add_argument("--top-p", type=PROBABILITY, default=None)
+    add_penalty_arguments(p)
+    p.add_argument("--seed", type=SEED, default=None, help="random seed (default: different every run)")
+    add_force_argument(p)
+    add_threads_argument(p)
+    add_engine_argument(p)
+
+def run(args):
+    from zerollm.serve.repl import Conversation, repl
+    apply_engine_argument(args)
+    sampling = sampling_of(args)
+    with limit_threads(args.threads):
+        model, tok = load_source(args, "zerollm chat")
+        conv = Conversation(tok, model.config.block_size, system=args.system, raw=args.raw)
+        try:
+            import readline  # noqa: F401  - line editing and history for input()
+        except ImportError:
+            pass
+        allowed = decodable(tok, model.config.vocab_size)
+        return repl(model, tok, conv, sampling=sampling, max_new=min(args.max_new_tokens, model.config.block_size // 2),
+                    rng=np.random.default_rng(args.seed), allowed=None if allowed.all() else allowed)

@@ -1,0 +1,117 @@
+"""``zerollm convert --from DIR --to DIR``: Hugging Face <-> zerollm model directories, or a GGUF file.
+
+The direction comes from what --from is:
+
+    a transformers directory (config.json with "architectures"/"model_type")
+        -> a zerollm model directory (config.json + model.safetensors + tokenizer.json, ours)
+    a zerollm model directory, training run, or checkpoint step directory
+        -> a transformers directory (GPT2LMHeadModel, LlamaForCausalLM or MixtralForCausalLM + tokenizer files)
+
+    a zerollm model, run or checkpoint, or a transformers directory, with --to FILE.gguf
+        -> one GGUF file (llama.cpp's format) at --quant f32 | f16 | q8_0 | q4_0 (zerollm.interop.gguf)
+
+    zerollm convert --from gpt2 --to gpt2-zerollm
+    zerollm convert --from runs/shakespeare --to shakespeare-hf
+    zerollm convert --from runs/shakespeare --to shakespeare-q8_0.gguf --quant q8_0
+"""
+
+import os
+import sys
+
+from zerollm.model.budget import add_force_argument
+from zerollm.io.errors import ZeroLLMError
+from zerollm.io.lock import writing
+from zerollm.io.outdir import check_outside_runs, check_separate
+
+
+def add_arguments(parser):
+    parser.add_argument("--from", dest="src", required=True, metavar="DIR",
+                        help="a Hugging Face model directory, or a zerollm model/run/checkpoint directory")
+    parser.add_argument("--to", dest="dst", required=True, metavar="DIR|FILE.gguf",
+                        help="the directory to create (it must not exist, or be empty), or a .gguf file")
+    parser.add_argument("--quant", choices=("f32", "f16", "q8_0", "q4_0"), default=None,
+                        help="with --to FILE.gguf: how the matrices are stored (default f32); norms and "
+                             "biases stay f32")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace --to if it already holds a model (a GGUF file: if it is a GGUF file)")
+    parser.add_argument("--no-tokenizer", action="store_true",
+                        help="convert the weights only, without the tokenizer")
+    add_force_argument(parser)
+
+
+def _describe(model):
+    cfg = model.config
+    kind = "GPT-2 layout" if cfg.pos == "learned" else "Mixtral layout" if cfg.n_expert else "Llama layout"
+    return f"{kind}, n_layer={cfg.n_layer}, {model.num_params():,} parameters"
+
+
+def _try_tokenizer(loader, src):
+    """Weights convert even when the tokenizer cannot (e.g. Llama's SentencePiece): warn and go on."""
+    try:
+        return loader(src)
+    except ZeroLLMError as err:
+        print(f"zerollm convert: warning: tokenizer not converted: {' '.join(str(err).split())}",
+              file=sys.stderr)
+        return None
+
+
+def _adapter_writer(model, dst):
+    """A LoRA run converts to its base plus a PEFT adapter directory DST/adapter (zerollm.interop.peft)."""
+    if model.lora is None:
+        return None
+    from zerollm.interop.peft import save_adapter
+    return lambda folder: save_adapter(model, os.path.join(folder, "adapter"), os.path.abspath(dst))
+
+
+def run(args):
+    from zerollm.interop import hf
+
+    check_separate(args.dst, [args.src], "--to", "--from")
+    check_outside_runs(args.dst, "--to")                 # zerollm.io.outdir: never into another run or model
+    if args.dst.endswith(".gguf"):
+        return _to_gguf(args)
+    if args.quant is not None:
+        raise ZeroLLMError("--quant is for GGUF files: give --to FILE.gguf (a directory is always float32)")
+    hf.check_target(args.dst, args.overwrite)            # fail before loading a big model
+    with writing(args.dst, beside=True):                 # a second convert to --to stops here, at once
+        return _convert(args)
+
+
+def _convert(args):
+    from zerollm.interop import hf
+
+    to_zerollm = hf.is_hf_dir(args.src)
+    if to_zerollm:
+        model = hf.load(args.src, force=args.force)
+        tokenizer = None if args.no_tokenizer else _try_tokenizer(hf.load_tokenizer_dir, args.src)
+        path = hf.save_zerollm(model, args.dst, tokenizer=tokenizer, overwrite=args.overwrite)
+        target = "zerollm model directory"
+    else:
+        model = hf.load_zerollm(args.src, force=args.force)
+        tokenizer = None if args.no_tokenizer else _try_tokenizer(hf.load_zerollm_tokenizer, args.src)
+        path = hf.export(model, args.dst, tokenizer=tokenizer, overwrite=args.overwrite,
+                         also=_adapter_writer(model, args.dst))
+        target = "Hugging Face directory" + (" (the base) with the PEFT adapter in adapter/" if model.lora else "")
+    tok = f", tokenizer: {tokenizer.name} ({tokenizer.vocab_size} tokens)" if tokenizer is not None else ""
+    print(f"wrote {target} {path} ({_describe(model)}{tok})")
+    return 0
+
+
+def _to_gguf(args):
+    from zerollm.interop import hf
+    from zerollm.interop.gguf import check_gguf_target, export_gguf
+
+    check_gguf_target(args.dst, args.overwrite)          # fail before loading a big model
+    with writing(args.dst, beside=True):
+        if hf.is_hf_dir(args.src):
+            model = hf.load(args.src, force=args.force)
+            tokenizer = None if args.no_tokenizer else _try_tokenizer(hf.load_tokenizer_dir, args.src)
+        else:
+            model = hf.load_zerollm(args.src, force=args.force)
+            tokenizer = None if args.no_tokenizer else hf.load_zerollm_tokenizer(args.src)
+        done = export_gguf(model, args.dst, tokenizer=tokenizer, quant_kind=args.quant or "f32",
+                           overwrite=args.overwrite)
+    kinds = ", ".join(f"{n} {k}" for k, n in done["kinds"].items())
+    tok = f", tokenizer: {tokenizer.name} ({tokenizer.vocab_size} tokens)" if tokenizer is not None else ", no tokenizer"
+    print(f"wrote GGUF file {done['path']} (arch {done['arch']}, {_describe(model)}; tensors: {kinds}{tok})")
+    return 0

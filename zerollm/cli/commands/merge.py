@@ -1,0 +1,48 @@
+"""``zerollm merge``: fold a LoRA run's adapters into the weights, as an ordinary zerollm run directory.
+
+    zerollm sft --init runs/tang --data acrostic.jsonl --lora-r 8 --out runs/tang-lora
+    zerollm merge --from runs/tang-lora --to runs/tang-merged
+    zerollm sample --ckpt runs/tang-merged --prompt ...
+
+W' = W + (alpha / r) A B for every adapted linear (zerollm.nn.lora): the merged model computes the same
+logits without the side path, and needs neither the adapters nor the base it was trained on.
+The result holds the weights, the tokenizer and the run's settings; it has no optimizer state
+(training continues from it with --init, not --resume).
+"""
+
+import os
+
+from zerollm.io.errors import ZeroLLMError
+
+
+def add_arguments(p):
+    p.add_argument("--from", dest="src", required=True, metavar="RUN", help="a LoRA training run (or step directory)")
+    p.add_argument("--to", dest="dst", required=True, metavar="DIR", help="the run directory to create")
+    p.add_argument("--force", action="store_true", help="load even when the memory estimate says it will not fit")
+
+
+def merged_run(src, dst, force=None):
+    """Load the LoRA run ``src`` (from its base), fold the adapters in, save a checkpoint at ``dst``."""
+    from zerollm.training.checkpoint import latest_checkpoint, save_checkpoint
+    from zerollm.interop.hf.native import load_run
+    from zerollm.io.outdir import check_separate
+    check_separate(dst, [src], "--to", "--from")              # merging into its own run would destroy it
+    if os.path.isdir(dst) and latest_checkpoint(dst):
+        raise ZeroLLMError(f"--to {dst} already holds a run; choose another directory")
+    model, tok, ckpt = load_run(src, force=force)
+    if model.lora is None:
+        raise ZeroLLMError(f"{src} was not trained with LoRA (no --lora-r): there are no adapters to merge")
+    merged = model.merged()
+    objective = {k: v for k, v in ckpt.objective.items() if k not in ("lora", "base_digest")}
+    objective["merged_from"] = os.path.abspath(src)
+    no_moments = {"step": 0, "lr": 0.0, "betas": [0.9, 0.99], "eps": 1e-8, "weight_decay": 0.0, "decay": [],
+                  "m": {}, "v": {}}
+    save_checkpoint(dst, step=ckpt.step, model_config=merged.config.to_dict(), train_config=ckpt.train_config,
+                    params=merged.params, optimizer_state=no_moments, rng_state=merged.rng,
+                    tokenizer_path=ckpt.tokenizer_path, objective=objective, extra={"merged": True})
+
+
+def run(args):
+    merged_run(args.src, args.dst, force=args.force or None)
+    print(f"wrote {os.path.abspath(args.dst)}: the adapters of {args.src} folded into the weights")
+    return 0

@@ -1,0 +1,54 @@
+"""``zerollm report``: training runs and their lm-eval scores side by side, as one offline HTML page.
+
+    lm_eval --model zerollm --model_args ckpt=runs/sft --tasks lm-eval-tasks --output_path scores
+    zerollm report runs/base runs/sft runs/grpo --results scores --out report.html
+
+See zerollm.evaluate.report for what the page shows and where each number comes from.
+"""
+
+import glob
+import os
+
+from zerollm.io.errors import ZeroLLMError
+
+
+def add_arguments(p):
+    p.add_argument("runs", nargs="+", metavar="RUN", help="training run directories, in pipeline order")
+    p.add_argument("--results", nargs="*", default=[], metavar="FILE|DIR",
+                   help="lm-eval results_*.json files, or folders searched for them (lm_eval --output_path)")
+    p.add_argument("--out", required=True, metavar="FILE", help="the .html file to write")
+    p.add_argument("--lang", choices=("en", "zh"), default="en", help="the language it opens in (default en)")
+    p.add_argument("--force", action="store_true", help="replace --out if it exists")
+
+
+def results_files(items):
+    """The files given, and every results_*.json under the folders given."""
+    files = []
+    for item in items:
+        if os.path.isdir(item):
+            found = sorted(glob.glob(os.path.join(item, "**", "results_*.json"), recursive=True))
+            if not found:
+                raise ZeroLLMError(f"{item} holds no lm-eval results_*.json; give lm_eval's --output_path folder")
+            files += found
+        elif os.path.isfile(item):
+            files.append(item)
+        else:
+            raise ZeroLLMError(f"--results {item}: no such file or folder")
+    return files
+
+
+def run(args):
+    from zerollm.evaluate.report import build_report, read_results, run_summary
+    from zerollm.teach.explain.page import check_out, write_page
+    check_out(args.out, args.force)
+    runs = [run_summary(r) for r in args.runs]
+    results = read_results(results_files(args.results))
+    known = {r["path"] for r in runs}
+    unmatched = sorted(set(results) - known)
+    if unmatched:
+        raise ZeroLLMError(f"lm-eval results for {unmatched[0]}, which is none of the runs given; add it as a RUN "
+                           "or leave its results out")
+    size = write_page(args.out, build_report(runs, results, args.lang), force=args.force)
+    scored = sum(1 for r in runs if r["path"] in results)
+    print(f"wrote {args.out} ({size:,} bytes): {len(runs)} runs, {scored} with lm-eval scores")
+    return 0

@@ -1,0 +1,124 @@
+"""``zerollm serve``: an OpenAI-compatible HTTP server with continuous batching, and a chat page at /.
+
+    zerollm serve --ckpt runs/tang-sft                       # http://127.0.0.1:8000, the page at /
+    curl http://127.0.0.1:8000/v1/chat/completions -H 'Content-Type: application/json' \\
+         -d '{"messages": [{"role": "user", "content": "藏头诗：春夏秋冬"}], "max_tokens": 40}'
+
+Needs ``pip install "zerollm[serve]"`` (FastAPI + uvicorn). Binds 127.0.0.1; any other --host needs
+--api-key (or $ZEROLLM_API_KEY). SIGTERM or Ctrl-C: stop accepting, let what is running finish for up
+to --grace seconds, cancel the rest, exit 0.
+"""
+
+import contextlib
+import ipaddress
+import os
+import signal
+import sys
+
+from zerollm.io.argtypes import Range
+from zerollm.model.budget import add_force_argument
+from zerollm.engine import add_engine_argument, apply_engine_argument
+from zerollm.io.errors import ZeroLLMError
+from zerollm.serve.source import add_source_arguments, load_source
+from zerollm.engine.threads import add_threads_argument, limit_threads
+
+KEY_ENV = "ZEROLLM_API_KEY"
+
+
+def add_arguments(p):
+    add_source_arguments(p)
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
+    p.add_argument("--port", type=Range(int, 0, 65535), default=8000, help="port (default 8000; 0 = any free one)")
+    p.add_argument("--api-key", default=None,
+                   help=f"require 'Authorization: Bearer KEY' on /v1 (default: ${KEY_ENV}, else none)")
+    p.add_argument("--model-name", default=None, help="the model's id in the API (default: the directory's name)")
+    p.add_argument("--max-batch", type=Range(int, 1, 4096), default=16, help="rows in one forward pass (default 16)")
+    p.add_argument("--max-queue", type=Range(int, 0, 1 << 20), default=64,
+                   help="requests waiting beyond the batch before 429 (default 64)")
+    p.add_argument("--max-body", type=Range(int, 1024, 1 << 30), default=1 << 20,
+                   help="largest request body in bytes (default 1 MiB); larger ones get 413")
+    p.add_argument("--grace", type=Range(float, 0, 600), default=5.0,
+                   help="seconds a shutdown waits for running requests (default 5)")
+    add_force_argument(p)
+    add_threads_argument(p)
+    add_engine_argument(p)
+
+
+def _name_of(path):
+    """The default model id: the directory's (or the GGUF file's) name, without .gguf."""
+    name = os.path.basename(os.path.normpath(path))
+    return name[:-len(".gguf")] if name.endswith(".gguf") else name
+
+
+def check_host(host, api_key):
+    """A server reachable from other machines must ask for a key."""
+    if api_key:
+        return
+    with contextlib.suppress(ValueError):
+        if ipaddress.ip_address(host).is_loopback:
+            return
+    if host == "localhost":
+        return
+    raise ZeroLLMError(f"--host {host} makes the server reachable from other machines, so it needs --api-key KEY "
+                       f"(or ${KEY_ENV}); or keep the default --host 127.0.0.1")
+
+
+def run(args):
+    api_key = args.api_key or os.environ.get(KEY_ENV) or None
+    check_host(args.host, api_key)
+    try:
+        import uvicorn
+        from zerollm.serve.api import build_app
+        from zerollm.serve.backend import Backend
+    except ImportError as err:
+        raise ZeroLLMError(f"zerollm serve needs FastAPI and uvicorn ({err}); install them with "
+                           "pip install \"zerollm[serve]\"") from None
+    apply_engine_argument(args)
+    with limit_threads(args.threads):
+        model, tok = load_source(args, "zerollm serve")
+        name = args.model_name or _name_of(args.ckpt or args.hf or args.gguf)
+        backend = Backend(model, tok, name=name, max_batch=args.max_batch, max_queue=args.max_queue)
+        app = build_app(backend, api_key=api_key, max_body=args.max_body)
+        config = uvicorn.Config(app, host=args.host, port=args.port, log_level="warning",
+                                timeout_graceful_shutdown=args.grace, lifespan="off")
+        server = _server(uvicorn, config, app)
+        backend.start()
+        try:
+            server.run()
+        finally:
+            backend.close()
+    if not server.started:
+        raise ZeroLLMError(f"could not listen on {args.host}:{args.port} (in use? try another --port)")
+    print("zerollm serve: stopped", file=sys.stderr)
+    return 0
+
+
+def _server(uvicorn, config, app):
+    """uvicorn's Server, told to answer 503 from the first signal on, to say where it listens, and not to
+    re-raise the signal once it has shut down (so a SIGTERM ends with exit code 0)."""
+
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig, frame):
+            app.state.draining = True
+            super().handle_exit(sig, frame)
+
+        @contextlib.contextmanager
+        def capture_signals(self):
+            old = {s: signal.signal(s, self.handle_exit) for s in (signal.SIGINT, signal.SIGTERM)}
+            try:
+                yield
+            finally:
+                for s, handler in old.items():
+                    signal.signal(s, handler)
+
+        async def startup(self, sockets=None):
+            try:
+                await super().startup(sockets)
+            except SystemExit:            # uvicorn could not bind; it has logged why
+                self.should_exit = True
+                return
+            host, port = self.servers[0].sockets[0].getsockname()[:2]
+            print(f"zerollm serve: serving {app.state.backend.name!r} on http://{host}:{port} "
+                  "(the chat page at /, the API at /v1)", file=sys.stderr, flush=True)
+
+    return Server(config)

@@ -1,0 +1,145 @@
+"""``zerollm tasks``: make task data, and measure a checkpoint on a task.
+
+    zerollm tasks list
+    zerollm tasks make acrostic --out acrostic-train.jsonl --n 5000 --split train --seed 0
+    zerollm tasks make addition --out sums.txt --n 50000 --split train --seed 0 --format text
+    zerollm tasks make lm-eval --out lm-eval-tasks --n 200 --seed 0      # a folder of lm-eval task YAML + data
+    zerollm tasks eval acrostic --ckpt runs/sft --data acrostic-heldout.jsonl [--json] [--n 500] [--answers FILE]
+
+``eval`` samples one completion per prompt (row i with the seed (--seed, i)), scores it with the task's
+verifier and prints the success rate with its 95% Wilson interval; ``--json`` prints every example too.
+"""
+
+import json
+import sys
+
+from zerollm.io import docsmode
+from zerollm.io.argtypes import COUNT, PROBABILITY, SEED, Range
+from zerollm.io.errors import ZeroLLMError
+from zerollm.engine.memory import keep_freed_memory
+from zerollm.engine.threads import add_threads_argument, limit_threads
+
+
+def add_arguments(p):
+    sub = p.add_subparsers(dest="action", metavar="ACTION", required=True, parser_class=type(p))
+    sub.add_parser("list", help="the tasks and what they are")
+    make = sub.add_parser("make", help="write a task's examples as JSONL (or plain text)")
+    make.add_argument("name", metavar="NAME",
+                      help="acrostic, addition or prefs; or lm-eval: a folder of offline lm-evaluation-harness "
+                           "tasks (YAML + JSONL, heldout data only; zerollm.evaluate.taskfiles)")
+    make.add_argument("--out", required=True, metavar="FILE", help="the file to write (lm-eval: a folder)")
+    make.add_argument("--n", type=Range(int, 1, 10 ** 7), required=True, help="number of examples")
+    make.add_argument("--split", choices=("train", "heldout"), default="train")
+    make.add_argument("--seed", type=SEED, default=0)
+    make.add_argument("--format", choices=("jsonl", "text"), default="jsonl",
+                      help="jsonl: one example a line (SFT / prefs / prompts); text: one plain line per example, "
+                           "for pre-training a base model (default jsonl)")
+    make.add_argument("--force", action="store_true", help="replace --out if it already exists")
+    ev = sub.add_parser("eval", help="sample one completion per prompt and print the success rate")
+    ev.add_argument("name", metavar="NAME", help="acrostic, addition or prefs")
+    ev.add_argument("--ckpt", required=True, metavar="DIR", help="a training run, checkpoint step or zerollm model directory")
+    ev.add_argument("--data", required=True, metavar="FILE", help="JSONL with a 'prompt' per line (e.g. from 'tasks make')")
+    ev.add_argument("--n", type=COUNT, default=None, help="only the first N prompts")
+    ev.add_argument("--json", action="store_true", help="print a JSON object with the summary and every example")
+    ev.add_argument("--answers", metavar="FILE", default=None,
+                    help="also write each prompt and its sampled answer as JSONL ({\"prompt\", \"completion\"}), "
+                         "e.g. for 'zerollm score --rm DIR --data FILE'")
+    ev.add_argument("--force", action="store_true", help="replace --answers if it already exists")
+    ev.add_argument("--temperature", type=Range(float, 0, 100), default=1.0,
+                    help="0 = greedy (default 1.0: the model's own distribution)")
+    ev.add_argument("--top-k", type=Range(int, 1, 2 ** 24), default=None)
+    ev.add_argument("--top-p", type=PROBABILITY, default=None)
+    ev.add_argument("--max-new-tokens", type=Range(int, 1, 10 ** 7), default=None,
+                    help="default: twice the tokens of a typical completion, plus one")
+    ev.add_argument("--seed", type=SEED, default=0)
+    ev.add_argument("--format", choices=("auto", "chat", "plain"), default="auto",
+                    help="chat template or a plain prompt for a base model (default: chat when the tokenizer has it)")
+    add_threads_argument(ev)
+
+
+def run(args):
+    if args.action == "list":
+        return _list()
+    if args.action == "make":
+        return _make(args)
+    keep_freed_memory()
+    with limit_threads(args.threads):
+        return _eval(args)
+
+
+def _list():
+    """Each task's name and the first paragraph of its docstring, wrapped at word boundaries."""
+    import textwrap
+    from zerollm.align.tasks import TASKS
+    for name, module in TASKS.items():
+        about = " ".join(module.__doc__.strip().split("\n\n")[0].split())
+        print(textwrap.fill(about, width=100, initial_indent=f"{name:10s} ", subsequent_indent=" " * 11))
+    return 0
+
+
+def _make(args):
+    if args.name == "lm-eval":
+        return _make_lm_eval(args)
+    from zerollm.io.fileio import atomic_write
+    from zerollm.data.formats import write_jsonl
+    from zerollm.align.tasks import get_task
+    from zerollm.io.outdir import check_output_file
+    task = get_task(args.name)
+    check_output_file(args.out, force=args.force)      # before minutes of drawing examples
+    rows = task.make(args.n, args.split, args.seed)
+    if args.format == "jsonl":
+        write_jsonl(args.out, rows)
+    else:
+        with atomic_write(args.out, "w") as f:
+            f.writelines(task.text_line(row) + "\n" for row in rows)
+    print(f"wrote {len(rows)} {args.name} examples ({args.split} split, seed {args.seed}) to {args.out}")
+    return 0
+
+
+def _make_lm_eval(args):
+    from zerollm.evaluate.taskfiles import write_tasks
+    counts = write_tasks(args.out, args.n, args.seed)
+    shown = ", ".join(f"{name} {n}" for name, n in counts.items())
+    print(f"wrote lm-eval tasks to {args.out} (heldout data, seed {args.seed}): {shown} documents; "
+          f"run: lm_eval --model zerollm --model_args ckpt=RUN --tasks {args.out}")
+    return 0
+
+
+def _load(path):
+    from zerollm.interop.hf import load_zerollm, load_zerollm_tokenizer
+    model, tok = load_zerollm(path), load_zerollm_tokenizer(path)
+    if tok is None:
+        raise ZeroLLMError(f"{path} has no tokenizer.json, so prompts cannot be encoded")
+    return model, tok
+
+
+def _eval(args):
+    from zerollm.data.formats import read_prompts
+    from zerollm.generation.sample import check_sampling_args
+    from zerollm.align.tasks import get_task
+    from zerollm.align.tasks.evaluate import evaluate
+    task = get_task(args.name)
+    check_sampling_args(args.temperature, args.top_k, args.top_p)
+    if args.answers:
+        from zerollm.io.outdir import check_output_file
+        check_output_file(args.answers, force=args.force, inputs=[("--data", args.data), ("--ckpt", args.ckpt)],
+                          flag="--answers")
+    rows = read_prompts(args.data)[:args.n]
+    rows = rows[:docsmode.limit("examples evaluated", len(rows))]
+    model, tok = _load(args.ckpt)
+    summary, results = evaluate(model, tok, task, rows, fmt=args.format, max_new_tokens=args.max_new_tokens,
+                                temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, seed=args.seed)
+    summary = {"task": args.name, "ckpt": args.ckpt, "data": args.data, "temperature": args.temperature,
+               "seed": args.seed, **summary}
+    if args.answers:
+        from zerollm.data.formats import write_jsonl
+        write_jsonl(args.answers, [{"prompt": r["prompt"], "completion": r["completion"]} for r in results])
+    if args.json:
+        json.dump({"summary": summary, "results": results}, sys.stdout, ensure_ascii=False, indent=1)
+        sys.stdout.write("\n")
+    else:
+        low, high = summary["ci95"]
+        print(f"{args.name}: {summary['successes']}/{summary['n']} = {summary['success_rate']:.1%} success "
+              f"(95% CI {low:.1%}-{high:.1%}), mean reward {summary['mean_reward']:.3f} "
+              f"[{summary['format']} prompts, temperature {args.temperature}]")
+    return 0

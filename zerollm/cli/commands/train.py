@@ -1,0 +1,180 @@
+"""``zerollm train``: train a GPT on a text file (or a prepared folder), with crash-safe checkpoints.
+
+    zerollm train --preset shakespeare-cpu --data shakespeare.txt --out runs/shakespeare
+    zerollm train --out runs/shakespeare --resume            # continue after a stop or a crash
+    zerollm train --preset tang --n-embd 512 --dry-run       # what it would build, and its memory
+    zerollm train --preset tang --show-config                # every setting, and where it comes from
+
+Every field of GPTConfig and TrainConfig is a flag (--n-layer, --lr, ...) whose values are checked
+against the field's declared range (zerollm.io.argtypes); booleans come in pairs (--bias/--no-bias).
+Precedence: the dataclass defaults, then --preset (without one: presets.DEFAULT_PRESET, a small model
+that trains on a CPU, never GPTConfig's GPT-2-size defaults), then the flags you give.
+
+Before anything is written the run is planned (zerollm.training.plan) and its memory checked
+(zerollm.model.budget). The run directory is locked while training (zerollm.io.lock): a second writer stops
+at once, readers (sample, eval) are not affected.
+"""
+
+import argparse
+import dataclasses
+import os
+import sys
+
+from zerollm.model import budget
+
+from zerollm.training import dist
+from zerollm.training.plan import make_plan, print_config, print_plan
+from zerollm.model.config import GPTConfig
+from zerollm.engine import add_engine_argument, apply_engine_argument
+from zerollm.io.errors import ZeroLLMError
+from zerollm.engine.memory import keep_freed_memory
+from zerollm.engine.threads import add_threads_argument
+from zerollm.training.presets import DEFAULT_PRESET, MODEL_FIELDS, PRESETS, build_configs, preset_values
+from zerollm.training.flags import add_config_flags, add_lora_arguments, lora_config
+from zerollm.training.run import _moe_line, locked_run_dir, say, train_and_report
+from zerollm.training.trainer import TrainConfig, lm_trainer
+
+
+def add_arguments(p):
+    p.add_argument("--data", metavar="FILE|DIR|NAME",
+                   help="a UTF-8 text file (prepared on the fly into OUT/data), a folder from 'zerollm prepare', "
+                        "or a corpus that ships with zerollm: shakespeare, tang (default: the preset's corpus)")
+    p.add_argument("--out", metavar="DIR", help="run directory: log.jsonl, checkpoints, loss.png "
+                   "(default: runs/<preset or 'run'>)")
+    p.add_argument("--preset", choices=sorted(PRESETS),
+                   help=f"a named configuration; flags override it (default: {DEFAULT_PRESET}'s values; "
+                        "each preset's values are listed at the end)")
+    p.add_argument("--resume", action="store_true", help="continue from the last checkpoint in --out")
+    p.add_argument("--dry-run", action="store_true",
+                   help="print the model, the data and the memory estimate of a training step, then stop "
+                        "(nothing is written)")
+    p.add_argument("--show-config", action="store_true",
+                   help="print every setting of the run (preset + flags, or the checkpoint's on --resume) "
+                        "and where each comes from, then stop (nothing is written)")
+    budget.add_force_argument(p)
+    p.add_argument("--no-progress", action="store_true", help="no progress bar (e.g. in logs)")
+    add_threads_argument(p, data_parallel=True)
+    add_engine_argument(p, training=True)
+    add_lora_arguments(p)
+    shown = preset_values(None)
+    add_config_flags(p, GPTConfig, skip={"vocab_size"}, defaults=shown)
+    add_config_flags(p, TrainConfig, defaults=shown)
+    p.formatter_class = argparse.RawDescriptionHelpFormatter
+    p.epilog = preset_table()
+
+
+def preset_table():
+    """The values each preset sets, one row per field (the --help epilog)."""
+    names = sorted(PRESETS)
+    fields = sorted({f for values in PRESETS.values() for f in values})
+    width = max(len(f) for f in fields) + 2
+    col = max(len(n) for n in names) + 2                     # every column as wide as the longest name, plus 2
+    rows = [f"{'preset values':<{width}}" + "".join(f"{n:>{col}}" for n in names)]
+    for f in fields:
+        rows.append(f"  {f:<{width - 2}}" + "".join(f"{PRESETS[n].get(f, '-')!s:>{col}}" for n in names))
+    return "\n".join(rows) + (f"\n(no --preset: {DEFAULT_PRESET}'s values; '-' = the default shown above. "
+                              "zerollm train --preset NAME --show-config prints one in full.)")
+
+
+def _overrides(args):
+    names = MODEL_FIELDS | {f.name for f in dataclasses.fields(TrainConfig)}
+    return {name: getattr(args, name) for name in names if getattr(args, name, None) is not None}
+
+
+# ----------------------------------------------------------------------------
+# data
+
+def _prepared_dir(plan, run_dir, force=False):
+    """The prepared-data folder to train on, preparing the plan's text file into RUN/data when needed."""
+    if plan.prepared:
+        return plan.data
+    from zerollm.data.tokens import prepare
+    target = os.path.join(run_dir, "data")
+    t = plan.train_cfg
+    print(f"preparing {plan.data} with the {t.tokenizer} tokenizer into {target} ...", file=sys.stderr)
+    prepare(plan.data, target, tokenizer=t.tokenizer, vocab_size=t.vocab_size, block_size=plan.model_cfg.block_size,
+            force=force)
+    return target
+
+
+def _load_data(folder, tokenizer_kind):
+    from zerollm.data.tokens import load_prepared
+    train, val, meta, tok = load_prepared(folder)
+    if meta["tokenizer"] != tokenizer_kind:
+        raise ZeroLLMError(f"{folder} was prepared with the {meta['tokenizer']} tokenizer but this run asks "
+                           f"for {tokenizer_kind}; pass --tokenizer {meta['tokenizer']} or prepare again")
+    return train, val, tok, os.path.join(folder, "tokenizer.json")
+
+
+# ----------------------------------------------------------------------------
+
+def run(args):
+    keep_freed_memory()             # reuse freed activation memory step after step (zerollm.engine.memory)
+    apply_engine_argument(args)     # --engine numpy|fast (zerollm.engine)
+    world = dist.world()
+    run_dir = args.out or os.path.join("runs", args.preset or "run")
+    overrides = _overrides(args)
+    if args.dry_run or args.show_config:
+        plan = make_plan(args, run_dir, overrides, world)
+        if world.is_main:
+            print_config(plan, run_dir, args.preset) if args.show_config else print_plan(plan, run_dir)
+        if args.dry_run:
+            budget.require(plan.estimate, force=args.force)
+        return 0
+    with locked_run_dir(run_dir, world) as started:     # one writer at a time; a second stops here
+        trainer = _setup(args, run_dir, overrides, world)
+        started()                                       # from here on the run directory is kept
+        return train_and_report(trainer, run_dir, "train", resumed=args.resume, progress=not args.no_progress,
+                                blas_threads=args.threads)
+
+
+
+def _setup(args, run_dir, overrides, world):
+    """Plan, check the memory, prepare the data (rank 0), build (or restore) the trainer."""
+    plan = make_plan(args, run_dir, overrides, world)
+    if not args.resume:
+        from zerollm.training.checkpoint import latest_checkpoint
+        if latest_checkpoint(run_dir):
+            raise ZeroLLMError(f"{run_dir} already holds a training run; continue it with --resume, "
+                               "or choose another --out")
+    dist.check_divisible(plan.train_cfg.batch_size, world)
+    budget.require(plan.estimate, force=args.force)      # before preparing data or building anything
+    folder = None
+    if world.is_main:               # one process prepares the data; the others wait and then read it
+        folder = _prepared_dir(plan, run_dir, args.force)
+    folder = world.allgather(folder)[0]
+    train, val, tok, tok_path = _load_data(folder, plan.train_cfg.tokenizer)
+    model_cfg, train_cfg = plan.model_cfg, plan.train_cfg
+    if not args.resume:
+        model_cfg, train_cfg = build_configs(args.preset, plan.overrides, vocab_size=tok.vocab_size)
+    lora = lora_config(args)
+    if args.resume:
+        lora = _saved_lora(plan.ckpt, lora)
+    trainer = lm_trainer(model_cfg, train_cfg, train, val, threads=args.threads or 1, tokenizer=tok,
+                         tokenizer_path=tok_path, world=world, lora=lora)
+    if args.resume:
+        _check_base(trainer, plan.ckpt)
+        trainer.restore(plan.ckpt)
+    say(f"model: {trainer.model.num_params():,} parameters ({model_cfg.n_layer} layers, {model_cfg.n_head} heads, "
+        f"{model_cfg.n_embd} dims, block {model_cfg.block_size}, vocab {model_cfg.vocab_size})"
+        + _moe_line(trainer.model))
+    return trainer
+
+
+def _saved_lora(ckpt, asked):
+    """On resume the checkpoint's LoRA settings win (the flags may only repeat them)."""
+    from zerollm.nn.lora import LoRAConfig
+    saved = (ckpt.objective or {}).get("lora")
+    config = LoRAConfig(**{**saved, "targets": tuple(saved["targets"])}) if saved else None
+    if asked is not None and asked != config:
+        raise ZeroLLMError(f"{ckpt.path} was trained {'with LoRA ' + str(saved) if saved else 'without LoRA'}; "
+                           "resume it without --lora-* flags")
+    return config
+
+
+def _check_base(trainer, ckpt):
+    """A LoRA run's base is the seeded initial model; its digest must be the one the run began from."""
+    saved = (ckpt.objective or {}).get("base_digest")
+    if saved is not None and saved != trainer.objective.saved.get("base_digest"):
+        raise ZeroLLMError(f"{ckpt.path}: the base model rebuilt from the seed has another digest than the one "
+                           "these adapters were trained on; resume with the zerollm version that started the run")

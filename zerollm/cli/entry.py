@@ -1,0 +1,215 @@
+"""The ``zerollm`` command line: one subcommand per module, all with ``main(argv=None)``.
+
+Each command module exposes ``add_arguments(parser)`` and ``run(args) -> int``. Modules keep
+heavy imports (torch, matplotlib) inside functions so ``zerollm --help`` stays instant.
+User mistakes raise ``ZeroLLMError``; here they become one line on stderr and exit code 1. So do
+the failures no check can rule out: a file that cannot be read or written (OSError: a full disk,
+permissions) and memory that runs out although the estimate said it would fit (MemoryError).
+Bad values on the command line are usage errors: one line and exit code 2 (argparse).
+"""
+
+import argparse
+import codecs
+import contextlib
+import difflib
+import errno
+import importlib
+import io
+import os
+import sys
+import warnings
+
+from zerollm import __version__
+from zerollm.io.errors import ZeroLLMError
+from zerollm.training.dist import launched_by_mpi
+
+# name -> (module, one-line help), in the order of the course: Part 1 by hand, then training, then interop.
+COMMANDS = {
+    "attention": ("zerollm.teach.attention_walkthrough",
+                  "self-attention by hand, every step printed (the course's seed example)"),
+    "shapes": ("zerollm.teach.shapes",
+               "multi-head attention (and with --n-expert a MoE layer) shape by shape: shapes, FLOPs, memory"),
+    "heads": ("zerollm.teach.heads",
+              "draw every layer's and head's attention weights as a grid of heat maps (PNG)"),
+    "explain": ("zerollm.cli.commands.explain",
+                "one offline, interactive HTML page: the walkthrough you can edit, and a model's attention"),
+    "quantize": ("zerollm.teach.quantize",
+                 "Q8_0 / Q4_0 quantization by hand on a small matrix: blocks, scales, rounding, error (--explain)"),
+    "gradcheck": ("zerollm.teach.gradcheck_cmd",
+                  "check every layer's hand-written backward against finite differences"),
+    "download": ("zerollm.data.download",
+                 "fetch a public corpus (tiny Shakespeare) into the cache, verified; prints its path"),
+    "prepare": ("zerollm.data.tokens",
+                "tokenize a text file (byte, char or BPE) into train.bin/val.bin + tokenizer.json"),
+    "train": ("zerollm.cli.commands.train", "train a GPT on a text file, with crash-safe checkpoints"),
+    "sample": ("zerollm.cli.commands.sample", "generate text from a trained checkpoint or a Hugging Face model"),
+    "chat": ("zerollm.cli.commands.chat", "talk to a model in the terminal: multi-turn, streamed, in the chat template"),
+    "serve": ("zerollm.cli.commands.serve",
+              "an OpenAI-compatible HTTP server with continuous batching, and a chat page"),
+    "eval": ("zerollm.cli.commands.evaluate", "the loss and bits per byte of a checkpoint on a text file"),
+    "tasks": ("zerollm.cli.commands.tasks",
+              "tasks a program can check (藏头诗, addition, preference pairs): make data, measure success"),
+    "sft": ("zerollm.cli.commands.sft", "supervised fine-tuning on prompt/completion or chat data (chat template)"),
+    "convert": ("zerollm.cli.commands.convert",
+                "Hugging Face GPT-2/Llama directory <-> zerollm model directory (safetensors only), or a GGUF file"),
+    "merge": ("zerollm.cli.commands.merge", "fold a LoRA run's adapters into the weights (an ordinary run directory)"),
+    "reward": ("zerollm.cli.commands.reward", "train a reward model on preference pairs (Bradley-Terry or margin)"),
+    "score": ("zerollm.cli.commands.score", "a reward model's verdict on a file: pairwise accuracy, or each answer's reward"),
+    "dpo": ("zerollm.cli.commands.dpo", "Direct Preference Optimization (or IPO) against a frozen reference"),
+    "ppo": ("zerollm.cli.commands.ppo", "reinforcement learning with PPO: a value head, GAE, a KL penalty to a reference"),
+    "grpo": ("zerollm.cli.commands.grpo", "reinforcement learning with GRPO: group-relative advantages, no critic"),
+    "report": ("zerollm.cli.commands.report",
+               "training runs and their lm-eval scores side by side: one offline HTML page (中文/English)"),
+}
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse prints usage + error over several lines; we print one line and point at --help."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
+
+
+def build_parser():
+    parser = OneLineParser(prog="zerollm", description="zerollm: an LLM built from zero in NumPy.")
+    parser.add_argument("--version", action="version", version=f"zerollm {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=OneLineParser)
+    parser.commands = {}
+    for name, (module_name, help_text) in COMMANDS.items():
+        module = importlib.import_module(module_name)
+        cmd = parser.commands[name] = sub.add_parser(name, help=help_text, description=help_text)
+        module.add_arguments(cmd)
+        cmd.set_defaults(_module=module)
+    return parser
+
+
+def parse(parser, argv=None):
+    """parse_args, but an unknown flag is reported by its own command's parser with the closest flag it
+    has: ``zerollm sample --temprature 1`` -> "... (did you mean --temperature?)"."""
+    args, extras = parser.parse_known_args(argv)
+    if extras:
+        owner = parser.commands.get(args.command, parser)
+        guesses = [close for word in extras if word.startswith("--")
+                   for close in difflib.get_close_matches(word.split("=")[0], [
+                       flag for flag in owner._option_string_actions if flag.startswith("--")], n=1, cutoff=0.75)]
+        hint = f" (did you mean {' or '.join(dict.fromkeys(guesses))}?)" if guesses else ""
+        owner.error(f"unrecognized arguments: {' '.join(extras)}{hint}")
+    return args
+
+
+def _one_line(message):
+    return " ".join(str(message).split())
+
+
+def _one_line_warnings(prog):
+    """Warnings (e.g. "prompt truncated") as one plain line on stderr, without file/line noise.
+    Returns the previous handler so main() can put it back."""
+    def show(message, category, filename, lineno, file=None, line=None):
+        print(f"{prog}: warning: {_one_line(message)}", file=sys.stderr)
+    old, warnings.showwarning = warnings.showwarning, show
+    return old
+
+
+def _lenient(err):
+    """Error handler for printing: bytes of the command line that were not UTF-8 (lone surrogates,
+    PEP 383) go out as those bytes; anything else the terminal cannot show becomes \\uXXXX."""
+    try:
+        return codecs.lookup_error("surrogateescape")(err)
+    except UnicodeError:
+        return codecs.lookup_error("backslashreplace")(err)
+
+
+@contextlib.contextmanager
+def _lenient_stdout():
+    """Printing a file name or a prompt never fails over its characters (a latin-1 terminal, a
+    filename that is not UTF-8)."""
+    codecs.register_error("zerollm-lenient", _lenient)
+    stream = sys.stdout
+    old = getattr(stream, "errors", None)
+    changed = hasattr(stream, "reconfigure") and old in ("strict", None)
+    if changed:
+        stream.reconfigure(errors="zerollm-lenient")
+    try:
+        yield
+    finally:
+        if changed:
+            with contextlib.suppress(ValueError):      # closed meanwhile
+                stream.reconfigure(errors=old or "strict")
+
+
+def _disk_full_hint(err):
+    if err.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+        return ("; the disk (or your quota, or ulimit -f) is full: free some space and run the command again "
+                "(what was there before is untouched)")
+    return ""
+
+
+def _out_of_memory(err):
+    detail = f" ({_one_line(err)})" if str(err) else ""
+    return (f"out of memory{detail}; the estimate said it would fit, but it did not: use smaller sizes "
+            "(--batch-size, --block-size, --n-embd, --window, ...) or close other programs")
+
+
+def _parse_under_mpi(parser, argv):
+    """(args, None) when every rank of the mpirun job parsed its command line and all agree; else
+    (None, exit code) on every rank, the first failing rank's line printed once (zerollm.training.dist)."""
+    from zerollm.training import dist
+    captured = io.StringIO()
+    args, failure = None, None
+    try:
+        with contextlib.redirect_stderr(captured):
+            args = parse(parser, argv)
+    except SystemExit as exc:
+        if not exc.code:
+            raise                                  # --help, --version: printed, done
+        failure = (exc.code if isinstance(exc.code, int) else 2, captured.getvalue().strip())
+    prog = f"zerollm {getattr(args, 'command', None) or ''}".strip()
+    try:
+        code = dist.check_command(prog, sys.argv[1:] if argv is None else argv, args, failure)
+    except ZeroLLMError as err:                    # mpi4py missing
+        print(f"{prog}: error: {_one_line(err)}", file=sys.stderr)
+        return None, 1
+    return (args, None) if code is None else (None, code)
+
+
+def _report(prog, text):
+    """One error line; under MPI it also ends every rank at once (zerollm.training.dist.report_error)."""
+    from zerollm.training.dist import report_error
+    report_error(lambda line: print(f"{prog}: error: {_one_line(line)}", file=sys.stderr, flush=True), text)
+
+
+def main(argv=None):
+    parser = build_parser()
+    if launched_by_mpi():
+        args, code = _parse_under_mpi(parser, argv)
+        if args is None:
+            return code
+    else:
+        args = parse(parser, argv)
+    if args.command is None:
+        parser.print_help()
+        return 0
+    prog = f"zerollm {args.command}"
+    old_showwarning = _one_line_warnings(prog)
+    try:
+        with _lenient_stdout():
+            return args._module.run(args) or 0
+    except ZeroLLMError as err:
+        _report(prog, err)
+        return 1
+    except MemoryError as err:
+        _report(prog, _out_of_memory(err))
+        return 1
+    except BrokenPipeError:
+        # the reader stopped early (e.g. `zerollm attention | head`): not an error. Point stdout
+        # at /dev/null so Python's final flush does not complain a second time.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    except OSError as err:  # a file the user named could not be read or written
+        _report(prog, f"{_one_line(err)}{_disk_full_hint(err)}")
+        return 1
+    except KeyboardInterrupt:
+        print(f"{prog}: interrupted", file=sys.stderr)
+        return 130
+    finally:
+        warnings.showwarning = old_showwarning

@@ -1,0 +1,140 @@
+"""``zerollm download shakespeare``: fetch a public corpus into the user's cache, verified.
+
+The file goes to ``$ZEROLLM_CACHE``, else ``$XDG_CACHE_HOME/zerollm``, else ``~/.cache/zerollm``
+(or ``--dir``). ``$ZEROLLM_MIRROR`` (a base URL) fetches the same file name from a mirror instead,
+checked against the same sha256. The file is streamed into a temp file and renamed only after its
+sha256 checked out, so an interrupted or corrupt download never leaves a file that looks valid.
+Only the standard library (urllib) is used. The path is printed on stdout, so this works:
+
+    zerollm prepare --data "$(zerollm download shakespeare)" --tokenizer char
+"""
+
+import hashlib
+import http.client
+import os
+import sys
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from zerollm.io.errors import ZeroLLMError
+from zerollm.io.fileio import atomic_write
+
+# name -> where it lives and what its bytes must hash to. Only datasets with a stable public
+# URL are listed: the course's Tang poems (zerollm/data/corpora/tang_poems.txt, shipped with the
+# package) are a selection made from the chinese-poetry repository, with no single file to fetch.
+DATASETS = {
+    "shakespeare": {
+        "url": "https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt",
+        "file": "tinyshakespeare.txt",
+        "sha256": "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed",
+        "about": "tiny Shakespeare, 1.1 MB of plays (Karpathy's char-rnn; public domain text)",
+    },
+}
+CHUNK = 1 << 16
+
+
+def cache_dir(environ=None):
+    """$ZEROLLM_CACHE, else $XDG_CACHE_HOME/zerollm, else ~/.cache/zerollm.
+
+    >>> str(cache_dir({"ZEROLLM_CACHE": "/tmp/c"}))
+    '/tmp/c'
+    """
+    env = os.environ if environ is None else environ
+    if env.get("ZEROLLM_CACHE"):
+        return Path(env["ZEROLLM_CACHE"])
+    if env.get("XDG_CACHE_HOME"):
+        return Path(env["XDG_CACHE_HOME"]) / "zerollm"
+    return Path.home() / ".cache" / "zerollm"
+
+
+def default_url(info, environ=None):
+    """The dataset's own URL, or the same file name under $ZEROLLM_MIRROR.
+
+    >>> default_url({"url": "https://a.org/x/input.txt", "file": "t.txt"}, {"ZEROLLM_MIRROR": "http://m/d/"})
+    'http://m/d/t.txt'
+    """
+    mirror = (os.environ if environ is None else environ).get("ZEROLLM_MIRROR", "")
+    return f"{mirror.rstrip('/')}/{info['file']}" if mirror else info["url"]
+
+
+def sha256_of(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(CHUNK), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+# ----------------------------------------------------------------------------
+# fetching
+
+def fetch(url, dest, expected_sha256=None, timeout=60):
+    """Stream ``url`` into ``dest`` atomically; check the sha256 if one is expected."""
+    if not url.startswith(("http://", "https://")):
+        raise ZeroLLMError(f"--url must start with http:// or https://, got {url!r}")
+    h = hashlib.sha256()
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as response, atomic_write(dest) as f:
+            for block in iter(lambda: response.read(CHUNK), b""):
+                h.update(block)
+                f.write(block)
+            if expected_sha256 and h.hexdigest() != expected_sha256:
+                raise ZeroLLMError(f"checksum mismatch for {url}: got sha256 {h.hexdigest()}, expected "
+                                   f"{expected_sha256}; the download is damaged or the URL serves "
+                                   "another file (nothing was saved)")
+    except urllib.error.HTTPError as err:
+        raise ZeroLLMError(f"download failed: HTTP {err.code} {err.reason} for {url}; "
+                           "check the URL (--url)") from None
+    except (urllib.error.URLError, http.client.HTTPException, TimeoutError, ConnectionError) as err:
+        reason = getattr(err, "reason", err)
+        raise ZeroLLMError(f"could not download {url} ({reason}); check your internet connection, "
+                           "or fetch the file another way and use 'zerollm prepare --data FILE'; tiny Shakespeare also "
+                           "ships with zerollm: 'zerollm train --data shakespeare' needs no download") from None
+    return h.hexdigest()
+
+
+def download(name, folder=None, url=None, sha256=None, force=False):
+    """Make sure dataset ``name`` is in ``folder``; return (path, fetched: bool).
+
+    The known sha256 is checked when the default URL is used; for another ``url`` pass
+    ``sha256`` to check it. A valid file already present is not fetched again (unless ``force``).
+    """
+    if name not in DATASETS:
+        raise ZeroLLMError(f"unknown dataset {name!r}; available: {', '.join(DATASETS)}")
+    info = DATASETS[name]
+    expected = sha256.lower() if sha256 else (info["sha256"] if url in (None, info["url"]) else None)
+    url = url or default_url(info)
+    folder = Path(folder) if folder else cache_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    dest = folder / info["file"]
+    if dest.is_file() and not force and (expected is None or sha256_of(dest) == expected):
+        return dest, False
+    fetch(url, dest, expected)
+    return dest, True
+
+
+# ----------------------------------------------------------------------------
+# the `zerollm download` command
+
+def add_arguments(p):
+    p.description = ("Download a public corpus into the cache and print its path. Available: "
+                     + "; ".join(f"{k}: {v['about']}" for k, v in DATASETS.items())
+                     + ". (The Tang poems corpus has no single public file, so it is not offered.)")
+    p.add_argument("name", choices=sorted(DATASETS), help="the dataset")
+    p.add_argument("--dir", metavar="DIR",
+                   help="folder to save into (default $ZEROLLM_CACHE, else $XDG_CACHE_HOME/zerollm, "
+                        "else ~/.cache/zerollm)")
+    p.add_argument("--url", help="download from this http(s) URL instead (e.g. a mirror); "
+                                 "$ZEROLLM_MIRROR=BASE fetches the same file name from BASE, still checked")
+    p.add_argument("--sha256", metavar="HEX",
+                   help="expected sha256 of the file (checked automatically for the default URL)")
+    p.add_argument("--force", action="store_true", help="download again even if a valid file is present")
+
+
+def run(args):
+    path, fetched = download(args.name, args.dir, args.url, args.sha256, args.force)
+    status = "downloaded" if fetched else "already present"
+    print(f"zerollm download: {status}: {path}", file=sys.stderr)
+    print(path)
+    return 0

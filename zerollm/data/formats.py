@@ -1,0 +1,260 @@
+"""The data files of fine-tuning, in the JSONL conventions of Hugging Face TRL: one JSON object a line.
+
+    SFT          {"prompt": "藏头诗：春夏秋冬", "completion": "春眠不觉晓，..."}
+                 {"messages": [{"role": "user", "content": "1+2="}, {"role": "assistant", "content": "3"}]}
+    preferences  {"prompt": "...", "chosen": "...", "rejected": "...", ...}
+    prompts      {"prompt": "...", ...}     (RL: the reward function gets the other fields too)
+
+A prompt may also be a list of messages (TRL's conversational form). Roles: system, user, assistant.
+
+Extra fields are kept, in every kind of file: reward functions read them ("heads", "answer",
+"corruption"), and an SFT file made by ``zerollm tasks make`` doubles as an eval file. For SFT an
+extra field never changes what is trained; a row that has both "messages" and "prompt"/"completion"
+is refused, because it is unclear which one is meant.
+
+Bad rows are refused with the file and line number: broken JSON, a row that is not an object, a
+missing key, an empty completion (nothing to learn), chosen equal to rejected (nothing to prefer),
+an unknown role, a field of the wrong type (``"margin": "big"``). Blank lines are skipped.
+
+Valid JSON can still be hostile, so the one reader, ``read_jsonl``, has limits (docs/troubleshooting.md):
+a line of at most MAX_LINE_BYTES, nesting at most MAX_DEPTH deep, integers of at most MAX_INT_DIGITS
+digits, finite numbers only (no NaN, Infinity or 1e400), and no lone surrogate (``"\\ud800"``: half of
+a UTF-16 pair, which no UTF-8 text can hold). ``write_jsonl`` writes atomically (zerollm.io.fileio).
+"""
+
+import json
+import math
+import os
+
+from zerollm.io.errors import ZeroLLMError
+from zerollm.io.fileio import atomic_write
+
+ROLES = ("system", "user", "assistant")
+MAX_LINE_BYTES = 16 * 2 ** 20      # one example; a longer line is almost surely not one
+MAX_DEPTH = 64                     # objects/lists inside each other (a chat is 3 deep)
+MAX_INT_DIGITS = 30                # integers up to 10**30: any count or answer a task can have
+
+# fields zerollm itself reads, in any kind of file -> (their JSON types, in words)
+FIELD_TYPES = {"margin": ((int, float), "a number"), "answer": ((int, str), "an integer or a string"),
+               "heads": ((str,), "a string"), "corruption": ((str,), "a string"), "line": ((int,), "an integer")}
+
+
+class _Hostile(ValueError):
+    """Valid JSON that exceeds one of the reader's limits."""
+
+
+# ----------------------------------------------------------------------------
+# reading
+
+def read_jsonl(path):
+    """[(line number, dict)] of a JSONL file; broken or hostile JSON, or a non-object, is an error naming the line."""
+    path = os.fspath(path)
+    if not os.path.isfile(path):
+        raise ZeroLLMError(f"data file not found: {path}; make one with 'zerollm tasks make' or check the path")
+    rows = []
+    with open(path, "rb") as f:
+        for n, raw in enumerate(iter(lambda: f.readline(MAX_LINE_BYTES + 1), b""), 1):
+            where = f"{path} line {n}"
+            if len(raw) > MAX_LINE_BYTES:
+                raise ZeroLLMError(f"{where}: longer than {MAX_LINE_BYTES // 2 ** 20} MiB; one example a line, "
+                                   "each shorter than that (is this really a JSONL file?)")
+            try:
+                line = raw.decode("utf-8-sig" if n == 1 else "utf-8")
+            except UnicodeDecodeError:
+                raise ZeroLLMError(f"{where}: not UTF-8 text; save the file as UTF-8") from None
+            if not line.strip():
+                continue
+            row = _parse(line, where)
+            if not isinstance(row, dict):
+                raise ZeroLLMError(f"{where}: expected a JSON object {{...}}, got {type(row).__name__}")
+            _check_known_fields(row, where)
+            rows.append((n, row))
+    if not rows:
+        raise ZeroLLMError(f"{path} has no examples (it is empty or only blank lines)")
+    return rows
+
+
+def _parse(line, where):
+    """json.loads within the limits: integers, non-finite numbers, depth and lone surrogates refused."""
+    try:
+        value = json.loads(line, parse_int=_small_int, parse_float=_finite_float, parse_constant=_no_constant)
+    except json.JSONDecodeError as err:
+        raise ZeroLLMError(f"{where}: not valid JSON ({err.msg} at column {err.colno}); "
+                           "each line must be one JSON object") from None
+    except _Hostile as err:
+        raise ZeroLLMError(f"{where}: {err}") from None
+    except RecursionError:
+        raise ZeroLLMError(f"{where}: nested deeper than {MAX_DEPTH} levels; an example is a flat object "
+                           "of texts and numbers") from None
+    _check_tree(value, where)
+    return value
+
+
+def _small_int(text):
+    if len(text.lstrip("-")) > MAX_INT_DIGITS:
+        raise _Hostile(f"an integer of {len(text.lstrip('-'))} digits (at most {MAX_INT_DIGITS} are read); "
+                       "write it as a string if it is an identifier")
+    return int(text)
+
+
+def _finite_float(text):
+    value = float(text)
+    if not math.isfinite(value):
+        raise _Hostile(f"the number {text[:20]} is too large for a float; write a finite number")
+    return value
+
+
+def _no_constant(name):
+    raise _Hostile(f"{name} is not a JSON number; write a finite number (or null)")
+
+
+def _check_tree(value, where):
+    """Walk the parsed value without recursion: depth and text that cannot be UTF-8."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            raise ZeroLLMError(f"{where}: nested deeper than {MAX_DEPTH} levels; an example is a flat object "
+                               "of texts and numbers")
+        if isinstance(item, dict):
+            stack += [(k, depth) for k in item] + [(v, depth + 1) for v in item.values()]
+        elif isinstance(item, list):
+            stack += [(v, depth + 1) for v in item]
+        elif isinstance(item, str):
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError as err:
+                raise ZeroLLMError(f"{where}: the text holds a lone surrogate {item[err.start]!r} (half of a "
+                                   "UTF-16 pair, e.g. from an emoji cut in two); remove it or write the whole "
+                                   "character") from None
+
+
+def _check_known_fields(row, where):
+    """The fields zerollm reads (FIELD_TYPES) have their type, checked now rather than mid-training."""
+    for key, (types, words) in FIELD_TYPES.items():
+        if key in row and (not isinstance(row[key], types) or isinstance(row[key], bool)):
+            raise ZeroLLMError(f"{where}: '{key}' must be {words}, got {_json_type(row[key])} {row[key]!r:.40}")
+
+
+def _json_type(value):
+    return {type(None): "null", bool: "a boolean", str: "a string", int: "an integer", float: "a number",
+            list: "a list", dict: "an object"}.get(type(value), type(value).__name__)
+
+
+def check_messages(messages, where, what="messages"):
+    """A list of {"role", "content"} dicts with known roles and string contents; returns it."""
+    if not isinstance(messages, list) or not messages:
+        raise ZeroLLMError(f"{where}: '{what}' must be a non-empty list of {{\"role\": ..., \"content\": ...}}")
+    for k, m in enumerate(messages):
+        if not isinstance(m, dict) or set(m) != {"role", "content"}:
+            got = sorted(m) if isinstance(m, dict) else type(m).__name__
+            raise ZeroLLMError(f"{where}: {what}[{k}] must have exactly the keys 'role' and 'content', got {got}")
+        if m["role"] not in ROLES:
+            raise ZeroLLMError(f"{where}: {what}[{k}] has the unknown role {m['role']!r}; "
+                               f"roles are {', '.join(ROLES)}")
+        if not isinstance(m["content"], str):
+            raise ZeroLLMError(f"{where}: {what}[{k}] content must be a string")
+        if m["role"] == "system" and k != 0:
+            raise ZeroLLMError(f"{where}: {what}[{k}] is a system message; it may only come first")
+    return messages
+
+
+def _need(row, keys, where):
+    missing = [k for k in keys if k not in row]
+    if missing:
+        raise ZeroLLMError(f"{where}: missing key(s) {', '.join(repr(k) for k in missing)}; "
+                           f"the row has {sorted(row)}")
+
+
+def _text(row, key, where, empty_ok=False):
+    value = row[key]
+    if not isinstance(value, str):
+        raise ZeroLLMError(f"{where}: '{key}' must be a string, got {_json_type(value)}")
+    if not value and not empty_ok:
+        raise ZeroLLMError(f"{where}: '{key}' is empty; an example needs some text there")
+    return value
+
+
+def _prompt(row, where):
+    """A prompt is a non-empty string or a list of messages (conversational)."""
+    if isinstance(row["prompt"], list):
+        return check_messages(row["prompt"], where, "prompt")
+    return _text(row, "prompt", where)
+
+
+def check_sft_row(row, where):
+    """One SFT example: prompt + completion, or messages with at least one non-empty assistant turn."""
+    if "messages" in row:
+        both = sorted({"prompt", "completion"} & set(row))
+        if both:
+            raise ZeroLLMError(f"{where}: has 'messages' and {both}; give either messages or prompt + completion")
+        messages = check_messages(row["messages"], where)
+        replies = [m for m in messages if m["role"] == "assistant"]
+        if not replies:
+            raise ZeroLLMError(f"{where}: no assistant message, so nothing would be learned from it")
+        if any(not m["content"] for m in replies):
+            raise ZeroLLMError(f"{where}: an assistant message is empty (an empty completion teaches nothing)")
+        return row
+    if "prompt" not in row and "completion" not in row:
+        raise ZeroLLMError(f"{where}: an SFT row needs 'prompt' and 'completion', or 'messages'; "
+                           f"the row has {sorted(row)}")
+    _need(row, ("prompt", "completion"), where)
+    _text(row, "prompt", where, empty_ok=True)
+    _text(row, "completion", where)
+    return row
+
+
+def read_sft(path):
+    """SFT examples: dicts with "prompt" + "completion" (strings) or "messages"; extra fields kept."""
+    return [check_sft_row(row, f"{os.fspath(path)} line {n}") for n, row in read_jsonl(path)]
+
+
+def read_prefs(path):
+    """Preference pairs: "prompt", "chosen", "rejected" (chosen != rejected); extra fields kept."""
+    rows = []
+    for n, row in read_jsonl(path):
+        where = f"{os.fspath(path)} line {n}"
+        _need(row, ("prompt", "chosen", "rejected"), where)
+        _prompt(row, where)
+        if _text(row, "chosen", where) == _text(row, "rejected", where):
+            raise ZeroLLMError(f"{where}: 'chosen' and 'rejected' are the same text; a pair must differ")
+        rows.append(row)
+    return rows
+
+
+def read_prompts(path):
+    """Prompts (for RL and evaluation): "prompt" (text or messages); extra fields kept."""
+    rows = []
+    for n, row in read_jsonl(path):
+        where = f"{os.fspath(path)} line {n}"
+        _need(row, ("prompt",), where)
+        _prompt(row, where)
+        if "completion" in row:               # a file of 'tasks make' keeps the reference answer
+            _text(row, "completion", where, empty_ok=True)
+        rows.append(row)
+    return rows
+
+
+def prompt_text(prompt):
+    """The task text of a prompt: the string itself, or the last user message of a conversation."""
+    if isinstance(prompt, str):
+        return prompt
+    users = [m["content"] for m in prompt if m["role"] == "user"]
+    return users[-1] if users else ""
+
+
+# ----------------------------------------------------------------------------
+# writing
+
+def write_jsonl(path, rows):
+    """Write dicts as JSONL (UTF-8, Chinese kept readable), atomically: the whole file or nothing."""
+    lines = []
+    for k, row in enumerate(rows):
+        if not isinstance(row, dict):
+            raise ZeroLLMError(f"row {k} is a {type(row).__name__}; write_jsonl writes dicts")
+        try:
+            lines.append(json.dumps(row, ensure_ascii=False) + "\n")
+        except (TypeError, ValueError) as err:
+            raise ZeroLLMError(f"row {k} cannot be written as JSON ({err})") from None
+    with atomic_write(path, "w") as f:
+        f.writelines(lines)

@@ -1,0 +1,30 @@
+"""The fast engine: numba kernels for the ops that the per-op profile shows outside the GEMMs.
+
+Selected with ``--engine fast`` or ZEROLLM_ENGINE=fast (see zerollm.engine); installed with
+``pip install "zerollm[fast]"``. Every kernel has the name, arguments and results of the NumPy
+reference function it stands in for, and answers NotImplemented for what it was not written for
+(float64, padding masks, non-contiguous arrays), so that the reference runs then.
+
+    kernel (this package)               reference                                  exact?
+    attention.masked_softmax            zerollm.nn.attention.masked_softmax        <= 2 ulp (exp)
+    attention.masked_softmax_backward   zerollm.nn.attention.masked_softmax_backward   sums reordered
+    norm.layernorm_forward / backward   zerollm.nn.norm                            sums reordered
+    norm.rmsnorm_forward / backward     zerollm.nn.norm                            sums reordered
+    activation.gelu_tanh_forward        zerollm.nn.activation                      <= 2 ulp (exp)
+    activation.gelu_tanh_backward       zerollm.nn.activation                      bit-identical
+    activation.silu_forward / backward  zerollm.nn.activation                      exp / bit-identical
+    flash.tile_softmax_step             zerollm.nn.flash.tile_softmax_step          <= 2 ulp (exp)
+    flash.tile_probs                    zerollm.nn.flash.tile_probs                 <= 2 ulp (exp)
+    flash.tile_softmax_backward         zerollm.nn.flash.tile_softmax_backward      bit-identical
+    optim.adamw_update                  zerollm.training.optim.adamw_update                 bit-identical
+    optim.sum_of_squares                zerollm.training.optim.sum_of_squares               float64 sum
+    quant.quantized_matmul              zerollm.nn.linear.quantized_matmul         sums reordered
+
+Importing this package imports numba and compiles nothing: each kernel is compiled (or loaded from
+numba's cache) the first time it runs.
+"""
+
+from zerollm.engine.fast import activation, attention, flash, norm, optim, quant
+
+KERNELS = {**attention.KERNELS, **flash.KERNELS, **norm.KERNELS, **activation.KERNELS, **optim.KERNELS,
+           **quant.KERNELS}

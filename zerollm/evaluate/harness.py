@@ -1,0 +1,124 @@
+"""zerollm as an lm-evaluation-harness model: ``lm_eval --model zerollm --model_args ckpt=RUN ...``.
+
+model_args (comma-separated key=value):
+    ckpt=DIR        a zerollm training run, checkpoint step or model directory
+    hf=DIR          or a Hugging Face GPT-2/Llama directory (zerollm.interop.hf)
+    threads=N       threads a batch is split over (zerollm.training.parallel; default 1)
+    chat=auto|yes|no    generate_until prompts through the chat template (zerollm.data.chat), as
+                    ``zerollm tasks eval`` does: auto = when the tokenizer has the template's tokens
+    seed=S          generation seed when a task asks for sampling (greedy otherwise)
+and lm-eval's own --batch_size (requests per forward pass, default 8).
+
+The three request types run on zerollm's own parts:
+    loglikelihood            zerollm.evaluate.loglik.loglikelihoods (one forward over context+continuation)
+    loglikelihood_rolling    zerollm.evaluate.loglik.rolling_loglikelihood (lm-eval's rolling windows)
+    generate_until           zerollm.generation.sample.sample_completions (the one sampler, KV cache), cut at the
+                             first ``until`` string
+Texts are split into context and continuation ids as lm-eval's ``hf`` model does (trailing spaces of the
+context move to the continuation; the continuation's ids are those of context+continuation after the
+context's), and special tokens written as text become their ids (as a Hugging Face tokenizer does), so
+both models score the same ids. A text with an empty context (and rolling texts) starts with the
+tokenizer's <|endoftext|> when it has one; without one, a rolling text's first token is context only.
+
+Registering: importing this module registers "zerollm" (lm-eval 0.4 has no entry points for models);
+the task YAML files of ``zerollm tasks make lm-eval`` import it (zerollm.evaluate.lmeval_tasks).
+"""
+
+import lm_eval.models  # noqa: F401  (the built-in models first: lm-eval fills an EMPTY registry with them)
+from lm_eval.api.model import LM
+from lm_eval.api.registry import register_model
+
+from zerollm.io.errors import ZeroLLMError
+
+EOT = "<|endoftext|>"
+
+
+def load(ckpt=None, hf=None):
+    """(model, tokenizer) of a zerollm directory or a Hugging Face directory."""
+    from zerollm.interop import hf as hf_io
+    if (ckpt is None) == (hf is None):
+        raise ZeroLLMError("give exactly one of model_args ckpt=DIR (zerollm) or hf=DIR (Hugging Face)")
+    if hf is not None:
+        return hf_io.load(str(hf)), hf_io.load_tokenizer_dir(str(hf))
+    model, tok = hf_io.load_zerollm(str(ckpt)), hf_io.load_zerollm_tokenizer(str(ckpt))
+    if tok is None:
+        raise ZeroLLMError(f"{ckpt} has no tokenizer.json, so lm-eval's texts cannot be encoded")
+    return model, tok
+
+
+@register_model("zerollm")
+class ZeroLLMLM(LM):
+    def __init__(self, ckpt=None, hf=None, threads=1, chat="auto", seed=0, batch_size=8, **ignored):
+        super().__init__()
+        self.model, self.tok = load(ckpt, hf)
+        self.threads, self.seed = int(threads), int(seed)
+        self.batch_size = int(batch_size) if str(batch_size).isdigit() else 8      # "auto" -> 8
+        if chat not in ("auto", "yes", "no"):
+            raise ZeroLLMError(f"model_args chat must be auto, yes or no, got {chat!r}")
+        from zerollm.data import chat as chat_io
+        self.chat = chat == "yes" or (chat == "auto" and chat_io.has_template(self.tok))
+        self.prefix = self.tok.special_tokens.get(EOT)
+
+    # ------------------------------------------------------------------
+    def encode(self, text):
+        return self.tok.encode(text, allowed_special="all")
+
+    def encode_pair(self, context, continuation):
+        """(context ids, continuation ids) as lm-eval's hf model splits them."""
+        n_spaces = len(context) - len(context.rstrip())
+        if n_spaces:
+            context, continuation = context[:-n_spaces], context[-n_spaces:] + continuation
+        if not context:
+            if self.prefix is None:
+                raise ZeroLLMError("an empty context needs a <|endoftext|> token, which this tokenizer lacks")
+            return [self.prefix], self.encode(continuation)
+        whole, ctx = self.encode(context + continuation), self.encode(context)
+        return ctx, whole[len(ctx):]
+
+    def loglikelihood(self, requests, disable_tqdm=False):
+        from zerollm.evaluate.loglik import loglikelihoods
+        pairs = [self.encode_pair(*req.args) for req in requests]
+        return loglikelihoods(self.model, pairs, batch_size=self.batch_size, threads=self.threads)
+
+    def loglikelihood_rolling(self, requests, disable_tqdm=False):
+        from zerollm.evaluate.loglik import rolling_loglikelihood
+        return [rolling_loglikelihood(self.model, self.encode(req.args[0]), prefix=self.prefix,
+                                      batch_size=self.batch_size, threads=self.threads) for req in requests]
+
+    def generate_until(self, requests, disable_tqdm=False):
+        """Requests with the same generation settings are sampled together (row i: seed (seed, i))."""
+        groups = {}
+        for i, req in enumerate(requests):
+            groups.setdefault(self._settings(dict(req.args[1])), []).append(i)
+        out = [None] * len(requests)
+        for settings, rows in groups.items():
+            for i, text in zip(rows, self._generate([requests[i].args[0] for i in rows], rows, *settings)):
+                out[i] = text
+        return out
+
+    @staticmethod
+    def _settings(kwargs):
+        """(until strings, max new tokens, temperature): 0 = greedy unless the task asks to sample."""
+        until = kwargs.get("until") or []
+        until = (until,) if isinstance(until, str) else tuple(until)
+        temperature = float(kwargs.get("temperature", 1.0)) if kwargs.get("do_sample", False) else 0.0
+        return until, int(kwargs.get("max_gen_toks", 64)), temperature
+
+    def _generate(self, contexts, rows, until, max_new, temperature):
+        from zerollm.data import chat as chat_io
+        from zerollm.generation.sample import sample_completions
+        from zerollm.align.tasks.evaluate import newline_ids
+        T = self.model.config.block_size
+        stop = {chat_io.end_id(self.tok)} if self.chat else set()
+        if any("\n" in u for u in until):
+            stop.update(newline_ids(self.tok))
+        if self.prefix is not None:
+            stop.add(self.prefix)
+        keep = max(1, T - max_new)                  # room for the new tokens (what lm-eval's hf model keeps)
+        prompts = [(chat_io.encode_prompt(self.tok, c) if self.chat else self.encode(c))[-keep:] for c in contexts]
+        ids = sample_completions(self.model, prompts, min(max_new, T + 1 - max(map(len, prompts))),
+                                 stop_ids=sorted(stop), temperature=temperature, seeds=[(self.seed, i) for i in rows])
+        texts = [chat_io.decode_completion(self.tok, c) if self.chat else self.tok.decode(c) for c in ids]
+        for u in until:
+            texts = [t.split(u)[0] for t in texts]
+        return [t.replace(EOT, "") for t in texts]

@@ -1,0 +1,293 @@
+"""``zerollm report``: one self-contained HTML page that puts training runs side by side (a report card).
+
+For each run (a pipeline base -> SFT -> DPO / GRPO / PPO, or any runs): what it is (the objective and
+where it started), its parameters, its data, its steps, the wall and CPU time of those steps (the sums
+of log.jsonl's dt_ms and cpu_ms), its loss curves, its last validation loss and bits per byte, and
+every score lm-eval gave it (``lm_eval ... --output_path DIR``: the results_*.json files), each with
+its 95% interval: Wilson's for a rate (acc, acc_norm, success), mean ± 1.96 standard errors otherwise.
+A results file belongs to the run its model_args ``ckpt=`` names.
+
+The page has no script or style from elsewhere, no request at all: the curves are inline SVG, the
+Chinese interface is drawn with the explainer's font subset (zerollm.teach.explain.fontsubset), whose
+characters are the only ones the interface uses. 中文 / English switch in place.
+"""
+
+import base64
+import glob
+import html
+import json
+import os
+
+import numpy as np
+
+from zerollm.io.errors import ZeroLLMError
+from zerollm.align.tasks.evaluate import wilson
+
+RATES = ("acc", "acc_norm", "success")
+LABELS = {       # key: (English, 中文); the Chinese uses only characters of the explainer's font subset
+    "title": ("Training report", "训练和评测"),
+    "run": ("run", "模型"),
+    "kind": ("objective", "训练方法"),
+    "start": ("started from", "上一个模型"),
+    "params": ("parameters", "参数"),
+    "data": ("data", "训练文件"),
+    "steps": ("steps", "步数"),
+    "wall": ("wall time of the steps", "用时"),
+    "cpu": ("CPU time of the steps", "CPU 用时"),
+    "val_loss": ("validation loss", "验证损失"),
+    "val_bpb": ("validation bits per byte", "验证 bpb"),
+    "curves": ("loss curves (training steps; dots: validation)", "损失曲线（训练每一步；点：验证）"),
+    "scores": ("lm-eval scores, 95% interval", "lm-eval 评测结果，95% CI"),
+    "task": ("task", "评测"),
+    "metric": ("metric", "度量"),
+    "n": ("examples", "例子数"),
+    "none": ("—", "—"),
+    "metric_acc": ("accuracy", "答对率"),
+    "metric_acc_norm": ("accuracy, per character", "答对率（按长度）"),
+    "metric_success": ("success", "答对率"),
+    "metric_reward": ("mean reward", "平均分"),
+}
+
+
+# ----------------------------------------------------------------------------
+# reading the runs
+
+def read_jsonl(path):
+    from zerollm.training.runlog import read_log
+    return read_log(path) if os.path.exists(path) else []
+
+
+def run_summary(run_dir):
+    """What the page shows of one run directory, read from its files."""
+    from zerollm.training.checkpoint import load_checkpoint
+    if not os.path.isdir(run_dir):
+        raise ZeroLLMError(f"run directory not found: {run_dir}; give the --out of a zerollm training command")
+    ckpt = load_checkpoint(run_dir, optimizer=False)
+    records = read_jsonl(os.path.join(run_dir, "log.jsonl"))
+    steps = [r for r in records if "loss" in r and "dt_ms" in r]
+    evals = [r for r in records if "val_loss" in r and r["val_loss"] is not None]
+    objective = ckpt.objective or {"kind": "lm"}
+    cpu = [r.get("cpu_ms") for r in steps]
+    return {
+        "name": os.path.basename(os.path.normpath(run_dir)), "path": os.path.realpath(run_dir),
+        "kind": objective.get("kind", "lm"), "start": _start(objective),
+        "params": int(sum(a.size for a in ckpt.params.values())), "data": _data(run_dir),
+        "steps": int(ckpt.step),
+        "wall_s": sum(r["dt_ms"] for r in steps) / 1000,
+        "cpu_s": sum(cpu) / 1000 if cpu and all(c is not None for c in cpu) else None,
+        "curve": [[r["step"], r["loss"]] for r in steps],
+        "val_curve": [[r["step"], r["val_loss"]] for r in evals],
+        "val_loss": evals[-1]["val_loss"] if evals else None,
+        "val_bpb": evals[-1].get("val_bpb") if evals else None,
+    }
+
+
+def _start(objective):
+    start = objective.get("start") or {}
+    path = start.get("path") if isinstance(start, dict) else None
+    return os.path.basename(os.path.normpath(path)) if path else None
+
+
+def _data(run_dir):
+    """Pre-training: the corpus and its token counts (data/meta.json); a later stage: its input files."""
+    meta = os.path.join(run_dir, "data", "meta.json")
+    if os.path.exists(meta):
+        with open(meta, encoding="utf-8") as f:
+            m = json.load(f)
+        source = (m.get("source") or {}).get("file", "?")
+        return f"{source}: {m['train_tokens']:,} + {m['val_tokens']:,} {m['tokenizer']} tokens"
+    inputs = sorted(glob.glob(os.path.join(run_dir, "inputs", "*")))
+    return ", ".join(f"{os.path.basename(p)} ({_lines(p):,})" for p in inputs) or None
+
+
+def _lines(path):
+    with open(path, encoding="utf-8") as f:
+        return sum(1 for line in f if line.strip())
+
+
+# ----------------------------------------------------------------------------
+# reading lm-eval's results
+
+def read_results(paths):
+    """{real path of the run: {task: [(metric, value, n, low, high)]}} from lm-eval results_*.json files."""
+    out = {}
+    for path in paths:
+        try:
+            with open(path, encoding="utf-8") as f:
+                data = json.load(f)
+            ckpt = _model_arg(data["config"]["model_args"], "ckpt")
+            results, samples = data["results"], data.get("n-samples", {})
+        except (OSError, ValueError, KeyError, TypeError) as err:
+            raise ZeroLLMError(f"{path} is not an lm-eval results file ({type(err).__name__}: {err}); give the "
+                               "results_*.json that lm_eval --output_path wrote") from None
+        if ckpt is None:
+            raise ZeroLLMError(f"{path}: its model_args name no ckpt=DIR, so it belongs to no zerollm run")
+        scores = out.setdefault(os.path.realpath(ckpt), {})
+        for task, metrics in results.items():
+            n = int((samples.get(task) or {}).get("effective", 0))
+            scores[task] = [score(key.split(",")[0], value, metrics.get(key.replace(",", "_stderr,", 1)), n)
+                            for key, value in metrics.items()
+                            if "," in key and "_stderr" not in key and isinstance(value, (int, float))]
+    return out
+
+
+def _model_arg(model_args, key):
+    if isinstance(model_args, dict):
+        return model_args.get(key)
+    for part in str(model_args).split(","):
+        k, _, v = part.partition("=")
+        if k.strip() == key:
+            return v.strip()
+    return None
+
+
+def score(metric, value, stderr, n):
+    """(metric, value, n, low, high): Wilson for a rate over n examples, else value ± 1.96 stderr."""
+    if metric in RATES and n:
+        low, high = wilson(int(round(value * n)), n)
+    elif isinstance(stderr, (int, float)):
+        low, high = value - 1.96 * stderr, value + 1.96 * stderr
+    else:
+        low = high = None
+    return (metric, float(value), n, low, high)
+
+
+# ----------------------------------------------------------------------------
+# the page
+
+def fmt(field, value):
+    """How a number is shown (the tests read the page back with these rules)."""
+    if value is None:
+        return "—"
+    return {"params": "{:,}", "steps": "{:,}", "wall_s": "{:.1f} s", "cpu_s": "{:.1f} s", "val_loss": "{:.4f}",
+            "val_bpb": "{:.4f}", "score": "{:.4f}", "n": "{:,}"}[field].format(value)
+
+
+def _label(key, tag="span"):
+    en, zh = LABELS[key]
+    return f'<{tag} data-en="{html.escape(en)}" data-zh="{html.escape(zh)}">{html.escape(en)}</{tag}>'
+
+
+def _cell(run, field, value, cls="num"):
+    return f'<td class="{cls}" data-run="{html.escape(run)}" data-field="{field}">{html.escape(fmt(field, value))}</td>'
+
+
+def _text_cell(value):
+    return f"<td>{html.escape(str(value)) if value is not None else '—'}</td>"
+
+
+def _run_table(runs):
+    head = "".join(f"<th>{html.escape(r['name'])}</th>" for r in runs)
+    rows = [f"<tr><th>{_label('kind')}</th>{''.join(_text_cell(r['kind']) for r in runs)}</tr>",
+            f"<tr><th>{_label('start')}</th>{''.join(_text_cell(r['start']) for r in runs)}</tr>",
+            f"<tr><th>{_label('data')}</th>{''.join(_text_cell(r['data']) for r in runs)}</tr>"]
+    for field in ("params", "steps", "wall_s", "cpu_s", "val_loss", "val_bpb"):
+        key = {"wall_s": "wall", "cpu_s": "cpu"}.get(field, field)
+        rows.append(f"<tr><th>{_label(key)}</th>{''.join(_cell(r['name'], field, r[field]) for r in runs)}</tr>")
+    return f"<table><tr><th>{_label('run')}</th>{head}</tr>{''.join(rows)}</table>"
+
+
+def _score_table(runs, results):
+    keys = []
+    for r in runs:
+        for task, metrics in results.get(r["path"], {}).items():
+            keys += [(task, m[0]) for m in metrics if (task, m[0]) not in keys]
+    if not keys:
+        return ""
+    head = "".join(f"<th>{html.escape(r['name'])}</th>" for r in runs)
+    rows = []
+    for task, metric in sorted(keys):
+        cells = []
+        for r in runs:
+            found = [m for m in results.get(r["path"], {}).get(task, []) if m[0] == metric]
+            cells.append(_score_cell(r["name"], task, found[0]) if found else "<td>—</td>")
+        label = _label(f"metric_{metric}") if f"metric_{metric}" in LABELS else html.escape(metric)
+        rows.append(f"<tr><th>{html.escape(task)}</th><th>{label}</th>{''.join(cells)}</tr>")
+    return (f"<h2>{_label('scores')}</h2><table><tr><th>{_label('task')}</th><th>{_label('metric')}</th>{head}</tr>"
+            f"{''.join(rows)}</table>")
+
+
+def _score_cell(run, task, m):
+    metric, value, n, low, high = m
+    interval = f" [{fmt('score', low)}, {fmt('score', high)}]" if low is not None else ""
+    return (f'<td class="num" data-run="{html.escape(run)}" data-field="score" data-task="{html.escape(task)}" '
+            f'data-metric="{metric}"><b>{fmt("score", value)}</b>{interval} <small>n={fmt("n", n)}</small></td>')
+
+
+COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b")
+
+
+def _curves(runs, width=720, height=300, pad=40):
+    """One SVG: every run's step losses as a line, its validation losses as dots, on shared axes."""
+    points = [p for r in runs for p in r["curve"] + r["val_curve"] if p[1] is not None and np.isfinite(p[1])]
+    if not points:
+        return ""
+    xs, ys = [p[0] for p in points], [p[1] for p in points]
+    x0, x1, y0, y1 = min(xs), max(max(xs), min(xs) + 1), min(ys), max(max(ys), min(ys) + 1e-9)
+    X = lambda x: pad + (x - x0) / (x1 - x0) * (width - 2 * pad)
+    Y = lambda y: height - pad - (y - y0) / (y1 - y0) * (height - 2 * pad)
+    parts = [f'<line x1="{pad}" y1="{height - pad}" x2="{width - pad}" y2="{height - pad}" stroke="#999"/>',
+             f'<line x1="{pad}" y1="{pad}" x2="{pad}" y2="{height - pad}" stroke="#999"/>',
+             f'<text x="{pad}" y="{pad - 8}" font-size="11">{y1:.2f}</text>',
+             f'<text x="{pad}" y="{height - pad + 14}" font-size="11">{y0:.2f} @ {x0}</text>',
+             f'<text x="{width - pad}" y="{height - pad + 14}" font-size="11" text-anchor="end">{x1}</text>']
+    for k, r in enumerate(runs):
+        colour = COLOURS[k % len(COLOURS)]
+        line = " ".join(f"{X(s):.1f},{Y(v):.1f}" for s, v in r["curve"] if v is not None)
+        if line:
+            parts.append(f'<polyline fill="none" stroke="{colour}" stroke-width="1" points="{line}"/>')
+        parts += [f'<circle cx="{X(s):.1f}" cy="{Y(v):.1f}" r="3" fill="{colour}"/>' for s, v in r["val_curve"]]
+        parts.append(f'<text x="{width - pad}" y="{pad + 14 * k}" font-size="12" fill="{colour}" '
+                     f'text-anchor="end">{html.escape(r["name"])}</text>')
+    return (f'<h2>{_label("curves")}</h2><svg id="curves" width="{width}" height="{height}" '
+            f'xmlns="http://www.w3.org/2000/svg">{"".join(parts)}</svg>')
+
+
+STYLE = """
+@font-face { font-family: "zerollm-han"; src: url(data:font/woff2;base64,@FONT@) format("woff2");
+  unicode-range: U+2E80-9FFF, U+F900-FAFF, U+FE30-FE4F, U+FF00-FFEF; }
+body { font-family: system-ui, -apple-system, "Segoe UI", Roboto, "PingFang SC", "Microsoft YaHei",
+  "Noto Sans CJK SC", "zerollm-han", sans-serif; margin: 2em; color: #222; }
+table { border-collapse: collapse; margin: 1em 0; } th, td { border: 1px solid #ccc; padding: 4px 8px; }
+th { background: #f4f4f4; text-align: left; } td.num { text-align: right; font-variant-numeric: tabular-nums; }
+small { color: #666; } button { float: right; font: inherit; }
+"""
+
+SCRIPT = """
+function setLang(lang) {
+  document.documentElement.lang = lang === "zh" ? "zh-Hans" : "en";
+  document.querySelectorAll("[data-en]").forEach(function (el) { el.textContent = el.dataset[lang]; });
+  document.getElementById("lang").textContent = lang === "zh" ? "English" : "中文";
+  document.getElementById("lang").dataset.next = lang === "zh" ? "en" : "zh";
+}
+document.getElementById("lang").addEventListener("click", function (e) { setLang(e.target.dataset.next); });
+var lang0 = document.body.dataset.lang;
+setLang(lang0);
+// text laid out before the fallback font arrived may keep empty boxes: load it, then set the texts again
+var ready = function () { setLang(document.getElementById("lang").dataset.next === "zh" ? "en" : "zh");
+                          document.body.dataset.ready = "true"; };
+(document.fonts ? document.fonts.load('16px "zerollm-han"', "中文") : Promise.resolve()).then(ready, ready);
+"""
+
+
+def unique_names(runs):
+    """Runs called alike (a/run, b/run) are named by their last two path parts instead."""
+    names = [r["name"] for r in runs]
+    for r in runs:
+        if names.count(r["name"]) > 1:
+            r["name"] = os.path.join(os.path.basename(os.path.dirname(r["path"])), r["name"])
+    return runs
+
+
+def build_report(runs, results, lang="en"):
+    """The page as one string: runs are run_summary()s, results read_results()'s."""
+    runs = unique_names([dict(r) for r in runs])
+    from zerollm.teach.explain.page import FONT, _package_file
+    font = base64.b64encode(_package_file(FONT).read_bytes()).decode("ascii")
+    body = (f'<button id="lang" data-next="zh">中文</button><h1>{_label("title", "span")}</h1>'
+            f"{_run_table(runs)}{_curves(runs)}{_score_table(runs, results)}")
+    return (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>zerollm report</title>'
+            f'<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; style-src \'unsafe-inline\'; '
+            f'script-src \'unsafe-inline\'; font-src data:; img-src data:">'
+            f"<style>{STYLE.replace('@FONT@', font)}</style></head>"
+            f'<body data-lang="{lang}">{body}<script>{SCRIPT}</script></body></html>')

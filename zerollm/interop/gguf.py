@@ -1,0 +1,313 @@
+"""GGUF files (the format llama.cpp, ollama and LM Studio read): export a zerollm GPT, load one back.
+
+Written and read with the `gguf` package (llama.cpp's own Python writer and reader). The layouts:
+
+    ours (zerollm.model.gpt)          GGUF, arch "gpt2"                 GGUF, arch "llama" (Llama, Mixtral)
+    wte.weight (V, C)             token_embd.weight (V, C)          token_embd.weight
+    wpe.weight                    position_embd.weight              -
+    h.{i}.ln_1                    blk.{i}.attn_norm                 blk.{i}.attn_norm
+    h.{i}.attn.c_attn (C, qkv)    blk.{i}.attn_qkv (qkv, C)         blk.{i}.attn_q / attn_k / attn_v (rows permuted)
+    h.{i}.attn.c_proj             blk.{i}.attn_output               blk.{i}.attn_output
+    h.{i}.ln_2                    blk.{i}.ffn_norm                  blk.{i}.ffn_norm
+    h.{i}.mlp.c_fc                blk.{i}.ffn_up                    blk.{i}.ffn_gate / ffn_up
+    h.{i}.mlp.c_proj              blk.{i}.ffn_down                  blk.{i}.ffn_down
+    h.{i}.mlp.router / experts    -                                 blk.{i}.ffn_gate_inp, ffn_{gate,up,down}_exps
+    ln_f, lm_head                 output_norm, output               output_norm, output (absent when tied)
+
+(NumPy shapes; GGUF lists them reversed.) Every matrix is stored (out, in), one row per output, and a
+row is what Q8_0 / Q4_0 cut into blocks of 32 (zerollm.interop.quant). We go through transformers'
+names and layout (zerollm.interop.hf.weights) both ways, so the GPT-2 conventions (biases everywhere, no
+grouped-query attention) and the Mixtral expert split are the HF exporter's. llama.cpp rotates
+pairs (2i, 2i+1) where we and transformers rotate (i, i + hs/2), so attn_q / attn_k rows are
+permuted on writing and put back on reading, as llama.cpp's converter and transformers do.
+
+Reading, the metadata becomes a transformers config and goes through the same checks as config.json
+(zerollm.interop.hf.configs). Nothing in a file is executed: the chat template is stored as text only.
+"""
+
+import os
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from zerollm.io.errors import ZeroLLMError
+from zerollm.interop import quant
+from zerollm.interop.gguf_tokenizer import SPLIT_KEY, tokenizer_fields
+
+QUANTS = ("f32", "f16", "q8_0", "q4_0")
+MAGIC = b"GGUF"
+_GPT2 = {"token_embd": "wte", "position_embd": "wpe", "output_norm": "ln_f", "output": "lm_head",
+         "attn_norm": "ln_1", "attn_qkv": "attn.c_attn", "attn_output": "attn.c_proj", "ffn_norm": "ln_2",
+         "ffn_up": "mlp.c_fc", "ffn_down": "mlp.c_proj"}
+_LLAMA = {"token_embd": "embed_tokens", "output_norm": "norm", "output": "lm_head",
+          "attn_norm": "input_layernorm", "attn_q": "self_attn.q_proj", "attn_k": "self_attn.k_proj",
+          "attn_v": "self_attn.v_proj", "attn_output": "self_attn.o_proj", "ffn_norm": "post_attention_layernorm",
+          "ffn_gate": "mlp.gate_proj", "ffn_up": "mlp.up_proj", "ffn_down": "mlp.down_proj",
+          "ffn_gate_inp": "block_sparse_moe.gate"}
+_EXPERTS = {"ffn_gate_exps": "w1", "ffn_up_exps": "w3", "ffn_down_exps": "w2"}    # Mixtral's names
+_CONV1D = ("attn_qkv", "attn_output", "ffn_up", "ffn_down")     # GPT-2 stores these (in, out): transposed
+
+
+def _types():
+    import gguf
+    T = gguf.GGMLQuantizationType
+    return {"f32": T.F32, "f16": T.F16, "q8_0": T.Q8_0, "q4_0": T.Q4_0}
+
+
+# ----------------------------------------------------------------------------
+# names: GGUF <-> transformers' bare names (zerollm.interop.hf.weights)
+
+def _split(name):
+    """'blk.3.attn_q.weight' -> (3, 'attn_q', 'weight'); 'output_norm.weight' -> (None, 'output_norm', 'weight')."""
+    m = re.fullmatch(r"(?:blk\.(\d+)\.)?(\w+)\.(weight|bias)", name)
+    return (None if m.group(1) is None else int(m.group(1)), m.group(2), m.group(3)) if m else (None, None, None)
+
+
+def _hf_name(name, arch):
+    """The bare transformers name of a GGUF tensor, or None if we have no place for it."""
+    block, base, kind = _split(name)
+    table = _GPT2 if arch == "gpt2" else _LLAMA
+    if base not in table:
+        return None
+    if block is None:
+        return f"{table[base]}.{kind}" if base in ("token_embd", "position_embd", "output_norm", "output") else None
+    return f"{'h' if arch == 'gpt2' else 'layers'}.{block}.{table[base]}.{kind}"
+
+
+def _gguf_name(hf, arch):
+    table = {v: k for k, v in (_GPT2 if arch == "gpt2" else _LLAMA).items()}
+    m = re.fullmatch(r"(?:(?:h|layers)\.(\d+)\.)?(.+)\.(weight|bias)", hf)
+    block, base, kind = m.groups()
+    return f"{table[base]}.{kind}" if block is None else f"blk.{block}.{table[base]}.{kind}"
+
+
+def _permute(rows, n_head, inverse=False):
+    """llama.cpp's row order for attn_q / attn_k: head h's rows (i, i + hs/2) become neighbours (2i, 2i+1).
+    Works on float rows and on quantized rows alike (a row is moved whole)."""
+    R = rows.shape[0]
+    if inverse:
+        return rows.reshape(n_head, R // n_head // 2, 2, *rows.shape[1:]).swapaxes(1, 2).reshape(rows.shape)
+    return rows.reshape(n_head, 2, R // n_head // 2, *rows.shape[1:]).swapaxes(1, 2).reshape(rows.shape)
+
+
+# ----------------------------------------------------------------------------
+# export
+
+def gguf_arch(cfg):
+    """('gpt2' | 'llama', family) for a config, or a ZeroLLMError naming what GGUF cannot express."""
+    from zerollm.interop.hf.configs import export_family
+    family = export_family(cfg)
+    if family == "gpt2" and cfg.gelu != "tanh":
+        raise ZeroLLMError("GGUF's gpt2 architecture computes the tanh GELU, but this model uses gelu='erf'; "
+                           "train with --gelu tanh to export it as GGUF")
+    if family != "gpt2" and cfg.bias:
+        raise ZeroLLMError("GGUF's llama architecture has no biases, but this model has bias=True; "
+                           "train the Llama layout with bias off to export it as GGUF")
+    return ("gpt2" if family == "gpt2" else "llama"), family
+
+
+def gguf_tensors(model):
+    """(arch, {GGUF name: float32 array, GGUF's (out, in) layout}) for a zerollm GPT."""
+    from zerollm.interop.hf.exporting import hf_arrays
+    from zerollm.interop.hf.weights import PREFIX
+    arch, family = gguf_arch(model.config)
+    _, arrays = hf_arrays(model)
+    cfg, out, experts = model.config, {}, {}
+    for full, a in arrays.items():
+        hf = full[len(PREFIX[family]):] if full.startswith(PREFIX[family]) else full
+        m = re.fullmatch(r"layers\.(\d+)\.block_sparse_moe\.experts\.(\d+)\.(w\d)\.weight", hf)
+        if m:                                        # Mixtral: one tensor per expert -> one stacked tensor
+            experts.setdefault((int(m.group(1)), m.group(3)), {})[int(m.group(2))] = a
+            continue
+        name = _gguf_name(hf, arch)
+        _, base, kind = _split(name)
+        if arch == "gpt2" and base in _CONV1D and kind == "weight":
+            a = a.T
+        elif base == "attn_q":
+            a = _permute(a, cfg.n_head)
+        elif base == "attn_k":
+            a = _permute(a, cfg.n_kv_head)
+        out[name] = np.ascontiguousarray(a, dtype=np.float32)
+    stacked = {w: base for base, w in _EXPERTS.items()}
+    for (block, w), by_expert in sorted(experts.items()):
+        out[f"blk.{block}.{stacked[w]}.weight"] = np.stack([by_expert[j] for j in range(cfg.n_expert)])
+    return arch, out
+
+
+def storage_kind(name, a, quant_kind):
+    """What a tensor is stored as: 1-D tensors (norms, biases) and the router stay f32, as llama.cpp
+    keeps them; a matrix whose rows are not whole blocks of 32 cannot be Q8_0/Q4_0 and stays f32."""
+    if a.ndim == 1 or quant_kind == "f32" or ".ffn_gate_inp." in name:
+        return "f32"
+    if quant_kind in quant.KINDS and a.shape[-1] % quant.BLOCK:
+        return "f32"
+    return quant_kind
+
+
+def _encoded(a, kind):
+    """(array to write, raw GGML type or None) for one tensor."""
+    if kind == "f32":
+        return a, None
+    if kind == "f16":
+        return a.astype(np.float16), None
+    return quant.quantize(a, kind), _types()[kind]
+
+
+def check_gguf_target(path, overwrite=False):
+    """The absolute path if a GGUF file may be written there. An existing file is replaced only with
+    ``overwrite``, and only when it is a GGUF file itself (never a file of any other kind)."""
+    path = os.path.abspath(os.fspath(path))
+    if not path.endswith(".gguf"):
+        raise ZeroLLMError(f"{path}: a GGUF file's name ends in .gguf; give --to FILE.gguf")
+    if os.path.isdir(path):
+        raise ZeroLLMError(f"{path} is a directory; give a file path ending in .gguf")
+    if os.path.exists(path):
+        if not overwrite:
+            raise ZeroLLMError(f"{path} exists; choose a new file name, or replace it with --overwrite")
+        with open(path, "rb") as f:
+            if f.read(4) != MAGIC:
+                raise ZeroLLMError(f"{path} exists and is not a GGUF file, so it is never overwritten; "
+                                   "choose a new file name")
+    return path
+
+
+def export_gguf(model, path, *, tokenizer=None, quant_kind="f32", overwrite=False, name="zerollm"):
+    """Write ``model`` (and its byte-level ``tokenizer``) as one GGUF file, atomically. Returns a dict
+    with the path, the architecture and {storage kind: tensor count}.
+
+    >>> export_gguf(model, "tiny-q8.gguf", tokenizer=tok, quant_kind="q8_0")   # doctest: +SKIP
+    """
+    from zerollm.io.fileio import atomic_write
+    if quant_kind not in QUANTS:
+        raise ZeroLLMError(f"--quant must be one of {', '.join(QUANTS)}, got {quant_kind!r}")
+    path = check_gguf_target(path, overwrite)
+    arch, tensors = gguf_tensors(model)
+    fields = tokenizer_fields(tokenizer, model.config.vocab_size) if tokenizer is not None else None
+    kinds = {n: storage_kind(n, a, quant_kind) for n, a in tensors.items()}
+    with atomic_write(path) as f:                    # the writer fills the temporary file; then it is swapped in
+        writer = _writer(f.name, arch, model, tokenizer, fields, quant_kind)
+        for n, a in tensors.items():
+            data, raw = _encoded(a, kinds[n])
+            writer.add_tensor(n, data, raw_dtype=raw)
+        writer.write_header_to_file()
+        writer.write_kv_data_to_file()
+        writer.write_tensors_to_file()
+        for out in writer.fout:
+            out.flush()
+            os.fsync(out.fileno())
+        writer.close()
+    counts = {k: list(kinds.values()).count(k) for k in sorted(set(kinds.values()))}
+    return {"path": path, "arch": arch, "kinds": counts}
+
+
+def _writer(file, arch, model, tokenizer, fields, quant_kind):
+    import gguf
+    from zerollm.data import chat
+    from zerollm.interop.hf.exporting import _special_ids
+    cfg = model.config
+    w = gguf.GGUFWriter(file, arch)
+    w.add_name(name_of(model))
+    w.add_file_type({"f32": gguf.LlamaFileType.ALL_F32, "f16": gguf.LlamaFileType.MOSTLY_F16,
+                     "q8_0": gguf.LlamaFileType.MOSTLY_Q8_0, "q4_0": gguf.LlamaFileType.MOSTLY_Q4_0}[quant_kind])
+    if quant_kind in quant.KINDS:
+        w.add_quantization_version(gguf.GGML_QUANT_VERSION)
+    w.add_context_length(cfg.block_size)
+    w.add_embedding_length(cfg.n_embd)
+    w.add_block_count(cfg.n_layer)
+    w.add_feed_forward_length(cfg.n_inner)
+    w.add_head_count(cfg.n_head)
+    w.add_vocab_size(cfg.vocab_size)
+    if arch == "gpt2":
+        w.add_layer_norm_eps(cfg.norm_eps)
+    else:
+        w.add_head_count_kv(cfg.n_kv_head)
+        w.add_layer_norm_rms_eps(cfg.norm_eps)
+        w.add_rope_freq_base(cfg.rope_theta)
+        w.add_rope_dimension_count(cfg.head_size)
+        if cfg.n_expert:
+            w.add_expert_count(cfg.n_expert)
+            w.add_expert_used_count(cfg.n_expert_active)
+    if fields is not None:
+        w.add_tokenizer_model("gpt2")
+        w.add_tokenizer_pre(fields["pre"])
+        w.add_token_list(fields["tokens"])
+        w.add_token_types(fields["types"])
+        if fields["merges"]:
+            w.add_token_merges(fields["merges"])
+        w.add_string(SPLIT_KEY, fields["regex"])
+        w.add_add_bos_token(False)
+        ids = _special_ids(tokenizer)
+        if "bos" in ids:
+            w.add_bos_token_id(ids["bos"])
+        if "eos" in ids:
+            w.add_eos_token_id(ids["eos"])
+        if chat.has_template(tokenizer):
+            w.add_chat_template(chat.chat_template_jinja())
+    return w
+
+
+def name_of(model):
+    cfg = model.config
+    return f"zerollm {cfg.n_layer}x{cfg.n_embd}"
+
+
+# ----------------------------------------------------------------------------
+# reading a file
+
+@dataclass
+class GGUFTensor:
+    kind: str             # 'f32' | 'f16' | 'q8_0' | 'q4_0'
+    data: np.ndarray      # floats (GGUF's NumPy shape), or the uint8 block rows
+    shape: tuple          # the float shape, NumPy order
+
+
+def read_gguf(path):
+    """(metadata {key: value}, {name: GGUFTensor}) of a GGUF file. A damaged file, or a tensor type
+    other than F32/F16/Q8_0/Q4_0, is a ZeroLLMError naming what is wrong."""
+    import gguf
+    path = os.fspath(path)
+    if not os.path.isfile(path):
+        raise ZeroLLMError(f"GGUF file not found: {path}")
+    try:
+        reader = gguf.GGUFReader(path)
+        meta = {name: _field_value(field) for name, field in reader.fields.items()}
+        raw = [(t.name, t.tensor_type, tuple(int(n) for n in reversed(t.shape)), t.data) for t in reader.tensors]
+    except Exception as err:   # noqa: BLE001 - the reader raises ValueError, KeyError, IndexError ... on bad bytes
+        raise ZeroLLMError(f"{path} is not a readable GGUF file ({type(err).__name__}: {err}); "
+                           "it may be truncated or damaged: write or download it again") from None
+    kinds = {v: k for k, v in _types().items()}
+    tensors = {}
+    for name, ttype, shape, data in raw:
+        if ttype not in kinds:
+            raise ZeroLLMError(f"{path}: tensor {name} is of type {ttype.name}; zerollm reads F32, F16, Q8_0 and "
+                               "Q4_0 (requantize the file, e.g. llama.cpp's llama-quantize ... Q8_0)")
+        tensors[name] = GGUFTensor(kinds[ttype], data, shape)
+    return meta, tensors
+
+
+def _field_value(field):
+    """A metadata field as Python: a string, a number, or a list of them."""
+    import gguf
+    if not field.types:
+        return None
+    if field.types[0] == gguf.GGUFValueType.ARRAY:
+        return [_part(field, i) for i in field.data]
+    return _part(field, field.data[0])
+
+
+def _part(field, i):
+    import gguf
+    value = field.parts[i]
+    if field.types[-1] == gguf.GGUFValueType.STRING:
+        return bytes(value).decode("utf-8")
+    return value.tolist()[0] if value.size == 1 else value.tolist()
+
+
+def as_float(t):
+    """A GGUFTensor's numbers as float32 in its NumPy shape."""
+    if t.kind == "f32":
+        return np.asarray(t.data, dtype=np.float32).reshape(t.shape)
+    if t.kind == "f16":
+        return np.asarray(t.data, dtype=np.float16).astype(np.float32).reshape(t.shape)
+    return quant.dequantize(t.data, t.kind, t.shape)

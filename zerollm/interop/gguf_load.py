@@ -1,0 +1,190 @@
+"""Load a GGUF file (ours, or a GPT-2 / Llama one written by others) into a zerollm GPT.
+
+    model, tokenizer, info = load_gguf("model-q8_0.gguf")      # info: what was kept quantized
+
+The metadata is turned into a transformers config and checked like config.json (zerollm.interop.hf.configs);
+the tensors go through transformers' layout (zerollm.interop.hf.weights.from_hf), so a missing tensor, a
+stray one or a wrong shape is one error naming the file. On the fast engine the Q8_0 / Q4_0
+matrices of the linear layers and the token table then stay as blocks (QuantizedMatrix) and run
+through the quantized matmul kernel; on the NumPy engine everything is float32, dequantized at load.
+"""
+
+
+import numpy as np
+
+from zerollm.model import budget
+from zerollm.io.errors import ZeroLLMError
+from zerollm.interop import quant
+from zerollm.interop.gguf import _CONV1D, _EXPERTS, _gguf_name, _hf_name, _permute, _split, as_float, read_gguf
+from zerollm.interop.gguf_tokenizer import read_tokenizer
+
+ARCHS = ("gpt2", "llama")
+_QUANTIZABLE = (".c_attn.weight", ".c_proj.weight", ".c_fc.weight")
+
+
+# ----------------------------------------------------------------------------
+# metadata -> a transformers config dict
+
+def _key(meta, key, where):
+    if key not in meta:
+        raise ZeroLLMError(f"{where}: the metadata lacks {key}, which a {key.split('.')[0]} model needs; "
+                           "the file is incomplete")
+    return meta[key]
+
+
+def hf_config(meta, tensors, where):
+    """The transformers config.json dict that this GGUF file's metadata describes."""
+    arch = meta.get("general.architecture")
+    if arch not in ARCHS:
+        raise ZeroLLMError(f"{where}: architecture {arch!r} is not supported; zerollm runs GGUF files of "
+                           f"architecture {' and '.join(ARCHS)} (GPT-2, Llama, Mixtral-style Llama)")
+    if "token_embd.weight" not in tensors:
+        raise ZeroLLMError(f"{where} has no token_embd.weight tensor; the file is incomplete")
+    V = tensors["token_embd.weight"].shape[0]
+    if meta.get(f"{arch}.vocab_size", V) != V:
+        raise ZeroLLMError(f"{where}: the metadata says {arch}.vocab_size={meta[f'{arch}.vocab_size']} but "
+                           f"token_embd.weight has {V} rows; the metadata disagrees with the tensors")
+    k = lambda name: _key(meta, f"{arch}.{name}", where)    # noqa: E731
+    common = dict(vocab_size=V, tie_word_embeddings="output.weight" not in tensors)
+    if arch == "gpt2":
+        return dict(common, architectures=["GPT2LMHeadModel"], model_type="gpt2", n_positions=k("context_length"),
+                    n_embd=k("embedding_length"), n_layer=k("block_count"), n_head=k("attention.head_count"),
+                    n_inner=k("feed_forward_length"), layer_norm_epsilon=k("attention.layer_norm_epsilon"),
+                    activation_function="gelu_new")
+    C, nh = k("embedding_length"), k("attention.head_count")
+    rope_dims = meta.get("llama.rope.dimension_count", C // nh)
+    if rope_dims != C // nh:
+        raise ZeroLLMError(f"{where}: llama.rope.dimension_count={rope_dims} rotates part of each head; "
+                           f"zerollm's RoPE rotates the whole head ({C // nh} dims)")
+    cfg = dict(common, hidden_size=C, intermediate_size=k("feed_forward_length"), num_hidden_layers=k("block_count"),
+               num_attention_heads=nh, num_key_value_heads=meta.get("llama.attention.head_count_kv", nh),
+               max_position_embeddings=k("context_length"), rms_norm_eps=k("attention.layer_norm_rms_epsilon"),
+               rope_theta=float(meta.get("llama.rope.freq_base", 10000.0)), hidden_act="silu")
+    if meta.get("llama.expert_count"):
+        return dict(cfg, architectures=["MixtralForCausalLM"], model_type="mixtral",
+                    num_local_experts=meta["llama.expert_count"],
+                    num_experts_per_tok=k("expert_used_count"), router_aux_loss_coef=0.0)
+    return dict(cfg, architectures=["LlamaForCausalLM"], model_type="llama")
+
+
+# ----------------------------------------------------------------------------
+# tensors -> transformers' bare names and layout, as floats
+
+def hf_floats(tensors, arch, cfg, where):
+    """{bare transformers name: float32 array} from the GGUF tensors (dequantized)."""
+    out = {}
+    for name, t in tensors.items():
+        block, base, kind = _split(name)
+        if base in _EXPERTS and block is not None:     # stacked experts -> one tensor per expert
+            for j, a in enumerate(as_float(t)):
+                out[f"layers.{block}.block_sparse_moe.experts.{j}.{_EXPERTS[base]}.weight"] = a
+            continue
+        hf = _hf_name(name, arch)
+        if hf is None:
+            raise ZeroLLMError(f"{where}: tensor {name} has no place in the {arch} models zerollm runs "
+                               "(the file is of another architecture, or uses a feature such as RoPE scaling)")
+        out[hf] = _to_hf_layout(as_float(t), base, kind, arch, cfg)
+    return out
+
+
+def _to_hf_layout(a, base, kind, arch, cfg):
+    if arch == "gpt2" and base in _CONV1D and kind == "weight":
+        return a.T
+    if base in ("attn_q", "attn_k") and kind == "weight":
+        return _permute(a, cfg.n_head if base == "attn_q" else cfg.n_kv_head, inverse=True)
+    return a
+
+
+# ----------------------------------------------------------------------------
+# keeping the quantized matrices as blocks
+
+def _quantized_param(ours, parts, tensors, arch, cfg):
+    """The QuantizedMatrix (out, in) for one of our parameters, or None when it stays float: its
+    GGUF pieces are stacked row on row (q, k, v; gate, up) if all are Q8_0 (or all Q4_0)."""
+    names = [_gguf_name(bare, arch) for bare, _ in parts]
+    kinds = {tensors[n].kind for n in names}
+    if len(kinds) != 1 or next(iter(kinds)) not in quant.KINDS:
+        return None
+    kind = kinds.pop()
+    rows = []
+    for n in names:
+        data = np.asarray(tensors[n].data).reshape(tensors[n].shape[0], -1)     # (out rows, bytes a row)
+        _, base, _ = _split(n)
+        if base in ("attn_q", "attn_k"):
+            data = _permute(data, cfg.n_head if base == "attn_q" else cfg.n_kv_head, inverse=True)
+        rows.append(data)
+    shape = (sum(tensors[n].shape[0] for n in names), tensors[names[0]].shape[1])
+    return quant.QuantizedMatrix.from_bytes(np.concatenate(rows), kind, shape)
+
+
+def keep_quantized(model, tensors, arch, family):
+    """Swap the float copies of the Q8_0 / Q4_0 matrices for their blocks; returns how many."""
+    from zerollm.interop.hf.weights import pieces
+    table, n = pieces(model.config, family), 0
+    for ours, parts in table.items():
+        wanted = ours in ("wte.weight", "lm_head.weight") or (ours.endswith(_QUANTIZABLE) and ".experts." not in ours)
+        m = _quantized_param(ours, parts, tensors, arch, model.config) if wanted else None
+        if m is not None:
+            model.params[ours] = m
+            n += 1
+    return n
+
+
+# ----------------------------------------------------------------------------
+# the whole load
+
+def load_gguf(path, *, quantized=None, force=None):
+    """(GPT in eval mode, tokenizer or None, info dict) from a GGUF file.
+
+    ``quantized``: keep Q8_0 / Q4_0 matrices as blocks (default: when the fast engine is selected,
+    whose kernel multiplies by them; the NumPy engine gets float32 copies made at load).
+    info: {"arch", "kinds": {kind: tensors}, "quantized": matrices kept as blocks, "dequantized": bool}.
+    """
+    from zerollm.engine import get_engine
+    from zerollm.interop.hf.configs import hf_to_config
+    from zerollm.interop.hf.weights import from_hf
+    from zerollm.model.gpt import GPT
+    from zerollm.io.validate import require_finite
+    where = str(path)
+    meta, tensors = read_gguf(path)
+    family, cfg = hf_to_config(hf_config(meta, tensors, where), where)
+    budget.require(budget.loading(cfg, what=f"loading {where}"), force=force)
+    try:
+        floats = hf_floats(tensors, meta["general.architecture"], cfg, where)
+        state = from_hf(floats, cfg, family, where)
+        model = GPT(cfg, init=False).load_state_dict(state)
+    except (ValueError, ZeroLLMError) as err:
+        raise ZeroLLMError(f"{where}: the tensors do not fit the metadata "
+                           f"({' '.join(str(err).split())[:300]}); the file is damaged or inconsistent") from None
+    require_finite(model.params, where)
+    kinds = [t.kind for t in tensors.values()]
+    has_blocks = any(k in quant.KINDS for k in kinds)
+    keep = (get_engine() == "fast") if quantized is None else quantized
+    n_kept = keep_quantized(model, tensors, meta["general.architecture"], family) if keep and has_blocks else 0
+    info = {"arch": meta["general.architecture"], "kinds": {k: kinds.count(k) for k in sorted(set(kinds))},
+            "quantized": n_kept, "dequantized": has_blocks and not n_kept}
+    return model.eval(), read_tokenizer(meta, where), info
+
+
+def load_note(info, prog):
+    """The line a command prints about how a quantized file runs, or None for a float file."""
+    blocks = [k for k in info["kinds"] if k in quant.KINDS]
+    if not blocks:
+        return None
+    if info["dequantized"]:
+        return (f"{prog}: note: the numpy engine runs on float32 copies of the {'/'.join(blocks)} weights, "
+                "dequantized at load; --engine fast multiplies by the quantized blocks themselves")
+    return f"{prog}: note: {info['quantized']} {'/'.join(blocks)} matrices run through the quantized matmul kernel"
+
+
+def load_gguf_for(path, prog, force=None):
+    """(model, tokenizer) for a command: says on stderr how the weights run; no tokenizer is an error."""
+    import sys
+    model, tokenizer, info = load_gguf(path, force=force)
+    note = load_note(info, prog)
+    if note:
+        print(note, file=sys.stderr)
+    if tokenizer is None:
+        raise ZeroLLMError(f"{path} has no tokenizer (it was written with --no-tokenizer), so text cannot be "
+                           "encoded; convert the model again with its tokenizer")
+    return model, tokenizer

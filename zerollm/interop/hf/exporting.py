@@ -1,0 +1,194 @@
+"""Export a zerollm GPT as a transformers directory that ``AutoModelForCausalLM`` loads unchanged.
+
+    export(model, "out")      ->  out/config.json          GPT2LMHeadModel, LlamaForCausalLM or MixtralForCausalLM
+                                  out/model.safetensors    float32, transformers' names
+                                  out/tokenizer.json       (+ tokenizer_config.json) for any tokenizer:
+                                                           byte, char or BPE (zerollm.tokenizers.hf_export)
+
+Layernorm + learned positions + GELU -> GPT-2; rmsnorm + RoPE + SwiGLU -> Llama, or Mixtral when every
+block is a mixture of experts with renormalised top-k gates (see configs.py).
+GPT-2 always has biases and no grouped-query attention, so a bias-free model gets zero biases and
+shared key/value heads are repeated, one copy per query head: both compute exactly the same logits.
+
+The directory appears whole or not at all: it is written under a temporary name next to ``path``
+and swapped into place (see ``write_dir`` and zerollm.io.outdir).
+"""
+
+import os
+from dataclasses import replace
+
+import numpy as np
+
+from zerollm.io.errors import ZeroLLMError
+from zerollm.io.fileio import read_json, write_json
+from zerollm.interop.hf.configs import config_to_hf, export_family
+from zerollm.interop.hf.weights import to_hf
+from zerollm.model.gpt import GPT, param_shapes
+from zerollm.io.outdir import atomic_dir
+from zerollm.io.safetensors import save_file
+
+ENDOFTEXT = "<|endoftext|>"
+
+
+# ----------------------------------------------------------------------------
+# whole directories, atomically
+
+def check_target(path, overwrite=False):
+    """The absolute path, if a model directory may be written there; else a ZeroLLMError.
+
+    Call it before slow work, so a bad --to fails at once, not after loading a big model. An
+    existing directory is replaced only with ``overwrite`` and only when it is a model directory
+    (Hugging Face or zerollm): never a training run, a checkpoint, or any other folder.
+    """
+    path = os.path.abspath(os.fspath(path))
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise ZeroLLMError(f"{path} is a file; choose a directory path for the model")
+    full = os.path.isdir(path) and os.listdir(path)
+    if full and not overwrite:
+        raise ZeroLLMError(f"{path} exists and is not empty; choose a new directory, or overwrite it "
+                           "(overwrite=True, or --overwrite on the command line)")
+    if full:
+        _check_replaceable(path)
+    return path
+
+
+def _check_replaceable(path):
+    config = os.path.join(path, "config.json")
+    if not os.path.isfile(config):
+        raise ZeroLLMError(f"{path} is not a model directory (no config.json), so it is not overwritten; "
+                           "choose a new directory")
+    try:
+        header = read_json(config)
+    except ZeroLLMError:
+        header = None
+    kind = header.get("format") if isinstance(header, dict) else None
+    is_model = isinstance(header, dict) and (kind == "zerollm-model" or (
+        kind is None and ("architectures" in header or "model_type" in header)))
+    if not is_model:
+        what = "a training checkpoint" if kind == "zerollm-checkpoint" else "not a model directory"
+        raise ZeroLLMError(f"{path} is {what} ({config}), so it is never overwritten; choose a new directory")
+
+
+def write_dir(path, fill, overwrite=False):
+    """Create directory ``path`` by calling ``fill(tmp_dir)`` beside it, then swapping it in
+    (zerollm.io.outdir.atomic_dir: whole or not at all, under the directory's write lock).
+
+    An existing empty directory is replaced. A non-empty one only with ``overwrite=True``, and only
+    if it is a model directory (so a mistyped path can never wipe, say, a home directory).
+    """
+    path = check_target(path, overwrite)
+    with atomic_dir(path) as tmp:
+        check_target(path, overwrite)              # again, under the lock: another writer may have been first
+        fill(tmp)
+    return path
+
+
+# ----------------------------------------------------------------------------
+# weights in transformers' layout
+
+def repeat_kv(a, nh, nkv, hs):
+    """[q | k | v] columns (.., (nh + 2 nkv) hs) -> (.., 3 nh hs): each kv head repeated nh/nkv times.
+
+    Query head j reads kv head j // (nh/nkv), so repeating each kv head in a row gives every
+    query head its own copy of the numbers it read before.
+    """
+    lead = a.shape[:-1]
+    q, k, v = np.split(a, [nh * hs, (nh + nkv) * hs], axis=-1)
+
+    def repeat(x):                                   # (.., nkv hs) -> (.., nkv, hs) -> (.., nh hs)
+        return np.repeat(x.reshape(*lead, nkv, hs), nh // nkv, axis=-2).reshape(*lead, nh * hs)
+
+    return np.concatenate([q, repeat(k), repeat(v)], axis=-1)
+
+
+def _as_full_gpt2(state, cfg):
+    """GPT-2 has biases everywhere and one key/value head per query head: make ``state`` so.
+
+    Missing biases become zeros (they add nothing); shared kv heads are repeated (repeat_kv).
+    """
+    full = replace(cfg, bias=True, n_kv_head=cfg.n_head)
+    out = {}
+    for name, shape in param_shapes(full).items():
+        if name not in state:
+            out[name] = np.zeros(shape, np.float32)           # made at the full width already
+        elif ".attn.c_attn." in name and cfg.n_kv_head != cfg.n_head:
+            out[name] = repeat_kv(state[name], cfg.n_head, cfg.n_kv_head, cfg.head_size)
+        else:
+            out[name] = state[name]
+    return out, full
+
+
+def hf_arrays(model):
+    """(family, {transformers name: float32 array}) for ``model``."""
+    cfg = model.config
+    family = export_family(cfg)
+    state = model.state_dict()
+    if family == "gpt2":
+        state, cfg = _as_full_gpt2(state, cfg)
+    arrays = to_hf(state, cfg, family)               # tied: no lm_head.weight, as save_pretrained does
+    return family, {name: a.astype(np.float32) for name, a in arrays.items()}
+
+
+# ----------------------------------------------------------------------------
+# tokenizer files
+
+def _special_tokens(tokenizer):
+    """{"bos"/"eos": token text}: GPT-2's <|endoftext|> for both; a chat model ends at the end of a turn,
+    so its eos is the chat template's end-of-turn token (transformers' generate stops there)."""
+    from zerollm.data import chat
+    specials = getattr(tokenizer, "special_tokens", None) or {}
+    out = {"bos": ENDOFTEXT, "eos": ENDOFTEXT} if ENDOFTEXT in specials else {}
+    if chat.has_template(tokenizer):
+        out["eos"] = chat.END
+    return out
+
+
+def _special_ids(tokenizer):
+    specials = tokenizer.special_tokens
+    return {role: specials[text] for role, text in _special_tokens(tokenizer).items()}
+
+
+def _write_tokenizer(tokenizer, folder, cfg):
+    """tokenizer.json + tokenizer_config.json (with the chat template when the tokenizer has its
+    tokens), so ``AutoTokenizer.from_pretrained`` and ``apply_chat_template`` work."""
+    from zerollm.data import chat
+    if tokenizer.vocab_size > cfg.vocab_size:
+        raise ZeroLLMError(f"the tokenizer has {tokenizer.vocab_size} tokens but the model only "
+                           f"{cfg.vocab_size}; export with the tokenizer the model was trained with")
+    tokenizer.to_hf_tokenizer_json(os.path.join(folder, "tokenizer.json"))
+    settings = {"tokenizer_class": "PreTrainedTokenizerFast", "model_max_length": cfg.block_size,
+                "clean_up_tokenization_spaces": False}
+    settings.update({f"{role}_token": text for role, text in _special_tokens(tokenizer).items()})
+    if ENDOFTEXT in getattr(tokenizer, "special_tokens", {}):
+        settings["unk_token"] = ENDOFTEXT
+    if chat.has_template(tokenizer):
+        settings["chat_template"] = chat.chat_template_jinja()
+    write_json(os.path.join(folder, "tokenizer_config.json"), settings)
+
+
+# ----------------------------------------------------------------------------
+# export
+
+def export(model, path, *, tokenizer=None, overwrite=False, also=None):
+    """Write ``model`` (and its ``tokenizer``, if given: byte, char or BPE) as a transformers model
+    directory. Returns the absolute path of the directory. ``also(folder)`` writes more into it before it
+    appears (a LoRA model's PEFT adapter: its base is what is exported here, zerollm.interop.peft).
+
+    >>> export(GPT(GPTConfig(n_layer=2)), "my-gpt2")            # doctest: +SKIP
+    >>> AutoModelForCausalLM.from_pretrained("my-gpt2")          # doctest: +SKIP
+    """
+    if not isinstance(model, GPT):
+        raise ZeroLLMError(f"export needs a zerollm GPT, got {type(model).__name__}")
+    family, arrays = hf_arrays(model)
+    has_hf_tokenizer = tokenizer is not None
+    hf_config = config_to_hf(model.config, family, _special_ids(tokenizer) if has_hf_tokenizer else None)
+
+    def fill(folder):
+        write_json(os.path.join(folder, "config.json"), hf_config)
+        save_file(arrays, os.path.join(folder, "model.safetensors"), {"format": "pt"})
+        if has_hf_tokenizer:
+            _write_tokenizer(tokenizer, folder, model.config)
+        if also is not None:
+            also(folder)
+
+    return write_dir(path, fill, overwrite)

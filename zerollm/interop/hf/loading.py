@@ -1,0 +1,83 @@
+"""Load a transformers GPT-2 / Llama / Mixtral directory (config.json + safetensors) into a zerollm GPT."""
+
+import os
+
+import numpy as np
+
+from zerollm.model import budget
+from zerollm.model.config import DTYPES, GPTConfig
+from zerollm.io.errors import ZeroLLMError
+from zerollm.io.fileio import read_json
+from zerollm.interop.hf.configs import hf_to_config
+from zerollm.interop.hf.weights import from_hf, read_tensors
+from zerollm.model.gpt import GPT
+from zerollm.io.validate import require_finite
+
+
+def is_hf_dir(path):
+    """True when ``path/config.json`` is a transformers config (it has "architectures" or "model_type").
+
+    zerollm's own config.json files have a "format" key instead.
+    """
+    file = os.path.join(os.fspath(path), "config.json")
+    try:
+        hf = read_json(file)
+    except ZeroLLMError:
+        return False
+    return isinstance(hf, dict) and "format" not in hf and ("architectures" in hf or "model_type" in hf)
+
+
+def load(path, dtype="float32", *, force=None):
+    """Load a transformers model directory into a ``GPT`` in eval mode.
+
+    ``path`` holds config.json and model.safetensors, or model.safetensors.index.json and its
+    shards. Weights of any float type (F32, F16, BF16, F64) become ``dtype`` ("float32"/"float64").
+    A model larger than the memory available is refused before reading (force=True only warns);
+    weights that hold NaN or infinity are an error.
+
+    >>> model = load("gpt2")                  # doctest: +SKIP
+    >>> model.config.n_layer, model.config.gelu, model.num_params()   # doctest: +SKIP
+    (12, 'tanh', 124439808)
+    """
+    path = os.fspath(path)
+    if dtype not in DTYPES:
+        raise ZeroLLMError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
+    if not os.path.isdir(path):
+        raise ZeroLLMError(f"model directory not found: {path}; zerollm never downloads: fetch the model "
+                           "first (see docs/huggingface.md) and give its local directory")
+    where = os.path.join(path, "config.json")
+    hf = read_json(where, what="Hugging Face config")
+    if isinstance(hf, dict) and "format" in hf:
+        raise ZeroLLMError(f"{path} is a zerollm directory ({hf['format']}), not a Hugging Face one; "
+                           "load it with zerollm.interop.hf.load_zerollm")
+    family, cfg = hf_to_config(hf, where, dtype)
+    budget.require(budget.loading(cfg, what=f"loading {path}"), force=force)   # before reading any weight
+    tensors = read_tensors(path, family, np.dtype(dtype))
+    require_finite(tensors, f"{path} (safetensors weights)")
+    if not cfg.tie_embeddings and "lm_head.weight" not in tensors and _is_base_model(hf):
+        # GPT2Model / LlamaModel / MixtralModel have no head; the token table is the natural one (as GPT-2 ties it)
+        cfg = GPTConfig(**{**cfg.to_dict(), "tie_embeddings": True})
+    model = GPT(cfg, init=False)
+    model.load_state_dict(from_hf(tensors, cfg, family, path))
+    return model.eval()
+
+
+def _is_base_model(hf):
+    return any(str(a).endswith("Model") and "LMHead" not in str(a) for a in hf.get("architectures") or [])
+
+
+def load_tokenizer_dir(path):
+    """The tokenizer of a transformers directory: a char or byte tokenizer that zerollm exported
+    (zerollm.tokenizers.hf_import), else byte-level BPE from tokenizer.json or vocab.json + merges.txt
+    (GPT-2's files). No tokenizer files, or another kind (e.g. Llama's SentencePiece), is a
+    ZeroLLMError from the importer (zerollm.tokenizers.hf).
+    """
+    from zerollm.tokenizers import BPETokenizer
+    from zerollm.tokenizers.base import read_json_file
+    from zerollm.tokenizers.hf_import import tokenizer_from_json
+    file = os.path.join(os.fspath(path), "tokenizer.json")
+    if os.path.isfile(file):
+        tok = tokenizer_from_json(read_json_file(file, "tokenizer.json"), file)
+        if tok is not None:
+            return tok
+    return BPETokenizer.from_hf_dir(os.fspath(path))

@@ -1,0 +1,174 @@
+"""LoRA adapters to and from Hugging Face PEFT's adapter directories.
+
+    ADAPTER/adapter_config.json          {"peft_type": "LORA", "r", "lora_alpha", "target_modules", ...}
+    ADAPTER/adapter_model.safetensors    base_model.model.<module>.lora_A.weight (r, in)
+                                         base_model.model.<module>.lora_B.weight (out, r)
+
+PEFT's lora_A and lora_B are nn.Linear weights, stored (out, in): ours are A (in, r) and B (r, out), so
+each is the other's transpose. GPT-2's Conv1D stores its base weight (in, out), which PEFT is told with
+``fan_in_fan_out: true`` (only the base weight is affected). zerollm fuses q/k/v into c_attn and Llama's
+gate/up into c_fc; an adapter on the fused c_attn becomes three PEFT adapters q_proj, k_proj, v_proj that
+share A, each with its columns of B: x A B_q, x A B_k, x A B_v are exactly the three parts of x A B.
+
+Only what zerollm implements is read: options like DoRA, rsLoRA, rank/alpha patterns, LoRA biases or
+modules_to_save are refused by name rather than silently ignored.
+"""
+
+import os
+
+import numpy as np
+
+from zerollm.training.checkpoint import weights_digest
+from zerollm.io.errors import ZeroLLMError
+from zerollm.io.fileio import read_json, write_json
+from zerollm.interop.hf.configs import export_family
+from zerollm.interop.hf.exporting import hf_arrays, repeat_kv
+from zerollm.interop.hf.weights import PREFIX
+from zerollm.nn.lora import LoRAConfig, sites
+from zerollm.io.safetensors import load_file, load_metadata, save_file
+
+CONFIG, WEIGHTS = "adapter_config.json", "adapter_model.safetensors"
+_KEY = "base_model.model."
+# PEFT options zerollm does not implement -> the value that means "off"
+_UNSUPPORTED = {"use_dora": False, "use_rslora": False, "rank_pattern": {}, "alpha_pattern": {}, "bias": "none",
+                "modules_to_save": None, "layers_to_transform": None, "layers_pattern": None, "lora_bias": False,
+                "target_parameters": None, "exclude_modules": None, "megatron_config": None, "use_qalora": False,
+                "trainable_token_indices": None, "layer_replication": None}
+
+
+# ----------------------------------------------------------------------------
+# the module names on each side
+
+_LLAMA = {"attn.q_proj": "self_attn.q_proj", "attn.k_proj": "self_attn.k_proj", "attn.v_proj": "self_attn.v_proj",
+          "attn.c_proj": "self_attn.o_proj", "mlp.gate_proj": "mlp.gate_proj", "mlp.up_proj": "mlp.up_proj",
+          "mlp.c_proj": "mlp.down_proj"}
+_GPT2 = ("attn.c_attn", "attn.c_proj", "mlp.c_fc", "mlp.c_proj")
+
+
+def _module(family, site_name):
+    """The Hugging Face module of one of our sites ("h.0.attn.q_proj" -> "model.layers.0.self_attn.q_proj"),
+    or None when that layout has no module for it alone."""
+    _, i, rest = site_name.split(".", 2)
+    if family == "gpt2":
+        return f"{PREFIX[family]}h.{i}.{rest}" if rest in _GPT2 else None
+    return f"{PREFIX[family]}layers.{i}.{_LLAMA[rest]}" if rest in _LLAMA else None
+
+
+def _export_modules(cfg, family, site):
+    """[(Hugging Face module, its columns of the site's output)]: one module, or a fused site's parts."""
+    own = _module(family, site.name)
+    if own is not None:
+        return [(own, slice(0, site.n_out))]
+    parts = [p for p in sites(cfg) if p.linear == site.linear and p.name != site.name
+             and site.cols.start <= p.cols.start and p.cols.stop <= site.cols.stop]
+    mods = [(_module(family, p.name), slice(p.cols.start - site.cols.start, p.cols.stop - site.cols.start))
+            for p in parts]
+    return mods if mods and all(m for m, _ in mods) else []
+
+
+# ----------------------------------------------------------------------------
+# writing
+
+def save_adapter(model, path, base_path=None):
+    """Write ``model``'s adapters as a PEFT adapter directory at ``path`` (a folder being filled)."""
+    lora, cfg = model.lora, model.config
+    family = export_family(cfg)
+    tensors, targets = {}, []
+    for s in lora.sites:
+        modules = _export_modules(cfg, family, s)
+        if not modules:
+            raise ZeroLLMError(f"the {family} layout has no PEFT module for the adapter on {s.name}; train the "
+                               "GPT-2 layout with --lora-targets c_attn,c_proj,c_fc")
+        A, B = lora.adapters[s.name + ".lora_A"], lora.adapters[s.name + ".lora_B"]   # (i, r), (r, o)
+        if family == "gpt2" and s.name.endswith("attn.c_attn") and cfg.n_kv_head != cfg.n_head:
+            B = repeat_kv(B, cfg.n_head, cfg.n_kv_head, cfg.head_size)               # as the export repeats kv
+        for module, cols in modules:
+            tensors[f"{_KEY}{module}.lora_A.weight"] = np.ascontiguousarray(A.T, np.float32)
+            tensors[f"{_KEY}{module}.lora_B.weight"] = np.ascontiguousarray(B[:, cols].T, np.float32)
+            targets.append(module)
+    c = lora.config
+    config = {"peft_type": "LORA", "task_type": "CAUSAL_LM", "r": c.r, "lora_alpha": c.alpha,
+              "lora_dropout": c.dropout, "target_modules": targets, "fan_in_fan_out": family == "gpt2",
+              "bias": "none", "inference_mode": True, "init_lora_weights": True, "use_rslora": False,
+              "use_dora": False, "modules_to_save": None, "rank_pattern": {}, "alpha_pattern": {},
+              "base_model_name_or_path": base_path}
+    os.makedirs(path, exist_ok=True)
+    write_json(os.path.join(path, CONFIG), config)
+    save_file(tensors, os.path.join(path, WEIGHTS), {"format": "pt", "zerollm.base_digest": base_digest(model)})
+    return path
+
+
+def base_digest(model):
+    """The digest of the base as transformers sees it (the exported arrays): the same for the zerollm model an
+    adapter was trained on and for that model exported and loaded back."""
+    return weights_digest(hf_arrays(model)[1])
+
+
+# ----------------------------------------------------------------------------
+# reading
+
+def read_config(path):
+    """adapter_config.json, checked: a LoRA adapter without options zerollm does not implement."""
+    file = os.path.join(path, CONFIG)
+    if not os.path.isfile(file):
+        raise ZeroLLMError(f"--adapter {path}: no {CONFIG}; give a PEFT LoRA adapter directory "
+                           "(what PeftModel.save_pretrained writes)")
+    config = read_json(file, what="PEFT adapter config")
+    if not isinstance(config, dict) or config.get("peft_type") != "LORA":
+        raise ZeroLLMError(f"{file}: peft_type is {config.get('peft_type') if isinstance(config, dict) else None!r}; "
+                           "zerollm reads LoRA adapters only")
+    bad = [k for k, off in _UNSUPPORTED.items() if config.get(k, off) not in (off, None, {}, False, "none")
+           or (k == "bias" and config.get(k, "none") != "none")]
+    if bad:
+        raise ZeroLLMError(f"{file}: PEFT options zerollm does not implement: {', '.join(bad)}; train the adapter "
+                           "without them")
+    return config
+
+
+def load_adapter(model, path):
+    """``model`` with the PEFT adapter at ``path`` attached as zerollm LoRA adapters (in place); returns it."""
+    path = os.fspath(path)
+    config = read_config(path)
+    weights = os.path.join(path, WEIGHTS)
+    if not os.path.isfile(weights):
+        raise ZeroLLMError(f"--adapter {path}: no {WEIGHTS} (zerollm reads safetensors adapters only)")
+    digest = load_metadata(weights).get("zerollm.base_digest")
+    if digest is not None and digest != base_digest(model):
+        raise ZeroLLMError(f"--adapter {path} was made for another base model (its base digest differs); "
+                           "use the model it was trained on")
+    tensors = load_file(weights)
+    found = _found_modules(tensors, weights)
+    cfg = model.config
+    family = export_family(cfg)
+    ours = {_module(family, s.name): s.name for s in sites(cfg) if _module(family, s.name)}
+    unknown = sorted(set(found) - set(ours))
+    if unknown:
+        raise ZeroLLMError(f"--adapter {path} adapts modules this model does not have ({', '.join(unknown[:4])}); "
+                           "it was made for another base model")
+    r = int(config.get("r", 8))
+    model.add_lora(LoRAConfig(r=r, alpha=float(config.get("lora_alpha", 8)),
+                              dropout=float(config.get("lora_dropout") or 0.0),
+                              targets=tuple(ours[m] for m in found)), np.random.default_rng(0))
+    for module, (A, B) in found.items():
+        mine_A, mine_B = model.lora.adapters[ours[module] + ".lora_A"], model.lora.adapters[ours[module] + ".lora_B"]
+        if A.shape != mine_A.T.shape or B.shape != mine_B.T.shape:
+            model.lora = None
+            raise ZeroLLMError(f"--adapter {path}: {module} has shapes {A.shape}, {B.shape} but this model needs "
+                               f"{mine_A.T.shape}, {mine_B.T.shape}; it was made for another base model")
+        mine_A[...] = A.T
+        mine_B[...] = B.T
+    return model
+
+
+def _found_modules(tensors, where):
+    """{HF module name: (lora_A (r, in), lora_B (out, r))} from the adapter's tensors."""
+    found = {}
+    for key, a in tensors.items():
+        module, _, part = key.removeprefix(_KEY).rpartition(".lora_")
+        if part not in ("A.weight", "B.weight", "A.default.weight", "B.default.weight"):
+            raise ZeroLLMError(f"{where}: unexpected tensor {key!r} (only lora_A / lora_B weights are supported)")
+        found.setdefault(module, [None, None])["AB".index(part[0])] = a.astype(np.float32)
+    half = [m for m, (A, B) in found.items() if A is None or B is None]
+    if half:
+        raise ZeroLLMError(f"{where}: {half[0]} has only one of lora_A / lora_B; the adapter is damaged")
+    return {m: tuple(ab) for m, ab in found.items()}

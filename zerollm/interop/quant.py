@@ -1,0 +1,169 @@
+"""Q8_0 and Q4_0: ggml's block quantization, in NumPy, byte for byte as GGUF files store it.
+
+A matrix is quantized row by row, in blocks of 32 numbers that share one scale d (a float16):
+
+    Q8_0  34 bytes a block:  d (2 bytes) | q[0..31] as int8            x ~ d * q,        d = max|x| / 127
+    Q4_0  18 bytes a block:  d (2 bytes) | 16 bytes of 4-bit codes      x ~ d * (c - 8),  d = m / -8
+
+    m is the block's number of largest magnitude, WITH its sign, so that it lands exactly on code 0
+    (c - 8 = -8): the 4-bit range -8..7 is lopsided and the big end gets the extra value.
+    Q4_0's byte j holds code j in its low nibble and code j + 16 in its high nibble.
+
+Q8_0 rounds x/d to the nearest integer (halves away from zero, C's roundf); Q4_0 truncates
+x/d + 8.5 (so, rounds to nearest) and clips at 15. Both compute in float32 and store d rounded
+to float16 -- the dequantized value uses that rounded d. These are ggml's reference rules
+(ggml-quants.c, quantize_row_q8_0_ref / quantize_row_q4_0_ref); tests/test_gguf.py checks our
+bytes against the `gguf` package's quantizer.
+
+    >>> x = np.linspace(-1, 1, 32, dtype=np.float32)[None]      # one row, one block
+    >>> blocks = quantize(x, "q8_0")
+    >>> blocks.shape, float(np.abs(dequantize(blocks, "q8_0", x.shape) - x).max()) < 1 / 254
+    ((1, 34), True)
+
+Shapes: R rows, K numbers a row (K % 32 == 0), nb = K / 32 blocks a row.
+"""
+
+import numpy as np
+
+from zerollm.io.errors import ZeroLLMError
+
+BLOCK = 32
+BLOCK_BYTES = {"q8_0": 2 + BLOCK, "q4_0": 2 + BLOCK // 2}
+KINDS = tuple(BLOCK_BYTES)
+
+
+def _blocks(x):
+    """(..., K) float -> (n, 32) float32 blocks, n = all of them in row order."""
+    x = np.asarray(x, dtype=np.float32)
+    if x.ndim == 0 or x.shape[-1] % BLOCK:
+        raise ZeroLLMError(f"a row must hold a multiple of {BLOCK} numbers to be quantized, got shape {x.shape}")
+    return x.reshape(-1, BLOCK)
+
+
+def _round_half_away(v):
+    """C's roundf: to the nearest integer, halves away from zero (np.round sends halves to even)."""
+    a = np.abs(v)
+    whole = np.floor(a)
+    return np.sign(v) * (whole + (a - whole >= 0.5))       # a - floor(a) is exact in float32
+
+
+def _pack(scale, body):
+    """(n,) float32 scales + (n, b) uint8 bodies -> (n, 2 + b) bytes: the float16 scale first."""
+    return np.concatenate([scale.astype(np.float16).reshape(-1, 1).view(np.uint8), body], axis=1)
+
+
+# ----------------------------------------------------------------------------
+# quantize: float rows -> block bytes
+
+def quantize_q8_0(x):
+    """(..., K) -> (n, 34) uint8 blocks."""
+    xb = _blocks(x)                                          # (n, 32)
+    d = np.abs(xb).max(axis=1) / np.float32(127)             # (n,)
+    inv = np.divide(np.float32(1), d, out=np.zeros_like(d), where=d != 0)
+    q = _round_half_away(xb * inv[:, None]).astype(np.int8)  # (n, 32) in -127..127
+    return _pack(d, q.view(np.uint8))
+
+
+def quantize_q4_0(x):
+    """(..., K) -> (n, 18) uint8 blocks."""
+    xb = _blocks(x)                                          # (n, 32)
+    m = np.take_along_axis(xb, np.abs(xb).argmax(axis=1)[:, None], axis=1)[:, 0]   # signed, first of the largest
+    d = m / np.float32(-8)
+    inv = np.divide(np.float32(1), d, out=np.zeros_like(d), where=d != 0)
+    codes = np.minimum(np.trunc(xb * inv[:, None] + np.float32(8.5)), 15).astype(np.uint8)   # (n, 32) in 0..15
+    nibbles = codes[:, :16] | (codes[:, 16:] << 4)           # (n, 16): code j low, code j + 16 high
+    return _pack(d, nibbles)
+
+
+def quantize(x, kind):
+    """(R, K) float -> (R, nb * bytes a block) uint8: the rows GGUF stores for a tensor of ``kind``."""
+    x = np.asarray(x)
+    body = {"q8_0": quantize_q8_0, "q4_0": quantize_q4_0}[check_kind(kind)](x)
+    return body.reshape(*x.shape[:-1], -1)
+
+
+# ----------------------------------------------------------------------------
+# dequantize: block bytes -> float32
+
+def split_blocks(data, kind):
+    """(R, row bytes) uint8 -> (scales (R, nb) float32, codes): int8 (R, K) for q8_0, the packed
+    uint8 nibbles (R, K/2) for q4_0. The form the fast kernel reads (zerollm.engine.fast.quant)."""
+    data = np.ascontiguousarray(data, dtype=np.uint8)
+    R, size = data.reshape(-1, data.shape[-1]).shape if data.ndim else (0, 0)
+    per = BLOCK_BYTES[check_kind(kind)]
+    if data.ndim < 1 or size % per:
+        raise ZeroLLMError(f"{kind} data must be whole {per}-byte blocks a row, got {size} bytes")
+    blocks = data.reshape(R, size // per, per)               # (R, nb, bytes a block)
+    scales = blocks[:, :, :2].copy().view(np.float16)[:, :, 0].astype(np.float32)   # exact: f16 -> f32
+    codes = blocks[:, :, 2:].reshape(R, -1)
+    return scales, (codes.view(np.int8) if kind == "q8_0" else codes).copy()
+
+
+def dequantize_codes(scales, codes, kind):
+    """The numbers back: x = d * q (q8_0) or d * (c - 8) (q4_0). (R, nb), codes -> (R, K) float32."""
+    R, nb = scales.shape
+    if kind == "q8_0":
+        q = codes.astype(np.float32).reshape(R, nb, BLOCK)
+    else:
+        packed = codes.reshape(R, nb, BLOCK // 2)
+        q = np.concatenate([packed & 15, packed >> 4], axis=2).astype(np.float32) - 8   # codes 0..15, 16..31
+    return (q * scales[:, :, None]).reshape(R, nb * BLOCK)
+
+
+def dequantize(data, kind, shape):
+    """Block bytes -> float32 array of ``shape`` (the float shape the bytes were made from)."""
+    scales, codes = split_blocks(np.asarray(data).reshape(-1, np.asarray(data).shape[-1]), kind)
+    out = dequantize_codes(scales, codes, kind)
+    if out.size != int(np.prod(shape)):
+        raise ZeroLLMError(f"{kind} data holds {out.size} numbers, not the {int(np.prod(shape))} of shape {tuple(shape)}")
+    return out.reshape(shape)
+
+
+def check_kind(kind):
+    if kind not in BLOCK_BYTES:
+        raise ZeroLLMError(f"unknown quantization {kind!r}; zerollm writes and reads {', '.join(KINDS)}")
+    return kind
+
+
+# ----------------------------------------------------------------------------
+# a quantized weight matrix inside a model
+
+class QuantizedMatrix:
+    """A weight W (out, in) kept as blocks: what a model holds in place of a float matrix when it runs
+    a GGUF file on the fast engine. A linear layer computes y = x @ W^T with it
+    (zerollm.nn.linear.quantized_matmul); ``m[idx]`` dequantizes only the rows asked for (the token
+    embedding's lookup). The scales are float16 values held as float32 (exact), the codes as stored."""
+
+    def __init__(self, kind, scales, codes, shape):
+        self.kind, self.scales, self.codes = check_kind(kind), scales, codes
+        self.shape = tuple(int(n) for n in shape)              # (out, in)
+        self.ndim, self.size, self.dtype = 2, self.shape[0] * self.shape[1], np.dtype(np.float32)
+
+    @classmethod
+    def from_bytes(cls, data, kind, shape):
+        scales, codes = split_blocks(data, kind)
+        return cls(kind, scales, codes, shape)
+
+    @classmethod
+    def from_float(cls, w, kind):
+        """Quantize a float (out, in) matrix."""
+        w = np.asarray(w, dtype=np.float32)
+        return cls.from_bytes(quantize(w, kind), kind, w.shape)
+
+    @property
+    def nbytes(self):
+        return self.codes.nbytes + self.scales.size * 2       # as stored: float16 scales
+
+    def dequantize(self):
+        """The whole (out, in) matrix in float32 (what the NumPy engine multiplies with)."""
+        return dequantize_codes(self.scales, self.codes, self.kind)
+
+    def __getitem__(self, idx):
+        """Rows ``idx`` (ints of any shape) dequantized: (*idx.shape, in)."""
+        idx = np.asarray(idx)
+        rows = idx.reshape(-1)
+        out = dequantize_codes(self.scales[rows], self.codes[rows], self.kind)
+        return out.reshape(*idx.shape, self.shape[1])
+
+    def __repr__(self):
+        return f"QuantizedMatrix({self.kind}, shape={self.shape})"

@@ -1,0 +1,178 @@
+"""Files that are never half-written: atomic writes and careful JSON.
+
+A crash (or Ctrl-C, or a full disk) in the middle of ``open(path, "w").write(...)`` leaves a
+truncated file where a good one used to be. Every file zerollm writes for users goes through
+``atomic_write`` instead:
+
+    1. write everything to a temporary file in the SAME directory,
+    2. flush Python's buffer and ``fsync`` so the bytes are on disk, not only in the OS cache,
+    3. ``os.replace(tmp, path)``: a rename inside one file system is atomic (POSIX rename(2)),
+       so readers see either the whole old file or the whole new one, never a mix.
+
+On any exception the temporary file is deleted and the old file is left untouched. A path that
+exists and is not a regular file (a device such as /dev/sda, a pipe, a link, a folder) is refused:
+the rename would replace the thing itself, not write into it.
+"""
+
+import json
+import math
+import os
+import stat
+import tempfile
+from contextlib import contextmanager
+
+from zerollm.io.errors import ZeroLLMError
+
+_MODES = {"w": "w", "wt": "w", "wb": "wb"}
+
+
+# ----------------------------------------------------------------------------
+# atomic writes
+
+def fsync_dir(path):
+    """fsync a directory, so a rename or new entry inside it survives a power cut.
+
+    Renaming makes the new name visible at once, but it is durable only once the directory
+    itself is flushed (see the fsync(2) man page). Platforms that cannot open a directory
+    (Windows) skip this silently.
+    """
+    try:
+        fd = os.open(os.fspath(path), os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass   # some file systems refuse fsync on directories; the rename is still atomic
+    finally:
+        os.close(fd)
+
+
+def _tmp_path_in(directory, name):
+    if not os.path.isdir(directory):
+        raise ZeroLLMError(f"cannot write {name!r}: the directory {directory!r} does not exist; "
+                           "create it first (mkdir -p) or choose another output path")
+    fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=directory)
+    os.close(fd)
+    return tmp
+
+
+def _umask_mode():
+    """Permissions a plain open() would give (mkstemp makes files private, 0o600)."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
+def _refuse_non_regular(path):
+    if os.path.lexists(path) and not stat.S_ISREG(os.lstat(path).st_mode):
+        raise ZeroLLMError(f"{path} exists and is not a regular file (a folder, a link, a device or a pipe); "
+                           "zerollm writes a file whole and renames it into place, which would replace it: "
+                           "choose a new file name")
+
+
+@contextmanager
+def atomic_write(path, mode="wb"):
+    """Open a temporary file for writing; on success it replaces ``path`` in one step.
+
+    ``mode`` is "wb" (bytes) or "w" (text, UTF-8).
+
+    >>> with atomic_write("out.txt", "w") as f:     # doctest: +SKIP
+    ...     f.write("all or nothing")
+    """
+    if mode not in _MODES:
+        raise ZeroLLMError(f"atomic_write mode must be 'w' or 'wb', got {mode!r}")
+    path = os.fspath(path)
+    _refuse_non_regular(path)
+    directory, name = os.path.split(os.path.abspath(path))
+    tmp = _tmp_path_in(directory, name)
+    try:
+        encoding = None if mode == "wb" else "utf-8"
+        with open(tmp, _MODES[mode], encoding=encoding) as f:
+            yield f
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, _umask_mode())
+        _refuse_non_regular(path)          # again: something may have appeared there meanwhile
+        os.replace(tmp, path)
+    except BaseException:   # also KeyboardInterrupt: never leave the temp file behind
+        try:
+            os.remove(tmp)
+        except OSError:
+            pass
+        raise
+    fsync_dir(directory)
+
+
+# ----------------------------------------------------------------------------
+# JSON
+
+def finite_or_null(obj):
+    """``obj`` with every NaN or infinite float replaced by None, so it can be written as strict JSON.
+
+    Python's json writes NaN and Infinity, which are not JSON: jq, JavaScript and most JSON
+    libraries reject the whole file. A number that is not finite has no value worth keeping.
+
+    >>> finite_or_null({"loss": float("nan"), "steps": [1, float("inf")]})
+    {'loss': None, 'steps': [1, None]}
+    """
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: finite_or_null(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [finite_or_null(v) for v in obj]
+    return obj
+
+
+def dumps_strict(obj, **kw):
+    """json.dumps that never writes NaN or Infinity (they become null)."""
+    return json.dumps(finite_or_null(obj), allow_nan=False, **kw)
+
+
+def utf8_json(dumps):
+    """``dumps(ascii_only=False)``: readable UTF-8 JSON; but a str that cannot be UTF-8 (a file name with
+    bytes that are not UTF-8 arrives as lone surrogates, PEP 383) is written escaped (\\udcff) instead,
+    which json.load turns back into the very same str."""
+    text = dumps(False)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = dumps(True)
+    return text
+
+
+def write_json(path, obj):
+    """Write ``obj`` as pretty UTF-8 JSON (Chinese stays readable, not \\uXXXX), atomically.
+    Strict JSON: a NaN or infinite float is written as null.
+
+    >>> write_json("meta.json", {"名字": "唐诗", "n": 3})   # doctest: +SKIP
+    """
+    try:
+        text = utf8_json(lambda ascii_only: dumps_strict(obj, ensure_ascii=ascii_only, indent=2))
+    except (TypeError, ValueError) as err:
+        raise ZeroLLMError(f"cannot save {os.fspath(path)} as JSON: {err}; keep only dicts, lists, "
+                           "str, int, float, bool and None in it (convert arrays with .tolist())"
+                           ) from None
+    with atomic_write(path, "w") as f:
+        f.write(text + "\n")
+
+
+def read_json(path, what="JSON file"):
+    """Read a JSON file; a missing or broken file is a ZeroLLMError naming ``what`` it was.
+
+    >>> read_json("run/latest.json", what="checkpoint pointer")   # doctest: +SKIP
+    {'step': 500, 'dir': 'step-0000500'}
+    """
+    path = os.fspath(path)
+    if not os.path.isfile(path):
+        raise ZeroLLMError(f"{what} not found: {path}; check the path")
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except UnicodeDecodeError as err:
+        raise ZeroLLMError(f"{what} {path} is not UTF-8 text ({err}); it is not a JSON file, "
+                           "point at the right file") from None
+    except json.JSONDecodeError as err:
+        raise ZeroLLMError(f"{what} {path} is not valid JSON ({err}); the file is damaged, "
+                           "restore or re-create it") from None

@@ -1,0 +1,219 @@
+"""Directories that appear whole or not at all, and outputs that can never eat their inputs.
+
+``prepare --out DIR`` and ``convert --to DIR`` write several files. Writing them one by one into
+DIR means a full disk (or Ctrl-C, or a crash) half-way leaves a DIR that is neither the old one nor
+the new one. Instead the new directory is built beside the target and swapped in when complete:
+
+    with atomic_dir("data/input-char") as tmp:      # data/.input-char.k3j2.tmp
+        write files into tmp
+    # here: data/input-char is the new directory; on any error it is still the old one
+
+The swap is one ``renameat2(RENAME_EXCHANGE)`` on Linux (atomic: the old and new directories
+trade names), else two renames with the old copy kept until the new one is in place. The whole
+block holds the directory's write lock (zerollm.io.lock), so two writers cannot interleave.
+
+One rule for every output a user names (``tasks make --out``, ``tasks eval --answers``, a stage's
+``--out``, ``convert --to``), checked before anything is read or computed:
+
+    - an existing file the command did not create is replaced only with ``--force``;
+    - an output is never one of the command's inputs, nor inside one;
+    - an output never lies inside another run's directory, a checkpoint, prepared data or a model
+      directory (writing there would change what that run resumes or samples from);
+    - nothing that is not a regular file (a device, a pipe, a link, a folder) is ever renamed over,
+      not even with ``--force`` (zerollm.io.fileio.atomic_write refuses it too).
+"""
+
+import ctypes
+import ctypes.util
+import os
+import shutil
+import stat
+import tempfile
+from contextlib import contextmanager
+
+from zerollm.io.errors import ZeroLLMError
+from zerollm.io.fileio import fsync_dir
+from zerollm.io.lock import writing
+
+_RENAME_EXCHANGE = 2          # linux/fs.h
+_AT_FDCWD = -100
+
+
+def _same_or_inside(inner, outer):
+    """True when path ``inner`` is ``outer`` or lies somewhere below it (after resolving links)."""
+    inner, outer = os.path.realpath(inner), os.path.realpath(outer)
+    return inner == outer or inner.startswith(outer.rstrip(os.sep) + os.sep)
+
+
+def check_separate(target, sources, target_flag="--out", source_flag="--data"):
+    """Refuse an output directory that is, contains, or lies inside one of its inputs.
+
+    Replacing ``target`` would otherwise delete an input (``--to RUN`` from ``--from RUN/step-…``)
+    or write into it (``--to RUN/step-…`` from ``--from RUN``).
+    """
+    for source in sources:
+        if source is None:
+            continue
+        if _same_or_inside(target, source) or _same_or_inside(source, target):
+            raise ZeroLLMError(f"{target_flag} {target} and {source_flag} {source} overlap (one is, or is "
+                               f"inside, the other): writing {target_flag} would destroy what is read; "
+                               f"choose an output directory outside {source}")
+
+
+# ----------------------------------------------------------------------------
+# the one output rule
+
+def zerollm_dir_kind(path):
+    """What zerollm wrote in directory ``path``: "a training run", "a checkpoint", "prepared data",
+    "a model directory"; None for any other folder."""
+    try:
+        names = set(os.listdir(path))
+    except OSError:                # not a folder, or one we may not read: nothing of ours
+        return None
+    if "latest.json" in names or any(n.startswith("step-") and os.path.isdir(os.path.join(path, n)) for n in names):
+        return "a training run"
+    if {"meta.json", "train.bin"} <= names:
+        return "prepared data"
+    if "config.json" in names and "model.safetensors" in names:
+        try:
+            with open(os.path.join(path, "config.json"), encoding="utf-8") as f:
+                head = f.read(4096)
+        except (OSError, UnicodeDecodeError):
+            head = ""
+        return "a checkpoint" if '"zerollm-checkpoint"' in head else "a model directory"
+    return None
+
+
+def check_outside_runs(target, flag="--out"):
+    """Refuse an output that lies inside a run, a checkpoint, prepared data or a model directory
+    (``target`` itself being a run is the caller's business: a stage's --out may be its own run)."""
+    here = os.path.dirname(os.path.abspath(os.fspath(target)))
+    while True:
+        kind = zerollm_dir_kind(here)
+        if kind is not None:
+            raise ZeroLLMError(f"{flag} {target} lies inside {here}, which is {kind}: writing there would change "
+                               "what that run resumes or samples from; choose a path outside it")
+        parent = os.path.dirname(here)
+        if parent == here:
+            return
+        here = parent
+
+
+def check_regular(path, flag="--out"):
+    """Refuse a path that exists and is not a regular file: a rename would replace the device, pipe,
+    link or folder itself (never allowed, --force or not)."""
+    path = os.fspath(path)
+    if os.path.lexists(path) and not stat.S_ISREG(os.lstat(path).st_mode):
+        raise ZeroLLMError(f"{flag} {path} exists and is not a regular file (a folder, a link, a device or a "
+                           "pipe); zerollm writes a file whole and renames it into place, which would replace "
+                           "it: choose a new file name")
+
+
+def check_output_file(path, *, force=False, inputs=(), flag="--out"):
+    """The one rule for an output file (see the module docstring); ``inputs``: (flag, path) pairs read
+    by the same command."""
+    path = os.fspath(path)
+    check_regular(path, flag)
+    for input_flag, source in inputs:
+        if source is not None and os.path.exists(source) and _same_or_inside(path, source):
+            raise ZeroLLMError(f"{flag} {path} is, or lies inside, {input_flag} {source}, which this command reads; "
+                               "writing it would destroy the input: choose another output file")
+    check_outside_runs(path, flag)
+    if os.path.exists(path) and not force:
+        raise ZeroLLMError(f"{flag} {path} already exists and this command did not create it; pass --force to "
+                           "replace it, or choose another file name")
+
+
+# files a stage run writes into its --out besides checkpoints (zerollm.cli.commands.stage)
+STAGE_FILES = ("tokenizer.json", "log.jsonl", "loss.png", "inputs")
+
+
+def check_stage_out(run_dir, *, force=False, sources=()):
+    """A fresh stage run's --out: not inside its start (--init/--hf) nor around it, not inside another run,
+    and not a folder whose files (tokenizer.json, log.jsonl, ...) someone else made, unless --force.
+    An earlier unfinished attempt of a stage (inputs/ and log.jsonl, no checkpoint) is started over."""
+    for flag, source in sources:               # a start that is a model (not a typo's empty folder)
+        if source is not None and (zerollm_dir_kind(source) or os.path.isfile(os.path.join(source, "config.json"))):
+            check_separate(run_dir, [source], "--out", flag)
+    check_outside_runs(run_dir)
+    if os.path.lexists(run_dir) and not os.path.isdir(run_dir):
+        raise ZeroLLMError(f"--out {run_dir} is a file, not a folder; a stage writes a run directory there: "
+                           "choose a new directory name")
+    kind = zerollm_dir_kind(run_dir)
+    if kind == "a training run":
+        return                     # the stage says: continue it with --resume, or choose another --out
+    if kind is not None:
+        raise ZeroLLMError(f"--out {run_dir} is {kind}; a stage writes a run directory: choose a new directory")
+    if not os.path.isdir(run_dir) or force:
+        return
+    present = [n for n in STAGE_FILES if os.path.lexists(os.path.join(run_dir, n))]
+    unfinished = {"inputs", "log.jsonl"} <= set(present)
+    if present and not unfinished:
+        raise ZeroLLMError(f"--out {run_dir} already holds {', '.join(present)}, "
+                           "which this command did not create and would replace; pass --force to replace them, "
+                           "or choose another --out")
+
+
+# ----------------------------------------------------------------------------
+# swapping a finished directory into place
+
+def _exchange(a, b):
+    """Atomically swap the names of two directories (Linux renameat2); False where unsupported."""
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        renameat2 = libc.renameat2
+    except (OSError, AttributeError):
+        return False
+    renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    done = renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0
+    return done      # EINVAL/ENOSYS (a file system or kernel without it): use the fallback
+
+
+def swap_in(tmp, path):
+    """Make the complete directory ``tmp`` be ``path``; the old ``path`` (if any) is deleted after."""
+    if not os.path.isdir(path):
+        os.rename(tmp, path)
+        return
+    if _exchange(tmp, path):
+        shutil.rmtree(tmp, ignore_errors=True)          # tmp now holds the old directory
+        return
+    old = tmp[:-len(".tmp")] + ".old"
+    os.rename(path, old)          # the old directory stays whole until the new one is in
+    os.rename(tmp, path)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def _remove_leftovers(parent, name):
+    """Temporary siblings of an earlier, interrupted build of ``name`` (safe: we hold its lock)."""
+    for entry in os.listdir(parent):
+        if entry.startswith(f".{name}.") and entry.endswith((".tmp", ".old")):
+            full = os.path.join(parent, entry)
+            if os.path.isdir(full):
+                shutil.rmtree(full, ignore_errors=True)
+
+
+@contextmanager
+def atomic_dir(path):
+    """Build a directory beside ``path``; on success swap it in, on any error leave ``path`` as it was.
+
+    The caller decides beforehand whether an existing ``path`` may be replaced. Yields the
+    temporary directory to fill. Holds ``path``'s write lock throughout (zerollm.io.lock).
+    """
+    path = os.path.abspath(os.fspath(path))
+    parent, name = os.path.split(path)
+    if os.path.islink(path) or (os.path.exists(path) and not os.path.isdir(path)):
+        raise ZeroLLMError(f"{path} is a file or a link; choose a directory path")
+    with writing(path, beside=True):
+        _remove_leftovers(parent, name)
+        tmp = tempfile.mkdtemp(prefix=f".{name}.", suffix=".tmp", dir=parent)
+        try:
+            yield tmp
+            mask = os.umask(0)
+            os.umask(mask)
+            os.chmod(tmp, 0o777 & ~mask)               # mkdtemp makes it private (0700)
+            fsync_dir(tmp)
+            swap_in(tmp, path)
+        except BaseException:                          # also Ctrl-C: nothing half-written stays behind
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        fsync_dir(parent)

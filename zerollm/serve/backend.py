@@ -1,0 +1,152 @@
+"""The served model: its tokenizer, the continuous-batching scheduler on its own thread, and the bridge
+from that thread to asyncio (the web server's event loop).
+
+    backend = Backend(model, tok, name="tang", max_batch=16, max_queue=64)
+    backend.start()
+    async for index, event in backend.generate(prompt_ids, n=2, sampling=..., seed=7, max_tokens=50):
+        ...    # event: batching.Token or batching.Done, of choice ``index``
+    backend.close()
+
+The scheduler thread runs the NumPy work (matrix products release the GIL), so the event loop keeps
+answering other clients while a batch is computed.
+"""
+
+import asyncio
+import threading
+
+import numpy as np
+
+from zerollm.data import chat
+from zerollm.generation.display import decodable
+from zerollm.io.errors import ZeroLLMError
+from zerollm.generation.batching import Done, Request, Scheduler
+from zerollm.tokenizers.bpe import ENDOFTEXT
+
+DISCONNECT_POLL_S = 0.5       # how often a request that is not streamed checks that its client is still there
+
+
+class Backend:
+    def __init__(self, model, tokenizer, *, name, max_batch=16, max_queue=64):
+        allowed = decodable(tokenizer, model.config.vocab_size)
+        self.model, self.tok, self.name = model.eval(), tokenizer, name
+        self.scheduler = Scheduler(model, max_batch=max_batch, max_queue=max_queue,
+                                   allowed=None if allowed.all() else allowed)
+        self.has_chat = chat.has_template(tokenizer)
+        specials = getattr(tokenizer, "special_tokens", {}) or {}
+        self.stop_ids = frozenset(specials[s] for s in (chat.END, ENDOFTEXT) if s in specials)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self.scheduler.run, args=(self._stop,), name="zerollm-scheduler",
+                                        daemon=True)
+
+    @property
+    def block_size(self):
+        return self.model.config.block_size
+
+    def start(self):
+        self._thread.start()
+
+    def close(self, timeout=5.0):
+        """Cancel what is left and stop the scheduler's thread."""
+        self.scheduler.cancel_all()
+        self._stop.set()
+        self._thread.join(timeout)
+
+    # ------------------------------------------------------------------
+    # text -> ids
+
+    def chat_prompt(self, messages):
+        """The chat template's generation prompt for ``messages`` (a list of {"role", "content"})."""
+        if not self.has_chat:
+            raise ZeroLLMError(f"the model {self.name!r} has no chat template (it is a base model): use "
+                               "/v1/completions, or fine-tune it first with `zerollm sft`")
+        return chat.encode_prompt(self.tok, messages)
+
+    def text_prompt(self, text):
+        return self.tok.encode(text)
+
+    def token_text(self, i):
+        """One token's own text and bytes (for logprobs; a piece of a character shows as U+FFFD)."""
+        raw = self.tok.token_bytes(i) if hasattr(self.tok, "token_bytes") else None
+        if raw is None:
+            text = self.tok.decode([i])
+            return text, list(text.encode("utf-8", "surrogateescape"))
+        return raw.decode("utf-8", "replace"), list(raw)
+
+    # ------------------------------------------------------------------
+    # generation
+
+    def requests(self, prompt, *, n, sampling, seed, max_tokens, top_logprobs, emit):
+        """``n`` scheduler requests for one prompt; choice i draws from np.random.default_rng(seed + i)
+        (choice 0 from default_rng(seed): the same stream as `zerollm sample --seed SEED`)."""
+        reqs = []
+        for i in range(n):
+            rng = np.random.default_rng(None if seed is None else seed + i)
+            reqs.append(Request(list(prompt), max_tokens, sampling, rng, emit=(lambda ev, i=i: emit((i, ev))),
+                                stop_ids=self.stop_ids, top_logprobs=top_logprobs))
+        return reqs
+
+    def submit(self, prompt, *, n, sampling, seed, max_tokens, top_logprobs=None):
+        """Queue ``n`` choices for ``prompt`` -> a Run (call from the event loop). Raises QueueFull, or
+        ZeroLLMError for a request that cannot run (beyond the context), before anything is queued."""
+        run = Run(asyncio.get_running_loop())
+        run.reqs = self.requests(prompt, n=n, sampling=sampling, seed=seed, max_tokens=max_tokens,
+                                 top_logprobs=top_logprobs, emit=run.emit)
+        for r in run.reqs:
+            self.scheduler.check(r)
+        try:
+            for r in run.reqs:
+                self.scheduler.submit(r)
+        except ZeroLLMError:
+            run.cancel()
+            raise
+        return run
+
+
+class Run:
+    """The choices of one HTTP request, on their way from the scheduler's thread to the event loop."""
+
+    def __init__(self, loop):
+        self.loop, self.queue, self.reqs = loop, asyncio.Queue(), []
+
+    def emit(self, item):                      # called on the scheduler's thread
+        try:
+            self.loop.call_soon_threadsafe(self.queue.put_nowait, item)
+        except RuntimeError:                   # the loop is closed: nobody is listening any more
+            pass
+
+    def cancel(self, i=None):
+        """Stop choice i (a stop string was written), or all of them (the client went away)."""
+        for r in self.reqs if i is None else [self.reqs[i]]:
+            r.cancel()
+
+    async def events(self, disconnected=None):
+        """Yield (choice index, Token | Done) until every choice is Done; leaving early cancels the rest.
+        ``disconnected``: an async function polled while waiting (for a request that is not streamed)."""
+        async for batch in self.batches(disconnected):
+            for item in batch:
+                yield item
+
+    async def batches(self, disconnected=None):
+        """As events(), but everything that has arrived so far at once: a client that fell behind a few
+        steps gets them in one piece, so a loaded server writes fewer, larger chunks."""
+        running = len(self.reqs)
+        try:
+            while running:
+                item = await self._next(disconnected)
+                if item is None:
+                    return
+                batch = [item]
+                while not self.queue.empty():
+                    batch.append(self.queue.get_nowait())
+                running -= sum(isinstance(ev, Done) for _, ev in batch)
+                yield batch
+        finally:
+            self.cancel()
+
+    async def _next(self, disconnected):
+        while True:
+            try:
+                return await asyncio.wait_for(self.queue.get(), DISCONNECT_POLL_S if disconnected else None)
+            except asyncio.TimeoutError:
+                if await disconnected():
+                    return None

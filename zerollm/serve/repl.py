@@ -1,0 +1,146 @@
+"""The terminal chat of ``zerollm chat``: a conversation kept in the chat template, answers streamed.
+
+    conv = Conversation(tok, block_size=256, system="You write poems.")
+    ids, dropped = conv.prompt(max_new=100)    # the template's prompt; oldest turns dropped to fit
+    conv.add("藏头诗：春夏秋冬", answer)
+
+Commands: /reset (forget the turns), /system TEXT (set or, without TEXT, clear the system message),
+/save FILE (the conversation as one TRL "messages" JSONL row), /exit. Ctrl-C while an answer is
+written stops that answer (what was shown is kept); at the prompt it clears the line.
+
+When the conversation no longer fits the context the oldest turns (a user message and its answer)
+are dropped whole, with a note; the system message always stays. A base model (no template tokens)
+is refused unless ``raw``: then the turns are plain text one after another, continued by the model.
+"""
+
+import json
+import os
+import sys
+
+import numpy as np
+
+from zerollm.data import chat
+from zerollm.generation.display import StreamDecoder
+from zerollm.io.errors import ZeroLLMError
+from zerollm.io.fileio import atomic_write
+from zerollm.generation.sample import generate
+
+HELP = "commands: /reset  /system TEXT  /save FILE  /exit   (Ctrl-C stops an answer)"
+
+
+class Conversation:
+    def __init__(self, tok, block_size, system=None, raw=False):
+        if not raw and not chat.has_template(tok):
+            raise ZeroLLMError("this model has no chat template (it is a base model): fine-tune it with "
+                               "`zerollm sft --ckpt RUN --data chat.jsonl --out RUN-sft`, or add --raw to "
+                               "continue plain text")
+        self.tok, self.block_size, self.system, self.raw = tok, block_size, system, raw
+        self.turns = []                            # [(user text, answer text)]
+
+    def messages(self, turns=None):
+        """The conversation (or the system message and ``turns``) as {"role", "content"} dicts."""
+        head = [{"role": "system", "content": self.system}] if self.system else []
+        pairs = self.turns if turns is None else turns
+        return head + [{"role": r, "content": t} for u, a in pairs for r, t in (("user", u), ("assistant", a))]
+
+    def add(self, user, answer):
+        self.turns.append((user, answer))
+
+    def _ids(self, turns, user):
+        if self.raw:
+            return self.tok.encode((self.system or "") + "".join(u + a for u, a in turns) + user)
+        return chat.encode_prompt(self.tok, self.messages(turns) + [{"role": "user", "content": user}])
+
+    def prompt(self, user, max_new):
+        """(ids of the prompt for the next answer, how many old turns were dropped to fit). The turns
+        dropped are forgotten, so the next prompt does not drop them again."""
+        for dropped in range(len(self.turns) + 1):
+            ids = self._ids(self.turns[dropped:], user)
+            if len(ids) + max_new <= self.block_size:
+                self.turns = self.turns[dropped:]
+                return ids, dropped
+        raise ZeroLLMError(f"this message alone ({len(ids)} tokens) leaves no room for a {max_new}-token answer "
+                           f"in the context of {self.block_size} tokens; write a shorter one (or lower "
+                           "--max-new-tokens)")
+
+    def save(self, path):
+        """One JSONL row {"messages": [...]}, the TRL conversational format; never over an existing file."""
+        if os.path.exists(path):
+            raise ZeroLLMError(f"{path} exists already; /save writes a new file, give another name")
+        with atomic_write(path, "w") as f:
+            f.write(json.dumps({"messages": self.messages()}, ensure_ascii=False) + "\n")
+
+
+def answer(model, tok, ids, max_new, stop, sampling, rng, allowed, out):
+    """Stream one answer to ``out`` -> (its text, stopped by Ctrl-C)."""
+    stream, text = StreamDecoder(tok), []
+    try:
+        for nxt in generate(model, np.array([ids]), max_new, rng=rng, allowed=allowed, **vars(sampling)):
+            t = int(nxt[0])
+            if stop is not None and t == stop:
+                break
+            text.append(stream.push(t))
+            out.write(text[-1])
+            out.flush()
+    except KeyboardInterrupt:
+        text.append(stream.flush())
+        out.write(text[-1] + " [stopped]\n")
+        out.flush()
+        return "".join(text), True
+    text.append(stream.flush())
+    out.write(text[-1] + "\n")
+    out.flush()
+    return "".join(text), False
+
+
+def repl(model, tok, conv, *, sampling, max_new, rng, allowed=None, read=input, out=sys.stdout):
+    """Read a line, answer it, until /exit or the end of input. Returns 0."""
+    stop = None if conv.raw else chat.end_id(tok)
+    out.write(f"zerollm chat: {HELP}\n")
+    while True:
+        try:
+            line = read("> ")
+        except EOFError:
+            out.write("\n")
+            return 0
+        except KeyboardInterrupt:
+            out.write("\n")
+            continue
+        if not line.strip():
+            continue
+        if line.startswith("/"):
+            if _command(conv, line, out):
+                return 0
+            continue
+        try:
+            ids, dropped = conv.prompt(line, max_new)
+        except ZeroLLMError as err:
+            out.write(f"zerollm chat: {err}\n")
+            continue
+        if dropped:
+            out.write(f"(the conversation outgrew the context of {conv.block_size} tokens: dropped the oldest "
+                      f"{dropped} turn{'s' if dropped > 1 else ''})\n")
+        text, _ = answer(model, tok, ids, max_new, stop, sampling, rng, allowed, out)
+        conv.add(line, text)
+
+
+def _command(conv, line, out):
+    """Run a /command; True means exit."""
+    name, _, arg = line.strip().partition(" ")
+    if name in ("/exit", "/quit"):
+        return True
+    if name == "/reset":
+        conv.turns = []
+        out.write("(the conversation is cleared)\n")
+    elif name == "/system":
+        conv.system = arg.strip() or None
+        out.write(f"(system message: {conv.system!r})\n" if conv.system else "(no system message)\n")
+    elif name == "/save" and arg.strip():
+        try:
+            conv.save(arg.strip())
+            out.write(f"(saved {len(conv.turns)} turns to {arg.strip()})\n")
+        except (ZeroLLMError, OSError) as err:
+            out.write(f"zerollm chat: {err}\n")
+    else:
+        out.write(f"zerollm chat: unknown command {line.strip()!r}; {HELP}\n")
+    return False

@@ -1,0 +1,90 @@
+"""The request bodies zerollm serve accepts, as pydantic models: OpenAI's fields that mean something
+here, plus top_k, min_p and repetition_penalty as extensions. Any other field is refused by name
+(extra="forbid"), types are strict (no "1" for 1), and NaN or infinite numbers are refused.
+"""
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+MAX_MESSAGES = 1024
+MAX_STOP = 4                       # as OpenAI
+MAX_N = 16
+
+Float = Annotated[float, Field(allow_inf_nan=False)]
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
+
+
+class TextPart(_Body):
+    type: Literal["text"]
+    text: str
+
+
+class Message(_Body):
+    role: Literal["system", "user", "assistant"]
+    content: str | list[TextPart]
+
+    def text(self):
+        return self.content if isinstance(self.content, str) else "".join(p.text for p in self.content)
+
+
+class StreamOptions(_Body):
+    include_usage: bool = False
+
+
+class _Generation(_Body):
+    model: str | None = None
+    max_tokens: Annotated[int, Field(ge=1)] | None = None
+    temperature: Annotated[Float, Field(ge=0, le=2)] = 1.0
+    top_p: Annotated[Float, Field(gt=0, le=1)] = 1.0
+    n: Annotated[int, Field(ge=1, le=MAX_N)] = 1
+    stop: str | Annotated[list[str], Field(max_length=MAX_STOP)] | None = None
+    seed: Annotated[int, Field(ge=0, lt=2 ** 63)] | None = None
+    stream: bool = False
+    stream_options: StreamOptions | None = None
+    presence_penalty: Annotated[Float, Field(ge=-2, le=2)] = 0.0
+    frequency_penalty: Annotated[Float, Field(ge=-2, le=2)] = 0.0
+    user: str | None = None                       # an end-user id: accepted, not used
+    # extensions (vLLM spells them the same)
+    top_k: Annotated[int, Field(ge=1)] | None = None
+    min_p: Annotated[Float, Field(ge=0, le=1)] | None = None
+    repetition_penalty: Annotated[Float, Field(gt=0, le=100)] = 1.0
+
+    @field_validator("stop")
+    @classmethod
+    def _stops_not_empty(cls, stop):
+        stops = [stop] if isinstance(stop, str) else (stop or [])
+        if any(not s for s in stops):
+            raise ValueError("stop strings must not be empty")
+        return stops
+
+    def stops(self):
+        return self.stop or []
+
+
+class ChatRequest(_Generation):
+    messages: Annotated[list[Message], Field(min_length=1, max_length=MAX_MESSAGES)]
+    max_completion_tokens: Annotated[int, Field(ge=1)] | None = None
+    logprobs: bool = False
+    top_logprobs: Annotated[int, Field(ge=0, le=20)] | None = None
+
+    def new_tokens(self):
+        return self.max_completion_tokens if self.max_completion_tokens is not None else self.max_tokens
+
+    def logprob_count(self):
+        """None = no logprobs; k = the chosen token's and the k best."""
+        return (self.top_logprobs or 0) if self.logprobs else None
+
+
+class CompletionRequest(_Generation):
+    prompt: Annotated[str, Field(min_length=1)]
+    logprobs: Annotated[int, Field(ge=0, le=5)] | None = None
+
+    def new_tokens(self):
+        return self.max_tokens if self.max_tokens is not None else 16      # OpenAI's default for completions
+
+    def logprob_count(self):
+        return self.logprobs

@@ -1,0 +1,416 @@
+"""Crash-safe checkpoints of a training run, and exact resume.
+
+A run directory holds one sub-directory per saved step, plus a pointer to the newest:
+
+    RUN/
+      latest.json               {"step": 1000, "dir": "step-0001000"}
+      step-0000500/             an older checkpoint (the newest ``keep`` are kept)
+      step-0001000/
+        config.json             model config, training config, tokenizer kind
+        model.safetensors       the parameters
+        optimizer.safetensors   AdamW moments "m.<name>", "v.<name>"; step + hyperparams in metadata
+        rng.json                np.random.Generator.bit_generator.state (batches continue identically)
+        tokenizer.json          a copy of the tokenizer, so the checkpoint stands alone
+        state.json              step, best_val_loss, any other JSON-able training state
+        objective.safetensors   arrays of the objective's state (a rollout buffer), when it has any
+
+Why a kill at ANY moment leaves a loadable checkpoint: every file goes into RUN/.tmp-step-N/
+first (each fsync'ed), then one rename makes the whole directory appear as step-N; only then is
+latest.json rewritten (atomically) and only then are old checkpoints deleted. Loading ignores
+``.tmp-*`` directories and, when latest.json is missing or stale, falls back to the newest
+complete step directory. Saving a step that already exists first renames the old one to
+.old-step-N, which still counts until the new step-N is in place. The next save removes
+whatever an interrupted one left. A run directory is written by one training process at a time.
+"""
+
+import hashlib
+import json
+import os
+import re
+import shutil
+from dataclasses import dataclass
+
+import numpy as np
+
+from zerollm.io.errors import ZeroLLMError
+from zerollm.io.fileio import atomic_write, fsync_dir, read_json, write_json
+from zerollm.io.safetensors import load_file, load_metadata, save_file
+from zerollm.io.validate import checkpoint_state, optimizer_metadata, require_finite, rng_states
+
+FORMAT, VERSION = "zerollm-checkpoint", 1
+REQUIRED = ("config.json", "model.safetensors", "optimizer.safetensors", "rng.json", "state.json")
+_STEP_DIR = re.compile(r"step-(\d+)")
+_ANY_STEP_DIR = re.compile(r"(\.old-)?step-(\d+)")   # .old-step-N: step-N while it is being replaced
+_TRAIN_FIRST = "train first with `zerollm train` (it saves checkpoints there)"
+_DAMAGED = "the checkpoint is damaged: load the run directory to use the one before it, or train again"
+
+
+@dataclass
+class Checkpoint:
+    """Everything one checkpoint holds; ``path`` is its step directory."""
+    step: int
+    model_config: dict
+    train_config: dict
+    params: dict                  # name -> np.ndarray, exactly as saved
+    optimizer_state: dict | None  # AdamW.state_dict() layout; None when loaded with optimizer=False
+    rng_state: dict               # give it to rng.bit_generator.state
+    tokenizer_path: str | None
+    extra: dict                   # state.json without "step" (best_val_loss, ...)
+    path: str
+    tokenizer_kind: str | None = None
+    objective: dict | None = None          # the objective's settings; {"kind": "lm"} for pre-training
+    objective_arrays: dict | None = None   # objective.safetensors, {} when absent
+
+    @property
+    def config_path(self):
+        return os.path.join(self.path, "config.json")
+
+
+def step_dir_name(step):
+    """Zero-padded, so names sort like numbers in a file browser.
+
+    >>> step_dir_name(500)
+    'step-0000500'
+    """
+    return f"step-{step:07d}"
+
+
+# ----------------------------------------------------------------------------
+# saving
+
+def save_checkpoint(run_dir, *, step, model_config, train_config, params, optimizer_state, rng_state,
+                    tokenizer_path, extra=None, keep=2, objective=None, objective_arrays=None):
+    """Save one checkpoint as RUN/step-NNNNNNN/, point latest.json at it, keep the newest ``keep``.
+
+    Returns the new step directory. ``rng_state`` may also be the np.random.Generator itself.
+    ``objective``: the objective's settings (default pre-training); ``objective_arrays``: its arrays.
+    """
+    extra = _check_save_args(run_dir, step, keep, extra, optimizer_state)
+    run_dir, step = os.fspath(run_dir), int(step)
+    os.makedirs(run_dir, exist_ok=True)
+    _remove_leftovers(run_dir)
+    name = step_dir_name(step)
+    tmp = os.path.join(run_dir, ".tmp-" + name)
+    os.mkdir(tmp)
+    try:
+        _write_step_files(tmp, step, model_config, train_config, params, optimizer_state,
+                          rng_state, tokenizer_path, extra, objective or {"kind": "lm"}, objective_arrays)
+        fsync_dir(tmp)
+        _move_into_place(run_dir, tmp, name)
+    except BaseException:      # incl. Ctrl-C: the previous checkpoint stays the latest
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    write_json(os.path.join(run_dir, "latest.json"), {"step": step, "dir": name})
+    _prune(run_dir, step, keep)
+    return os.path.join(run_dir, name)
+
+
+def _check_save_args(run_dir, step, keep, extra, optimizer_state):
+    if os.path.exists(run_dir) and not os.path.isdir(run_dir):
+        raise ZeroLLMError(f"{os.fspath(run_dir)} is a file, not a run directory; choose another --out")
+    for name, value, least in (("step", step, 0), ("keep", keep, 1)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < least:
+            raise ZeroLLMError(f"checkpoint {name} must be an int >= {least}, got {value!r}")
+    extra = {} if extra is None else dict(extra)
+    if "step" in extra:
+        raise ZeroLLMError("extra state must not contain 'step'; the checkpoint stores the step itself")
+    if not isinstance(optimizer_state, dict) or not {"m", "v"} <= set(optimizer_state):
+        raise ZeroLLMError("optimizer_state must be a dict with 'm' and 'v' (use AdamW.state_dict())")
+    return extra
+
+
+def _write_step_files(d, step, model_config, train_config, params, optimizer_state, rng_state,
+                      tokenizer_path, extra, objective, objective_arrays):
+    kind = None
+    if tokenizer_path is not None:
+        kind = _copy_tokenizer(tokenizer_path, os.path.join(d, "tokenizer.json"))
+    write_json(os.path.join(d, "config.json"), {"format": FORMAT, "version": VERSION,
+                                                "model": model_config, "train": train_config,
+                                                "tokenizer": kind, "objective": objective})
+    save_file(params, os.path.join(d, "model.safetensors"), {"format": "np", "step": str(step)})
+    if objective_arrays:
+        save_file(objective_arrays, os.path.join(d, "objective.safetensors"), {"format": "np"})
+    _save_optimizer(optimizer_state, os.path.join(d, "optimizer.safetensors"))
+    if isinstance(rng_state, np.random.Generator):
+        rng_state = rng_state.bit_generator.state
+    write_json(os.path.join(d, "rng.json"), rng_state)
+    write_json(os.path.join(d, "state.json"), {"step": step, **extra})   # written last
+
+
+def _save_optimizer(state, path):
+    """m and v become tensors "m.<name>" / "v.<name>"; the scalars go to the metadata as JSON."""
+    tensors = {f"{key}.{name}": a for key in ("m", "v") for name, a in state[key].items()}
+    scalars = {k: v for k, v in state.items() if k not in ("m", "v")}
+    try:
+        meta = json.dumps(scalars)
+    except (TypeError, ValueError) as err:
+        raise ZeroLLMError(f"optimizer state holds a value JSON cannot store ({err})") from None
+    save_file(tensors, path, {"zerollm.optimizer": meta})
+
+
+def _copy_tokenizer(src, dst):
+    """Copy the tokenizer file (durably) and return its "type" field (byte/char/bpe) if it has one."""
+    src = os.fspath(src)
+    if not os.path.isfile(src):
+        raise ZeroLLMError(f"tokenizer file not found: {src}; pass the tokenizer.json that "
+                           "`zerollm prepare` wrote next to the data")
+    with open(src, "rb") as fin, atomic_write(dst, "wb") as fout:
+        shutil.copyfileobj(fin, fout)
+    try:
+        with open(src, encoding="utf-8") as f:
+            kind = json.load(f).get("type")
+    except (ValueError, AttributeError):   # not our JSON format: the copy is still useful
+        return None
+    return kind if isinstance(kind, str) else None
+
+
+def _move_into_place(run_dir, tmp, name):
+    final = os.path.join(run_dir, name)
+    if os.path.exists(final):   # the same step saved again: move the old one aside first
+        old = os.path.join(run_dir, ".old-" + name)     # still loadable if we die right here
+        os.rename(final, old)
+        os.rename(tmp, final)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        os.rename(tmp, final)   # atomic: the directory appears complete or not at all
+    fsync_dir(run_dir)
+
+
+def _remove_leftovers(run_dir):
+    """Clean up after an interrupted save: delete .tmp-* dirs and temp files of latest.json;
+    put back a .old-step-N whose replacement never arrived."""
+    for entry in os.listdir(run_dir):
+        path = os.path.join(run_dir, entry)
+        if entry.startswith(".tmp-") and os.path.isdir(path):
+            shutil.rmtree(path, ignore_errors=True)
+        elif entry.startswith(".latest.json.") and entry.endswith(".tmp"):
+            os.remove(path)
+        elif entry.startswith(".old-step-") and os.path.isdir(path):
+            original = os.path.join(run_dir, entry[len(".old-"):])
+            if os.path.exists(original):
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                os.rename(path, original)
+
+
+def _prune(run_dir, current, keep):
+    """Keep the checkpoint just saved and the newest keep-1 older ones. Newer step dirs (left by
+    a run that was resumed from an earlier checkpoint) are not touched."""
+    older = [name for step, name in _step_dirs(run_dir) if step < current]
+    for name in older[:max(0, len(older) - (keep - 1))]:
+        trash = os.path.join(run_dir, ".tmp-delete-" + name)   # rename first: never half a step dir
+        os.rename(os.path.join(run_dir, name), trash)
+        shutil.rmtree(trash, ignore_errors=True)
+
+
+# ----------------------------------------------------------------------------
+# finding the latest checkpoint
+
+def _step_dirs(run_dir):
+    """[(step, dir name)] of every step-N directory (or .old-step-N without a step-N), oldest first."""
+    entries = set(os.listdir(run_dir))
+    found = []
+    for entry in entries:
+        match = _ANY_STEP_DIR.fullmatch(entry)
+        if not match or not os.path.isdir(os.path.join(run_dir, entry)):
+            continue
+        if match.group(1) and entry[len(".old-"):] in entries:
+            continue   # the replacement is in place; the old copy is garbage
+        found.append((int(match.group(2)), entry))
+    return sorted(found)
+
+
+def _is_complete(step_dir):
+    return all(os.path.isfile(os.path.join(step_dir, f)) for f in REQUIRED)
+
+
+def _pointer(run_dir):
+    """The directory latest.json names, or None when it is missing, broken or stale."""
+    try:
+        with open(os.path.join(run_dir, "latest.json"), encoding="utf-8") as f:
+            name = json.load(f)["dir"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if not isinstance(name, str) or not _STEP_DIR.fullmatch(name):   # no "../" tricks
+        return None
+    path = os.path.join(run_dir, name)
+    return path if _is_complete(path) else None
+
+
+def latest_checkpoint(run_dir):
+    """Path of the checkpoint to resume from, or None when ``run_dir`` has none.
+
+    latest.json decides; if it is missing or names a deleted/incomplete directory, the newest
+    complete step directory is used. ``.tmp-*`` directories (interrupted saves) never count.
+    """
+    run_dir = os.fspath(run_dir)
+    if not os.path.isdir(run_dir):
+        return None
+    pointed = _pointer(run_dir)
+    if pointed is not None:
+        return pointed
+    complete = [name for _, name in _step_dirs(run_dir) if _is_complete(os.path.join(run_dir, name))]
+    return os.path.join(run_dir, complete[-1]) if complete else None
+
+
+# ----------------------------------------------------------------------------
+# loading
+
+def load_checkpoint(path, *, optimizer=True, force=None):
+    """Load a checkpoint from a run directory (its latest) or from one step directory.
+
+    optimizer=False skips the AdamW moments (twice the model's size) when only sampling. Every
+    file is checked before use (zerollm.io.validate): config.json, state.json, rng.json, the optimizer's
+    metadata; the arrays must be finite; arrays larger than the memory available are refused before
+    they are read (zerollm.model.budget; force=True only warns). The model and train sections are returned
+    as dicts: zerollm.training.trainer and ``load_model`` check them against their dataclasses.
+    """
+    step_dir = _step_dir(os.fspath(path))
+    config = _read_config(step_dir)
+    state_file, rng_file = os.path.join(step_dir, "state.json"), os.path.join(step_dir, "rng.json")
+    state = checkpoint_state(read_json(state_file, what="checkpoint state"), state_file)
+    rng_state = rng_states(read_json(rng_file, what="checkpoint RNG state"), rng_file)
+    model_file = os.path.join(step_dir, "model.safetensors")
+    arrays = [model_file] + ([os.path.join(step_dir, "optimizer.safetensors")] if optimizer else [])
+    from zerollm.model import budget
+    budget.require(budget.reading(arrays, what=f"loading {step_dir}"), force=force)
+    params = load_file(model_file)
+    require_finite(params, model_file)
+    opt_state = _load_optimizer(os.path.join(step_dir, "optimizer.safetensors")) if optimizer else None
+    tokenizer = os.path.join(step_dir, "tokenizer.json")
+    objective_file = os.path.join(step_dir, "objective.safetensors")
+    objective_arrays = load_file(objective_file) if os.path.isfile(objective_file) else {}
+    return Checkpoint(
+        step=state.pop("step"), model_config=config["model"], train_config=config["train"],
+        params=params, optimizer_state=opt_state, rng_state=rng_state,
+        tokenizer_path=tokenizer if os.path.isfile(tokenizer) else None,
+        extra=state, path=step_dir, tokenizer_kind=config.get("tokenizer"),
+        objective=config.get("objective") or {"kind": "lm"}, objective_arrays=objective_arrays)
+
+
+def _step_dir(path):
+    """The complete step directory that ``path`` (a run or a step directory) stands for."""
+    if not os.path.isdir(path):
+        raise ZeroLLMError(f"checkpoint directory not found: {path}; {_TRAIN_FIRST}")
+    is_step_dir = any(os.path.exists(os.path.join(path, f)) for f in REQUIRED)
+    step_dir = path if is_step_dir else latest_checkpoint(path)
+    if step_dir is None:
+        raise ZeroLLMError(f"no checkpoint in {path}; {_TRAIN_FIRST}")
+    missing = [f for f in REQUIRED if not os.path.isfile(os.path.join(step_dir, f))]
+    if missing:
+        raise ZeroLLMError(f"checkpoint {step_dir} is incomplete (missing {', '.join(missing)}); "
+                           "load the run directory instead to use its last complete checkpoint")
+    return step_dir
+
+
+def _read_config(step_dir):
+    config = read_json(os.path.join(step_dir, "config.json"), what="checkpoint config")
+    ours = isinstance(config, dict) and config.get("format") == FORMAT
+    if not ours or not {"model", "train"} <= set(config):
+        raise ZeroLLMError(f"{step_dir}/config.json is not a zerollm checkpoint config; "
+                           "point at a directory written by zerollm's training")
+    if config.get("version") != VERSION:
+        raise ZeroLLMError(f"{step_dir}: checkpoint version {config.get('version')!r} is not supported "
+                           f"(this zerollm reads version {VERSION}); upgrade zerollm")
+    where = os.path.join(step_dir, "config.json")
+    for key in ("model", "train"):
+        if not isinstance(config[key], dict):
+            raise ZeroLLMError(f"{where}: \"{key}\" must be a JSON object, got {config[key]!r}; {_DAMAGED}")
+    if not isinstance(config.get("tokenizer"), (str, type(None))):
+        raise ZeroLLMError(f"{where}: \"tokenizer\" must be a name or null, got {config['tokenizer']!r}; "
+                           f"{_DAMAGED}")
+    if not isinstance(config.get("objective"), (dict, type(None))):
+        raise ZeroLLMError(f"{where}: \"objective\" must be a JSON object, got {config['objective']!r}; "
+                           f"{_DAMAGED}")
+    return config
+
+
+def _load_optimizer(path):
+    meta = load_metadata(path)
+    try:
+        state = json.loads(meta["zerollm.optimizer"])
+    except (KeyError, json.JSONDecodeError):
+        state = None
+    if not isinstance(state, dict):
+        raise ZeroLLMError(f"{path} has no zerollm optimizer metadata; it was not written by "
+                           "save_checkpoint")
+    optimizer_metadata(state, path)
+    state["m"], state["v"] = {}, {}
+    for key, a in load_file(path).items():
+        which, _, name = key.partition(".")
+        if which not in ("m", "v"):
+            raise ZeroLLMError(f"{path}: unexpected tensor {key!r}; optimizer tensors are m.* and v.*")
+        state[which][name] = a
+    require_finite(state["m"], f"{path} (first moments)")
+    require_finite(state["v"], f"{path} (second moments)")
+    return state
+
+
+def lora_base_digest(objective):
+    """The digest of the base a LoRA run's adapters belong to (its start, or the seeded model of `train`)."""
+    return (objective.get("start") or {}).get("digest") or objective.get("base_digest")
+
+
+def adapted_model(base, trainable, cfg, ckpt):
+    """The model of a LoRA checkpoint: ``base`` (checked by digest), its adapters, and the embedding rows the
+    run added ("wte.new_rows") appended to the base's table."""
+    from zerollm.model.gpt import GPT
+    from zerollm.nn.lora import LoRAConfig
+    if weights_digest(base.params) != lora_base_digest(ckpt.objective):
+        raise ZeroLLMError(f"{ckpt.path}: its adapters were trained on another base model (the base's weights "
+                           "digest differs); put back the model the run started from")
+    saved = ckpt.objective["lora"]
+    model = GPT(cfg, init=False)
+    V0 = base.config.vocab_size
+    for name, value in base.params.items():
+        if name in ("wte.weight", "lm_head.weight") and cfg.vocab_size > V0:
+            value = np.concatenate([value, trainable[name.split(".")[0] + ".new_rows"]], axis=0)
+        np.copyto(model.params[name], value)
+    model.add_lora(LoRAConfig(**{**saved, "targets": tuple(saved["targets"])}), np.random.default_rng(0))
+    model.lora.base_vocab = V0
+    for name, value in model.trainable().items():
+        if name not in trainable:
+            raise ZeroLLMError(f"{ckpt.path}: model.safetensors lacks {name}; {_DAMAGED}")
+        np.copyto(value, trainable[name])
+    return model
+
+
+def weights_digest(params):
+    """sha256 over every parameter's name, dtype, shape and bytes, in name order: the model's identity."""
+    h = hashlib.sha256()
+    for name in sorted(params):
+        a = np.ascontiguousarray(params[name])
+        h.update(f"{name}:{a.dtype.str}:{a.shape};".encode())
+        h.update(a.tobytes())
+    return h.hexdigest()
+
+
+# ----------------------------------------------------------------------------
+# a trained model, ready to use
+
+def load_model(path, *, force=None, base=None):
+    """(GPT in eval mode, tokenizer or None, Checkpoint) from a run directory or a step directory.
+
+    Parameters that are not the GPT's own (a reward or value head, zerollm.model.heads) stay in ckpt.params.
+    force=True: load even when the memory estimate says it will not fit (zerollm.model.budget).
+    base: for a LoRA run (its checkpoint holds adapters, not the base), base(ckpt) -> the base GPT it was
+    trained on (zerollm.interop.hf.load_zerollm finds it); checked against the digest saved with the run."""
+    from zerollm.model import budget
+    from zerollm.model.config import GPTConfig
+    from zerollm.model.heads import split_head_params
+    from zerollm.model.gpt import GPT
+    from zerollm.tokenizers import load_tokenizer
+    ckpt = load_checkpoint(path, optimizer=False, force=force)
+    cfg = GPTConfig.from_dict(ckpt.model_config, ckpt.config_path, "model")
+    budget.require(budget.loading(cfg, what=f"the model of {ckpt.path}"), force=force)   # before allocating it
+    trunk, _ = split_head_params(ckpt.params)
+    if (ckpt.objective or {}).get("lora"):
+        if base is None:
+            raise ZeroLLMError(f"{ckpt.path} holds LoRA adapters, not the base model; load it with "
+                               "zerollm.interop.hf.load_zerollm (it finds the base), or fold them in with `zerollm merge`")
+        model = adapted_model(base(ckpt), trunk, cfg, ckpt)
+    else:
+        model = GPT(cfg, init=False)
+        model.load_state_dict(trunk)
+    tokenizer = load_tokenizer(ckpt.tokenizer_path) if ckpt.tokenizer_path else None
+    return model.eval(), tokenizer, ckpt

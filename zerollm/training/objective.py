@@ -1,0 +1,135 @@
+"""The contract between the training loop and an objective.
+
+A batch is a dict. Arrays whose key does not start with "_" have one row per example on axis 0, so
+the loop can cut the batch into shards (threads, MPI ranks) by rows; keys starting with "_" are
+passed whole to every shard (a global normaliser, say) and "_metrics" holds numbers about the whole
+batch (mean reward, say) that go straight into log.jsonl.
+
+A shard's result says how much it weighs: the loss of the whole batch is the weighted mean of the
+shard losses, and its gradient the weighted sum of theirs (the loop adds them in shard order, so a
+run is reproducible for a given number of shards). The weight is whatever the loss averages over:
+target tokens for cross-entropy, pairs for DPO, sequences for GRPO.
+"""
+
+from typing import NamedTuple
+
+import numpy as np
+
+
+class ShardResult(NamedTuple):
+    loss: float
+    grads: dict            # parameter name -> gradient of this shard's mean loss
+    weight: float          # how many things this shard's loss averages over (> 0)
+    metrics: dict          # name -> float or array, averaged over shards with the same weights
+
+
+class Objective:
+    """Base class. Subclasses set ``kind`` and implement next_batch, shard_loss and evaluate."""
+
+    kind = "base"
+    progress = ("loss",)       # the step record's numbers the progress bar shows (zerollm.training.trainer.fit)
+
+    def __init__(self, model):
+        self.model = model
+        self.saved = {}        # what the command records to rebuild this objective on resume (config.json)
+        self.trainer = None    # the Trainer running it (attach)
+
+    def attach(self, trainer):
+        """Called by the Trainer that runs this objective (rollouts use its thread shards and stop flag)."""
+        self.trainer = trainer
+
+    # -- what is trained -------------------------------------------------------
+    def params(self):
+        """name -> array of everything the optimizer updates (the model's, or with LoRA its adapters; plus
+        any head's)."""
+        return self.model.trainable()
+
+    def config(self):
+        """JSON-able settings of this objective, saved in the checkpoint's config.json."""
+        return {"kind": self.kind, **self.saved}
+
+    def describe(self):
+        """One line for the start of a run: what is trained on what."""
+        return self.kind
+
+    def fingerprint(self):
+        """What every MPI rank must agree on before training (zerollm.training.dist): the objective's settings and a
+        digest of the starting weights; subclasses add their data."""
+        from zerollm.training.checkpoint import weights_digest
+        return {**self.config(), "weights": weights_digest(self.params())}
+
+    # -- one step --------------------------------------------------------------
+    def next_batch(self):
+        raise NotImplementedError
+
+    def shard_loss(self, model, batch):
+        """model: the policy (a replica sharing the parameters, in train mode); batch: some rows."""
+        raise NotImplementedError
+
+    def tokens(self, batch):
+        """Tokens processed for this batch (for tokens/s)."""
+        return 0
+
+    # -- evaluation --------------------------------------------------------------
+    def evaluate(self, trainer):
+        """-> (metrics dict for log.jsonl, text to print or None). Checks trainer.stop_requested()
+        inside long loops so Ctrl-C is honoured quickly."""
+        return {}, None
+
+    # -- exact resume ------------------------------------------------------------
+    def rngs(self):
+        """name -> np.random.Generator whose state must survive a resume (saved in rng.json)."""
+        return {}
+
+    def state(self):
+        """(JSON-able dict, dict of arrays) of anything else that decides the future (a rollout buffer)."""
+        return {}, {}
+
+    def restore(self, state, arrays):
+        pass
+
+
+def split_rows(batch, n):
+    """Cut a batch into at most n shards of consecutive rows (as equal as possible, never empty).
+
+    >>> [s["x"].tolist() for s in split_rows({"x": np.arange(5), "_k": 1}, 2)]
+    [[0, 1, 2], [3, 4]]
+    """
+    B = batch_rows(batch)
+    shards = []
+    for rows in np.array_split(np.arange(B), min(n, B)):
+        if len(rows):
+            part = slice(rows[0], rows[-1] + 1)
+            shards.append({k: (v if k.startswith("_") else v[part]) for k, v in batch.items()})
+    return shards
+
+
+def batch_rows(batch):
+    """The number of rows: the length of axis 0 of every row-wise array (they must agree)."""
+    sizes = {len(v) for k, v in batch.items() if not k.startswith("_")}
+    if len(sizes) != 1:
+        raise ValueError(f"a batch's row-wise arrays must have the same number of rows, got {sorted(sizes)}")
+    return sizes.pop()
+
+
+def reduce_shards(results):
+    """Weighted mean of the shards' losses, gradients and metrics, added in shard order.
+
+    The first shard's gradient arrays are reused for the sum (no new allocation)."""
+    if len(results) == 1:
+        return results[0]
+    total = float(sum(r.weight for r in results))
+    if not total > 0:
+        raise ValueError("the shards' weights add up to 0: nothing in this batch carries a loss")
+    loss = sum(r.loss * r.weight for r in results) / total
+    grads = results[0].grads
+    for name, g in grads.items():
+        g *= g.dtype.type(results[0].weight / total)
+        for other in results[1:]:
+            g += other.grads[name] * g.dtype.type(other.weight / total)
+    metrics = {}
+    for r in results:
+        for k, v in r.metrics.items():      # arrays (an MoE's per-expert shares) element by element
+            metrics[k] = metrics.get(k, 0.0) + np.asarray(v, dtype=np.float64) * (r.weight / total)
+    metrics = {k: float(v) if np.ndim(v) == 0 else v for k, v in metrics.items()}
+    return ShardResult(loss, grads, total, metrics)

@@ -1,0 +1,74 @@
+"""stdout and stderr that may close under a running job: ``zerollm train ... 2>&1 | tee log``, then Ctrl-C.
+
+A terminal's Ctrl-C goes to the whole foreground process group: tee ends at once, and the next write of
+the progress bar hits a pipe nobody reads (BrokenPipeError: Python ignores SIGPIPE). That write must
+never stand between the stop request and the checkpoint. So while a run trains, stdout and stderr are
+wrapped: a write to a closed pipe points that file descriptor at /dev/null (later writes, Python's final
+flush included, then succeed unseen) and tells the listeners (zerollm.training.trainer.StopRequests: the run stops
+at the next step boundary, saves, and exits 130, as for Ctrl-C).
+"""
+
+import contextlib
+import os
+import sys
+
+
+class Outlet:
+    """A text stream whose writes survive the reader going away; ``closed_pipe`` tells whether it did."""
+
+    def __init__(self, stream):
+        self._stream, self.listeners, self.closed_pipe = stream, [], False
+
+    def write(self, text):
+        self._guard(self._stream.write, text)
+        return len(text)
+
+    def flush(self):
+        self._guard(self._stream.flush)
+
+    def _guard(self, fn, *args):
+        try:
+            fn(*args)
+        except BrokenPipeError:
+            self._to_devnull()
+            for listener in list(self.listeners):
+                listener()
+
+    def _to_devnull(self):
+        self.closed_pipe = True
+        with contextlib.suppress(OSError, ValueError):      # a stream without a descriptor (pytest's capture)
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, self._stream.fileno())
+            os.close(devnull)
+        with contextlib.suppress(BrokenPipeError, ValueError):  # what was buffered goes to /dev/null now
+            self._stream.flush()
+
+    def __getattr__(self, name):               # fileno, isatty, encoding, ...: the stream's own
+        return getattr(self._stream, name)
+
+
+@contextlib.contextmanager
+def closed_pipes_tolerated(on_close=None):
+    """While active, sys.stdout and sys.stderr are Outlets; ``on_close()`` runs when one of them finds its
+    pipe closed. Nested uses share the same Outlets (each adds its listener)."""
+    old = sys.stdout, sys.stderr
+    outlets = [s if isinstance(s, Outlet) or s is None else Outlet(s) for s in old]
+    for outlet in outlets:
+        if outlet is not None and on_close is not None:
+            outlet.listeners.append(on_close)
+    sys.stdout, sys.stderr = outlets
+    try:
+        yield
+    finally:
+        for outlet in outlets:
+            if outlet is not None:
+                outlet.flush()
+                if on_close is not None:
+                    outlet.listeners.remove(on_close)
+        sys.stdout, sys.stderr = old
+
+
+def write_fd(fd, data):
+    """os.write that ignores a closed pipe (a signal handler's message; it may run at any moment)."""
+    with contextlib.suppress(OSError):
+        os.write(fd, data)

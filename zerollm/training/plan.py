@@ -1,0 +1,144 @@
+"""What a ``zerollm train`` run will do, worked out before anything is written or allocated.
+
+A plan holds the two configs, where the data comes from, the vocabulary size that data will give,
+and the memory estimate of one optimizer step (zerollm.model.budget). ``zerollm train`` checks the plan
+against the memory available before it prepares data or builds the model; ``--dry-run`` prints it
+and stops; ``--show-config`` prints every setting and where it came from, and stops:
+
+    zerollm train --preset shakespeare-cpu --dry-run
+    zerollm train --preset tang --n-layer 6 --show-config
+"""
+
+import os
+import sys
+from dataclasses import asdict, dataclass, field
+
+from zerollm.model import budget
+
+from zerollm.data import corpora
+from zerollm.io.errors import ZeroLLMError
+from zerollm.io.fileio import read_json
+from zerollm.training.presets import DEFAULT_PRESET, PRESET_CORPUS, build_configs, sources
+from zerollm.training.trainer import configs_from_checkpoint, resume_point
+
+
+@dataclass
+class Plan:
+    model_cfg: object              # GPTConfig (vocab_size as the data will give it)
+    train_cfg: object              # TrainConfig
+    data: str                      # a prepared folder, or a text file to prepare into RUN/data
+    prepared: bool
+    estimate: budget.Estimate
+    ckpt: object = None            # the Checkpoint to resume from
+    overrides: dict = field(default_factory=dict)    # the flags, plus what a prepared folder decides
+    sources: dict = field(default_factory=dict)      # {field: where its value comes from}
+
+
+def data_source(args, run_dir):
+    """(path, prepared?) of the data to train on: a folder from ``zerollm prepare`` (or RUN/data), or a
+    text file (a shipped corpus's by name)."""
+    data = args.data
+    if data is None and os.path.isfile(os.path.join(run_dir, "data", "meta.json")):
+        return os.path.join(run_dir, "data"), True
+    if data is None and args.preset in PRESET_CORPUS:
+        data = PRESET_CORPUS[args.preset]
+    if data is None:
+        raise ZeroLLMError("give --data FILE (a text file), --data DIR (from 'zerollm prepare') or the name of "
+                           f"a shipped corpus ({', '.join(corpora.CORPORA)})")
+    if os.path.isdir(data):
+        return data, True
+    if not os.path.isfile(data) and data in corpora.CORPORA:
+        data = str(corpora.path(data))                  # a corpus that ships with zerollm
+    if not os.path.isfile(data):
+        raise ZeroLLMError(f"--data: no such file or folder: {data} (shipped corpora: "
+                           f"{', '.join(corpora.CORPORA)})")
+    return data, False
+
+
+def vocab_size_of(data, prepared, train_cfg):
+    """The vocabulary the data will give, without preparing it: meta.json of a prepared folder; else
+    256 (byte), the asked-for size (bpe: an upper bound), or the distinct characters (char)."""
+    if prepared:
+        meta = read_json(os.path.join(data, "meta.json"), what="prepared data description (meta.json)")
+        size = meta.get("vocab_size") if isinstance(meta, dict) else None
+        return size if isinstance(size, int) and not isinstance(size, bool) and size > 0 else 256
+    if train_cfg.tokenizer == "byte":
+        return 256
+    if train_cfg.tokenizer == "bpe":
+        return train_cfg.vocab_size or 256
+    from zerollm.data.tokens import read_corpus
+    return max(len(set(read_corpus(data)[0])), 1)
+
+
+def make_plan(args, run_dir, overrides, world=None):
+    """The run's plan; on --resume from the last checkpoint's saved configuration. Under MPI
+    (zerollm.training.dist) every rank makes the same plan; its memory is that of one rank's share of the batch."""
+    ckpt, ranks = None, 1 if world is None else world.size
+    if args.resume:
+        ckpt = resume_point(run_dir, force=args.force)
+        model_cfg, train_cfg, ignored = configs_from_checkpoint(ckpt, overrides)
+        if ignored and (world is None or world.is_main):
+            print(f"note: on --resume the saved configuration is used; ignoring {', '.join(ignored)}",
+                  file=sys.stderr)
+        where = {**{f: "checkpoint" for f in {*asdict(model_cfg), *asdict(train_cfg)}},
+                 **{f: "--" + f.replace("_", "-") for f in set(overrides) - set(ignored)}}
+    else:
+        model_cfg, train_cfg = build_configs(args.preset, overrides)     # validates before any work
+        where = sources(args.preset, overrides)
+    data, prepared = data_source(args, run_dir)
+    if not args.resume:
+        if prepared:
+            overrides = {**overrides, "tokenizer": prepared_tokenizer(data, overrides.get("tokenizer"))}
+            where["tokenizer"] = where["tokenizer"] if where["tokenizer"].startswith("--") else "the prepared data"
+        vocab = vocab_size_of(data, prepared, train_cfg)
+        model_cfg, train_cfg = build_configs(args.preset, overrides, vocab_size=vocab)
+    estimate = budget.training(model_cfg, max(train_cfg.batch_size // ranks, 1), grad_accum=train_cfg.grad_accum,
+                               threads=(args.threads or 1) * ranks)      # every rank gathers every shard's gradients
+    return Plan(model_cfg, train_cfg, data, prepared, estimate, ckpt, overrides, where)
+
+
+def prepared_tokenizer(folder, asked=None):
+    """The tokenizer a prepared folder was made with (its meta.json says): the run uses it. Only a
+    --tokenizer that names another one is a conflict."""
+    meta = read_json(os.path.join(folder, "meta.json"), what="prepared data description (meta.json)")
+    kind = meta.get("tokenizer") if isinstance(meta, dict) else None
+    if kind not in ("byte", "char", "bpe"):
+        raise ZeroLLMError(f"{folder}/meta.json names no tokenizer (byte, char or bpe); run 'zerollm prepare' again")
+    if asked is not None and asked != kind:
+        raise ZeroLLMError(f"--tokenizer {asked} conflicts with {folder}, which was prepared with the {kind} "
+                           f"tokenizer; leave --tokenizer out to use the folder's, or prepare it again with "
+                           f"--tokenizer {asked}")
+    return kind
+
+
+def print_config(plan, run_dir, preset):
+    """The --show-config report: every setting of the run, and where its value comes from."""
+    print(f"configuration of {run_dir}: " + ("resumed from " + plan.ckpt.path if plan.ckpt else
+          f"preset {preset}" if preset else f"no --preset, so {DEFAULT_PRESET}'s values"))
+    print(f"data: {plan.data}" + ("" if plan.prepared else " (a text file, prepared into the run directory)"))
+    vocab = {"vocab_size": "checkpoint" if plan.ckpt else "the data"}      # GPTConfig's; TrainConfig's is BPE's
+    for title, cfg, where in (("model (GPTConfig)", plan.model_cfg, {**plan.sources, **vocab}),
+                              ("training (TrainConfig)", plan.train_cfg, plan.sources)):
+        print(f"{title}:")
+        for name, value in asdict(cfg).items():
+            print(f"  {name:<20} {value!s:<12} {where.get(name, 'default')}")
+
+
+def print_plan(plan, run_dir):
+    """The --dry-run report: model, data, and the memory of one training step against what is available."""
+    from zerollm.model.budget import available_memory, fmt_bytes, param_count
+    m, t = plan.model_cfg, plan.train_cfg
+    source = plan.data if plan.prepared else f"{plan.data} (prepared into {run_dir}/data with the " \
+                                             f"{t.tokenizer} tokenizer)"
+    print(f"dry run: nothing is written. Run directory: {run_dir}"
+          + (f", resuming at step {plan.ckpt.step}" if plan.ckpt else ""))
+    print(f"model: {param_count(m):,} parameters ({m.n_layer} layers, {m.n_head} heads, {m.n_embd} dims, "
+          f"block {m.block_size}, vocab {m.vocab_size}, {m.dtype}, {m.attn_impl} attention)")
+    print(f"data: {source}")
+    print(f"steps: {t.max_iters} of batch {t.batch_size} x {m.block_size} tokens"
+          + (f" x {t.grad_accum} micro-batches" if t.grad_accum > 1 else ""))
+    have = available_memory()
+    print("memory of one training step (estimate):")
+    print(plan.estimate.table(have))
+    fits = have[0] is None or plan.estimate.total <= have[0]
+    print("fits: " + ("yes" if fits else f"no, {fmt_bytes(plan.estimate.total - have[0])} too much"))

@@ -1,0 +1,111 @@
+"""Running a built Trainer as every command does: the run directory locked, fit() with log.jsonl,
+Ctrl-C answered with a checkpoint and exit code 130, the final plots. ``zerollm train`` and every
+post-training stage (zerollm.align.stage) call ``train_and_report`` once their Trainer is built.
+"""
+
+import contextlib
+import os
+import sys
+
+import numpy as np
+
+from zerollm.engine import get_engine
+from zerollm.engine.threads import limit_threads
+from zerollm.io.errors import ZeroLLMError
+from zerollm.io.lock import run_directory
+from zerollm.training import dist
+from zerollm.training.outlets import closed_pipes_tolerated
+from zerollm.io.i18n import default_lang
+from zerollm.training.runlog import JsonlLog, find_fonts, import_font_manager, plot_expert_load, plot_losses
+from zerollm.training.trainer import TrainingInterrupted, fit
+
+
+@contextlib.contextmanager
+def locked_run_dir(run_dir, world):
+    """Rank 0 (the one process that writes) holds the run directory's lock (zerollm.io.lock.run_directory);
+    under MPI the other ranks learn at once whether it got it, and stop with it if not. Yields started()."""
+    with contextlib.ExitStack() as stack:
+        started, failure = (lambda: None), None
+        if world.is_main:
+            try:
+                started = stack.enter_context(run_directory(run_dir))
+            except ZeroLLMError as err:
+                failure = err
+        if world.comm is not None:         # all ranks fail together, as for a bad command line
+            message = world.comm.allgather(None if failure is None else str(failure))[0]
+            failure = failure or (ZeroLLMError(message) if message else None)
+        if failure is not None:
+            raise failure
+        yield started
+
+
+def say(message):
+    """A line on stderr, from rank 0 only (zerollm.training.dist)."""
+    if dist.world().is_main:
+        print(message, file=sys.stderr)
+
+
+def train_and_report(trainer, run_dir, name, *, resumed, progress, blas_threads):
+    """Run fit() with log.jsonl, Ctrl-C and the final plot: what `zerollm train` and every post-training
+    command do once their Trainer is built. Returns the exit code. Output to a pipe nobody reads any more
+    (``| tee log`` ended by the same Ctrl-C) is dropped, never an error (zerollm.training.outlets)."""
+    with closed_pipes_tolerated():
+        return _train_and_report(trainer, run_dir, name, resumed=resumed, progress=progress,
+                                 blas_threads=blas_threads)
+
+
+def _train_and_report(trainer, run_dir, name, *, resumed, progress, blas_threads):
+    main = trainer.world.is_main
+    log_path = os.path.join(run_dir, "log.jsonl")
+    if main:
+        os.makedirs(run_dir, exist_ok=True)
+    log = JsonlLog(log_path, keep_before=trainer.iter if resumed else None) if main else None
+    say(f"run dir: {run_dir}; {trainer.objective.describe()}; step {trainer.iter} of {trainer.cfg.max_iters}"
+        + (f"; {trainer.world.size} ranks x {trainer.threads} threads" if trainer.world.size > 1 else "")
+        + f"; {get_engine()} engine")
+    try:
+        # with several threads (or ranks) each shard runs single-threaded BLAS (see zerollm.training.parallel)
+        one_each = trainer.threads > 1 or trainer.world.size > 1
+        with limit_threads(1 if one_each else blas_threads):
+            best = fit(trainer, run_dir, log=log, progress=progress)
+    except TrainingInterrupted as stop:
+        say(f"zerollm {name}: {stop}")
+        return 130
+    except KeyboardInterrupt:                  # a second Ctrl-C (zerollm.training.trainer.StopRequests)
+        say(f"zerollm {name}: stopped at once at step {trainer.iter}; the last checkpoint in {run_dir} is kept: "
+            "continue with --resume")
+        return 130
+    finally:
+        if log is not None:
+            log.close()
+    if main:
+        shown = f", best val loss {best:.4f}" if np.isfinite(best) else ""
+        print(f"done: step {trainer.iter}{shown}; checkpoint in {run_dir}")
+        if trainer.scaler is not None:
+            print(f"fp16 loss scale {float(trainer.scaler.scale):g}; {trainer.scaler.skipped} steps skipped on overflow")
+        _maybe_plot(log_path, run_dir, trainer.model.config, trainer.objective.kind)
+    return 0
+
+
+def _moe_line(model):
+    cfg = model.config
+    if not cfg.n_expert:
+        return ""
+    return (f"; mixture of experts in blocks {cfg.moe_layers}: top-{cfg.n_expert_active} of {cfg.n_expert} experts"
+            f"{f' + {cfg.n_shared_expert} shared' if cfg.n_shared_expert else ''}, "
+            f"{model.num_params(active=True):,} parameters active per token")
+
+
+def _maybe_plot(log_path, run_dir, model_cfg, kind):
+    png = os.path.join(run_dir, "loss.png")
+    try:
+        lang = default_lang()                       # 中文 labels in a Chinese locale, when a CJK font is there
+        families = find_fonts(import_font_manager())[0] if lang == "zh" else None
+        plot_losses(log_path, png, kind=kind, lang=lang, families=families if families and len(families) > 1 else None)
+        print(f"loss curve: {png}")
+        if model_cfg.n_expert:
+            png = os.path.join(run_dir, "expert_load.png")
+            if plot_expert_load(log_path, png, model_cfg.moe_layers):
+                print(f"expert load: {png}")
+    except ImportError:
+        print('plots skipped: matplotlib is not installed (pip install "zerollm[viz]")', file=sys.stderr)

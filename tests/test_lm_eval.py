@@ -7,7 +7,6 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 
 import pytest
 
@@ -16,14 +15,15 @@ from zerollm.cli.entry import main
 from tiny_runs import tiny_text
 
 # the Hub cannot be reached: lm-eval's datasets read the local JSONL files only, with a cache in /tmp
-OFFLINE = {"HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-           "HF_HOME": os.path.join(tempfile.gettempdir(), "zerollm-test-hf-home")}
+OFFLINE = {"HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
 
 
 @pytest.fixture(autouse=True, scope="module")
-def offline():
-    """The Hub switched off for this module's tests only (set at import, it leaked into every later test,
-    and the docs test's [online] commands could no longer reach their local stand-in)."""
+def offline(tmp_path_factory):
+    """The Hub switched off, and the datasets cache in pytest's temporary folder (a clone in /tmp must not
+    open files beside itself), for this module's tests only: set at import, it leaked into every later test,
+    and the docs test's [online] commands could no longer reach their local stand-in."""
+    OFFLINE["HF_HOME"] = str(tmp_path_factory.mktemp("hf-home"))
     saved = {k: os.environ.get(k) for k in OFFLINE}
     os.environ.update(OFFLINE)
     yield

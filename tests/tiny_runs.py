@@ -51,17 +51,22 @@ def tiny_run(tmp_path_factory, tokenizer="char", pos="learned"):
     return _MADE[key]
 
 
+def random_base(folder, chars, block_size):
+    """FOLDER/base: a random 1-layer model directory with a char tokenizer of ``chars``."""
+    from zerollm.interop import hf
+    from zerollm.model.gpt import GPT, GPTConfig
+    from zerollm.tokenizers import CharTokenizer
+    tok = CharTokenizer.train(chars)
+    model = GPT(GPTConfig(vocab_size=tok.vocab_size, block_size=block_size, n_layer=1, n_head=2, n_embd=16), seed=0)
+    hf.save_zerollm(model, folder / "base", tokenizer=tok)
+
+
 def tiny_stage_base(folder):
     """``folder``/base: a random 1-layer model directory with a char tokenizer of sums, and sft.jsonl,
     prompts.jsonl (addition) and prefs.jsonl beside it: enough for every post-training command."""
     from zerollm.align.tasks import addition
     from zerollm.data.formats import write_jsonl
-    from zerollm.interop import hf
-    from zerollm.model.gpt import GPT, GPTConfig
-    from zerollm.tokenizers import CharTokenizer
-    tok = CharTokenizer.train("0123456789+=\n")
-    model = GPT(GPTConfig(vocab_size=tok.vocab_size, block_size=32, n_layer=1, n_head=2, n_embd=16), seed=0)
-    hf.save_zerollm(model, folder / "base", tokenizer=tok)
+    random_base(folder, "0123456789+=\n", block_size=32)
     rows = addition.make(12, "train", 0)
     write_jsonl(folder / "sft.jsonl", rows)
     write_jsonl(folder / "prompts.jsonl", rows)
@@ -77,15 +82,10 @@ def acrostic_base(folder, n_train, n_heldout):
     with a char tokenizer of their poems (what SFT tests start from). Returns the train rows."""
     from zerollm.align.tasks import acrostic
     from zerollm.data.formats import write_jsonl
-    from zerollm.interop import hf
-    from zerollm.model.gpt import GPT, GPTConfig
-    from zerollm.tokenizers import CharTokenizer
     train, heldout = acrostic.make(n_train, "train", 0), acrostic.make(n_heldout, "heldout", 0)
     write_jsonl(folder / "train.jsonl", train)
     write_jsonl(folder / "heldout.jsonl", heldout)
-    tok = CharTokenizer.train("\n" + "".join(r["completion"] for r in train + heldout))
-    model = GPT(GPTConfig(vocab_size=tok.vocab_size, block_size=40, n_layer=1, n_head=2, n_embd=16), seed=0)
-    hf.save_zerollm(model, folder / "base", tokenizer=tok)
+    random_base(folder, "\n" + "".join(r["completion"] for r in train + heldout), block_size=40)
     return train
 
 

@@ -102,6 +102,11 @@ def autocast(fmt):
         _active.fmt = previous
 
 
+def autocast_format():
+    """The 16-bit format ``cast`` rounds to in this thread now, or None (float32)."""
+    return getattr(_active, "fmt", None)
+
+
 def cast(x):
     """What a layer calls on a matrix product's input: x itself in float32 mode (no copy, no cost),
     else x rounded to the active 16-bit format."""

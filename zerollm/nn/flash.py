@@ -213,9 +213,18 @@ def flash_sdpa_forward(q, k, v, *, causal=True, mask=None, tile=None, dropout=0.
     """
     tile = default_tile(k.shape[-2]) if tile is None else tile
     mask = _check(q, k, v, mask, tile, dropout, rng, training)
-    T, Tk, hs = q.shape[-2], k.shape[-2], q.shape[-1]
-    dt, offset, scale = q.dtype, k.shape[-2] - q.shape[-2], 1.0 / np.sqrt(hs)
+    scale = 1.0 / np.sqrt(q.shape[-1])
     seed = int(rng.integers(2**63)) if training and dropout > 0 else None
+    out, lse = flash_forward_tiles(q, k, v, causal, mask, tile, scale, dropout, seed)
+    return out, FlashCache(q, k, v, out, lse, causal, mask, tile, scale, dropout, seed)
+
+
+@accelerated
+def flash_forward_tiles(q, k, v, causal, mask, tile, scale, dropout, seed):
+    """The tile loops of the forward: returns (out, lse). The fast engine runs all of it in one
+    kernel (zerollm/engine/fast/flash.py), with tile sizes of its own."""
+    T, Tk = q.shape[-2], k.shape[-2]
+    dt, offset = q.dtype, Tk - T
     out = np.empty_like(q)                                     # (B, nkv, g, T, hs)
     lse = np.empty(q.shape[:-1] + (1,), dt)                    # (B, nkv, g, T, 1)
     for i0, i1 in _tiles(T, tile):
@@ -241,12 +250,13 @@ def flash_sdpa_forward(q, k, v, *, causal=True, mask=None, tile=None, dropout=0.
         empty = l == 0
         out[..., i0:i1, :] = acc / np.where(empty, dt.type(1), l)
         lse[..., i0:i1, :] = np.where(empty, dt.type(np.inf), m + np.log(np.where(empty, dt.type(1), l)))
-    return out, FlashCache(q, k, v, out, lse, causal, mask, tile, scale, dropout, seed)
+    return out, lse
 
 
 # ----------------------------------------------------------------------------
 # backward
 
+@accelerated
 def flash_sdpa_backward(dout, cache):
     """forward was S = q k^T * scale (hidden = -inf), P = softmax(S), P' = P * dropout, out = P' v, so:
         P   = exp(S - lse)                   recomputed per tile; lse makes it normalised at once

@@ -6,9 +6,15 @@ rows (R, tq, tk); with a causal TileMask, row r of the tile sees keys up to q0 +
 the tile's first key), and the hidden rest of the row is written as 0 without an exp.
 """
 
-import numpy as np
+import functools
 
-from zerollm.engine.fast.jit import exact_kernel, exp32, float32_arrays, kernel
+import numba
+import numpy as np
+from numba import prange
+
+from zerollm.engine.amp import autocast_format
+from zerollm.engine.fast.blas import NO_TRANS, ROW_MAJOR, TRANS, blas_threads, sgemm, single_threaded_blas
+from zerollm.engine.fast.jit import exact_kernel, exp32, float32_arrays, inline, kernel, parallel_kernel
 
 
 @kernel
@@ -90,5 +96,276 @@ def tile_softmax_backward(p, dp, D):
     return dp
 
 
+
+
+# ----------------------------------------------------------------------------
+# the whole tiled attention in one kernel: the tile loops in numba, the products in NumPy's BLAS
+#
+# References: ``flash_forward_tiles`` and ``flash_sdpa_backward`` in zerollm.nn.flash (same maths).
+# Layout: q, out, dout as (BH, T, hs) with BH = B * nkv * g; k, v as (BKV, Tk, hs), BKV = B * nkv;
+# query head bh reads kv head bh // g. Every block handed to BLAS is a run of whole rows of a
+# C-contiguous array, so no copy is ever made. The work is cut into items, (query head, query tile)
+# in the forward and (kv head, key tile) in the backward, and the items are dealt to the threads
+# beforehand so that each thread gets the same number of (query tile, key tile) pairs (causal rows
+# differ in length); ``prange`` then runs one thread's list per iteration.
+
+FWD_TQ, FWD_TK = 128, 256      # queries and keys per tile: a (128, 256) float32 tile of scores is 128 KB
+BWD_TQ, BWD_TK = 128, 128      #   (in L2), and the products are large enough for BLAS to run near its peak
+
+
+# The online softmax subtracts a running row max m before exp, so that exp never overflows, and
+# rescales by exp(m_old - m_new) when m grows. Any upper bound of the row's scores does as well as
+# the max: with |q_s . k| <= |q_s| max_j |k_j| (Cauchy-Schwarz), m is fixed per row before the first
+# tile, no max pass, no rescaling. Exact maths either way; the bound is used where it is at most
+# FIXED_MAX, so that exp(s - m) >= exp(-2 FIXED_MAX) stays a normal float32 (no lost precision).
+FIXED_MAX = 40.0
+
+
+@inline
+def _row_max(row, n, m):
+    """max(m, row[0 .. n-1]) with 16 running maxima: one SIMD compare per 16 scores (a single
+    running max is a chain that LLVM leaves scalar, 3x slower)."""
+    lanes = np.full(16, m, np.float32)
+    body = n // 16 * 16
+    for c0 in range(0, body, 16):
+        for c in range(16):
+            x = row[c0 + c]
+            lanes[c] = x if x > lanes[c] else lanes[c]
+    for c in range(16):
+        m = lanes[c] if lanes[c] > m else m
+    for c in range(body, n):
+        m = row[c] if row[c] > m else m
+    return m
+
+
+@inline
+def _visible(row, k0, nk, causal):
+    """How many of the keys k0 .. k0 + nk - 1 the query at absolute position ``row`` sees."""
+    return min(max(row - k0 + 1, 0), nk) if causal else nk
+
+
+def _forward_items(plan, q, k, v, bound, out, lse, g, offset, causal, gemm):
+    """Each item: one query tile of one head, all its key tiles, the online softmax in between."""
+    BH, T, hs = q.shape
+    Tk = k.shape[1]
+    tq, tk = FWD_TQ, FWD_TK
+    n_tiles = (T + tq - 1) // tq
+    for t in prange(plan.shape[0]):
+        s = np.empty((tq, tk), np.float32)                    # one tile of scores, then weights
+        acc = np.empty((tq, hs), np.float32)                  # running output, unnormalised
+        m = np.empty(tq, np.float32)                          # running max per query row
+        l = np.empty(tq, np.float32)                          # running sum of exp(s - m)
+        for w in range(plan.shape[1]):
+            item = plan[t, w]
+            if item < 0:
+                break
+            bh, i0 = item // n_tiles, (item % n_tiles) * tq
+            kv = bh // g
+            n = min(tq, T - i0)
+            acc[:n] = 0
+            l[:n] = 0
+            for r in range(n):                                # the reference of exp(s - m): see FIXED_MAX
+                b = bound[bh, i0 + r]
+                m[r] = b if b <= FIXED_MAX else -np.inf
+            stop = min(Tk, offset + i0 + n) if causal else Tk   # keys after the tile's last query: skipped
+            for j0 in range(0, stop, tk):
+                nk = min(tk, stop - j0)
+                gemm(ROW_MAJOR, NO_TRANS, TRANS, n, nk, hs, np.float32(1.0), q[bh, i0:].ctypes, hs,
+                     k[kv, j0:].ctypes, hs, np.float32(0.0), s.ctypes, tk)             # s = q_s k^T
+                for r in range(n):
+                    row = s[r]
+                    vis = _visible(offset + i0 + r, j0, nk, causal)
+                    m_old = m[r]
+                    fixed = bound[bh, i0 + r] <= FIXED_MAX
+                    m_new = m_old if fixed else _row_max(row, vis, m_old)
+                    ref = np.float32(0.0) if m_new == -np.inf else m_new
+                    total = np.float32(0.0)
+                    for c in range(vis):
+                        e = exp32(row[c] - ref)
+                        row[c] = e
+                        total += e
+                    for c in range(vis, nk):
+                        row[c] = 0
+                    if fixed:
+                        l[r] += total
+                    else:
+                        a = exp32(m_old - ref)                # rescales what was summed against m_old
+                        l[r] = l[r] * a + total
+                        m[r] = m_new
+                        for c in range(hs):
+                            acc[r, c] *= a
+                gemm(ROW_MAJOR, NO_TRANS, NO_TRANS, n, hs, nk, np.float32(1.0), s.ctypes, tk,
+                     v[kv, j0:].ctypes, hs, np.float32(1.0), acc.ctypes, hs)          # acc += p v
+            for r in range(n):
+                if l[r] == 0:                                 # every key hidden: output 0, lse +inf
+                    out[bh, i0 + r] = 0
+                    lse[bh, i0 + r] = np.inf
+                else:
+                    inv = np.float32(1.0) / l[r]
+                    for c in range(hs):
+                        out[bh, i0 + r, c] = acc[r, c] * inv
+                    lse[bh, i0 + r] = m[r] + np.log(l[r])
+
+
+def _backward_items(plan, q, k, v, dout, lse, D, dq, dk, dv, g, offset, causal, gemm):
+    """Each item: one key tile of one kv head; every query tile that sees it, of its g query heads.
+    dk, dv of the tile are summed locally and written once; dq goes to this thread's own buffer
+    dq[t] (the threads' buffers are added up afterwards), so no two threads write the same row."""
+    BH, T, hs = q.shape
+    Tk = k.shape[1]
+    tq, tk = BWD_TQ, BWD_TK
+    n_tiles = (Tk + tk - 1) // tk
+    for t in prange(plan.shape[0]):
+        s = np.empty((tq, tk), np.float32)                    # scores, then the weights P
+        dp = np.empty((tq, tk), np.float32)                   # dP, then dS
+        dk_j = np.empty((tk, hs), np.float32)
+        dv_j = np.empty((tk, hs), np.float32)
+        dq_t = dq[t]
+        for w in range(plan.shape[1]):
+            item = plan[t, w]
+            if item < 0:
+                break
+            kv, j0 = item // n_tiles, (item % n_tiles) * tk
+            nk = min(tk, Tk - j0)
+            dk_j[:nk] = 0
+            dv_j[:nk] = 0
+            first = max(j0 - offset, 0) // tq * tq if causal else 0   # the first query tile that sees key j0
+            for h in range(g):
+                bh = kv * g + h
+                for i0 in range(first, T, tq):
+                    n = min(tq, T - i0)
+                    gemm(ROW_MAJOR, NO_TRANS, TRANS, n, nk, hs, np.float32(1.0), q[bh, i0:].ctypes, hs,
+                         k[kv, j0:].ctypes, hs, np.float32(0.0), s.ctypes, tk)         # s = q_s k^T
+                    for r in range(n):                                                # P = exp(s - lse)
+                        row = s[r]
+                        vis = _visible(offset + i0 + r, j0, nk, causal)
+                        c0 = lse[bh, i0 + r]
+                        for c in range(vis):
+                            row[c] = exp32(row[c] - c0)
+                        for c in range(vis, nk):
+                            row[c] = 0
+                    gemm(ROW_MAJOR, TRANS, NO_TRANS, nk, hs, n, np.float32(1.0), s.ctypes, tk,
+                         dout[bh, i0:].ctypes, hs, np.float32(1.0), dv_j.ctypes, hs)  # dv += P^T dout
+                    gemm(ROW_MAJOR, NO_TRANS, TRANS, n, nk, hs, np.float32(1.0), dout[bh, i0:].ctypes, hs,
+                         v[kv, j0:].ctypes, hs, np.float32(0.0), dp.ctypes, tk)       # dP = dout v^T
+                    for r in range(n):                                                # dS = P (dP - D)
+                        d = D[bh, i0 + r]
+                        for c in range(nk):
+                            dp[r, c] = s[r, c] * (dp[r, c] - d)
+                    gemm(ROW_MAJOR, NO_TRANS, NO_TRANS, n, hs, nk, np.float32(1.0), dp.ctypes, tk,
+                         k[kv, j0:].ctypes, hs, np.float32(1.0), dq_t[bh, i0:].ctypes, hs)   # dq += dS k
+                    gemm(ROW_MAJOR, TRANS, NO_TRANS, nk, hs, n, np.float32(1.0), dp.ctypes, tk,
+                         q[bh, i0:].ctypes, hs, np.float32(1.0), dk_j.ctypes, hs)     # dk += dS^T q_s
+            dk[kv, j0:j0 + nk] = dk_j[:nk]
+            dv[kv, j0:j0 + nk] = dv_j[:nk]
+
+
+def _row_dots(a, b, out):
+    """out[h, i] = a[h, i] . b[h, i]: D = rowsum(dout * out) of the backward."""
+    H, T, hs = a.shape
+    for h in range(H):
+        for i in range(T):
+            x = np.float32(0.0)
+            for c in range(hs):
+                x += a[h, i, c] * b[h, i, c]
+            out[h, i] = x
+
+
+# each loop compiled twice: serial (prange is range; one thread, e.g. inside a data-parallel shard)
+# and threaded (numba's threads, one per BLAS thread the caller allowed)
+_forward_serial, _backward_serial = kernel(_forward_items), kernel(_backward_items)
+_forward_threaded, _backward_threaded = parallel_kernel(_forward_items), parallel_kernel(_backward_items)
+_row_dots = kernel(_row_dots)
+
+
+@functools.lru_cache(maxsize=64)
+def _plan(n_threads, costs):
+    """Deal items 0 .. len(costs)-1 to n_threads lists of about equal total cost (the largest item
+    first, always to the least loaded thread). Returns an (n_threads, longest) int64 array, -1 padded."""
+    lists, load = [[] for _ in range(n_threads)], [0] * n_threads
+    for item in sorted(range(len(costs)), key=lambda i: -costs[i]):
+        t = load.index(min(load))
+        lists[t].append(item)
+        load[t] += costs[item]
+    plan = np.full((n_threads, max(len(x) for x in lists)), -1, np.int64)
+    for t, items in enumerate(lists):
+        plan[t, :len(items)] = items
+    return plan
+
+
+def _threads(n_items):
+    """Threads for a kernel: what BLAS was allowed (--threads), at most numba's and one per item."""
+    return max(1, min(blas_threads(), numba.config.NUMBA_NUM_THREADS, n_items))
+
+
+def _supported(q, k, v, causal, mask, dropout):
+    return (mask is None and not dropout and autocast_format() is None and sgemm() is not None
+            and all(isinstance(a, np.ndarray) and a.dtype == np.float32 and a.ndim == 5 for a in (q, k, v)))
+
+
+def _run(serial, threaded, n_threads, *args):
+    if n_threads == 1:
+        return serial(*args)
+    with single_threaded_blas():
+        before = numba.get_num_threads()
+        numba.set_num_threads(n_threads)
+        try:
+            return threaded(*args)
+        finally:
+            numba.set_num_threads(before)
+
+
+def flash_forward_tiles(q, k, v, causal, mask, tile, scale, dropout, seed):
+    if not _supported(q, k, v, causal, mask, dropout):
+        return NotImplemented
+    B, nkv, g, T, hs = q.shape
+    Tk, offset = k.shape[-2], k.shape[-2] - T
+    q_s = np.empty((B * nkv * g, T, hs), np.float32)
+    np.multiply(q.reshape(q_s.shape), np.float32(scale), out=q_s)        # scaled, C-contiguous
+    k_c = np.ascontiguousarray(k).reshape(B * nkv, Tk, hs)
+    v_c = np.ascontiguousarray(v).reshape(B * nkv, Tk, hs)
+    out = np.empty(q_s.shape, np.float32)
+    lse = np.empty(q_s.shape[:2], np.float32)
+    k_max = np.sqrt(np.einsum("hkc,hkc->hk", k_c, k_c).max(axis=1, initial=0.0))          # (BKV,)
+    bound = np.sqrt(np.einsum("htc,htc->ht", q_s, q_s)) * np.repeat(k_max, g)[:, None]   # (BH, T)
+    n_tiles = -(-T // FWD_TQ)
+    costs = tuple(min(Tk, offset + min(i + 1, n_tiles) * FWD_TQ) if causal else Tk
+                  for _ in range(q_s.shape[0]) for i in range(n_tiles))
+    n_threads = _threads(len(costs))
+    _run(_forward_serial, _forward_threaded, n_threads, _plan(n_threads, costs), q_s, k_c, v_c, bound, out, lse,
+         g, offset, bool(causal), sgemm())
+    return out.reshape(q.shape), lse.reshape(q.shape[:-1] + (1,))
+
+
+def flash_sdpa_backward(dout, cache):
+    q, k, v = cache.q, cache.k, cache.v
+    if not _supported(q, k, v, cache.causal, cache.mask, cache.dropout if cache.seed is not None else 0.0) \
+            or not isinstance(dout, np.ndarray) or dout.dtype != np.float32:
+        return NotImplemented
+    B, nkv, g, T, hs = q.shape
+    Tk, offset = k.shape[-2], k.shape[-2] - T
+    BH, BKV = B * nkv * g, B * nkv
+    q_s = np.empty((BH, T, hs), np.float32)
+    np.multiply(q.reshape(BH, T, hs), np.float32(cache.scale), out=q_s)
+    do = np.ascontiguousarray(dout).reshape(BH, T, hs)
+    k_c = np.ascontiguousarray(k).reshape(BKV, Tk, hs)
+    v_c = np.ascontiguousarray(v).reshape(BKV, Tk, hs)
+    lse = np.ascontiguousarray(cache.lse).reshape(BH, T)
+    D = np.empty((BH, T), np.float32)
+    _row_dots(do, np.ascontiguousarray(cache.out).reshape(BH, T, hs), D)
+    n_tiles, causal = -(-Tk // BWD_TK), bool(cache.causal)
+    costs = tuple(g * (T - max(j * BWD_TK - offset, 0) // BWD_TQ * BWD_TQ if causal else T)
+                  for _ in range(BKV) for j in range(n_tiles))
+    n_threads = _threads(len(costs))
+    dq = np.zeros((n_threads, BH, T, hs), np.float32)                    # one buffer per thread
+    dk, dv = np.empty((BKV, Tk, hs), np.float32), np.empty((BKV, Tk, hs), np.float32)
+    _run(_backward_serial, _backward_threaded, n_threads, _plan(n_threads, costs), q_s, k_c, v_c, do, lse, D,
+         dq, dk, dv, g, offset, causal, sgemm())
+    dq = dq[0] if n_threads == 1 else dq.sum(axis=0)
+    dq *= np.float32(cache.scale)
+    return dq.reshape(q.shape), dk.reshape(k.shape), dv.reshape(v.shape)
+
+
 KERNELS = {"tile_softmax_step": tile_softmax_step, "tile_probs": tile_probs,
-           "tile_softmax_backward": tile_softmax_backward}
+           "tile_softmax_backward": tile_softmax_backward,
+           "flash_forward_tiles": flash_forward_tiles, "flash_sdpa_backward": flash_sdpa_backward}

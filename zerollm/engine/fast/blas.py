@@ -1,0 +1,97 @@
+"""NumPy's own BLAS, callable from inside a numba kernel: sgemm and the BLAS thread count.
+
+Why: a kernel that loops over attention tiles multiplies small blocks (128 x 64 by 64 x 256, say)
+thousands of times. Calling np.matmul for each from Python costs microseconds of glue per call and
+cannot run in numba's threads. Here the very library NumPy uses (the same OpenBLAS, the same speed,
+the same threadpoolctl limits) is opened with ctypes, and its C entry point ``cblas_sgemm`` is handed
+to the kernels as an argument (numba calls ctypes functions natively; passed as an argument, not as a
+global, the function's address stays out of numba's on-disk cache).
+
+``sgemm()`` is None when NumPy's BLAS is not an OpenBLAS we can find (another NumPy build): the
+kernels that need it then answer NotImplemented and the NumPy reference runs.
+
+Row-major cblas_sgemm: C (M, N) = alpha * op(A) (M, K) @ op(B) (K, N) + beta * C, with lda, ldb,
+ldc the row strides in elements; op(X) = X or X^T (TRANS).
+"""
+
+import ctypes
+import functools
+import glob
+import os
+
+import numpy as np
+
+ROW_MAJOR, NO_TRANS, TRANS = 101, 111, 112
+
+# (sgemm symbol, threads setter, threads getter, integer type): NumPy's wheels ship a 64-bit-integer
+# OpenBLAS with a "scipy_" prefix and a "64_" suffix; a plain OpenBLAS has the unprefixed names
+_SYMBOLS = [("scipy_cblas_sgemm64_", "scipy_openblas_set_num_threads64_", "scipy_openblas_get_num_threads64_",
+             ctypes.c_int64),
+            ("cblas_sgemm64_", "openblas_set_num_threads64_", "openblas_get_num_threads64_", ctypes.c_int64),
+            ("cblas_sgemm", "openblas_set_num_threads", "openblas_get_num_threads", ctypes.c_int)]
+
+
+def _numpy_blas_files():
+    """Candidate shared libraries of NumPy's BLAS: threadpoolctl's answer first, then numpy.libs."""
+    files = []
+    try:
+        from threadpoolctl import threadpool_info
+        files += [i["filepath"] for i in threadpool_info()
+                  if i.get("internal_api") == "openblas" and "numpy" in i["filepath"]]
+    except ImportError:
+        pass
+    libs = os.path.join(os.path.dirname(os.path.dirname(np.__file__)), "numpy.libs")
+    return files + sorted(glob.glob(os.path.join(libs, "*openblas*")))
+
+
+class _Blas:
+    def __init__(self, lib, names):
+        gemm, setter, getter, integer = names
+        self.sgemm = getattr(lib, gemm)
+        c_float, ptr = ctypes.c_float, ctypes.c_void_p
+        self.sgemm.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int, integer, integer, integer, c_float,
+                               ptr, integer, ptr, integer, c_float, ptr, integer]
+        self.sgemm.restype = None
+        self.set_threads, self.get_threads = getattr(lib, setter), getattr(lib, getter)
+        self.set_threads.argtypes, self.set_threads.restype = [ctypes.c_int], None
+        self.get_threads.argtypes, self.get_threads.restype = [], ctypes.c_int
+
+
+@functools.cache
+def _blas():
+    for path in _numpy_blas_files():
+        try:
+            lib = ctypes.CDLL(path)
+        except OSError:
+            continue
+        for names in _SYMBOLS:
+            if all(hasattr(lib, n) for n in names[:3]):
+                return _Blas(lib, names)
+    return None
+
+
+def sgemm():
+    """The ctypes function cblas_sgemm of NumPy's BLAS, or None when it cannot be found."""
+    blas = _blas()
+    return None if blas is None else blas.sgemm
+
+
+def blas_threads():
+    """How many threads NumPy's BLAS may use now (what --threads / threadpoolctl set)."""
+    blas = _blas()
+    return 1 if blas is None else max(int(blas.get_threads()), 1)
+
+
+class single_threaded_blas:
+    """Inside the block NumPy's BLAS runs on the calling thread only: the kernel's own threads each
+    call it, and a BLAS that started threads of its own inside each call would oversubscribe the CPUs."""
+
+    def __enter__(self):
+        self.before = blas_threads()
+        if self.before != 1:
+            _blas().set_threads(1)
+        return self
+
+    def __exit__(self, *exc):
+        if self.before != 1:
+            _blas().set_threads(self.before)

@@ -144,6 +144,7 @@ def _visible(row, k0, nk, causal):
     return min(max(row - k0 + 1, 0), nk) if causal else nk
 
 
+@inline
 def _forward_items(plan, q, k, v, bound, out, lse, g, offset, causal, gemm):
     """Each item: one query tile of one head, all its key tiles, the online softmax in between."""
     BH, T, hs = q.shape
@@ -207,6 +208,7 @@ def _forward_items(plan, q, k, v, bound, out, lse, g, offset, causal, gemm):
                     lse[bh, i0 + r] = m[r] + np.log(l[r])
 
 
+@inline
 def _backward_items(plan, q, k, v, dout, lse, D, dq, dk, dv, g, offset, causal, gemm):
     """Each item: one key tile of one kv head; every query tile that sees it, of its g query heads.
     dk, dv of the tile are summed locally and written once; dq goes to this thread's own buffer
@@ -272,9 +274,29 @@ def _row_dots(a, b, out):
 
 
 # each loop compiled twice: serial (prange is range; one thread, e.g. inside a data-parallel shard)
-# and threaded (numba's threads, one per BLAS thread the caller allowed)
-_forward_serial, _backward_serial = kernel(_forward_items), kernel(_backward_items)
-_forward_threaded, _backward_threaded = parallel_kernel(_forward_items), parallel_kernel(_backward_items)
+# and threaded (numba's threads, one per BLAS thread the caller allowed). Two functions of their own,
+# not two dispatchers of one: numba's disk cache is keyed by the function, not by parallel=True.
+
+@kernel
+def _forward_serial(plan, q, k, v, bound, out, lse, g, offset, causal, gemm):
+    _forward_items(plan, q, k, v, bound, out, lse, g, offset, causal, gemm)
+
+
+@parallel_kernel
+def _forward_threaded(plan, q, k, v, bound, out, lse, g, offset, causal, gemm):
+    _forward_items(plan, q, k, v, bound, out, lse, g, offset, causal, gemm)
+
+
+@kernel
+def _backward_serial(plan, q, k, v, dout, lse, D, dq, dk, dv, g, offset, causal, gemm):
+    _backward_items(plan, q, k, v, dout, lse, D, dq, dk, dv, g, offset, causal, gemm)
+
+
+@parallel_kernel
+def _backward_threaded(plan, q, k, v, dout, lse, D, dq, dk, dv, g, offset, causal, gemm):
+    _backward_items(plan, q, k, v, dout, lse, D, dq, dk, dv, g, offset, causal, gemm)
+
+
 _row_dots = kernel(_row_dots)
 
 

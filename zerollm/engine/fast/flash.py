@@ -145,10 +145,10 @@ def _visible(row, k0, nk, causal):
 
 
 @inline
-def _forward_items(plan, q, k, v, bound, out, lse, g, offset, causal, gemm):
+def _forward_items(plan, q, k_t, v, bound, out, lse, g, offset, causal, gemm):
     """Each item: one query tile of one head, all its key tiles, the online softmax in between."""
     BH, T, hs = q.shape
-    Tk = k.shape[1]
+    Tk = k_t.shape[2]
     tq, tk = FWD_TQ, FWD_TK
     n_tiles = (T + tq - 1) // tq
     for t in prange(plan.shape[0]):
@@ -171,8 +171,8 @@ def _forward_items(plan, q, k, v, bound, out, lse, g, offset, causal, gemm):
             stop = min(Tk, offset + i0 + n) if causal else Tk   # keys after the tile's last query: skipped
             for j0 in range(0, stop, tk):
                 nk = min(tk, stop - j0)
-                gemm(ROW_MAJOR, NO_TRANS, TRANS, n, nk, hs, np.float32(1.0), q[bh, i0:].ctypes, hs,
-                     k[kv, j0:].ctypes, hs, np.float32(0.0), s.ctypes, tk)             # s = q_s k^T
+                gemm(ROW_MAJOR, NO_TRANS, NO_TRANS, n, nk, hs, np.float32(1.0), q[bh, i0:].ctypes, hs,
+                     k_t[kv, :, j0:].ctypes, Tk, np.float32(0.0), s.ctypes, tk)        # s = q_s k^T
                 for r in range(n):
                     row = s[r]
                     vis = _visible(offset + i0 + r, j0, nk, causal)
@@ -209,7 +209,7 @@ def _forward_items(plan, q, k, v, bound, out, lse, g, offset, causal, gemm):
 
 
 @inline
-def _backward_items(plan, q, k, v, dout, lse, D, dq, dk, dv, g, offset, causal, gemm):
+def _backward_items(plan, q, k, k_t, v_t, dout, lse, D, dq, dk, dv, g, offset, causal, gemm):
     """Each item: one key tile of one kv head; every query tile that sees it, of its g query heads.
     dk, dv of the tile are summed locally and written once; dq goes to this thread's own buffer
     dq[t] (the threads' buffers are added up afterwards), so no two threads write the same row."""
@@ -236,8 +236,8 @@ def _backward_items(plan, q, k, v, dout, lse, D, dq, dk, dv, g, offset, causal, 
                 bh = kv * g + h
                 for i0 in range(first, T, tq):
                     n = min(tq, T - i0)
-                    gemm(ROW_MAJOR, NO_TRANS, TRANS, n, nk, hs, np.float32(1.0), q[bh, i0:].ctypes, hs,
-                         k[kv, j0:].ctypes, hs, np.float32(0.0), s.ctypes, tk)         # s = q_s k^T
+                    gemm(ROW_MAJOR, NO_TRANS, NO_TRANS, n, nk, hs, np.float32(1.0), q[bh, i0:].ctypes, hs,
+                         k_t[kv, :, j0:].ctypes, Tk, np.float32(0.0), s.ctypes, tk)    # s = q_s k^T
                     for r in range(n):                                                # P = exp(s - lse)
                         row = s[r]
                         vis = _visible(offset + i0 + r, j0, nk, causal)
@@ -248,8 +248,8 @@ def _backward_items(plan, q, k, v, dout, lse, D, dq, dk, dv, g, offset, causal, 
                             row[c] = 0
                     gemm(ROW_MAJOR, TRANS, NO_TRANS, nk, hs, n, np.float32(1.0), s.ctypes, tk,
                          dout[bh, i0:].ctypes, hs, np.float32(1.0), dv_j.ctypes, hs)  # dv += P^T dout
-                    gemm(ROW_MAJOR, NO_TRANS, TRANS, n, nk, hs, np.float32(1.0), dout[bh, i0:].ctypes, hs,
-                         v[kv, j0:].ctypes, hs, np.float32(0.0), dp.ctypes, tk)       # dP = dout v^T
+                    gemm(ROW_MAJOR, NO_TRANS, NO_TRANS, n, nk, hs, np.float32(1.0), dout[bh, i0:].ctypes, hs,
+                         v_t[kv, :, j0:].ctypes, Tk, np.float32(0.0), dp.ctypes, tk)  # dP = dout v^T
                     for r in range(n):                                                # dS = P (dP - D)
                         d = D[bh, i0 + r]
                         for c in range(nk):
@@ -278,23 +278,23 @@ def _row_dots(a, b, out):
 # not two dispatchers of one: numba's disk cache is keyed by the function, not by parallel=True.
 
 @kernel
-def _forward_serial(plan, q, k, v, bound, out, lse, g, offset, causal, gemm):
-    _forward_items(plan, q, k, v, bound, out, lse, g, offset, causal, gemm)
+def _forward_serial(plan, q, k_t, v, bound, out, lse, g, offset, causal, gemm):
+    _forward_items(plan, q, k_t, v, bound, out, lse, g, offset, causal, gemm)
 
 
 @parallel_kernel
-def _forward_threaded(plan, q, k, v, bound, out, lse, g, offset, causal, gemm):
-    _forward_items(plan, q, k, v, bound, out, lse, g, offset, causal, gemm)
+def _forward_threaded(plan, q, k_t, v, bound, out, lse, g, offset, causal, gemm):
+    _forward_items(plan, q, k_t, v, bound, out, lse, g, offset, causal, gemm)
 
 
 @kernel
-def _backward_serial(plan, q, k, v, dout, lse, D, dq, dk, dv, g, offset, causal, gemm):
-    _backward_items(plan, q, k, v, dout, lse, D, dq, dk, dv, g, offset, causal, gemm)
+def _backward_serial(plan, q, k, k_t, v_t, dout, lse, D, dq, dk, dv, g, offset, causal, gemm):
+    _backward_items(plan, q, k, k_t, v_t, dout, lse, D, dq, dk, dv, g, offset, causal, gemm)
 
 
 @parallel_kernel
-def _backward_threaded(plan, q, k, v, dout, lse, D, dq, dk, dv, g, offset, causal, gemm):
-    _backward_items(plan, q, k, v, dout, lse, D, dq, dk, dv, g, offset, causal, gemm)
+def _backward_threaded(plan, q, k, k_t, v_t, dout, lse, D, dq, dk, dv, g, offset, causal, gemm):
+    _backward_items(plan, q, k, k_t, v_t, dout, lse, D, dq, dk, dv, g, offset, causal, gemm)
 
 
 _row_dots = kernel(_row_dots)
@@ -354,7 +354,8 @@ def flash_forward_tiles(q, k, v, causal, mask, tile, scale, dropout, seed):
     costs = tuple(min(Tk, offset + min(i + 1, n_tiles) * FWD_TQ) if causal else Tk
                   for _ in range(q_s.shape[0]) for i in range(n_tiles))
     n_threads = _threads(len(costs))
-    _run(_forward_serial, _forward_threaded, n_threads, _plan(n_threads, costs), q_s, k_c, v_c, bound, out, lse,
+    k_t = np.ascontiguousarray(np.swapaxes(k_c, 1, 2))                   # (BKV, hs, Tk)
+    _run(_forward_serial, _forward_threaded, n_threads, _plan(n_threads, costs), q_s, k_t, v_c, bound, out, lse,
          g, offset, bool(causal), sgemm())
     return out.reshape(q.shape), lse.reshape(q.shape[:-1] + (1,))
 
@@ -381,7 +382,8 @@ def flash_sdpa_backward(dout, cache):
     n_threads = _threads(len(costs))
     dq = np.zeros((n_threads, BH, T, hs), np.float32)                    # one buffer per thread
     dk, dv = np.empty((BKV, Tk, hs), np.float32), np.empty((BKV, Tk, hs), np.float32)
-    _run(_backward_serial, _backward_threaded, n_threads, _plan(n_threads, costs), q_s, k_c, v_c, do, lse, D,
+    k_t, v_t = (np.ascontiguousarray(np.swapaxes(a, 1, 2)) for a in (k_c, v_c))   # (BKV, hs, Tk)
+    _run(_backward_serial, _backward_threaded, n_threads, _plan(n_threads, costs), q_s, k_c, k_t, v_t, do, lse, D,
          dq, dk, dv, g, offset, causal, sgemm())
     dq = dq[0] if n_threads == 1 else dq.sum(axis=0)
     dq *= np.float32(cache.scale)

@@ -141,6 +141,18 @@ def install(prof, model, bench):
             return "weights @ V", direction, 2.0 * q.size * k.shape[-2] * (1 if direction == "fwd" else 2)
         return label
 
+    def flash(direction):
+        """Flash attention's products as it does them: causal skips the keys after each query, so a
+        product costs 2 hs FLOPs per visible (query, key) pair; 2 products forward, 5 backward."""
+        def label(*args, **kwargs):
+            q, k, causal = (args[0], args[1], kwargs.get("causal", True)) if direction == "fwd" else \
+                (args[1].q, args[1].k, args[1].causal)
+            T, Tk = q.shape[-2], k.shape[-2]
+            pairs = T * (Tk - T) + T * (T + 1) / 2 if causal else T * Tk
+            heads = q.size // (T * q.shape[-1])
+            return "flash attention (all of it)", direction, (2 if direction == "fwd" else 5) * 2.0 * pairs * q.shape[-1] * heads
+        return label
+
     def head(direction):
         def label(self, *args, **kwargs):
             if direction == "fwd":
@@ -159,7 +171,7 @@ def install(prof, model, bench):
         prof.patch(block, f"mha_{suffix}", _fixed("split/merge heads", direction))
         prof.patch(lora, f"linear_{suffix}", linear(direction))     # every projection goes through nn.lora
         prof.patch(att, f"sdpa_{suffix}", mix(direction))
-        prof.patch(att, f"flash_sdpa_{suffix}", _fixed("flash attention (all of it)", direction))
+        prof.patch(att, f"flash_sdpa_{suffix}", flash(direction))
         back = "" if direction == "fwd" else "_backward"
         prof.patch(att, f"attention_scores{back}", scores(direction))
         prof.patch(att, f"masked_softmax{back}", _fixed("mask + softmax", direction))
@@ -175,12 +187,13 @@ def install(prof, model, bench):
 # ----------------------------------------------------------------------------
 # one profile, in the worker process
 
-def measure(name, engine, steps, warmup):
+def measure(name, engine, steps, warmup, attn="naive"):
     """{config, engine, step_s (unwrapped median), rows: [{op, direction, ms, share, gflops}], ...}"""
     import numpy as np
 
     import bench_zerollm as bench
     cfg, B = CONFIGS[name]
+    cfg = dict(cfg, attn_impl=attn)
     params = dict(config=cfg, batch=B, seed=0, engine=engine)
     step = bench.train_step(params)
     for _ in range(warmup):
@@ -208,7 +221,7 @@ def measure(name, engine, steps, warmup):
         prof.seconds[key] = sum(per_step[i].get(key, 0.0) for i in quiet) / len(quiet) * steps
     step_s = sum(total[i] for i in quiet) / len(quiet)
     rows = profile_report.rows(prof, steps, step_s)
-    return {"config": name, "engine": engine, "batch": B, "tokens": B * cfg["block_size"], "steps": steps,
+    return {"config": name, "engine": engine, "attn_impl": attn, "batch": B, "tokens": B * cfg["block_size"], "steps": steps,
             "step_s": _quiet_mean(plain), "profiled_step_s": step_s, "rows": rows,
             "flops_per_step": W.train_flops(_gpt_config(cfg), B, cfg["block_size"])}
 
@@ -245,14 +258,14 @@ def worker(spec):
     bench_measure.pin_cpus(1)
     keep_freed_memory()
     limiter = bench_measure.limit_threads(1, use_torch=False)   # noqa: F841 (held until exit)
-    out = measure(spec["config"], spec["engine"], spec["steps"], spec["warmup"])
+    out = measure(spec["config"], spec["engine"], spec["steps"], spec["warmup"], spec.get("attn", "naive"))
     out["numpy_peak_flops"] = gemm_peak()
     out["info"] = bench_measure.library_info(use_torch=False)
     print(json.dumps(out))
 
 
-def run_profile(name, engine, steps, warmup):
-    spec = json.dumps(dict(config=name, engine=engine, steps=steps, warmup=warmup))
+def run_profile(name, engine, steps, warmup, attn="naive"):
+    spec = json.dumps(dict(config=name, engine=engine, steps=steps, warmup=warmup, attn=attn))
     proc = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--worker", spec], env=worker_env(1),
                           capture_output=True, text=True, cwd=ROOT, timeout=WORKER_TIMEOUT_S)
     if proc.returncode != 0:
@@ -267,6 +280,8 @@ def main(argv=None):
     p.add_argument("--config", default="6x384-T256",
                    help=f"{', '.join(CONFIGS)}, several with commas, or all: the benchmark's two (default %(default)s)")
     p.add_argument("--engine", default="numpy", help="numpy, fast, or both as numpy,fast (default %(default)s)")
+    p.add_argument("--attn", default="naive", choices=("naive", "flash"),
+                   help="the model's attention: naive (full T x T scores, the benchmark's) or flash (default %(default)s)")
     p.add_argument("--steps", type=int, default=10, help="profiled steps (default %(default)s)")
     p.add_argument("--warmup", type=int, default=3, help="untimed steps first (default %(default)s)")
     p.add_argument("--out", type=Path, help="also write DIR/profile-<config>-<engine>.json")
@@ -288,7 +303,7 @@ def main(argv=None):
         if docsmode.active():     # tests/test_docs_run.py runs every documented command line, in seconds
             print(f"{docsmode.ENV} is set: the smoke config only, 1 warm-up and 2 profiled steps", file=sys.stderr)
             names, args.steps, args.warmup = [W.MODELS["smoke"][0][0]], 2, 1
-        profiles = [run_profile(n, e, args.steps, args.warmup) for n in names for e in args.engine.split(",")]
+        profiles = [run_profile(n, e, args.steps, args.warmup, args.attn) for n in names for e in args.engine.split(",")]
     for prof in profiles:
         print(profile_report.table(prof) + "\n")
     if args.out:

@@ -20,6 +20,7 @@ ORDER = ["embedding", "ln_1", "qkv GEMM", "split/merge heads", "rope", "scores q
          "clip grad norm", "AdamW", "other linear", ELSE]
 GEMMS = {"qkv GEMM", "scores q k^T", "weights @ V", "attention projection GEMM", "MLP fc GEMM", "MLP proj GEMM",
          "head GEMM + model glue", "other linear"}
+FLASH = "flash attention (all of it)"   # products and softmax in one kernel: a FLOP rate, but not a GEMM row
 DIRECTIONS = ("fwd", "bwd", "update", "")
 
 
@@ -28,7 +29,7 @@ def rows(prof, steps, step_s):
     out = []
     for (op, direction), seconds in prof.seconds.items():
         out.append({"op": op, "direction": direction, "ms": 1e3 * seconds / steps,
-                    "gflops": prof.flops[(op, direction)] / seconds * 1e-9 if op in GEMMS and seconds else None,
+                    "gflops": prof.flops[(op, direction)] / seconds * 1e-9 if op in GEMMS | {FLASH} and seconds else None,
                     "calls": prof.calls[(op, direction)] // steps})
     covered = sum(r["ms"] for r in out)
     out.append({"op": ELSE, "direction": "", "ms": max(1e3 * step_s - covered, 0.0), "gflops": None, "calls": 0})
@@ -51,8 +52,13 @@ def summary(profile):
     step = profile["profiled_step_s"]
     parts = [f"step {1e3 * profile['step_s']:.1f} ms (profiled {1e3 * step:.1f} ms)",
              f"{profile['tokens'] / profile['step_s']:.0f} tokens/s",
-             f"GEMM share {gemm_share(profile):.1%}",
-             f"non-GEMM {sum(r['ms'] for r in profile['rows'] if r['op'] not in GEMMS):.1f} ms"]
+             f"GEMM share {gemm_share(profile):.1%}"]
+    flash = [r for r in profile["rows"] if r["op"] == FLASH]
+    if flash:       # its time is products and softmax together: shown apart, in neither share
+        ms = sum(r["ms"] for r in flash)
+        parts.append(f"flash attention {ms:.1f} ms ({sum(r['share'] for r in flash):.1%})")
+    other = [r for r in profile["rows"] if r["op"] not in GEMMS | {FLASH}]
+    parts.append(f"non-GEMM {sum(r['ms'] for r in other):.1f} ms ({sum(r['share'] for r in other):.1%})")
     if profile.get("numpy_peak_flops"):
         mfu = profile["flops_per_step"] / profile["step_s"] / profile["numpy_peak_flops"]
         parts.append(f"MFU {mfu:.1%} of NumPy's GEMM peak {profile['numpy_peak_flops'] * 1e-9:.0f} GFLOP/s")
@@ -68,7 +74,9 @@ def table(profile):
     """The terminal/markdown table of one profile."""
     body = [[r["op"], r["direction"], f"{r['ms']:.2f}", f"{r['share']:.1%}",
              "" if r["gflops"] is None else f"{r['gflops']:.0f}"] for r in profile["rows"]]
-    title = f"### {profile['config']}, engine {profile['engine']}, 1 thread\n\n{summary(profile)}\n"
+    attn = profile.get("attn_impl", "naive")
+    title = (f"### {profile['config']}, engine {profile['engine']}{', flash attention' if attn == 'flash' else ''}, "
+             f"1 thread\n\n{summary(profile)}\n")
     return title + "\n" + _md(["op", "direction", "ms / step", "share", "GFLOP/s"], body)
 
 
@@ -124,7 +132,8 @@ def write(profiles, out_dir):
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     for prof in profiles:
-        write_json(out_dir / f"profile-{prof['config']}-{prof['engine']}.json", prof)
+        flash = "-flash" if prof.get("attn_impl") == "flash" else ""
+        write_json(out_dir / f"profile-{prof['config']}-{prof['engine']}{flash}.json", prof)
 
 
 def update_docs(profiles, docs_dir):

@@ -109,8 +109,15 @@ def tile_softmax_backward(p, dp, D):
 # beforehand so that each thread gets the same number of (query tile, key tile) pairs (causal rows
 # differ in length); ``prange`` then runs one thread's list per iteration.
 
-FWD_TQ, FWD_TK = 128, 256      # queries and keys per tile: a (128, 256) float32 tile of scores is 128 KB
-BWD_TQ, BWD_TK = 128, 128      #   (in L2), and the products are large enough for BLAS to run near its peak
+def tiles(T):
+    """(forward tq, tk, backward tq, tk): queries and keys per tile for T queries. Long sequences:
+    a (128, 256) float32 tile of scores is 128 KB (in L2), and the products are large enough for BLAS
+    to run near its peak. Short ones: 64-tiles, so that less of the tiles on the causal diagonal is
+    computed and thrown away (measured with benchmarks/attention_speed.py and benchmarks/profile.py)."""
+    return SHORT_TILES if T <= SHORT_UNTIL else LONG_TILES
+
+
+LONG_TILES, SHORT_TILES, SHORT_UNTIL = (128, 256, 128, 128), (64, 128, 64, 64), 512
 
 
 # The online softmax subtracts a running row max m before exp, so that exp never overflows, and
@@ -145,11 +152,10 @@ def _visible(row, k0, nk, causal):
 
 
 @inline
-def _forward_items(plan, q, k_t, v, bound, out, lse, g, offset, causal, gemm):
+def _forward_items(plan, q, k_t, v, bound, out, lse, g, offset, causal, tq, tk, gemm):
     """Each item: one query tile of one head, all its key tiles, the online softmax in between."""
     BH, T, hs = q.shape
     Tk = k_t.shape[2]
-    tq, tk = FWD_TQ, FWD_TK
     n_tiles = (T + tq - 1) // tq
     for t in prange(plan.shape[0]):
         s = np.empty((tq, tk), np.float32)                    # one tile of scores, then weights
@@ -209,13 +215,12 @@ def _forward_items(plan, q, k_t, v, bound, out, lse, g, offset, causal, gemm):
 
 
 @inline
-def _backward_items(plan, q, k, k_t, v_t, dout, lse, D, dq, dk, dv, g, offset, causal, gemm):
+def _backward_items(plan, q, k, k_t, v_t, dout, lse, D, dq, dk, dv, g, offset, causal, tq, tk, gemm):
     """Each item: one key tile of one kv head; every query tile that sees it, of its g query heads.
     dk, dv of the tile are summed locally and written once; dq goes to this thread's own buffer
     dq[t] (the threads' buffers are added up afterwards), so no two threads write the same row."""
     BH, T, hs = q.shape
     Tk = k.shape[1]
-    tq, tk = BWD_TQ, BWD_TK
     n_tiles = (Tk + tk - 1) // tk
     for t in prange(plan.shape[0]):
         s = np.empty((tq, tk), np.float32)                    # scores, then the weights P
@@ -278,23 +283,23 @@ def _row_dots(a, b, out):
 # not two dispatchers of one: numba's disk cache is keyed by the function, not by parallel=True.
 
 @kernel
-def _forward_serial(plan, q, k_t, v, bound, out, lse, g, offset, causal, gemm):
-    _forward_items(plan, q, k_t, v, bound, out, lse, g, offset, causal, gemm)
+def _forward_serial(plan, q, k_t, v, bound, out, lse, g, offset, causal, tq, tk, gemm):
+    _forward_items(plan, q, k_t, v, bound, out, lse, g, offset, causal, tq, tk, gemm)
 
 
 @parallel_kernel
-def _forward_threaded(plan, q, k_t, v, bound, out, lse, g, offset, causal, gemm):
-    _forward_items(plan, q, k_t, v, bound, out, lse, g, offset, causal, gemm)
+def _forward_threaded(plan, q, k_t, v, bound, out, lse, g, offset, causal, tq, tk, gemm):
+    _forward_items(plan, q, k_t, v, bound, out, lse, g, offset, causal, tq, tk, gemm)
 
 
 @kernel
-def _backward_serial(plan, q, k, k_t, v_t, dout, lse, D, dq, dk, dv, g, offset, causal, gemm):
-    _backward_items(plan, q, k, k_t, v_t, dout, lse, D, dq, dk, dv, g, offset, causal, gemm)
+def _backward_serial(plan, q, k, k_t, v_t, dout, lse, D, dq, dk, dv, g, offset, causal, tq, tk, gemm):
+    _backward_items(plan, q, k, k_t, v_t, dout, lse, D, dq, dk, dv, g, offset, causal, tq, tk, gemm)
 
 
 @parallel_kernel
-def _backward_threaded(plan, q, k, k_t, v_t, dout, lse, D, dq, dk, dv, g, offset, causal, gemm):
-    _backward_items(plan, q, k, k_t, v_t, dout, lse, D, dq, dk, dv, g, offset, causal, gemm)
+def _backward_threaded(plan, q, k, k_t, v_t, dout, lse, D, dq, dk, dv, g, offset, causal, tq, tk, gemm):
+    _backward_items(plan, q, k, k_t, v_t, dout, lse, D, dq, dk, dv, g, offset, causal, tq, tk, gemm)
 
 
 _row_dots = kernel(_row_dots)
@@ -350,13 +355,14 @@ def flash_forward_tiles(q, k, v, causal, mask, tile, scale, dropout, seed):
     lse = np.empty(q_s.shape[:2], np.float32)
     k_max = np.sqrt(np.einsum("hkc,hkc->hk", k_c, k_c).max(axis=1, initial=0.0))          # (BKV,)
     bound = np.sqrt(np.einsum("htc,htc->ht", q_s, q_s)) * np.repeat(k_max, g)[:, None]   # (BH, T)
-    n_tiles = -(-T // FWD_TQ)
-    costs = tuple(min(Tk, offset + min(i + 1, n_tiles) * FWD_TQ) if causal else Tk
+    tq, tk = tiles(T)[:2]
+    n_tiles = -(-T // tq)
+    costs = tuple(min(Tk, offset + min(i + 1, n_tiles) * tq) if causal else Tk
                   for _ in range(q_s.shape[0]) for i in range(n_tiles))
     n_threads = _threads(len(costs))
     k_t = np.ascontiguousarray(np.swapaxes(k_c, 1, 2))                   # (BKV, hs, Tk)
     _run(_forward_serial, _forward_threaded, n_threads, _plan(n_threads, costs), q_s, k_t, v_c, bound, out, lse,
-         g, offset, bool(causal), sgemm())
+         g, offset, bool(causal), tq, tk, sgemm())
     return out.reshape(q.shape), lse.reshape(q.shape[:-1] + (1,))
 
 
@@ -376,15 +382,16 @@ def flash_sdpa_backward(dout, cache):
     lse = np.ascontiguousarray(cache.lse).reshape(BH, T)
     D = np.empty((BH, T), np.float32)
     _row_dots(do, np.ascontiguousarray(cache.out).reshape(BH, T, hs), D)
-    n_tiles, causal = -(-Tk // BWD_TK), bool(cache.causal)
-    costs = tuple(g * (T - max(j * BWD_TK - offset, 0) // BWD_TQ * BWD_TQ if causal else T)
+    tq, tk = tiles(T)[2:]
+    n_tiles, causal = -(-Tk // tk), bool(cache.causal)
+    costs = tuple(g * (T - max(j * tk - offset, 0) // tq * tq if causal else T)
                   for _ in range(BKV) for j in range(n_tiles))
     n_threads = _threads(len(costs))
     dq = np.zeros((n_threads, BH, T, hs), np.float32)                    # one buffer per thread
     dk, dv = np.empty((BKV, Tk, hs), np.float32), np.empty((BKV, Tk, hs), np.float32)
     k_t, v_t = (np.ascontiguousarray(np.swapaxes(a, 1, 2)) for a in (k_c, v_c))   # (BKV, hs, Tk)
     _run(_backward_serial, _backward_threaded, n_threads, _plan(n_threads, costs), q_s, k_c, k_t, v_t, do, lse, D,
-         dq, dk, dv, g, offset, causal, sgemm())
+         dq, dk, dv, g, offset, causal, tq, tk, sgemm())
     dq = dq[0] if n_threads == 1 else dq.sum(axis=0)
     dq *= np.float32(cache.scale)
     return dq.reshape(q.shape), dk.reshape(k.shape), dv.reshape(v.shape)

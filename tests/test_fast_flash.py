@@ -50,6 +50,7 @@ def fast_flash(q, k, v, dout, causal):
 
 CASES = {                                      # B, nkv, g, T, Tk, hs, causal
     "causal, T not a multiple of any tile": (1, 2, 1, 301, 301, 16, True),
+    "long: the long sequences' tiles": (1, 1, 1, fast.SHORT_UNTIL + 19, fast.SHORT_UNTIL + 19, 8, True),
     "grouped-query heads": (2, 1, 3, 45, 45, 8, True),
     "Tk > T (kv-cache offset)": (1, 2, 2, 7, 140, 8, True),
     "bidirectional": (2, 1, 1, 133, 133, 8, False),

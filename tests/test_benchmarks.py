@@ -198,3 +198,17 @@ def test_profile_tables_and_docs_block(profiles, tmp_path):
     page = (docs / "benchmarks.md").read_text(encoding="utf-8")
     assert page.startswith("intro\n") and page.endswith("end\n") and "old" not in page
     assert "#### tiny-1x32" in page and "| before ms (share) | numpy ms (share) | fast ms (share) |" in page
+
+
+def test_profile_of_flash_attention_gives_its_flop_rate(tmp_path):
+    """--attn flash: one row per direction for the whole flash op, with the FLOPs of its causal pairs."""
+    proc = subprocess.run([sys.executable, str(BENCH / "profile.py"), "--config", "tiny-1x32", "--engine", "fast",
+                           "--attn", "flash", "--steps", "2", "--warmup", "1", "--out", str(tmp_path)],
+                          capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    prof = json.loads((tmp_path / "profile-tiny-1x32-fast-flash.json").read_text(encoding="utf-8"))
+    rows = {(r["op"], r["direction"]): r for r in prof["rows"]}
+    assert prof["attn_impl"] == "flash" and ("scores q k^T", "fwd") not in rows
+    for direction in ("fwd", "bwd"):
+        assert rows[("flash attention (all of it)", direction)]["gflops"] > 0
+    assert "flash attention, 1 thread" in proc.stdout and "flash attention " in proc.stdout.split("non-GEMM")[0]

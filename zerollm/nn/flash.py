@@ -19,7 +19,9 @@ A worked example: one query, scores [1, 3] in two tiles of one key each, values 
 
 Only (q, k, v, out, lse) are kept: O(T * hs) memory, plus O(tile^2) of temporaries.
 This is the algorithm, not the speed of the CUDA kernel: NumPy still loops over tiles in Python,
-so big tiles (128-512) are what make it fast.
+so big tiles (128-512) are what make it fast. The fast engine runs the same loops compiled, with
+threads over heads and tiles (``flash_forward_tiles`` and ``flash_sdpa_backward`` are its entry
+points, zerollm/engine/fast/flash.py).
 
 Shapes (as in zerollm.nn.attention): B batch, nkv key/value heads, g = nh // nkv query heads per kv
 head, T query positions, Tk key positions, hs head size, tq/tk the sizes of one query/key tile.

@@ -16,6 +16,8 @@ reference function it stands in for, and answers NotImplemented for what it was 
     flash.tile_softmax_step             zerollm.nn.flash.tile_softmax_step          <= 2 ulp (exp)
     flash.tile_probs                    zerollm.nn.flash.tile_probs                 <= 2 ulp (exp)
     flash.tile_softmax_backward         zerollm.nn.flash.tile_softmax_backward      bit-identical
+    flash.flash_forward_tiles           zerollm.nn.flash.flash_forward_tiles        products reordered
+    flash.flash_sdpa_backward           zerollm.nn.flash.flash_sdpa_backward        (whole tile loops, own tiles)
     optim.adamw_update                  zerollm.training.optim.adamw_update                 bit-identical
     optim.sum_of_squares                zerollm.training.optim.sum_of_squares               float64 sum
     quant.quantized_matmul              zerollm.nn.linear.quantized_matmul         sums reordered

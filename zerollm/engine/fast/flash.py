@@ -1,9 +1,14 @@
-"""Fast softmax steps of tiled ("flash") attention: one pass per tile row instead of NumPy's five.
+"""Fast tiled ("flash") attention: the whole tile loop in one kernel, and the per-tile softmax steps.
 
-References: ``tile_softmax_step``, ``tile_probs`` and ``tile_softmax_backward`` in zerollm.nn.flash.
-The matrix products of each tile stay NumPy's (BLAS). A tile of scores s (..., tq, tk) is viewed as
-rows (R, tq, tk); with a causal TileMask, row r of the tile sees keys up to q0 + r - k0 (counted from
-the tile's first key), and the hidden rest of the row is written as 0 without an exp.
+1. ``flash_forward_tiles`` and ``flash_sdpa_backward`` (references in zerollm.nn.flash): every tile
+   loop of the forward and the backward in numba, the products in NumPy's own BLAS (sgemm through
+   ctypes, zerollm/engine/fast/blas.py), the online softmax fused between them, threads over heads
+   and tiles (prange). Used for float32 without a padding mask, dropout or autocast.
+2. ``tile_softmax_step``, ``tile_probs``, ``tile_softmax_backward``: one pass per tile row instead of
+   NumPy's five, for what 1. declines (the reference's loops then run with these). A tile of scores
+   s (..., tq, tk) is viewed as rows (R, tq, tk); with a causal TileMask, row r of the tile sees keys
+   up to q0 + r - k0 (counted from the tile's first key), and the hidden rest of the row is written as
+   0 without an exp.
 """
 
 import functools

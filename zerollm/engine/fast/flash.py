@@ -101,8 +101,6 @@ def tile_softmax_backward(p, dp, D):
     return dp
 
 
-
-
 # ----------------------------------------------------------------------------
 # the whole tiled attention in one kernel: the tile loops in numba, the products in NumPy's BLAS
 #
@@ -330,12 +328,14 @@ def _threads(n_items):
     return max(1, min(blas_threads(), numba.config.NUMBA_NUM_THREADS, n_items))
 
 
-def _supported(q, k, v, causal, mask, dropout):
-    return (mask is None and not dropout and autocast_format() is None and sgemm() is not None
+def _supported(q, k, v, mask, seed):
+    """float32 heads without a padding mask, dropout (a seed) or autocast, and NumPy's BLAS found."""
+    return (mask is None and seed is None and autocast_format() is None and sgemm() is not None
             and all(isinstance(a, np.ndarray) and a.dtype == np.float32 and a.ndim == 5 for a in (q, k, v)))
 
 
 def _run(serial, threaded, n_threads, *args):
+    """The serial kernel on one thread, else the threaded one on n_threads numba threads, BLAS on one each."""
     if n_threads == 1:
         return serial(*args)
     with single_threaded_blas():
@@ -348,7 +348,7 @@ def _run(serial, threaded, n_threads, *args):
 
 
 def flash_forward_tiles(q, k, v, causal, mask, tile, scale, dropout, seed):
-    if not _supported(q, k, v, causal, mask, dropout):
+    if not _supported(q, k, v, mask, seed):
         return NotImplemented
     B, nkv, g, T, hs = q.shape
     Tk, offset = k.shape[-2], k.shape[-2] - T
@@ -373,8 +373,8 @@ def flash_forward_tiles(q, k, v, causal, mask, tile, scale, dropout, seed):
 
 def flash_sdpa_backward(dout, cache):
     q, k, v = cache.q, cache.k, cache.v
-    if not _supported(q, k, v, cache.causal, cache.mask, cache.dropout if cache.seed is not None else 0.0) \
-            or not isinstance(dout, np.ndarray) or dout.dtype != np.float32:
+    if not _supported(q, k, v, cache.mask, cache.seed) or not isinstance(dout, np.ndarray) \
+            or dout.dtype != np.float32:
         return NotImplemented
     B, nkv, g, T, hs = q.shape
     Tk, offset = k.shape[-2], k.shape[-2] - T

@@ -12,6 +12,7 @@
 """
 
 import functools
+import threading
 
 import numba
 import numpy as np
@@ -160,11 +161,13 @@ def _forward_items(plan, q, k_t, v, bound, out, lse, g, offset, causal, tq, tk, 
     BH, T, hs = q.shape
     Tk = k_t.shape[2]
     n_tiles = (T + tq - 1) // tq
-    for t in prange(plan.shape[0]):
-        s = np.empty((tq, tk), np.float32)                    # one tile of scores, then weights
-        acc = np.empty((tq, hs), np.float32)                  # running output, unnormalised
-        m = np.empty(tq, np.float32)                          # running max per query row
-        l = np.empty(tq, np.float32)                          # running sum of exp(s - m)
+    n_threads = plan.shape[0]
+    S = np.empty((n_threads, tq, tk), np.float32)             # per thread: one tile of scores, then weights
+    ACC = np.empty((n_threads, tq, hs), np.float32)           # running output, unnormalised
+    M = np.empty((n_threads, tq), np.float32)                 # running max per query row
+    L = np.empty((n_threads, tq), np.float32)                 # running sum of exp(s - m)
+    for t in prange(n_threads):
+        s, acc, m, l = S[t], ACC[t], M[t], L[t]               # this thread's own buffers
         for w in range(plan.shape[1]):
             item = plan[t, w]
             if item < 0:
@@ -225,12 +228,13 @@ def _backward_items(plan, q, k, k_t, v_t, dout, lse, D, dq, dk, dv, g, offset, c
     BH, T, hs = q.shape
     Tk = k.shape[1]
     n_tiles = (Tk + tk - 1) // tk
-    for t in prange(plan.shape[0]):
-        s = np.empty((tq, tk), np.float32)                    # scores, then the weights P
-        dp = np.empty((tq, tk), np.float32)                   # dP, then dS
-        dk_j = np.empty((tk, hs), np.float32)
-        dv_j = np.empty((tk, hs), np.float32)
-        dq_t = dq[t]
+    n_threads = plan.shape[0]
+    S = np.empty((n_threads, tq, tk), np.float32)             # per thread: scores, then the weights P
+    DP = np.empty((n_threads, tq, tk), np.float32)            # dP, then dS
+    DK = np.empty((n_threads, tk, hs), np.float32)            # dk and dv of the key tile, summed here
+    DV = np.empty((n_threads, tk, hs), np.float32)
+    for t in prange(n_threads):
+        s, dp, dk_j, dv_j, dq_t = S[t], DP[t], DK[t], DV[t], dq[t]   # this thread's own buffers
         for w in range(plan.shape[1]):
             item = plan[t, w]
             if item < 0:
@@ -334,17 +338,24 @@ def _supported(q, k, v, mask, seed):
             and all(isinstance(a, np.ndarray) and a.dtype == np.float32 and a.ndim == 5 for a in (q, k, v)))
 
 
+_THREADED = threading.Lock()      # one threaded launch at a time (numba's workqueue layer allows no more)
+
+
 def _run(serial, threaded, n_threads, *args):
-    """The serial kernel on one thread, else the threaded one on n_threads numba threads, BLAS on one each."""
-    if n_threads == 1:
+    """The serial kernel on one thread, else the threaded one on n_threads numba threads, BLAS on one
+    each. While another Python thread's threaded launch runs, this one runs serially."""
+    if n_threads == 1 or not _THREADED.acquire(blocking=False):
         return serial(*args)
-    with single_threaded_blas():
-        before = numba.get_num_threads()
-        numba.set_num_threads(n_threads)
-        try:
-            return threaded(*args)
-        finally:
-            numba.set_num_threads(before)
+    try:
+        with single_threaded_blas():
+            before = numba.get_num_threads()
+            numba.set_num_threads(n_threads)
+            try:
+                return threaded(*args)
+            finally:
+                numba.set_num_threads(before)
+    finally:
+        _THREADED.release()
 
 
 def flash_forward_tiles(q, k, v, causal, mask, tile, scale, dropout, seed):

@@ -7,6 +7,7 @@ fails the whole run at the end, with the list of such paths.
 """
 
 import getpass
+import hashlib
 import os
 import sys
 import tempfile
@@ -19,8 +20,12 @@ from zerollm.data import corpora
 REPO = Path(__file__).resolve().parents[1]
 
 # numba (the fast engine, zerollm.engine.fast) caches compiled kernels next to their source by default:
-# in the tests they go to a temporary folder instead, shared by later runs on this machine
-os.environ.setdefault("NUMBA_CACHE_DIR", os.path.join(tempfile.gettempdir(), "zerollm-numba-cache"))
+# in the tests they go to a temporary folder instead, shared by later runs on this machine. numba checks
+# only the file of the function it compiled, not what that function inlined from another file (exp32 in
+# engine/fast/jit.py, say): one folder per version of the engine's sources, so no stale kernel is loaded
+_FAST_SOURCES = hashlib.sha1(b"".join(p.read_bytes() for p in sorted((REPO / "zerollm/engine/fast").glob("*.py"))))
+os.environ.setdefault("NUMBA_CACHE_DIR", os.path.join(tempfile.gettempdir(), "zerollm-numba-cache",
+                                                      _FAST_SOURCES.hexdigest()[:12]))
 
 
 # ----------------------------------------------------------------------------

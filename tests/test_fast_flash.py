@@ -50,7 +50,7 @@ def fast_flash(q, k, v, dout, causal):
 
 CASES = {                                      # B, nkv, g, T, Tk, hs, causal
     "causal, T not a multiple of any tile": (1, 2, 1, 301, 301, 16, True),
-    "long: the long sequences' tiles": (1, 1, 1, fast.SHORT_UNTIL + 19, fast.SHORT_UNTIL + 19, 8, True),
+    "T past SHORT_UNTIL, ending inside a tile": (1, 1, 1, 531, 531, 8, True),
     "grouped-query heads": (2, 1, 3, 45, 45, 8, True),
     "Tk > T (kv-cache offset)": (1, 2, 2, 7, 140, 8, True),
     "bidirectional": (2, 1, 1, 133, 133, 8, False),
@@ -58,8 +58,7 @@ CASES = {                                      # B, nkv, g, T, Tk, hs, causal
 }
 
 
-@pytest.mark.parametrize("case", sorted(CASES))
-def test_fast_flash_matches_torch(case):
+def assert_matches_torch(case):
     B, nkv, g, T, Tk, hs, causal = CASES[case]
     q, k, v, dout = inputs(B, nkv, g, T, Tk, hs)
     with threadpool_limits(limits=1):
@@ -67,6 +66,19 @@ def test_fast_flash_matches_torch(case):
     for name, a, b in zip(("out", "dq", "dk", "dv"), ours, torch_sdpa(q, k, v, dout, causal)):
         assert a.dtype == np.float32 and a.shape == b.shape, name
         assert rel(a, b) <= TOL, f"{name}: {rel(a, b):.2e}"
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_fast_flash_matches_torch(case):
+    assert_matches_torch(case)
+
+
+@pytest.mark.parametrize("tiles", ["SHORT_TILES", "MIDDLE_TILES", "LONG_TILES"])
+def test_every_tile_size_matches_torch(tiles, monkeypatch):
+    """Each tile set on a sequence that ends inside a tile (T = 531), whatever T it is chosen for."""
+    chosen = getattr(fast, tiles)
+    monkeypatch.setattr(fast, "tiles", lambda T: chosen)
+    assert_matches_torch("T past SHORT_UNTIL, ending inside a tile")
 
 
 def test_two_threads_split_the_tiles_and_agree_with_one():

@@ -114,14 +114,18 @@ def tile_softmax_backward(p, dp, D):
 # differ in length); ``prange`` then runs one thread's list per iteration.
 
 def tiles(T):
-    """(forward tq, tk, backward tq, tk): queries and keys per tile for T queries. Long sequences:
-    a (128, 256) float32 tile of scores is 128 KB (in L2), and the products are large enough for BLAS
-    to run near its peak. Short ones: 64-tiles, so that less of the tiles on the causal diagonal is
-    computed and thrown away (measured with benchmarks/attention_speed.py and benchmarks/profile.py)."""
-    return SHORT_TILES if T <= SHORT_UNTIL else LONG_TILES
+    """(forward tq, tk, backward tq, tk): queries and keys per tile for T queries. Larger tiles make
+    larger products, which BLAS runs faster (a (256, 256) float32 tile of scores is 256 KB, in L2);
+    smaller ones compute and throw away less of the tiles on the causal diagonal. Measured with
+    benchmarks/attention_speed.py and benchmarks/profile.py: 64-tiles up to T = 512, 256-tiles from
+    T = 4096 on (about 7% faster there than 128 x 256), 128 x 256 between."""
+    if T <= SHORT_UNTIL:
+        return SHORT_TILES
+    return LONG_TILES if T >= LONG_FROM else MIDDLE_TILES
 
 
-LONG_TILES, SHORT_TILES, SHORT_UNTIL = (128, 256, 128, 128), (64, 128, 64, 64), 512
+SHORT_TILES, MIDDLE_TILES, LONG_TILES = (64, 128, 64, 64), (128, 256, 128, 128), (256, 256, 256, 256)
+SHORT_UNTIL, LONG_FROM = 512, 4096
 
 
 # The online softmax subtracts a running row max m before exp, so that exp never overflows, and

@@ -24,6 +24,8 @@ with the smallest (left id, right id) wins.
 import heapq
 from collections import Counter, defaultdict
 
+from zerollm.engine import accelerated
+
 
 # ----------------------------------------------------------------------------
 # small pieces
@@ -126,8 +128,12 @@ def apply_merge(pair, new_id, words, freqs, counts, where):
 # ----------------------------------------------------------------------------
 # the training loop
 
+@accelerated
 def learn_merges(chunks, n_new_tokens):
     """Learn merges until ``n_new_tokens`` tokens were added to the 256 bytes (or no pair is left).
+
+    The fast engine (``--engine fast``) runs zerollm/engine/fast/bpe.py instead: the same merges,
+    computed over flat arrays in compiled code (tests/test_bpe_fast.py compares them).
 
     chunks: the pre-split training text (a list of strings).
     Returns ``merges`` [(left, right, new_id), ...] in learning order (= rank order) and

@@ -22,9 +22,7 @@ Everything runs in one compiled call: no Python per merge.
 
 from collections import Counter
 
-import numba
 import numpy as np
-from numba import types
 
 from zerollm.engine.fast.jit import exact_kernel
 
@@ -41,7 +39,8 @@ def _grow(a, need):
     if need <= a.size:
         return a
     out = np.empty(max(need, 2 * a.size), a.dtype)
-    out[:a.size] = a
+    for i in range(a.size):
+        out[i] = a[i]
     return out
 
 
@@ -51,6 +50,25 @@ def _hash(pool, start, n):
     for k in range(start, start + n):
         h = (h ^ np.int64(pool[k])) * np.int64(_FNV_PRIME)     # wraps around, as FNV wants
     return h
+
+
+@exact_kernel
+def _heapsort(a, n):
+    """Sort a[:n] in place (numba's own sort takes a second to compile; this takes little)."""
+    for end in range(n, 0, -1):
+        first = end // 2 - 1 if end == n else 0    # heapify once, then sift only the new root
+        for start in range(first, -1, -1):
+            i, x = start, a[start]
+            while 2 * i + 1 < end:
+                child = 2 * i + 1
+                if child + 1 < end and a[child + 1] > a[child]:
+                    child += 1
+                if a[child] <= x:
+                    break
+                a[i] = a[child]
+                i = child
+            a[i] = x
+        a[0], a[end - 1] = a[end - 1], a[0]       # the largest goes to the end
 
 
 @exact_kernel
@@ -100,7 +118,7 @@ def _pop(hc, hk, n):
 
 @exact_kernel
 def _slot(table, key):
-    """The row of ``key`` in an open-addressing hash table of rows (pid, key), pid -1 when empty,
+    """The row of ``key`` in an open-addressing hash table of rows (value, key), value -1 when empty,
     probing the next row on a clash: the row that holds ``key``, or the empty row where it belongs."""
     mask = table.shape[0] - 1
     s = (((key ^ (key >> 32)) * _GOLDEN) >> 32) & mask     # Fibonacci hashing of both halves
@@ -154,29 +172,42 @@ def _room(a, need):
     if need <= a.shape[0]:
         return a
     out = np.empty((max(need, 2 * a.shape[0]), a.shape[1]), a.dtype)
-    out[:a.shape[0]] = a
+    for i in range(a.shape[0]):
+        for k in range(a.shape[1]):
+            out[i, k] = a[i, k]
     return out
+
+
+@exact_kernel
+def _same_bytes(pool, s1, s2, n):
+    for k in range(n):
+        if pool[s1 + k] != pool[s2 + k]:
+            return False
+    return True
 
 
 @exact_kernel
 def _new_token(a, b, pool, pool_end, tstart, tlen, id_of, next_id):
     """The id of the bytes of a + b: an existing token's, else next_id (registered).
     Returns (id, pool, pool_end, tstart, tlen, next_id)."""
-    na, nb = tlen[a], tlen[b]
-    pool = _grow(pool, pool_end + na + nb)
-    pool[pool_end:pool_end + na] = pool[tstart[a]:tstart[a] + na]
-    pool[pool_end + na:pool_end + na + nb] = pool[tstart[b]:tstart[b] + nb]
-    n = na + nb
+    n = tlen[a] + tlen[b]
+    pool = _grow(pool, pool_end + n)
+    for k in range(tlen[a]):                       # the candidate's bytes go after the pool's end
+        pool[pool_end + k] = pool[tstart[a] + k]
+    for k in range(tlen[b]):
+        pool[pool_end + tlen[a] + k] = pool[tstart[b] + k]
     h = _hash(pool, pool_end, n)
-    while h in id_of:                              # the same hash: the same bytes, or a collision
-        t = id_of[h]
-        if tlen[t] == n and np.all(pool[tstart[t]:tstart[t] + n] == pool[pool_end:pool_end + n]):
+    r = _slot(id_of, h)
+    while id_of[r, 0] >= 0:                        # the same hash: the same bytes, or a collision
+        t = id_of[r, 0]
+        if tlen[t] == n and _same_bytes(pool, tstart[t], pool_end, n):
             return t, pool, pool_end, tstart, tlen, next_id
         h += 1
+        r = _slot(id_of, h)
     x = next_id
     tstart, tlen = _grow(tstart, x + 1), _grow(tlen, x + 1)
     tstart[x], tlen[x] = pool_end, n
-    id_of[h] = x
+    id_of[r, 0], id_of[r, 1] = x, h
     return x, pool, pool_end + n, tstart, tlen, next_id + 1
 
 
@@ -197,30 +228,34 @@ def _train(sym, wt, n_new):
 
     pool = np.arange(256).astype(np.uint8)          # token bytes; token t is pool[tstart[t]:+tlen[t]]
     tstart, tlen = np.arange(256).astype(np.int64), np.ones(256, np.int64)
-    id_of = numba.typed.Dict.empty(types.int64, types.int64)        # hash of the bytes -> id
+    size = 1 << 10
+    while size < 2 * (256 + n_new):
+        size *= 2
+    id_of = np.full((size, 2), -1, np.int64)       # (id, hash of its bytes) rows, see _slot
     for t in range(256):
-        id_of[_hash(pool, t, 1)] = t
-    pool_end, next_id = 256, 256
+        r = _slot(id_of, _hash(pool, t, 1))
+        id_of[r, 0], id_of[r, 1] = t, _hash(pool, t, 1)
+    pool_end, next_id = np.int64(256), np.int64(256)
 
     # every pair once: counts and occurrence lists; backwards, so each list is in position order
     table = np.full((1 << 16, 2), -1, np.int64)     # left << 32 | right -> pid, see _slot
     pairs = np.empty((1024, 4), np.int64)
     occ = np.empty((N, 2), np.int64)
-    n_pid, n_occ, n_changed = 0, 0, 0
+    n_pid, n_occ, n_changed, stamp = np.int64(0), np.int64(0), np.int64(0), np.int64(-2)
     changed = np.empty(N + 1, np.int64)
     for i in range(N - 1, -1, -1):
         if nxt[i] >= 0:
             pairs = _room(pairs, n_pid + 1)
             table = _rehash(table, n_pid + 1)
             n_pid, n_occ, n_changed = _change(table, (sym[i] << 32) | sym[nxt[i]], wt[i], i, pairs, n_pid,
-                                              occ, n_occ, changed, 0, -2)
+                                              occ, n_occ, changed, n_changed, stamp)
     hc, hk = np.empty(n_pid + 1024, np.int64), np.empty(n_pid + 1024, np.int64)
-    n_heap = 0
+    n_heap = np.int64(0)
     for pid in range(n_pid):
         hc, hk, n_heap = _push(hc, hk, n_heap, pairs[pid, 0], pairs[pid, 2])
 
     merges = np.empty((max(n_new, 1), 3), np.int64)
-    n_merges = 0
+    n_merges = np.int64(0)
     positions = np.empty(64, np.int64)
     while next_id < 256 + n_new and n_heap > 0:
         c, key = hc[0], hk[0]
@@ -244,13 +279,13 @@ def _train(sym, wt, n_new):
             e = occ[e, 1]
         pairs[pid, 1] = -1
         if a == b:                                 # only runs "a a a" overlap; there order matters
-            positions[:n_pos].sort()
+            _heapsort(positions, n_pos)
 
         # room for what this merge can add: per position 2 new pairs, 2 occurrences, 4 changes
         pairs, occ = _room(pairs, n_pid + 2 * n_pos), _room(occ, n_occ + 2 * n_pos)
         table = _rehash(table, n_pid + 2 * n_pos)
         changed = _grow(changed, 4 * n_pos + 1)
-        n_changed = 0
+        n_changed = np.int64(0)
         for k in range(n_pos):
             i = positions[k]
             j = nxt[i]

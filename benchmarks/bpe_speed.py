@@ -11,7 +11,7 @@ engine), so a busy moment of a shared machine hits all of them; the table shows 
 the median of the paired time ratios zerollm / tokenizers (below 1.0: zerollm is faster). Training time
 includes the split of the text on both sides. One thread: RAYON_NUM_THREADS=1 and one pinned CPU.
 The fast engine's first call compiles its kernel (or loads it from numba's cache); that call is timed
-apart ("first call s") and the rounds run after it.
+apart ("first call") and the rounds run after it.
 """
 
 import os
@@ -159,7 +159,8 @@ def run(corpus_names, sizes, pattern="gpt4", engines=("fast", "numpy"), rounds=1
 def table(results):
     """Markdown: one row per (corpus, vocabulary, zerollm engine)."""
     m = results["meta"]
-    lines = [f"Pattern {m['pattern']}, {m['rounds']} round(s), 1 thread (CPU {m['cpus']}), tokenizers "
+    part = f"the first {m['chars']:,} characters of each corpus" if m.get("chars") else "whole corpora"
+    lines = [f"Pattern {m['pattern']}, {part}, {m['rounds']} round(s), 1 thread (CPU {m['cpus']}), tokenizers "
              f"{m['tokenizers']}, load average {m['load'][0]:.2f} before, {m['load_after'][0]:.2f} after.",
              ""]
     if "first_call_s" in m:

@@ -15,6 +15,7 @@ from zerollm.engine import use_engine
 from zerollm.engine.fast import KERNELS
 from zerollm.engine.fast import bpe as fast_bpe
 from zerollm.tokenizers import BPETokenizer
+from zerollm.tokenizers.bpe import encode_chunks
 from zerollm.tokenizers.bpe_train import learn_merges
 from zerollm.tokenizers.patterns import compile_pattern, resolve_pattern, split_text
 
@@ -98,3 +99,24 @@ def test_a_merge_whose_bytes_exist_reuses_the_id():
         x, pool, end, tstart, tlen, next_id = fast_bpe._new_token(left, right, pool, end, tstart, tlen, id_of, next_id)
         assert x == expected
     assert next_id == 259 and pool[tstart[258]:tstart[258] + tlen[258]].tobytes() == b"abc"
+
+
+# ----------------------------------------------------------------------------
+# encoding: zerollm/engine/fast/bpe.py encode_chunks == zerollm/tokenizers/bpe.py encode_chunks
+
+@pytest.mark.parametrize("corpus", ["shakespeare", "tang"])
+def test_encoding_matches_the_reference(request, corpus):
+    text = request.getfixturevalue(f"{corpus}_path").read_text(encoding="utf-8")[:30_000]
+    tok = BPETokenizer.train(text, 500)
+    chunks = [c.encode("utf-8") for c in dict.fromkeys(split_text(text, tok._regex))] + [b"", b"\xff\xfe"]
+    args = (tok._byte_ids, tok._ranks, tok._merged)
+    assert fast_bpe.encode_chunks(chunks, *args) == encode_chunks.reference(chunks, *args)
+    shuffled = list(np.random.default_rng(0).permutation(256))      # byte ids of an imported vocabulary
+    assert fast_bpe.encode_chunks(chunks, shuffled, *args[1:]) == encode_chunks.reference(chunks, shuffled, *args[1:])
+    with use_engine("fast"):                     # a fresh tokenizer: nothing in its chunk cache
+        ids = BPETokenizer(tok.pattern, tok.merges, tok.special_tokens, tok.vocab).encode(text)
+    assert ids == tok.encode(text) and tok.decode(ids) == text
+
+
+def test_few_chunks_are_left_to_the_reference():
+    assert fast_bpe.encode_chunks([b"ab"], list(range(256)), {(97, 98): 0}, [256]) is NotImplemented

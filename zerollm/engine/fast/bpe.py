@@ -18,6 +18,9 @@ Merging (a, b) -> X at position i with right neighbour j, left p and right-of-j 
 of (a, a) are visited left to right, so a run "a a a" merges as the reference does: "X a".
 A merge whose bytes already are a token reuses that token's id (a hash of the bytes finds it).
 Everything runs in one compiled call: no Python per merge.
+
+Encoding (``encode_chunks``, reference zerollm.tokenizers.bpe.encode_chunks) applies the reference's
+rule to many chunks in one call: in each chunk, merge the pair of lowest rank, leftmost first.
 """
 
 from collections import Counter
@@ -28,6 +31,8 @@ from zerollm.engine.fast.jit import exact_kernel
 
 _FNV_OFFSET, _FNV_PRIME = -3750763034362895579, 1099511628211     # 64-bit FNV-1a (as int64)
 _GOLDEN = -7046029254386353131                                    # 2^64 / golden ratio (as int64)
+_NO_RANK = np.int64(2 ** 62)
+MIN_CHUNKS = 64        # encode_chunks leaves fewer chunks to the reference (building the table costs more)
 
 
 # ----------------------------------------------------------------------------
@@ -316,6 +321,74 @@ def _train(sym, wt, n_new):
 
 
 # ----------------------------------------------------------------------------
+# encoding: BPE on many chunks in one call
+
+@exact_kernel
+def _encode(ids, ends, table, merged):
+    """BPE on each chunk ids[ends[c-1]:ends[c]] in place, the reference's rule (lowest rank, leftmost
+    first); table maps left << 32 | right to a rank (see _slot). Returns each chunk's new length."""
+    lengths = np.empty(ends.size, np.int64)
+    r = np.empty(0, np.int64)
+    start = 0
+    for c in range(ends.size):
+        n = ends[c] - start
+        r = _grow(r, n)
+        for i in range(n - 1):
+            r[i] = _rank(table, ids[start + i], ids[start + i + 1])
+        while n > 1:
+            i, best = -1, _NO_RANK
+            for k in range(n - 1):                 # the leftmost lowest rank
+                if r[k] < best:
+                    i, best = k, r[k]
+            if i < 0:
+                break
+            ids[start + i] = merged[best]
+            for k in range(i + 1, n - 1):          # close the gap: ids and ranks move one left
+                ids[start + k] = ids[start + k + 1]
+                r[k] = r[k + 1]
+            n -= 1
+            if i > 0:
+                r[i - 1] = _rank(table, ids[start + i - 1], ids[start + i])
+            if i < n - 1:
+                r[i] = _rank(table, ids[start + i], ids[start + i + 1])
+        lengths[c] = n
+        start = ends[c]
+    return lengths
+
+
+@exact_kernel
+def _rank(table, a, b):
+    row = table[_slot(table, (a << 32) | b)]
+    return row[0] if row[0] >= 0 else _NO_RANK
+
+
+def encode_chunks(chunks, byte_ids, ranks, merged):
+    """Same arguments and results as zerollm.tokenizers.bpe.encode_chunks. The rank table is built per
+    call (a few ms for a large vocabulary): a call with few chunks leaves the work to the reference."""
+    if len(chunks) < MIN_CHUNKS:
+        return NotImplemented
+    size = 1 << 10
+    while size < 2 * len(ranks):
+        size *= 2
+    table = np.full((size, 2), -1, np.int64)
+    keys = np.array([(a << 32) | b for a, b in ranks], np.int64).reshape(-1)
+    _fill(table, keys, np.fromiter(ranks.values(), np.int64, len(ranks)))
+    lengths = np.fromiter(map(len, chunks), np.int64, len(chunks))
+    ends = np.cumsum(lengths)
+    ids = np.asarray(byte_ids, np.int64)[np.frombuffer(b"".join(chunks), np.uint8)]
+    new_lengths = _encode(ids, ends, table, np.asarray(merged, np.int64))
+    flat = ids.tolist()
+    return [flat[s:s + n] for s, n in zip((ends - lengths).tolist(), new_lengths.tolist())]
+
+
+@exact_kernel
+def _fill(table, keys, values):
+    for k in range(keys.size):
+        r = _slot(table, keys[k])
+        table[r, 0], table[r, 1] = values[k], keys[k]
+
+
+# ----------------------------------------------------------------------------
 # the kernel: the reference's arguments and results
 
 def learn_merges(chunks, n_new_tokens):
@@ -332,4 +405,4 @@ def learn_merges(chunks, n_new_tokens):
     return [tuple(m) for m in merges.tolist()], vocab
 
 
-KERNELS = {"learn_merges": learn_merges}
+KERNELS = {"learn_merges": learn_merges, "encode_chunks": encode_chunks}

@@ -30,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))     # this checkout
 
 from zerollm.data import corpora  # noqa: E402
 from zerollm.engine import use_engine  # noqa: E402
+from zerollm.io import docsmode  # noqa: E402
 from zerollm.tokenizers import ENDOFTEXT, BPETokenizer  # noqa: E402
 from zerollm.tokenizers.hf import bytes_to_unicode  # noqa: E402
 from zerollm.tokenizers.patterns import PATTERNS, compile_pattern, split_text  # noqa: E402
@@ -79,12 +80,26 @@ def split_and_count(text, pattern):
 
 
 def first_call_s():
-    """Time of the fast trainer's first call (numba compiles it, or loads it from its cache) and which."""
+    """Time of the fast engine's first training and encoding calls (numba compiles the kernels, or loads
+    them from its cache), and which of the two it was."""
     from zerollm.engine.fast import bpe
+    text = " ".join(f"word{i}" for i in range(2 * bpe.MIN_CHUNKS))     # enough chunks for the encode kernel
+    start = time.perf_counter()
     with use_engine("fast"):
-        _, t = timed(BPETokenizer.train, "warm up the kernel", 260)
-    hits = sum(bpe._train.stats.cache_hits.values())
+        BPETokenizer.train(text, 300).encode(text)
+    t = time.perf_counter() - start
+    hits = sum(bpe._train.stats.cache_hits.values()) + sum(bpe._encode.stats.cache_hits.values())
     return t, "loaded from numba's cache" if hits else "compiled"
+
+
+def blas():
+    """The BLAS libraries threadpoolctl sees (BPE does no matrix products; stated as on every table)."""
+    try:
+        from threadpoolctl import threadpool_info
+    except ImportError:
+        return "threadpoolctl not installed"
+    import numpy  # noqa: F401  (loads its BLAS)
+    return "; ".join(f"{p.get('internal_api')} {p.get('version')} {p.get('architecture')}" for p in threadpool_info())
 
 
 # ----------------------------------------------------------------------------
@@ -136,7 +151,8 @@ def run(corpus_names, sizes, pattern="gpt4", engines=("fast", "numpy"), rounds=1
     cpus = pin_cpus(1)
     meta = {"pattern": pattern, "rounds": rounds, "engines": list(engines), "cpus": cpus, "chars": chars,
             "tokenizers": version("tokenizers"), "numba": version("numba"), "load": os.getloadavg(),
-            "RAYON_NUM_THREADS": os.environ.get("RAYON_NUM_THREADS")}
+            "RAYON_NUM_THREADS": os.environ.get("RAYON_NUM_THREADS"), "blas": blas(),
+            "cpu": _cpu_model()}
     if "fast" in engines:
         meta["first_call_s"], meta["first_call"] = first_call_s()
     rows = []
@@ -153,6 +169,11 @@ def run(corpus_names, sizes, pattern="gpt4", engines=("fast", "numpy"), rounds=1
     return {"meta": meta, "rows": rows}
 
 
+def _cpu_model():
+    with open("/proc/cpuinfo") as f:
+        return next((line.partition(":")[2].strip() for line in f if line.startswith("model name")), "?")
+
+
 # ----------------------------------------------------------------------------
 # the table
 
@@ -160,7 +181,8 @@ def table(results):
     """Markdown: one row per (corpus, vocabulary, zerollm engine)."""
     m = results["meta"]
     part = f"the first {m['chars']:,} characters of each corpus" if m.get("chars") else "whole corpora"
-    lines = [f"Pattern {m['pattern']}, {part}, {m['rounds']} round(s), 1 thread (CPU {m['cpus']}), tokenizers "
+    lines = [f"{m.get('cpu', '?')}; BLAS: {m.get('blas', '?')} (BPE multiplies no matrices). "
+             f"Pattern {m['pattern']}, {part}, {m['rounds']} round(s), 1 thread (CPU {m['cpus']}), tokenizers "
              f"{m['tokenizers']}, load average {m['load'][0]:.2f} before, {m['load_after'][0]:.2f} after.",
              ""]
     if "first_call_s" in m:
@@ -194,6 +216,10 @@ def main(argv=None):
     p.add_argument("--chars", type=int, help="use only the first CHARS characters of each corpus")
     p.add_argument("--json", type=Path, help="also write the results here")
     args = p.parse_args(argv)
+    if docsmode.active():       # tests/test_docs_run.py runs every documented command line, in seconds
+        print(f"{docsmode.ENV} is set: the smoke size ({SLICE['smoke']:,} characters, vocabulary "
+              f"{SIZES['smoke'][0]}, 1 round)", file=sys.stderr)
+        args.sizes, args.rounds, args.chars = SIZES["smoke"], 1, SLICE["smoke"]
     results = run(args.corpus, args.sizes, args.pattern, args.engines.split(","), args.rounds, args.chars)
     print(table(results))
     if args.json:

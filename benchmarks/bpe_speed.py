@@ -118,7 +118,7 @@ def compare(text, vocab_size, pattern, engines, rounds):
             else:
                 with use_engine(c.partition("-")[2]):
                     tok, t_train = timed(BPETokenizer.train, text, vocab_size, pattern=pattern)
-                ids, t_enc = timed(tok.encode, text)            # a fresh tokenizer: its chunk cache is empty
+                    ids, t_enc = timed(tok.encode, text)        # a fresh tokenizer: its chunk cache is empty
                 result[c] = dict(vocab_size=tok.vocab_size, tokens=len(ids), merges=zerollm_merges(tok))
             runs[c]["train_s"].append(t_train)
             runs[c]["encode_s"].append(t_enc)

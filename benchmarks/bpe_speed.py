@@ -218,8 +218,9 @@ def main(argv=None):
     args = p.parse_args(argv)
     if docsmode.active():       # tests/test_docs_run.py runs every documented command line, in seconds
         print(f"{docsmode.ENV} is set: the smoke size ({SLICE['smoke']:,} characters, vocabulary "
-              f"{SIZES['smoke'][0]}, 1 round)", file=sys.stderr)
-        args.sizes, args.rounds, args.chars = SIZES["smoke"], 1, SLICE["smoke"]
+              f"{SIZES['smoke'][0]}, 1 round), numpy engine only (a fresh clone would compile the fast "
+              "kernels first: ~10 s; tests/test_benchmarks.py runs them)", file=sys.stderr)
+        args.sizes, args.rounds, args.chars, args.engines = SIZES["smoke"], 1, SLICE["smoke"], "numpy"
     results = run(args.corpus, args.sizes, args.pattern, args.engines.split(","), args.rounds, args.chars)
     print(table(results))
     if args.json:

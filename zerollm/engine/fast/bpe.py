@@ -220,26 +220,58 @@ def _new_token(a, b, pool, pool_end, tstart, tlen, id_of, next_id):
 # the training loop, compiled
 
 @exact_kernel
+def _link(sym):
+    """nxt[i], prv[i]: the neighbours of position i inside its chunk, -1 at a chunk's ends."""
+    N = sym.size
+    nxt, prv = np.full(N, -1, np.int64), np.full(N, -1, np.int64)
+    for i in range(N - 1):
+        if sym[i] >= 0 and sym[i + 1] >= 0:
+            nxt[i], prv[i + 1] = i + 1, i
+    return nxt, prv
+
+
+@exact_kernel
+def _byte_tokens(n_new):
+    """The 256 byte tokens: their bytes (token t is pool[tstart[t]:tstart[t] + tlen[t]]) and a hash table
+    (id, hash of the bytes) with room for n_new more (see _slot and _new_token)."""
+    pool = np.arange(256).astype(np.uint8)
+    tstart, tlen = np.arange(256).astype(np.int64), np.ones(256, np.int64)
+    size = 1 << 10
+    while size < 2 * (256 + n_new):
+        size *= 2
+    id_of = np.full((size, 2), -1, np.int64)
+    for t in range(256):
+        h = _hash(pool, t, 1)
+        r = _slot(id_of, h)
+        id_of[r, 0], id_of[r, 1] = t, h
+    return pool, tstart, tlen, id_of
+
+
+@exact_kernel
+def _occurrences(e, occ, sym, nxt, a, b, positions):
+    """The positions where (a, b) still starts, from the occurrence list that begins at entry e (stale
+    entries skipped), left to right where it matters. Returns (positions, how many)."""
+    n = 0
+    while e >= 0:
+        i = occ[e, 0]
+        if sym[i] == a and nxt[i] >= 0 and sym[nxt[i]] == b:
+            positions = _grow(positions, n + 1)
+            positions[n] = i
+            n += 1
+        e = occ[e, 1]
+    if a == b:                                     # only runs "a a a" overlap; there order matters
+        _heapsort(positions, n)
+    return positions, n
+
+
+@exact_kernel
 def _train(sym, wt, n_new):
     """sym: the bytes of every distinct chunk, each chunk followed by -1 (pairs with nothing);
     wt: the count of each position's chunk. Returns merges (M, 3) and each token's bytes as
     (pool, start, length) in id order."""
     N = sym.size
-    nxt = np.full(N, -1, np.int64)
-    prv = np.full(N, -1, np.int64)
-    for i in range(N - 1):
-        if sym[i] >= 0 and sym[i + 1] >= 0:
-            nxt[i], prv[i + 1] = i + 1, i
-
-    pool = np.arange(256).astype(np.uint8)          # token bytes; token t is pool[tstart[t]:+tlen[t]]
-    tstart, tlen = np.arange(256).astype(np.int64), np.ones(256, np.int64)
-    size = 1 << 10
-    while size < 2 * (256 + n_new):
-        size *= 2
-    id_of = np.full((size, 2), -1, np.int64)       # (id, hash of its bytes) rows, see _slot
-    for t in range(256):
-        r = _slot(id_of, _hash(pool, t, 1))
-        id_of[r, 0], id_of[r, 1] = t, _hash(pool, t, 1)
+    nxt, prv = _link(sym)
+    pool, tstart, tlen, id_of = _byte_tokens(n_new)
     pool_end, next_id = np.int64(256), np.int64(256)
 
     # every pair once: counts and occurrence lists; backwards, so each list is in position order
@@ -274,17 +306,8 @@ def _train(sym, wt, n_new):
         merges[n_merges, 0], merges[n_merges, 1], merges[n_merges, 2] = a, b, x
 
         # where (a, b) still starts, left to right (stale entries skipped); the list is used up
-        n_pos, e = 0, pairs[pid, 1]
-        while e >= 0:
-            i = occ[e, 0]
-            if sym[i] == a and nxt[i] >= 0 and sym[nxt[i]] == b:
-                positions = _grow(positions, n_pos + 1)
-                positions[n_pos] = i
-                n_pos += 1
-            e = occ[e, 1]
+        positions, n_pos = _occurrences(pairs[pid, 1], occ, sym, nxt, a, b, positions)
         pairs[pid, 1] = -1
-        if a == b:                                 # only runs "a a a" overlap; there order matters
-            _heapsort(positions, n_pos)
 
         # room for what this merge can add: per position 2 new pairs, 2 occurrences, 4 changes
         pairs, occ = _room(pairs, n_pid + 2 * n_pos), _room(occ, n_occ + 2 * n_pos)

@@ -28,6 +28,7 @@ ENDOFTEXT = "<|endoftext|>"
 NO_RANK = float("inf")
 CACHE_LIMIT = 200_000   # distinct chunks remembered by encode (cleared when full)
 BLOCK = 50_000          # chunks encoded per call of encode_chunks
+BYTE_IDS = list(range(256))
 
 
 # ----------------------------------------------------------------------------
@@ -90,7 +91,6 @@ class BPETokenizer(Tokenizer):
         self._vocab_size = 1 + max(max(self.vocab), max(self.special_tokens.values(), default=-1))
         id_of = {b: i for i, b in self.vocab.items()}
         self._byte_ids = [id_of[bytes([x])] for x in range(256)]
-        self._bytes_are_ids = self._byte_ids == list(range(256))
         table = [None] * self.vocab_size                                       # id -> bytes
         for i, b in self.vocab.items():
             table[i] = b
@@ -243,6 +243,8 @@ def encode_chunks(chunks, byte_ids, ranks, merged):
     >>> encode_chunks([b"aaab"], list(range(256)), {(97, 97): 0, (256, 98): 1}, [256, 257])
     [[256, 97, 98]]
     """
+    if list(byte_ids) == BYTE_IDS:                 # the usual numbering: byte b is token b
+        return [encode_chunk(list(data), ranks, merged) for data in chunks]
     return [encode_chunk([byte_ids[x] for x in data], ranks, merged) for data in chunks]
 
 

@@ -95,18 +95,27 @@ def engine_of(contender):
     return contender.partition("-")[2] or "numpy"
 
 
-def model_table(records, unit="tokens/s"):
-    """One row per (config, threads, engine): speeds, the paired ratio, peak memory (and token agreement)."""
+def gemm_ratios(results):
+    """threads -> the GEMM row's NumPy/torch speed ratio, shown beside every model ratio: a host whose
+    BLAS libraries differ moves every ratio by about that much."""
+    return {r["threads"]: r["ratios"].get("numpy", {}).get("median") for r in results["gemm"]}
+
+
+def model_table(records, unit="tokens/s", gemm=None):
+    """One row per (config, threads, engine): speeds, the paired ratio, the GEMM row's ratio at the same
+    threads, peak memory (and token agreement)."""
     agree = any("tokens_agree" in r for r in records)
+    gemm = gemm or {}
     rows = []
     for r in records:
         for c in r["ratios"]:                              # every zerollm contender, one per engine
             row = [r["name"], r["threads"], engine_of(c), _f(_c(r, c, "per_s"), ".0f"),
                    _f(_c(r, "torch", "per_s"), ".0f"), _ratio(r, c), _cpu_ratio(r, c),
+                   _f(gemm.get(r["threads"]), ".2f", suffix="x"),
                    _f(_c(r, c, "peak_mib"), ".1f"), _f(_c(r, "torch", "peak_mib"), ".1f")]
             rows.append(row + ([_f(r.get("tokens_agree", {}).get(c), ".0%")] if agree else []))
     header = ["config", "threads", "engine", f"zerollm {unit}", f"torch {unit}", "zerollm/torch",
-              "same, by CPU time", "zerollm peak MiB", "torch peak MiB"]
+              "same, by CPU time", "GEMM NumPy/torch", "zerollm peak MiB", "torch peak MiB"]
     return _table(header + (["same tokens"] if agree else []), rows)
 
 
@@ -146,19 +155,33 @@ def markdown(results):
                      f"`{results['meta']['openblas_coretype']}` kernels (`--openblas-coretype`).")
     note = "".join(f"\n> {n}\n" for n in notes if n)
     gen = results["generate"][0]["params"] if results["generate"] else {}
+    gemm = gemm_ratios(results)
     attn = results["attention"][0]["params"] if results["attention"] else {}
     return "\n\n".join([
         f"## Latest results ({mode} run, {results['meta']['date'][:10]})\n{note}", machine(results),
         "### Correctness before timing (training losses, identical weights and batches)", check_table(results),
         "### GEMM peak (float32 square matmul, best step)", gemm_table(results),
-        "### Training step: forward + backward + clip + AdamW", model_table(results["train"]),
-        "### Forward only", model_table(results["forward"]),
+        "### Training step: forward + backward + clip + AdamW", model_table(results["train"], gemm=gemm),
+        "### Forward only", model_table(results["forward"], gemm=gemm),
         f"### Generation: greedy, KV cache, B=1, prompt {gen.get('prompt_tokens')}, "
-        f"{gen.get('new_tokens')} new tokens", model_table(results["generate"]),
+        f"{gen.get('new_tokens')} new tokens", model_table(results["generate"], gemm=gemm),
         f"### Attention alone: forward + backward, B={attn.get('B')}, nh={attn.get('nh')}, "
         f"hs={attn.get('hs')}, causal, float32", attention_table(results),
         "### MFU: achieved FLOP/s of the training step / NumPy's GEMM peak (same threads)", mfu_table(results),
+        *bpe_section(results),
     ]) + "\n"
+
+
+def bpe_section(results):
+    """[title, table] of the BPE comparison (benchmarks/bpe_speed.py), or nothing when it was not run."""
+    bpe = results.get("bpe")
+    if not bpe:
+        return []
+    title = "### BPE: zerollm vs Hugging Face tokenizers (training and encoding time, 1 thread)"
+    if "error" in bpe:
+        return [title, f"**FAILED**: {bpe['error']}"]
+    from bpe_speed import table
+    return [title, table(bpe)]
 
 
 # ----------------------------------------------------------------------------

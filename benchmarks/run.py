@@ -1,4 +1,5 @@
-"""zerollm vs PyTorch on the same CPU: training step, forward, generation, attention, GEMM peak, MFU.
+"""zerollm vs PyTorch on the same CPU: training step, forward, generation, attention, GEMM peak, MFU;
+and zerollm's BPE vs Hugging Face tokenizers (benchmarks/bpe_speed.py).
 
     python benchmarks/run.py                 # full: 5 rounds, 1 and 2 threads, attention up to T=8192
     python benchmarks/run.py --quick         # 2 rounds, attention up to T=1024
@@ -22,6 +23,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from importlib.metadata import version
 from pathlib import Path
@@ -34,6 +36,7 @@ ROOT = HERE.parent
 sys.path[:] = [str(HERE.parent)] + [p for p in sys.path if Path(p or ".").resolve() != HERE] + [str(HERE)]
 
 import bench_report  # noqa: E402
+import bpe_speed  # noqa: E402
 import bench_workloads as W  # noqa: E402
 from bench_measure import worker_env  # noqa: E402
 
@@ -263,6 +266,23 @@ def meta(mode, threads, rounds, engines=("numpy",)):
             "command": " ".join(sys.argv), "libraries": {}}
 
 
+def run_bpe(mode, engines):
+    """BPE training and encoding, zerollm vs Hugging Face tokenizers (benchmarks/bpe_speed.py), in its own
+    process with one thread: its CPU pinning must not reach the other workers."""
+    out = Path(tempfile.mkdtemp()) / "bpe.json"
+    cmd = [sys.executable, str(HERE / "bpe_speed.py"), "--json", str(out), "--rounds", str(bpe_speed.ROUNDS[mode]),
+           "--engines", ",".join(engines), "--sizes", *map(str, bpe_speed.SIZES[mode])]
+    if bpe_speed.SLICE[mode]:
+        cmd += ["--chars", str(bpe_speed.SLICE[mode])]
+    proc = subprocess.run(cmd, env=worker_env(1), capture_output=True, text=True, cwd=ROOT, timeout=WORKER_TIMEOUT_S)
+    print(proc.stdout, end="", flush=True)
+    if proc.returncode != 0:
+        tail = " | ".join(proc.stderr.strip().splitlines()[-3:])
+        print(f"  FAILED bpe_speed.py exited with {proc.returncode}: {tail}", flush=True)
+        return {"error": f"bpe_speed.py exited with {proc.returncode}: {tail}"}
+    return json.loads(out.read_text(encoding="utf-8"))
+
+
 def run_all(mode, threads_list, rounds, engines=("numpy",), coretype=None, only=None):
     """Every measurement of the plan (or only the tasks in ``only``: no training check then)."""
     results = {"meta": meta(mode, threads_list, rounds, engines), "check": [], "gemm": [], "train": [],
@@ -279,6 +299,8 @@ def run_all(mode, threads_list, rounds, engines=("numpy",), coretype=None, only=
                 continue
             results[m.task].append(run_rounds(m, threads, rounds, results["meta"]["libraries"], coretype))
     add_mfu(results)
+    if only is None or "bpe" in only:
+        results["bpe"] = run_bpe(mode, engines)
     results["meta"]["duration_s"] = round(time.perf_counter() - start, 1)
     return results
 
@@ -327,6 +349,8 @@ def main(argv=None):
     failed = [r["name"] for r in results["check"] if not r["passed"]] + [
         e for sec in ("gemm", "train", "forward", "generate", "attention")
         for rec in results[sec] for c in rec["contenders"].values() for e in c["errors"]]
+    if "error" in results.get("bpe", {}):
+        failed.append(results["bpe"]["error"])
     return 1 if failed else 0
 
 

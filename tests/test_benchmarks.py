@@ -94,9 +94,35 @@ def test_workers_ran_with_one_pinned_thread_and_no_openblas_overrides(smoke):
 def test_markdown_and_chart_are_written(smoke):
     out, _ = smoke
     md = (out / "results.md").read_text(encoding="utf-8")
-    for title in ("Correctness", "GEMM", "Training step", "Forward only", "Generation", "Attention", "MFU"):
+    for title in ("Correctness", "GEMM", "Training step", "Forward only", "Generation", "Attention", "MFU", "BPE"):
         assert title in md
+    gemm = results_gemm_ratio(out)
+    assert "| GEMM NumPy/torch |" in md and f"| {gemm:.2f}x |" in md      # beside every model ratio
     assert (out / "ratios.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def results_gemm_ratio(out):
+    results = json.loads((out / "results.json").read_text(encoding="utf-8"))
+    (gemm,) = results["gemm"]
+    return gemm["ratios"]["numpy"]["median"]
+
+
+def test_bpe_row_trains_both_sides_to_the_same_vocabulary(smoke):
+    """zerollm (both engines) and tokenizers on slices of both corpora: same size, same set of merges."""
+    _, results = smoke
+    rows = results["bpe"]["rows"]
+    assert [r["corpus"] for r in rows] == ["tinyshakespeare.txt", "tang_poems.txt"]
+    for r in rows:
+        assert set(r["contenders"]) == {"tokenizers", "zerollm-numpy", "zerollm-fast"}
+        sizes = {c["vocab_size"] for c in r["contenders"].values()}
+        merges = {c["merges"] for c in r["contenders"].values()}
+        assert sizes == {r["vocab"]} and len(merges) == 1, r["contenders"]
+        for c in r["contenders"].values():
+            assert c["train_s"] > 0 and c["encode_s"] > 0 and c["tokens"] > 0
+        for ratio in r["ratios"].values():
+            assert ratio["train"] > 0 and ratio["encode"] > 0
+            assert ratio["same_merge_set"] > 0.95       # ties may be ordered differently, the pairs agree
+    assert results["bpe"]["meta"]["RAYON_NUM_THREADS"] == "1" and len(results["bpe"]["meta"]["cpus"]) == 1
 
 
 # ----------------------------------------------------------------------------

@@ -18,6 +18,7 @@ token's text is encoded like any other text, so user input cannot forge one (``e
 special-token handling live in tokenizers/base.py, shared with the byte and char tokenizers).
 """
 
+from zerollm.engine import accelerated
 from zerollm.io.errors import ZeroLLMError
 from zerollm.tokenizers.base import Tokenizer, as_id_list, text_bytes
 from zerollm.tokenizers.bpe_train import learn_merges
@@ -26,6 +27,8 @@ from zerollm.tokenizers.patterns import compile_pattern, resolve_pattern, split_
 ENDOFTEXT = "<|endoftext|>"
 NO_RANK = float("inf")
 CACHE_LIMIT = 200_000   # distinct chunks remembered by encode (cleared when full)
+BLOCK = 50_000          # chunks encoded per call of encode_chunks
+BYTE_IDS = list(range(256))
 
 
 # ----------------------------------------------------------------------------
@@ -88,7 +91,6 @@ class BPETokenizer(Tokenizer):
         self._vocab_size = 1 + max(max(self.vocab), max(self.special_tokens.values(), default=-1))
         id_of = {b: i for i, b in self.vocab.items()}
         self._byte_ids = [id_of[bytes([x])] for x in range(256)]
-        self._bytes_are_ids = self._byte_ids == list(range(256))
         table = [None] * self.vocab_size                                       # id -> bytes
         for i, b in self.vocab.items():
             table[i] = b
@@ -132,38 +134,22 @@ class BPETokenizer(Tokenizer):
     # encoding
 
     def _encode_ordinary(self, text):
-        """Split into chunks; BPE each distinct chunk once (most chunks repeat: " the", "，")."""
-        cache, out = self._cache, []
-        for chunk in split_text(text, self._regex, self.pattern_name is not None):
-            ids = cache.get(chunk)
-            if ids is None:
-                ids = self._encode_chunk(text_bytes(chunk))     # undecodable argv bytes: themselves
-                if len(cache) >= CACHE_LIMIT:
-                    cache.clear()
-                cache[chunk] = ids
-            out.extend(ids)
+        """Split into chunks; BPE each distinct chunk once (most chunks repeat: " the", "，").
+        Chunks not seen before are encoded together (one call of ``encode_chunks``), a block at a time."""
+        chunks = split_text(text, self._regex, self.pattern_name is not None)
+        out = []
+        for start in range(0, len(chunks), BLOCK):
+            block = chunks[start:start + BLOCK]
+            cache = self._cache
+            new = list(dict.fromkeys(c for c in block if c not in cache))
+            if len(cache) + len(new) > CACHE_LIMIT:
+                cache.clear()
+                new = list(dict.fromkeys(block))
+            data = [text_bytes(c) for c in new]                     # undecodable argv bytes: themselves
+            cache.update(zip(new, encode_chunks(data, self._byte_ids, self._ranks, self._merged)))
+            for chunk in block:
+                out.extend(cache[chunk])
         return out
-
-    def _encode_chunk(self, data):
-        """BPE on the bytes of one chunk: merge the adjacent pair of lowest rank, leftmost first,
-        until no pair has a rank. ``r[i]`` is the rank of (ids[i], ids[i+1]); after a merge only
-        its two neighbours change, and ``min``/``index`` scan the list at C speed."""
-        byte_ids = self._byte_ids
-        ids = list(data) if self._bytes_are_ids else [byte_ids[x] for x in data]
-        ranks = self._ranks
-        r = [ranks.get(p, NO_RANK) for p in zip(ids, ids[1:])]
-        while r:
-            best = min(r)
-            if best == NO_RANK:
-                break
-            i = r.index(best)
-            ids[i:i + 2] = [self._merged[best]]
-            del r[i]
-            if i > 0:
-                r[i - 1] = ranks.get((ids[i - 1], ids[i]), NO_RANK)
-            if i < len(r):
-                r[i] = ranks.get((ids[i], ids[i + 1]), NO_RANK)
-        return ids
 
     # ------------------------------------------------------------------
     # decoding and the vocabulary
@@ -242,6 +228,42 @@ class BPETokenizer(Tokenizer):
         """Import from a folder: ``tokenizer.json`` if present, else vocab.json + merges.txt."""
         from zerollm.tokenizers.hf import read_hf_dir
         return cls(**read_hf_dir(folder))
+
+
+# ----------------------------------------------------------------------------
+# BPE on chunks
+
+@accelerated
+def encode_chunks(chunks, byte_ids, ranks, merged):
+    """BPE on each chunk (bytes): start from the id of each byte (``byte_ids[b]``), merge the adjacent
+    pair of lowest rank, leftmost first, until no pair has a rank. ranks: {(left, right): rank};
+    merged[rank]: its new id. The fast engine runs zerollm/engine/fast/bpe.py's ``encode_chunks``
+    instead (same results).
+
+    >>> encode_chunks([b"aaab"], list(range(256)), {(97, 97): 0, (256, 98): 1}, [256, 257])
+    [[256, 97, 98]]
+    """
+    if list(byte_ids) == BYTE_IDS:                 # the usual numbering: byte b is token b
+        return [encode_chunk(list(data), ranks, merged) for data in chunks]
+    return [encode_chunk([byte_ids[x] for x in data], ranks, merged) for data in chunks]
+
+
+def encode_chunk(ids, ranks, merged):
+    """One chunk, in place. ``r[i]`` is the rank of (ids[i], ids[i+1]); after a merge only its two
+    neighbours change, and ``min``/``index`` scan the list at C speed."""
+    r = [ranks.get(p, NO_RANK) for p in zip(ids, ids[1:])]
+    while r:
+        best = min(r)
+        if best == NO_RANK:
+            break
+        i = r.index(best)
+        ids[i:i + 2] = [merged[best]]
+        del r[i]
+        if i > 0:
+            r[i - 1] = ranks.get((ids[i - 1], ids[i]), NO_RANK)
+        if i < len(r):
+            r[i] = ranks.get((ids[i], ids[i + 1]), NO_RANK)
+    return ids
 
 
 # ----------------------------------------------------------------------------

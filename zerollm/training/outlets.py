@@ -6,6 +6,13 @@ never stand between the stop request and the checkpoint. So while a run trains, 
 wrapped: a write to a closed pipe points that file descriptor at /dev/null (later writes, Python's final
 flush included, then succeed unseen) and tells the listeners (zerollm.training.trainer.StopRequests: the run stops
 at the next step boundary, saves, and exits 130, as for Ctrl-C).
+
+Under ``mpirun`` a closed pipe is worse: the ranks write to mpiexec, and mpiexec itself writes to the pipe.
+When tee is gone, mpiexec's next write kills it (SIGPIPE), and Hydra then kills every rank (SIGKILL, which
+nothing can catch) before the step in progress ends. So once a stop is asked for under MPI, the ranks
+*hold* what they would print (``Outlet.hold``) until the checkpoint is saved, and only then let it out.
+mpiexec also prints a line of its own on Ctrl-C; it survives that write only if it was started with
+SIGPIPE ignored (docs/distributed.md gives the shell line).
 """
 
 import contextlib
@@ -18,13 +25,30 @@ class Outlet:
 
     def __init__(self, stream):
         self._stream, self.listeners, self.closed_pipe = stream, [], False
+        self._held = None                      # a list of texts while holding, else None
 
     def write(self, text):
-        self._guard(self._stream.write, text)
+        if self._held is not None:
+            self._held.append(text)
+        else:
+            self._guard(self._stream.write, text)
         return len(text)
 
     def flush(self):
-        self._guard(self._stream.flush)
+        if self._held is None:
+            self._guard(self._stream.flush)
+
+    def hold(self):
+        """Keep every write in memory from now on, until ``release``."""
+        if self._held is None:
+            self._held = []
+
+    def release(self):
+        """Write out what was held, and write straight through again."""
+        held, self._held = self._held, None
+        if held:
+            self.write("".join(held))
+        self.flush()
 
     def _guard(self, fn, *args):
         try:
@@ -49,8 +73,8 @@ class Outlet:
 
 @contextlib.contextmanager
 def closed_pipes_tolerated(on_close=None):
-    """While active, sys.stdout and sys.stderr are Outlets; ``on_close()`` runs when one of them finds its
-    pipe closed. Nested uses share the same Outlets (each adds its listener)."""
+    """While active, sys.stdout and sys.stderr are Outlets (yielded as a list); ``on_close()`` runs when one
+    of them finds its pipe closed. Nested uses share the same Outlets (each adds its listener)."""
     old = sys.stdout, sys.stderr
     outlets = [s if isinstance(s, Outlet) or s is None else Outlet(s) for s in old]
     for outlet in outlets:
@@ -58,11 +82,11 @@ def closed_pipes_tolerated(on_close=None):
             outlet.listeners.append(on_close)
     sys.stdout, sys.stderr = outlets
     try:
-        yield
+        yield [outlet for outlet in outlets if outlet is not None]
     finally:
         for outlet in outlets:
             if outlet is not None:
-                outlet.flush()
+                outlet.release()
                 if on_close is not None:
                     outlet.listeners.remove(on_close)
         sys.stdout, sys.stderr = old

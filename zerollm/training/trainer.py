@@ -22,6 +22,7 @@ therefore produces bit-identical losses to one that never stopped.
 
 import functools
 import os
+import sys
 import time
 import warnings
 from dataclasses import asdict, dataclass, field, replace
@@ -297,14 +298,15 @@ def fit(trainer, run_dir, *, log, progress=True, echo=functools.partial(print, f
     if not trainer.world.is_main:            # rank 0 alone prints, logs and saves (zerollm.training.dist)
         progress, echo, log = False, _quiet, _NullLog()
     try:
-        with StopRequests(hard=trainer.world.size == 1, announce=trainer.world.is_main) as stop:
+        with StopRequests(hard=trainer.world.size == 1, announce=trainer.world.is_main,
+                          hold=trainer.world.size > 1) as stop:
             trainer.stop = stop
             first = trainer.iter
             end = first + docsmode.limit("training steps", max(cfg.max_iters - first, 0))
             if first % cfg.eval_interval == 0 and first < end:
                 _evaluate(trainer, log, echo)        # before the bar, so its rate measures steps only
             _stop_if_asked(trainer, run_dir)
-            bar = _progress_bar(trainer.iter, cfg.max_iters, progress)
+            bar = _progress_bar(trainer.iter, cfg.max_iters, progress, several_ranks=trainer.world.size > 1)
             write = bar.write if bar is not None else echo
             while trainer.iter < end:
                 if trainer.iter % cfg.eval_interval == 0 and trainer.iter != first:
@@ -317,7 +319,7 @@ def fit(trainer, run_dir, *, log, progress=True, echo=functools.partial(print, f
                           "tokens_per_s": record["tokens"] / dt}
                 log.write(**record)
                 if bar is not None:
-                    bar.set_postfix(_shown(record, trainer.objective.progress))
+                    bar.set_postfix(_shown(record, trainer.objective.progress), refresh=False)
                     bar.update(1)
                 _stop_if_asked(trainer, run_dir)
                 if trainer.iter % cfg.checkpoint_interval == 0 and trainer.iter < end:
@@ -365,10 +367,12 @@ class StopRequests:
 
     A closed stdout or stderr (``... | tee log`` and tee ended, by the same Ctrl-C or alone) also asks
     for a stop, but never counts as the first Ctrl-C: the signal that follows it still saves
-    (zerollm.training.outlets)."""
+    (zerollm.training.outlets). With ``hold`` (several MPI ranks), everything printed from the stop request
+    on is held back until the block ends, after the checkpoint: a write that reaches a closed pipe through
+    mpiexec would get every rank killed before it saves."""
 
-    def __init__(self, hard=False, announce=False):
-        self.hard, self.announce = hard, announce
+    def __init__(self, hard=False, announce=False, hold=False):
+        self.hard, self.announce, self.hold = hard, announce, hold
 
     @property
     def requested(self):
@@ -379,7 +383,7 @@ class StopRequests:
         import threading
         self.signals, self.output_closed, self._old = 0, False, {}
         self._outlets = closed_pipes_tolerated(self._closed)
-        self._outlets.__enter__()
+        self._streams = self._outlets.__enter__()
         if threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGINT, signal.SIGTERM):
                 self._old[sig] = signal.signal(sig, self._handle)
@@ -391,10 +395,17 @@ class StopRequests:
     def _handle(self, signum, frame):
         if self.signals and self.hard:
             raise KeyboardInterrupt
+        if self.hold:
+            for stream in self._streams:
+                stream.hold()
         if self.announce and not self.signals:
-            # os.write, not print: a handler may run while the main thread is inside a print to stderr
-            write_fd(2, b"\nstopping: the step in progress finishes, then a checkpoint is saved"
-                     + (b" (Ctrl-C again: stop at once, keeping the last checkpoint)\n" if self.hard else b"\n"))
+            message = ("\nstopping: the step in progress finishes, then a checkpoint is saved"
+                       + (" (Ctrl-C again: stop at once, keeping the last checkpoint)\n" if self.hard else "\n"))
+            if self.hold and sys.stderr is not None:
+                sys.stderr.write(message)    # an Outlet that holds: the text waits in memory
+            else:
+                # os.write, not print: a handler may run while the main thread is inside a print to stderr
+                write_fd(2, message.encode())
         self.signals += 1
 
     def __exit__(self, *exc):
@@ -405,11 +416,14 @@ class StopRequests:
         return False
 
 
-def _progress_bar(start, total, enabled):
+def _progress_bar(start, total, enabled, several_ranks=False):
+    """tqdm, redrawn at most every 0.1 s (every second under MPI: each redraw that reaches mpiexec after a
+    piped reader ended kills the job, zerollm.training.outlets)."""
     if not enabled:
         return None
     from tqdm import tqdm
-    return tqdm(total=total, initial=start, unit="step", dynamic_ncols=True, leave=True)
+    return tqdm(total=total, initial=start, unit="step", dynamic_ncols=True, leave=True,
+                mininterval=1.0 if several_ranks else 0.1)
 
 
 def _evaluate(trainer, log, write):

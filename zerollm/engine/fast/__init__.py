@@ -21,12 +21,13 @@ reference function it stands in for, and answers NotImplemented for what it was 
     optim.adamw_update                  zerollm.training.optim.adamw_update                 bit-identical
     optim.sum_of_squares                zerollm.training.optim.sum_of_squares               float64 sum
     quant.quantized_matmul              zerollm.nn.linear.quantized_matmul         sums reordered
+    bpe.learn_merges                    zerollm.tokenizers.bpe_train.learn_merges  the same merges
 
 Importing this package imports numba and compiles nothing: each kernel is compiled (or loaded from
 numba's cache) the first time it runs.
 """
 
-from zerollm.engine.fast import activation, attention, flash, norm, optim, quant
+from zerollm.engine.fast import activation, attention, bpe, flash, norm, optim, quant
 
 KERNELS = {**attention.KERNELS, **flash.KERNELS, **norm.KERNELS, **activation.KERNELS, **optim.KERNELS,
-           **quant.KERNELS}
+           **quant.KERNELS, **bpe.KERNELS}

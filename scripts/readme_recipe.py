@@ -1,0 +1,87 @@
+"""Run the README's assistant path (Part 6) exactly as printed, then score the base and the SFT model on
+the same heldout prompts: does the recipe a reader copies really teach the task?
+
+    python scripts/readme_recipe.py --workdir /tmp/recipe          # about 10 minutes on 2 quiet cores
+    python scripts/readme_recipe.py --workdir /tmp/recipe --n 200  # fewer prompts for the score
+
+The commands are read from README.md's Part 6 block (one per line, ``\\`` continues a line), so the
+script follows the README when it changes. It runs them in --workdir (which must be empty or absent),
+then ``zerollm tasks eval acrostic`` on the base (``runs/tang``) and the SFT run (``runs/tang-sft``),
+greedy and sampled, and prints one row per model with success and its 95% interval. The exit status
+is 1 when the SFT model's sampled success is not clearly above the base's (its interval's low end at
+or below the base's high end). It takes too long for the test suite (tests/test_readme_recipe.py checks
+the flags instead); its measured table is in docs/alignment.md §5.
+"""
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+PART = "**Part 6"
+
+
+def part6_commands(readme):
+    """The shell lines of the first ```bash block after the Part 6 heading, continuations joined."""
+    text = readme.read_text(encoding="utf-8")
+    start = text.index(PART)
+    block = re.search(r"```bash\n(.*?)```", text[start:], re.S).group(1)
+    lines = block.replace("\\\n", " ").splitlines()
+    return [line.split("   #")[0].strip() for line in lines if line.strip() and not line.lstrip().startswith("#")]
+
+
+def run(command, cwd):
+    t0 = time.perf_counter()
+    print(f"$ {command}", flush=True)
+    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"   # this Python's zerollm
+    subprocess.run(command, shell=True, cwd=cwd, check=True, env={**os.environ, "PATH": path})
+    return time.perf_counter() - t0
+
+
+def score(ckpt, data, n, temperature, cwd):
+    out = subprocess.run([sys.executable, "-m", "zerollm", "tasks", "eval", "acrostic", "--ckpt", ckpt,
+                          "--data", data, "--n", str(n), "--temperature", str(temperature), "--json"],
+                         cwd=cwd, check=True, capture_output=True, text=True).stdout
+    return json.loads(out)["summary"]
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description="run the README's assistant recipe and score it")
+    p.add_argument("--workdir", required=True, help="an empty or new folder for the runs")
+    p.add_argument("--n", type=int, default=500, help="heldout prompts scored per model (default 500)")
+    args = p.parse_args(argv)
+    work = Path(args.workdir)
+    if work.exists() and any(work.iterdir()):
+        sys.exit(f"--workdir {work} is not empty; give a new folder")
+    work.mkdir(parents=True, exist_ok=True)
+    times = {}
+    for command in part6_commands(REPO / "README.md"):
+        if command.startswith(("zerollm sample", "zerollm tasks eval")):
+            continue                           # scored below, on both models
+        times[command.split()[1]] = times.get(command.split()[1], 0.0) + run(command, work)
+    rows = []
+    for name, ckpt in (("base", "runs/tang"), ("sft", "runs/tang-sft")):
+        for temperature in (1.0, 0.0):
+            s = score(ckpt, "acrostic-heldout.jsonl", args.n, temperature, work)
+            rows.append((name, temperature, s))
+    print(f"\n{'model':<6} {'sampling':<10} {'success':>8} {'95% interval':>16} {'mean reward':>12}")
+    for name, temperature, s in rows:
+        mode = "greedy" if temperature == 0 else "T=1.0"
+        low, high = s["ci95"]
+        print(f"{name:<6} {mode:<10} {s['success_rate']:>8.1%} {low:>7.1%}-{high:<7.1%} "
+              f"{s['mean_reward']:>12.3f}")
+    print("time: " + ", ".join(f"{k} {v / 60:.1f} min" for k, v in times.items()))
+    base, sft = rows[0][2], rows[2][2]
+    if sft["ci95"][0] <= base["ci95"][1]:
+        print("the SFT model is not clearly above the base (sampled success intervals overlap)")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

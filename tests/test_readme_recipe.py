@@ -27,3 +27,16 @@ def _sft_line(page, init):
 def test_the_readme_sft_line_is_the_measured_recipe():
     readme, measured = _sft_line("README.md", "runs/tang"), _sft_line("docs/alignment.md", "runs/tang")
     assert {f: readme.get(f) for f in RECIPE} == {f: measured[f] for f in RECIPE}, (readme, measured)
+
+
+def test_the_recipe_script_reads_the_readme_block_it_runs():
+    """scripts/readme_recipe.py runs the README's Part 6 lines as printed: the base, the data, the SFT."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("readme_recipe", REPO / "scripts" / "readme_recipe.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    commands = script.part6_commands(REPO / "README.md")
+    assert commands[0].startswith("zerollm train --preset tang --out runs/tang ")
+    sft = next(c for c in commands if c.startswith("zerollm sft --init runs/tang "))
+    assert "\\" not in sft and "#" not in sft                   # continuation joined, comment cut
+    assert {f: _flags(sft).get(f) for f in RECIPE} == {f: _sft_line("README.md", "runs/tang")[f] for f in RECIPE}

@@ -27,12 +27,14 @@ PART = "**Part 6"
 
 
 def part6_commands(readme):
-    """The shell lines of the first ```bash block after the Part 6 heading, continuations joined."""
+    """The shell lines of the first ```bash block after the Part 6 heading, cut into commands as the docs
+    test cuts them (tests/docs_blocks.py: continuations joined), without their comments."""
+    sys.path.insert(0, str(REPO / "tests"))
+    from docs_blocks import comment_of, commands_of
     text = readme.read_text(encoding="utf-8")
     start = text.index(PART)
     block = re.search(r"```bash\n(.*?)```", text[start:], re.S).group(1)
-    lines = block.replace("\\\n", " ").splitlines()
-    return [line.split("   #")[0].strip() for line in lines if line.strip() and not line.lstrip().startswith("#")]
+    return [c.text[:len(c.text) - len(comment_of(c.text))].strip() for c in commands_of("bash", block)]
 
 
 def run(command, cwd):

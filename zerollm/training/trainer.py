@@ -297,16 +297,16 @@ def fit(trainer, run_dir, *, log, progress=True, echo=functools.partial(print, f
     bar = None
     if not trainer.world.is_main:            # rank 0 alone prints, logs and saves (zerollm.training.dist)
         progress, echo, log = False, _quiet, _NullLog()
+    several_ranks = trainer.world.size > 1
     try:
-        with StopRequests(hard=trainer.world.size == 1, announce=trainer.world.is_main,
-                          hold=trainer.world.size > 1) as stop:
+        with StopRequests(hard=not several_ranks, announce=trainer.world.is_main, hold=several_ranks) as stop:
             trainer.stop = stop
             first = trainer.iter
             end = first + docsmode.limit("training steps", max(cfg.max_iters - first, 0))
             if first % cfg.eval_interval == 0 and first < end:
                 _evaluate(trainer, log, echo)        # before the bar, so its rate measures steps only
             _stop_if_asked(trainer, run_dir)
-            bar = _progress_bar(trainer.iter, cfg.max_iters, progress, several_ranks=trainer.world.size > 1)
+            bar = _progress_bar(trainer.iter, cfg.max_iters, progress, several_ranks)
             write = bar.write if bar is not None else echo
             while trainer.iter < end:
                 if trainer.iter % cfg.eval_interval == 0 and trainer.iter != first:

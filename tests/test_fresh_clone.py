@@ -55,6 +55,20 @@ def test_no_committed_file_refers_outside_the_repository():
     assert offenders == []
 
 
+def test_no_committed_text_file_holds_a_merge_conflict():
+    """A merge left `<<<<<<< HEAD` ... `>>>>>>> main` in the README once: the page showed both halves and the
+    markers. A line that starts with seven of those signs (and a space, or nothing after =) is such a left-over."""
+    marks = ("<" * 7 + " ", ">" * 7 + " ", "=" * 7 + "\n")
+    offenders = []
+    for path in tracked_files():
+        if path.suffix not in (".py", ".md", ".toml", ".cfg", ".txt", ".json", ".html", ".js", ".css", ".sh", ".yml"):
+            continue
+        for number, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(True), 1):
+            if line.startswith(marks) or line == "=" * 7:
+                offenders.append(f"{path.relative_to(REPO)}:{number}")
+    assert offenders == []
+
+
 def test_the_guard_sees_a_file_opened_beside_the_repository(tmp_path):
     """The audit hook in conftest.py would fail the run; here we only check that it notices."""
     import conftest

@@ -292,6 +292,22 @@ def test_a_preset_trains_on_a_shipped_corpus_without_data_or_download(tmp_path, 
     assert meta["source"]["characters"] == meta_chars
 
 
+@pytest.mark.parametrize("data", [None, "tang"])
+def test_a_folder_named_like_the_corpus_is_not_taken_for_prepared_data(tmp_path, data):
+    """`cd runs && zerollm train --preset tang --out tang` made the folder tang/ first and then read it as a
+    prepared folder ("meta.json not found"); a folder of a corpus's name without meta.json is not one."""
+    argv = ["--preset", "tang", "--out", "tang", "--max-iters", "1", "--eval-interval", "1", "--eval-iters", "1",
+            "--sample-tokens", "0", "--no-progress", "--batch-size", "2", "--block-size", "16", "--n-layer", "1",
+            "--n-embd", "16", "--n-head", "2"]
+    if data:
+        (tmp_path / "tang").mkdir()                      # an unrelated empty folder of the corpus's name
+        argv[3] = "run"
+    res = train_cli(*argv, *(["--data", data] if data else []), cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    out = tmp_path / argv[3]
+    assert json.loads((out / "data" / "meta.json").read_text())["source"]["characters"] == 784_866
+
+
 # ----------------------------------------------------------------------------
 # a mixture of experts: the log, the expert-load plot, exact resume
 

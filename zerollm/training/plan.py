@@ -41,12 +41,14 @@ def data_source(args, run_dir):
     if data is None and os.path.isfile(os.path.join(run_dir, "data", "meta.json")):
         return os.path.join(run_dir, "data"), True
     if data is None and args.preset in PRESET_CORPUS:
-        data = PRESET_CORPUS[args.preset]
+        # the preset's own corpus, by its path: a folder of that name in the working directory (the run's
+        # own, as in `cd runs && zerollm train --preset tang --out tang`) is not what the preset means
+        return str(corpora.path(PRESET_CORPUS[args.preset])), False
     if data is None:
         raise ZeroLLMError("give --data FILE (a text file), --data DIR (from 'zerollm prepare') or the name of "
                            f"a shipped corpus ({', '.join(corpora.CORPORA)})")
-    if os.path.isdir(data):
-        return data, True
+    if os.path.isdir(data) and (data not in corpora.CORPORA or os.path.isfile(os.path.join(data, "meta.json"))):
+        return data, True                               # a prepared folder (a corpus's name without meta.json is the corpus)
     if not os.path.isfile(data) and data in corpora.CORPORA:
         data = str(corpora.path(data))                  # a corpus that ships with zerollm
     if not os.path.isfile(data):

@@ -1,13 +1,23 @@
-"""``ZEROLLM_DOCS_TEST=1``: the documentation's long commands, shrunk to seconds, in this one place.
+"""``ZEROLLM_DOCS_TEST``: the documentation's long commands, shrunk, in this one place.
 
 tests/test_docs_run.py runs every command of README.md and docs/*.md exactly as a reader types it.
 A few of them run for minutes (2000 training steps, 300 sampled poems, a benchmark); with this
-variable set they stop early instead, at the LIMITS below, and each limit that bites says so once
-on stderr. benchmarks/run.py asks ``active()`` and then measures one small GEMM only. Nothing else
-changes, so the text a reader sees never has to be edited for the test.
+variable set they stop early instead, and each limit that bites says so once on stderr. Nothing
+else changes, so the text a reader sees never has to be edited for a test. Two sizes:
+
+- ``ZEROLLM_DOCS_TEST=1`` (a smoke run, seconds): every command runs, at the LIMITS below; a model
+  learns nothing in 8 steps, but every file and line of output is there. benchmarks/*.py ask
+  ``active()`` and then measure one small case only.
+- ``ZEROLLM_DOCS_TEST=small`` (tens of seconds): a run that still learns. A preset's model shrinks to
+  SMALL_MODEL (2 layers, 64 wide) and the steps to SMALL's limits; the stage that teaches a task (SFT)
+  keeps most of its steps, pre-training few (the base only has to have seen the characters).
+  tests/test_readme_recipe.py runs the README's assistant path this way and requires its SFT model to
+  succeed clearly more often than its base.
 
     >>> limit("poems", 300, environ={})
     300
+    >>> limit("training steps", 2000, environ={ENV: "small"}, quiet=True)
+    800
 """
 
 import os
@@ -15,27 +25,54 @@ import sys
 
 ENV = "ZEROLLM_DOCS_TEST"
 LIMITS = {
-    "training steps": 8,         # per command: a --resume after it runs 8 more
+    "pre-training steps": 8,     # per command: a --resume after it runs 8 more
+    "training steps": 8,         # the other stages (SFT, reward, DPO, PPO, GRPO)
     "evaluation batches": 2,     # of each split, at each evaluation
     "sample tokens": 20,         # the sample printed at each evaluation
     "poems": 8,                  # scripts/tang_form.py
     "examples evaluated": 16,    # a task's prompts sampled by `tasks eval` and at each SFT evaluation
     "rollout prompts per step": 4,   # GRPO / PPO: prompts of each rollout batch (each answered group-size times)
 }
+SMALL = {**LIMITS, "pre-training steps": 150, "training steps": 800, "evaluation batches": 4,
+         "examples evaluated": 64}
+SMALL_MODEL = {"n_layer": 2, "n_embd": 64}      # in place of a preset's own (a flag the user gives still wins)
 _said = set()
+
+
+def profile(environ=None):
+    """None (off), "smoke" (ZEROLLM_DOCS_TEST=1 or any other value) or "small"."""
+    value = (os.environ if environ is None else environ).get(ENV, "")
+    if value in ("", "0"):
+        return None
+    return "small" if value.strip().lower() == "small" else "smoke"
 
 
 def active(environ=None):
     """Is the documentation test running? (ZEROLLM_DOCS_TEST set to anything but '' or '0')"""
-    return (os.environ if environ is None else environ).get(ENV, "") not in ("", "0")
+    return profile(environ) is not None
 
 
-def limit(what, value, environ=None):
-    """``value``, or LIMITS[what] when the docs test is on and ``value`` is larger."""
-    cap = LIMITS[what]
-    if not active(environ) or value <= cap:
+def _say(key, message, quiet):
+    if key not in _said and not quiet:
+        _said.add(key)
+        print(f"zerollm: {ENV} is set: {message}", file=sys.stderr)
+
+
+def limit(what, value, environ=None, quiet=False):
+    """``value``, or the profile's limit of ``what`` when the docs test is on and ``value`` is larger."""
+    size = profile(environ)
+    if size is None:
         return value
-    if what not in _said:
-        _said.add(what)
-        print(f"zerollm: {ENV} is set: {what} limited to {cap} (asked for {value})", file=sys.stderr)
+    cap = (SMALL if size == "small" else LIMITS)[what]
+    if value <= cap:
+        return value
+    _say(what, f"{what} limited to {cap} (asked for {value})", quiet)
     return cap
+
+
+def preset_model(values, environ=None):
+    """A preset's values, with SMALL_MODEL in place of its model size under ZEROLLM_DOCS_TEST=small."""
+    if profile(environ) != "small":
+        return values
+    _say("model", f"the preset's model shrunk to {SMALL_MODEL['n_layer']} layers, {SMALL_MODEL['n_embd']} wide", False)
+    return {**values, **SMALL_MODEL}

@@ -15,6 +15,7 @@ small's (86M parameters, a 1024-token context), far too big to train on a laptop
 from dataclasses import fields
 
 from zerollm.model.config import GPTConfig
+from zerollm.io import docsmode
 from zerollm.io.errors import ZeroLLMError
 from zerollm.training.trainer import TrainConfig
 
@@ -85,7 +86,7 @@ def sources(preset, overrides):
 
 def build_configs(preset=None, overrides=None, vocab_size=None):
     """Preset (or DEFAULT_PRESET), then the user's overrides, on top of the dataclass defaults."""
-    values = {**preset_values(preset), **(overrides or {})}
+    values = {**docsmode.preset_model(preset_values(preset)), **(overrides or {})}
     model_kw, train_kw = split_overrides(values)
     train_cfg = TrainConfig(**train_kw)
     model_cfg = GPTConfig(vocab_size=vocab_size or 256, **model_kw)

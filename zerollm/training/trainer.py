@@ -302,7 +302,8 @@ def fit(trainer, run_dir, *, log, progress=True, echo=functools.partial(print, f
         with StopRequests(hard=not several_ranks, announce=trainer.world.is_main, hold=several_ranks) as stop:
             trainer.stop = stop
             first = trainer.iter
-            end = first + docsmode.limit("training steps", max(cfg.max_iters - first, 0))
+            steps = "pre-training steps" if trainer.objective.kind == "lm" else "training steps"
+            end = first + docsmode.limit(steps, max(cfg.max_iters - first, 0))
             if first % cfg.eval_interval == 0 and first < end:
                 _evaluate(trainer, log, echo)        # before the bar, so its rate measures steps only
             _stop_if_asked(trainer, run_dir)

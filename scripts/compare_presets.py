@@ -24,6 +24,7 @@ import sys
 import tempfile
 import time
 
+from zerollm.io import docsmode
 from zerollm.training.runlog import read_log
 
 
@@ -53,6 +54,8 @@ def full_val_loss(out):
     from zerollm.cli.commands.evaluate import evaluate_loss
     from zerollm.data.tokens import load_prepared
     val = np.asarray(load_prepared(os.path.join(out, "data"))[1], dtype=np.int64)
+    if docsmode.active():                        # tests/test_docs_run.py: a slice, in a second
+        val = val[:docsmode.limit("evaluation batches", len(val) // 64) * 64 + 1]
     return float(evaluate_loss(load_model(out)[0], val)[0])
 
 
@@ -68,6 +71,9 @@ def main(argv=None):
     p.add_argument("--full-val", action="store_true", help="also score each final checkpoint on the whole val split")
     p.add_argument("--keep", metavar="DIR", help="keep the run folders in DIR (default: a temporary folder, removed at the end)")
     args = p.parse_args(argv)
+    if docsmode.active() and args.rounds > 1:     # tests/test_docs_run.py runs every documented command line
+        print(f"{docsmode.ENV} is set: 1 round (asked for {args.rounds})", file=sys.stderr)
+        args.rounds = 1
     root = args.keep or tempfile.mkdtemp(prefix="compare-presets-")
     results = []
     print(f"{'preset':20s} {'round':>5s} {'best val':>9s} {'last val':>9s} {'wall':>13s} {'cpu':>13s} "

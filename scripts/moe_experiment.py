@@ -37,6 +37,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from zerollm.io import docsmode  # noqa: E402
 from zerollm.training.runlog import read_log, running_mean  # noqa: E402
 
 MOE = ["--n-inner", "256", "--n-expert", "8", "--n-expert-active", "2"]
@@ -201,7 +202,10 @@ def main():
     print_table(rows)
     (out / "results.json").write_text(json.dumps(rows, indent=1))
     plot(out, curves)
-    if args.speed_rounds:
+    if args.speed_rounds and docsmode.active():     # tests/test_docs_run.py runs every documented command line
+        print(f"{docsmode.ENV} is set: 1 round of 1 step of the paired timing", file=sys.stderr)
+        paired_speed(1, steps_per_round=1)
+    elif args.speed_rounds:
         paired_speed(args.speed_rounds)
 
 

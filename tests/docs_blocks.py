@@ -126,3 +126,28 @@ def tours(repo, page):
 def _pos(text, line):
     """The character offset of a 1-based line."""
     return len("".join(text.splitlines(keepends=True)[:line - 1]))
+
+
+def what_runs(tour):
+    """What a shell runs of each command, in order: its language, its text without the comment (bash
+    ignores it), where it runs ([online]) and whether it runs at all ([not tested]). Two halves of a page
+    with the same ``what_runs`` run the same commands; only their comments are in two languages.
+
+    >>> en = Tour("p", "p", tuple(commands_of("bash", "zerollm shapes   # the shapes\\n")))
+    >>> zh = Tour("p", "p#中文", tuple(commands_of("bash", "zerollm shapes   # 形状\\n")))
+    >>> what_runs(en) == what_runs(zh)
+    True
+    """
+    return tuple((c.lang, c.text[:len(c.text) - len(comment_of(c.text))].rstrip() if c.lang == "bash" else c.text,
+                  c.online, c.untested is not None) for c in tour.commands)
+
+
+def twin_of(tour, all_tours):
+    """The earlier tour of the same page that runs exactly what ``tour`` runs (what_runs), or None."""
+    for other in all_tours:
+        if other is tour or other.name == tour.name:
+            return None
+        if other.page == tour.page and what_runs(other) == what_runs(tour):
+            return other
+    return None
+

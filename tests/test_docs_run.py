@@ -17,7 +17,9 @@ runs with ``python``. The text is never edited for the test; what changes is the
   environment it runs in), and fails otherwise.
 - Commands marked ``[not tested: WHY]`` are skipped and counted.
 
-The counts per tour are printed (run with -s to see them); a new block that fails breaks CI.
+The counts per tour are printed (run with -s to see them); a new block that fails breaks CI. A 中文 half
+that runs exactly what its English half runs (the same commands in the same order, only the comments
+translated: tests/docs_blocks.py ``what_runs``) is checked to be that, not run a second time.
 """
 
 import json
@@ -158,9 +160,45 @@ def _children_cpu():
 
 
 @pytest.mark.parametrize("tour", TOURS, ids=[t.name for t in TOURS])
-def test_every_command_of_the_docs_runs(tour, tmp_path, internet):
+def test_every_command_of_the_docs_runs(tour, tmp_path, request):
+    twin = docs_blocks.twin_of(tour, TOURS)
+    if twin is not None:
+        # the 中文 half runs, command for command, what the English half runs (only the comments differ,
+        # and bash ignores them): that tour ran it, in the same order, in a fresh clone of its own
+        assert docs_blocks.what_runs(tour) == docs_blocks.what_runs(twin) and tour.commands
+        print(f"\n{tour.name}: the same {len(tour.commands)} commands as {twin.name}, which runs them")
+        return
+    internet = request.getfixturevalue("internet")
     start, cpu = time.perf_counter(), _children_cpu()
     counts = run_tour(tour, tmp_path, internet)
     print(f"\n{tour.name}: " + ", ".join(f"{k} {v}" for k, v in counts.items())
           + f" ({time.perf_counter() - start:.0f} s wall, {_children_cpu() - cpu:.0f} s CPU)")
     assert counts["bash"] + counts["python"] + counts["checked"] > 0
+
+
+# ----------------------------------------------------------------------------
+# the docs mode itself (zerollm/io/docsmode.py)
+
+@pytest.mark.parametrize("value, size", [("", None), ("0", None), ("1", "smoke"), ("yes", "smoke"),
+                                         ("small", "small"), (" Small ", "small")])
+def test_the_docs_mode_has_two_sizes(value, size):
+    from zerollm.io import docsmode
+    assert docsmode.profile({docsmode.ENV: value}) == size
+    steps = {None: 2000, "smoke": 8, "small": 800}[size]
+    assert docsmode.limit("training steps", 2000, environ={docsmode.ENV: value}, quiet=True) == steps
+    assert docsmode.limit("pre-training steps", 1500, environ={docsmode.ENV: value}, quiet=True) == \
+        {None: 1500, "smoke": 8, "small": 150}[size]
+
+
+@pytest.mark.parametrize("value", ["1", "small"])
+def test_the_docs_mode_shrinks_a_presets_model_but_not_the_users_flags(monkeypatch, value):
+    from zerollm.io import docsmode
+    from zerollm.training.presets import build_configs
+    monkeypatch.setenv(docsmode.ENV, value)
+    model_cfg, train_cfg = build_configs("tang", {}, vocab_size=100)
+    assert (model_cfg.n_layer, model_cfg.n_embd, model_cfg.n_head) == (2, 64, 4)
+    assert train_cfg.max_iters == 3000                       # the steps stop early in the loop, not here
+    model_cfg, _ = build_configs("tang", {"n_layer": 3, "n_embd": 96}, vocab_size=100)
+    assert (model_cfg.n_layer, model_cfg.n_embd) == (3, 96)
+    monkeypatch.delenv(docsmode.ENV)
+    assert build_configs("tang", {}, vocab_size=100)[0].n_embd == 192

@@ -187,12 +187,16 @@ def tokens_agree(ours, theirs):
 # ----------------------------------------------------------------------------
 # correctness before timing
 
-def check_training(name, cfg, B, engine="numpy", coretype=None):
-    """One step from identical weights and batch must give the same loss (to CHECK_TOL) on both sides."""
+def check_training(name, cfg, B, engine="numpy", coretype=None, torch_runs=None):
+    """One step from identical weights and batch must give the same loss (to CHECK_TOL) on both sides.
+    ``torch_runs`` ({config name: torch's result}) keeps torch's side for the next engine: the same
+    weights and batches give torch the same losses, so it runs once per config."""
     params = dict(config=cfg, batch=B, seed=0, steps=W.CHECK_STEPS)
     ours = with_engines("zerollm", [engine])[0]
-    res = {c: run_worker("check", c, params, threads=1, coretype=coretype) for c in (ours, "torch")}
-    res["zerollm"] = res.pop(ours)
+    torch_runs = {} if torch_runs is None else torch_runs
+    if name not in torch_runs or "error" in torch_runs[name]:
+        torch_runs[name] = run_worker("check", "torch", params, threads=1, coretype=coretype)
+    res = {"zerollm": run_worker("check", ours, params, threads=1, coretype=coretype), "torch": torch_runs[name]}
     errors = [r["error"] for r in res.values() if "error" in r]
     rec = {"name": name, "engine": engine, "tolerance": W.CHECK_TOL, "errors": errors}
     if not errors:
@@ -290,7 +294,8 @@ def run_all(mode, threads_list, rounds, engines=("numpy",), coretype=None, only=
     results["meta"]["openblas_coretype"] = coretype
     start, flash = time.perf_counter(), flash_available()
     if only is None or "train" in only:
-        results["check"] = [check_training(name, cfg, B, e, coretype)
+        torch_runs = {}
+        results["check"] = [check_training(name, cfg, B, e, coretype, torch_runs)
                             for name, cfg, B in W.MODELS[mode] for e in engines]
     passed = {name: all(r["passed"] for r in results["check"] if r["name"] == name) for name, _, _ in W.MODELS[mode]}
     for threads in threads_list:

@@ -193,12 +193,14 @@ def test_the_docs_mode_has_two_sizes(value, size):
 @pytest.mark.parametrize("value", ["1", "small"])
 def test_the_docs_mode_shrinks_a_presets_model_but_not_the_users_flags(monkeypatch, value):
     from zerollm.io import docsmode
-    from zerollm.training.presets import build_configs
+    from zerollm.training.presets import build_configs, sources
     monkeypatch.setenv(docsmode.ENV, value)
     model_cfg, train_cfg = build_configs("tang", {}, vocab_size=100)
     assert (model_cfg.n_layer, model_cfg.n_embd, model_cfg.n_head) == (2, 64, 4)
     assert train_cfg.max_iters == 3000                       # the steps stop early in the loop, not here
     model_cfg, _ = build_configs("tang", {"n_layer": 3, "n_embd": 96}, vocab_size=100)
     assert (model_cfg.n_layer, model_cfg.n_embd) == (3, 96)
+    where = sources("tang", {"n_layer": 3})             # what `train --dry-run` prints beside each value
+    assert (where["n_layer"], where["n_embd"], where["n_head"]) == ("--n-layer", docsmode.ENV, "preset tang")
     monkeypatch.delenv(docsmode.ENV)
     assert build_configs("tang", {}, vocab_size=100)[0].n_embd == 192

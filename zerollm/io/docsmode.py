@@ -72,9 +72,9 @@ def limit(what, value, environ=None, quiet=False):
     return cap
 
 
-def preset_model(values, environ=None):
+def preset_model(values, environ=None, quiet=False):
     """A preset's values, with SMALL_MODEL in place of its model size whenever the docs test is on."""
     if profile(environ) is None:
         return values
-    _say("model", f"the preset's model shrunk to {SMALL_MODEL['n_layer']} layers, {SMALL_MODEL['n_embd']} wide", False)
+    _say("model", f"the preset's model shrunk to {SMALL_MODEL['n_layer']} layers, {SMALL_MODEL['n_embd']} wide", quiet)
     return {**values, **SMALL_MODEL}

@@ -76,10 +76,12 @@ def preset_values(preset):
 
 
 def sources(preset, overrides):
-    """{field: where its value comes from}: "--flag", "preset NAME" or "default" (the dataclass's)."""
+    """{field: where its value comes from}: "--flag", "preset NAME", "default" (the dataclass's), or
+    ZEROLLM_DOCS_TEST for the model size the docs mode gives a preset (zerollm.io.docsmode)."""
     name = DEFAULT_PRESET if preset is None else preset
     out = {f: "default" for f in MODEL_FIELDS | TRAIN_FIELDS}
     out.update({f: f"preset {name}" for f in preset_values(preset)})
+    out.update({f: docsmode.ENV for f in docsmode.preset_model({}, quiet=True)})
     out.update({f: "--" + f.replace("_", "-") for f in overrides or {}})
     return out
 

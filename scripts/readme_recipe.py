@@ -33,11 +33,11 @@ def part6_commands(readme):
     """The shell lines of the first ```bash block after the Part 6 heading, cut into commands as the docs
     test cuts them (tests/docs_blocks.py: continuations joined), without their comments."""
     sys.path.insert(0, str(REPO / "tests"))
-    from docs_blocks import comment_of, commands_of
+    from docs_blocks import commands_of, without_comment
     text = readme.read_text(encoding="utf-8")
     start = text.index(PART)
     block = re.search(r"```bash\n(.*?)```", text[start:], re.S).group(1)
-    return [c.text[:len(c.text) - len(comment_of(c.text))].strip() for c in commands_of("bash", block)]
+    return [without_comment(c.text).strip() for c in commands_of("bash", block)]
 
 
 def run(command, cwd, env=None):

@@ -67,6 +67,15 @@ def comment_of(line):
     return ""
 
 
+def without_comment(line):
+    """A shell line without its ``# comment`` (what bash runs), trailing spaces cut.
+
+    >>> without_comment('zerollm sample --prompt "# kept"   # cut')
+    'zerollm sample --prompt "# kept"'
+    """
+    return line[:len(line) - len(comment_of(line))].rstrip()
+
+
 def _markers(comment):
     found = UNTESTED.search(comment)
     return ONLINE in comment, found.group(1).strip() if found else None
@@ -138,14 +147,14 @@ def what_runs(tour):
     >>> what_runs(en) == what_runs(zh)
     True
     """
-    return tuple((c.lang, c.text[:len(c.text) - len(comment_of(c.text))].rstrip() if c.lang == "bash" else c.text,
-                  c.online, c.untested is not None) for c in tour.commands)
+    return tuple((c.lang, without_comment(c.text) if c.lang == "bash" else c.text, c.online, c.untested is not None)
+                 for c in tour.commands)
 
 
 def twin_of(tour, all_tours):
     """The earlier tour of the same page that runs exactly what ``tour`` runs (what_runs), or None."""
     for other in all_tours:
-        if other is tour or other.name == tour.name:
+        if other.name == tour.name:
             return None
         if other.page == tour.page and what_runs(other) == what_runs(tour):
             return other

@@ -106,9 +106,9 @@ def test_a_built_wheel_carries_the_corpora(tmp_path):
 def test_ci_runs_the_readmes_test_command_verbatim():
     """.ci/run must run the test command the README gives (its second line), not a variant of it."""
     import re
-    from docs_blocks import comment_of
+    from docs_blocks import without_comment
     block = re.search(r"```bash\n(.*?)```", (REPO / "README.md").read_text(encoding="utf-8"), re.S).group(1)
     line = block.splitlines()[1]
-    command = line[:len(line) - len(comment_of(line))].strip()
+    command = without_comment(line).strip()
     assert "pytest" in command and "-n 2" in command, command
     assert command in (REPO / ".ci" / "run").read_text(encoding="utf-8").splitlines()

@@ -111,6 +111,7 @@ def install(prof, model, bench):
 
     from zerollm.model import gpt as m
 
+    from zerollm.engine import get_engine
     from zerollm.training import optim
     from zerollm.nn import attention as att, block, lora, mlp
     cfg = model.config
@@ -136,9 +137,36 @@ def install(prof, model, bench):
         return label
 
     def mix(direction):
+        """sdpa itself: its product weights @ V when it runs the general path (a padding mask, dropout,
+        autocast), else only glue around softmax_attention (whose own row counts the products)."""
         def label(*args, **kwargs):
-            q, k = (args[0], args[1]) if direction == "fwd" else (args[1].q, args[1].k)
+            if direction == "fwd":
+                q, k = args[0], args[1]
+                general = not att.is_plain(kwargs.get("mask"), kwargs.get("dropout", 0.0), kwargs.get("training", False))
+            else:
+                q, k, cache = args[1].q, args[1].k, args[1]
+                general = cache.drop.mask is not None or cache.att_used is not cache.att or not att.is_plain(None, 0.0, False)
+            if not general:                       # the attention sub-layer's glue, like mha's own
+                return "split/merge heads", direction, 0.0
             return "weights @ V", direction, 2.0 * q.size * k.shape[-2] * (1 if direction == "fwd" else 2)
+        return label
+
+    def fused(direction):
+        """softmax_attention: on the fast engine one kernel does the products and the softmax (its FLOPs:
+        the products over the (query, key) pairs it multiplies, 2 forward, 4 backward); on the numpy
+        engine the scores and the softmax are rows of their own and this is the weights @ V product."""
+        def label(*args, **kwargs):
+            q, k = args[0], args[1]
+            if direction == "bwd":
+                q, k = args[1], args[2]
+            T, Tk, hs = q.shape[-2], k.shape[-2], q.shape[-1]
+            heads = q.size // (T * hs)
+            if get_engine() == "fast":
+                from zerollm.engine.fast.sdpa import block_pairs     # (numba: only with the fast engine)
+                causal = args[4] if direction == "fwd" else args[6]
+                flops = (2 if direction == "fwd" else 4) * 2.0 * heads * block_pairs(T, Tk, causal) * hs
+                return "attention, fused (q k^T, softmax, weights @ V)", direction, flops
+            return "weights @ V", direction, 2.0 * q.size * Tk * (1 if direction == "fwd" else 2)
         return label
 
     def flash(direction):
@@ -163,6 +191,7 @@ def install(prof, model, bench):
         return label
 
     for direction, suffix in (("fwd", "forward"), ("bwd", "backward")):
+        back = "" if direction == "fwd" else "_backward"
         prof.patch(m, f"embedding_{suffix}", _fixed("embedding", direction))
         prof.patch(m, f"norm_{suffix}", norm(direction))
         prof.patch(block, f"norm_{suffix}", norm(direction))
@@ -171,8 +200,8 @@ def install(prof, model, bench):
         prof.patch(block, f"mha_{suffix}", _fixed("split/merge heads", direction))
         prof.patch(lora, f"linear_{suffix}", linear(direction))     # every projection goes through nn.lora
         prof.patch(att, f"sdpa_{suffix}", mix(direction))
+        prof.patch(att, f"softmax_attention{back}", fused(direction))
         prof.patch(att, f"flash_sdpa_{suffix}", flash(direction))
-        back = "" if direction == "fwd" else "_backward"
         prof.patch(att, f"attention_scores{back}", scores(direction))
         prof.patch(att, f"masked_softmax{back}", _fixed("mask + softmax", direction))
         prof.patch(att, f"rope_{suffix}", _fixed("rope", direction))

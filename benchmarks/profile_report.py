@@ -15,12 +15,15 @@ DOCS_START, DOCS_END = "<!-- profile:start -->", "<!-- profile:end -->"
 ELSE = "everything else"
 # architecture order: what the forward meets first comes first
 ORDER = ["embedding", "ln_1", "qkv GEMM", "split/merge heads", "rope", "scores q k^T", "mask + softmax",
-         "weights @ V", "flash attention (all of it)", "attention projection GEMM", "residual adds + block glue",
+         "weights @ V", "attention, fused (q k^T, softmax, weights @ V)", "flash attention (all of it)",
+         "attention projection GEMM", "residual adds + block glue",
          "ln_2", "MLP fc GEMM", "activation", "MLP proj GEMM", "ln_f", "head GEMM + model glue", "cross-entropy",
          "clip grad norm", "AdamW", "other linear", ELSE]
 GEMMS = {"qkv GEMM", "scores q k^T", "weights @ V", "attention projection GEMM", "MLP fc GEMM", "MLP proj GEMM",
          "head GEMM + model glue", "other linear"}
 FLASH = "flash attention (all of it)"   # products and softmax in one kernel: a FLOP rate, but not a GEMM row
+FUSED = "attention, fused (q k^T, softmax, weights @ V)"   # the fast engine's full-score attention: likewise
+KERNELS = {FLASH, FUSED}
 DIRECTIONS = ("fwd", "bwd", "update", "")
 
 
@@ -29,7 +32,7 @@ def rows(prof, steps, step_s):
     out = []
     for (op, direction), seconds in prof.seconds.items():
         out.append({"op": op, "direction": direction, "ms": 1e3 * seconds / steps,
-                    "gflops": prof.flops[(op, direction)] / seconds * 1e-9 if op in GEMMS | {FLASH} and seconds else None,
+                    "gflops": prof.flops[(op, direction)] / seconds * 1e-9 if op in GEMMS | KERNELS and seconds else None,
                     "calls": prof.calls[(op, direction)] // steps})
     covered = sum(r["ms"] for r in out)
     out.append({"op": ELSE, "direction": "", "ms": max(1e3 * step_s - covered, 0.0), "gflops": None, "calls": 0})
@@ -53,11 +56,12 @@ def summary(profile):
     parts = [f"step {1e3 * profile['step_s']:.1f} ms (profiled {1e3 * step:.1f} ms)",
              f"{profile['tokens'] / profile['step_s']:.0f} tokens/s",
              f"GEMM share {gemm_share(profile):.1%}"]
-    flash = [r for r in profile["rows"] if r["op"] == FLASH]
-    if flash:       # its time is products and softmax together: shown apart, in neither share
-        ms = sum(r["ms"] for r in flash)
-        parts.append(f"flash attention {ms:.1f} ms ({sum(r['share'] for r in flash):.1%})")
-    other = [r for r in profile["rows"] if r["op"] not in GEMMS | {FLASH}]
+    for op, name in ((FLASH, "flash attention"), (FUSED, "fused attention")):
+        rows_of = [r for r in profile["rows"] if r["op"] == op]
+        if rows_of:     # its time is products and softmax together: shown apart, in neither share
+            ms = sum(r["ms"] for r in rows_of)
+            parts.append(f"{name} {ms:.1f} ms ({sum(r['share'] for r in rows_of):.1%})")
+    other = [r for r in profile["rows"] if r["op"] not in GEMMS | KERNELS]
     parts.append(f"non-GEMM {sum(r['ms'] for r in other):.1f} ms ({sum(r['share'] for r in other):.1%})")
     if profile.get("numpy_peak_flops"):
         mfu = profile["flops_per_step"] / profile["step_s"] / profile["numpy_peak_flops"]

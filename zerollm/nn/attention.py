@@ -15,11 +15,11 @@ from typing import NamedTuple
 
 import numpy as np
 
-from zerollm.engine.amp import cast
+from zerollm.engine.amp import autocast_format, cast
 from zerollm.nn.self_attention import causal_mask, softmax, softmax_backward
 from zerollm.engine import accelerated
 from zerollm.io.errors import ZeroLLMError
-from zerollm.nn.dropout import dropout_backward, dropout_forward
+from zerollm.nn.dropout import DropoutCache, dropout_backward, dropout_forward
 from zerollm.nn.flash import FlashCache, flash_sdpa_backward, flash_sdpa_forward, sum_groups
 from zerollm.nn.lora import adapted_backward, adapted_forward
 from zerollm.nn.position import rope_backward, rope_forward
@@ -36,36 +36,79 @@ class SDPACache(NamedTuple):
     att_used: np.ndarray  # att after dropout: what multiplied v
     drop: tuple           # DropoutCache
     scale: float
+    causal: bool = True   # the keys after each query were hidden (their weights are 0)
 
 
 def sdpa_forward(q, k, v, *, causal=True, mask=None, dropout=0.0, rng=None, training=False):
     """softmax(q k^T / sqrt(hs) + mask) v on grouped heads. mask: bool, broadcastable to
     (B, 1, 1, T, Tk) after the caller inserted the head axes, True = hidden."""
     scale = 1.0 / np.sqrt(q.shape[-1])
+    if is_plain(mask, dropout, training):
+        out, att = softmax_attention(q, k, v, scale, causal)   # the common case: one kernel on the fast engine
+        return out, SDPACache(q, k, v, att, att, DropoutCache(None), scale, causal)
     att = attention_scores(q, k, scale)                     # (B, nkv, g, T, Tk)
     masked_softmax(att, causal=causal, mask=mask)           # in place; rows of all -inf give 0, not NaN
     att_used, drop = dropout_forward(att, dropout, rng, training)
     att_used = cast(att_used)                               # mixed precision: att @ v reads 16-bit weights
     out = att_used @ v                                      # (B,nkv,g,T,Tk) @ (B,nkv,1,Tk,hs) -> (B,nkv,g,T,hs)
-    return out, SDPACache(q, k, v, att, att_used, drop, scale)
+    return out, SDPACache(q, k, v, att, att_used, drop, scale, causal)
 
 
-def sdpa_backward(dout, cache):
+def sdpa_backward(dout, cache, out=None):
     """forward was S = q k^T * scale, A = softmax(S), A' = dropout(A), out = A' v, so:
         dA' = dout v^T                       dv = A'^T dout   (summed over the g heads sharing v)
         dA  = dropout_backward(dA')
         dS  = A * (dA - sum_j dA * A)        (softmax Jacobian applied row by row)
         dq  = dS k * scale                   dk = dS^T q * scale (summed over the g heads)
-    Masked entries have A = 0, so they get no gradient.
+    Masked entries have A = 0, so they get no gradient. Returns (dq, dk, dv); ``out``: optional
+    arrays of their shapes (views of the dqkv buffer, say) that receive them.
     """
     q, k, v, att, att_used = cache.q, cache.k, cache.v, cache.att, cache.att_used
+    if is_plain(None, 0.0, False) and cache.drop.mask is None and att_used is att:
+        return softmax_attention_backward(dout, q, k, v, att, cache.scale, cache.causal, out)
     datt = dout @ np.swapaxes(v, -1, -2)                                        # (B,nkv,g,T,Tk)
     dv = sum_groups(np.swapaxes(att_used, -1, -2) @ dout)                      # (B,nkv,1,Tk,hs)
     datt = dropout_backward(datt, cache.drop)
     ds = masked_softmax_backward(datt, att)                                     # (B,nkv,g,T,Tk), in place
     ds = cast(ds)                                                               # 16-bit under autocast
     dq, dk = attention_scores_backward(ds, q, k, cache.scale)
-    return dq, dk, dv
+    return _into(out, (dq, dk, dv))
+
+
+def is_plain(mask, dropout, training):
+    """No padding mask, no dropout applied, no autocast: sdpa is softmax_attention then."""
+    return mask is None and (dropout == 0.0 or not training) and autocast_format() is None
+
+
+def _into(out, grads):
+    """``grads`` copied into the arrays ``out`` (when given), which are returned then."""
+    if out is None:
+        return grads
+    for into, grad in zip(out, grads):
+        into[...] = grad
+    return tuple(out)
+
+
+@accelerated
+def softmax_attention(q, k, v, scale, causal):
+    """The core of sdpa_forward without a padding mask, dropout or autocast (pre-training's case):
+    A = softmax(q k^T * scale, the keys after each query hidden when ``causal``), out = A v.
+    Returns (out, A). The fast engine runs it as one kernel per head (zerollm/engine/fast/sdpa.py)."""
+    att = attention_scores(q, k, scale)                     # (B, nkv, g, T, Tk)
+    masked_softmax(att, causal=causal)
+    return att @ v, att
+
+
+@accelerated
+def softmax_attention_backward(dout, q, k, v, att, scale, causal, out=None):
+    """The backward of softmax_attention (sdpa_backward's steps without dropout): (dq, dk, dv),
+    written into ``out`` when given. ``causal`` is not needed here (hidden weights are 0) but lets a
+    kernel skip the hidden keys."""
+    datt = dout @ np.swapaxes(v, -1, -2)                                        # dA = dout v^T
+    dv = sum_groups(np.swapaxes(att, -1, -2) @ dout)                           # dv = A^T dout
+    ds = masked_softmax_backward(datt, att)                                     # dS, in place
+    dq, dk = attention_scores_backward(ds, q, k, scale)
+    return _into(out, (dq, dk, dv))
 
 
 # ----------------------------------------------------------------------------
@@ -197,15 +240,19 @@ def mha_backward(dout, cache, grads=None):
     B, T, C = dy.shape
     nkv, g = cache.n_kv_head, cache.n_head // cache.n_kv_head
     dy = cast(dy).reshape(B, T, nkv, g, C // cache.n_head).transpose(0, 2, 3, 1, 4)   # (B,nkv,g,T,hs)
-    backward = flash_sdpa_backward if isinstance(cache.sdpa, FlashCache) else sdpa_backward
-    dq, dk, dv = backward(dy, cache.sdpa)
+    # the inverse of split_qkv: split_qkv on the gradient buffer gives views of the right places,
+    # so each head's gradient is written once, straight into (B, T, (nh + 2 nkv) hs)
+    dqkv = np.empty((B, T, C // cache.n_head * (cache.n_head + 2 * nkv)), dtype=dy.dtype)
+    views = split_qkv(dqkv, cache.n_head, nkv)
+    if isinstance(cache.sdpa, FlashCache):
+        dq, dk, dv = flash_sdpa_backward(dy, cache.sdpa)
+    else:                                                  # without RoPE the gradients go into dqkv at once
+        dq, dk, dv = sdpa_backward(dy, cache.sdpa, out=views if cache.rope_q is None else None)
     if cache.rope_q is not None:
         dq = rope_backward(dq, cache.rope_q)
         dk = rope_backward(dk, cache.rope_k)
-    # the inverse of split_qkv: split_qkv on the gradient buffer gives views of the right places,
-    # so each head's gradient is written once, straight into (B, T, (nh + 2 nkv) hs)
-    dqkv = np.empty((B, T, dq.shape[-1] * (cache.n_head + 2 * nkv)), dtype=dy.dtype)
-    for view, grad in zip(split_qkv(dqkv, cache.n_head, nkv), (dq, dk, dv)):
-        view[...] = grad
+    for view, grad in zip(views, (dq, dk, dv)):
+        if grad is not view:
+            view[...] = grad
     dx, dw_attn, db_attn = adapted_backward(dqkv, cache.attn, grads)
     return dx, dw_attn, db_attn, dw_proj, db_proj

@@ -8,6 +8,7 @@ reference function it stands in for, and answers NotImplemented for what it was 
     kernel (this package)               reference                                  exact?
     attention.masked_softmax            zerollm.nn.attention.masked_softmax        <= 2 ulp (exp)
     attention.masked_softmax_backward   zerollm.nn.attention.masked_softmax_backward   sums reordered
+    sdpa.softmax_attention (+ backward) zerollm.nn.attention.softmax_attention     products reordered
     norm.layernorm_forward / backward   zerollm.nn.norm                            sums reordered
     norm.rmsnorm_forward / backward     zerollm.nn.norm                            sums reordered
     activation.gelu_tanh_forward        zerollm.nn.activation                      <= 2 ulp (exp)
@@ -27,7 +28,7 @@ Importing this package imports numba and compiles nothing: each kernel is compil
 numba's cache) the first time it runs.
 """
 
-from zerollm.engine.fast import activation, attention, bpe, flash, norm, optim, quant
+from zerollm.engine.fast import activation, attention, bpe, flash, norm, optim, quant, sdpa
 
 KERNELS = {**attention.KERNELS, **flash.KERNELS, **norm.KERNELS, **activation.KERNELS, **optim.KERNELS,
-           **quant.KERNELS, **bpe.KERNELS}
+           **quant.KERNELS, **bpe.KERNELS, **sdpa.KERNELS}

@@ -64,7 +64,7 @@ def sdpa_backward(dout, cache, out=None):
     arrays of their shapes (views of the dqkv buffer, say) that receive them.
     """
     q, k, v, att, att_used = cache.q, cache.k, cache.v, cache.att, cache.att_used
-    if is_plain(None, 0.0, False) and cache.drop.mask is None and att_used is att:
+    if cache.drop.mask is None and att_used is att and autocast_format() is None:   # no dropout, no autocast
         return softmax_attention_backward(dout, q, k, v, att, cache.scale, cache.causal, out)
     datt = dout @ np.swapaxes(v, -1, -2)                                        # (B,nkv,g,T,Tk)
     dv = sum_groups(np.swapaxes(att_used, -1, -2) @ dout)                      # (B,nkv,1,Tk,hs)

@@ -81,15 +81,22 @@ def test_every_tile_size_matches_torch(tiles, monkeypatch):
     assert_matches_torch("T past SHORT_UNTIL, ending inside a tile")
 
 
+def on_one_and_two_threads(run, kernels, *args):
+    """run(*args) with BLAS allowed 1 thread, then 2; where the machine has 2 CPUs, the module
+    ``kernels``' threaded twins must have run. Returns (results on 1 thread, results on 2)."""
+    with threadpool_limits(limits=1):
+        one = run(*args)
+    with threadpool_limits(limits=2):
+        two = run(*args)
+    if numba.config.NUMBA_NUM_THREADS >= 2:                    # a machine with 2 CPUs or more
+        assert kernels._forward_threaded.signatures and kernels._backward_threaded.signatures
+    return one, two
+
+
 def test_two_threads_split_the_tiles_and_agree_with_one():
     """The threaded kernels: every thread its own items and its own dq buffer, none writing another's rows."""
     q, k, v, dout = inputs(2, 2, 2, 150, 150, 8, seed=3)
-    with threadpool_limits(limits=1):
-        one = fast_flash(q, k, v, dout, True)
-    with threadpool_limits(limits=2):
-        two = fast_flash(q, k, v, dout, True)
-    if numba.config.NUMBA_NUM_THREADS >= 2:                    # a machine with 2 CPUs or more
-        assert fast._forward_threaded.signatures and fast._backward_threaded.signatures
+    one, two = on_one_and_two_threads(fast_flash, fast, q, k, v, dout, True)
     for a, b, ref in zip(one, two, torch_sdpa(q, k, v, dout, True)):
         assert rel(b, ref) <= TOL and rel(a, b) <= 1e-6
 

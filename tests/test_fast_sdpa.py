@@ -3,7 +3,6 @@ BLAS, the causal softmax in one pass, the weighted values in BLAS; the backward 
 scaled_dot_product_attention in float64, on the strided views of a qkv buffer that mha hands it, and its
 fall-backs to the NumPy reference."""
 
-import numba
 import numpy as np
 import pytest
 from threadpoolctl import threadpool_limits
@@ -13,7 +12,7 @@ from zerollm.engine import use_engine
 from zerollm.engine.amp import autocast
 from zerollm.nn.attention import (mha_backward, mha_forward, sdpa_backward, sdpa_forward, softmax_attention,
                                   softmax_attention_backward, split_qkv)
-from tests.test_fast_flash import TOL, inputs, rel, torch_sdpa
+from tests.test_fast_flash import TOL, inputs, on_one_and_two_threads, rel, torch_sdpa
 
 CASES = {                                      # B, nkv, g, T, Tk, hs, causal
     "nanoGPT's heads (T = BLOCK)": (2, 4, 1, 64, 64, 32, True),
@@ -92,12 +91,7 @@ def test_the_kernel_reads_and_writes_the_strided_heads_of_qkv_without_copies():
 
 def test_two_threads_split_the_heads_and_agree_with_one():
     q, k, v, dout = inputs(3, 2, 2, 90, 90, 8, seed=3)
-    with threadpool_limits(limits=1):
-        one = fast_sdpa(q, k, v, dout, True)
-    with threadpool_limits(limits=2):
-        two = fast_sdpa(q, k, v, dout, True)
-    if numba.config.NUMBA_NUM_THREADS >= 2:                    # a machine with 2 CPUs or more
-        assert fast._forward_threaded.signatures and fast._backward_threaded.signatures
+    one, two = on_one_and_two_threads(fast_sdpa, fast, q, k, v, dout, True)
     for a, b in zip(one, two):
         assert rel(a, b) <= 1e-6
 

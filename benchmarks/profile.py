@@ -112,7 +112,6 @@ def install(prof, model, bench):
     from zerollm.model import gpt as m
 
     from zerollm.engine import get_engine
-    from zerollm.engine.amp import autocast_format
     from zerollm.training import optim
     from zerollm.nn import attention as att, block, lora, mlp
     cfg = model.config
@@ -145,8 +144,8 @@ def install(prof, model, bench):
                 q, k = args[0], args[1]
                 general = not att.is_plain(kwargs.get("mask"), kwargs.get("dropout", 0.0), kwargs.get("training", False))
             else:
-                q, k, cache = args[1].q, args[1].k, args[1]
-                general = cache.drop.mask is not None or cache.att_used is not cache.att or autocast_format() is not None
+                q, k = args[1].q, args[1].k
+                general = not att.is_plain_cache(args[1])
             if not general:                       # the attention sub-layer's glue, like mha's own
                 return "split/merge heads", direction, 0.0
             return "weights @ V", direction, 2.0 * q.size * k.shape[-2] * (1 if direction == "fwd" else 2)

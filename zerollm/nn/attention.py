@@ -64,7 +64,7 @@ def sdpa_backward(dout, cache, out=None):
     arrays of their shapes (views of the dqkv buffer, say) that receive them.
     """
     q, k, v, att, att_used = cache.q, cache.k, cache.v, cache.att, cache.att_used
-    if cache.drop.mask is None and att_used is att and autocast_format() is None:   # no dropout, no autocast
+    if is_plain_cache(cache):
         return softmax_attention_backward(dout, q, k, v, att, cache.scale, cache.causal, out)
     datt = dout @ np.swapaxes(v, -1, -2)                                        # (B,nkv,g,T,Tk)
     dv = sum_groups(np.swapaxes(att_used, -1, -2) @ dout)                      # (B,nkv,1,Tk,hs)
@@ -78,6 +78,11 @@ def sdpa_backward(dout, cache, out=None):
 def is_plain(mask, dropout, training):
     """No padding mask, no dropout applied, no autocast: sdpa is softmax_attention then."""
     return mask is None and (dropout == 0.0 or not training) and autocast_format() is None
+
+
+def is_plain_cache(cache):
+    """The forward applied no dropout and no autocast: sdpa_backward is softmax_attention_backward then."""
+    return cache.drop.mask is None and cache.att_used is cache.att and autocast_format() is None
 
 
 def _into(out, grads):

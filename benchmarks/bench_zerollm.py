@@ -46,7 +46,16 @@ def train_step(params):
         opt.step(grads)
         return float(loss)
     step.model = model                                     # for benchmarks/profile.py
+    step.worker_memory_mib = lambda: worker_memory_mib(sharded)
     return step
+
+
+def worker_memory_mib(sharded):
+    """The peak memory growth of the shard worker processes (zerollm.training.processes), in MiB: with
+    --threads 2 the second shard runs in one, and its memory belongs in the peak column too."""
+    if sharded.procs is None:
+        return 0.0
+    return sum(k or 0 for k in sharded.procs.memory_kib()) / 1024
 
 
 def forward_step(params):
@@ -55,6 +64,7 @@ def forward_step(params):
 
     def step():
         sharded.forward(x)                                 # (B, T) -> (B, T, V)
+    step.worker_memory_mib = lambda: worker_memory_mib(sharded)
     return step
 
 

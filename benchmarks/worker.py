@@ -56,6 +56,8 @@ def measure(side, task, contender, params):
     side.build(task, contender, tiny(task, params))()
     step = side.build(task, contender, params)
     _, peak_mib, method = bench_measure.peak_memory(step)               # warm-up step 1
+    if hasattr(step, "worker_memory_mib"):                              # shards in worker processes
+        peak_mib += step.worker_memory_mib()
     times, last, cpu = bench_measure.time_steps(step, warmup=budget["warmup"] - 1, min_steps=budget["min_steps"],
                                                 min_seconds=budget["min_seconds"], max_steps=budget["max_steps"])
     out = {"times": times, "cpu_times": cpu, "peak_mib": peak_mib, "peak_method": method}

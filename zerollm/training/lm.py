@@ -24,12 +24,15 @@ from zerollm.data.tokens import get_batch
 from zerollm.generation.display import printable
 from zerollm.nn.loss import IGNORE_INDEX, cross_entropy_forward, token_nll
 from zerollm.training.objective import Objective, ShardResult
+from zerollm.training.processes import model_only
 from zerollm.tokenizers.bytecount import bits_and_bytes, token_byte_lengths
 
 
+@model_only
 def lm_shard_loss(model, batch):
     """Cross-entropy of batch["y"] given batch["x"] (plus the MoE auxiliary losses, whose gradients
-    backward() always adds); its weight is the number of target tokens."""
+    backward() always adds); its weight is the number of target tokens. Marked model_only: with
+    --threads N its shards may run in worker processes (zerollm.training.processes)."""
     _, ce = model.forward(batch["x"], batch["y"])
     weight = int(np.count_nonzero(batch["y"] != IGNORE_INDEX))
     return ShardResult(ce + model.moe_loss(), model.backward(), weight, moe_metrics(model, ce))
@@ -63,8 +66,7 @@ class LMObjective(Objective):
         x, y = self._batch(self.train_data, self.data_rng)
         return {"x": x, "y": y}
 
-    def shard_loss(self, model, batch):
-        return lm_shard_loss(model, batch)
+    shard_loss = staticmethod(lm_shard_loss)    # the function itself, so the trainer sees its model_only mark
 
     def tokens(self, batch):
         return batch["x"].size

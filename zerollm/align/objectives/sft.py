@@ -135,8 +135,7 @@ class SFTObjective(Objective):
             self.cursor += len(take)
         return collate([self.train[i] for i in picked])
 
-    def shard_loss(self, model, batch):
-        return lm_shard_loss(model, batch)
+    shard_loss = staticmethod(lm_shard_loss)    # model_only: shards may run in worker processes
 
     def tokens(self, batch):
         return int(batch["lengths"].sum())

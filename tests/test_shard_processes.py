@@ -142,6 +142,25 @@ def test_a_dead_worker_costs_nothing_but_speed():
     t.close(), p.close()
 
 
+def test_an_interrupt_while_waiting_retires_the_workers():
+    """Answers left unread in a pipe must never be taken for the next batch's."""
+    model, x, y = setup(4)
+    t, p = both(model, 2)
+    same_step(t, p, x, y)
+    conn = p.procs.conns[0]
+    real = conn.recv
+
+    def interrupted():
+        conn.recv = real
+        raise KeyboardInterrupt
+    conn.recv = interrupted
+    with pytest.raises(KeyboardInterrupt):
+        p.forward_backward(x, y)
+    same_step(t, p, x, y)
+    assert p.procs is None and p.workers == "threads"
+    t.close(), p.close()
+
+
 def test_workers_ignore_ctrl_c():
     model, x, y = setup(4)
     t, p = both(model, 2)

@@ -272,6 +272,9 @@ class ProcessShards:
                     kind, payload = self.conns[i - 1].recv()
                 except (EOFError, OSError):
                     self.alive = False
+                except BaseException:  # KeyboardInterrupt while waiting: answers left unread in the pipes
+                    self.alive = False  # would be taken for the next batch's; these workers are done
+                    raise
                 else:
                     if kind == "ok":
                         results[i] = _Unpacker(payload, self.results[i - 1], copy).load()

@@ -84,11 +84,14 @@ class _Area:
         return np.ndarray(shape, dtype, buffer=self.buf, offset=offset)
 
 
+_ADAPTER = "lora:"          # how weight_arrays names a LoRA adapter (apart from the parameters)
+
+
 def weight_arrays(model):
     """[(name, array)] a worker must receive before each batch: the parameters and any LoRA adapters."""
     out = list(model.params.items())
     if getattr(model, "lora", None) is not None:
-        out += [("lora:" + k, v) for k, v in model.lora.adapters.items()]
+        out += [(_ADAPTER + k, v) for k, v in model.lora.adapters.items()]
     return out
 
 
@@ -172,13 +175,13 @@ def _worker(conn, parent_ends, model, weights, layout, results):
         numba.set_num_threads(1)
     except ImportError:
         pass
-    copies = []            # (the worker's array, its shared twin): copied before each batch
+    # a worker only reads the weights: its model uses the shared pages themselves (no copy of its own)
     for offset, (name, arr) in zip(layout, weight_arrays(model)):
         view = weights.view(offset, arr.shape, arr.dtype)
-        if name in model.params:
-            model.params[name] = view      # parameters are only read: use the shared pages themselves
+        if name.startswith(_ADAPTER):
+            model.lora.adapters[name[len(_ADAPTER):]] = view
         else:
-            copies.append((arr, view))     # LoRA adapters (small) keep their own arrays
+            model.params[name] = view
     while True:
         try:
             message = conn.recv()
@@ -192,8 +195,6 @@ def _worker(conn, parent_ends, model, weights, layout, results):
             continue
         fn, rows, seed, settings = message
         try:
-            for arr, src in copies:
-                np.copyto(arr, src)
             _apply_settings(model, settings)
             result = fn(model.replica(np.random.default_rng(int(seed))), rows)
             answer = ("ok", _pack(result, results))

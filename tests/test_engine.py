@@ -59,6 +59,27 @@ def test_exp32_is_within_2_ulp_of_numpy_and_keeps_special_values():
     assert out[0] == 0 and out[1] == 0 and out[2] == np.inf and out[3] == np.inf and np.isnan(out[4])
 
 
+def test_full_avx512_width_only_on_avx512_hosts_and_never_over_the_users_setting(monkeypatch):
+    from zerollm.engine.fast import jit
+    monkeypatch.delenv("NUMBA_CPU_FEATURES", raising=False)
+    monkeypatch.delenv("NUMBA_CPU_NAME", raising=False)
+
+    class Features(dict):
+        def flatten(self):
+            return ",".join(("+" if on else "-") + name for name, on in self.items())
+
+    monkeypatch.setattr(jit.llvm_binding, "get_host_cpu_features", lambda: Features(avx2=True, avx512f=True))
+    assert jit.wide_vector_features() == "+avx2,+avx512f,-prefer-256-bit"
+    monkeypatch.setattr(jit.llvm_binding, "get_host_cpu_features", lambda: Features(avx2=True, avx512f=False))
+    assert jit.wide_vector_features() is None                       # AVX2 only: numba's own choice
+    monkeypatch.setattr(jit.llvm_binding, "get_host_cpu_features", lambda: Features(avx512f=True))
+    monkeypatch.setenv("NUMBA_CPU_FEATURES", "+avx2")
+    assert jit.wide_vector_features() is None                       # the user's features stay
+    monkeypatch.delenv("NUMBA_CPU_FEATURES")
+    monkeypatch.setenv("NUMBA_CPU_NAME", "generic")
+    assert jit.wide_vector_features() is None
+
+
 # ----------------------------------------------------------------------------
 # attention's masked softmax
 

@@ -234,6 +234,25 @@ def test_train_dry_run_prints_the_estimate_and_writes_nothing(tmp_path, capsys, 
     assert list(tmp_path.iterdir()) == []
 
 
+def test_train_dry_run_with_lora_counts_only_the_adapters_as_training(tmp_path, capsys, monkeypatch):
+    from zerollm.nn.lora import LoRAConfig, adapter_count
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run_main(["train", "--preset", "tiny", "--out", "r", "--dry-run", "--lora-r", "4",
+                               "--lora-targets", "c_attn,c_fc"], capsys)
+    assert code == 0 and err == ""
+    cfg = GPTConfig(vocab_size=256, n_layer=2, n_head=4, n_embd=64, block_size=64, bias=False)
+    n = adapter_count(cfg, LoRAConfig(r=4, alpha=8.0, targets=("c_attn", "c_fc")))
+    assert n == 2 * 4 * ((64 + 192) + (64 + 256))                  # r (in + out) per site, two layers
+    expected = budget.training(cfg, 16, trainable=n)
+    assert expected.total < budget.training(cfg, 16).total
+    assert f"LoRA r=4 on c_attn, c_fc: {n:,} adapter numbers" in out and "adapters only" in out
+    assert any(line.split() == ["total", *budget.fmt_bytes(expected.total).split()] for line in out.splitlines())
+    code, out, err = run_main(["train", "--preset", "tiny", "--out", "r", "--dry-run", "--lora-r", "4",
+                               "--lora-targets", "gate_proj"], capsys)      # not in a GELU MLP
+    assert code == 1 and "gate_proj" in err and len(err.splitlines()) == 1
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_train_dry_run_of_a_model_too_big_prints_then_refuses(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     code, out, err = run_main(["train", "--preset", "tiny", "--n-layer", "10000", "--n-embd", "8192",

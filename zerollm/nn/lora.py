@@ -208,6 +208,12 @@ def choose_sites(cfg, targets):
     return chosen
 
 
+def adapter_count(cfg, config):
+    """How many numbers the adapters of ``config`` (a LoRAConfig) hold on a model of ``cfg``, without
+    building them: r (n_in + n_out) per chosen site. Errors as choose_sites for targets that do not fit."""
+    return sum(config.r * (s.n_in + s.n_out) for s in choose_sites(cfg, config.targets))
+
+
 def init_adapters(chosen, r, dtype, rng):
     """A ~ U(-1/sqrt(i), 1/sqrt(i)) (Kaiming-uniform, a = sqrt(5), PEFT's init) and B = 0 per site."""
     adapters = {}

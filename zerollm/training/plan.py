@@ -18,6 +18,7 @@ from zerollm.model import budget
 from zerollm.data import corpora
 from zerollm.io.errors import ZeroLLMError
 from zerollm.io.fileio import read_json
+from zerollm.training.flags import lora_config
 from zerollm.training.presets import DEFAULT_PRESET, PRESET_CORPUS, build_configs, sources
 from zerollm.training.trainer import configs_from_checkpoint, resume_point
 
@@ -32,6 +33,7 @@ class Plan:
     ckpt: object = None            # the Checkpoint to resume from
     overrides: dict = field(default_factory=dict)    # the flags, plus what a prepared folder decides
     sources: dict = field(default_factory=dict)      # {field: where its value comes from}
+    lora: object = None            # the LoRAConfig of the run (--lora-*, or the checkpoint's on --resume)
 
 
 def data_source(args, run_dir):
@@ -94,9 +96,28 @@ def make_plan(args, run_dir, overrides, world=None):
             where["tokenizer"] = where["tokenizer"] if where["tokenizer"].startswith("--") else "the prepared data"
         vocab = vocab_size_of(data, prepared, train_cfg)
         model_cfg, train_cfg = build_configs(args.preset, overrides, vocab_size=vocab)
+    lora = lora_config(args)
+    if ckpt is not None:
+        lora = saved_lora(ckpt, lora)
+    trainable = None
+    if lora is not None:
+        from zerollm.nn.lora import adapter_count
+        trainable = adapter_count(model_cfg, lora)                    # an error for targets this model lacks
     estimate = budget.training(model_cfg, max(train_cfg.batch_size // ranks, 1), grad_accum=train_cfg.grad_accum,
-                               threads=(args.threads or 1) * ranks)      # every rank gathers every shard's gradients
-    return Plan(model_cfg, train_cfg, data, prepared, estimate, ckpt, overrides, where)
+                               threads=(args.threads or 1) * ranks,      # every rank gathers every shard's gradients
+                               trainable=trainable)
+    return Plan(model_cfg, train_cfg, data, prepared, estimate, ckpt, overrides, where, lora)
+
+
+def saved_lora(ckpt, asked):
+    """On resume the checkpoint's LoRA settings win (the --lora-* flags may only repeat them)."""
+    from zerollm.nn.lora import LoRAConfig
+    saved = (ckpt.objective or {}).get("lora")
+    config = LoRAConfig(**{**saved, "targets": tuple(saved["targets"])}) if saved else None
+    if asked is not None and asked != config:
+        raise ZeroLLMError(f"{ckpt.path} was trained {'with LoRA ' + str(saved) if saved else 'without LoRA'}; "
+                           "resume it without --lora-* flags")
+    return config
 
 
 def prepared_tokenizer(folder, asked=None):
@@ -136,6 +157,10 @@ def print_plan(plan, run_dir):
           + (f", resuming at step {plan.ckpt.step}" if plan.ckpt else ""))
     print(f"model: {param_count(m):,} parameters ({m.n_layer} layers, {m.n_head} heads, {m.n_embd} dims, "
           f"block {m.block_size}, vocab {m.vocab_size}, {m.dtype}, {m.attn_impl} attention)")
+    if plan.lora is not None:
+        from zerollm.nn.lora import adapter_count
+        print(f"trains: LoRA r={plan.lora.r} on {', '.join(plan.lora.targets)}: "
+              f"{adapter_count(m, plan.lora):,} adapter numbers; the {param_count(m):,} base parameters stay frozen")
     print(f"data: {source}")
     print(f"steps: {t.max_iters} of batch {t.batch_size} x {m.block_size} tokens"
           + (f" x {t.grad_accum} micro-batches" if t.grad_accum > 1 else ""))

@@ -30,7 +30,7 @@ from zerollm.io.errors import ZeroLLMError
 from zerollm.engine.memory import keep_freed_memory
 from zerollm.engine.threads import add_threads_argument
 from zerollm.training.presets import DEFAULT_PRESET, MODEL_FIELDS, PRESETS, build_configs, preset_values
-from zerollm.training.flags import add_config_flags, add_lora_arguments, lora_config
+from zerollm.training.flags import add_config_flags, add_lora_arguments
 from zerollm.training.run import _moe_line, locked_run_dir, say, train_and_report
 from zerollm.training.trainer import TrainConfig, lm_trainer
 
@@ -147,11 +147,8 @@ def _setup(args, run_dir, overrides, world):
     model_cfg, train_cfg = plan.model_cfg, plan.train_cfg
     if not args.resume:
         model_cfg, train_cfg = build_configs(args.preset, plan.overrides, vocab_size=tok.vocab_size)
-    lora = lora_config(args)
-    if args.resume:
-        lora = _saved_lora(plan.ckpt, lora)
     trainer = lm_trainer(model_cfg, train_cfg, train, val, threads=args.threads or 1, tokenizer=tok,
-                         tokenizer_path=tok_path, world=world, lora=lora)
+                         tokenizer_path=tok_path, world=world, lora=plan.lora)
     if args.resume:
         _check_base(trainer, plan.ckpt)
         trainer.restore(plan.ckpt)
@@ -159,17 +156,6 @@ def _setup(args, run_dir, overrides, world):
         f"{model_cfg.n_embd} dims, block {model_cfg.block_size}, vocab {model_cfg.vocab_size})"
         + _moe_line(trainer.model))
     return trainer
-
-
-def _saved_lora(ckpt, asked):
-    """On resume the checkpoint's LoRA settings win (the flags may only repeat them)."""
-    from zerollm.nn.lora import LoRAConfig
-    saved = (ckpt.objective or {}).get("lora")
-    config = LoRAConfig(**{**saved, "targets": tuple(saved["targets"])}) if saved else None
-    if asked is not None and asked != config:
-        raise ZeroLLMError(f"{ckpt.path} was trained {'with LoRA ' + str(saved) if saved else 'without LoRA'}; "
-                           "resume it without --lora-* flags")
-    return config
 
 
 def _check_base(trainer, ckpt):

@@ -110,15 +110,6 @@ def time_steps(step, *, warmup, min_steps, min_seconds, max_steps):
     return times, result, cpu
 
 
-def _status_kib(field):
-    """A memory line of /proc/self/status in KiB, e.g. VmRSS (now) or VmHWM (peak)."""
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith(field + ":"):
-                return int(line.split()[1])
-    raise OSError(f"/proc/self/status has no {field}")
-
-
 def release_free_memory():
     """Hand memory that was freed but kept by the allocator back to the OS (glibc malloc_trim).
 
@@ -143,13 +134,11 @@ def peak_memory(step):
     peak (VmHWM). Where the reset is refused the old peak is the baseline, which can only
     under-count.
     """
+    from zerollm.engine.memory import reset_peak_rss, status_kib      # /proc/self readers, shared with the workers
     trimmed = release_free_memory()
-    try:
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")
-        base, method = _status_kib("VmRSS"), "VmHWM - VmRSS after clear_refs"
-    except OSError:
-        base, method = _status_kib("VmHWM"), "VmHWM - previous VmHWM"
+    base, method = reset_peak_rss(), "VmHWM - VmRSS after clear_refs"
+    if base is None:
+        base, method = status_kib("VmHWM"), "VmHWM - previous VmHWM"
     result = step()
     method += ", after malloc_trim" if trimmed else ""
-    return result, max(_status_kib("VmHWM") - base, 0) / 1024, method
+    return result, max(status_kib("VmHWM") - base, 0) / 1024, method

@@ -127,9 +127,9 @@ def test_convert_writes_a_peft_adapter_that_sample_and_eval_read_back(lora_run, 
         assert code == 0, err
         outs.append(out)
     assert outs[0] == outs[1]
-    # chat and serve load their model through the same zerollm.serve.source, --adapter included
+    # chat and serve load their model through the same zerollm.cli.source, --adapter included
     import argparse
-    from zerollm.serve.source import load_source
+    from zerollm.cli.source import load_source
     model, _ = load_source(argparse.Namespace(ckpt=None, hf=str(dst), gguf=None, adapter=str(dst / "adapter"),
                                               force=None), "zerollm chat")
     assert model.lora is not None and model.lora.config.r == 4

@@ -9,6 +9,9 @@ every time: on nanoGPT's CPU model that cost about a third of a forward pass.
 ``keep_freed_memory()`` raises both thresholds (mallopt M_MMAP_THRESHOLD and M_TRIM_THRESHOLD):
 freed blocks stay in malloc's free lists and the next step reuses them. It changes nothing but
 speed, affects the whole process, and does nothing where the C library is not glibc.
+
+``status_kib`` and ``reset_peak_rss`` read the process's own memory (Linux /proc): what the benchmarks
+report as peak memory, for the main process and for the shard workers (zerollm.training.processes).
 """
 
 import ctypes
@@ -34,3 +37,24 @@ def keep_freed_memory():
         return False
     _done = bool(mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD)) and bool(mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD))
     return _done
+
+
+def status_kib(field):
+    """A line of /proc/self/status in KiB (Linux): VmRSS (resident now), VmHWM (peak resident),
+    RssShmem (resident shared memory). OSError where the file or the line is missing."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise OSError(f"/proc/self/status has no {field}")
+
+
+def reset_peak_rss():
+    """Start the peak RSS (VmHWM) afresh from the RSS now (writing 5 to /proc/self/clear_refs, Linux 4.0
+    and later); returns that RSS in KiB, or None where the reset is refused or /proc is missing."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return status_kib("VmRSS")
+    except OSError:
+        return None

@@ -35,6 +35,7 @@ import weakref
 
 import numpy as np
 
+from zerollm.engine.memory import reset_peak_rss, status_kib
 from zerollm.io.errors import ZeroLLMError
 
 ENV = "ZEROLLM_SHARD_WORKERS"      # 'processes' or 'threads'; unset: processes where fork is safe
@@ -141,23 +142,13 @@ def _apply_settings(model, settings):
         set_engine(engine)
 
 
-def _status_kib(field):
-    """A line of /proc/self/status in KiB (Linux), e.g. VmRSS, VmHWM (peak RSS), RssShmem."""
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith(field + ":"):
-                return int(line.split()[1])
-    return 0
-
-
-def _reset_peak():
-    """Start the peak RSS (VmHWM) afresh from the RSS now; returns that RSS in KiB (None: unknown)."""
+def _growth_kib(base):
+    """Peak RSS growth since ``base`` (KiB), less the shared areas (the parent counts those)."""
     try:
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")
-        return _status_kib("VmRSS")
-    except OSError:
-        return None
+        shared = status_kib("RssShmem")
+    except OSError:                                    # a kernel without the line: nothing subtracted
+        shared = 0
+    return max(status_kib("VmHWM") - base - shared, 0)
 
 
 def _worker(conn, parent_ends, model, weights, layout, results):
@@ -167,7 +158,7 @@ def _worker(conn, parent_ends, model, weights, layout, results):
     signal.signal(signal.SIGTERM, signal.SIG_DFL)     # not the parent's handler (the trainer's saves a run)
     for end in parent_ends:    # the fork copied the parent's ends of the pipes: while this process held
         end.close()            # them, it would never see its own pipe close when the parent dies
-    base = _reset_peak()                               # the pages shared with the parent at the fork are not its own
+    base = reset_peak_rss()                            # the pages shared with the parent at the fork are not its own
     from threadpoolctl import threadpool_limits
     threadpool_limits(1)                               # one core per shard, as the shard threads
     try:
@@ -190,8 +181,7 @@ def _worker(conn, parent_ends, model, weights, layout, results):
         if message is None:
             return
         if message == "memory":
-            # its peak RSS growth since the fork, less the shared areas (the parent counts those)
-            conn.send(None if base is None else max(_status_kib("VmHWM") - base - _status_kib("RssShmem"), 0))
+            conn.send(None if base is None else _growth_kib(base))       # its peak RSS growth since the fork
             continue
         fn, rows, seed, settings = message
         try:

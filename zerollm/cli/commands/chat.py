@@ -14,7 +14,7 @@ from zerollm.model.budget import add_force_argument
 from zerollm.generation.display import decodable
 from zerollm.engine import add_engine_argument, apply_engine_argument
 from zerollm.generation.sample import add_penalty_arguments, sampling_of
-from zerollm.serve.source import add_source_arguments, load_source
+from zerollm.cli.source import add_source_arguments, load_source
 from zerollm.engine.threads import add_threads_argument, limit_threads
 
 

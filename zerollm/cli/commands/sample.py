@@ -22,7 +22,7 @@ from zerollm.engine import add_engine_argument, apply_engine_argument
 from zerollm.io.errors import ZeroLLMError
 from zerollm.engine.memory import keep_freed_memory
 from zerollm.generation.sample import add_penalty_arguments, sampling_of
-from zerollm.serve.source import add_source_arguments, load_source
+from zerollm.cli.source import add_source_arguments, load_source
 from zerollm.engine.threads import add_threads_argument, limit_threads
 
 

@@ -19,7 +19,7 @@ from zerollm.io.argtypes import Range
 from zerollm.model.budget import add_force_argument
 from zerollm.engine import add_engine_argument, apply_engine_argument
 from zerollm.io.errors import ZeroLLMError
-from zerollm.serve.source import add_source_arguments, load_source
+from zerollm.cli.source import add_source_arguments, load_source
 from zerollm.engine.threads import add_threads_argument, limit_threads
 
 KEY_ENV = "ZEROLLM_API_KEY"

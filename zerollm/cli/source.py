@@ -1,5 +1,6 @@
-"""Where a served model comes from: ``--ckpt DIR`` (a zerollm run), ``--hf DIR`` (a Hugging Face
-directory) or ``--gguf FILE``; the same flags and the same loading for `zerollm sample`, `chat`, `serve`."""
+"""Where the model of `zerollm sample`, `chat` and `serve` comes from: ``--ckpt DIR`` (a zerollm run),
+``--hf DIR`` (a Hugging Face directory) or ``--gguf FILE``, with an optional ``--adapter``; the same
+flags and the same loading for all three."""
 
 from zerollm.io.errors import ZeroLLMError
 

@@ -14,3 +14,71 @@ def test_keep_freed_memory_is_idempotent_and_harmless():
     assert keep_freed_memory() == first            # a second call is a no-op with the same answer
     assert first is True                           # this project runs on glibc (Linux CI)
     np.testing.assert_array_equal(model.forward(idx)[0], before)
+
+
+# ----------------------------------------------------------------------------
+# elementwise chains in cache-sized blocks: the same numbers as on the whole array
+
+def test_cache_blocks_cover_every_index_once():
+    from zerollm.engine.memory import cache_blocks
+    for n, unit, budget in ((0, 4, 16), (1, 4, 16), (10, 4, 16), (10, 4, 1), (10, 4, 10 ** 9)):
+        parts = cache_blocks(n, unit, budget)
+        assert [i for p in parts for i in range(p.start, p.stop)] == list(range(n))
+        assert all(p.stop - p.start >= 1 for p in parts)
+        assert all(p.stop - p.start == max(1, budget // unit) for p in parts[:-1])
+
+
+def _blocked_and_whole(monkeypatch, fn):
+    """fn() with blocks of 64 bytes (many blocks, a ragged last one) and with one block for everything."""
+    from zerollm.engine import memory, use_engine
+    with use_engine("numpy"):
+        monkeypatch.setattr(memory, "CACHE_BLOCK", 64)
+        small = fn()
+        monkeypatch.setattr(memory, "CACHE_BLOCK", 1 << 40)
+        whole = fn()
+    return small, whole
+
+
+def test_gelu_and_masked_softmax_in_blocks_are_bit_identical_to_one_pass(monkeypatch):
+    from zerollm.nn import activation, attention
+    rng = np.random.default_rng(0)
+    for dtype in (np.float32, np.float64):
+        x = (rng.standard_normal((3, 7, 37)) * 4).astype(dtype)
+        dy = rng.standard_normal((3, 7, 37)).astype(dtype)
+        att = rng.standard_normal((2, 3, 1, 9, 11)).astype(dtype)
+        datt = rng.standard_normal((2, 3, 1, 9, 11)).astype(dtype)
+
+        def run():
+            y, cache = activation.gelu_tanh_forward(x[:, ::2])        # a strided view: copied, then blocked
+            dx = activation.gelu_tanh_backward(dy[:, ::2], cache)
+            a = attention.masked_softmax(att.copy(), causal=True)
+            da = attention.masked_softmax_backward(datt.copy(), a)
+            return y, dx, a, da
+        small, whole = _blocked_and_whole(monkeypatch, run)
+        for s, w in zip(small, whole):
+            assert s.dtype == dtype and s.shape == w.shape
+            np.testing.assert_array_equal(s, w)
+        y, dx, a, da = whole                                          # and the numbers are the maths
+        xs = x[:, ::2].astype(np.float64)
+        gelu = 0.5 * xs * (1 + np.tanh(np.sqrt(2 / np.pi) * (xs + 0.044715 * xs ** 3)))
+        np.testing.assert_allclose(y, gelu, rtol=1e-5, atol=1e-6)
+        assert np.all(np.triu(a[..., :9], 3) == 0)                    # Tk - T = 2: keys after i + 2 hidden
+        np.testing.assert_allclose(a.sum(-1), 1, rtol=1e-6)
+
+
+def test_adamw_in_blocks_is_bit_identical_to_one_pass(monkeypatch):
+    from zerollm.training.optim import adamw_update
+    rng = np.random.default_rng(1)
+    start = [rng.standard_normal((5, 13)).astype(np.float32) for _ in range(4)]      # p, g, m, v
+    start[3] = np.abs(start[3])
+
+    def run():
+        p, g, m, v = (a.copy() for a in start)
+        for step in (1, 2):
+            adamw_update(p, g, m, v, np.empty_like(p), lr=1e-2, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1,
+                         step_size=1e-2 / (1 - 0.9 ** step), bc2_sqrt=(1 - 0.95 ** step) ** 0.5)
+        return p, m, v
+    small, whole = _blocked_and_whole(monkeypatch, run)
+    for s, w, before in zip(small, whole, (start[0], start[2], start[3])):
+        np.testing.assert_array_equal(s, w)
+        assert not np.array_equal(w, before)                        # the update did change every array

@@ -10,6 +10,8 @@ every time: on nanoGPT's CPU model that cost about a third of a forward pass.
 freed blocks stay in malloc's free lists and the next step reuses them. It changes nothing but
 speed, affects the whole process, and does nothing where the C library is not glibc.
 
+``cache_blocks`` cuts a long chain of elementwise NumPy steps into blocks that stay in the CPU's cache.
+
 ``status_kib`` and ``reset_peak_rss`` read the process's own memory (Linux /proc): what the benchmarks
 report as peak memory, for the main process and for the shard workers (zerollm.training.processes).
 """
@@ -23,6 +25,14 @@ MMAP_THRESHOLD = 32 << 20      # glibc's maximum: blocks up to 32 MiB come from 
 TRIM_THRESHOLD = 1 << 30       # give memory back only when 1 GiB lies free at the top of the heap
 
 _done = False
+
+# Bytes of one array's block in a chain of elementwise steps (GELU's seven, softmax's five). A chain
+# over a whole 12 MiB activation runs each step from main memory; cut into blocks of 256 KiB, the
+# three or four arrays of a block (input, buffer, output, a temporary) stay in a 1-2 MiB L2 cache
+# from its first step to its last. NumPy's per-call cost is ~1 us, a 256 KiB step ~20-60 us.
+# Measured on the 2-vCPU Intel Xeon (GELU forward of a (2048, 1536) float32 activation, 6 calls):
+# whole arrays 97-115 ms, blocks of 32-64 rows (192-384 KiB) 73-79 ms, of 16 rows 82-84 ms.
+CACHE_BLOCK = 256 << 10
 
 
 def keep_freed_memory():
@@ -58,3 +68,11 @@ def reset_peak_rss():
         return status_kib("VmRSS")
     except OSError:
         return None
+
+
+def cache_blocks(n, unit_bytes, budget=None):
+    """Slices that cut range(n) into runs of about ``budget`` bytes (default CACHE_BLOCK), ``unit_bytes``
+    per index, at least one index per run. Elementwise steps give the same numbers block by block as on
+    the whole array."""
+    step = max(1, (CACHE_BLOCK if budget is None else budget) // max(int(unit_bytes), 1))
+    return [slice(i, min(i + step, n)) for i in range(0, n, step)]

@@ -12,6 +12,7 @@ import numpy as np
 
 from zerollm.engine import accelerated
 from zerollm.engine.caches import ActCache
+from zerollm.engine.memory import cache_blocks
 
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 _GELU_C = 0.044715
@@ -47,33 +48,55 @@ def gelu_tanh_forward(x):
 
     Computed as y = x * s with s = sigmoid(2u), since 0.5 (1 + tanh(u)) = 1 / (1 + exp(-2u)):
     the same function, but exp is about twice as fast as tanh in NumPy. Speed: in-place steps on
-    one buffer; ``0.5 * x * (1 + tanh(...))`` in one expression would allocate an array per operator.
+    one buffer (``0.5 * x * (1 + tanh(...))`` in one expression would allocate an array per operator),
+    block by block, so that a block's seven steps run in the CPU cache (engine.memory.cache_blocks).
     """
-    s = x * x                                       # x^2
+    x = np.ascontiguousarray(x)
+    y, s = np.empty_like(x), np.empty_like(x)
+    xf, yf, sf = x.reshape(-1), y.reshape(-1), s.reshape(-1)
+    for part in cache_blocks(xf.size, xf.itemsize):
+        _gelu_tanh_block(xf[part], sf[part], yf[part])
+    return y, ActCache(x, s)                         # s is kept for the backward
+
+
+def _gelu_tanh_block(x, s, y):
+    np.multiply(x, x, out=s)                        # x^2
     s *= _GELU_C * _MINUS_2_SQRT_2_OVER_PI
     s += _MINUS_2_SQRT_2_OVER_PI
     s *= x                                          # -2u = -2 sqrt(2/pi) (x + c x^3)
     with np.errstate(over="ignore"):                # exp(-2u) = inf for very negative x: s = 0, exactly right
         np.exp(s, out=s)
     s += 1.0
-    np.divide(1.0, s, out=s)                        # s = sigmoid(2u), kept for the backward (divide: SIMD,
-    return x * s, ActCache(x, s)                    # faster than np.reciprocal)
+    np.divide(1.0, s, out=s)                        # s = sigmoid(2u) (divide: SIMD, faster than np.reciprocal)
+    np.multiply(x, s, out=y)
 
 
 @accelerated
 def gelu_tanh_backward(dy, cache):
     """dy/dx = s + x s (1 - s) 2 du/dx  with s = sigmoid(2u) = 0.5 (1 + tanh(u)),
-    du/dx = sqrt(2/pi) (1 + 3 * 0.044715 x^2)   (the same as 0.5 (1 + t) + 0.5 x (1 - t^2) du/dx)."""
+    du/dx = sqrt(2/pi) (1 + 3 * 0.044715 x^2)   (the same as 0.5 (1 + t) + 0.5 x (1 - t^2) du/dx).
+    Block by block, as the forward."""
     x, s = cache
-    g = x * x
+    dy = np.ascontiguousarray(np.broadcast_to(dy, x.shape))
+    g = np.empty_like(x)
+    xf, sf, df, gf = x.reshape(-1), s.reshape(-1), dy.reshape(-1), g.reshape(-1)
+    blocks = cache_blocks(xf.size, xf.itemsize)
+    one_minus_s = np.empty(blocks[0].stop if blocks else 0, s.dtype)
+    for part in blocks:
+        _gelu_tanh_backward_block(xf[part], sf[part], df[part], gf[part], one_minus_s[:part.stop - part.start])
+    return g
+
+
+def _gelu_tanh_backward_block(x, s, dy, g, tmp):
+    np.multiply(x, x, out=g)
     g *= 2.0 * 3.0 * _GELU_C * _SQRT_2_OVER_PI
     g += 2.0 * _SQRT_2_OVER_PI                      # 2 du/dx
     g *= x
     g *= s
-    g *= 1.0 - s                                    # x s (1 - s) 2 du/dx
+    np.subtract(1.0, s, out=tmp)
+    g *= tmp                                        # x s (1 - s) 2 du/dx
     g += s
     g *= dy
-    return g
 
 
 # ----------------------------------------------------------------------------

@@ -18,6 +18,7 @@ import numpy as np
 from zerollm.engine.amp import autocast_format, cast
 from zerollm.nn.self_attention import causal_mask, softmax, softmax_backward
 from zerollm.engine import accelerated
+from zerollm.engine.memory import cache_blocks
 from zerollm.io.errors import ZeroLLMError
 from zerollm.nn.dropout import DropoutCache, dropout_backward, dropout_forward
 from zerollm.nn.flash import FlashCache, flash_sdpa_backward, flash_sdpa_forward, sum_groups
@@ -147,21 +148,39 @@ def masked_softmax(att, *, causal=True, mask=None):
 
     Speed: the score array is the biggest thing attention makes (B*nh*T*Tk numbers), so masking
     and softmax work on it in place. The mask is ADDED as a (T, Tk) table of 0 / -inf: one pass
-    of float additions is cheaper than writing -inf through a boolean ``where``.
+    of float additions is cheaper than writing -inf through a boolean ``where``. Without a padding
+    mask the heads go through mask and softmax a few at a time (engine.memory.cache_blocks), so that
+    the six passes over a block run in the CPU cache instead of six passes over the whole array.
     """
     T, Tk = att.shape[-2:]
     hidden = causal_mask(T, Tk) if causal else None         # (T, Tk)
     if mask is not None:
         hidden = mask if hidden is None else (hidden | mask)
-    if hidden is not None:
-        att += np.where(hidden, att.dtype.type(-np.inf), att.dtype.type(0))   # x + 0 = x, x - inf = -inf
-    return softmax(att, axis=-1, out=att)
+    table = None if hidden is None else np.where(hidden, att.dtype.type(-np.inf), att.dtype.type(0))
+    if mask is not None or not att.flags.c_contiguous or att.size == 0:    # a mask per sequence: all at once
+        if table is not None:
+            att += table                                     # x + 0 = x, x - inf = -inf
+        return softmax(att, axis=-1, out=att)
+    heads = att.reshape(-1, T, Tk)                           # a view: att is C-contiguous
+    for part in cache_blocks(len(heads), T * Tk * att.itemsize):
+        block = heads[part]
+        if table is not None:
+            block += table
+        softmax(block, axis=-1, out=block)
+    return att
 
 
 @accelerated
 def masked_softmax_backward(datt, att):
-    """dS = A * (dA - sum_j dA * A), in place in datt (hidden entries have A = 0: no gradient)."""
-    return softmax_backward(datt, att, out=datt)
+    """dS = A * (dA - sum_j dA * A), in place in datt (hidden entries have A = 0: no gradient); a few
+    heads at a time, as the forward."""
+    if datt.shape != att.shape or not (datt.flags.c_contiguous and att.flags.c_contiguous) or att.size == 0:
+        return softmax_backward(datt, att, out=datt)
+    T, Tk = att.shape[-2:]
+    d_heads, heads = datt.reshape(-1, T, Tk), att.reshape(-1, T, Tk)
+    for part in cache_blocks(len(heads), T * Tk * att.itemsize):
+        softmax_backward(d_heads[part], heads[part], out=d_heads[part])
+    return datt
 
 
 # ----------------------------------------------------------------------------

@@ -14,6 +14,7 @@ import numbers
 import numpy as np
 
 from zerollm.engine import accelerated
+from zerollm.engine.memory import cache_blocks
 from zerollm.io.errors import ZeroLLMError
 
 
@@ -126,7 +127,19 @@ def adamw_update(p, g, m, v, buf, *, lr, betas, eps, weight_decay, step_size, bc
     """One AdamW update of one parameter, in place in p, m and v; ``buf`` is scratch of p's shape.
 
     step_size = lr / (1 - b1^t) and bc2_sqrt = sqrt(1 - b2^t) are the bias corrections of this step.
+    Speed: the thirteen steps below run block by block (engine.memory.cache_blocks), so that a block of
+    p, g, m, v and buf stays in the CPU cache from the first step to the last.
     """
+    arrays = (p, g, m, v, buf)
+    settings = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, step_size=step_size, bc2_sqrt=bc2_sqrt)
+    if not all(a.flags.c_contiguous and a.shape == p.shape for a in arrays):
+        return _adamw_steps(*arrays, **settings)
+    flat = [a.reshape(-1) for a in arrays]                     # views: every array is C-contiguous
+    for part in cache_blocks(p.size, p.itemsize):
+        _adamw_steps(*(a[part] for a in flat), **settings)
+
+
+def _adamw_steps(p, g, m, v, buf, *, lr, betas, eps, weight_decay, step_size, bc2_sqrt):
     b1, b2 = betas
     # 1. decoupled weight decay: not added to g, so Adam's scaling does not weaken it
     if weight_decay:

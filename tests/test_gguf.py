@@ -218,6 +218,9 @@ def test_bad_files_are_one_line_errors(tmp_path, capsys, monkeypatch):
     corrupted = tmp_path / "corrupted.gguf"
     corrupted.write_bytes(b"GGUX" + data[4:])
     assert "not a readable GGUF file" in _error(capsys, corrupted, tmp_path)
+    assert "GGUF file not found" in _error(capsys, tmp_path / "absent.gguf", tmp_path)
+    assert "is not a GGUF file but a directory" in _error(capsys, tmp_path, tmp_path)
+    assert "is not a GGUF file but a device or pipe" in _error(capsys, "/dev/null", tmp_path)
     unknown = bytearray(data)
     at = _type_offset(good, "blk.0.attn_qkv.weight")
     unknown[at:at + 4] = (77).to_bytes(4, "little")

@@ -267,8 +267,11 @@ def read_gguf(path):
     other than F32/F16/Q8_0/Q4_0, is a ZeroLLMError naming what is wrong."""
     import gguf
     path = os.fspath(path)
-    if not os.path.isfile(path):
+    if not os.path.exists(path):
         raise ZeroLLMError(f"GGUF file not found: {path}")
+    if not os.path.isfile(path):
+        raise ZeroLLMError(f"{path} is not a GGUF file but a {'directory' if os.path.isdir(path) else 'device or pipe'}; "
+                           "give the path of a .gguf file")
     try:
         reader = gguf.GGUFReader(path)
         meta = {name: _field_value(field) for name, field in reader.fields.items()}

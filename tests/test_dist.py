@@ -141,6 +141,7 @@ def test_a_batch_that_does_not_split_is_one_line(tmp_path, corpus):
     res = mpirun(3, "train", "--data", str(corpus), "--out", str(tmp_path / "x"), "--max-iters", "2", *SMALL)
     assert res.returncode != 0
     assert res.stderr.count("does not split over 3 ranks") == 1 and "Traceback" not in res.stderr
+    assert "Abort" not in res.stderr          # every rank found it in one collective call and exited: no MPI_Abort
     assert not (tmp_path / "x").exists()
 
 

@@ -173,7 +173,7 @@ def _parse_under_mpi(parser, argv):
 
 
 def _report(prog, text):
-    """One error line; under MPI it also ends every rank at once (zerollm.training.dist.report_error)."""
+    """One error line; under MPI it also ends the job (every rank exits, or MPI_Abort: dist.report_error)."""
     from zerollm.training.dist import report_error
     report_error(lambda line: print(f"{prog}: error: {_one_line(line)}", file=sys.stderr, flush=True), text)
 

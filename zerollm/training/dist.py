@@ -18,9 +18,12 @@ Ranks that disagree stop together, within seconds (``check_command``, ``report_e
        whether any rank failed (then every rank exits with the first failing rank's one line) and a
        fingerprint of the command: its arguments, the ZEROLLM_ variables that change results, and the
        SHA-256 of every file it names (so ranks started with different --data files are told so);
-    2. after that, an error on any rank ends the whole job at once (MPI_Abort) with that rank's message:
-       rank 0 reports at once; another rank waits GRACE seconds first, so that an error every rank meets
-       is printed once, by rank 0.
+    2. an error every rank finds in the same collective call (a batch that does not split over the
+       ranks, ranks that disagree: ``JobError``) is raised on every rank and printed by rank 0; every rank
+       exits normally, so mpirun passes on everything rank 0 wrote;
+    3. any other error, which may have hit one rank alone while the others wait for it, ends the whole
+       job at once (MPI_Abort) with that rank's message: rank 0 reports at once; another rank waits GRACE
+       seconds first, so that an error every rank meets is printed once, by rank 0.
 """
 
 import hashlib
@@ -73,24 +76,30 @@ class World:
 
 
 GRACE = 2.0      # seconds a rank other than 0 waits before it reports an error and ends the job
+# mpirun's proxy copies a rank's stderr to mpirun's own; MPI_Abort tears the job down at once, and a line
+# still in that pipe is lost (seen once in CI on a loaded machine: the error line and MPICH's own
+# "Abort(1)" line both missing). The rank that reports waits this long before it aborts.
+FORWARD = 0.5
 
 
 def report_error(show, error):
-    """How the CLI reports an error under MPI. A mismatch (RankMismatch) is found by all ranks together:
-    rank 0 shows it and every rank exits. Any other error may have hit this rank alone, and the others
-    would wait for it forever: show it and end every rank at once (MPI_Abort); a rank other than 0 first
-    gives rank 0 GRACE seconds to report the same error (then only rank 0's line is printed)."""
+    """How the CLI reports an error under MPI. A JobError (a mismatch, a batch that does not split) is
+    found by all ranks together: rank 0 shows it and every rank exits. Any other error may have hit this
+    rank alone, and the others would wait for it forever: show it and end every rank at once (MPI_Abort,
+    FORWARD seconds after the line); a rank other than 0 first gives rank 0 GRACE seconds to report the
+    same error (then only rank 0's line is printed)."""
     w = _world
     if w is None or w.size == 1:
         show(str(error))
         return
-    if isinstance(error, RankMismatch):
+    if isinstance(error, JobError):
         if w.is_main:
             show(str(error))
         return
     if not w.is_main:
         time.sleep(GRACE)
     show(str(error) if w.is_main else f"(rank {w.rank}) {error}")
+    time.sleep(FORWARD)
     w.abort(1)
 
 
@@ -146,7 +155,12 @@ def _file_digest(path):
     return h.hexdigest()
 
 
-class RankMismatch(ZeroLLMError):
+class JobError(ZeroLLMError):
+    """An error every rank raises together, after a collective call found it; printed by rank 0 only,
+    and no rank aborts the job."""
+
+
+class RankMismatch(JobError):
     """Ranks disagree about their inputs; raised on every rank, printed by rank 0 only."""
 
 
@@ -184,11 +198,16 @@ def world():
 
 
 def check_divisible(rows, world, what="--batch-size"):
-    """The global batch must split evenly over the ranks, so every rank has the same work."""
+    """The global batch must split evenly over the ranks, so every rank has the same work. A collective
+    call: every rank checks the batch of rank 0 (and that they all have the same), and raises together."""
+    every = world.allgather(rows)
+    if any(r != every[0] for r in every):
+        raise RankMismatch(f"ranks {[i for i, r in enumerate(every) if r != every[0]]} have another {what} "
+                           f"than rank 0 ({every[0]}); start every rank with the same command and run directory")
     if rows % world.size:
         lower, upper = rows - rows % world.size, rows + world.size - rows % world.size
-        raise ZeroLLMError(f"{what} {rows} does not split over {world.size} ranks; use a multiple of "
-                           f"{world.size} (e.g. {lower or world.size} or {upper}) or mpirun -n with a divisor of {rows}")
+        raise JobError(f"{what} {rows} does not split over {world.size} ranks; use a multiple of "
+                       f"{world.size} (e.g. {lower or world.size} or {upper}) or mpirun -n with a divisor of {rows}")
 
 
 def _digest(obj):

@@ -154,6 +154,9 @@ BAD = [
     ("/v1/embeddings", b"{}", 404, None),
     ("/v1/completions", json.dumps({"prompt": "hi", "presence_penalty": 9}).encode(), 400, "presence_penalty"),
     ("/v1/completions", json.dumps({"prompt": "hi", "n": 0}).encode(), 400, "n"),
+    (CHAT, json.dumps({**GOOD, "stop": ["a", "b", "c", "d", "e"]}).encode(), 400, "stop"),   # not 'stop.str'
+    (CHAT, json.dumps({**GOOD, "stop": 5}).encode(), 400, "stop"),
+    (COMPLETIONS, json.dumps({"prompt": "hi", "stop": ["a", 1]}).encode(), 400, "stop"),
 ]
 
 

@@ -53,6 +53,23 @@ class _Generation(_Body):
     min_p: Annotated[Float, Field(ge=0, le=1)] | None = None
     repetition_penalty: Annotated[Float, Field(gt=0, le=100)] = 1.0
 
+    @field_validator("stop", mode="before")
+    @classmethod
+    def _stop_shape(cls, stop):
+        """Checked before the union (str | list[str]): pydantic would report only the union's first branch
+        ('stop.str: Input should be a valid string') for a list that is too long or holds a number."""
+        shape = f"give a string or a list of at most {MAX_STOP} strings (as OpenAI)"
+        if stop is None or isinstance(stop, str):
+            return stop
+        if not isinstance(stop, list):
+            raise ValueError(f"{shape}, not {type(stop).__name__}")
+        odd = next((i for i, s in enumerate(stop) if not isinstance(s, str)), None)
+        if odd is not None:
+            raise ValueError(f"{shape}; item {odd} is {type(stop[odd]).__name__}")
+        if len(stop) > MAX_STOP:
+            raise ValueError(f"{shape}; got {len(stop)}")
+        return stop
+
     @field_validator("stop")
     @classmethod
     def _stops_not_empty(cls, stop):

@@ -157,6 +157,9 @@ BAD = [
     (CHAT, json.dumps({**GOOD, "stop": ["a", "b", "c", "d", "e"]}).encode(), 400, "stop"),   # not 'stop.str'
     (CHAT, json.dumps({**GOOD, "stop": 5}).encode(), 400, "stop"),
     (COMPLETIONS, json.dumps({"prompt": "hi", "stop": ["a", 1]}).encode(), 400, "stop"),
+    (CHAT, json.dumps({"messages": [{"role": "user", "content": 5}]}).encode(), 400, "messages.0.content"),
+    (CHAT, json.dumps({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]}
+                      ).encode(), 400, "messages.0.content"),
 ]
 
 

@@ -27,6 +27,27 @@ class Message(_Body):
     role: Literal["system", "user", "assistant"]
     content: str | list[TextPart]
 
+    @field_validator("content", mode="before")
+    @classmethod
+    def _text_only(cls, content):
+        """Checked before the union (str | list[TextPart]), which would report only its first branch
+        ('content.str: Input should be a valid string') for an image part or a number."""
+        shape = "give a string or a list of text parts {\"type\": \"text\", \"text\": \"...\"}"
+        if isinstance(content, str):
+            return content
+        if not isinstance(content, list):
+            raise ValueError(f"{shape}, not {type(content).__name__}")
+        for i, part in enumerate(content):
+            if not isinstance(part, dict):
+                raise ValueError(f"{shape}; part {i} is {type(part).__name__}")
+            if part.get("type") != "text":
+                raise ValueError(f"part {i} is of type {part.get('type')!r}: this server reads text only ({shape})")
+            extra = sorted(set(part) - {"type", "text"})
+            if extra or not isinstance(part.get("text"), str):
+                what = f"has the field {extra[0]!r}" if extra else "has no string 'text'"
+                raise ValueError(f"{shape}; part {i} {what}")
+        return content
+
     def text(self):
         return self.content if isinstance(self.content, str) else "".join(p.text for p in self.content)
 

@@ -122,6 +122,17 @@ def test_two_turns_reset_and_save(models, tmp_path):
         assert term.expect("\r\n> ").split("hello\r\n", 1)[1][:-len("\r\n> ")].replace("\r\n", "\n") == a1
 
 
+def test_help_and_a_save_without_a_file_name(models):
+    model, _ = models
+    with session("--hf", model, "--max-new-tokens", 4) as term:
+        term.send("/help\r")
+        assert "unknown" not in term.expect("/save FILE")
+        term.expect("> ")
+        term.send("/save\r")
+        term.expect("/save needs a file name")
+        term.expect("> ")
+
+
 def test_ctrl_c_stops_the_answer_not_the_session(models):
     _, base = models
     with session("--hf", base, "--raw", "--temperature", 0, "--max-new-tokens", 2000) as term:

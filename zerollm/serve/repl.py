@@ -25,7 +25,7 @@ from zerollm.io.errors import ZeroLLMError
 from zerollm.io.fileio import atomic_write
 from zerollm.generation.sample import generate
 
-HELP = "commands: /reset  /system TEXT  /save FILE  /exit   (Ctrl-C stops an answer)"
+HELP = "commands: /reset  /system TEXT  /save FILE  /help  /exit   (Ctrl-C stops an answer)"
 
 
 class Conversation:
@@ -129,7 +129,11 @@ def _command(conv, line, out):
     name, _, arg = line.strip().partition(" ")
     if name in ("/exit", "/quit"):
         return True
-    if name == "/reset":
+    if name in ("/help", "/?"):
+        out.write(f"{HELP}\n")
+    elif name == "/save" and not arg.strip():
+        out.write("zerollm chat: /save needs a file name, e.g. /save talk.jsonl\n")
+    elif name == "/reset":
         conv.turns = []
         out.write("(the conversation is cleared)\n")
     elif name == "/system":

@@ -51,10 +51,18 @@ def test_reward_tasks_are_the_same_in_help_and_error(capsys):
     (["sample", "--temprature", "1"], "--temperature"),
     (["train", "--max-itres", "3"], "--max-iters"),
     (["grpo", "--rewrd", "acrostic"], "--reward"),
+    (["sample", "--temp", "0.5"], "--temperature"),          # an abbreviation is not taken, but named
+    (["sample", "--top", "3"], "--top-k or --top-p"),
 ])
 def test_a_mistyped_flag_gets_did_you_mean(argv, guess, capsys):
     code, _, err = run_main(argv, capsys)
     assert code == 2 and f"did you mean {guess}?" in err and f"zerollm {argv[0]} --help" in err, err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_sfts_init_given_to_train_is_not_taken_for_init_std(capsys):
+    code, _, err = run_main(["train", "--init", "runs/base", "--out", "x"], capsys)
+    assert code == 2 and "--init-std" not in err and "zerollm sft --init RUN" in err and "--resume" in err, err
     assert len(err.strip().splitlines()) == 1
 
 

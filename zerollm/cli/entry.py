@@ -64,7 +64,14 @@ COMMANDS = {
 
 
 class OneLineParser(argparse.ArgumentParser):
-    """argparse prints usage + error over several lines; we print one line and point at --help."""
+    """argparse prints usage + error over several lines; we print one line and point at --help.
+    Flags are written out in full (no abbreviations, argparse's allow_abbrev): otherwise
+    ``zerollm train --init runs/base`` (sft's flag, in the wrong command) is taken for train's
+    --init-std and fails with "must be a number"."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
 
     def error(self, message):
         self.exit(2, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
@@ -83,16 +90,28 @@ def build_parser():
     return parser
 
 
+# flags of one command that users give to another, and what to do instead
+ELSEWHERE = {
+    ("train", "--init"): "zerollm train starts from random weights: fine-tune a trained model with "
+                         "`zerollm sft --init RUN`, or continue a run with `zerollm train --out RUN --resume`",
+}
+
+
 def parse(parser, argv=None):
     """parse_args, but an unknown flag is reported by its own command's parser with the closest flag it
-    has: ``zerollm sample --temprature 1`` -> "... (did you mean --temperature?)"."""
+    has: ``zerollm sample --temprature 1`` -> "... (did you mean --temperature?)", or with what to do
+    where the flag belongs to another command (ELSEWHERE)."""
     args, extras = parser.parse_known_args(argv)
     if extras:
         owner = parser.commands.get(args.command, parser)
-        guesses = [close for word in extras if word.startswith("--")
-                   for close in difflib.get_close_matches(word.split("=")[0], [
-                       flag for flag in owner._option_string_actions if flag.startswith("--")], n=1, cutoff=0.75)]
-        hint = f" (did you mean {' or '.join(dict.fromkeys(guesses))}?)" if guesses else ""
+        flags = [word.split("=")[0] for word in extras if word.startswith("--")]
+        elsewhere = [ELSEWHERE[args.command, f] for f in flags if (args.command, f) in ELSEWHERE]
+        known = [k for k in owner._option_string_actions if k.startswith("--")]
+        guesses = [close for flag in flags                      # the flag it abbreviates, else the closest
+                   for close in ([k for k in known if k.startswith(flag)][:2]
+                                 or difflib.get_close_matches(flag, known, n=1, cutoff=0.75))]
+        hint = (f"; {elsewhere[0]}" if elsewhere else
+                f" (did you mean {' or '.join(dict.fromkeys(guesses))}?)" if guesses else "")
         owner.error(f"unrecognized arguments: {' '.join(extras)}{hint}")
     return args
 

@@ -194,6 +194,11 @@ def test_prepare_cli_default_out_dir(capsys, tmp_path, monkeypatch, shakespeare_
     assert meta["tokenizer"] == "char" and meta["block_size"] == 64
 
 
+def _folder(path):
+    path.mkdir()
+    return path
+
+
 def _write(tmp_path, name, content):
     path = tmp_path / name
     path.write_bytes(content if isinstance(content, bytes) else content.encode("utf-8"))
@@ -202,6 +207,7 @@ def _write(tmp_path, name, content):
 
 @pytest.mark.parametrize("case, fragment", [
     ("missing", "data file not found"),
+    ("a_folder", "is a directory, not a text file"),
     ("empty", "is empty"),
     ("not_utf8", "byte offset 6"),
     ("too_small", "corpus too small"),
@@ -215,6 +221,7 @@ def test_prepare_cli_errors(capsys, tmp_path, case, fragment):
     good = _write(tmp_path, "good.txt", "some text to learn from. " * 20)
     args = {
         "missing": ["--data", str(tmp_path / "nope.txt")],
+        "a_folder": ["--data", str(_folder(tmp_path / "texts"))],
         "empty": ["--data", _write(tmp_path, "empty.txt", "")],
         "not_utf8": ["--data", _write(tmp_path, "gbk.txt", b"hello \xc4\xe3\xba\xc3")],
         "too_small": ["--data", good, "--block-size", "64"],

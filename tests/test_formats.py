@@ -78,3 +78,8 @@ def test_write_jsonl_round_trips_and_is_atomic(tmp_path):
     with pytest.raises(ZeroLLMError, match="row 1 cannot be written"):
         write_jsonl(path, [{"prompt": "a", "completion": "b"}, {"prompt": object()}])
     assert read_sft(path) == rows and os.listdir(tmp_path) == ["out.jsonl"]     # old file whole, no temp file
+
+
+def test_a_folder_given_as_data_is_named_as_such(tmp_path):
+    with pytest.raises(ZeroLLMError, match="is a directory, not a JSONL file"):
+        read_sft(tmp_path)

@@ -126,3 +126,9 @@ def test_report_refuses_results_of_another_run(tmp_path, tmp_path_factory, capsy
                              tmp_path / "r.html"], capsys)
     assert code == 1 and "none of the runs given" in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "r.html").exists()
+
+
+def test_an_out_that_is_a_folder_is_told_to_name_a_report_page(tmp_path, tmp_path_factory, capsys):
+    char = tiny_run(tmp_path_factory, "char")
+    code, _, err = run_main(["report", char, "--out", tmp_path], capsys)
+    assert code == 1 and os.path.join(str(tmp_path), "report.html") in err and "explain.html" not in err, err

@@ -49,6 +49,9 @@ class _Hostile(ValueError):
 def read_jsonl(path):
     """[(line number, dict)] of a JSONL file; broken or hostile JSON, or a non-object, is an error naming the line."""
     path = os.fspath(path)
+    if os.path.exists(path) and not os.path.isfile(path):
+        raise ZeroLLMError(f"{path} is a {'directory' if os.path.isdir(path) else 'device or pipe'}, not a JSONL "
+                           "file; give the path of a .jsonl file (one JSON object a line)")
     if not os.path.isfile(path):
         raise ZeroLLMError(f"data file not found: {path}; make one with 'zerollm tasks make' or check the path")
     rows = []

@@ -45,6 +45,9 @@ def token_dtype(vocab_size):
 def read_corpus(path):
     """UTF-8 text of ``path`` (a leading byte-order mark is dropped) and the file's sha256."""
     path = Path(path)
+    if path.exists() and not path.is_file():
+        raise ZeroLLMError(f"{path} is a {'directory' if path.is_dir() else 'device or pipe'}, not a text file; "
+                           "give the path of a UTF-8 text file")
     if not path.is_file():
         raise ZeroLLMError(f"data file not found: {path}; check the path, or get a corpus with "
                            "'zerollm download shakespeare'")
@@ -56,7 +59,7 @@ def read_corpus(path):
                            f"{err.start} cannot be decoded; save the file as UTF-8 "
                            "(e.g. iconv -f GBK -t UTF-8 in.txt > out.txt)") from None
     if not text:
-        raise ZeroLLMError(f"{path} is empty; a corpus needs text to learn from")
+        raise ZeroLLMError(f"{path} is empty; give a file with some text in it")
     return text, hashlib.sha256(raw).hexdigest()
 
 

@@ -40,7 +40,7 @@ def results_files(items):
 def run(args):
     from zerollm.evaluate.report import build_report, read_results, run_summary
     from zerollm.teach.explain.page import check_out, write_page
-    check_out(args.out, args.force)
+    check_out(args.out, args.force, example="report.html")
     runs = [run_summary(r) for r in args.runs]
     results = read_results(results_files(args.results))
     known = {r["path"] for r in runs}

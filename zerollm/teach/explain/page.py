@@ -123,14 +123,15 @@ def build_page(lang, model=None):
 # ----------------------------------------------------------------------------
 # writing it
 
-def check_out(path, force):
-    """Refuse an --out that cannot or must not be written, before any model is loaded."""
+def check_out(path, force, example="explain.html"):
+    """Refuse an --out that cannot or must not be written, before any model is loaded. ``example``: the
+    file name the messages suggest (the command's default page)."""
     path = os.fspath(path)
     if os.path.isdir(path):
         raise ZeroLLMError(f"--out {path!r} is a directory; give a file name such as "
-                           f"{os.path.join(path, 'explain.html')}")
+                           f"{os.path.join(path, example)}")
     if not path.lower().endswith((".html", ".htm")):
-        raise ZeroLLMError(f"--out must name an .html file, got {path!r}; e.g. --out explain.html")
+        raise ZeroLLMError(f"--out must name an .html file, got {path!r}; e.g. --out {example}")
     if os.path.exists(path) and not force:
         raise ZeroLLMError(f"{path} already exists; add --force to replace it, or choose another --out")
     parent = os.path.dirname(os.path.abspath(path))

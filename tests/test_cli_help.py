@@ -66,6 +66,13 @@ def test_sfts_init_given_to_train_is_not_taken_for_init_std(capsys):
     assert len(err.strip().splitlines()) == 1
 
 
+def test_a_subcommands_flag_is_checked_by_the_subcommand(capsys):
+    code, _, err = run_main(["tasks", "eval", "acrostic", "--ckpt", "x", "--data", "y", "--tempe", "1"], capsys)
+    assert code == 2 and "did you mean --temperature?" in err and "zerollm tasks eval --help" in err, err
+    code, _, err = run_main(["tasks", "eval", "--task", "acrostic", "--ckpt", "x", "--data", "y"], capsys)
+    assert code == 2 and "zerollm tasks eval acrostic --ckpt RUN" in err and len(err.strip().splitlines()) == 1, err
+
+
 def test_a_failed_download_points_at_the_shipped_corpus(tmp_path, monkeypatch, capsys):
     def offline(*args, **kwargs):
         raise urllib.error.URLError("no network")

@@ -92,9 +92,23 @@ def build_parser():
 
 # flags of one command that users give to another, and what to do instead
 ELSEWHERE = {
-    ("train", "--init"): "zerollm train starts from random weights: fine-tune a trained model with "
-                         "`zerollm sft --init RUN`, or continue a run with `zerollm train --out RUN --resume`",
+    ("zerollm train", "--init"): "zerollm train starts from random weights: fine-tune a trained model with "
+                                 "`zerollm sft --init RUN`, or continue a run with `zerollm train --out RUN --resume`",
+    ("zerollm tasks eval", "--task"): "the task is the word after eval: zerollm tasks eval acrostic --ckpt RUN "
+                                      "--data FILE",
+    ("zerollm tasks make", "--task"): "the task is the word after make: zerollm tasks make acrostic --out FILE",
 }
+
+
+def _innermost(parser, args):
+    """The parser of the (sub)command the arguments chose: ``zerollm tasks eval``'s own, not ``tasks``'."""
+    owner = parser.commands.get(args.command, parser)
+    while True:
+        chosen = [a.choices[getattr(args, a.dest)] for a in owner._actions
+                  if isinstance(a, argparse._SubParsersAction) and getattr(args, a.dest, None) in a.choices]
+        if not chosen:
+            return owner
+        owner = chosen[0]
 
 
 def parse(parser, argv=None):
@@ -103,9 +117,9 @@ def parse(parser, argv=None):
     where the flag belongs to another command (ELSEWHERE)."""
     args, extras = parser.parse_known_args(argv)
     if extras:
-        owner = parser.commands.get(args.command, parser)
+        owner = _innermost(parser, args)
         flags = [word.split("=")[0] for word in extras if word.startswith("--")]
-        elsewhere = [ELSEWHERE[args.command, f] for f in flags if (args.command, f) in ELSEWHERE]
+        elsewhere = [ELSEWHERE[owner.prog, f] for f in flags if (owner.prog, f) in ELSEWHERE]
         known = [k for k in owner._option_string_actions if k.startswith("--")]
         guesses = [close for flag in flags                      # the flag it abbreviates, else the closest
                    for close in ([k for k in known if k.startswith(flag)][:2]

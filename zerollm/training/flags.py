@@ -73,7 +73,8 @@ def lora_config(args):
     if r is None:
         extra = [f"--lora-{k}" for k, v in given.items() if v is not None]
         if extra:
-            raise ZeroLLMError(f"{', '.join(extra)} need --lora-r R (the rank) to turn LoRA on")
+            verb = "needs" if len(extra) == 1 else "need"
+            raise ZeroLLMError(f"{', '.join(extra)} {verb} --lora-r R (the rank) to turn LoRA on")
         return None
     targets = tuple(t.strip() for t in given["targets"].split(",")) if given["targets"] else ("c_attn",)
     return LoRAConfig(r=r, alpha=given["alpha"] if given["alpha"] is not None else 2.0 * r,

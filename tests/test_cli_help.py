@@ -79,3 +79,10 @@ def test_a_failed_download_points_at_the_shipped_corpus(tmp_path, monkeypatch, c
     monkeypatch.setattr(urllib.request, "urlopen", offline)
     code, _, err = run_main(["download", "shakespeare", "--dir", tmp_path, "--force"], capsys)
     assert code == 1 and "--data shakespeare" in err, err
+
+
+def test_an_os_error_names_the_path_without_errno_noise(tmp_path, capsys):
+    (tmp_path / "afile").write_text("x")
+    code, _, err = run_main(["train", "--data", "shakespeare", "--out", tmp_path / "afile" / "run"], capsys)
+    assert code == 1 and f"{tmp_path / 'afile' / 'run'}: Not a directory" in err and "[Errno" not in err, err
+    assert len(err.strip().splitlines()) == 1

@@ -170,6 +170,14 @@ def _lenient_stdout():
                 stream.reconfigure(errors=old or "strict")
 
 
+def _os_error(err):
+    """'PATH: No such file or directory' rather than Python's "[Errno 2] No such file or directory: 'PATH'"."""
+    if err.strerror and err.filename is not None:
+        names = " -> ".join(os.fsdecode(n) for n in (err.filename, err.filename2) if n is not None)
+        return f"{names}: {err.strerror}"
+    return _one_line(err)
+
+
 def _disk_full_hint(err):
     if err.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
         return ("; the disk (or your quota, or ulimit -f) is full: free some space and run the command again "
@@ -239,7 +247,7 @@ def main(argv=None):
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     except OSError as err:  # a file the user named could not be read or written
-        _report(prog, f"{_one_line(err)}{_disk_full_hint(err)}")
+        _report(prog, f"{_os_error(err)}{_disk_full_hint(err)}")
         return 1
     except KeyboardInterrupt:
         print(f"{prog}: interrupted", file=sys.stderr)

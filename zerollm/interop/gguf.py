@@ -270,8 +270,8 @@ def read_gguf(path):
     if not os.path.exists(path):
         raise ZeroLLMError(f"GGUF file not found: {path}")
     if not os.path.isfile(path):
-        raise ZeroLLMError(f"{path} is not a GGUF file but a {'directory' if os.path.isdir(path) else 'device or pipe'}; "
-                           "give the path of a .gguf file")
+        kind = "directory" if os.path.isdir(path) else "device or pipe"
+        raise ZeroLLMError(f"{path} is not a GGUF file but a {kind}; give the path of a .gguf file")
     try:
         reader = gguf.GGUFReader(path)
         meta = {name: _field_value(field) for name, field in reader.fields.items()}

@@ -27,7 +27,7 @@ import math
 import os
 
 from zerollm.io.errors import ZeroLLMError
-from zerollm.io.fileio import atomic_write
+from zerollm.io.fileio import atomic_write, non_file_kind
 
 ROLES = ("system", "user", "assistant")
 MAX_LINE_BYTES = 16 * 2 ** 20      # one example; a longer line is almost surely not one
@@ -49,9 +49,10 @@ class _Hostile(ValueError):
 def read_jsonl(path):
     """[(line number, dict)] of a JSONL file; broken or hostile JSON, or a non-object, is an error naming the line."""
     path = os.fspath(path)
-    if os.path.exists(path) and not os.path.isfile(path):
-        raise ZeroLLMError(f"{path} is a {'directory' if os.path.isdir(path) else 'device or pipe'}, not a JSONL "
-                           "file; give the path of a .jsonl file (one JSON object a line)")
+    kind = non_file_kind(path)
+    if kind:
+        raise ZeroLLMError(f"{path} is a {kind}, not a JSONL file; give the path of a .jsonl file "
+                           "(one JSON object a line)")
     if not os.path.isfile(path):
         raise ZeroLLMError(f"data file not found: {path}; make one with 'zerollm tasks make' or check the path")
     rows = []

@@ -20,7 +20,7 @@ import numpy as np
 from zerollm.model import budget
 from zerollm.io.argtypes import FIELD_RANGES, FRACTION
 from zerollm.io.errors import ZeroLLMError
-from zerollm.io.fileio import atomic_write, utf8_json
+from zerollm.io.fileio import atomic_write, non_file_kind, utf8_json
 from zerollm.io.outdir import atomic_dir, check_separate
 from zerollm.tokenizers import load_tokenizer, train_tokenizer
 from zerollm.tokenizers.base import dumps_readable, read_json_file
@@ -45,9 +45,9 @@ def token_dtype(vocab_size):
 def read_corpus(path):
     """UTF-8 text of ``path`` (a leading byte-order mark is dropped) and the file's sha256."""
     path = Path(path)
-    if path.exists() and not path.is_file():
-        raise ZeroLLMError(f"{path} is a {'directory' if path.is_dir() else 'device or pipe'}, not a text file; "
-                           "give the path of a UTF-8 text file")
+    kind = non_file_kind(path)
+    if kind:
+        raise ZeroLLMError(f"{path} is a {kind}, not a text file; give the path of a UTF-8 text file")
     if not path.is_file():
         raise ZeroLLMError(f"data file not found: {path}; check the path, or get a corpus with "
                            "'zerollm download shakespeare'")

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from zerollm.io.errors import ZeroLLMError
+from zerollm.io.fileio import non_file_kind
 from zerollm.interop import quant
 from zerollm.interop.gguf_tokenizer import SPLIT_KEY, tokenizer_fields
 
@@ -269,8 +270,8 @@ def read_gguf(path):
     path = os.fspath(path)
     if not os.path.exists(path):
         raise ZeroLLMError(f"GGUF file not found: {path}")
-    if not os.path.isfile(path):
-        kind = "directory" if os.path.isdir(path) else "device or pipe"
+    kind = non_file_kind(path)
+    if kind:
         raise ZeroLLMError(f"{path} is not a GGUF file but a {kind}; give the path of a .gguf file")
     try:
         reader = gguf.GGUFReader(path)

@@ -64,6 +64,14 @@ def _umask_mode():
     return 0o666 & ~mask
 
 
+def non_file_kind(path):
+    """What an input path that exists but is no file is ('directory', 'device or pipe'), else None:
+    so that a reader names it instead of saying 'not found'."""
+    if os.path.exists(path) and not os.path.isfile(path):
+        return "directory" if os.path.isdir(path) else "device or pipe"
+    return None
+
+
 def _refuse_non_regular(path):
     if os.path.lexists(path) and not stat.S_ISREG(os.lstat(path).st_mode):
         raise ZeroLLMError(f"{path} exists and is not a regular file (a folder, a link, a device or a pipe); "

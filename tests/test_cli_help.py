@@ -4,6 +4,7 @@ mistyped flag, and a download error that points at the corpus that ships."""
 
 import re
 import urllib.error
+import urllib.request
 
 import pytest
 

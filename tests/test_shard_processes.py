@@ -249,3 +249,47 @@ def running(pid):
             return f.read().rsplit(")", 1)[1].split()[0] != "Z"
     except OSError:
         return False
+
+
+NUMBA_IN_A_WORKER = """
+import os, sys
+import numpy as np
+from zerollm.engine import set_engine
+from zerollm.model.config import GPTConfig
+from zerollm.model.gpt import GPT
+from zerollm.training.parallel import ShardedModel
+from zerollm.training.processes import model_only
+
+@model_only
+def numba_state(m, rows):
+    numba = sys.modules.get("numba")
+    return (os.getpid(), numba is not None, os.environ.get("NUMBA_NUM_THREADS"),
+            None if numba is None else numba.get_num_threads())
+
+if sys.argv[1] == "fast":
+    set_engine("fast")                      # imports numba here, before the fork
+model = GPT(GPTConfig(vocab_size=40, block_size=12, n_layer=1, n_head=2, n_embd=16), seed=1)
+p = ShardedModel(model, 2, workers="processes")
+here, there = p.map(numba_state, {"x": np.zeros((4, 12), dtype=np.int64)})
+assert there[0] != os.getpid(), "shard 1 ran here, not in a worker"
+print(repr(there[1:]))
+p.close()
+"""
+
+
+@pytest.mark.parametrize("engine", ["numpy", "fast"])
+def test_a_worker_imports_numba_only_for_the_fast_engine_and_gives_it_one_thread(engine):
+    """numba takes ~0.4 s to import: a NumPy-engine worker does without it (NUMBA_NUM_THREADS=1 waits
+    for a later import); a fast-engine worker has the parent's numba, set to one thread."""
+    import subprocess
+    if engine == "fast":
+        pytest.importorskip("numba")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("NUMBA_", "ZEROLLM_"))}
+    proc = subprocess.run([sys.executable, "-c", NUMBA_IN_A_WORKER, engine], capture_output=True, text=True,
+                          timeout=120, env=env)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    imported, variable, threads = eval(proc.stdout.strip())
+    if engine == "numpy":
+        assert (imported, variable, threads) == (False, "1", None)
+    else:
+        assert imported and threads == 1

@@ -161,11 +161,11 @@ def _worker(conn, parent_ends, model, weights, layout, results):
     base = reset_peak_rss()                            # the pages shared with the parent at the fork are not its own
     from threadpoolctl import threadpool_limits
     threadpool_limits(1)                               # one core per shard, as the shard threads
-    try:
-        import numba
+    numba = sys.modules.get("numba")                   # the fast engine's: the parent imported it already,
+    if numba is not None:                              # and the fork copied it
         numba.set_num_threads(1)
-    except ImportError:
-        pass
+    else:                                              # not imported (0.4 s a worker) until a fast kernel is
+        os.environ["NUMBA_NUM_THREADS"] = "1"          # asked for; it then starts with one thread too
     # a worker only reads the weights: its model uses the shared pages themselves (no copy of its own)
     for offset, (name, arr) in zip(layout, weight_arrays(model)):
         view = weights.view(offset, arr.shape, arr.dtype)

@@ -91,8 +91,7 @@ def fresh_clone(dest):
     engine compiles it anew, 5-15 s a command; with them a command behaves the same, only sooner."""
     listing = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=REPO,
                              capture_output=True, check=True).stdout.decode().split("\0")
-    kernels = [str(p.relative_to(REPO)) for pattern in ("*.nbi", "*.nbc")
-               for p in (REPO / "zerollm").glob(f"**/__pycache__/{pattern}")]
+    kernels = [str(p.relative_to(REPO)) for p in (REPO / "zerollm").glob("**/__pycache__/*.nb[ic]")]
     for name in filter(None, listing + kernels):
         source = REPO / name
         if source.is_file():

@@ -281,6 +281,7 @@ p.close()
 def test_a_worker_imports_numba_only_for_the_fast_engine_and_gives_it_one_thread(engine):
     """numba takes ~0.4 s to import: a NumPy-engine worker does without it (NUMBA_NUM_THREADS=1 waits
     for a later import); a fast-engine worker has the parent's numba, set to one thread."""
+    import ast
     import subprocess
     if engine == "fast":
         pytest.importorskip("numba")
@@ -288,7 +289,7 @@ def test_a_worker_imports_numba_only_for_the_fast_engine_and_gives_it_one_thread
     proc = subprocess.run([sys.executable, "-c", NUMBA_IN_A_WORKER, engine], capture_output=True, text=True,
                           timeout=120, env=env)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    imported, variable, threads = eval(proc.stdout.strip())
+    imported, variable, threads = ast.literal_eval(proc.stdout.strip())
     if engine == "numpy":
         assert (imported, variable, threads) == (False, "1", None)
     else:

@@ -19,7 +19,9 @@ block applies to the whole block:
     [(False, 'several machines')]
 """
 
+import io
 import re
+import tokenize
 from pathlib import Path
 from typing import NamedTuple
 
@@ -147,8 +149,25 @@ def what_runs(tour):
     >>> what_runs(en) == what_runs(zh)
     True
     """
-    return tuple((c.lang, without_comment(c.text) if c.lang == "bash" else c.text, c.online, c.untested is not None)
-                 for c in tour.commands)
+    return tuple((c.lang, without_comment(c.text) if c.lang == "bash" else python_code(c.text), c.online,
+                  c.untested is not None) for c in tour.commands)
+
+
+def python_code(source):
+    """A python block's tokens without its comments and blank lines: what the interpreter runs. Two
+    blocks that differ only in the language of their comments give the same tuple.
+
+    >>> python_code("x = 1   # one\\n\\n# done\\n") == python_code("x = 1   # 一\\n")
+    True
+    >>> python_code("x = 1\\n") == python_code("x = 2\\n")
+    False
+    """
+    skip = (tokenize.COMMENT, tokenize.NL)
+    try:
+        tokens = tokenize.generate_tokens(io.StringIO(source).readline)
+        return tuple((t.type, t.string) for t in tokens if t.type not in skip)
+    except (tokenize.TokenError, SyntaxError):     # not python at all: it is run (and fails) as written
+        return source
 
 
 def twin_of(tour, all_tours):
@@ -160,3 +179,27 @@ def twin_of(tour, all_tours):
             return other
     return None
 
+
+
+def branch_of(tour, all_tours):
+    """(earlier tour, k) when ``tour`` begins with that tour's first k commands (what_runs; k >= 1) and
+    then goes its own way: a 中文 half that repeats the English half's setup and then shows something
+    else. A copy of the earlier tour's folder, taken after its k-th command, is where ``tour`` would be
+    after its own first k; the rest of ``tour`` runs there. None if there is no such tour (or a twin).
+
+    >>> en = Tour("p", "p", tuple(commands_of("bash", "zerollm a\\nzerollm b\\nzerollm c\\n")))
+    >>> zh = Tour("p", "p#中文", tuple(commands_of("bash", "zerollm a   # 一\\nzerollm d\\n")))
+    >>> branch_of(zh, [en, zh])[1]
+    1
+    """
+    mine = what_runs(tour)
+    for other in all_tours:
+        if other.name == tour.name:
+            return None
+        if other.page == tour.page:
+            theirs, k = what_runs(other), 0
+            while k < min(len(mine), len(theirs)) and mine[k] == theirs[k]:
+                k += 1
+            if k and theirs != mine:
+                return other, k
+    return None

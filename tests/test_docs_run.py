@@ -19,7 +19,10 @@ runs with ``python``. The text is never edited for the test; what changes is the
 
 The counts per tour are printed (run with -s to see them); a new block that fails breaks CI. A 中文 half
 that runs exactly what its English half runs (the same commands in the same order, only the comments
-translated: tests/docs_blocks.py ``what_runs``) is checked to be that, not run a second time.
+translated: tests/docs_blocks.py ``what_runs``) is checked to be that, not run a second time. One that
+begins with its English half's first k commands and then shows something else (``branch_of``) runs
+only the rest, in a copy of the English tour's folder taken after its k-th command: where a reader of
+the 中文 half stands after the same k commands.
 """
 
 import json
@@ -133,16 +136,8 @@ def run_command(command, cwd, env):
     return proc.returncode, proc.stdout + proc.stderr
 
 
-def run_tour(tour, root, internet):
-    """Run every command of ``tour`` in order, in a fresh clone under ``root``; returns the counts."""
-    clone, home = root / "clone", root / "home"
-    clone.mkdir()
-    home.mkdir()
-    fresh_clone(clone)
-    env = reader_env(home, clone, install_shims(root / "shims"))
-    counts = {"bash": 0, "python": 0, "checked": 0, "not tested": 0, "online": 0}
-    times = []
-    for command in tour.commands:
+def run_commands(tour, commands, clone, env, internet, counts, times):
+    for command in commands:
         if command.untested:
             counts["not tested"] += 1
             continue
@@ -154,8 +149,47 @@ def run_tour(tour, root, internet):
         checked = command.lang == "bash" and command.text.split()[0] in CHECKED
         counts["checked" if checked else command.lang] += 1
         counts["online"] += command.online
-    counts["slowest"] = ", ".join(f"line {line} {t:.0f} s" for t, line in sorted(times, reverse=True)[:3])
-    return counts
+
+
+def new_counts():
+    return {"bash": 0, "python": 0, "checked": 0, "not tested": 0, "online": 0}
+
+
+def slowest(times):
+    return ", ".join(f"line {line} {t:.0f} s" for t, line in sorted(times, reverse=True)[:3])
+
+
+def run_tour(tour, root, internet, branches=()):
+    """Run every command of ``tour`` in order, in a fresh clone under ``root``; returns the counts.
+
+    ``branches``: (other tour, k) for each tour that begins with this tour's first k commands
+    (tests/docs_blocks.py ``branch_of``). After the k-th command the clone and HOME are copied for it,
+    and once this tour is done the rest of that tour runs in the copy: {name: counts} of those follow."""
+    clone, home = root / "clone", root / "home"
+    clone.mkdir()
+    home.mkdir()
+    fresh_clone(clone)
+    shims = install_shims(root / "shims")
+    env = reader_env(home, clone, shims)
+    counts, times, forks = new_counts(), [], []
+    for i in range(len(tour.commands) + 1):
+        for other, k in branches:
+            if k == i and len(other.commands) > k:
+                fork = root / f"branch-{len(forks)}"
+                shutil.copytree(clone, fork / "clone", symlinks=True)
+                shutil.copytree(home, fork / "home", symlinks=True)
+                forks.append((other, k, fork))
+        if i < len(tour.commands):
+            run_commands(tour, tour.commands[i:i + 1], clone, env, internet, counts, times)
+    counts["slowest"] = slowest(times)
+    result = {tour.name: counts}
+    for other, k, fork in forks:
+        more, more_times = new_counts(), []
+        run_commands(other, other.commands[k:], fork / "clone", reader_env(fork / "home", fork / "clone", shims),
+                     internet, more, more_times)
+        more["slowest"] = slowest(more_times)
+        result[f"{other.name} (after the first {k})"] = more
+    return result
 
 
 def _children_cpu():
@@ -172,12 +206,23 @@ def test_every_command_of_the_docs_runs(tour, tmp_path, request):
         assert docs_blocks.what_runs(tour) == docs_blocks.what_runs(twin) and tour.commands
         print(f"\n{tour.name}: the same {len(tour.commands)} commands as {twin.name}, which runs them")
         return
+    branch = docs_blocks.branch_of(tour, TOURS)
+    if branch is not None:
+        # this tour begins with the first k commands of an earlier one, then goes its own way: that tour's
+        # test copies its folder after its k-th command and runs the rest of this tour in the copy
+        other, k = branch
+        assert docs_blocks.what_runs(tour)[:k] == docs_blocks.what_runs(other)[:k]
+        print(f"\n{tour.name}: its first {k} commands are those of {other.name}, whose test runs "
+              f"the other {len(tour.commands) - k} in a copy of its folder taken after them")
+        return
     internet = request.getfixturevalue("internet")
+    branches = [(t, b[1]) for t in TOURS if (b := docs_blocks.branch_of(t, TOURS)) and b[0] == tour]
     start, cpu = time.perf_counter(), _children_cpu()
-    counts = run_tour(tour, tmp_path, internet)
-    print(f"\n{tour.name}: " + ", ".join(f"{k} {v}" for k, v in counts.items())
-          + f" ({time.perf_counter() - start:.0f} s wall, {_children_cpu() - cpu:.0f} s CPU)")
-    assert counts["bash"] + counts["python"] + counts["checked"] > 0
+    results = run_tour(tour, tmp_path, internet, branches)
+    for name, counts in results.items():
+        print(f"\n{name}: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
+    print(f"({time.perf_counter() - start:.0f} s wall, {_children_cpu() - cpu:.0f} s CPU)")
+    assert results[tour.name]["bash"] + results[tour.name]["python"] + results[tour.name]["checked"] > 0
 
 
 # ----------------------------------------------------------------------------
@@ -208,3 +253,4 @@ def test_the_docs_mode_shrinks_a_presets_model_but_not_the_users_flags(monkeypat
     assert (where["n_layer"], where["n_embd"], where["n_head"]) == ("--n-layer", docsmode.ENV, "preset tang")
     monkeypatch.delenv(docsmode.ENV)
     assert build_configs("tang", {}, vocab_size=100)[0].n_embd == 192
+

@@ -254,3 +254,18 @@ def test_the_docs_mode_shrinks_a_presets_model_but_not_the_users_flags(monkeypat
     monkeypatch.delenv(docsmode.ENV)
     assert build_configs("tang", {}, vocab_size=100)[0].n_embd == 192
 
+
+def test_the_docs_mode_teaches_a_bpe_the_texts_start_and_encodes_all_of_it(tmp_path, monkeypatch):
+    from zerollm.data import tokens
+    from zerollm.io import docsmode
+    from zerollm.tokenizers import load_tokenizer, train_tokenizer
+    cap = docsmode.LIMITS["BPE training characters"]
+    text = ("ab " * cap)[:cap] + "xy " * cap           # "xy" is the commonest pair, but only after the cap
+    (tmp_path / "t.txt").write_text(text, encoding="utf-8")
+    monkeypatch.setenv(docsmode.ENV, "1")
+    meta = tokens.prepare(tmp_path / "t.txt", tmp_path / "prep", tokenizer="bpe", vocab_size=258)
+    tok = load_tokenizer(tmp_path / "prep" / "tokenizer.json")
+    head, whole = train_tokenizer("bpe", text[:cap], 258), train_tokenizer("bpe", text, 258)
+    assert tok.merges == head.merges != whole.merges
+    assert meta["source"]["characters"] == len(text)
+    assert meta["train_tokens"] + meta["val_tokens"] == len(tok.encode(text, allowed_special="all"))

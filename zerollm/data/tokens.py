@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from zerollm.model import budget
+from zerollm.io import docsmode
 from zerollm.io.argtypes import FIELD_RANGES, FRACTION
 from zerollm.io.errors import ZeroLLMError
 from zerollm.io.fileio import atomic_write, non_file_kind, utf8_json
@@ -100,7 +101,7 @@ def prepare(data_file, out_dir, tokenizer="byte", vocab_size=None, val_fraction=
     """Tokenize ``data_file`` and write train.bin, val.bin, tokenizer.json, meta.json to ``out_dir``.
 
     The tokenizer is built from the whole text (so the char vocabulary covers the validation part
-    too). BPE recognises "<|endoftext|>" in the text as its special token (a document separator).
+    too; in the docs mode, zerollm.io.docsmode, a BPE learns its merges from the text's start only). BPE recognises "<|endoftext|>" in the text as its special token (a document separator).
     The folder is built beside ``out_dir`` and swapped in when complete (zerollm.io.outdir), so a
     failure half-way (a full disk, Ctrl-C) leaves the previous ``out_dir`` untouched. An existing
     ``out_dir`` is replaced only when it is empty or an earlier prepared folder. A text too large for
@@ -114,7 +115,8 @@ def prepare(data_file, out_dir, tokenizer="byte", vocab_size=None, val_fraction=
         budget.require(budget.tokenizing(os.path.getsize(data_file), hint="the size of --data (split the file)"),
                        force=force)
     text, sha = read_corpus(data_file)
-    tok = train_tokenizer(tokenizer, text, vocab_size, **tokenizer_options)
+    learn_from = text[:docsmode.limit("BPE training characters", len(text))] if tokenizer == "bpe" else text
+    tok = train_tokenizer(tokenizer, learn_from, vocab_size, **tokenizer_options)
     ids = tok.encode(text, allowed_special="all") if tok.name == "bpe" else tok.encode(text)
     dtype = token_dtype(tok.vocab_size)
     ids = np.asarray(ids, dtype=DTYPES[dtype])                       # (N,)

@@ -151,10 +151,17 @@ def install(prof, model, bench):
             return "weights @ V", direction, 2.0 * q.size * k.shape[-2] * (1 if direction == "fwd" else 2)
         return label
 
+    def product(name, direction, operand, width):
+        """A block step of the numpy engine's softmax_attention (nn.attention.block_*, key_block_*): one
+        matrix product of 2 hs FLOPs per entry of its argument number ``operand`` (the block's S, A or
+        dS); hs is the last size of argument number ``width``."""
+        return lambda *args, **kwargs: (name, direction, 2.0 * args[operand].size * args[width].shape[-1])
+
     def fused(direction):
         """softmax_attention: on the fast engine one kernel does the products and the softmax (its FLOPs:
         the products over the (query, key) pairs it multiplies, 2 forward, 4 backward); on the numpy
-        engine the scores and the softmax are rows of their own and this is the weights @ V product."""
+        engine its block steps (block_scores, ...) are rows of their own and this is their glue (the
+        hidden keys' zeros, the scaled q), counted with the mask."""
         def label(*args, **kwargs):
             q, k = args[0], args[1]
             if direction == "bwd":
@@ -166,7 +173,7 @@ def install(prof, model, bench):
                 causal = args[4] if direction == "fwd" else args[6]
                 flops = (2 if direction == "fwd" else 4) * 2.0 * heads * block_pairs(T, Tk, causal) * hs
                 return "attention, fused (q k^T, softmax, weights @ V)", direction, flops
-            return "weights @ V", direction, 2.0 * q.size * Tk * (1 if direction == "fwd" else 2)
+            return "mask + softmax", direction, 0.0
         return label
 
     def flash(direction):
@@ -204,11 +211,18 @@ def install(prof, model, bench):
         prof.patch(att, f"flash_sdpa_{suffix}", flash(direction))
         prof.patch(att, f"attention_scores{back}", scores(direction))
         prof.patch(att, f"masked_softmax{back}", _fixed("mask + softmax", direction))
+        prof.patch(att, f"block_softmax{back}", _fixed("mask + softmax", direction))
         prof.patch(att, f"rope_{suffix}", _fixed("rope", direction))
         prof.patch(mlp, f"silu_{suffix}", _fixed("activation", direction))
         for kind in mlp._GELU:
             prof.patch_item(mlp._GELU, kind, 0 if direction == "fwd" else 1, _fixed("activation", direction))
         prof.patch(m.GPT, suffix, head(direction))
+    prof.patch(att, "block_scores", product("scores q k^T", "fwd", 2, 0))            # (q_rows, kt_keys, S)
+    prof.patch(att, "block_scores_backward", product("scores q k^T", "bwd", 0, 1))   # (dS_rows, k_keys, dq): dq
+    prof.patch(att, "key_block_scores", product("scores q k^T", "bwd", 0, 1))        # (dS_cols, q_rows, dk): dk
+    prof.patch(att, "block_values", product("weights @ V", "fwd", 0, 1))             # (A, v_keys, out)
+    prof.patch(att, "block_values_backward", product("weights @ V", "bwd", 2, 0))    # (dout, vt_keys, dA): dA
+    prof.patch(att, "key_block_values", product("weights @ V", "bwd", 0, 1))         # (A_cols, dout_rows, dv): dv
     prof.patch(optim.AdamW, "step", _fixed("AdamW", "update"))
     prof.patch(bench, "clip_grad_norm", _fixed("clip grad norm", "update"))
 

@@ -95,26 +95,175 @@ def _into(out, grads):
     return tuple(out)
 
 
+# query rows per step of the causal softmax_attention (and its backward). Attention alone, forward +
+# backward, NumPy engine, 1 thread, Intel Xeon with AVX-512, quiet (2026-12-03), ms for 6 layers:
+#   6x384's B=8, 6 heads of 64, T = 256:   blocks of 32: 210-213, 64: 195-205, 128: 220; unblocked 258
+#   nanoGPT's B=12, 4 heads of 32, T = 64: 32: 12.6-13.1, 64 (one block): 11.1-11.8; unblocked 13.1
+#   B=1, 4 heads of 64, T = 1024:           32: 251-262, 64: 224-226, 128: 219; unblocked 302
+QUERY_BLOCK = 64
+
+
+def query_blocks(T, Tk, causal, block=None):
+    """(i0, i1, stop) for each block of query rows i0..i1-1: the keys 0..stop-1 are the ones its last
+    row may see (all Tk without ``causal``; one block then). The queries are the last T of Tk
+    positions (causal_mask), so a causal block of the first rows sees few keys.
+
+    >>> list(query_blocks(4, 4, True, block=2)), list(query_blocks(4, 6, True, block=2))
+    ([(0, 2, 2), (2, 4, 4)], [(0, 2, 4), (2, 4, 6)])
+    """
+    if not causal:
+        yield 0, T, Tk
+        return
+    block = QUERY_BLOCK if block is None else block
+    for i0 in range(0, T, block):
+        i1 = min(i0 + block, T)
+        yield i0, i1, min(Tk, max(Tk - T + i1, 0))
+
+
 @accelerated
 def softmax_attention(q, k, v, scale, causal):
     """The core of sdpa_forward without a padding mask, dropout or autocast (pre-training's case):
     A = softmax(q k^T * scale, the keys after each query hidden when ``causal``), out = A v.
-    Returns (out, A). The fast engine runs it as one kernel per head (zerollm/engine/fast/sdpa.py)."""
-    att = attention_scores(q, k, scale)                     # (B, nkv, g, T, Tk)
-    masked_softmax(att, causal=causal)
-    return att @ v, att
+    Returns (out, A). The fast engine runs it as one kernel per head (zerollm/engine/fast/sdpa.py).
+
+    Speed: with ``causal`` about half of A is hidden, and its weights are 0. So the queries go in
+    blocks of rows (query_blocks), and a block multiplies only the keys its last row sees: at T = 256
+    in blocks of 64 that is 62% of the products of the full T x T scores, and the softmax reads no
+    more than that either. The result is the same as the three lines
+
+        att = attention_scores(q, k, scale); masked_softmax(att, causal=causal); out = att @ v
+
+    up to the rounding of sums in another order."""
+    T, Tk = q.shape[-2], k.shape[-2]
+    if q.size == 0 or k.size == 0:                                      # nothing to block: the three lines
+        att = attention_scores(q, k, scale)
+        return masked_softmax(att, causal=causal) @ v, att
+    att = np.empty(q.shape[:-1] + (Tk,), np.result_type(q, k))          # (B, nkv, g, T, Tk)
+    out = np.empty(q.shape[:-1] + (v.shape[-1],), np.result_type(att, v))
+    qs, kt = q * q.dtype.type(scale), np.swapaxes(k, -1, -2)           # scale the smaller array (see attention_scores)
+    table = np.where(causal_mask(T, Tk), att.dtype.type(-np.inf), att.dtype.type(0)) if causal else None
+    for i0, i1, stop in query_blocks(T, Tk, causal):
+        att[..., i0:i1, stop:] = 0                                      # the keys no row of the block sees
+        if stop == 0:                                                   # more queries than keys: rows that see none
+            out[..., i0:i1, :] = 0
+            continue
+        a = block_scores(qs[..., i0:i1, :], kt[..., :stop], att[..., i0:i1, :stop])
+        block_softmax(att, i0, i1, stop, table)
+        block_values(a, v[..., :stop, :], out[..., i0:i1, :])
+    return out, att
 
 
 @accelerated
 def softmax_attention_backward(dout, q, k, v, att, scale, causal, out=None):
     """The backward of softmax_attention (sdpa_backward's steps without dropout): (dq, dk, dv),
-    written into ``out`` when given. ``causal`` is not needed here (hidden weights are 0) but lets a
-    kernel skip the hidden keys."""
-    datt = dout @ np.swapaxes(v, -1, -2)                                        # dA = dout v^T
-    dv = sum_groups(np.swapaxes(att, -1, -2) @ dout)                           # dv = A^T dout
-    ds = masked_softmax_backward(datt, att)                                     # dS, in place
-    dq, dk = attention_scores_backward(ds, q, k, scale)
-    return _into(out, (dq, dk, dv))
+    written into ``out`` when given. Hidden weights are 0, so ``causal`` changes nothing in the
+    result; it lets the blocks (as in the forward) skip the hidden keys:
+
+        dA = dout v^T    dS = A * (dA - sum_j dA A)    dq = scale dS k     (by blocks of query rows)
+        dv = A^T dout                                  dk = scale dS^T q   (by blocks of keys)
+
+    A key block's dv and dk read only the rows that see its keys, and are written once (summed over
+    the g query heads that share a kv head), never added up block by block."""
+    T, Tk = att.shape[-2:]
+    kind = np.result_type(dout, att, q, k, v)
+    if out is not None and all(o.dtype == kind for o in out):
+        dq, dk, dv = out                               # the products write straight into the caller's arrays
+    else:
+        dq, dk, dv = np.empty(q.shape, kind), np.empty(k.shape, kind), np.empty(v.shape, kind)
+    ds = np.empty(att.shape, kind)                     # dA, then dS; a block's keys past its stop stay unset
+    vt = np.swapaxes(v, -1, -2)
+    blocks = list(query_blocks(T, Tk, causal))
+    for i0, i1, stop in blocks:
+        if stop == 0:                                  # more queries than keys: rows that see none
+            dq[..., i0:i1, :] = 0
+            continue
+        block_values_backward(dout[..., i0:i1, :], vt[..., :stop], ds[..., i0:i1, :stop])      # dA
+        block_softmax_backward(ds, att, i0, i1, stop)                                         # dS
+        block_scores_backward(ds[..., i0:i1, :stop], k[..., :stop, :], dq[..., i0:i1, :])     # dq
+    for j0, j1, r0 in key_blocks(T, Tk, blocks):       # rows r0.. see keys j0..j1-1, and theirs are set
+        key_block_values(att[..., r0:, j0:j1], dout[..., r0:, :], dv[..., j0:j1, :])
+        key_block_scores(ds[..., r0:, j0:j1], q[..., r0:, :], dk[..., j0:j1, :])
+    dq *= dq.dtype.type(scale)
+    dk *= dk.dtype.type(scale)
+    return _into(out, (dq, dk, dv)) if out is not None and dq is not out[0] else (dq, dk, dv)
+
+
+def key_blocks(T, Tk, blocks):
+    """(j0, j1, r0) for the backward's key blocks: the queries are the last T of Tk positions, so the
+    keys before them (a KV cache's) are seen by every row, and each query block's own keys by its rows
+    and the later ones. Every row r0.. of a key block has its dS set there (a block's stop).
+
+    >>> list(key_blocks(4, 6, list(query_blocks(4, 6, True, block=2))))
+    [(0, 4, 0), (4, 6, 2)]
+    >>> list(key_blocks(4, 4, list(query_blocks(4, 4, False))))
+    [(0, 4, 0)]
+    """
+    offset, start = Tk - T, 0
+    for i0, i1, stop in blocks:
+        if stop > start:
+            yield start, stop, max(start - offset, 0)
+            start = stop
+
+
+# the steps of softmax_attention for one block of query rows or keys (each a function of its own, so
+# that the profile, benchmarks/profile.py, times them apart)
+
+def block_scores(q_rows, kt_keys, out):
+    """out = q k^T of the block (q already scaled): (..., n, hs) @ (..., hs, stop)."""
+    return np.matmul(q_rows, kt_keys, out=out)
+
+
+def block_softmax(att, i0, i1, stop, table):
+    """Rows i0..i1-1 of A, keys 0..stop-1: add the mask table (0 / -inf; None: no mask), then softmax in
+    place, a few heads at a time so that both passes run in the CPU cache (engine.memory.cache_blocks).
+    The table is added only to the block's last i1 - i0 keys: the keys before them are seen by every row."""
+    heads = att.reshape(-1, *att.shape[-2:])                           # a view: att is C-contiguous
+    edge = max(stop - (i1 - i0), 0)
+    for part in cache_blocks(len(heads), (i1 - i0) * stop * att.itemsize):
+        block = heads[part, i0:i1, :stop]
+        if table is not None:
+            block[..., edge:] += table[i0:i1, edge:stop]                # x + 0 = x, x - inf = -inf
+        softmax(block, axis=-1, out=block)
+
+
+def block_values(a, v_keys, out):
+    """out = A v of the block: (..., n, stop) @ (..., stop, hs)."""
+    return np.matmul(a, v_keys, out=out)
+
+
+def block_values_backward(d_out, vt_keys, out):
+    """dA = dout v^T of a block of query rows, into ``out``."""
+    return np.matmul(d_out, vt_keys, out=out)
+
+
+def block_softmax_backward(ds, att, i0, i1, stop):
+    """dS = A (dA - sum_j dA A) in place of dA (rows i0..i1-1, keys 0..stop-1), a few heads at a time."""
+    d_heads, heads = ds.reshape(-1, *ds.shape[-2:]), att.reshape(-1, *att.shape[-2:])
+    for part in cache_blocks(len(heads), (i1 - i0) * stop * att.itemsize):
+        d = d_heads[part, i0:i1, :stop]
+        softmax_backward(d, heads[part, i0:i1, :stop], out=d)
+
+
+def block_scores_backward(ds_rows, k_keys, dq_out):
+    """dq = dS k of a block of query rows (unscaled), into ``dq_out``."""
+    return np.matmul(ds_rows, k_keys, out=dq_out)
+
+
+def key_block_values(a_cols, dout_rows, dv_out):
+    """dv = A^T dout of a block of keys, summed over the g query heads of a kv head, into ``dv_out``."""
+    _group_product(np.swapaxes(a_cols, -1, -2), dout_rows, dv_out)
+
+
+def key_block_scores(ds_cols, q_rows, dk_out):
+    """dk = dS^T q of a block of keys (unscaled), summed over the g query heads, into ``dk_out``."""
+    _group_product(np.swapaxes(ds_cols, -1, -2), q_rows, dk_out)
+
+
+def _group_product(x, y, out):
+    if x.shape[2] == 1:
+        np.matmul(x, y, out=out)                       # one query head per kv head: straight into out
+    else:
+        out[...] = sum_groups(x @ y)
 
 
 # ----------------------------------------------------------------------------

@@ -225,6 +225,25 @@ def test_every_command_of_the_docs_runs(tour, tmp_path, request):
     assert results[tour.name]["bash"] + results[tour.name]["python"] + results[tour.name]["checked"] > 0
 
 
+def test_the_worked_examples_of_docs_blocks_hold():
+    """tests/docs_blocks.py decides what runs (twins, branches, comments): its examples are run too."""
+    import doctest
+    result = doctest.testmod(docs_blocks)
+    assert result.failed == 0 and result.attempted >= 8, result
+
+
+def test_every_chinese_half_is_run_checked_as_a_twin_or_run_as_a_branch_or_on_its_own():
+    kinds = {}
+    for tour in TOURS:
+        if tour.name.endswith("#中文"):
+            kinds[tour.name] = ("twin" if docs_blocks.twin_of(tour, TOURS)
+                                else "branch" if docs_blocks.branch_of(tour, TOURS) else "own")
+    assert kinds["docs/serving.md#中文"] == kinds["docs/lora.md#中文"] == "twin"
+    assert kinds["docs/evaluation.md#中文"] == kinds["docs/gguf.md#中文"] == "branch"
+    other, k = docs_blocks.branch_of(next(t for t in TOURS if t.name == "docs/evaluation.md#中文"), TOURS)
+    assert other.name == "docs/evaluation.md" and k == 5
+
+
 # ----------------------------------------------------------------------------
 # the docs mode itself (zerollm/io/docsmode.py)
 

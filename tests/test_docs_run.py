@@ -232,7 +232,7 @@ def test_the_worked_examples_of_docs_blocks_hold():
     assert result.failed == 0 and result.attempted >= 8, result
 
 
-def test_every_chinese_half_is_run_checked_as_a_twin_or_run_as_a_branch_or_on_its_own():
+def test_chinese_halves_that_repeat_their_english_half_are_twins_or_branches():
     kinds = {}
     for tour in TOURS:
         if tour.name.endswith("#中文"):

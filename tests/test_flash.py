@@ -229,7 +229,7 @@ def test_flash_peak_memory_is_a_small_fraction_of_naive():
     naive = peak_bytes(sdpa_forward, sdpa_backward, q, k, v, dout)
     tiled = peak_bytes(flash_sdpa_forward, flash_sdpa_backward, q, k, v, dout, tile=tile)
     assert naive >= T * T * 4                              # at least one (T, T) float32 matrix: 16 MB
-    # naive keeps A (T, T) for its backward, which then needs only a block of query rows of dA beside it
+    # naive keeps A (T, T) for its backward, which adds dS (T, T) and temporaries a block of rows at a time
     assert tiled < naive / 10, (tiled, naive)
     # O(T hs + tile^2): out, dq, dk, dv (4 T hs floats, 2 MB) plus a few (tile, tile) temporaries
     assert tiled < (5 * T * hs + 16 * tile * tile) * 4, tiled

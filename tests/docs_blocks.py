@@ -180,7 +180,6 @@ def twin_of(tour, all_tours):
     return None
 
 
-
 def branch_of(tour, all_tours):
     """(earlier tour, k) when ``tour`` begins with that tour's first k commands (what_runs; k >= 1) and
     then goes its own way: a 中文 half that repeats the English half's setup and then shows something

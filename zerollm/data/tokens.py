@@ -101,7 +101,8 @@ def prepare(data_file, out_dir, tokenizer="byte", vocab_size=None, val_fraction=
     """Tokenize ``data_file`` and write train.bin, val.bin, tokenizer.json, meta.json to ``out_dir``.
 
     The tokenizer is built from the whole text (so the char vocabulary covers the validation part
-    too; in the docs mode, zerollm.io.docsmode, a BPE learns its merges from the text's start only). BPE recognises "<|endoftext|>" in the text as its special token (a document separator).
+    too; in the docs mode, zerollm.io.docsmode, a BPE learns its merges from the text's start only).
+    BPE recognises "<|endoftext|>" in the text as its special token (a document separator).
     The folder is built beside ``out_dir`` and swapped in when complete (zerollm.io.outdir), so a
     failure half-way (a full disk, Ctrl-C) leaves the previous ``out_dir`` untouched. An existing
     ``out_dir`` is replaced only when it is empty or an earlier prepared folder. A text too large for

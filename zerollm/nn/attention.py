@@ -166,7 +166,8 @@ def softmax_attention_backward(dout, q, k, v, att, scale, causal, out=None):
     the g query heads that share a kv head), never added up block by block."""
     T, Tk = att.shape[-2:]
     kind = np.result_type(dout, att, q, k, v)
-    if out is not None and all(o.dtype == kind for o in out):
+    direct = out is not None and all(o.dtype == kind for o in out)
+    if direct:
         dq, dk, dv = out                               # the products write straight into the caller's arrays
     else:
         dq, dk, dv = np.empty(q.shape, kind), np.empty(k.shape, kind), np.empty(v.shape, kind)
@@ -185,7 +186,7 @@ def softmax_attention_backward(dout, q, k, v, att, scale, causal, out=None):
         key_block_scores(ds[..., r0:, j0:j1], q[..., r0:, :], dk[..., j0:j1, :])
     dq *= dq.dtype.type(scale)
     dk *= dk.dtype.type(scale)
-    return _into(out, (dq, dk, dv)) if out is not None and dq is not out[0] else (dq, dk, dv)
+    return (dq, dk, dv) if direct else _into(out, (dq, dk, dv))
 
 
 def key_blocks(T, Tk, blocks):

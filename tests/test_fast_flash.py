@@ -10,11 +10,19 @@ import torch.nn.functional as F
 from threadpoolctl import threadpool_limits
 
 import zerollm.engine.fast.flash as fast
+from zerollm.engine.fast import microkernel
 from zerollm.engine import use_engine
 from zerollm.engine.amp import autocast
 from zerollm.nn.flash import flash_sdpa_backward, flash_sdpa_forward
 
 TOL = 2e-6       # float32 against float64 torch, relative to the largest reference value
+
+
+@pytest.fixture(autouse=True, params=["own products", "BLAS products"])
+def products(request, monkeypatch):
+    """Every test twice: the attention kernels' products by zerollm/engine/fast/microkernel.py (what
+    AVX-512 hosts run) and by NumPy's BLAS (what the others run), whatever this host is."""
+    monkeypatch.setattr(microkernel, "USE", request.param == "own products")
 
 
 def rel(ours, ref):
@@ -55,6 +63,8 @@ CASES = {                                      # B, nkv, g, T, Tk, hs, causal
     "Tk > T (kv-cache offset)": (1, 2, 2, 7, 140, 8, True),
     "bidirectional": (2, 1, 1, 133, 133, 8, False),
     "one query": (1, 1, 1, 1, 9, 4, True),
+    "heads of 64 (whole vector blocks)": (1, 2, 1, 300, 300, 64, True),
+    "heads of 48 (32 + 16 columns)": (1, 1, 2, 301, 301, 48, True),
 }
 
 

@@ -12,7 +12,7 @@ from zerollm.engine import use_engine
 from zerollm.engine.amp import autocast
 from zerollm.nn.attention import (mha_backward, mha_forward, sdpa_backward, sdpa_forward, softmax_attention,
                                   softmax_attention_backward, split_qkv)
-from tests.test_fast_flash import TOL, inputs, on_one_and_two_threads, rel, torch_sdpa
+from tests.test_fast_flash import TOL, inputs, on_one_and_two_threads, products, rel, torch_sdpa  # noqa: F401
 
 CASES = {                                      # B, nkv, g, T, Tk, hs, causal
     "nanoGPT's heads (T = BLOCK)": (2, 4, 1, 64, 64, 32, True),
@@ -21,6 +21,8 @@ CASES = {                                      # B, nkv, g, T, Tk, hs, causal
     "Tk > T (kv-cache offset)": (1, 2, 2, 7, 140, 8, True),
     "bidirectional": (2, 1, 1, 133, 133, 8, False),
     "one query": (1, 1, 1, 1, 9, 4, True),
+    "heads of 64 (whole vector blocks)": (1, 2, 1, 100, 100, 64, True),
+    "heads of 48 (32 + 16 columns)": (2, 1, 2, 77, 77, 48, True),
 }
 
 

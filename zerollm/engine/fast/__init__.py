@@ -24,6 +24,10 @@ reference function it stands in for, and answers NotImplemented for what it was 
     quant.quantized_matmul              zerollm.nn.linear.quantized_matmul         sums reordered
     bpe.learn_merges                    zerollm.tokenizers.bpe_train.learn_merges  the same merges
 
+The attention kernels (sdpa, flash) multiply their small blocks with microkernel.sgemm, our own
+AVX-512 register-blocked product, on CPUs with AVX-512 (OpenBLAS's sgemm elsewhere, or with
+ZEROLLM_OWN_PRODUCTS=0).
+
 Importing this package imports numba and compiles nothing: each kernel is compiled (or loaded from
 numba's cache) the first time it runs.
 """

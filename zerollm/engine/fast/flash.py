@@ -19,8 +19,10 @@ import numpy as np
 from numba import prange
 
 from zerollm.engine.amp import autocast_format
-from zerollm.engine.fast.blas import NO_TRANS, ROW_MAJOR, TRANS, blas_threads, sgemm, single_threaded_blas
+from zerollm.engine.fast import microkernel
+from zerollm.engine.fast.blas import NO_TRANS, TRANS, blas_threads, sgemm, single_threaded_blas
 from zerollm.engine.fast.jit import exact_kernel, exp32, float32_arrays, inline, kernel, parallel_kernel
+from zerollm.engine.fast.microkernel import product
 
 
 @kernel
@@ -162,7 +164,7 @@ def _visible(row, k0, nk, causal):
 
 
 @inline
-def _forward_items(plan, q, k_t, v, bound, out, lse, g, offset, causal, tq, tk, gemm):
+def _forward_items(plan, q, k_t, v, bound, out, lse, g, offset, causal, tq, tk, gemm, own):
     """Each item: one query tile of one head, all its key tiles, the online softmax in between."""
     BH, T, hs = q.shape
     Tk = k_t.shape[2]
@@ -189,8 +191,8 @@ def _forward_items(plan, q, k_t, v, bound, out, lse, g, offset, causal, tq, tk, 
             stop = min(Tk, offset + i0 + n) if causal else Tk   # keys after the tile's last query: skipped
             for j0 in range(0, stop, tk):
                 nk = min(tk, stop - j0)
-                gemm(ROW_MAJOR, NO_TRANS, NO_TRANS, n, nk, hs, np.float32(1.0), q[bh, i0:].ctypes, hs,
-                     k_t[kv, :, j0:].ctypes, Tk, np.float32(0.0), s.ctypes, tk)        # s = q_s k^T
+                product(gemm, own, NO_TRANS, n, nk, hs, np.float32(1.0), q[bh, i0:].ctypes, hs,
+                     k_t[kv, :, j0:].ctypes, k_t.strides[1] // 4, np.float32(0.0), s.ctypes, tk)        # s = q_s k^T
                 for r in range(n):
                     row = s[r]
                     vis = _visible(offset + i0 + r, j0, nk, causal)
@@ -213,7 +215,7 @@ def _forward_items(plan, q, k_t, v, bound, out, lse, g, offset, causal, tq, tk, 
                         m[r] = m_new
                         for c in range(hs):
                             acc[r, c] *= a
-                gemm(ROW_MAJOR, NO_TRANS, NO_TRANS, n, hs, nk, np.float32(1.0), s.ctypes, tk,
+                product(gemm, own, NO_TRANS, n, hs, nk, np.float32(1.0), s.ctypes, tk,
                      v[kv, j0:].ctypes, hs, np.float32(1.0), acc.ctypes, hs)          # acc += p v
             for r in range(n):
                 if l[r] == 0:                                 # every key hidden: output 0, lse +inf
@@ -227,7 +229,7 @@ def _forward_items(plan, q, k_t, v, bound, out, lse, g, offset, causal, tq, tk, 
 
 
 @inline
-def _backward_items(plan, q, k, k_t, v_t, dout, lse, D, dq, dk, dv, g, offset, causal, tq, tk, gemm):
+def _backward_items(plan, q, k, k_t, v_t, dout, lse, D, dq, dk, dv, g, offset, causal, tq, tk, gemm, own):
     """Each item: one key tile of one kv head; every query tile that sees it, of its g query heads.
     dk, dv of the tile are summed locally and written once; dq goes to this thread's own buffer
     dq[t] (the threads' buffers are added up afterwards), so no two threads write the same row."""
@@ -254,8 +256,8 @@ def _backward_items(plan, q, k, k_t, v_t, dout, lse, D, dq, dk, dv, g, offset, c
                 bh = kv * g + h
                 for i0 in range(first, T, tq):
                     n = min(tq, T - i0)
-                    gemm(ROW_MAJOR, NO_TRANS, NO_TRANS, n, nk, hs, np.float32(1.0), q[bh, i0:].ctypes, hs,
-                         k_t[kv, :, j0:].ctypes, Tk, np.float32(0.0), s.ctypes, tk)    # s = q_s k^T
+                    product(gemm, own, NO_TRANS, n, nk, hs, np.float32(1.0), q[bh, i0:].ctypes, hs,
+                         k_t[kv, :, j0:].ctypes, k_t.strides[1] // 4, np.float32(0.0), s.ctypes, tk)    # s = q_s k^T
                     for r in range(n):                                                # P = exp(s - lse)
                         row = s[r]
                         vis = _visible(offset + i0 + r, j0, nk, causal)
@@ -264,17 +266,17 @@ def _backward_items(plan, q, k, k_t, v_t, dout, lse, D, dq, dk, dv, g, offset, c
                             row[c] = exp32(row[c] - c0)
                         for c in range(vis, nk):
                             row[c] = 0
-                    gemm(ROW_MAJOR, TRANS, NO_TRANS, nk, hs, n, np.float32(1.0), s.ctypes, tk,
+                    product(gemm, own, TRANS, nk, hs, n, np.float32(1.0), s.ctypes, tk,
                          dout[bh, i0:].ctypes, hs, np.float32(1.0), dv_j.ctypes, hs)  # dv += P^T dout
-                    gemm(ROW_MAJOR, NO_TRANS, NO_TRANS, n, nk, hs, np.float32(1.0), dout[bh, i0:].ctypes, hs,
-                         v_t[kv, :, j0:].ctypes, Tk, np.float32(0.0), dp.ctypes, tk)  # dP = dout v^T
+                    product(gemm, own, NO_TRANS, n, nk, hs, np.float32(1.0), dout[bh, i0:].ctypes, hs,
+                         v_t[kv, :, j0:].ctypes, v_t.strides[1] // 4, np.float32(0.0), dp.ctypes, tk)  # dP = dout v^T
                     for r in range(n):                                                # dS = P (dP - D)
                         d = D[bh, i0 + r]
                         for c in range(nk):
                             dp[r, c] = s[r, c] * (dp[r, c] - d)
-                    gemm(ROW_MAJOR, NO_TRANS, NO_TRANS, n, hs, nk, np.float32(1.0), dp.ctypes, tk,
+                    product(gemm, own, NO_TRANS, n, hs, nk, np.float32(1.0), dp.ctypes, tk,
                          k[kv, j0:].ctypes, hs, np.float32(1.0), dq_t[bh, i0:].ctypes, hs)   # dq += dS k
-                    gemm(ROW_MAJOR, TRANS, NO_TRANS, nk, hs, n, np.float32(1.0), dp.ctypes, tk,
+                    product(gemm, own, TRANS, nk, hs, n, np.float32(1.0), dp.ctypes, tk,
                          q[bh, i0:].ctypes, hs, np.float32(1.0), dk_j.ctypes, hs)     # dk += dS^T q_s
             dk[kv, j0:j0 + nk] = dk_j[:nk]
             dv[kv, j0:j0 + nk] = dv_j[:nk]
@@ -296,23 +298,23 @@ def _row_dots(a, b, out):
 # not two dispatchers of one: numba's disk cache is keyed by the function, not by parallel=True.
 
 @kernel
-def _forward_serial(plan, q, k_t, v, bound, out, lse, g, offset, causal, tq, tk, gemm):
-    _forward_items(plan, q, k_t, v, bound, out, lse, g, offset, causal, tq, tk, gemm)
+def _forward_serial(plan, q, k_t, v, bound, out, lse, g, offset, causal, tq, tk, gemm, own):
+    _forward_items(plan, q, k_t, v, bound, out, lse, g, offset, causal, tq, tk, gemm, own)
 
 
 @parallel_kernel
-def _forward_threaded(plan, q, k_t, v, bound, out, lse, g, offset, causal, tq, tk, gemm):
-    _forward_items(plan, q, k_t, v, bound, out, lse, g, offset, causal, tq, tk, gemm)
+def _forward_threaded(plan, q, k_t, v, bound, out, lse, g, offset, causal, tq, tk, gemm, own):
+    _forward_items(plan, q, k_t, v, bound, out, lse, g, offset, causal, tq, tk, gemm, own)
 
 
 @kernel
-def _backward_serial(plan, q, k, k_t, v_t, dout, lse, D, dq, dk, dv, g, offset, causal, tq, tk, gemm):
-    _backward_items(plan, q, k, k_t, v_t, dout, lse, D, dq, dk, dv, g, offset, causal, tq, tk, gemm)
+def _backward_serial(plan, q, k, k_t, v_t, dout, lse, D, dq, dk, dv, g, offset, causal, tq, tk, gemm, own):
+    _backward_items(plan, q, k, k_t, v_t, dout, lse, D, dq, dk, dv, g, offset, causal, tq, tk, gemm, own)
 
 
 @parallel_kernel
-def _backward_threaded(plan, q, k, k_t, v_t, dout, lse, D, dq, dk, dv, g, offset, causal, tq, tk, gemm):
-    _backward_items(plan, q, k, k_t, v_t, dout, lse, D, dq, dk, dv, g, offset, causal, tq, tk, gemm)
+def _backward_threaded(plan, q, k, k_t, v_t, dout, lse, D, dq, dk, dv, g, offset, causal, tq, tk, gemm, own):
+    _backward_items(plan, q, k, k_t, v_t, dout, lse, D, dq, dk, dv, g, offset, causal, tq, tk, gemm, own)
 
 
 _row_dots = kernel(_row_dots)
@@ -382,9 +384,9 @@ def flash_forward_tiles(q, k, v, causal, mask, tile, scale, dropout, seed):
     costs = tuple(min(Tk, offset + min(i + 1, n_tiles) * tq) if causal else Tk
                   for _ in range(q_s.shape[0]) for i in range(n_tiles))
     n_threads = _threads(len(costs))
-    k_t = np.ascontiguousarray(np.swapaxes(k_c, 1, 2))                   # (BKV, hs, Tk)
+    k_t = microkernel.transposed(k_c)                                    # (BKV, hs, Tk)
     _run(_forward_serial, _forward_threaded, n_threads, _plan(n_threads, costs), q_s, k_t, v_c, bound, out, lse,
-         g, offset, bool(causal), tq, tk, sgemm())
+         g, offset, bool(causal), tq, tk, sgemm(), microkernel.USE)
     return out.reshape(q.shape), lse.reshape(q.shape[:-1] + (1,))
 
 
@@ -411,9 +413,9 @@ def flash_sdpa_backward(dout, cache):
     n_threads = _threads(len(costs))
     dq = np.zeros((n_threads, BH, T, hs), np.float32)                    # one buffer per thread
     dk, dv = np.empty((BKV, Tk, hs), np.float32), np.empty((BKV, Tk, hs), np.float32)
-    k_t, v_t = (np.ascontiguousarray(np.swapaxes(a, 1, 2)) for a in (k_c, v_c))   # (BKV, hs, Tk)
+    k_t, v_t = microkernel.transposed(k_c), microkernel.transposed(v_c)  # (BKV, hs, Tk)
     _run(_backward_serial, _backward_threaded, n_threads, _plan(n_threads, costs), q_s, k_c, k_t, v_t, do, lse, D,
-         dq, dk, dv, g, offset, causal, tq, tk, sgemm())
+         dq, dk, dv, g, offset, causal, tq, tk, sgemm(), microkernel.USE)
     dq = dq[0] if n_threads == 1 else dq.sum(axis=0)
     dq *= np.float32(cache.scale)
     return dq.reshape(q.shape), dk.reshape(k.shape), dv.reshape(v.shape)

@@ -28,9 +28,11 @@ import numpy as np
 from numba import prange
 
 from zerollm.engine.amp import autocast_format
-from zerollm.engine.fast.blas import NO_TRANS, ROW_MAJOR, TRANS, sgemm
+from zerollm.engine.fast import microkernel
+from zerollm.engine.fast.blas import NO_TRANS, TRANS, sgemm
 from zerollm.engine.fast.flash import _plan, _row_max, _run, _threads
 from zerollm.engine.fast.jit import exp32, inline, kernel, parallel_kernel
+from zerollm.engine.fast.microkernel import ROW_PAD, product
 
 # query rows per product. Smaller blocks skip more keys but multiply smaller blocks. Training steps, fast
 # engine, 1 thread, AMD EPYC (OpenBLAS SkylakeX): nanoGPT's T = 64: 27.7 ms a step with 64 or 32 (16: 28.0);
@@ -96,11 +98,11 @@ def _softmax_row(row, vis, stop):
 
 
 @inline
-def _forward_items(plan, q, k, v, att, out, scale, causal, block, gemm):
+def _forward_items(plan, q, k, v, att, out, scale, causal, block, gemm, own):
     B, nkv, g, T, hs = q.shape
     Tk = k.shape[3]
     offset = Tk - T
-    KT = np.empty((plan.shape[0], hs, Tk), np.float32)       # per thread: k^T of the current kv head
+    KT = np.empty((plan.shape[0], hs, Tk + ROW_PAD), np.float32)   # per thread: k^T of the current kv head
     for t in prange(plan.shape[0]):
         kt = KT[t]
         last = -1
@@ -120,22 +122,22 @@ def _forward_items(plan, q, k, v, att, out, scale, causal, block, gemm):
                     a[i0:i0 + n] = 0
                     o[i0:i0 + n] = 0
                     continue
-                gemm(ROW_MAJOR, NO_TRANS, NO_TRANS, n, stop, hs, np.float32(scale), qh[i0:].ctypes, _rows_of(qh),
-                     kt.ctypes, Tk, np.float32(0.0), a[i0:].ctypes, Tk)                  # S = scale q k^T
+                product(gemm, own, NO_TRANS, n, stop, hs, np.float32(scale), qh[i0:].ctypes, _rows_of(qh),
+                     kt.ctypes, Tk + ROW_PAD, np.float32(0.0), a[i0:].ctypes, Tk)                  # S = scale q k^T
                 for r in range(n):
                     vis = min(max(offset + i0 + r + 1, 0), stop) if causal else stop
                     _softmax_row(a[i0 + r], vis, stop)
-                gemm(ROW_MAJOR, NO_TRANS, NO_TRANS, n, hs, stop, np.float32(1.0), a[i0:].ctypes, Tk,
+                product(gemm, own, NO_TRANS, n, hs, stop, np.float32(1.0), a[i0:].ctypes, Tk,
                      vh.ctypes, _rows_of(vh), np.float32(0.0), o[i0:].ctypes, _rows_of(o))   # out = A v
 
 
 @inline
-def _backward_items(plan, dout, q, k, v, att, dq, dk, dv, scale, causal, block, gemm):
+def _backward_items(plan, dout, q, k, v, att, dq, dk, dv, scale, causal, block, gemm, own):
     B, nkv, g, T, hs = q.shape
     Tk = k.shape[3]
     offset = Tk - T
     DP = np.empty((plan.shape[0], block, Tk), np.float32)     # per thread: dA of a block, then dS
-    VT = np.empty((plan.shape[0], hs, Tk), np.float32)        # per thread: v^T of the kv head
+    VT = np.empty((plan.shape[0], hs, Tk + ROW_PAD), np.float32)   # per thread: v^T of the kv head
     for t in prange(plan.shape[0]):
         dp, vt = DP[t], VT[t]
         for w in range(plan.shape[1]):
@@ -154,9 +156,9 @@ def _backward_items(plan, dout, q, k, v, att, dq, dk, dv, scale, causal, block, 
                     if stop == 0:
                         dqh[i0:i0 + n] = 0
                         continue
-                    gemm(ROW_MAJOR, NO_TRANS, NO_TRANS, n, stop, hs, np.float32(1.0), doh[i0:].ctypes, _rows_of(doh),
-                         vt.ctypes, Tk, np.float32(0.0), dp.ctypes, Tk)                 # dA = dout v^T
-                    gemm(ROW_MAJOR, TRANS, NO_TRANS, stop, hs, n, np.float32(1.0), a[i0:].ctypes, Tk,
+                    product(gemm, own, NO_TRANS, n, stop, hs, np.float32(1.0), doh[i0:].ctypes, _rows_of(doh),
+                         vt.ctypes, Tk + ROW_PAD, np.float32(0.0), dp.ctypes, Tk)                 # dA = dout v^T
+                    product(gemm, own, TRANS, stop, hs, n, np.float32(1.0), a[i0:].ctypes, Tk,
                          doh[i0:].ctypes, _rows_of(doh), beta, dvh.ctypes, _rows_of(dvh))  # dv += A^T dout
                     for r in range(n):                          # dS = A (dA - sum_j dA A); hidden A = 0
                         ar, dr = a[i0 + r], dp[r]
@@ -165,30 +167,30 @@ def _backward_items(plan, dout, q, k, v, att, dq, dk, dv, scale, causal, block, 
                             s += dr[j] * ar[j]
                         for j in range(stop):
                             dr[j] = ar[j] * (dr[j] - s)
-                    gemm(ROW_MAJOR, NO_TRANS, NO_TRANS, n, hs, stop, np.float32(scale), dp.ctypes, Tk,
+                    product(gemm, own, NO_TRANS, n, hs, stop, np.float32(scale), dp.ctypes, Tk,
                          kh.ctypes, _rows_of(kh), np.float32(0.0), dqh[i0:].ctypes, _rows_of(dqh))   # dq = scale dS k
-                    gemm(ROW_MAJOR, TRANS, NO_TRANS, stop, hs, n, np.float32(scale), dp.ctypes, Tk,
+                    product(gemm, own, TRANS, stop, hs, n, np.float32(scale), dp.ctypes, Tk,
                          qh[i0:].ctypes, _rows_of(qh), beta, dkh.ctypes, _rows_of(dkh))  # dk += scale dS^T q
 
 
 @kernel
-def _forward_serial(plan, q, k, v, att, out, scale, causal, block, gemm):
-    _forward_items(plan, q, k, v, att, out, scale, causal, block, gemm)
+def _forward_serial(plan, q, k, v, att, out, scale, causal, block, gemm, own):
+    _forward_items(plan, q, k, v, att, out, scale, causal, block, gemm, own)
 
 
 @parallel_kernel
-def _forward_threaded(plan, q, k, v, att, out, scale, causal, block, gemm):
-    _forward_items(plan, q, k, v, att, out, scale, causal, block, gemm)
+def _forward_threaded(plan, q, k, v, att, out, scale, causal, block, gemm, own):
+    _forward_items(plan, q, k, v, att, out, scale, causal, block, gemm, own)
 
 
 @kernel
-def _backward_serial(plan, dout, q, k, v, att, dq, dk, dv, scale, causal, block, gemm):
-    _backward_items(plan, dout, q, k, v, att, dq, dk, dv, scale, causal, block, gemm)
+def _backward_serial(plan, dout, q, k, v, att, dq, dk, dv, scale, causal, block, gemm, own):
+    _backward_items(plan, dout, q, k, v, att, dq, dk, dv, scale, causal, block, gemm, own)
 
 
 @parallel_kernel
-def _backward_threaded(plan, dout, q, k, v, att, dq, dk, dv, scale, causal, block, gemm):
-    _backward_items(plan, dout, q, k, v, att, dq, dk, dv, scale, causal, block, gemm)
+def _backward_threaded(plan, dout, q, k, v, att, dq, dk, dv, scale, causal, block, gemm, own):
+    _backward_items(plan, dout, q, k, v, att, dq, dk, dv, scale, causal, block, gemm, own)
 
 
 def _blas_rows(*arrays):
@@ -218,7 +220,7 @@ def softmax_attention(q, k, v, scale, causal):
     n_items = B * nkv * g
     n_threads = _threads(n_items)
     _run(_forward_serial, _forward_threaded, n_threads, _plan(n_threads, (1,) * n_items), q, k, v, att, out,
-         float(scale), bool(causal), BLOCK, sgemm())
+         float(scale), bool(causal), BLOCK, sgemm(), microkernel.USE)
     return out, att
 
 
@@ -235,7 +237,7 @@ def softmax_attention_backward(dout, q, k, v, att, scale, causal, out=None):
     n_items = B * nkv
     n_threads = _threads(n_items)
     _run(_backward_serial, _backward_threaded, n_threads, _plan(n_threads, (1,) * n_items), dout, q, k, v, att,
-         dq, dk, dv, float(scale), bool(causal), BLOCK, sgemm())
+         dq, dk, dv, float(scale), bool(causal), BLOCK, sgemm(), microkernel.USE)
     return dq, dk, dv
 
 

@@ -192,7 +192,7 @@ def _forward_items(plan, q, k_t, v, bound, out, lse, g, offset, causal, tq, tk, 
             for j0 in range(0, stop, tk):
                 nk = min(tk, stop - j0)
                 product(gemm, own, NO_TRANS, n, nk, hs, np.float32(1.0), q[bh, i0:].ctypes, hs,
-                     k_t[kv, :, j0:].ctypes, k_t.strides[1] // 4, np.float32(0.0), s.ctypes, tk)        # s = q_s k^T
+                        k_t[kv, :, j0:].ctypes, k_t.strides[1] // 4, np.float32(0.0), s.ctypes, tk)        # s = q_s k^T
                 for r in range(n):
                     row = s[r]
                     vis = _visible(offset + i0 + r, j0, nk, causal)
@@ -216,7 +216,7 @@ def _forward_items(plan, q, k_t, v, bound, out, lse, g, offset, causal, tq, tk, 
                         for c in range(hs):
                             acc[r, c] *= a
                 product(gemm, own, NO_TRANS, n, hs, nk, np.float32(1.0), s.ctypes, tk,
-                     v[kv, j0:].ctypes, hs, np.float32(1.0), acc.ctypes, hs)          # acc += p v
+                        v[kv, j0:].ctypes, hs, np.float32(1.0), acc.ctypes, hs)          # acc += p v
             for r in range(n):
                 if l[r] == 0:                                 # every key hidden: output 0, lse +inf
                     out[bh, i0 + r] = 0
@@ -257,7 +257,7 @@ def _backward_items(plan, q, k, k_t, v_t, dout, lse, D, dq, dk, dv, g, offset, c
                 for i0 in range(first, T, tq):
                     n = min(tq, T - i0)
                     product(gemm, own, NO_TRANS, n, nk, hs, np.float32(1.0), q[bh, i0:].ctypes, hs,
-                         k_t[kv, :, j0:].ctypes, k_t.strides[1] // 4, np.float32(0.0), s.ctypes, tk)    # s = q_s k^T
+                            k_t[kv, :, j0:].ctypes, k_t.strides[1] // 4, np.float32(0.0), s.ctypes, tk)    # s = q_s k^T
                     for r in range(n):                                                # P = exp(s - lse)
                         row = s[r]
                         vis = _visible(offset + i0 + r, j0, nk, causal)
@@ -267,17 +267,18 @@ def _backward_items(plan, q, k, k_t, v_t, dout, lse, D, dq, dk, dv, g, offset, c
                         for c in range(vis, nk):
                             row[c] = 0
                     product(gemm, own, TRANS, nk, hs, n, np.float32(1.0), s.ctypes, tk,
-                         dout[bh, i0:].ctypes, hs, np.float32(1.0), dv_j.ctypes, hs)  # dv += P^T dout
+                            dout[bh, i0:].ctypes, hs, np.float32(1.0), dv_j.ctypes, hs)  # dv += P^T dout
                     product(gemm, own, NO_TRANS, n, nk, hs, np.float32(1.0), dout[bh, i0:].ctypes, hs,
-                         v_t[kv, :, j0:].ctypes, v_t.strides[1] // 4, np.float32(0.0), dp.ctypes, tk)  # dP = dout v^T
+                            v_t[kv, :, j0:].ctypes, v_t.strides[1] // 4,
+                            np.float32(0.0), dp.ctypes, tk)  # dP = dout v^T
                     for r in range(n):                                                # dS = P (dP - D)
                         d = D[bh, i0 + r]
                         for c in range(nk):
                             dp[r, c] = s[r, c] * (dp[r, c] - d)
                     product(gemm, own, NO_TRANS, n, hs, nk, np.float32(1.0), dp.ctypes, tk,
-                         k[kv, j0:].ctypes, hs, np.float32(1.0), dq_t[bh, i0:].ctypes, hs)   # dq += dS k
+                            k[kv, j0:].ctypes, hs, np.float32(1.0), dq_t[bh, i0:].ctypes, hs)   # dq += dS k
                     product(gemm, own, TRANS, nk, hs, n, np.float32(1.0), dp.ctypes, tk,
-                         q[bh, i0:].ctypes, hs, np.float32(1.0), dk_j.ctypes, hs)     # dk += dS^T q_s
+                            q[bh, i0:].ctypes, hs, np.float32(1.0), dk_j.ctypes, hs)     # dk += dS^T q_s
             dk[kv, j0:j0 + nk] = dk_j[:nk]
             dv[kv, j0:j0 + nk] = dv_j[:nk]
 

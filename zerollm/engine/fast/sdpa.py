@@ -123,12 +123,12 @@ def _forward_items(plan, q, k, v, att, out, scale, causal, block, gemm, own):
                     o[i0:i0 + n] = 0
                     continue
                 product(gemm, own, NO_TRANS, n, stop, hs, np.float32(scale), qh[i0:].ctypes, _rows_of(qh),
-                     kt.ctypes, Tk + ROW_PAD, np.float32(0.0), a[i0:].ctypes, Tk)                  # S = scale q k^T
+                        kt.ctypes, Tk + ROW_PAD, np.float32(0.0), a[i0:].ctypes, Tk)                  # S = scale q k^T
                 for r in range(n):
                     vis = min(max(offset + i0 + r + 1, 0), stop) if causal else stop
                     _softmax_row(a[i0 + r], vis, stop)
                 product(gemm, own, NO_TRANS, n, hs, stop, np.float32(1.0), a[i0:].ctypes, Tk,
-                     vh.ctypes, _rows_of(vh), np.float32(0.0), o[i0:].ctypes, _rows_of(o))   # out = A v
+                        vh.ctypes, _rows_of(vh), np.float32(0.0), o[i0:].ctypes, _rows_of(o))   # out = A v
 
 
 @inline
@@ -157,9 +157,9 @@ def _backward_items(plan, dout, q, k, v, att, dq, dk, dv, scale, causal, block, 
                         dqh[i0:i0 + n] = 0
                         continue
                     product(gemm, own, NO_TRANS, n, stop, hs, np.float32(1.0), doh[i0:].ctypes, _rows_of(doh),
-                         vt.ctypes, Tk + ROW_PAD, np.float32(0.0), dp.ctypes, Tk)                 # dA = dout v^T
+                            vt.ctypes, Tk + ROW_PAD, np.float32(0.0), dp.ctypes, Tk)                 # dA = dout v^T
                     product(gemm, own, TRANS, stop, hs, n, np.float32(1.0), a[i0:].ctypes, Tk,
-                         doh[i0:].ctypes, _rows_of(doh), beta, dvh.ctypes, _rows_of(dvh))  # dv += A^T dout
+                            doh[i0:].ctypes, _rows_of(doh), beta, dvh.ctypes, _rows_of(dvh))  # dv += A^T dout
                     for r in range(n):                          # dS = A (dA - sum_j dA A); hidden A = 0
                         ar, dr = a[i0 + r], dp[r]
                         s = np.float32(0.0)
@@ -168,9 +168,9 @@ def _backward_items(plan, dout, q, k, v, att, dq, dk, dv, scale, causal, block, 
                         for j in range(stop):
                             dr[j] = ar[j] * (dr[j] - s)
                     product(gemm, own, NO_TRANS, n, hs, stop, np.float32(scale), dp.ctypes, Tk,
-                         kh.ctypes, _rows_of(kh), np.float32(0.0), dqh[i0:].ctypes, _rows_of(dqh))   # dq = scale dS k
+                            kh.ctypes, _rows_of(kh), np.float32(0.0), dqh[i0:].ctypes, _rows_of(dqh))  # dq = scale dS k
                     product(gemm, own, TRANS, stop, hs, n, np.float32(scale), dp.ctypes, Tk,
-                         qh[i0:].ctypes, _rows_of(qh), beta, dkh.ctypes, _rows_of(dkh))  # dk += scale dS^T q
+                            qh[i0:].ctypes, _rows_of(qh), beta, dkh.ctypes, _rows_of(dkh))  # dk += scale dS^T q
 
 
 @kernel

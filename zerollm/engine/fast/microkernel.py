@@ -42,7 +42,6 @@ from zerollm.engine.fast import jit  # noqa: F401  (sets numba's CPU features be
 from zerollm.engine.fast.blas import NO_TRANS, ROW_MAJOR, TRANS
 
 LANES = 16                     # float32 numbers in an AVX-512 register
-ROWS, VECTORS = 8, 2           # the main block: 8 rows x 2 vectors = 16 accumulators of the 32 registers
 
 
 def _block(MR, NV):
@@ -119,33 +118,38 @@ _B8x1, _B4x1, _B2x1, _B1x1 = _block(8, 1), _block(4, 1), _block(2, 1), _block(1,
 
 
 @numba.njit(inline="always", error_model="numpy")
+def _one_block(rows, wide, K, alpha, a, a_rows, a_cols, b, ldb, add, c, ldc):
+    """The block of ``rows`` (8, 4, 2 or 1) rows by 32 (wide) or 16 columns at a, b, c."""
+    if rows == 8:
+        if wide:
+            _B8x2(a, a_rows, a_cols, b, ldb, c, ldc, K, alpha, add)
+        else:
+            _B8x1(a, a_rows, a_cols, b, ldb, c, ldc, K, alpha, add)
+    elif rows == 4:
+        if wide:
+            _B4x2(a, a_rows, a_cols, b, ldb, c, ldc, K, alpha, add)
+        else:
+            _B4x1(a, a_rows, a_cols, b, ldb, c, ldc, K, alpha, add)
+    elif rows == 2:
+        if wide:
+            _B2x2(a, a_rows, a_cols, b, ldb, c, ldc, K, alpha, add)
+        else:
+            _B2x1(a, a_rows, a_cols, b, ldb, c, ldc, K, alpha, add)
+    elif wide:
+        _B1x2(a, a_rows, a_cols, b, ldb, c, ldc, K, alpha, add)
+    else:
+        _B1x1(a, a_rows, a_cols, b, ldb, c, ldc, K, alpha, add)
+
+
+@numba.njit(inline="always", error_model="numpy")
 def _column_band(M, K, alpha, a, a_rows, a_cols, b, ldb, beta, c, ldc, wide):
     """Rows 0 .. M-1 of one band of 32 (wide) or 16 columns: blocks of 8 rows, then 4, 2 and 1."""
-    add = beta != 0
     i = 0
-    while i + 8 <= M:
-        if wide:
-            _B8x2(a + 4 * i * a_rows, a_rows, a_cols, b, ldb, c + 4 * i * ldc, ldc, K, alpha, add)
-        else:
-            _B8x1(a + 4 * i * a_rows, a_rows, a_cols, b, ldb, c + 4 * i * ldc, ldc, K, alpha, add)
-        i += 8
-    if i + 4 <= M:
-        if wide:
-            _B4x2(a + 4 * i * a_rows, a_rows, a_cols, b, ldb, c + 4 * i * ldc, ldc, K, alpha, add)
-        else:
-            _B4x1(a + 4 * i * a_rows, a_rows, a_cols, b, ldb, c + 4 * i * ldc, ldc, K, alpha, add)
-        i += 4
-    if i + 2 <= M:
-        if wide:
-            _B2x2(a + 4 * i * a_rows, a_rows, a_cols, b, ldb, c + 4 * i * ldc, ldc, K, alpha, add)
-        else:
-            _B2x1(a + 4 * i * a_rows, a_rows, a_cols, b, ldb, c + 4 * i * ldc, ldc, K, alpha, add)
-        i += 2
-    if i < M:
-        if wide:
-            _B1x2(a + 4 * i * a_rows, a_rows, a_cols, b, ldb, c + 4 * i * ldc, ldc, K, alpha, add)
-        else:
-            _B1x1(a + 4 * i * a_rows, a_rows, a_cols, b, ldb, c + 4 * i * ldc, ldc, K, alpha, add)
+    while i < M:
+        left = M - i
+        rows = 8 if left >= 8 else 4 if left >= 4 else 2 if left >= 2 else 1
+        _one_block(rows, wide, K, alpha, a + 4 * i * a_rows, a_rows, a_cols, b, ldb, beta != 0, c + 4 * i * ldc, ldc)
+        i += rows
 
 
 @intrinsic

@@ -1,8 +1,9 @@
 """Fast tiled ("flash") attention: the whole tile loop in one kernel, and the per-tile softmax steps.
 
 1. ``flash_forward_tiles`` and ``flash_sdpa_backward`` (references in zerollm.nn.flash): every tile
-   loop of the forward and the backward in numba, the products in NumPy's own BLAS (sgemm through
-   ctypes, zerollm/engine/fast/blas.py), the online softmax fused between them, threads over heads
+   loop of the forward and the backward in numba, the products in our AVX-512 micro-kernel
+   (zerollm/engine/fast/microkernel.py) or, without AVX-512, in NumPy's own BLAS (sgemm through ctypes,
+   zerollm/engine/fast/blas.py), the online softmax fused between them, threads over heads
    and tiles (prange). Used for float32 without a padding mask, dropout or autocast.
 2. ``tile_softmax_step``, ``tile_probs``, ``tile_softmax_backward``: one pass per tile row instead of
    NumPy's five, for what 1. declines (the reference's loops then run with these). A tile of scores

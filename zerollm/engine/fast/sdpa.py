@@ -14,6 +14,7 @@ the large GEMMs' speed, with the head splitting and merging around them. Here, p
     backward   dA = dout v^T, dv += A^T dout, dS = A (dA - rowsum(dA A)), dq = scale dS k,
                dk += scale dS^T q     (dq, dk, dv written into the caller's strided views of dqkv)
 
+The products run in microkernel.product (ours on AVX-512 hosts, NumPy's BLAS elsewhere).
 No operand of a product is copied except k^T and v^T (Tk x hs numbers per kv head): BLAS reads the
 rest through their row strides.
 

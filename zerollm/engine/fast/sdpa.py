@@ -15,7 +15,7 @@ the large GEMMs' speed, with the head splitting and merging around them. Here, p
                dk += scale dS^T q     (dq, dk, dv written into the caller's strided views of dqkv)
 
 The products run in microkernel.product (ours on AVX-512 hosts, NumPy's BLAS elsewhere).
-No operand of a product is copied except k^T and v^T (Tk x hs numbers per kv head): BLAS reads the
+No operand of a product is copied except k^T and v^T (Tk x hs numbers per kv head): the products read the
 rest through their row strides.
 
 Causal attention skips the keys after a block's last query: the queries go in blocks of ``BLOCK``

@@ -85,6 +85,17 @@ def gemm_table(results):
     return _table(["threads", "n", "NumPy GFLOP/s", "torch.mm GFLOP/s", "NumPy/torch"], rows)
 
 
+def gemm_model_table(results):
+    rows = [[r["name"], r["threads"], _f(_flops(r, "numpy"), ".1f", 1e-9), _f(_flops(r, "torch"), ".1f", 1e-9),
+             _ratio(r, "numpy")] for r in results.get("gemm_model", [])]
+    return _table(["config", "threads", "NumPy GFLOP/s", "torch.mm GFLOP/s", "NumPy/torch"], rows)
+
+
+def gemm_model_ratios(results):
+    """(config, threads) -> NumPy/torch speed of that config's own linear-layer GEMMs (gemm_model)."""
+    return {(r["name"], r["threads"]): r["ratios"].get("numpy", {}).get("median") for r in results.get("gemm_model", [])}
+
+
 def _flops(rec, c):
     best = _c(rec, c, "best_s")
     return rec["units"] / best if best else None
@@ -101,21 +112,23 @@ def gemm_ratios(results):
     return {r["threads"]: r["ratios"].get("numpy", {}).get("median") for r in results["gemm"]}
 
 
-def model_table(records, unit="tokens/s", gemm=None):
+def model_table(records, unit="tokens/s", gemm=None, shapes=None):
     """One row per (config, threads, engine): speeds, the paired ratio, the GEMM row's ratio at the same
-    threads, peak memory (and token agreement)."""
+    threads and that of the config's own GEMM shapes (``shapes``, when measured), peak memory (and token
+    agreement)."""
     agree = any("tokens_agree" in r for r in records)
-    gemm = gemm or {}
+    gemm, shapes = gemm or {}, shapes or {}
     rows = []
     for r in records:
         for c in r["ratios"]:                              # every zerollm contender, one per engine
             row = [r["name"], r["threads"], engine_of(c), _f(_c(r, c, "per_s"), ".0f"),
                    _f(_c(r, "torch", "per_s"), ".0f"), _ratio(r, c), _cpu_ratio(r, c),
                    _f(gemm.get(r["threads"]), ".2f", suffix="x"),
+                   _f(shapes.get((r["name"], r["threads"])), ".2f", suffix="x"),
                    _f(_c(r, c, "peak_mib"), ".1f"), _f(_c(r, "torch", "peak_mib"), ".1f")]
             rows.append(row + ([_f(r.get("tokens_agree", {}).get(c), ".0%")] if agree else []))
     header = ["config", "threads", "engine", f"zerollm {unit}", f"torch {unit}", "zerollm/torch",
-              "same, by CPU time", "GEMM NumPy/torch", "zerollm peak MiB", "torch peak MiB"]
+              "same, by CPU time", "GEMM NumPy/torch", "its GEMMs NumPy/torch", "zerollm peak MiB", "torch peak MiB"]
     return _table(header + (["same tokens"] if agree else []), rows)
 
 
@@ -155,14 +168,16 @@ def markdown(results):
                      f"`{results['meta']['openblas_coretype']}` kernels (`--openblas-coretype`).")
     note = "".join(f"\n> {n}\n" for n in notes if n)
     gen = results["generate"][0]["params"] if results["generate"] else {}
-    gemm = gemm_ratios(results)
+    gemm, shapes = gemm_ratios(results), gemm_model_ratios(results)
     attn = results["attention"][0]["params"] if results["attention"] else {}
     return "\n\n".join([
         f"## Latest results ({mode} run, {results['meta']['date'][:10]})\n{note}", machine(results),
         "### Correctness before timing (training losses, identical weights and batches)", check_table(results),
         "### GEMM peak (float32 square matmul, best step)", gemm_table(results),
-        "### Training step: forward + backward + clip + AdamW", model_table(results["train"], gemm=gemm),
-        "### Forward only", model_table(results["forward"], gemm=gemm),
+        *gemm_model_section(results),
+        "### Training step: forward + backward + clip + AdamW", model_table(results["train"], gemm=gemm, shapes=shapes),
+        *same_gemm_section(results, gemm, shapes),
+        "### Forward only", model_table(results["forward"], gemm=gemm, shapes=shapes),
         f"### Generation: greedy, KV cache, B=1, prompt {gen.get('prompt_tokens')}, "
         f"{gen.get('new_tokens')} new tokens", model_table(results["generate"], gemm=gemm),
         f"### Attention alone: forward + backward, B={attn.get('B')}, nh={attn.get('nh')}, "
@@ -170,6 +185,21 @@ def markdown(results):
         "### MFU: achieved FLOP/s of the training step / NumPy's GEMM peak (same threads)", mfu_table(results),
         *bpe_section(results),
     ]) + "\n"
+
+
+def gemm_model_section(results):
+    if not results.get("gemm_model"):
+        return []
+    return ["### GEMM at the models' own shapes (the linear layers' 12 products of one block's training step, "
+            "best step)", gemm_model_table(results)]
+
+
+def same_gemm_section(results, gemm, shapes):
+    """The training step again, zerollm's linear layers multiplied by torch.mm: the BLAS difference out."""
+    if not results.get("same_gemm"):
+        return []
+    return ["### Training step with the same GEMMs: zerollm's linear layers multiplied by torch.mm (MKL), "
+            "the rest zerollm's", model_table(results["same_gemm"], gemm=gemm, shapes=shapes)]
 
 
 def bpe_section(results):
@@ -190,8 +220,8 @@ def bpe_section(results):
 def ratio_bars(results):
     """[(label, threads, ratio)] for every ratio of every measurement."""
     bars = []
-    for section in ("train", "forward", "generate", "attention", "gemm"):
-        for r in results[section]:
+    for section in ("train", "same_gemm", "forward", "generate", "attention", "gemm", "gemm_model"):
+        for r in results.get(section, []):
             for c, ratio in r["ratios"].items():
                 who = "" if c == "zerollm" else f" {c}"
                 if ratio["median"] is not None:

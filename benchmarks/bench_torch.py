@@ -14,7 +14,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from bench_workloads import OPTIM, attention_inputs, batches, prompt
+from bench_workloads import OPTIM, attention_inputs, batches, model_gemm_operands, prompt
 
 from zerollm.model.config import GPTConfig
 from zerollm.model.gpt import GPT
@@ -152,6 +152,18 @@ def attention_step(params):
     return step
 
 
+def gemm_model_step(params):
+    """The same products as bench_zerollm.gemm_model_step, by torch.mm (the transposes stay views)."""
+    pairs = [(torch.from_numpy(a), torch.from_numpy(b))
+             for a, b in model_gemm_operands(GPTConfig(**params["config"]), params["batch"], seed=params["seed"])]
+    outs = [torch.empty(a.shape[0], b.shape[1]) for a, b in pairs]
+
+    def step():
+        for (a, b), c in zip(pairs, outs):
+            torch.mm(a, b, out=c)
+    return step
+
+
 def gemm_step(params):
     n = params["n"]
     rng = np.random.default_rng(params["seed"])
@@ -166,7 +178,7 @@ def gemm_step(params):
 # ----------------------------------------------------------------------------
 
 BUILDERS = {"train": train_step, "forward": forward_step, "generate": generate_step,
-            "attention": attention_step, "gemm": gemm_step}
+            "attention": attention_step, "gemm": gemm_step, "gemm_model": gemm_model_step}
 
 
 def build(task, contender, params):

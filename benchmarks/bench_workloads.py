@@ -116,3 +116,33 @@ def train_flops(cfg, B, T):
 
 def gemm_flops(n):
     return 2 * n ** 3
+
+
+# ----------------------------------------------------------------------------
+# the GEMMs of a model's own training step (the "GEMM at the model's shapes" row)
+
+def linear_shapes(cfg):
+    """(in, out) of one block's linear layers: qkv, attention projection, MLP fc (2H wide for SwiGLU),
+    MLP projection. ``cfg`` is a GPTConfig."""
+    C, H, hs = cfg.n_embd, cfg.n_inner, cfg.head_size
+    fc = 2 * H if cfg.mlp == "swiglu" else H
+    return [(C, (cfg.n_head + 2 * cfg.n_kv_head) * hs), (cfg.n_head * hs, C), (C, fc), (H, C)]
+
+
+def model_gemm_operands(cfg, B, seed=0):
+    """The products one block's linear layers do in a training step, as (a, b) pairs of float32 arrays:
+    per layer (i, o) with N = B * T rows, the forward x @ w (N, i) @ (i, o), the input gradient
+    dy @ w^T (N, o) @ (o, i) and the weight gradient x^T @ dy (i, N) @ (N, o), the transposes as views,
+    exactly as zerollm.nn.linear multiplies them."""
+    rng = np.random.default_rng(seed)
+    N = B * cfg.block_size
+    pairs = []
+    for i, o in linear_shapes(cfg):
+        x, w, dy = (rng.standard_normal(shape, dtype=np.float32) for shape in ((N, i), (i, o), (N, o)))
+        pairs += [(x, w), (dy, w.T), (x.T, dy)]
+    return pairs
+
+
+def model_gemm_flops(cfg, B):
+    """FLOPs of model_gemm_operands' products: 3 products of 2 N i o each per linear layer."""
+    return sum(3 * 2 * B * cfg.block_size * i * o for i, o in linear_shapes(cfg))

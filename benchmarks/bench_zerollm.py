@@ -4,12 +4,13 @@ Each builder does all the setup (weights, batches, optimizer) outside the closur
 step is exactly the work being compared. Never imports torch.
 
 Contenders: "zerollm" (train, forward, generate, check), "naive" and "flash" (attention),
-"numpy" (gemm). params["engine"] picks zerollm's engine: 'numpy' (the reference) or 'fast'.
+"numpy" (gemm, gemm_model). params["engine"] picks zerollm's engine: 'numpy' (the reference) or 'fast'.
+Imports torch only for the training step with params["gemm"] == "torch" (use_torch_gemms).
 """
 
 import numpy as np
 
-from bench_workloads import OPTIM, attention_inputs, batches, prompt
+from bench_workloads import OPTIM, attention_inputs, batches, model_gemm_operands, prompt
 
 from zerollm.model.config import GPTConfig
 from zerollm.engine import set_engine
@@ -29,8 +30,43 @@ def make_model(params):
     return GPT(GPTConfig(**params["config"]), seed=params["seed"])
 
 
+def use_torch_gemms():
+    """Have zerollm's linear layers multiply with torch.mm (MKL in torch's wheel) instead of NumPy's BLAS,
+    in this process only: the "same GEMMs" measurement (run.py), which takes a host's BLAS difference out
+    of the training comparison. Only the three products of nn.linear change (x @ w, dy @ w^T, x^T @ dy,
+    zero-copy through torch.from_numpy); everything else is zerollm's, and the attention's products still
+    run in NumPy's BLAS or the fast engine's kernels. Every projection goes through nn.lora's names
+    (benchmarks/profile.py patches the same two). One torch thread: zerollm trains with N threads as N
+    single-threaded shards (zerollm.training.parallel), forked after this patch, so they inherit it."""
+    import torch
+
+    from zerollm.nn import linear, lora
+    torch.set_num_threads(1)
+
+    def mm(a, b):
+        return torch.mm(torch.from_numpy(a), torch.from_numpy(b)).numpy()
+
+    def linear_forward(x, w, b=None):
+        y = mm(x.reshape(-1, x.shape[-1]), w)                # (N, i) @ (i, o)
+        if b is not None:
+            y += b
+        return y.reshape(*x.shape[:-1], w.shape[1]), linear.LinearCache(x, w, b is not None)
+
+    def linear_backward(dy, cache, weights=True):
+        x, w = cache.x, cache.w
+        x2, dy2 = x.reshape(-1, x.shape[-1]), dy.reshape(-1, dy.shape[-1])
+        dx = mm(dy2, w.T).reshape(x.shape)                   # (N, o) @ (o, i)
+        if not weights:
+            return dx, None, None
+        return dx, mm(x2.T, dy2), dy2.sum(axis=0) if cache.has_bias else None   # (i, N) @ (N, o)
+    lora.linear_forward, lora.linear_backward = linear_forward, linear_backward
+
+
 def train_step(params):
-    """forward + backward + global-norm clip + AdamW, cycling over the shared batches."""
+    """forward + backward + global-norm clip + AdamW, cycling over the shared batches (params["gemm"] ==
+    "torch": with torch.mm's products in the linear layers, see use_torch_gemms)."""
+    if params.get("gemm") == "torch":
+        use_torch_gemms()
     model = make_model(params).train()
     sharded = ShardedModel(model, params.get("threads", 1))   # 1 thread: the plain model
     data = batches(params["config"], params["batch"], seed=params["seed"])
@@ -105,6 +141,18 @@ def attention_step(params, contender):
     return step
 
 
+def gemm_model_step(params):
+    """The linear layers' products of one block's training step (bench_workloads.model_gemm_operands),
+    each into a buffer of its own, as the GEMM peak's step does."""
+    pairs = model_gemm_operands(GPTConfig(**params["config"]), params["batch"], seed=params["seed"])
+    outs = [np.empty((a.shape[0], b.shape[1]), np.float32) for a, b in pairs]
+
+    def step():
+        for (a, b), c in zip(pairs, outs):
+            np.matmul(a, b, out=c)
+    return step
+
+
 def gemm_step(params):
     n = params["n"]
     rng = np.random.default_rng(params["seed"])
@@ -118,7 +166,8 @@ def gemm_step(params):
 
 # ----------------------------------------------------------------------------
 
-BUILDERS = {"train": train_step, "forward": forward_step, "generate": generate_step, "gemm": gemm_step}
+BUILDERS = {"train": train_step, "forward": forward_step, "generate": generate_step, "gemm": gemm_step,
+            "gemm_model": gemm_model_step}
 
 
 def build(task, contender, params):

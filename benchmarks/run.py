@@ -54,7 +54,8 @@ class Measurement(NamedTuple):
     params: dict            # the worker's params, without threads
     contenders: tuple       # run in this order every round
     reference: str          # the contender every ratio divides by (torch)
-    units: float            # work per step: tokens (train, forward, generate), FLOPs (gemm), 1
+    units: float            # work per step: tokens (train, forward, generate), FLOPs (gemm, gemm_model), 1
+    section: str = ""       # the results' section, when not the task's own (same_gemm: a train task)
 
 
 # ----------------------------------------------------------------------------
@@ -67,11 +68,16 @@ def plan(mode, flash, engines=("numpy",)):
     n = W.GEMM_N[mode]
     yield Measurement("gemm", f"{n}x{n}", dict(n=n, seed=0, budget=budget), ("numpy", "torch"),
                       "torch", W.gemm_flops(n))
+    for name, cfg, B in W.MODELS[mode]:                  # the GEMMs of each model's own linear layers
+        yield Measurement("gemm_model", name, dict(config=cfg, batch=B, seed=0, budget=budget), ("numpy", "torch"),
+                          "torch", W.model_gemm_flops(GPTConfig(**cfg), B))
     models = (*with_engines("zerollm", engines), "torch")
     for name, cfg, B in W.MODELS[mode]:
         params = dict(config=cfg, batch=B, seed=0, budget=budget)
         tokens = B * cfg["block_size"]
         yield Measurement("train", name, params, models, "torch", tokens)
+        # the same step with zerollm's linear layers multiplied by torch.mm: the BLAS difference taken out
+        yield Measurement("train", name, dict(params, gemm="torch"), models, "torch", tokens, "same_gemm")
         yield Measurement("forward", name, params, models, "torch", tokens)
     name, cfg, n_prompt, n_new = W.GENERATION[mode]
     params = dict(config=cfg, prompt_tokens=n_prompt, new_tokens=n_new, seed=0, budget=budget)
@@ -136,7 +142,7 @@ def run_rounds(m, threads, rounds, libraries, coretype=None):
                 print(f"  FAILED {res['error']}", flush=True)
             else:
                 ms = 1e3 * statistics.median(res["times"])
-                print(f"  [{threads} thr] {m.task} {m.name} round {r + 1}/{rounds} {c}: {ms:.2f} ms/step, "
+                print(f"  [{threads} thr] {m.section or m.task} {m.name} round {r + 1}/{rounds} {c}: {ms:.2f} ms/step, "
                       f"peak +{res['peak_mib']:.1f} MiB", flush=True)
     return summarize(m, threads, runs)
 
@@ -289,8 +295,8 @@ def run_bpe(mode, engines):
 
 def run_all(mode, threads_list, rounds, engines=("numpy",), coretype=None, only=None):
     """Every measurement of the plan (or only the tasks in ``only``: no training check then)."""
-    results = {"meta": meta(mode, threads_list, rounds, engines), "check": [], "gemm": [], "train": [],
-               "forward": [], "generate": [], "attention": [], "mfu": []}
+    results = {"meta": meta(mode, threads_list, rounds, engines), "check": [], "gemm": [], "gemm_model": [],
+               "train": [], "same_gemm": [], "forward": [], "generate": [], "attention": [], "mfu": []}
     results["meta"]["openblas_coretype"] = coretype
     start, flash = time.perf_counter(), flash_available()
     if only is None or "train" in only:
@@ -302,7 +308,7 @@ def run_all(mode, threads_list, rounds, engines=("numpy",), coretype=None, only=
         for m in plan(mode, flash, engines):
             if (only is not None and m.task not in only) or (m.task == "train" and not passed[m.name]):
                 continue
-            results[m.task].append(run_rounds(m, threads, rounds, results["meta"]["libraries"], coretype))
+            results[m.section or m.task].append(run_rounds(m, threads, rounds, results["meta"]["libraries"], coretype))
     add_mfu(results)
     if only is None or "bpe" in only:
         results["bpe"] = run_bpe(mode, engines)
@@ -352,8 +358,8 @@ def main(argv=None):
         bench_report.update_docs(results, args.out, ROOT / "docs")
     print(f"wrote {args.out}/results.json, results.md, ratios.png")
     failed = [r["name"] for r in results["check"] if not r["passed"]] + [
-        e for sec in ("gemm", "train", "forward", "generate", "attention")
-        for rec in results[sec] for c in rec["contenders"].values() for e in c["errors"]]
+        e for sec in ("gemm", "gemm_model", "train", "same_gemm", "forward", "generate", "attention")
+        for rec in results.get(sec, []) for c in rec["contenders"].values() for e in c["errors"]]
     if "error" in results.get("bpe", {}):
         failed.append(results["bpe"]["error"])
     return 1 if failed else 0

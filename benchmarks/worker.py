@@ -5,10 +5,12 @@
 prints ONE line of JSON on stdout: per-step times, the peak memory of the first step, what the
 task returns (losses, tokens) and which BLAS/threads the process really used.
 
-tasks: train, forward, generate, attention, gemm, check (the losses of the first training steps).
-contenders: zerollm | torch (models), naive | flash | torch (attention), numpy | torch (gemm);
+tasks: train, forward, generate, attention, gemm (the square GEMM peak), gemm_model (the products of a
+model config's linear layers), check (the losses of the first training steps).
+contenders: zerollm | torch (models), naive | flash | torch (attention), numpy | torch (gemm, gemm_model);
 "zerollm-fast", "naive-fast", "flash-fast" run zerollm's fast engine (zerollm.engine) instead of NumPy's.
-params: the task's own (config, batch, T, n, ...) plus "threads", "seed" and "budget"
+params: the task's own (config, batch, T, n, ...) plus "threads", "seed" and "budget"; train with
+"gemm": "torch" has zerollm's linear layers multiply with torch.mm (bench_zerollm.use_torch_gemms)
 (warmup, min_steps, min_seconds, max_steps; see bench_measure.time_steps).
 
 The harness (run.py) sets the thread variables in this process's environment; here we pin the
@@ -27,7 +29,7 @@ sys.path[:] = [str(HERE.parent)] + [p for p in sys.path if Path(p or ".").resolv
 import bench_measure  # noqa: E402  (needs the path above; imports nothing heavy)
 from zerollm.engine.memory import keep_freed_memory  # noqa: E402
 
-TASKS = ("train", "forward", "generate", "attention", "gemm", "check")
+TASKS = ("train", "forward", "generate", "attention", "gemm", "gemm_model", "check")
 CONTENDERS = ("zerollm", "torch", "naive", "flash", "numpy", "zerollm-fast", "naive-fast", "flash-fast")
 
 

@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from zerollm.model.config import GPTConfig
@@ -17,7 +18,7 @@ from zerollm.model.gpt import param_shapes
 
 REPO = Path(__file__).resolve().parents[1]
 BENCH = REPO / "benchmarks"
-SECTIONS = ("gemm", "train", "forward", "generate", "attention")
+SECTIONS = ("gemm", "gemm_model", "train", "same_gemm", "forward", "generate", "attention")
 
 
 def load(name):
@@ -94,10 +95,15 @@ def test_workers_ran_with_one_pinned_thread_and_no_openblas_overrides(smoke):
 def test_markdown_and_chart_are_written(smoke):
     out, _ = smoke
     md = (out / "results.md").read_text(encoding="utf-8")
-    for title in ("Correctness", "GEMM", "Training step", "Forward only", "Generation", "Attention", "MFU", "BPE"):
+    for title in ("Correctness", "GEMM", "GEMM at the models' own shapes", "Training step",
+                  "Training step with the same GEMMs", "Forward only", "Generation", "Attention", "MFU", "BPE"):
         assert title in md
     gemm = results_gemm_ratio(out)
     assert "| GEMM NumPy/torch |" in md and f"| {gemm:.2f}x |" in md      # beside every model ratio
+    results = json.loads((out / "results.json").read_text(encoding="utf-8"))
+    (shapes,) = results["gemm_model"]
+    assert "| its GEMMs NumPy/torch |" in md and f"| {shapes['ratios']['numpy']['median']:.2f}x |" in md
+    assert [r["params"]["gemm"] for r in results["same_gemm"]] == ["torch"]
     assert (out / "ratios.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
@@ -143,6 +149,56 @@ def test_flop_count_matches_the_parameter_shapes(cfg):
     expected = 2 * B * T * (matmul + cfg.vocab_size * cfg.n_embd) + cfg.n_layer * B * 4 * T * T * cfg.n_embd
     assert workloads.forward_flops(cfg, B, T) == expected
     assert workloads.train_flops(cfg, B, T) == 3 * expected
+
+
+@pytest.mark.parametrize("cfg", [
+    GPTConfig(vocab_size=65, block_size=16, n_layer=2, n_head=4, n_embd=32),
+    GPTConfig(vocab_size=50, block_size=8, n_layer=1, n_head=4, n_kv_head=2, n_embd=16, mlp="swiglu", bias=False),
+])
+def test_model_gemms_are_the_linear_layers_products(cfg):
+    """gemm_model multiplies what one block's linear layers multiply in a training step: per weight (i, o)
+    the forward (N, i) @ (i, o), dx (N, o) @ (o, i) and dW (i, N) @ (N, o); FLOPs counted the same way."""
+    workloads = load("bench_workloads")
+    B, N = 3, 3 * cfg.block_size
+    pairs = workloads.model_gemm_operands(cfg, B)
+    weights = sorted(s for name, s in param_shapes(cfg).items()
+                     if name.startswith("h.0.") and len(s) == 2 and name.endswith("weight"))
+    shapes = [(a.shape, b.shape) for a, b in pairs]
+    assert sorted(shapes[0::3]) == sorted(((N, i), (i, o)) for i, o in weights)          # forward
+    assert sorted(shapes[1::3]) == sorted(((N, o), (o, i)) for i, o in weights)          # dx
+    assert sorted(shapes[2::3]) == sorted(((i, N), (N, o)) for i, o in weights)          # dW
+    assert workloads.model_gemm_flops(cfg, B) == sum(2 * a.shape[0] * a.shape[1] * b.shape[1] for a, b in pairs)
+
+
+@pytest.mark.parametrize("engine", ["numpy", "fast"])
+def test_torch_gemms_train_the_same_model(monkeypatch, engine):
+    """The same-GEMM measurement only swaps who multiplies: with torch.mm in the linear layers, one
+    training step's loss and gradients are NumPy's to float32 rounding."""
+    monkeypatch.syspath_prepend(str(BENCH))
+    bench = load("bench_zerollm")
+    from zerollm.engine import get_engine, set_engine
+    from zerollm.nn import lora
+    from zerollm.training.parallel import ShardedModel
+    monkeypatch.setattr(lora, "linear_forward", lora.linear_forward)      # restored after the test
+    monkeypatch.setattr(lora, "linear_backward", lora.linear_backward)
+    before = get_engine()
+    cfg = dict(vocab_size=65, block_size=16, n_layer=2, n_head=2, n_embd=32, bias=True, dropout=0.0)
+    x, y = load("bench_workloads").batches(cfg, 2)[0]
+    try:
+        results = []
+        for use_torch in (False, True):
+            if use_torch:
+                bench.use_torch_gemms()
+                assert lora.linear_forward.__module__ != "zerollm.nn.linear"
+            model = bench.make_model(dict(config=cfg, seed=0, engine=engine)).train()
+            results.append(ShardedModel(model, 1).forward_backward(x, y))     # what the benchmark's step runs
+    finally:
+        set_engine(before)
+    (loss_np, grads_np), (loss_t, grads_t) = results
+    assert abs(float(loss_np) - float(loss_t)) < 1e-5
+    assert grads_np.keys() == grads_t.keys()
+    for name in grads_np:
+        assert np.allclose(grads_np[name], grads_t[name], rtol=1e-4, atol=1e-6), name
 
 
 def test_worker_env_sets_threads_and_drops_openblas_overrides_only_there(monkeypatch):

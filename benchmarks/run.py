@@ -45,6 +45,8 @@ from zerollm.model.config import GPTConfig  # noqa: E402
 from zerollm.engine import ENGINES  # noqa: E402
 
 
+# the results' sections of measured records, in the order the plan runs them
+SECTIONS = ("gemm", "gemm_model", "train", "same_gemm", "forward", "generate", "attention")
 WORKER_TIMEOUT_S = 1800      # a worker that hangs (swapping, a deadlock) fails instead of blocking the run
 
 
@@ -295,8 +297,8 @@ def run_bpe(mode, engines):
 
 def run_all(mode, threads_list, rounds, engines=("numpy",), coretype=None, only=None):
     """Every measurement of the plan (or only the tasks in ``only``: no training check then)."""
-    results = {"meta": meta(mode, threads_list, rounds, engines), "check": [], "gemm": [], "gemm_model": [],
-               "train": [], "same_gemm": [], "forward": [], "generate": [], "attention": [], "mfu": []}
+    results = {"meta": meta(mode, threads_list, rounds, engines), "check": [], **{sec: [] for sec in SECTIONS},
+               "mfu": []}
     results["meta"]["openblas_coretype"] = coretype
     start, flash = time.perf_counter(), flash_available()
     if only is None or "train" in only:
@@ -358,8 +360,7 @@ def main(argv=None):
         bench_report.update_docs(results, args.out, ROOT / "docs")
     print(f"wrote {args.out}/results.json, results.md, ratios.png")
     failed = [r["name"] for r in results["check"] if not r["passed"]] + [
-        e for sec in ("gemm", "gemm_model", "train", "same_gemm", "forward", "generate", "attention")
-        for rec in results.get(sec, []) for c in rec["contenders"].values() for e in c["errors"]]
+        e for sec in SECTIONS for rec in results.get(sec, []) for c in rec["contenders"].values() for e in c["errors"]]
     if "error" in results.get("bpe", {}):
         failed.append(results["bpe"]["error"])
     return 1 if failed else 0

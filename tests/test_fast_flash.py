@@ -65,6 +65,7 @@ CASES = {                                      # B, nkv, g, T, Tk, hs, causal
     "one query": (1, 1, 1, 1, 9, 4, True),
     "heads of 64 (whole vector blocks)": (1, 2, 1, 300, 300, 64, True),
     "heads of 48 (32 + 16 columns)": (1, 1, 2, 301, 301, 48, True),
+    "Tk > T, grouped, long": (1, 1, 2, 290, 333, 16, True),
 }
 
 
@@ -83,12 +84,16 @@ def test_fast_flash_matches_torch(case):
     assert_matches_torch(case)
 
 
+@pytest.mark.parametrize("case", ["T past SHORT_UNTIL, ending inside a tile", "Tk > T, grouped, long"])
 @pytest.mark.parametrize("tiles", ["SHORT_TILES", "MIDDLE_TILES", "LONG_TILES"])
-def test_every_tile_size_matches_torch(tiles, monkeypatch):
-    """Each tile set on a sequence that ends inside a tile (T = 531), whatever T it is chosen for."""
+def test_every_tile_size_matches_torch(tiles, case, monkeypatch):
+    """Each tile set, whatever T it is chosen for, on a sequence that ends inside a tile (T = 531) and
+    on one whose queries start past the first keys (Tk > T): tiles of more than DIAGONAL_ROWS queries
+    on the causal diagonal go in bands, each band multiplying only the keys its last query sees."""
     chosen = getattr(fast, tiles)
+    assert chosen[0] > fast.DIAGONAL_ROWS or tiles == "SHORT_TILES"
     monkeypatch.setattr(fast, "tiles", lambda T: chosen)
-    assert_matches_torch("T past SHORT_UNTIL, ending inside a tile")
+    assert_matches_torch(case)
 
 
 def on_one_and_two_threads(run, kernels, *args):

@@ -59,6 +59,25 @@ def test_exp32_is_within_2_ulp_of_numpy_and_keeps_special_values():
     assert out[0] == 0 and out[1] == 0 and out[2] == np.inf and out[3] == np.inf and np.isnan(out[4])
 
 
+def test_exp32_at_the_ends_of_float32_rounds_like_the_exact_exp():
+    """Up to the largest float32 (exp(88.72) = 3.4e38) the result is finite, then inf; below the
+    smallest normal (exp(-87.34)) it is the subnormal nearest the exact exp, within one step of
+    the smallest subnormal (1.4e-45), and 0 where the exact exp is below half that step."""
+    x = np.linspace(-110, 90, 400_001, dtype=np.float32)
+    out = np.empty_like(x)
+    _exp_all(x, out)
+    exact = np.exp(x.astype(np.float64))
+    with np.errstate(over="ignore"):
+        nearest = exact.astype(np.float32)                 # the correctly rounded float32 of the exact exp
+    normal = np.isfinite(nearest) & (nearest >= np.finfo(np.float32).tiny)
+    assert np.max(np.abs(out[normal] - exact[normal]) / exact[normal]) < 2.5e-7
+    assert np.array_equal(np.isinf(out), np.isinf(nearest))           # inf exactly where float32 overflows
+    small = ~normal & np.isfinite(nearest)
+    step = np.float64(np.finfo(np.float32).smallest_subnormal)
+    assert np.max(np.abs(out[small] - exact[small])) <= step
+    assert np.all(out[exact < step / 4] == 0)
+
+
 def test_full_avx512_width_only_on_avx512_hosts_and_never_over_the_users_setting(monkeypatch):
     from zerollm.engine.fast import jit
     monkeypatch.delenv("NUMBA_CPU_FEATURES", raising=False)

@@ -24,6 +24,7 @@ import numpy as np
 from llvmlite import binding as llvm_binding
 from llvmlite import ir
 from numba import types
+from numba.core import cgutils
 from numba.extending import intrinsic
 
 FASTMATH = {"reassoc", "contract", "nsz", "arcp", "afn"}     # everything except nnan, ninf
@@ -68,33 +69,43 @@ def float32_arrays(*arrays):
 # ----------------------------------------------------------------------------
 # exp for float32, written so that LLVM can vectorise it (numba's math.exp is one libm call per
 # element, 5x slower than NumPy's SIMD exp). Cephes' expf: exp(x) = 2^n exp(r) with
-# n = round(x / ln 2) and |r| <= ln(2)/2, exp(r) from a degree-6 polynomial, 2^n built in the
-# exponent bits. Error < 1 ulp (about 1e-7 relative) against the exact exp.
+# n = round(x / ln 2) and |r| <= ln(2)/2, exp(r) from a degree-6 polynomial, then times 2^n by
+# LLVM's ldexp. Error < 1 ulp (about 1e-7 relative) against the exact exp.
 # All in float32 (16 lanes per AVX-512 register), and compiled as a function of its own WITHOUT
 # 'reassoc': reordering the polynomial's sums costs up to 4 ulp. It is small enough that LLVM
 # inlines it into every kernel's loop (and vectorises it there) all the same.
 
 @intrinsic
-def _bits_to_float32(typingctx, bits):
-    """Reinterpret an int32's bits as a float32 (what C does with a union)."""
+def _ldexp(typingctx, x, n):
+    """x * 2^n for a float32 x and an int32 n, rounded once (llvm.ldexp). Vectorised, it is one
+    instruction on AVX-512 (vscalefps) and a few integer ones on AVX2; it gives inf past the largest
+    float32 and the correctly rounded subnormal, or 0, below the smallest normal one."""
     def codegen(context, builder, signature, args):
-        return builder.bitcast(args[0], ir.FloatType())
-    return types.float32(types.int32), codegen
+        f32, i32 = ir.FloatType(), ir.IntType(32)
+        ldexp = cgutils.get_or_insert_function(builder.module, ir.FunctionType(f32, [f32, i32]), "llvm.ldexp.f32.i32")
+        return builder.call(ldexp, args)
+    return types.float32(types.float32, types.int32), codegen
 
 
 _LOG2E = np.float32(1.4426950408889634)
 _LN2_HI, _LN2_LO = np.float32(0.693359375), np.float32(-2.12194440e-4)    # ln 2 = HI + LO, HI exact in 9 bits
-_EXP_MAX, _EXP_MIN = np.float32(88.3762626647949), np.float32(-87.3365447505531)
+# the clamp keeps n in int32 and r small; exp(-104) < half the smallest subnormal, exp(89) > the largest float32,
+# so ldexp's own rounding gives exactly 0 and inf out there (and exp(-inf) = 0, exp(inf) = inf)
+_EXP_MAX, _EXP_MIN = np.float32(89.0), np.float32(-104.0)
 _P = [np.float32(c) for c in (1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2,
                                1.6666665459e-1, 5.0000001201e-1)]
 _P0, _P1, _P2, _P3, _P4, _P5 = _P
-_ONE, _ZERO, _HALF = np.float32(1.0), np.float32(0.0), np.float32(0.5)
-_INF = np.float32(np.inf)
+_ONE, _HALF = np.float32(1.0), np.float32(0.5)
 
 
 @numba.njit(fastmath=FASTMATH - {"reassoc"}, error_model="numpy")
 def exp32(x):
-    """exp(x) for a float32 x: 0 below -87.3 (and for -inf), inf above 88.4, NaN for NaN."""
+    """exp(x) for a float32 x: 0 below -103.97 (and for -inf), subnormal from -87.3, inf above 88.72,
+    NaN for NaN.
+
+    Measured (a loop of exp and store, 16K numbers in L1, Intel Xeon with AVX-512): 0.34 ns a number
+    when 2^n was built in the exponent bits (shift, add, multiply, and two selects for under- and
+    overflow), 0.23 with ldexp; the results are bit for bit the same wherever both are normal."""
     xc = min(max(x, _EXP_MIN), _EXP_MAX)
     # np.floor keeps n a float32 (math.floor gives an int64, and then the whole polynomial ran in
     # float64: half the SIMD lanes and conversions both ways, 3x slower)
@@ -102,7 +113,5 @@ def exp32(x):
     r = (xc - n * _LN2_HI) - n * _LN2_LO                      # x - n ln 2, in two steps for accuracy
     p = ((((_P0 * r + _P1) * r + _P2) * r + _P3) * r + _P4) * r + _P5
     p = p * (r * r) + r + _ONE                                 # exp(r)
-    y = p * _bits_to_float32((np.int32(n) + np.int32(127)) << np.int32(23))   # times 2^n
-    y = _ZERO if x < _EXP_MIN else y
-    y = _INF if x > _EXP_MAX else y
+    y = _ldexp(p, np.int32(n))                                 # times 2^n
     return x if x != x else y                                  # NaN stays NaN

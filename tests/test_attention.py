@@ -89,6 +89,24 @@ def test_softmax_axis_and_all_masked_slice():
     np.testing.assert_allclose(softmax(np.array([[1.0, 2.0], [3.0, 4.0]]), axis=0).sum(axis=0), [1, 1])
 
 
+def test_softmax_shared_shift_is_softmax_even_for_rows_far_below_their_matrix_max():
+    from zerollm.nn.self_attention import softmax_shared_shift
+    rng = np.random.default_rng(3)
+    for dtype in (np.float32, np.float64):
+        x = (rng.standard_normal((5, 6, 9)) * 3).astype(dtype)
+        x[1, 2] -= 300                      # every exp of this row underflows after the matrix's shift
+        x[1, 4, :4] = 200                   # ... because this row holds the matrix's max
+        x[2, 3] = -np.inf                   # a row with every key hidden
+        x[3] = -np.inf                      # a matrix with every key hidden
+        x[4, 0, 1:] = -np.inf               # a row that sees one key
+        want = softmax(x.astype(np.float64))
+        got = softmax_shared_shift(x.copy(), np.empty_like(x))
+        assert got.dtype == dtype and not np.isnan(got).any()
+        np.testing.assert_allclose(got, want, rtol=1e-5 if dtype == np.float32 else 1e-13, atol=1e-30)
+        assert got[1, 2].sum() == pytest.approx(1.0) and not got[2, 3].any() and not got[3].any()
+        assert got[4, 0, 0] == 1.0
+
+
 def test_causal_mask_shape_and_offset():
     np.testing.assert_array_equal(causal_mask(3), np.triu(np.ones((3, 3), bool), k=1))
     # two new queries against five cached keys: they are positions 3 and 4

@@ -16,7 +16,7 @@ from typing import NamedTuple
 import numpy as np
 
 from zerollm.engine.amp import autocast_format, cast
-from zerollm.nn.self_attention import causal_mask, softmax, softmax_backward
+from zerollm.nn.self_attention import causal_mask, softmax, softmax_backward, softmax_shared_shift
 from zerollm.engine import accelerated
 from zerollm.engine.memory import cache_blocks
 from zerollm.io.errors import ZeroLLMError
@@ -220,11 +220,13 @@ def block_softmax(att, i0, i1, stop, table):
     The table is added only to the block's last i1 - i0 keys: the keys before them are seen by every row."""
     heads = att.reshape(-1, *att.shape[-2:])                           # a view: att is C-contiguous
     edge = max(stop - (i1 - i0), 0)
-    for part in cache_blocks(len(heads), (i1 - i0) * stop * att.itemsize):
+    parts = cache_blocks(len(heads), (i1 - i0) * stop * att.itemsize)
+    scratch = np.empty((parts[0].stop - parts[0].start, i1 - i0, stop), att.dtype)
+    for part in parts:
         block = heads[part, i0:i1, :stop]
         if table is not None:
             block[..., edge:] += table[i0:i1, edge:stop]                # x + 0 = x, x - inf = -inf
-        softmax(block, axis=-1, out=block)
+        softmax_shared_shift(block, scratch[:len(block)])
 
 
 def block_values(a, v_keys, out):
@@ -312,11 +314,13 @@ def masked_softmax(att, *, causal=True, mask=None):
             att += table                                     # x + 0 = x, x - inf = -inf
         return softmax(att, axis=-1, out=att)
     heads = att.reshape(-1, T, Tk)                           # a view: att is C-contiguous
-    for part in cache_blocks(len(heads), T * Tk * att.itemsize):
+    parts = cache_blocks(len(heads), T * Tk * att.itemsize)
+    scratch = np.empty((parts[0].stop - parts[0].start, T, Tk), att.dtype)
+    for part in parts:
         block = heads[part]
         if table is not None:
             block += table
-        softmax(block, axis=-1, out=block)
+        softmax_shared_shift(block, scratch[:len(block)])
     return att
 
 

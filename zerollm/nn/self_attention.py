@@ -48,13 +48,50 @@ def softmax(x, axis=-1, out=None):
     return e
 
 
+# rows whose exp-sum falls below this after the shift by a whole matrix's max are redone with their own
+# max (softmax_shared_shift): above it a row's largest weight is at least 2^-60 / n, far from underflow
+SHARED_SHIFT_FLOOR = 2.0 ** -60
+
+
+def softmax_shared_shift(x, scratch):
+    """softmax over the last axis of x (h, n, k), in place: the same function as ``softmax`` (up to
+    rounding), but each n x k matrix x[i] is shifted by ITS max instead of each row by the row's.
+
+    Why: any shift gives the same softmax, and the shift only has to keep exp() from overflowing.
+    NumPy's max along short rows is slow (about 1.4 ns a number at 64 keys, against 0.1 for the max of
+    a whole matrix): it was half of softmax's time in attention. A row far below its matrix's max
+    (exp-sum under SHARED_SHIFT_FLOOR, or every key hidden) would lose its small weights to underflow, so
+    such rows are computed again by ``softmax`` from the input, which is why the exps go into
+    ``scratch`` (an array of x's shape) and x is only written at the end.
+    """
+    m = np.max(x, axis=(1, 2), keepdims=True)      # (h, 1, 1)
+    m[~np.isfinite(m)] = 0                        # a matrix of all -inf: its rows are redone below
+    np.subtract(x, m, out=scratch)
+    np.exp(scratch, out=scratch)
+    total = np.sum(scratch, axis=-1, keepdims=True)
+    low = total[..., 0] < SHARED_SHIFT_FLOOR
+    redo = np.nonzero(low) if low.any() else None
+    if redo is not None:
+        rows = softmax(x[redo])                   # fancy indexing copies the rows before x is overwritten
+        total[redo] = 1                           # no 0 / 0 on the way
+    np.divide(scratch, total, out=x)
+    if redo is not None:
+        x[redo] = rows
+    return x
+
+
 def softmax_backward(dy, y, axis=-1, out=None):
     """Backward of ``y = softmax(x)``: dx = y * (dy - sum(dy * y)) along ``axis``.
 
     The Jacobian dy_i/dx_j = y_i (delta_ij - y_j) is never formed; applied to dy it reduces to one
     weighted sum per row. Entries with y == 0 (masked) get dx == 0. ``out=dy`` works in place.
+    Speed: along the last axis the row sums are an einsum, which reads dy and y once and writes no
+    dy * y temporary (half the time of ``np.sum(dy * y)`` on attention's rows of 64 to 256).
     """
-    weighted = np.sum(dy * y, axis=axis, keepdims=True)
+    if axis in (-1, np.ndim(y) - 1) and np.ndim(y) >= 1 and np.shape(dy) == np.shape(y):
+        weighted = np.einsum("...k,...k->...", dy, y)[..., None]
+    else:
+        weighted = np.sum(dy * y, axis=axis, keepdims=True)
     dx = np.subtract(dy, weighted, out=out)
     dx *= y
     return dx

@@ -8,28 +8,17 @@ import numpy as np
 
 from zerollm.engine import accelerated
 from zerollm.engine.caches import NormCache
+from zerollm.nn.reductions import column_sums, row_means
 
 
 # ----------------------------------------------------------------------------
 # LayerNorm
 
-def row_mean(x):
-    """mean over the last dim, keepdims: (..., C) -> (..., 1).
-
-    Speed: as a matrix-vector product x @ ones (BLAS) when x is float32/64. NumPy's mean along short
-    rows pays per row (at nanoGPT's 768 rows of 128: 35 us against 7 us for the product); the sum is
-    the same up to the order of its additions.
-    """
-    if x.dtype not in (np.float32, np.float64):
-        return x.mean(axis=-1, keepdims=True)
-    return (x @ np.ones(x.shape[-1], x.dtype))[..., None] / x.shape[-1]
-
-
 @accelerated
 def layernorm_forward(x, w, b=None, eps=1e-5):
     """y = (x - mean) / sqrt(var + eps) * w + b, statistics over the last dim (biased variance)."""
     C = x.shape[-1]
-    mean = row_mean(x)                                       # (..., 1)
+    mean = row_means(x)                                      # (..., 1)
     xhat = x - mean                                          # (..., C) centred; normalised in place below
     var = np.einsum("...c,...c->...", xhat, xhat)[..., None] / C   # (..., 1) without an x^2 temporary
     rstd = 1.0 / np.sqrt(var + eps)                          # (..., 1)
@@ -53,20 +42,13 @@ def layernorm_backward(dy, cache):
     C = xhat.shape[-1]
     dy2, xhat2 = dy.reshape(-1, C), xhat.reshape(-1, C)
     dw = np.einsum("nc,nc->c", dy2, xhat2)
-    db = column_sum(dy2) if cache.has_bias else None
+    db = column_sums(dy2) if cache.has_bias else None
     dx = dy * w                                              # dxhat, turned into dx in place
     proj = np.einsum("...c,...c->...", dx, xhat)[..., None] / C   # mean(dxhat * xhat), (..., 1)
-    dx -= row_mean(dx)
+    dx -= row_means(dx)
     dx -= xhat * proj
     dx *= rstd
     return dx, dw, db
-
-
-def column_sum(x2):
-    """x2.sum(axis=0) of an (N, C) array, as ones @ x2 (BLAS) for float32/64: 3x faster at N = 768, C = 128."""
-    if x2.dtype not in (np.float32, np.float64):
-        return x2.sum(axis=0)
-    return np.ones(len(x2), x2.dtype) @ x2
 
 
 # ----------------------------------------------------------------------------

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from zerollm.io.errors import ZeroLLMError
+from zerollm.nn.reductions import row_sums
 
 
 # ----------------------------------------------------------------------------
@@ -68,7 +69,7 @@ def softmax_shared_shift(x, scratch):
     m[~np.isfinite(m)] = 0                        # a matrix of all -inf: its rows are redone below
     np.subtract(x, m, out=scratch)
     np.exp(scratch, out=scratch)
-    total = np.sum(scratch, axis=-1, keepdims=True)
+    total = row_sums(scratch)                     # (h, n, 1), through BLAS (nn.reductions)
     low = total[..., 0] < SHARED_SHIFT_FLOOR
     redo = np.nonzero(low) if low.any() else None
     if redo is not None:

@@ -35,6 +35,7 @@ import numpy as np
 from zerollm.engine.amp import cast
 from zerollm.engine import accelerated
 from zerollm.io.errors import ZeroLLMError
+from zerollm.nn.reductions import row_sums
 
 # tile sizes (measured with benchmarks/attention_memory.py and the benchmark's attention rows, 2-core CPU):
 DEFAULT_TILE = 256      # long sequences: of 128 / 256 / 512 the fastest from about 1024 keys on
@@ -135,7 +136,7 @@ def tile_softmax_step(s, m, l, where):
     s -= m_ref
     np.exp(s, out=s)                                           # all <= 1: no overflow
     l *= alpha
-    l += s.sum(axis=-1, keepdims=True)
+    l += row_sums(s)
     m[...] = m_new
     return alpha
 

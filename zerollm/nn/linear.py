@@ -11,6 +11,7 @@ import numpy as np
 
 from zerollm.engine.amp import cast
 from zerollm.engine import accelerated
+from zerollm.nn.reductions import column_sums
 
 
 class LinearCache(NamedTuple):
@@ -64,5 +65,5 @@ def linear_backward(dy, cache, weights=True):
     if not weights:
         return dx, None, None
     dw = x2.T @ dy2                                 # (i, N) @ (N, o) -> (i, o)
-    db = dy2.sum(axis=0) if cache.has_bias else None
+    db = column_sums(dy2) if cache.has_bias else None  # sum over N (through BLAS: nn.reductions)
     return dx, dw, db

@@ -89,22 +89,39 @@ def test_softmax_axis_and_all_masked_slice():
     np.testing.assert_allclose(softmax(np.array([[1.0, 2.0], [3.0, 4.0]]), axis=0).sum(axis=0), [1, 1])
 
 
-def test_softmax_shared_shift_is_softmax_even_for_rows_far_below_their_matrix_max():
-    from zerollm.nn.self_attention import softmax_shared_shift
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_softmax_unshifted_is_softmax_for_every_kind_of_row(dtype):
+    from zerollm.nn.self_attention import UNSHIFTED_MAX, softmax_unshifted
     rng = np.random.default_rng(3)
-    for dtype in (np.float32, np.float64):
-        x = (rng.standard_normal((5, 6, 9)) * 3).astype(dtype)
-        x[1, 2] -= 300                      # every exp of this row underflows after the matrix's shift
-        x[1, 4, :4] = 200                   # ... because this row holds the matrix's max
-        x[2, 3] = -np.inf                   # a row with every key hidden
-        x[3] = -np.inf                      # a matrix with every key hidden
-        x[4, 0, 1:] = -np.inf               # a row that sees one key
-        want = softmax(x.astype(np.float64))
-        got = softmax_shared_shift(x.copy(), np.empty_like(x))
-        assert got.dtype == dtype and not np.isnan(got).any()
-        np.testing.assert_allclose(got, want, rtol=1e-5 if dtype == np.float32 else 1e-13, atol=1e-30)
-        assert got[1, 2].sum() == pytest.approx(1.0) and not got[2, 3].any() and not got[3].any()
-        assert got[4, 0, 0] == 1.0
+    x = (rng.standard_normal((5, 6, 9)) * 3).astype(dtype)
+    x[1, 2] -= 300                      # every exp of this row underflows without a shift: redone
+    x[1, 4, :4] = UNSHIFTED_MAX         # the largest score that takes no shift
+    x[2, 3] = -np.inf                   # a row with every key hidden
+    x[3] = -np.inf                      # a matrix with every key hidden
+    x[4, 0, 1:] = -np.inf               # a row that sees one key
+    want = softmax(x.astype(np.float64))
+    got = softmax_unshifted(x.copy(), np.empty_like(x))
+    assert got.dtype == dtype and not np.isnan(got).any()
+    np.testing.assert_allclose(got, want, rtol=2e-6 if dtype == np.float32 else 1e-13, atol=1e-30)
+    assert got[1, 2].sum() == pytest.approx(1.0) and not got[2, 3].any() and not got[3].any()
+    assert got[4, 0, 0] == 1.0
+    # each row depends on its own scores alone: fewer rows or heads give the same bits
+    np.testing.assert_array_equal(softmax_unshifted(x[:, :3].copy(), np.empty_like(x[:, :3])), got[:, :3])
+    np.testing.assert_array_equal(softmax_unshifted(x[:2].copy(), np.empty_like(x[:2])), got[:2])
+
+
+def test_softmax_unshifted_takes_the_row_shift_above_its_limit_and_keeps_nan_in_its_row():
+    from zerollm.nn.self_attention import UNSHIFTED_MAX, softmax_unshifted
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((3, 4, 7)).astype(np.float32)
+    x[0, 1, 2] = 1000.0                 # exp(1000) overflows: the block is shifted row by row
+    got = softmax_unshifted(x.copy(), np.empty_like(x))
+    np.testing.assert_array_equal(got, softmax(x.copy()))
+    assert got[0, 1, 2] == 1.0 and np.isfinite(got).all()
+    x[0, 1, 2] = np.nan
+    got = softmax_unshifted(x.copy(), np.empty_like(x))
+    assert np.isnan(got[0, 1]).all() and np.isfinite(np.delete(got.reshape(12, 7), 1, axis=0)).all()
+    assert UNSHIFTED_MAX < np.log(np.finfo(np.float32).max) - np.log(2.0 ** 20)   # a million keys cannot overflow
 
 
 def test_causal_mask_shape_and_offset():

@@ -16,7 +16,7 @@ from typing import NamedTuple
 import numpy as np
 
 from zerollm.engine.amp import autocast_format, cast
-from zerollm.nn.self_attention import causal_mask, softmax, softmax_backward, softmax_shared_shift
+from zerollm.nn.self_attention import causal_mask, softmax, softmax_backward, softmax_unshifted
 from zerollm.engine import accelerated
 from zerollm.engine.memory import cache_blocks
 from zerollm.io.errors import ZeroLLMError
@@ -243,7 +243,7 @@ def block_softmax(att, i0, i1, stop, table):
         block = heads[part, i0:i1, :stop]
         if table is not None:
             block[..., edge:] += table[i0:i1, edge:stop]                # x + 0 = x, x - inf = -inf
-        softmax_shared_shift(block, scratch[:len(block)])
+        softmax_unshifted(block, scratch[:len(block)])
 
 
 def block_values(a, v_keys, out):
@@ -337,7 +337,7 @@ def masked_softmax(att, *, causal=True, mask=None):
         block = heads[part]
         if table is not None:
             block += table
-        softmax_shared_shift(block, scratch[:len(block)])
+        softmax_unshifted(block, scratch[:len(block)])
     return att
 
 

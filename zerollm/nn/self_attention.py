@@ -49,28 +49,30 @@ def softmax(x, axis=-1, out=None):
     return e
 
 
-# rows whose exp-sum falls below this after the shift by a whole matrix's max are redone with their own
-# max (softmax_shared_shift): above it a row's largest weight is at least 2^-60 / n, far from underflow
-SHARED_SHIFT_FLOOR = 2.0 ** -60
+# softmax_unshifted: exp(x) is taken without a shift while every score is at most UNSHIFTED_MAX (exp(64)
+# times a million keys is ~1e34, below float32's 3.4e38), and a row whose exp-sum is below UNSHIFTED_FLOOR
+# (its largest score under about -41: its small weights would underflow) is redone with its own max.
+UNSHIFTED_MAX = 64.0
+UNSHIFTED_FLOOR = 2.0 ** -60
 
 
-def softmax_shared_shift(x, scratch):
-    """softmax over the last axis of x (h, n, k), in place: the same function as ``softmax`` (up to
-    rounding), but each n x k matrix x[i] is shifted by ITS max instead of each row by the row's.
+def softmax_unshifted(x, scratch):
+    """softmax over the last axis of x (..., n, k), in place: the same function as ``softmax``, computed
+    as exp(x) / sum(exp(x)) with NO shift when no score exceeds UNSHIFTED_MAX.
 
-    Why: any shift gives the same softmax, and the shift only has to keep exp() from overflowing.
-    NumPy's max along short rows is slow (about 1.4 ns a number at 64 keys, against 0.1 for the max of
-    a whole matrix): it was half of softmax's time in attention. A row far below its matrix's max
-    (exp-sum under SHARED_SHIFT_FLOOR, or every key hidden) would lose its small weights to underflow, so
-    such rows are computed again by ``softmax`` from the input, which is why the exps go into
-    ``scratch`` (an array of x's shape) and x is only written at the end.
+    Why: the shift by the row max only keeps exp() from overflowing; any shift gives the same softmax.
+    NumPy's max along short rows is slow (at attention's 64 keys it was half of the softmax's time),
+    while the max of a whole block is one fast reduction. Without a shift there is also no subtraction
+    to round: each weight carries only exp's own rounding, so the result is at least as accurate as the
+    shifted one, and each row still depends on its own scores alone. The exps go into ``scratch`` (an
+    array of x's shape), so that rows that must be redone (every key hidden, or all scores under about
+    -41) are still there in x. A block with a score above UNSHIFTED_MAX (or a NaN) takes ``softmax``.
     """
-    m = np.max(x, axis=(1, 2), keepdims=True)      # (h, 1, 1)
-    m[~np.isfinite(m)] = 0                        # a matrix of all -inf: its rows are redone below
-    np.subtract(x, m, out=scratch)
-    np.exp(scratch, out=scratch)
-    total = row_sums(scratch)                     # (h, n, 1), through BLAS (nn.reductions)
-    low = total[..., 0] < SHARED_SHIFT_FLOOR
+    if not np.max(x, initial=-np.inf) <= UNSHIFTED_MAX:          # large scores, +inf or NaN: shift by rows
+        return softmax(x, axis=-1, out=x)
+    np.exp(x, out=scratch)
+    total = row_sums(scratch)                                   # (..., n, 1), one einsum (nn.reductions)
+    low = total[..., 0] < UNSHIFTED_FLOOR
     redo = np.nonzero(low) if low.any() else None
     if redo is not None:
         rows = softmax(x[redo])                   # fancy indexing copies the rows before x is overwritten

@@ -122,6 +122,10 @@ def test_softmax_unshifted_takes_the_row_shift_above_its_limit_and_keeps_nan_in_
     got = softmax_unshifted(x.copy(), np.empty_like(x))
     assert np.isnan(got[0, 1]).all() and np.isfinite(np.delete(got.reshape(12, 7), 1, axis=0)).all()
     assert UNSHIFTED_MAX < np.log(np.finfo(np.float32).max) - np.log(2.0 ** 20)   # a million keys cannot overflow
+    half = (x * 8).astype(np.float16)   # scores up to ~30: exp overflows float16 without the row shift
+    half[0, 1, 2] = 20
+    got = softmax_unshifted(half.copy(), np.empty_like(half))
+    assert got.dtype == np.float16 and np.isfinite(got).all() and got[0, 1, 2] > 0.99
 
 
 def test_causal_mask_shape_and_offset():

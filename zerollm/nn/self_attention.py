@@ -66,10 +66,11 @@ def softmax_unshifted(x, scratch):
     to round: each weight carries only exp's own rounding, so the result is at least as accurate as the
     shifted one, and each row still depends on its own scores alone. The exps go into ``scratch`` (an
     array of x's shape), so that rows that must be redone (every key hidden, or all scores under about
-    -41) are still there in x. A block with a score above UNSHIFTED_MAX (or a NaN) takes ``softmax``.
+    -41) are still there in x. A block with a score above UNSHIFTED_MAX (or a NaN), and any type other
+    than float32/64 (float16 overflows at exp(11.1)), takes ``softmax``.
     """
-    if not np.max(x, initial=-np.inf) <= UNSHIFTED_MAX:          # large scores, +inf or NaN: shift by rows
-        return softmax(x, axis=-1, out=x)
+    if x.dtype not in (np.float32, np.float64) or not np.max(x, initial=-np.inf) <= UNSHIFTED_MAX:
+        return softmax(x, axis=-1, out=x)                       # float16 (exp(12) overflows), large scores, NaN
     np.exp(x, out=scratch)
     total = row_sums(scratch)                                   # (..., n, 1), one einsum (nn.reductions)
     low = total[..., 0] < UNSHIFTED_FLOOR

@@ -70,7 +70,7 @@ def softmax_unshifted(x, scratch):
     than float32/64 (float16 overflows at exp(11.1)), takes ``softmax``.
     """
     if x.dtype not in (np.float32, np.float64) or not np.max(x, initial=-np.inf) <= UNSHIFTED_MAX:
-        return softmax(x, axis=-1, out=x)                       # float16 (exp(12) overflows), large scores, NaN
+        return softmax(x, axis=-1, out=x)                       # float16 (exp overflows past 11.1), big scores, NaN
     np.exp(x, out=scratch)
     total = row_sums(scratch)                                   # (..., n, 1), one einsum (nn.reductions)
     low = total[..., 0] < UNSHIFTED_FLOOR
@@ -92,7 +92,8 @@ def softmax_backward(dy, y, axis=-1, out=None):
     Speed: along the last axis the row sums are an einsum, which reads dy and y once and writes no
     dy * y temporary (half the time of ``np.sum(dy * y)`` on attention's rows of 64 to 256).
     """
-    if axis in (-1, np.ndim(y) - 1) and np.ndim(y) >= 1 and np.shape(dy) == np.shape(y):
+    if (axis in (-1, np.ndim(y) - 1) and np.ndim(y) >= 1 and np.shape(dy) == np.shape(y)
+            and np.result_type(dy, y) in (np.float32, np.float64)):
         weighted = np.einsum("...k,...k->...", dy, y)[..., None]
     else:
         weighted = np.sum(dy * y, axis=axis, keepdims=True)

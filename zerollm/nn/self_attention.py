@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from zerollm.io.errors import ZeroLLMError
-from zerollm.nn.reductions import row_sums
+from zerollm.nn.reductions import COMMON_FLOATS, row_sums
 
 
 # ----------------------------------------------------------------------------
@@ -69,7 +69,7 @@ def softmax_unshifted(x, scratch):
     -41) are still there in x. A block with a score above UNSHIFTED_MAX (or a NaN), and any type other
     than float32/64 (float16 overflows at exp(11.1)), takes ``softmax``.
     """
-    if x.dtype not in (np.float32, np.float64) or not np.max(x, initial=-np.inf) <= UNSHIFTED_MAX:
+    if x.dtype not in COMMON_FLOATS or not np.max(x, initial=-np.inf) <= UNSHIFTED_MAX:
         return softmax(x, axis=-1, out=x)                       # float16 (exp overflows past 11.1), big scores, NaN
     np.exp(x, out=scratch)
     total = row_sums(scratch)                                   # (..., n, 1), one einsum (nn.reductions)
@@ -93,7 +93,7 @@ def softmax_backward(dy, y, axis=-1, out=None):
     dy * y temporary (half the time of ``np.sum(dy * y)`` on attention's rows of 64 to 256).
     """
     if (axis in (-1, np.ndim(y) - 1) and np.ndim(y) >= 1 and np.shape(dy) == np.shape(y)
-            and np.result_type(dy, y) in (np.float32, np.float64)):
+            and np.result_type(dy, y) in COMMON_FLOATS):
         weighted = np.einsum("...k,...k->...", dy, y)[..., None]
     else:
         weighted = np.sum(dy * y, axis=axis, keepdims=True)

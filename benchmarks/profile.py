@@ -3,6 +3,7 @@
     python benchmarks/profile.py --config 6x384-T256                   # a table, 1 thread, NumPy engine
     python benchmarks/profile.py --config nanogpt-4x128 --engine fast
     python benchmarks/profile.py --config all --engine numpy,fast --out DIR   # DIR/profile-*.json
+    python benchmarks/profile.py --config nanogpt-4x128 --engine fast,torch    # beside PyTorch's own step
     python benchmarks/profile.py --from-json DIR --update-docs         # the tables of docs/benchmarks.md
 
 The step is the benchmark's (benchmarks/bench_zerollm.py): forward, backward, clipping, AdamW, on the
@@ -16,6 +17,13 @@ their weight array (c_attn, c_proj, c_fc). What no wrapper covers (Python glue, 
 read-out) is "everything else": the step's total minus every label. Each GEMM row also gets its
 FLOPs (2 m n k per product), so the table shows how close each product runs to the BLAS peak.
 Times are the CPU time of the one thread (time.thread_time), the mean over the faster half of the steps.
+
+``--engine torch`` profiles the benchmark's PyTorch step (bench_torch.train_step) with torch.profiler
+instead, its ops charged to the same rows where they are the same work (softmax, GELU, cross-entropy,
+AdamW, ...) and to rows of their own where torch's ops do not tell the layers apart (all linear
+layers' products are aten::mm, all norms one op). So both sides' time outside the matrix products can
+be read side by side; the profiler's own cost per op is larger than our timers', so its shares are
+of the profiled step.
 """
 
 import argparse
@@ -269,6 +277,92 @@ def measure(name, engine, steps, warmup, attn="naive"):
             "flops_per_step": W.train_flops(_gpt_config(cfg), B, cfg["block_size"])}
 
 
+# torch's ops -> the rows of our table (benchmarks/profile_report.py); what is not here (copies, views, adds,
+# autograd's bookkeeping, Python) is "everything else"
+TORCH_ROWS = {
+    "aten::mm": profile_report.TORCH_LINEAR, "aten::addmm": profile_report.TORCH_LINEAR,
+    "aten::bmm": profile_report.TORCH_BMM, "aten::baddbmm": profile_report.TORCH_BMM,
+    "aten::_softmax": "mask + softmax", "aten::_softmax_backward_data": "mask + softmax",
+    "aten::masked_fill_": "mask + softmax", "aten::div": "mask + softmax",          # the scores' 1 / sqrt(hs)
+    "aten::gelu": "activation", "aten::gelu_backward": "activation", "aten::silu": "activation",
+    "aten::silu_backward": "activation",
+    "aten::native_layer_norm": profile_report.TORCH_NORMS, "aten::native_layer_norm_backward": profile_report.TORCH_NORMS,
+    "aten::embedding": "embedding", "aten::embedding_dense_backward": "embedding",
+    "aten::_log_softmax": "cross-entropy", "aten::_log_softmax_backward_data": "cross-entropy",
+    "aten::nll_loss_forward": "cross-entropy", "aten::nll_loss_backward": "cross-entropy",
+}
+TORCH_STEP, TORCH_CLIP = "benchmark step", "clip grad norm"
+
+
+def measure_torch(name, steps, warmup):
+    """The same step on torch (bench_torch.train_step), under torch.profiler: each op's own CPU time charged
+    to a row by its name (TORCH_ROWS) and direction (bwd: inside autograd's backward; update: inside
+    AdamW's step or the clipping). The profiler costs time of its own, more per op than our timers: the
+    shares are of the profiled step, printed beside the plain one."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    import bench_torch
+    cfg, B = CONFIGS[name]
+    step = bench_torch.train_step(dict(config=cfg, batch=B, seed=0))
+    for _ in range(warmup):
+        step()
+    plain = []
+    for _ in range(steps):
+        t0 = CLOCK()
+        step()
+        plain.append(CLOCK() - t0)
+    clip = torch.nn.utils.clip_grad_norm_
+
+    def named_clip(*args, **kwargs):
+        with record_function(TORCH_CLIP):
+            return clip(*args, **kwargs)
+    torch.nn.utils.clip_grad_norm_ = named_clip
+    try:
+        with profile(activities=[ProfilerActivity.CPU], with_flops=True) as p:
+            for _ in range(steps):
+                with record_function(TORCH_STEP):
+                    step()
+    finally:
+        torch.nn.utils.clip_grad_norm_ = clip
+    totals, charged = {}, []                           # step event id -> seconds; (step id, row key, s, FLOPs)
+    for e in p.events():
+        scopes, parent, step_id = [], e.cpu_parent, None
+        while parent is not None:
+            scopes.append(parent.name)
+            step_id = parent.id if parent.name == TORCH_STEP else step_id
+            parent = parent.cpu_parent
+        if e.name == TORCH_STEP:
+            totals[e.id] = e.cpu_time_total * 1e-6
+            continue
+        if step_id is None:
+            continue
+        if any(s.startswith("Optimizer.step") for s in scopes) or e.name.startswith("Optimizer.step"):
+            key = ("AdamW", "update")
+        elif TORCH_CLIP in scopes or e.name == TORCH_CLIP:
+            key = (TORCH_CLIP, "update")
+        else:
+            direction = "bwd" if any(s.startswith("autograd::engine") for s in scopes) else "fwd"
+            # the op itself or the nearest op around it that has a row (aten::embedding's index_select)
+            row = next((TORCH_ROWS[n] for n in [e.name] + scopes if n in TORCH_ROWS), None)
+            if row is None:
+                continue                                   # "everything else": the step minus the rows
+            key = (row, direction)
+        charged.append((step_id, key, e.self_cpu_time_total * 1e-6, e.flops or 0))
+    # the quieter half of the steps, as for zerollm's profile
+    quiet = set(sorted(totals, key=totals.get)[:max(len(totals) // 2, 1)])
+    prof = Profiler()
+    for step_id, key, seconds, flops in charged:
+        if step_id in quiet:
+            prof.seconds[key] += seconds * steps / len(quiet)
+            prof.flops[key] += flops * steps / len(quiet)
+            prof.calls[key] += steps // len(quiet)
+    step_s = sum(totals[i] for i in quiet) / len(quiet)
+    return {"config": name, "engine": "torch", "attn_impl": "naive", "batch": B, "tokens": B * cfg["block_size"],
+            "steps": steps, "step_s": _quiet_mean(plain), "profiled_step_s": step_s,
+            "rows": profile_report.rows(prof, steps, step_s), "flops_per_step": W.train_flops(_gpt_config(cfg), B, cfg["block_size"])}
+
+
 def _quiet_mean(times):
     """The mean of the faster half of ``times``."""
     fast = sorted(times)[:max(len(times) // 2, 1)]
@@ -300,10 +394,14 @@ def worker(spec):
     from zerollm.engine.memory import keep_freed_memory
     bench_measure.pin_cpus(1)
     keep_freed_memory()
-    limiter = bench_measure.limit_threads(1, use_torch=False)   # noqa: F841 (held until exit)
-    out = measure(spec["config"], spec["engine"], spec["steps"], spec["warmup"], spec.get("attn", "naive"))
+    use_torch = spec["engine"] == "torch"
+    limiter = bench_measure.limit_threads(1, use_torch=use_torch)   # noqa: F841 (held until exit)
+    if use_torch:
+        out = measure_torch(spec["config"], spec["steps"], spec["warmup"])
+    else:
+        out = measure(spec["config"], spec["engine"], spec["steps"], spec["warmup"], spec.get("attn", "naive"))
     out["numpy_peak_flops"] = gemm_peak()
-    out["info"] = bench_measure.library_info(use_torch=False)
+    out["info"] = bench_measure.library_info(use_torch=use_torch)
     print(json.dumps(out))
 
 
@@ -322,7 +420,9 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--config", default="6x384-T256",
                    help=f"{', '.join(CONFIGS)}, several with commas, or all: the benchmark's two (default %(default)s)")
-    p.add_argument("--engine", default="numpy", help="numpy, fast, or both as numpy,fast (default %(default)s)")
+    p.add_argument("--engine", default="numpy",
+                   help="numpy, fast, torch (the same step in PyTorch, under torch.profiler), or several with "
+                        "commas, e.g. numpy,fast,torch (default %(default)s)")
     p.add_argument("--attn", default="naive", choices=("naive", "flash"),
                    help="the model's attention: naive (full T x T scores, the benchmark's) or flash (default %(default)s)")
     p.add_argument("--steps", type=int, default=10, help="profiled steps (default %(default)s)")
@@ -346,7 +446,12 @@ def main(argv=None):
         if docsmode.active():     # tests/test_docs_run.py runs every documented command line, in seconds
             print(f"{docsmode.ENV} is set: the smoke config only, 1 warm-up and 2 profiled steps", file=sys.stderr)
             names, args.steps, args.warmup = [W.MODELS["smoke"][0][0]], 2, 1
-        profiles = [run_profile(n, e, args.steps, args.warmup, args.attn) for n in names for e in args.engine.split(",")]
+        engines = args.engine.split(",")
+        if not set(engines) <= {"numpy", "fast", "torch"}:
+            p.error(f"unknown engine in {args.engine!r}; choose from numpy, fast, torch")
+        if "torch" in engines and args.attn == "flash":
+            p.error("--attn flash profiles zerollm's flash attention; torch's step has no such switch: drop torch")
+        profiles = [run_profile(n, e, args.steps, args.warmup, args.attn) for n in names for e in engines]
     for prof in profiles:
         print(profile_report.table(prof) + "\n")
     if args.out:

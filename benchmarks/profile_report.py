@@ -14,13 +14,17 @@ from zerollm.io.fileio import write_json
 DOCS_START, DOCS_END = "<!-- profile:start -->", "<!-- profile:end -->"
 ELSE = "everything else"
 # architecture order: what the forward meets first comes first
-ORDER = ["embedding", "ln_1", "qkv GEMM", "split/merge heads", "rope", "scores q k^T", "mask + softmax",
+# torch's profile (--engine torch) has rows of its own where its ops do not tell the layers apart
+TORCH_LINEAR, TORCH_BMM, TORCH_NORMS = "linear GEMMs (torch: mm, addmm)", "attention products (torch: bmm)", \
+    "layer norms (torch: all)"
+ORDER = ["embedding", TORCH_NORMS, "ln_1", TORCH_LINEAR, "qkv GEMM", "split/merge heads", "rope", TORCH_BMM,
+         "scores q k^T", "mask + softmax",
          "weights @ V", "attention, fused (q k^T, softmax, weights @ V)", "flash attention (all of it)",
          "attention projection GEMM", "residual adds + block glue",
          "ln_2", "MLP fc GEMM", "activation", "MLP proj GEMM", "ln_f", "head GEMM + model glue", "cross-entropy",
          "clip grad norm", "AdamW", "other linear", ELSE]
 GEMMS = {"qkv GEMM", "scores q k^T", "weights @ V", "attention projection GEMM", "MLP fc GEMM", "MLP proj GEMM",
-         "head GEMM + model glue", "other linear"}
+         "head GEMM + model glue", "other linear", TORCH_LINEAR, TORCH_BMM}
 FLASH = "flash attention (all of it)"   # products and softmax in one kernel: a FLOP rate, but not a GEMM row
 FUSED = "attention, fused (q k^T, softmax, weights @ V)"   # the fast engine's full-score attention: likewise
 KERNELS = {FLASH, FUSED}
@@ -119,6 +123,8 @@ def docs_block(profiles, before):
     for config in sorted({p["config"] for p in profiles} | set(before)):
         now = {p["engine"]: p for p in profiles if p["config"] == config}
         columns = [("before", before.get(config)), ("numpy", now.get("numpy")), ("fast", now.get("fast"))]
+        if now.get("torch"):
+            columns.append(("torch", now["torch"]))
         parts.append(compare(config, columns))
         parts.append("\n".join(f"- {title}: {summary(p)}" for title, p in columns if p))
     return "\n\n".join(parts)

@@ -242,7 +242,7 @@ def test_a_failing_worker_is_reported_not_raised():
 @pytest.fixture(scope="module")
 def profiles(tmp_path_factory):
     out = tmp_path_factory.mktemp("profile")
-    proc = subprocess.run([sys.executable, str(BENCH / "profile.py"), "--config", "tiny-1x32", "--engine", "numpy,fast",
+    proc = subprocess.run([sys.executable, str(BENCH / "profile.py"), "--config", "tiny-1x32", "--engine", "numpy,fast,torch",
                            "--steps", "4", "--warmup", "1", "--out", str(out)],
                           capture_output=True, text=True, timeout=600, cwd=out)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
@@ -268,6 +268,34 @@ def test_profile_covers_every_op_and_adds_up_to_the_step(profiles, engine):
     assert prof["engine"] == engine and prof["numpy_peak_flops"] > 0
 
 
+def test_profile_of_torch_charges_its_ops_to_the_same_rows(profiles):
+    """--engine torch: the benchmark's PyTorch step under torch.profiler, its ops in our rows (or rows of its own
+    for what torch's ops do not tell apart), adding up to the profiled step."""
+    out, stdout = profiles
+    prof = json.loads((out / "profile-tiny-1x32-torch.json").read_text(encoding="utf-8"))
+    report = load("profile_report")
+    rows = {(r["op"], r["direction"]): r for r in prof["rows"]}
+    for op in (report.TORCH_LINEAR, report.TORCH_BMM, report.TORCH_NORMS, "mask + softmax", "activation",
+               "embedding", "cross-entropy"):
+        for direction in ("fwd", "bwd"):
+            assert rows[(op, direction)]["ms"] > 0, (op, direction)
+    for op in (report.TORCH_LINEAR, report.TORCH_BMM):
+        assert rows[(op, "fwd")]["gflops"] > 0 and rows[(op, "bwd")]["gflops"] > 0
+    assert rows[("AdamW", "update")]["ms"] > 0 and rows[("clip grad norm", "update")]["ms"] > 0
+    assert ("qkv GEMM", "fwd") not in rows and rows[(report.ELSE, "")]["ms"] >= 0
+    assert sum(r["share"] for r in prof["rows"]) == pytest.approx(1.0, abs=1e-6)
+    assert 0 < report.gemm_share(prof) < 1 and prof["step_s"] > 0 and prof["profiled_step_s"] > 0
+    assert "engine torch" in stdout and "| attention products (torch: bmm) | bwd |" in stdout
+
+
+@pytest.mark.parametrize("argv, message", [(["--engine", "jax"], "unknown engine"),
+                                            (["--engine", "torch", "--attn", "flash"], "drop torch")])
+def test_profile_refuses_an_unknown_engine_and_flash_for_torch(argv, message):
+    proc = subprocess.run([sys.executable, str(BENCH / "profile.py"), "--config", "tiny-1x32", *argv],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and message in proc.stderr and "Traceback" not in proc.stderr
+
+
 def test_profile_tables_and_docs_block(profiles, tmp_path):
     out, stdout = profiles
     assert "| qkv GEMM | bwd |" in stdout and "GEMM share" in stdout
@@ -282,7 +310,8 @@ def test_profile_tables_and_docs_block(profiles, tmp_path):
     assert proc.returncode == 0, proc.stderr
     page = (docs / "benchmarks.md").read_text(encoding="utf-8")
     assert page.startswith("intro\n") and page.endswith("end\n") and "old" not in page
-    assert "#### tiny-1x32" in page and "| before ms (share) | numpy ms (share) | fast ms (share) |" in page
+    assert "#### tiny-1x32" in page
+    assert "| before ms (share) | numpy ms (share) | fast ms (share) | torch ms (share) |" in page
 
 
 def test_profile_of_flash_attention_gives_its_flop_rate(tmp_path):

@@ -247,13 +247,7 @@ def measure(name, engine, steps, warmup, attn="naive"):
     cfg = dict(cfg, attn_impl=attn)
     params = dict(config=cfg, batch=B, seed=0, engine=engine)
     step = bench.train_step(params)
-    for _ in range(warmup):
-        step()
-    plain = []
-    for _ in range(steps):                               # the step without the timers
-        t0 = CLOCK()
-        step()
-        plain.append(CLOCK() - t0)
+    plain = _plain_times(step, warmup, steps)            # the step without the timers
     prof = Profiler()
     install(prof, step.model, bench)
     step()                                               # one untimed step through the wrappers
@@ -305,13 +299,7 @@ def measure_torch(name, steps, warmup):
     import bench_torch
     cfg, B = CONFIGS[name]
     step = bench_torch.train_step(dict(config=cfg, batch=B, seed=0))
-    for _ in range(warmup):
-        step()
-    plain = []
-    for _ in range(steps):
-        t0 = CLOCK()
-        step()
-        plain.append(CLOCK() - t0)
+    plain = _plain_times(step, warmup, steps)
     clip = torch.nn.utils.clip_grad_norm_
 
     def named_clip(*args, **kwargs):
@@ -361,6 +349,13 @@ def measure_torch(name, steps, warmup):
     return {"config": name, "engine": "torch", "attn_impl": "naive", "batch": B, "tokens": B * cfg["block_size"],
             "steps": steps, "step_s": _quiet_mean(plain), "profiled_step_s": step_s,
             "rows": profile_report.rows(prof, steps, step_s), "flops_per_step": W.train_flops(_gpt_config(cfg), B, cfg["block_size"])}
+
+
+def _plain_times(step, warmup, steps):
+    """``warmup`` untimed calls of step(), then the CLOCK seconds of ``steps`` more."""
+    for _ in range(warmup):
+        step()
+    return [_timed(step) for _ in range(steps)]
 
 
 def _quiet_mean(times):

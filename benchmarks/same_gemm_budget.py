@@ -36,16 +36,15 @@ GOALS = (1.0, 1.2)
 
 
 def gemm_row(n=2048, repeat=5):
-    """(NumPy GFLOP/s, torch.mm GFLOP/s) of an (n, n) @ (n, n) float32 product, best of ``repeat``."""
-    import numpy as np
-    import torch
-    a = np.random.default_rng(0).standard_normal((n, n), dtype=np.float32)
-    ta = torch.from_numpy(a)
+    """(NumPy GFLOP/s, torch.mm GFLOP/s) of an (n, n) @ (n, n) float32 product, best of ``repeat``: the
+    benchmark's own GEMM steps (bench_zerollm.gemm_step, bench_torch.gemm_step)."""
+    import bench_torch
+    import bench_zerollm
     rates = []
-    for mm in (lambda: a @ a, lambda: torch.mm(ta, ta)):
-        mm()
-        best = min(_timed(mm) for _ in range(repeat))
-        rates.append(2.0 * n ** 3 / best * 1e-9)
+    for side in (bench_zerollm, bench_torch):
+        step = side.gemm_step(dict(n=n, seed=0))
+        step()
+        rates.append(2.0 * n ** 3 / min(_timed(step) for _ in range(repeat)) * 1e-9)
     return rates
 
 
@@ -75,8 +74,9 @@ def measure(name, engine, steps):
             spent[0] += time.perf_counter() - t0
     torch.mm = timed_mm
     try:
-        for _ in range(2):
-            torch_step(), ours()
+        for _ in range(2):                 # warm-up
+            torch_step()
+            ours()
         t_torch, t_ours, t_gemm = [], [], []
         for _ in range(steps):
             t_torch.append(_timed(torch_step))

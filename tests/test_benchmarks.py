@@ -96,7 +96,8 @@ def test_markdown_and_chart_are_written(smoke):
     out, _ = smoke
     md = (out / "results.md").read_text(encoding="utf-8")
     for title in ("Correctness", "GEMM", "GEMM at the models' own shapes", "Training step",
-                  "Training step with the same GEMMs", "Forward only", "Generation", "Attention", "MFU", "BPE"):
+                  "Training step with the same GEMMs", "Forward only", "Generation", "Attention", "MFU", "BPE",
+                  "Issue 25's goals, checked against this run"):
         assert title in md
     gemm = results_gemm_ratio(out)
     assert "| GEMM NumPy/torch |" in md and f"| {gemm:.2f}x |" in md      # beside every model ratio
@@ -228,6 +229,51 @@ def test_ratios_are_paired_per_round_and_failed_rounds_are_left_out():
     assert rec["contenders"]["zerollm"]["per_s"] == 50.0
     assert rec["contenders"]["zerollm"]["errors"] == ["killed"]
     assert rec["contenders"]["torch"]["best_s"] == 0.5
+
+
+def _rec(name, threads, ratios, **params):
+    return {"name": name, "threads": threads, "params": params,
+            "ratios": {c: {"median": r} for c, r in ratios.items()}}
+
+
+def test_goals_table_judges_each_goal_and_prefers_the_same_gemm_ratio():
+    """Issue 25's goals from a results dict: training on the same-GEMM ratio where measured; as run only on a
+    host whose GEMM peaks are within 10% (else "not measured"); MFU at 6x384, 1 thread; the best flash
+    contender against SDPA; BPE time at most tokenizers'."""
+    report = load("bench_report")
+    results = {
+        "gemm": [_rec("2048", 1, {"numpy": 1.05}), _rec("2048", 2, {"numpy": 1.30})],
+        "train": [_rec("6x384-T256", 1, {"zerollm": 0.95, "zerollm-fast": 1.25}),
+                  _rec("6x384-T256", 2, {"zerollm": 1.5, "zerollm-fast": 1.5})],
+        "same_gemm": [_rec("6x384-T256", 1, {"zerollm": 1.01, "zerollm-fast": 1.19})],
+        "mfu": [{"name": "6x384-T256", "threads": 1, "engine": "numpy", "zerollm_mfu": 0.71, "torch_mfu": 0.6},
+                {"name": "6x384-T256", "threads": 1, "engine": "fast", "zerollm_mfu": 0.79, "torch_mfu": 0.6},
+                {"name": "nanogpt-4x128", "threads": 1, "engine": "fast", "zerollm_mfu": 0.1, "torch_mfu": 0.1}],
+        "attention": [_rec("T=256", 1, {"naive-fast": 3.0, "flash": 0.8, "flash-fast": 1.1}, T=256),
+                      _rec("T=8192", 2, {"naive": 2.0, "flash": 0.9}, T=8192)],
+        "bpe": {"rows": [{"corpus": "tang_poems.txt", "vocab": 4096,
+                          "ratios": {"zerollm-numpy": {"train": 1.4}, "zerollm-fast": {"train": 0.4}}},
+                         {"corpus": "tinyshakespeare.txt", "vocab": 1024,
+                          "ratios": {"zerollm-numpy": {"train": 1.1}}}]},
+    }
+    table, _, note = report.goals_table(results).partition("\n\n")
+    rows = {tuple(cells[:2]): cells[2:] for cells in
+            ([c.strip() for c in line.strip("|").split("|")] for line in table.splitlines()[2:])}
+    holds = {key: cells[-1] for key, cells in rows.items()}
+    assert holds == {
+        ("training, numpy engine", "6x384-T256, 1 thr"): "yes",          # 0.95 as run, 1.01 same GEMMs
+        ("training, fast engine", "6x384-T256, 1 thr"): "**no**",        # 1.25 as run, 1.19 same GEMMs
+        ("training, numpy engine", "6x384-T256, 2 thr"): "not measured",  # GEMM row 1.30x, no same GEMMs
+        ("training, fast engine", "6x384-T256, 2 thr"): "not measured",
+        ("MFU, numpy engine", "6x384-T256, 1 thr"): "yes",
+        ("MFU, fast engine", "6x384-T256, 1 thr"): "**no**",
+        ("attention fwd + bwd vs SDPA, O(T) memory", "T = 256, 1 thr"): "yes",    # flash-fast, not naive-fast
+        ("attention fwd + bwd vs SDPA, O(T) memory", "T = 8192, 2 thr"): "**no**",
+        ("BPE training time vs tokenizers", "tang_poems.txt, vocab 4096"): "yes",
+        ("BPE training time vs tokenizers", "tinyshakespeare.txt, vocab 1024"): "**no**",
+    }
+    assert rows[("attention fwd + bwd vs SDPA, O(T) memory", "T = 256, 1 thr")][0] == "1.10x (flash-fast)"
+    assert note.startswith("4 of 10 hold.") and "1.05x at 1 thr, 1.30x at 2 thr" in note
 
 
 def test_a_failing_worker_is_reported_not_raised():

@@ -4,6 +4,9 @@ Checked against three outside references: the `gguf` package's reader and quanti
 own Python code), and transformers' independent GGUF loader (model logits and tokenizer ids).
 """
 
+import struct
+import subprocess
+import sys
 
 import gguf
 import numpy as np
@@ -248,6 +251,44 @@ def test_bad_files_are_one_line_errors(tmp_path, capsys, monkeypatch):
     more_rows = _rewrite(monkeypatch, tmp_path, lambda t: {**t, "token_embd.weight": np.ones((301, 64), np.float32)},
                          "rows")
     assert "disagrees with the tensors" in _error(capsys, more_rows, tmp_path)
+
+
+def _gguf_bytes(*fields):
+    """A GGUF v3 file with no tensors and these (key, value bytes) metadata fields."""
+    def string(b):
+        return struct.pack("<Q", len(b)) + b
+    return b"GGUF" + struct.pack("<IQQ", 3, 0, len(fields)) + b"".join(string(k) + v for k, v in fields)
+
+
+def test_counts_that_cannot_fit_the_file_are_refused_at_once(tmp_path, capsys):
+    """gguf's own reader loops over the items an array declares, reading nothing past the end of the file:
+    a 130-byte file declaring 2^40 of them made `sample --gguf` run and grow for ever. check_layout walks
+    the header first, each count against the bytes left (run in a subprocess, bounded, in case it ever
+    goes back to hanging)."""
+    huge = tmp_path / "huge.gguf"
+    huge.write_bytes(_gguf_bytes((b"general.architecture", struct.pack("<IIQ", 9, 0, 2 ** 40))) + bytes(64))
+    proc = subprocess.run([sys.executable, "-m", "zerollm", "sample", "--gguf", str(huge), "--prompt", "hi"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode != 0 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert "not a readable GGUF file (1099511627776 bytes declared" in proc.stderr
+
+    good = written(tmp_path, tiny(GPT2), "f32", ByteTokenizer())
+    data = bytearray(good.read_bytes())
+    at = data.index(b"tokenizer.ggml.tokens") + len(b"tokenizer.ggml.tokens") + 4   # the array's item type
+    assert struct.unpack_from("<I", data, at)[0] == 8                                 # strings
+    data[at:at + 4] = struct.pack("<I", 9)                                            # now arrays of arrays
+    nested = tmp_path / "nested.gguf"
+    nested.write_bytes(bytes(data))
+    assert "not a readable GGUF file" in _error(capsys, nested, tmp_path)
+    deep = tmp_path / "deep.gguf"
+    deep.write_bytes(_gguf_bytes((b"x", struct.pack("<I", 9) + struct.pack("<IQ", 9, 1) * 6 + struct.pack("<IQ", 0, 0))))
+    assert "arrays nested more than 4 deep" in _error(capsys, deep, tmp_path)
+    short = tmp_path / "short.gguf"
+    short.write_bytes(b"GGUF\x03\x00\x00\x00")
+    assert "shorter than a GGUF header" in _error(capsys, short, tmp_path)
+    lying = tmp_path / "lying.gguf"
+    lying.write_bytes(_gguf_bytes((b"general.name", struct.pack("<IQ", 8, 10 ** 9) + b"abc")))
+    assert "1000000000 bytes declared" in _error(capsys, lying, tmp_path)
 
 
 def test_export_refusals(tmp_path, capsys, model_dir):

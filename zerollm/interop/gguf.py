@@ -25,8 +25,10 @@ Reading, the metadata becomes a transformers config and goes through the same ch
 (zerollm.interop.hf.configs). Nothing in a file is executed: the chat template is stored as text only.
 """
 
+import mmap
 import os
 import re
+import struct
 from dataclasses import dataclass
 
 import numpy as np
@@ -273,6 +275,7 @@ def read_gguf(path):
     kind = non_file_kind(path)
     if kind:
         raise ZeroLLMError(f"{path} is not a GGUF file but a {kind}; give the path of a .gguf file")
+    check_layout(path)
     try:
         reader = gguf.GGUFReader(path)
         meta = {name: _field_value(field) for name, field in reader.fields.items()}
@@ -288,6 +291,79 @@ def read_gguf(path):
                                "Q4_0 (requantize the file, e.g. llama.cpp's llama-quantize ... Q8_0)")
         tensors[name] = GGUFTensor(kinds[ttype], data, shape)
     return meta, tensors
+
+
+# GGUF's value types (gguf.GGUFValueType): the bytes of each fixed-size one, and the two of variable size
+_SCALAR_BYTES = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
+_STRING, _ARRAY = 8, 9
+_MAX_NESTING = 4          # arrays of arrays: llama.cpp writes none; a handful of levels is plenty
+
+
+def check_layout(path):
+    """Walk a GGUF file's header (metadata, then the tensor list) and check every length and count it
+    declares against the bytes the file has; ZeroLLMError if one cannot fit.
+
+    Why before the gguf package's reader: that reader loops over the items an array says it holds, and
+    past the end of the file each item reads as nothing, so a 130-byte file that declared 2^40 items kept
+    it busy, and growing, for ever. Here every item moves the position forward and every move is checked
+    against the file's size, so the walk ends within the file's length."""
+    def damaged(what):
+        return ZeroLLMError(f"{path} is not a readable GGUF file ({what}); it may be truncated or damaged: "
+                            "write or download it again")
+
+    size = os.path.getsize(path)
+    if size < 24:
+        raise damaged(f"{size} bytes, shorter than a GGUF header")
+    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+        if data[:4] != MAGIC:
+            raise damaged(f"it starts with {bytes(data[:4])!r}, not {MAGIC!r}")
+        # the reader's rule for a file written on a big-endian machine: the version's low 16 bits are 0
+        order = "<" if struct.unpack_from("<I", data, 4)[0] & 0xFFFF else ">"
+        pos = 8
+
+        def take(fmt):
+            nonlocal pos
+            n = struct.calcsize(fmt)
+            if pos + n > size:
+                raise damaged(f"its header runs past the end of the file at byte {size}")
+            pos += n
+            return struct.unpack_from(order + fmt, data, pos - n)[0]
+
+        def skip(n):
+            nonlocal pos
+            if n > size - pos:
+                raise damaged(f"{n} bytes declared at byte {pos}, {size - pos} left in the file")
+            pos += n
+
+        def value(kind, depth):
+            if kind in _SCALAR_BYTES:
+                skip(_SCALAR_BYTES[kind])
+            elif kind == _STRING:
+                skip(take("Q"))
+            elif kind == _ARRAY:
+                if depth >= _MAX_NESTING:
+                    raise damaged(f"arrays nested more than {_MAX_NESTING} deep")
+                item, count = take("I"), take("Q")
+                if item in _SCALAR_BYTES:
+                    skip(count * _SCALAR_BYTES[item])
+                    return
+                least = 8 if item == _STRING else 12            # a string's length; an array's type and count
+                if count > (size - pos) // least:
+                    raise damaged(f"an array of {count} items at byte {pos}, {size - pos} bytes left")
+                for _ in range(count):
+                    value(item, depth + 1)
+            else:
+                raise damaged(f"unknown value type {kind} at byte {pos - 4}")
+
+        n_tensors, n_fields = take("Q"), take("Q")
+        for _ in range(n_fields):                                # key, value type, value
+            skip(take("Q"))
+            value(take("I"), 0)
+        for _ in range(n_tensors):                               # name, dims, type, offset
+            skip(take("Q"))
+            skip(8 * take("I"))
+            take("I")
+            take("Q")
 
 
 def _field_value(field):

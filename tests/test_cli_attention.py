@@ -134,6 +134,7 @@ def write(tmp_path, name, text):
     ("wrong_shape", "wq has 3 rows"),
     ("ragged", "rectangular"),
     ("not_json", "not valid JSON"),
+    ("too_deep", "not valid JSON"),
     ("non_finite", "NaN or infinity"),
     ("missing_file", "file not found"),
     ("bad_suffix", "must end in .npy or .json"),
@@ -150,6 +151,8 @@ def test_bad_inputs_give_one_line_errors(capsys, tmp_path, case, fragment):
         p["x"] = write(tmp_path, "bad.json", "[[1, 2, 3, 4], [1, 2]]")
     elif case == "not_json":
         p["x"] = write(tmp_path, "bad.json", "[[1, 2,")
+    elif case == "too_deep":                     # json's decoder recurses per level: RecursionError
+        p["x"] = write(tmp_path, "bad.json", "[" * 100_000 + "]" * 100_000)
     elif case == "non_finite":
         p["wk"] = write(tmp_path, "bad.json", "[[NaN, 1], [1, 1], [1, 1], [1, 1]]")
     elif case == "missing_file":

@@ -39,6 +39,7 @@ def set_in(*keys_and_value):
 
 
 DELETE = object()
+DEEP = "[" * 100_000 + "]" * 100_000     # valid JSON that json's decoder cannot follow: RecursionError
 
 
 def nan_weights(path, name=None):
@@ -84,6 +85,7 @@ CHECKPOINT_DAMAGE = {
                        ["config.json", "not a zerollm checkpoint config"]),
     "config: version": (lambda s: edit_json(s / "config.json", set_in("version", 99)), ["version 99"]),
     "config: not JSON": (lambda s: (s / "config.json").write_text("{\"format\": "), ["config.json", "not valid JSON"]),
+    "config: nested too deeply": (lambda s: (s / "config.json").write_text(DEEP), ["config.json", "nested too deeply"]),
     "config: tokenizer": (lambda s: edit_json(s / "config.json", set_in("tokenizer", 5)),
                           ["config.json", '"tokenizer" must be a name or null']),
     "rng: a list": (lambda s: (s / "rng.json").write_text("[]"), ["rng.json", "JSON object"]),
@@ -96,6 +98,7 @@ CHECKPOINT_DAMAGE = {
                             ["state.json", "step must be a whole number"]),
     "state: negative step": (lambda s: edit_json(s / "state.json", set_in("step", -2)),
                              ["state.json", "step must be a whole number >= 0"]),
+    "state: nested too deeply": (lambda s: (s / "state.json").write_text(DEEP), ["state.json", "nested too deeply"]),
     "state: no step": (lambda s: edit_json(s / "state.json", set_in("step", DELETE)), ["state.json", "step"]),
     "state: threads": (lambda s: edit_json(s / "state.json", set_in("threads", 0)), ["state.json", "threads"]),
     "state: loss": (lambda s: edit_json(s / "state.json", set_in("best_val_loss", "low")),
@@ -156,6 +159,7 @@ META_DAMAGE = {
     "vocab as text": (set_in("vocab_size", "58"), "vocab_size must be a whole number"),
     "no token count": (set_in("train_tokens", DELETE), "train_tokens must be a whole number"),
     "dtype": (set_in("dtype", "float16"), "unknown dtype"),
+    "nested too deeply": (DEEP, "nested too deeply"),
 }
 
 
@@ -163,7 +167,10 @@ META_DAMAGE = {
 def test_damaged_prepared_data(case, pristine, tmp_path, capsys):
     run = copy_run(pristine, tmp_path)
     change, words = META_DAMAGE[case]
-    edit_json(run / "data" / "meta.json", change)
+    if isinstance(change, str):
+        (run / "data" / "meta.json").write_text(change)
+    else:
+        edit_json(run / "data" / "meta.json", change)
     code, _, err = run_main(["train", "--data", str(run / "data"), "--tokenizer", "char", "--out",
                              str(tmp_path / "new"), "--no-progress"], capsys)
     assert code == 1 and "meta.json" in err and words in err and len(err.splitlines()) == 1, err
@@ -239,3 +246,19 @@ def test_resume_after_a_log_line_cut_short(pristine, tmp_path, capsys):
     assert code == 0, err
     steps = [r["step"] for r in strict_records(run / "log.jsonl") if "loss" in r]
     assert steps == [0, 1, 2]
+
+
+def test_a_pointer_or_log_line_nested_too_deeply_is_passed_over(pristine, tmp_path, capsys):
+    """latest.json and log.jsonl lines are read leniently (a run killed mid-write leaves them broken): one
+    that json cannot even follow (100,000 levels: RecursionError) is passed over like any broken one."""
+    run = copy_run(pristine, tmp_path)
+    (run / "latest.json").write_text(DEEP)
+    with open(run / "log.jsonl", "a", encoding="utf-8") as f:
+        f.write(DEEP + "\n")
+    code, _, err = run_main(["sample", "--ckpt", str(run), "--max-new-tokens", "2", "--seed", "0"], capsys)
+    assert code == 0, err
+    code, _, err = run_main(["report", str(run), "--out", str(tmp_path / "r.html")], capsys)
+    assert code == 0 and (tmp_path / "r.html").exists(), err
+    code, _, err = run_main(["train", "--resume", "--out", str(run), "--max-iters", "3", "--no-progress"], capsys)
+    assert code == 0, err
+    assert [r["step"] for r in strict_records(run / "log.jsonl") if "loss" in r] == [0, 1, 2]

@@ -76,6 +76,7 @@ def test_write_json_rejects_unserialisable(tmp_path):
     (None, "model config not found"),
     (b'{"a": 1,', "not valid JSON"),
     (b"\xff\xfe\x00", "not UTF-8"),
+    (b"[" * 100_000 + b"]" * 100_000, "nested too deeply to be a model config"),   # RecursionError in json
 ])
 def test_read_json_errors(tmp_path, content, words):
     path = tmp_path / "config.json"

@@ -128,6 +128,15 @@ def test_report_refuses_results_of_another_run(tmp_path, tmp_path_factory, capsy
     assert not (tmp_path / "r.html").exists()
 
 
+def test_report_refuses_a_results_file_nested_too_deeply(tmp_path, tmp_path_factory, capsys):
+    char = tiny_run(tmp_path_factory, "char")
+    (tmp_path / "results_x.json").write_text("[" * 100_000 + "]" * 100_000)      # json: RecursionError
+    code, _, err = run_main(["report", char, "--results", tmp_path / "results_x.json", "--out",
+                             tmp_path / "r.html"], capsys)
+    assert code == 1 and "is not an lm-eval results file" in err and len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "r.html").exists()
+
+
 def test_an_out_that_is_a_folder_is_told_to_name_a_report_page(tmp_path, tmp_path_factory, capsys):
     char = tiny_run(tmp_path_factory, "char")
     code, _, err = run_main(["report", char, "--out", tmp_path], capsys)

@@ -228,6 +228,11 @@ def test_score_reads_pairs_and_answers_a_model_wrote(base, tmp_path, capsys):
     out = json.loads(capsys.readouterr().out)
     assert len(out["rewards"]) == 2 and all(np.isfinite(out["rewards"]))
     assert out["mean"] == pytest.approx(np.mean(out["rewards"]))
+    deep = tmp_path / "deep.jsonl"            # json's decoder recursing 100,000 levels: RecursionError
+    deep.write_text('{"prompt": ' + "[" * 100_000 + "]" * 100_000 + ', "completion": "3"}\n')
+    assert main(["score", "--rm", str(rm), "--data", str(deep), "--json"]) == 1
+    err = capsys.readouterr().err
+    assert "nested deeper than" in err and len(err.strip().splitlines()) == 1, err
 
 
 @pytest.mark.parametrize("kind", ["reward", "dpo"])

@@ -159,6 +159,7 @@ def test_corrupt_headers(tmp_path, header, data, words):
     ((200 * 10 ** 6).to_bytes(8, "little") + b"{" + bytes(20), "impossible"),
     ((7).to_bytes(8, "little") + b'{"a":1,', "not valid JSON"),
     ((2).to_bytes(8, "little") + b"\xff\xfe", "not valid JSON"),
+    ((200_000).to_bytes(8, "little") + b"[" * 100_000 + b"]" * 100_000, "not valid JSON"),   # RecursionError
     (b"PK\x03\x04" + bytes(100), "PyTorch pickle"),
     (b"\x80\x02\x8a\x0alz\xfc\x9cF\xf9 j\xa8" + bytes(50), "PyTorch pickle"),
 ])

@@ -92,10 +92,13 @@ def _data(run_dir):
     """Pre-training: the corpus and its token counts (data/meta.json); a later stage: its input files."""
     meta = os.path.join(run_dir, "data", "meta.json")
     if os.path.exists(meta):
-        with open(meta, encoding="utf-8") as f:
-            m = json.load(f)
-        source = (m.get("source") or {}).get("file", "?")
-        return f"{source}: {m['train_tokens']:,} + {m['val_tokens']:,} {m['tokenizer']} tokens"
+        try:
+            with open(meta, encoding="utf-8") as f:
+                m = json.load(f)
+            source = (m.get("source") or {}).get("file", "?")
+            return f"{source}: {m['train_tokens']:,} + {m['val_tokens']:,} {m['tokenizer']} tokens"
+        except (OSError, ValueError, RecursionError, AttributeError, KeyError, TypeError):
+            return "data/meta.json is unreadable (damaged or not written by zerollm prepare)"   # the report goes on
     inputs = sorted(glob.glob(os.path.join(run_dir, "inputs", "*")))
     return ", ".join(f"{os.path.basename(p)} ({_lines(p):,})" for p in inputs) or None
 
@@ -117,7 +120,7 @@ def read_results(paths):
                 data = json.load(f)
             ckpt = _model_arg(data["config"]["model_args"], "ckpt")
             results, samples = data["results"], data.get("n-samples", {})
-        except (OSError, ValueError, KeyError, TypeError) as err:
+        except (OSError, ValueError, KeyError, TypeError, RecursionError) as err:
             raise ZeroLLMError(f"{path} is not an lm-eval results file ({type(err).__name__}: {err}); give the "
                                "results_*.json that lm_eval --output_path wrote") from None
         if ckpt is None:

@@ -32,7 +32,7 @@ def _read_json(path):
     try:
         with open(path, encoding="utf-8") as f:
             data = json.load(f)
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as err:
         raise ZeroLLMError(f"{path}: not valid JSON ({err}); write a nested list such as "
                            "[[0.1, 0.2], [0.3, 0.4]]") from None
     try:

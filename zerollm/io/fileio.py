@@ -184,3 +184,6 @@ def read_json(path, what="JSON file"):
     except json.JSONDecodeError as err:
         raise ZeroLLMError(f"{what} {path} is not valid JSON ({err}); the file is damaged, "
                            "restore or re-create it") from None
+    except RecursionError:                 # [[[[...: json's decoder recurses once per level
+        raise ZeroLLMError(f"{what} {path} is nested too deeply to be a {what}; the file is damaged, "
+                           "restore or re-create it") from None

@@ -57,7 +57,7 @@ def read_owner(path):
     try:
         with open(path, encoding="utf-8") as f:
             owner = json.load(f)
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return {}
     return owner if isinstance(owner, dict) else {}
 

@@ -168,7 +168,7 @@ def _read_raw_header(f, path, size):
     f.seek(8)
     try:
         header = json.loads(f.read(n).decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as err:
         if _looks_like_pickle(head):
             raise pickled from None
         raise ZeroLLMError(f"{path}: the safetensors header is not valid JSON ({err}); "

@@ -159,7 +159,7 @@ def _copy_tokenizer(src, dst):
     try:
         with open(src, encoding="utf-8") as f:
             kind = json.load(f).get("type")
-    except (ValueError, AttributeError):   # not our JSON format: the copy is still useful
+    except (ValueError, AttributeError, RecursionError):   # not our JSON format: the copy is still useful
         return None
     return kind if isinstance(kind, str) else None
 
@@ -229,7 +229,7 @@ def _pointer(run_dir):
     try:
         with open(os.path.join(run_dir, "latest.json"), encoding="utf-8") as f:
             name = json.load(f)["dir"]
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError, KeyError, TypeError, RecursionError):
         return None
     if not isinstance(name, str) or not _STEP_DIR.fullmatch(name):   # no "../" tricks
         return None
@@ -329,7 +329,7 @@ def _load_optimizer(path):
     meta = load_metadata(path)
     try:
         state = json.loads(meta["zerollm.optimizer"])
-    except (KeyError, json.JSONDecodeError):
+    except (KeyError, json.JSONDecodeError, RecursionError):
         state = None
     if not isinstance(state, dict):
         raise ZeroLLMError(f"{path} has no zerollm optimizer metadata; it was not written by "

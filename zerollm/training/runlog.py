@@ -66,7 +66,7 @@ def read_log(path, count_skipped=False):
         for line in filter(str.strip, f):
             try:
                 record = json.loads(line)
-            except ValueError:
+            except (ValueError, RecursionError):
                 record = None
             if isinstance(record, dict):
                 records.append(record)

@@ -61,6 +61,6 @@ def _is_prefs(path):
         with open(path, encoding="utf-8") as f:
             first = next((line for line in f if line.strip()), "{}")
         keys = json.loads(first)
-    except (OSError, UnicodeDecodeError, ValueError):
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError):
         return False          # let the reader say precisely what is wrong with the file
     return isinstance(keys, dict) and {"chosen", "rejected"} <= set(keys)

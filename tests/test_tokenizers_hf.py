@@ -3,6 +3,7 @@ GPT-2-style files made by `tokenizers` import into zerollm and give the same ids
 `tokenizers` and `transformers`."""
 
 import json
+import re
 
 import pytest
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
@@ -179,6 +180,30 @@ def test_bad_tokenizer_json(gpt2_files, tmp_path, edit, fragment):
     path = _edit_json(full / "tokenizer.json", tmp_path / "tokenizer.json", edit)
     with pytest.raises(ZeroLLMError, match=fragment):
         BPETokenizer.from_hf_tokenizer_json(path)
+
+
+@pytest.mark.parametrize("edit, fragment", [
+    (lambda d: d.update(added_tokens=[{"id": "x"}]), '"added_tokens" must be a list'),
+    (lambda d: d.update(added_tokens={"a": 1}), '"added_tokens" must be a list'),
+    (lambda d: d["model"].update(vocab=[1, 2]), '"model.vocab" must be an object'),
+    (lambda d: d["model"]["vocab"].update(x=-1), '"model.vocab" must be an object'),
+    (lambda d: d["model"]["merges"].append("a b c"), '"model.merges" must be a list'),
+    (lambda d: d["model"]["merges"].append([1, 2]), '"model.merges" must be a list'),
+    (lambda d: d.update(model=[]), '"model" must be a JSON object'),
+    (lambda d: d.update(pre_tokenizer=5), '"pre_tokenizer" must be a JSON object or null'),
+    (lambda d: d.update(decoder=[]), '"decoder" must be a JSON object or null'),
+    (lambda d: d.update(pre_tokenizer={"type": "Sequence", "pretokenizers": [1, 2]}), "pretokenizers"),
+])
+def test_tokenizer_json_of_the_wrong_shape_is_one_clear_error(gpt2_files, tmp_path, edit, fragment):
+    """Hand edits or damage in the structure (types the format fixes), through both importers: the folder
+    loader (which first tries zerollm's own char / byte forms) and the BPE one."""
+    from zerollm.interop.hf.loading import load_tokenizer_dir
+    _, _, full = gpt2_files
+    path = _edit_json(full / "tokenizer.json", tmp_path / "tokenizer.json", edit)
+    for load in (lambda: load_tokenizer_dir(tmp_path), lambda: BPETokenizer.from_hf_tokenizer_json(path)):
+        with pytest.raises(ZeroLLMError, match=re.escape(fragment)) as err:
+            load()
+        assert "tokenizer.json" in str(err.value)
 
 
 def test_bad_gpt2_files(gpt2_files, tmp_path):

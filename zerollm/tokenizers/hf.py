@@ -201,8 +201,46 @@ def _pattern_of(pre, path):
                        "(add_prefix_space false) or Split(regex, isolated) + ByteLevel(use_regex false)")
 
 
+def check_tokenizer_json(data, path):
+    """The parts of a tokenizer.json that the importers read have the types its format gives them, or a
+    ZeroLLMError says which one is wrong (a hand edit or a damaged file, not a traceback)."""
+    def wrong(what, expected):
+        return ZeroLLMError(f"{path}: {what} must be {expected}; the file is damaged or not a Hugging Face "
+                            "tokenizer.json")
+
+    def whole(x):
+        return isinstance(x, int) and not isinstance(x, bool) and x >= 0
+
+    model = data.get("model")
+    if model is not None and not isinstance(model, dict):
+        raise wrong('"model"', "a JSON object")
+    model = model or {}
+    vocab = model.get("vocab", {})
+    if not (isinstance(vocab, dict) and all(whole(i) for i in vocab.values())):
+        raise wrong('"model.vocab"', "an object of token: id (a whole number >= 0)")
+    merges = model.get("merges", [])
+    if not (isinstance(merges, list) and all(
+            (isinstance(m, str) and m.count(" ") == 1)
+            or (isinstance(m, list) and len(m) == 2 and all(isinstance(x, str) for x in m)) for m in merges)):
+        raise wrong('"model.merges"', 'a list of "left right" strings or [left, right] pairs')
+    added = data.get("added_tokens", [])
+    if not (isinstance(added, list) and all(isinstance(t, dict) and isinstance(t.get("content"), str)
+                                             and whole(t.get("id")) for t in added)):
+        raise wrong('"added_tokens"', 'a list of {"id": whole number, "content": text} objects')
+    for key in ("pre_tokenizer", "decoder", "normalizer"):
+        if data.get(key) is not None and not isinstance(data[key], dict):
+            raise wrong(f'"{key}"', "a JSON object or null")
+    parts = (data.get("pre_tokenizer") or {}).get("pretokenizers", [])
+    if not (isinstance(parts, list) and all(isinstance(p, dict) for p in parts)):
+        raise wrong('"pre_tokenizer.pretokenizers"', "a list of JSON objects")
+    pattern = parts[0].get("pattern", {}) if parts else {}
+    if not isinstance(pattern, dict):
+        raise wrong('"pre_tokenizer.pretokenizers[0].pattern"', "a JSON object")
+
+
 def read_hf_tokenizer_json(path):
     data = read_json_file(path, "tokenizer.json")
+    check_tokenizer_json(data, path)
     model = data.get("model") or {}
     if model.get("type") != "BPE":
         raise ZeroLLMError(f"{path}: model type is {model.get('type')!r}; only BPE can be imported")
@@ -213,9 +251,9 @@ def read_hf_tokenizer_json(path):
         if model.get(key):
             raise ZeroLLMError(f"{path}: BPE option {key}={model[key]!r} is not supported")
     pattern = _pattern_of(data.get("pre_tokenizer"), path)
-    merges = [tuple(m.split(" ")) if isinstance(m, str) else tuple(m) for m in model["merges"]]
+    merges = [tuple(m.split(" ")) if isinstance(m, str) else tuple(m) for m in model.get("merges", [])]
     specials = {t["content"]: t["id"] for t in data.get("added_tokens", [])}
-    return _build(model["vocab"], merges, pattern, specials, where=os.fspath(path))
+    return _build(model.get("vocab", {}), merges, pattern, specials, where=os.fspath(path))
 
 
 def read_hf_dir(folder):

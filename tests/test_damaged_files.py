@@ -3,14 +3,15 @@ file and the field, and nothing ends in a traceback. Weights that are not finite
 
 import json
 import math
+import os
+import shutil
 
 import numpy as np
 import pytest
 
-from tiny_runs import copy_run, run_main, step_dir, tiny_run, tiny_text
+from tiny_runs import TINY_MODEL, copy_run, run_main, step_dir, tiny_run, tiny_text
 from zerollm.cli import main
 from zerollm.io.safetensors import load_file, load_metadata, save_file
-
 
 
 @pytest.fixture(scope="module")
@@ -262,3 +263,39 @@ def test_a_pointer_or_log_line_nested_too_deeply_is_passed_over(pristine, tmp_pa
     code, _, err = run_main(["train", "--resume", "--out", str(run), "--max-iters", "3", "--no-progress"], capsys)
     assert code == 0, err
     assert [r["step"] for r in strict_records(run / "log.jsonl") if "loss" in r] == [0, 1, 2]
+
+
+# ----------------------------------------------------------------------------
+# a fresh run's --out: what it would replace
+
+def test_a_fresh_run_never_replaces_files_someone_else_made(pristine, tmp_path, capsys):
+    """train --out FOLDER where the user keeps a log.jsonl, loss.png, latest.json of their own: refused, the
+    files untouched; --force replaces them. A folder left by a run killed before its first checkpoint (its
+    log.jsonl is zerollm's) is started over without --force; an --out inside a checkpoint is refused."""
+    text = tiny_text(tmp_path)
+    fresh = ["train", "--data", text, "--tokenizer", "char", *TINY_MODEL]
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    for name in ("log.jsonl", "loss.png", "latest.json"):
+        (mine / name).write_text(f"my {name}")
+    code, _, err = run_main([*fresh, "--out", mine], capsys)
+    assert code == 1 and len(err.splitlines()) == 1, err
+    assert "already holds log.jsonl, loss.png, latest.json, which this command did not create" in err
+    assert sorted(os.listdir(mine)) == ["latest.json", "log.jsonl", "loss.png"]
+    assert all((mine / n).read_text() == f"my {n}" for n in os.listdir(mine))
+    assert run_main([*fresh, "--out", mine, "--force"], capsys)[0] == 0
+    assert (mine / "log.jsonl").read_text().startswith('{"step": 0')
+
+    killed = copy_run(pristine, tmp_path, "killed")     # a run that died before its first checkpoint
+    for step in killed.glob("step-*"):
+        shutil.rmtree(step)
+    (killed / "latest.json").unlink()
+    with open(killed / "log.jsonl", "a", encoding="utf-8") as f:
+        f.write('{"step": 1, "lo')
+    assert run_main([*fresh, "--out", killed], capsys)[0] == 0
+
+    code, _, err = run_main([*fresh, "--out", step_dir(pristine) / "inside"], capsys)
+    assert code == 1 and "which is a checkpoint" in err and not (step_dir(pristine) / "inside").exists()
+    (tmp_path / "a-file").write_text("x")
+    code, _, err = run_main([*fresh, "--out", tmp_path / "a-file"], capsys)
+    assert code == 1 and "is a file, not a folder" in err and (tmp_path / "a-file").read_text() == "x"

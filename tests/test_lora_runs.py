@@ -182,6 +182,26 @@ def test_a_changed_base_and_merging_into_its_own_run_are_refused(lora_run, setup
     assert code == 1 and "overlap" in err and len(err.strip().splitlines()) == 1, err
 
 
+
+def test_merge_never_writes_over_a_folder_someone_filled(lora_run, tmp_path, capsys):
+    """--to must be new or empty: a folder holding the user's own latest.json (not a run: it names no
+    checkpoint) kept it; a --to inside another run or a file are refused too; nothing is written."""
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "latest.json").write_text("my notes")
+    code, _, err = run_main(["merge", "--from", lora_run, "--to", mine], capsys)
+    assert code == 1 and "already holds files (latest.json)" in err and len(err.strip().splitlines()) == 1, err
+    assert os.listdir(mine) == ["latest.json"] and (mine / "latest.json").read_text() == "my notes"
+    (tmp_path / "file").write_text("x")
+    code, _, err = run_main(["merge", "--from", lora_run, "--to", tmp_path / "file"], capsys)
+    assert code == 1 and "is a file" in err
+    step = sorted(p for p in lora_run.iterdir() if p.name.startswith("step-"))[-1]
+    code, _, err = run_main(["merge", "--from", lora_run, "--to", step / "merged"], capsys)
+    assert code == 1 and "overlap" in err, err
+    (tmp_path / "empty").mkdir()
+    assert run_main(["merge", "--from", lora_run, "--to", tmp_path / "empty"], capsys)[0] == 0
+
+
 @pytest.mark.parametrize("stage, extra", [
     ("reward", ["--data", "prefs.jsonl", "--batch-size", "2"]),
     ("ppo", ["--data", "train.jsonl", "--reward", "acrostic", "--prompts-per-step", "2", "--max-new-tokens", "4",

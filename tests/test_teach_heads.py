@@ -166,9 +166,19 @@ def test_a_failed_save_keeps_the_old_file(capsys, tmp_path, monkeypatch):
     def broken(self, *args, **kwargs):
         raise OSError("disk full")
     monkeypatch.setattr(Figure, "savefig", broken)
-    code, _, err = run_cli(capsys, "--random", "--seq", "4", "--out", str(target))
+    code, _, err = run_cli(capsys, "--random", "--seq", "4", "--out", str(target), "--force")
     assert code == 1 and "disk full" in err
     assert target.read_bytes() == b"old picture" and os.listdir(tmp_path) == ["x.png"]
+
+
+def test_a_file_the_user_saved_is_replaced_only_with_force(capsys, tmp_path):
+    target = tmp_path / "x.png"
+    target.write_bytes(b"my own picture")
+    code, out, err = run_cli(capsys, "--random", "--seq", "4", "--out", str(target))
+    assert code == 1 and out == "" and err.count("\n") == 1 and "already exists" in err and "--force" in err
+    assert target.read_bytes() == b"my own picture"
+    assert run_cli(capsys, "--random", "--seq", "4", "--out", str(target), "--force")[0] == 0
+    assert target.read_bytes()[:4] == b"\x89PNG"
 
 
 @pytest.mark.parametrize("argv, fragment", [

@@ -243,7 +243,7 @@ def test_heads_draws_a_trained_checkpoint(reference_run, tmp_path, capsys):
     out = tmp_path / "heads.png"
     assert main(["heads", "--ckpt", str(reference_run), "--text", "ROMEO: hi", "--out", str(out), "--lang", "en"]) == 0
     assert out.read_bytes()[:4] == b"\x89PNG" and "trained model" in capsys.readouterr().out
-    assert main(["heads", "--ckpt", str(reference_run), "--random", "--out", str(out)]) == 1
+    assert main(["heads", "--ckpt", str(reference_run), "--random", "--out", str(tmp_path / "again.png")]) == 1
     assert "--ckpt needs --text" in capsys.readouterr().err
 
 

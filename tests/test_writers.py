@@ -153,6 +153,18 @@ def test_prepare_refuses_a_folder_that_is_not_its_own(tmp_path, capsys):
     assert code == 1 and "overlap" in err
 
 
+def test_prepare_never_replaces_a_runs_own_data(pristine, tmp_path, capsys):
+    """RUN/data is the run's: prepared again (another text, same tokenizer), --resume would go on training on
+    other tokens without a word. prepare refuses any --out inside a run; the data stay byte for byte."""
+    run = copy_run(pristine, tmp_path)
+    before = {p.name: p.read_bytes() for p in (run / "data").iterdir()}
+    other = tmp_path / "other.txt"
+    other.write_text("another text entirely, " * 200, encoding="utf-8")
+    code, _, err = run_main(["prepare", "--data", other, "--out", run / "data", "--tokenizer", "char"], capsys)
+    assert code == 1 and "which is a training run" in err and len(err.splitlines()) == 1, err
+    assert {p.name: p.read_bytes() for p in (run / "data").iterdir()} == before
+
+
 def test_prepare_replaces_its_own_folder_whole(tmp_path, capsys):
     text = tiny_text(tmp_path)
     assert run_main(["prepare", "--data", text, "--out", tmp_path / "p", "--tokenizer", "char"], capsys)[0] == 0

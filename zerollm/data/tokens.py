@@ -22,7 +22,7 @@ from zerollm.io import docsmode
 from zerollm.io.argtypes import FIELD_RANGES, FRACTION
 from zerollm.io.errors import ZeroLLMError
 from zerollm.io.fileio import atomic_write, non_file_kind, utf8_json
-from zerollm.io.outdir import atomic_dir, check_separate
+from zerollm.io.outdir import atomic_dir, check_outside_runs, check_separate
 from zerollm.tokenizers import load_tokenizer, train_tokenizer
 from zerollm.tokenizers.base import dumps_readable, read_json_file
 
@@ -257,6 +257,9 @@ def run(args):
             raise ZeroLLMError("--pattern only applies to --tokenizer bpe")
         options["pattern"] = args.pattern
     out = args.out or os.path.join("data", f"{Path(args.data).stem}-{args.tokenizer}")
+    # a run's own data/ (or anything inside a run, checkpoint or model) is that run's: replacing it would
+    # change what --resume trains on, silently with the same tokenizer (train prepares RUN/data itself)
+    check_outside_runs(out)
     meta = prepare(args.data, out, args.tokenizer, args.vocab_size, args.val_fraction,
                    args.block_size, force=args.force, **options)
     total = meta["train_tokens"] + meta["val_tokens"]

@@ -94,7 +94,7 @@ def add_arguments(p):
     p.add_argument("--n-embd", type=FIELD_RANGES["n_embd"], default=64, help="C, model width (default 64)")
     p.add_argument("--seed", type=SEED, default=0, help="seed of the weights and random ids (default 0)")
     p.add_argument("--bidirectional", action="store_true", help="no causal mask (a BERT-style encoder)")
-    budget.add_force_argument(p)
+    budget.add_force_argument(p, replaces="an existing --out file")
 
 
 # ----------------------------------------------------------------------------
@@ -177,8 +177,9 @@ def build_figure(maps, labels, *, causal, families, cjk=False):
     return fig, axes
 
 
-def check_out(path):
-    """Refuse an --out that cannot work before spending time on the model and the drawing."""
+def check_out(path, force=False):
+    """Refuse an --out that cannot work, or that would replace a file someone saved (unless ``force``),
+    before spending time on the model and the drawing."""
     if not str(path).lower().endswith(".png"):
         raise ZeroLLMError(f"--out must name a .png file, got {path!r}; e.g. --out heads.png")
     if os.path.isdir(path):
@@ -188,11 +189,14 @@ def check_out(path):
     if not os.path.isdir(parent):
         raise ZeroLLMError(f"cannot write {path!r}: the directory {parent!r} does not exist; "
                            "create it first (mkdir -p) or choose another --out")
+    if os.path.lexists(path) and not force:     # explain and report refuse the same way
+        raise ZeroLLMError(f"--out {path} already exists and this command did not create it; pass --force to "
+                           "replace it, or choose another file name")
 
 
-def save_png(fig, path):
+def save_png(fig, path, force=False):
     """Write the figure to ``path`` atomically (a temp file in the same directory, then os.replace)."""
-    check_out(path)
+    check_out(path, force)
     try:
         with atomic_write(path, "wb") as f:
             fig.savefig(f, format="png")
@@ -267,7 +271,7 @@ def trained_maps(args):
 def run(args):
     lang = resolve_lang(args.lang)
     font_manager, _, _ = import_matplotlib()             # fail before any work if it is missing
-    check_out(args.out)
+    check_out(args.out, args.force)
     ckpt = None
     if args.ckpt:
         maps, ids, chars, ckpt = trained_maps(args)
@@ -282,7 +286,7 @@ def run(args):
               for tok in chars]
     fig, _ = build_figure(maps, labels, causal=not args.bidirectional, families=families,
                           cjk=len(families) > 1)
-    save_png(fig, args.out)
+    save_png(fig, args.out, args.force)
 
     T, kind = len(ids), say("bidirectional" if args.bidirectional else "causal", lang)
     print(say("wrote", lang, path=args.out, nl=len(maps), nh=maps[0].shape[0], T=T, kind=kind))

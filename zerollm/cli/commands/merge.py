@@ -25,10 +25,17 @@ def merged_run(src, dst, force=None):
     """Load the LoRA run ``src`` (from its base), fold the adapters in, save a checkpoint at ``dst``."""
     from zerollm.training.checkpoint import latest_checkpoint, save_checkpoint
     from zerollm.interop.hf.native import load_run
-    from zerollm.io.outdir import check_separate
+    from zerollm.io.outdir import check_outside_runs, check_separate
     check_separate(dst, [src], "--to", "--from")              # merging into its own run would destroy it
+    check_outside_runs(dst, "--to")                           # nor into another run, checkpoint or model
     if os.path.isdir(dst) and latest_checkpoint(dst):
         raise ZeroLLMError(f"--to {dst} already holds a run; choose another directory")
+    if os.path.lexists(dst) and not os.path.isdir(dst):
+        raise ZeroLLMError(f"--to {dst} is a file; merge writes a run directory: choose a new directory name")
+    if os.path.isdir(dst) and os.listdir(dst):                # its latest.json, tokenizer.json ... would be replaced
+        raise ZeroLLMError(f"--to {dst} is a folder that already holds files ({', '.join(sorted(os.listdir(dst))[:3])}"
+                           f"{' ...' if len(os.listdir(dst)) > 3 else ''}); merge writes a new run directory: "
+                           "choose a new or empty one")
     model, tok, ckpt = load_run(src, force=force)
     if model.lora is None:
         raise ZeroLLMError(f"{src} was not trained with LoRA (no --lora-r): there are no adapters to merge")

@@ -51,7 +51,7 @@ def add_arguments(p):
     p.add_argument("--show-config", action="store_true",
                    help="print every setting of the run (preset + flags, or the checkpoint's on --resume) "
                         "and where each comes from, then stop (nothing is written)")
-    budget.add_force_argument(p)
+    budget.add_force_argument(p, replaces="files in --out (log.jsonl, loss.png, latest.json)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar (e.g. in logs)")
     add_threads_argument(p, data_parallel=True)
     add_engine_argument(p, training=True)
@@ -97,6 +97,38 @@ def _prepared_dir(plan, run_dir, force=False):
     return target
 
 
+# what a fresh run writes at the top of its --out (step-*/ and data/ are checked by their own rules)
+RUN_FILES = ("log.jsonl", "loss.png", "expert_load.png", "latest.json")
+
+
+def check_fresh_out(run_dir, force=False):
+    """A new run's --out: not inside another run, a checkpoint, prepared data or a model directory, and not
+    a folder holding a log.jsonl, loss.png, ... that someone else made (they would be replaced), unless
+    ``force``. A folder left by an earlier attempt that stopped before its first checkpoint (its log.jsonl
+    is zerollm's) is started over, as before."""
+    from zerollm.io.outdir import check_outside_runs
+    check_outside_runs(run_dir)
+    present = [n for n in RUN_FILES if os.path.lexists(os.path.join(run_dir, n))]
+    if present and not force and not _earlier_attempt(os.path.join(run_dir, "log.jsonl")):
+        raise ZeroLLMError(f"--out {run_dir} already holds {', '.join(present)}, which this command did not create "
+                           "and would replace; pass --force to replace them, or choose another --out")
+
+
+def _earlier_attempt(log_path):
+    """Is ``log_path`` a log.jsonl that zerollm wrote (empty, or step records with at most its last line cut
+    short by a crash)?"""
+    from zerollm.training.runlog import read_log
+    if not os.path.isfile(log_path) or os.path.islink(log_path):
+        return False
+    if os.path.getsize(log_path) == 0:
+        return True
+    try:
+        records, skipped = read_log(log_path, count_skipped=True)
+    except OSError:
+        return False
+    return bool(records) and skipped <= 1 and all("step" in r for r in records)
+
+
 def _load_data(folder, tokenizer_kind):
     from zerollm.data.tokens import load_prepared
     train, val, meta, tok = load_prepared(folder)
@@ -121,6 +153,9 @@ def run(args):
         if args.dry_run:
             budget.require(plan.estimate, force=args.force)
         return 0
+    if os.path.lexists(run_dir) and not os.path.isdir(run_dir):     # before the lock makes the folder
+        raise ZeroLLMError(f"--out {run_dir} is a file, not a folder; training writes a run directory there: "
+                           "choose a new directory name")
     with locked_run_dir(run_dir, world) as started:     # one writer at a time; a second stops here
         trainer = _setup(args, run_dir, overrides, world)
         started()                                       # from here on the run directory is kept
@@ -137,6 +172,7 @@ def _setup(args, run_dir, overrides, world):
         if latest_checkpoint(run_dir):
             raise ZeroLLMError(f"{run_dir} already holds a training run; continue it with --resume, "
                                "or choose another --out")
+        check_fresh_out(run_dir, force=args.force)
     dist.check_divisible(plan.train_cfg.batch_size, world)
     budget.require(plan.estimate, force=args.force)      # before preparing data or building anything
     folder = None

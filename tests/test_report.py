@@ -141,3 +141,24 @@ def test_an_out_that_is_a_folder_is_told_to_name_a_report_page(tmp_path, tmp_pat
     char = tiny_run(tmp_path_factory, "char")
     code, _, err = run_main(["report", char, "--out", tmp_path], capsys)
     assert code == 1 and os.path.join(str(tmp_path), "report.html") in err and "explain.html" not in err, err
+
+
+def test_a_log_with_numbers_near_float64s_limit_is_drawn_or_skipped_never_a_crash(tmp_path, tmp_path_factory,
+                                                                                   capsys):
+    """A run whose losses reach ~1e308 (a diverging objective): the report's curve and the end-of-run loss.png
+    (matplotlib cannot place ticks between 1e308 and 1e308: ValueError) give a page and a one-line note."""
+    from types import SimpleNamespace
+
+    from zerollm.training.run import _maybe_plot
+    run = copy_run(tiny_run(tmp_path_factory, "char"), tmp_path)
+    with open(run / "log.jsonl", "w", encoding="utf-8") as f:
+        for step in range(3):
+            f.write(json.dumps({"step": step, "loss": 1e308, "lr": 0.001, "dt_ms": 1.0}) + "\n")
+        f.write(json.dumps({"step": 3, "val_loss": 1e308}) + "\n")
+    code, _, err = run_main(["report", run, "--out", tmp_path / "r.html"], capsys)
+    assert code == 0 and (tmp_path / "r.html").exists(), err
+    os.remove(run / "loss.png")
+    _maybe_plot(str(run / "log.jsonl"), str(run), SimpleNamespace(n_expert=0), "lm")
+    err = capsys.readouterr().err
+    assert "plots skipped: the log holds numbers matplotlib cannot draw" in err and len(err.splitlines()) == 1
+    assert not (run / "loss.png").exists()

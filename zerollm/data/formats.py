@@ -33,6 +33,7 @@ ROLES = ("system", "user", "assistant")
 MAX_LINE_BYTES = 16 * 2 ** 20      # one example; a longer line is almost surely not one
 MAX_DEPTH = 64                     # objects/lists inside each other (a chat is 3 deep)
 MAX_INT_DIGITS = 30                # integers up to 10**30: any count or answer a task can have
+MAX_MARGIN = 1000.0                # a preference margin is a reward difference: past ~50 the loss is flat
 
 # fields zerollm itself reads, in any kind of file -> (their JSON types, in words)
 FIELD_TYPES = {"margin": ((int, float), "a number"), "answer": ((int, str), "an integer or a string"),
@@ -138,6 +139,9 @@ def _check_known_fields(row, where):
     for key, (types, words) in FIELD_TYPES.items():
         if key in row and (not isinstance(row[key], types) or isinstance(row[key], bool)):
             raise ZeroLLMError(f"{where}: '{key}' must be {words}, got {_json_type(row[key])} {row[key]!r:.40}")
+    if "margin" in row and abs(row["margin"]) > MAX_MARGIN:
+        raise ZeroLLMError(f"{where}: 'margin' must be from {-MAX_MARGIN:g} to {MAX_MARGIN:g} (a difference of "
+                           f"rewards, in the reward model's units), got {row['margin']!r:.40}")
 
 
 def _json_type(value):

@@ -226,9 +226,10 @@ def _curves(runs, width=720, height=300, pad=40):
     if not points:
         return ""
     xs, ys = [p[0] for p in points], [p[1] for p in points]
-    x0, x1, y0, y1 = min(xs), max(max(xs), min(xs) + 1), min(ys), max(max(ys), min(ys) + 1e-9)
+    x0, x1, y0, y1 = min(xs), max(max(xs), min(xs) + 1), min(ys), max(ys)
+    span = y1 - y0 if 0 < y1 - y0 < np.inf else max(abs(y0), 1.0)   # one value only, or near float64's limit
     X = lambda x: pad + (x - x0) / (x1 - x0) * (width - 2 * pad)
-    Y = lambda y: height - pad - (y - y0) / (y1 - y0) * (height - 2 * pad)
+    Y = lambda y: height - pad - (y - y0) / span * (height - 2 * pad)
     parts = [f'<line x1="{pad}" y1="{height - pad}" x2="{width - pad}" y2="{height - pad}" stroke="#999"/>',
              f'<line x1="{pad}" y1="{pad}" x2="{pad}" y2="{height - pad}" stroke="#999"/>',
              f'<text x="{pad}" y="{pad - 8}" font-size="11">{y1:.2f}</text>',

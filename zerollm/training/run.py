@@ -109,3 +109,6 @@ def _maybe_plot(log_path, run_dir, model_cfg, kind):
                 print(f"expert load: {png}")
     except ImportError:
         print('plots skipped: matplotlib is not installed (pip install "zerollm[viz]")', file=sys.stderr)
+    except (ValueError, OverflowError) as err:      # numbers near float64's limit: matplotlib cannot place ticks
+        print(f"plots skipped: the log holds numbers matplotlib cannot draw ({err}); the run itself is saved",
+              file=sys.stderr)

@@ -302,6 +302,9 @@ def test_default_url_is_verified(capsys, tmp_path, server, monkeypatch, shakespe
     ("sha_mismatch", "checksum mismatch"),
     ("refused", "could not download"),
     ("scheme", "must start with http"),
+    ("ipv6", "is not a valid URL"),
+    ("port", "is not a valid URL"),
+    ("no-host", "names no host"),
 ])
 def test_download_errors(capsys, tmp_path, server, case, fragment):
     www, base = server
@@ -309,7 +312,10 @@ def test_download_errors(capsys, tmp_path, server, case, fragment):
     args = {"404": ["--url", f"{base}/missing.txt"],
             "sha_mismatch": ["--url", f"{base}/input.txt", "--sha256", "0" * 64],
             "refused": ["--url", "http://127.0.0.1:9/input.txt"],      # port 9 (discard): nothing listens
-            "scheme": ["--url", "ftp://example.com/input.txt"]}[case]
+            "scheme": ["--url", "ftp://example.com/input.txt"],
+            "ipv6": ["--url", "http://[::1"],                           # urllib's ValueError, before any request
+            "port": ["--url", "http://127.0.0.1:99999999/input.txt"],
+            "no-host": ["--url", "https:///input.txt"]}[case]
     code, out, err = run_cli(capsys, "download", "shakespeare", "--dir", str(tmp_path / "c"), *args)
     assert_one_line_error(code, err, "download", fragment)
     assert out == "" and list((tmp_path / "c").iterdir()) == []

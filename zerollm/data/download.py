@@ -14,6 +14,7 @@ import http.client
 import os
 import sys
 import urllib.error
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
@@ -73,6 +74,13 @@ def fetch(url, dest, expected_sha256=None, timeout=60):
     """Stream ``url`` into ``dest`` atomically; check the sha256 if one is expected."""
     if not url.startswith(("http://", "https://")):
         raise ZeroLLMError(f"--url must start with http:// or https://, got {url!r}")
+    try:
+        parts = urllib.parse.urlsplit(url)
+        parts.port                               # a bad port or "[::1" raises here, not deep in urlopen
+    except ValueError as err:
+        raise ZeroLLMError(f"--url {url!r} is not a valid URL ({err}); e.g. https://example.org/input.txt") from None
+    if not parts.hostname:
+        raise ZeroLLMError(f"--url {url!r} names no host; e.g. https://example.org/input.txt")
     h = hashlib.sha256()
     try:
         with urllib.request.urlopen(url, timeout=timeout) as response, atomic_write(dest) as f:

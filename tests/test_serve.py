@@ -181,6 +181,19 @@ def test_a_public_host_without_a_key_refuses_to_start(model_dir):
     assert out.stderr.count("\n") == 1 and "--api-key" in out.stderr
 
 
+def test_a_port_in_use_is_one_line_with_the_reason(model_dir):
+    """uvicorn logs its own "[Errno 98] ..." line when it cannot bind; it becomes part of zerollm's one line."""
+    import socket
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        out = subprocess.run([sys.executable, "-m", "zerollm", "serve", "--hf", str(model_dir), "--port", str(port)],
+                             capture_output=True, text=True, env={"PYTHONPATH": str(ROOT)}, timeout=60)
+    assert out.returncode == 1 and out.stderr.count("\n") == 1, out.stderr
+    assert f"could not listen on 127.0.0.1:{port} ([Errno 98]" in out.stderr and "try another --port" in out.stderr
+
+
 # ----------------------------------------------------------------------------
 # the tight server: keys, body cap, a full queue, a disconnect, SIGTERM
 

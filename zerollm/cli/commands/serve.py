@@ -11,6 +11,7 @@ to --grace seconds, cancel the rest, exit 0.
 
 import contextlib
 import ipaddress
+import logging
 import os
 import signal
 import sys
@@ -88,7 +89,8 @@ def run(args):
         finally:
             backend.close()
     if not server.started:
-        raise ZeroLLMError(f"could not listen on {args.host}:{args.port} (in use? try another --port)")
+        why = getattr(server, "bind_error", None) or "in use?"
+        raise ZeroLLMError(f"could not listen on {args.host}:{args.port} ({why}); try another --port")
     print("zerollm serve: stopped", file=sys.stderr)
     return 0
 
@@ -112,11 +114,21 @@ def _server(uvicorn, config, app):
                     signal.signal(s, handler)
 
         async def startup(self, sockets=None):
+            log = logging.getLogger("uvicorn.error")
+
+            def keep(record):             # uvicorn's own "[Errno 98] ..." line goes into our one line instead
+                if record.levelno >= logging.ERROR:
+                    self.bind_error = record.getMessage()
+                    return False
+                return True
+            log.addFilter(keep)
             try:
                 await super().startup(sockets)
-            except SystemExit:            # uvicorn could not bind; it has logged why
+            except SystemExit:            # uvicorn could not bind
                 self.should_exit = True
                 return
+            finally:
+                log.removeFilter(keep)
             host, port = self.servers[0].sockets[0].getsockname()[:2]
             print(f"zerollm serve: serving {app.state.backend.name!r} on http://{host}:{port} "
                   "(the chat page at /, the API at /v1)", file=sys.stderr, flush=True)

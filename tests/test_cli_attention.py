@@ -136,6 +136,7 @@ def write(tmp_path, name, text):
     ("not_json", "not valid JSON"),
     ("too_deep", "not valid JSON"),
     ("non_finite", "NaN or infinity"),
+    ("huge", "use numbers up to 1e+06 in size"),
     ("missing_file", "file not found"),
     ("bad_suffix", "must end in .npy or .json"),
     ("missing_flag", "missing --wv"),
@@ -153,6 +154,8 @@ def test_bad_inputs_give_one_line_errors(capsys, tmp_path, case, fragment):
         p["x"] = write(tmp_path, "bad.json", "[[1, 2,")
     elif case == "too_deep":                     # json's decoder recurses per level: RecursionError
         p["x"] = write(tmp_path, "bad.json", "[" * 100_000 + "]" * 100_000)
+    elif case == "huge":                         # finite, but x @ W and q . k overflow to inf, then NaN
+        p["wk"] = write(tmp_path, "bad.json", "[[1e308, 1], [1, 1], [1, 1], [1, 1]]")
     elif case == "non_finite":
         p["wk"] = write(tmp_path, "bad.json", "[[NaN, 1], [1, 1], [1, 1], [1, 1]]")
     elif case == "missing_file":

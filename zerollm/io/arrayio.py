@@ -43,6 +43,9 @@ def _read_json(path):
                            "same number of entries)") from None
 
 
+MAX_ABS = 1e6          # the largest number the walkthrough takes: its products square it
+
+
 def load_array(path, name="array"):
     """Load a numeric array from ``.npy`` or ``.json``; reject non-finite values.
 
@@ -62,4 +65,7 @@ def load_array(path, name="array"):
     a = a.astype(np.float64)
     if not np.all(np.isfinite(a)):
         raise ZeroLLMError(f"{name}: {path} contains NaN or infinity; use finite numbers only")
+    if np.abs(a).max() > MAX_ABS:     # x @ W and then q . k square the size: 1e308 became inf, then NaN
+        raise ZeroLLMError(f"{name}: {path} holds {np.abs(a).max():.3g}; use numbers up to {MAX_ABS:g} in size "
+                           "(the scores multiply them twice and would overflow)")
     return a

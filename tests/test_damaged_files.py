@@ -52,6 +52,15 @@ def nan_weights(path, name=None):
     save_file(tensors, path, meta)
 
 
+def opposite_infinities(path):
+    """+inf and -inf in one tensor: their sum is NaN (NumPy warned "invalid value" before the error line)."""
+    tensors = load_file(path)
+    name = sorted(tensors)[0]
+    tensors[name] = tensors[name].copy()
+    tensors[name].flat[:2] = [np.inf, -np.inf]
+    save_file(tensors, path, load_metadata(path))
+
+
 def optimizer_meta(change):
     def damage(step):
         path = step / "optimizer.safetensors"
@@ -114,6 +123,8 @@ CHECKPOINT_DAMAGE = {
     "optimizer: NaN moment": (lambda s: nan_weights(s / "optimizer.safetensors"),
                               ["optimizer.safetensors", "NaN or infinity"]),
     "weights: NaN": (lambda s: nan_weights(s / "model.safetensors"), ["model.safetensors", "NaN or infinity"]),
+    "weights: inf and -inf": (lambda s: opposite_infinities(s / "model.safetensors"),
+                              ["model.safetensors", "NaN or infinity"]),
     "weights: cut short": (lambda s: (s / "model.safetensors").write_bytes(
         (s / "model.safetensors").read_bytes()[:-7]), ["model.safetensors"]),
     "tokenizer: junk": (lambda s: (s / "tokenizer.json").write_text('{"format": "zerollm-tokenizer", "version": 1, '

@@ -116,8 +116,9 @@ def _all_finite(a):
     only if the sum itself overflows do we look entry by entry."""
     if not np.issubdtype(a.dtype, np.floating):
         return True
-    if np.isfinite(np.add.reduce(a, axis=None, dtype=np.float64)):
-        return True
+    with np.errstate(invalid="ignore", over="ignore"):     # inf + -inf: the sum is NaN, no warning wanted
+        if np.isfinite(np.add.reduce(a, axis=None, dtype=np.float64)):
+            return True
     return bool(np.isfinite(a).all())
 
 

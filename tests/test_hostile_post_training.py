@@ -287,6 +287,8 @@ REWARD_MODULES = {
                  "        except Exception:\n            pass\n", "did not finish within", "reward"),
     "endless_generator": ("def f(prompts, completions, **kw):\n    while True:\n        yield 1.0\n",
                           "did not finish within", "reward"),
+    "huge": ("def f(prompts, completions, **kw):\n    return [1e308 for _ in completions]\n",
+             "rewards must be numbers up to 1e+06 in size", "reward"),
     "bad_float": ("class X:\n    def __float__(self):\n        raise OSError('disk')\n"
                   "def f(prompts, completions, **kw):\n    return [X() for _ in completions]\n",
                   "must return a list of numbers", "reward"),

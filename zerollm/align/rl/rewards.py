@@ -207,6 +207,9 @@ def score_all(sources, prompts, completions, fields, sequences):
     return total, each
 
 
+MAX_REWARD = 1e6
+
+
 def check_rewards(name, values, n):
     try:
         values = [float(v) for v in values]
@@ -218,4 +221,8 @@ def check_rewards(name, values, n):
     if bad:
         raise ZeroLLMError(f"reward {name} returned {values[bad[0]]} for answer {bad[0]} "
                            f"({len(bad)} non-finite values); rewards must be finite numbers")
+    big = [i for i, v in enumerate(values) if abs(v) > MAX_REWARD]
+    if big:       # their squares (the group's variance, the value loss) overflow: "diverged" would mislead
+        raise ZeroLLMError(f"reward {name} returned {values[big[0]]:.3g} for answer {big[0]}; rewards must be "
+                           f"numbers up to {MAX_REWARD:g} in size (scale them down)")
     return np.array(values)

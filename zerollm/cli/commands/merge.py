@@ -32,10 +32,11 @@ def merged_run(src, dst, force=None):
         raise ZeroLLMError(f"--to {dst} already holds a run; choose another directory")
     if os.path.lexists(dst) and not os.path.isdir(dst):
         raise ZeroLLMError(f"--to {dst} is a file; merge writes a run directory: choose a new directory name")
-    if os.path.isdir(dst) and os.listdir(dst):                # its latest.json, tokenizer.json ... would be replaced
-        raise ZeroLLMError(f"--to {dst} is a folder that already holds files ({', '.join(sorted(os.listdir(dst))[:3])}"
-                           f"{' ...' if len(os.listdir(dst)) > 3 else ''}); merge writes a new run directory: "
-                           "choose a new or empty one")
+    held = sorted(os.listdir(dst)) if os.path.isdir(dst) else []
+    if held:                                                  # its latest.json, tokenizer.json ... would be replaced
+        raise ZeroLLMError(f"--to {dst} is a folder that already holds files ({', '.join(held[:3])}"
+                           f"{' ...' if len(held) > 3 else ''}); merge writes a new run directory: choose a new or "
+                           "empty one")
     model, tok, ckpt = load_run(src, force=force)
     if model.lora is None:
         raise ZeroLLMError(f"{src} was not trained with LoRA (no --lora-r): there are no adapters to merge")

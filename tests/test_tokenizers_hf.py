@@ -193,6 +193,7 @@ def test_bad_tokenizer_json(gpt2_files, tmp_path, edit, fragment):
     (lambda d: d.update(pre_tokenizer=5), '"pre_tokenizer" must be a JSON object or null'),
     (lambda d: d.update(decoder=[]), '"decoder" must be a JSON object or null'),
     (lambda d: d.update(pre_tokenizer={"type": "Sequence", "pretokenizers": [1, 2]}), "pretokenizers"),
+    (lambda d: d.update(model={"type": "Unigram", "vocab": [["a", -1.0]]}), "only BPE can be imported"),   # valid
 ])
 def test_tokenizer_json_of_the_wrong_shape_is_one_clear_error(gpt2_files, tmp_path, edit, fragment):
     """Hand edits or damage in the structure (types the format fixes), through both importers: the folder

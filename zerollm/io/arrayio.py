@@ -65,7 +65,8 @@ def load_array(path, name="array"):
     a = a.astype(np.float64)
     if not np.all(np.isfinite(a)):
         raise ZeroLLMError(f"{name}: {path} contains NaN or infinity; use finite numbers only")
-    if np.abs(a).max() > MAX_ABS:     # x @ W and then q . k square the size: 1e308 became inf, then NaN
-        raise ZeroLLMError(f"{name}: {path} holds {np.abs(a).max():.3g}; use numbers up to {MAX_ABS:g} in size "
+    largest = np.abs(a).max()
+    if largest > MAX_ABS:             # x @ W and then q . k square the size: 1e308 became inf, then NaN
+        raise ZeroLLMError(f"{name}: {path} holds {largest:.3g}; use numbers up to {MAX_ABS:g} in size "
                            "(the scores multiply them twice and would overflow)")
     return a

@@ -215,6 +215,8 @@ def check_tokenizer_json(data, path):
     if model is not None and not isinstance(model, dict):
         raise wrong('"model"', "a JSON object")
     model = model or {}
+    if model.get("type") not in ("BPE", "WordLevel"):   # e.g. Unigram (a list vocabulary): the importers say
+        model = {}                                     # that they read BPE only, in their own words
     vocab = model.get("vocab", {})
     if not (isinstance(vocab, dict) and all(whole(i) for i in vocab.values())):
         raise wrong('"model.vocab"', "an object of token: id (a whole number >= 0)")

@@ -20,19 +20,20 @@ import dataclasses
 import hashlib
 import os
 import shutil
+import sys
 
 from zerollm.data.chat import chat_model
 from zerollm.training.checkpoint import weights_digest
 from zerollm.model import budget
 from zerollm.training import dist
-from zerollm.training.flags import add_config_flags, add_lora_arguments, lora_config
+from zerollm.training.flags import add_config_flags, add_lora_arguments, lora_config, saved_lora
 from zerollm.training.run import locked_run_dir, train_and_report
 from zerollm.io.errors import ZeroLLMError
 from zerollm.io.fileio import atomic_write
 from zerollm.io.outdir import STAGE_FILES, check_stage_out
 from zerollm.engine.memory import keep_freed_memory
 from zerollm.engine.threads import add_threads_argument
-from zerollm.training.trainer import TrainConfig, Trainer, lora_rng, resume_point
+from zerollm.training.trainer import TrainConfig, Trainer, check_max_iters, lora_rng, resume_point
 from zerollm.io.validate import dataclass_from_dict
 
 LM_ONLY = {"tokenizer", "vocab_size"}          # TrainConfig fields that only pre-training uses
@@ -321,9 +322,16 @@ def _resumed(args, stage, run_dir, threads, world):
         raise ZeroLLMError(f"{run_dir} was not written by 'zerollm {stage.name}' (its objective is "
                            f"{saved.get('stage') or saved.get('kind')!r}); resume it with the command that wrote it")
     where = ckpt.config_path
-    train_cfg = dataclasses.replace(dataclass_from_dict(TrainConfig, ckpt.train_config, where, "train"), **{
-        k: v for k, v in _given(args, TrainConfig, LM_ONLY).items()
-        if k in ("max_iters", "eval_interval", "checkpoint_interval", "eval_iters", "sample_tokens")})
+    given = _given(args, TrainConfig, LM_ONLY)
+    changeable = ("max_iters", "eval_interval", "checkpoint_interval", "eval_iters", "sample_tokens")
+    train_cfg = dataclasses.replace(dataclass_from_dict(TrainConfig, ckpt.train_config, where, "train"),
+                                    **{k: v for k, v in given.items() if k in changeable})
+    check_max_iters(ckpt, train_cfg)
+    lora = saved_lora(ckpt, lora_config(args))           # --lora-* may only repeat the run's own
+    ignored = sorted({*given, *_given(args, stage.config_cls)} - set(changeable))
+    if ignored and world.is_main:
+        print("note: on --resume the saved configuration is used; ignoring "
+              + ", ".join("--" + k.replace("_", "-") for k in ignored), file=sys.stderr)
     if not isinstance(saved.get("start"), dict) or not {"path", "hf", "digest"} <= set(saved["start"]):
         raise ZeroLLMError(f"{where}: objective.start must name the starting model (path, hf, digest); "
                            "the checkpoint is damaged")
@@ -334,10 +342,8 @@ def _resumed(args, stage, run_dir, threads, world):
     inputs = saved_inputs(run_dir, stage, digests)
     check_resume_flags(args, stage, inputs, saved["start"])
     model, tok = reload_start(saved["start"])
-    if saved.get("lora"):
-        from zerollm.nn.lora import LoRAConfig
-        model.add_lora(LoRAConfig(**{**saved["lora"], "targets": tuple(saved["lora"]["targets"])}),
-                       lora_rng(train_cfg.seed))
+    if lora is not None:
+        model.add_lora(lora, lora_rng(train_cfg.seed))
     trainer = _trainer(stage, model, tok, inputs, train_cfg, stage_cfg, saved["start"], run_dir, threads, world,
                        digests if digests is not None else {f: file_digest(p) for f, p in inputs.items() if p})
     trainer.restore(ckpt)

@@ -79,3 +79,13 @@ def lora_config(args):
     targets = tuple(t.strip() for t in given["targets"].split(",")) if given["targets"] else ("c_attn",)
     return LoRAConfig(r=r, alpha=given["alpha"] if given["alpha"] is not None else 2.0 * r,
                       dropout=given["dropout"] or 0.0, targets=tuple(t for t in targets if t) or ("",))
+
+
+def saved_lora(ckpt, asked):
+    """On resume the checkpoint's LoRA settings win (the --lora-* flags may only repeat them)."""
+    saved = (ckpt.objective or {}).get("lora")
+    config = LoRAConfig(**{**saved, "targets": tuple(saved["targets"])}) if saved else None
+    if asked is not None and asked != config:
+        raise ZeroLLMError(f"{ckpt.path} was trained {'with LoRA ' + str(saved) if saved else 'without LoRA'}; "
+                           "resume it without --lora-* flags")
+    return config

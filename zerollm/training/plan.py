@@ -18,7 +18,7 @@ from zerollm.model import budget
 from zerollm.data import corpora
 from zerollm.io.errors import ZeroLLMError
 from zerollm.io.fileio import read_json
-from zerollm.training.flags import lora_config
+from zerollm.training.flags import lora_config, saved_lora
 from zerollm.training.presets import DEFAULT_PRESET, PRESET_CORPUS, build_configs, sources
 from zerollm.training.trainer import configs_from_checkpoint, resume_point
 
@@ -80,6 +80,7 @@ def make_plan(args, run_dir, overrides, world=None):
     ckpt, ranks = None, 1 if world is None else world.size
     if args.resume:
         ckpt = resume_point(run_dir, force=args.force)
+        check_pretraining(ckpt, run_dir)
         model_cfg, train_cfg, ignored = configs_from_checkpoint(ckpt, overrides)
         if ignored and (world is None or world.is_main):
             print(f"note: on --resume the saved configuration is used; ignoring {', '.join(ignored)}",
@@ -89,7 +90,7 @@ def make_plan(args, run_dir, overrides, world=None):
     else:
         model_cfg, train_cfg = build_configs(args.preset, overrides)     # validates before any work
         where = sources(args.preset, overrides)
-    data, prepared = data_source(args, run_dir)
+    data, prepared = resumed_data(args, run_dir) if args.resume else data_source(args, run_dir)
     if not args.resume:
         if prepared:
             overrides = {**overrides, "tokenizer": prepared_tokenizer(data, overrides.get("tokenizer"))}
@@ -109,15 +110,46 @@ def make_plan(args, run_dir, overrides, world=None):
     return Plan(model_cfg, train_cfg, data, prepared, estimate, ckpt, overrides, where, lora)
 
 
-def saved_lora(ckpt, asked):
-    """On resume the checkpoint's LoRA settings win (the --lora-* flags may only repeat them)."""
-    from zerollm.nn.lora import LoRAConfig
-    saved = (ckpt.objective or {}).get("lora")
-    config = LoRAConfig(**{**saved, "targets": tuple(saved["targets"])}) if saved else None
-    if asked is not None and asked != config:
-        raise ZeroLLMError(f"{ckpt.path} was trained {'with LoRA ' + str(saved) if saved else 'without LoRA'}; "
-                           "resume it without --lora-* flags")
-    return config
+def check_pretraining(ckpt, run_dir):
+    """``zerollm train --resume`` continues a pre-training run only: a run another command wrote (its
+    objective names a stage, or a kind other than "lm") is refused before anything is written."""
+    objective = ckpt.objective or {}
+    if objective.get("stage") or objective.get("kind", "lm") != "lm":
+        raise ZeroLLMError(f"{run_dir} was not written by 'zerollm train' (its objective is "
+                           f"{objective.get('stage') or objective.get('kind')!r}); resume it with the command "
+                           "that wrote it")
+
+
+def resumed_data(args, run_dir):
+    """On --resume a run that prepared its own data (RUN/data) trains on it again, never on a new
+    preparation: a --data given with it must be that folder, or the text file it was prepared from
+    (same sha256); another file or folder is refused, before RUN/data could be replaced."""
+    own = os.path.join(run_dir, "data")
+    if not os.path.isfile(os.path.join(own, "meta.json")):
+        return data_source(args, run_dir)               # the run trained on a prepared folder elsewhere
+    if args.data is not None and not _same_data(args.data, own):
+        raise ZeroLLMError(f"--resume trains on the run's own prepared data ({own}); --data {args.data} "
+                           "is not the data the run began with: leave out --data, or start a new run with "
+                           "another --out")
+    return own, True
+
+
+def _same_data(given, own):
+    """Is ``given`` (a folder, a text file or a shipped corpus's name) the data prepared into ``own``?"""
+    from zerollm.data.download import sha256_of
+    meta = read_json(os.path.join(own, "meta.json"), what="prepared data description (meta.json)")
+    source = meta.get("source") if isinstance(meta, dict) else None
+    digest = source.get("sha256") if isinstance(source, dict) else None
+    if os.path.isdir(given):
+        if os.path.realpath(given) == os.path.realpath(own):
+            return True
+        if given in corpora.CORPORA and not os.path.isfile(os.path.join(given, "meta.json")):
+            given = str(corpora.path(given))
+        else:
+            return False                                # another prepared folder: another tokenization
+    if not os.path.isfile(given) and given in corpora.CORPORA:
+        given = str(corpora.path(given))
+    return os.path.isfile(given) and digest is not None and sha256_of(given) == digest
 
 
 def prepared_tokenizer(folder, asked=None):

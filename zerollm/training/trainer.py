@@ -271,7 +271,17 @@ def configs_from_checkpoint(ckpt, overrides):
     train_cfg = dataclass_from_dict(TrainConfig, ckpt.train_config, ckpt.config_path, "train")
     changed = {k: v for k, v in (overrides or {}).items() if k in allowed}
     ignored = sorted(set(overrides or {}) - allowed)
-    return model_cfg, replace(train_cfg, **changed), ignored
+    train_cfg = replace(train_cfg, **changed)
+    check_max_iters(ckpt, train_cfg)
+    return model_cfg, train_cfg, ignored
+
+
+def check_max_iters(ckpt, train_cfg):
+    """A resumed run may end later or where it stands, never before: --max-iters below the checkpoint's
+    step would save that step again under a configuration that says the run ended earlier."""
+    if train_cfg.max_iters < ckpt.step:
+        raise ZeroLLMError(f"{ckpt.path} is already at step {ckpt.step}; --max-iters {train_cfg.max_iters} would "
+                           f"end the run before where it stands: give {ckpt.step} or more, or leave it out")
 
 
 def timed(fn):

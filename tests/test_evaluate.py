@@ -114,12 +114,19 @@ def test_multiple_choice_acc_and_acc_norm():
     assert multiple_choice([-6.0, -2.0], ["abcdefgh", "b"], 0) == {"acc": 0.0, "acc_norm": 1.0}
 
 
-def test_tasks_make_lm_eval_writes_the_four_tasks_and_never_replaces_a_foreign_folder(tmp_path, capsys):
+def test_tasks_make_lm_eval_writes_the_four_tasks_and_never_replaces_a_foreign_folder_or_file(tmp_path, capsys):
     from zerollm.data import corpora
     from tiny_runs import run_main
     out = tmp_path / "tasks"
     assert run_main(["tasks", "make", "lm-eval", "--out", out, "--n", "5"], capsys)[0] == 0
-    assert run_main(["tasks", "make", "lm-eval", "--out", out, "--n", "4"], capsys)[0] == 0     # its own: rewritten
+    code, _, err = run_main(["tasks", "make", "lm-eval", "--out", out, "--n", "4"], capsys)
+    assert code == 1 and "pass --force to replace them" in err                       # its own, but not unasked
+    assert run_main(["tasks", "make", "lm-eval", "--out", out, "--n", "4", "--force"], capsys)[0] == 0
+    assert json.loads((out / "zerollm-tasks.json").read_text())["n"] == 4
+    (out / "my-notes.txt").write_text("keep me")                  # a file the user put there
+    code, _, err = run_main(["tasks", "make", "lm-eval", "--out", out, "--n", "3", "--force"], capsys)
+    assert code == 1 and "(my-notes.txt)" in err and (out / "my-notes.txt").read_text() == "keep me"
+    (out / "my-notes.txt").unlink()
     names = {"zerollm_tang_next", "zerollm_shakespeare", "zerollm_acrostic", "zerollm_addition"}
     assert {p.name for p in out.iterdir()} == {f"{n}.{e}" for n in names for e in ("yaml", "jsonl")} | {"zerollm-tasks.json"}
     tang = corpora.read_text("tang").splitlines()

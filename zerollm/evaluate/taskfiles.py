@@ -152,12 +152,23 @@ def task_files(folder, n, seed):
     return files
 
 
-def write_tasks(folder, n, seed):
-    """Write the four tasks into ``folder`` whole or not at all -> {task: number of documents}."""
+def write_tasks(folder, n, seed, force=False):
+    """Write the four tasks into ``folder`` whole or not at all -> {task: number of documents}. A folder
+    this command wrote earlier is replaced only with ``force``, and never while it holds other files
+    (replacing the folder would delete them)."""
     from zerollm.io.outdir import atomic_dir
-    if os.path.isdir(folder) and os.listdir(folder) and not os.path.exists(os.path.join(folder, MARKER)):
+    present = set(os.listdir(folder)) if os.path.isdir(folder) else set()
+    if present and MARKER not in present:
         raise ZeroLLMError(f"{folder} holds files that 'zerollm tasks make lm-eval' did not write; "
                            "choose a new or empty folder for --out")
+    others = sorted(present - {MARKER} - {f"{name}.{ext}" for name in TASK_NAMES for ext in ("yaml", "jsonl")})
+    if others:
+        shown = ", ".join(others[:3]) + (f" and {len(others) - 3} more" if len(others) > 3 else "")
+        raise ZeroLLMError(f"{folder} holds files that 'zerollm tasks make lm-eval' did not write ({shown}), which "
+                           "replacing the folder would delete; move them out, or choose a new or empty folder for --out")
+    if present and not force:
+        raise ZeroLLMError(f"{folder} already holds lm-eval tasks written earlier; pass --force to replace them, "
+                           "or choose another --out")
     files = task_files(folder, n, seed)
     with atomic_dir(folder) as tmp:
         for name, text in files.items():

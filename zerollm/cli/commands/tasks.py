@@ -98,7 +98,7 @@ def _make(args):
 
 def _make_lm_eval(args):
     from zerollm.evaluate.taskfiles import write_tasks
-    counts = write_tasks(args.out, args.n, args.seed)
+    counts = write_tasks(args.out, args.n, args.seed, force=args.force)
     shown = ", ".join(f"{name} {n}" for name, n in counts.items())
     print(f"wrote lm-eval tasks to {args.out} (heldout data, seed {args.seed}): {shown} documents; "
           f"run: lm_eval --model zerollm --model_args ckpt=RUN --tasks {args.out}")

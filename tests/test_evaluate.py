@@ -119,6 +119,7 @@ def test_tasks_make_lm_eval_writes_the_four_tasks_and_never_replaces_a_foreign_f
     from tiny_runs import run_main
     out = tmp_path / "tasks"
     assert run_main(["tasks", "make", "lm-eval", "--out", out, "--n", "5"], capsys)[0] == 0
+    assert run_main(["tasks", "make", "lm-eval", "--out", out, "--n", "5"], capsys)[0] == 0     # the same again
     code, _, err = run_main(["tasks", "make", "lm-eval", "--out", out, "--n", "4"], capsys)
     assert code == 1 and "pass --force to replace them" in err                       # its own, but not unasked
     assert run_main(["tasks", "make", "lm-eval", "--out", out, "--n", "4", "--force"], capsys)[0] == 0

@@ -131,6 +131,17 @@ metadata:
 """
 
 
+def _holds(folder, files):
+    """Does ``folder`` hold exactly ``files`` ({name: text}), byte for byte?"""
+    if set(os.listdir(folder)) != set(files):
+        return False
+    for name, text in files.items():
+        with open(os.path.join(folder, name), "rb") as f:
+            if f.read() != text.encode("utf-8"):
+                return False
+    return True
+
+
 def task_files(folder, n, seed):
     """{file name: text} of the task folder (its data paths point into ``folder``)."""
     folder = os.path.abspath(folder)
@@ -154,8 +165,9 @@ def task_files(folder, n, seed):
 
 def write_tasks(folder, n, seed, force=False):
     """Write the four tasks into ``folder`` whole or not at all -> {task: number of documents}. A folder
-    this command wrote earlier is replaced only with ``force``, and never while it holds other files
-    (replacing the folder would delete them)."""
+    this command wrote earlier with other settings is replaced only with ``force`` (one that holds these
+    very files is written again, the same), and never while it holds other files (replacing the folder
+    would delete them)."""
     from zerollm.io.outdir import atomic_dir
     present = set(os.listdir(folder)) if os.path.isdir(folder) else set()
     if present and MARKER not in present:
@@ -166,10 +178,10 @@ def write_tasks(folder, n, seed, force=False):
         shown = ", ".join(others[:3]) + (f" and {len(others) - 3} more" if len(others) > 3 else "")
         raise ZeroLLMError(f"{folder} holds files that 'zerollm tasks make lm-eval' did not write ({shown}), which "
                            "replacing the folder would delete; move them out, or choose a new or empty folder for --out")
-    if present and not force:
-        raise ZeroLLMError(f"{folder} already holds lm-eval tasks written earlier; pass --force to replace them, "
-                           "or choose another --out")
     files = task_files(folder, n, seed)
+    if present and not force and not _holds(folder, files):
+        raise ZeroLLMError(f"{folder} already holds lm-eval tasks written earlier (another --n or --seed); pass "
+                           "--force to replace them, or choose another --out")
     with atomic_dir(folder) as tmp:
         for name, text in files.items():
             with open(os.path.join(tmp, name), "w", encoding="utf-8") as f:

@@ -166,3 +166,43 @@ def test_a_base_model_is_refused_without_raw(models):
                          text=True, env={"PYTHONPATH": str(ROOT)}, timeout=60)
     assert out.returncode == 1 and out.stderr.count("\n") == 1
     assert "zerollm sft" in out.stderr and "--raw" in out.stderr
+
+
+# ----------------------------------------------------------------------------
+# the REPL in this process (zerollm.serve.repl.repl): /save with a name or a text no file can hold
+
+def _run_repl(folder, lines):
+    """Feed ``lines`` to the REPL of the model in ``folder`` (greedy, 3-token answers) -> what it wrote."""
+    import io
+    from zerollm.generation.sample import Sampling
+    from zerollm.serve.repl import Conversation, repl
+    model, tok = load(str(folder)), load_tokenizer_dir(str(folder))
+    conv, out, feed = Conversation(tok, model.config.block_size), io.StringIO(), iter(lines)
+
+    def read(prompt):
+        try:
+            return next(feed)
+        except StopIteration:
+            raise EOFError from None
+
+    assert repl(model, tok, conv, sampling=Sampling(0), max_new=3, rng=np.random.default_rng(0), read=read,
+                out=out) == 0
+    return out.getvalue()
+
+
+def test_save_refuses_names_no_file_can_have_in_one_line(models, tmp_path):
+    long_name = tmp_path / ("x" * 300 + ".jsonl")
+    said = _run_repl(models[0], ["hello", f"/save {tmp_path}/a\0b.jsonl", f"/save {long_name}",
+                                 f"/save {tmp_path}/ok.jsonl"])
+    assert "a file name cannot hold a NUL character" in said
+    assert f"cannot write {long_name}: File name too long; give another name" in said and "[Errno" not in said
+    assert json.loads((tmp_path / "ok.jsonl").read_text())["messages"][0] == {"role": "user", "content": "hello"}
+
+
+def test_bytes_a_terminal_sent_that_are_not_utf8_are_read_as_replacement_characters(models, tmp_path):
+    broken = b"caf\xe9 ok".decode("utf-8", "surrogateescape")     # what input() gives for Latin-1 bytes
+    said = _run_repl(models[0], [broken, f"/system be \udcff brief", f"/save {tmp_path}/talk.jsonl"])
+    assert "are read as \ufffd" in said and "saved 1 turns" in said
+    messages = json.loads((tmp_path / "talk.jsonl").read_text(encoding="utf-8"))["messages"]
+    assert messages[0] == {"role": "system", "content": "be \ufffd brief"}
+    assert messages[1] == {"role": "user", "content": "caf\ufffd ok"}

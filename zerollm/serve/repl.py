@@ -15,6 +15,7 @@ is refused unless ``raw``: then the turns are plain text one after another, cont
 
 import json
 import os
+import re
 import sys
 
 import numpy as np
@@ -32,7 +33,7 @@ class Conversation:
     def __init__(self, tok, block_size, system=None, raw=False):
         if not raw and not chat.has_template(tok):
             raise ZeroLLMError("this model has no chat template (it is a base model): fine-tune it with "
-                               "`zerollm sft --ckpt RUN --data chat.jsonl --out RUN-sft`, or add --raw to "
+                               "`zerollm sft --init RUN --data chat.jsonl --out RUN-sft`, or add --raw to "
                                "continue plain text")
         self.tok, self.block_size, self.system, self.raw = tok, block_size, system, raw
         self.turns = []                            # [(user text, answer text)]
@@ -65,10 +66,25 @@ class Conversation:
 
     def save(self, path):
         """One JSONL row {"messages": [...]}, the TRL conversational format; never over an existing file."""
+        if "\0" in path:
+            raise ZeroLLMError("a file name cannot hold a NUL character; give another name")
         if os.path.exists(path):
             raise ZeroLLMError(f"{path} exists already; /save writes a new file, give another name")
-        with atomic_write(path, "w") as f:
-            f.write(json.dumps({"messages": self.messages()}, ensure_ascii=False) + "\n")
+        row = valid_text(json.dumps({"messages": self.messages()}, ensure_ascii=False))
+        try:
+            with atomic_write(path, "w") as f:
+                f.write(row + "\n")
+        except OSError as err:
+            raise ZeroLLMError(f"cannot write {path}: {err.strerror or err}; give another name") from None
+
+
+def valid_text(text):
+    """``text`` with every lone surrogate (bytes a terminal sent that are not UTF-8) as U+FFFD, so that
+    it can be encoded, tokenized and saved."""
+    return SURROGATES.sub("\ufffd", text)
+
+
+SURROGATES = re.compile("[\ud800-\udfff]")
 
 
 def answer(model, tok, ids, max_new, stop, sampling, rng, allowed, out):
@@ -108,6 +124,9 @@ def repl(model, tok, conv, *, sampling, max_new, rng, allowed=None, read=input, 
             continue
         if not line.strip():
             continue
+        if valid_text(line) != line:
+            line = valid_text(line)
+            out.write("(bytes in this line that are not UTF-8 are read as \ufffd)\n")
         if line.startswith("/"):
             if _command(conv, line, out):
                 return 0

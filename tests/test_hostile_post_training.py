@@ -179,6 +179,8 @@ def test_hostile_preference_lines(root, tmp_path, capsys, command, name):
 
 PROMPT_LINES = {
     "answer-list": ('{"prompt": "1+1=", "answer": [2]}', "'answer' must be an integer or a string"),
+    "answer-text": ('{"prompt": "1+1=", "answer": "abc"}', "example 2: an addition row's \"answer\" must be a whole"),
+    "answer-exponent": ('{"prompt": "1+1=", "answer": "1e5"}', "must be a whole number like 357, got '1e5'"),
     "heads-number": ('{"prompt": "1+1=", "heads": 5}', "'heads' must be a string"),
     "completion-null": ('{"prompt": "1+1=", "completion": null}', "'completion' must be a string"),
     "prompt-object": ('{"prompt": {"role": "user"}}', "'prompt' must be a string"),
@@ -195,7 +197,7 @@ def test_hostile_prompt_lines_for_grpo_and_tasks_eval(root, tmp_path, capsys, na
     code, _, err = run_main(["grpo", "--init", root / "base", "--data", data, "--out", tmp_path / "run", *RL, *SMALL],
                             capsys)
     one_line_error(code, err, fragment)
-    assert f"{data} line 2" in err and not (tmp_path / "run").exists()
+    assert (f"{data} line 2" in err or f"--data {data} example 2" in err) and not (tmp_path / "run").exists()
     code, _, err = run_main(["tasks", "eval", "addition", "--ckpt", root / "base", "--data", data], capsys)
     one_line_error(code, err, fragment)
 

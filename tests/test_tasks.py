@@ -190,3 +190,16 @@ def test_tasks_eval_bad_input(tiny_models, tmp_path, capsys):
     assert main(["tasks", "eval", "addition", "--ckpt", str(tiny_models / "base"), "--data",
                  str(tmp_path / "ok.jsonl"), "--format", "chat"]) == 1
     assert "prepare_tokenizer" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("answer, expected", [(357, 357), ("357", 357), (" 357 ", 357), (357.0, 357), (-3, -3),
+                                              (None, 3)])
+def test_addition_answer_is_a_whole_number_or_its_digits(answer, expected):
+    assert addition.answer_from("1+2=", answer) == expected
+    assert addition.reward("1+2=", str(expected), answer=answer) == 1.0
+
+
+@pytest.mark.parametrize("answer", ["abc", "1e5", "3.5", "", True, 3.5, float("inf"), "٣"])
+def test_addition_answer_that_is_no_whole_number_is_one_clear_error(answer):
+    with pytest.raises(ZeroLLMError, match="must be a whole number like 357"):
+        addition.reward("1+2=", "3", answer=answer)

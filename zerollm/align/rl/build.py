@@ -5,6 +5,7 @@ its frozen reference extended alike, and the reward sources named by the flags.
 import sys
 
 from zerollm.align.stage import Stage, frozen_reference
+from zerollm.align.tasks.evaluate import check_examples
 from zerollm.data.chat import chat_model
 from zerollm.io.errors import ZeroLLMError
 
@@ -37,7 +38,12 @@ def reward_sources(cfg, tok):
 def build_rollout_objective(cls, model, tok, inputs, train_cfg, cfg, start, **kw):
     model, tok, rows, ids, eval_rows, eval_ids, stop = rollout_inputs(model, tok, inputs, cfg, train_cfg.seed)
     reference = frozen_reference(model, tok, start, train_cfg.seed)      # the same new rows as the policy
-    objective = cls(model, reference, tok, rows, sources=reward_sources(cfg, tok), config=cfg, seed=train_cfg.seed,
+    sources = reward_sources(cfg, tok)
+    for src in sources:                 # a task verifier reads every prompt's fields before any rollout
+        if src.task is not None:
+            check_examples(src.task, rows, f"--data {inputs['data']} example")
+            check_examples(src.task, eval_rows, f"--eval-data {inputs['eval_data']} example")
+    objective = cls(model, reference, tok, rows, sources=sources, config=cfg, seed=train_cfg.seed,
                     stop_ids=stop, prompt_ids=ids, eval_prompts=eval_rows, eval_prompt_ids=eval_ids, **kw)
     return objective, tok
 

@@ -99,6 +99,7 @@ class RewardSource(NamedTuple):
     name: str
     score: Callable      # score(prompts, completions, fields, sequences) -> sequence of floats
     weight: float = 1.0
+    task: object = None  # a task's module, when its verifier is the source (its rows can be checked first)
 
 
 def task_source(name, weight=1.0):
@@ -115,7 +116,7 @@ def task_source(name, weight=1.0):
         # not an input of the verifier, which judges the sampled answer
         return [task.reward(p, c, **{k: v for k, v in f.items() if k != "completion"})
                 for p, c, f in zip(prompts, completions, fields)]
-    return RewardSource(name, score, weight)
+    return RewardSource(name, score, weight, task)
 
 
 def reward_tasks():

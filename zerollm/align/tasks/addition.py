@@ -71,8 +71,16 @@ def make(n, split, seed):
 
 
 def answer_from(prompt, answer=None):
+    """The sum a completion must give: the row's "answer" (a whole number, or a string of digits) when it
+    has one, else the two numbers of the prompt added."""
     if answer is not None:
-        return int(answer)
+        if isinstance(answer, str) and re.fullmatch(r"\s*-?[0-9]{1,30}\s*", answer):
+            return int(answer)
+        if isinstance(answer, int) and not isinstance(answer, bool):
+            return answer
+        if isinstance(answer, float) and answer.is_integer() and abs(answer) < 1e15:
+            return int(answer)
+        raise ZeroLLMError(f'an addition row\'s "answer" must be a whole number like 357, got {answer!r}')
     found = PROMPT.fullmatch(prompt) if isinstance(prompt, str) else None
     if found is None:
         raise ZeroLLMError(f"an addition prompt reads like '12+345=', got {prompt!r}")

@@ -88,6 +88,17 @@ def sample_task(model, tokenizer, task, rows, *, fmt="auto", max_new_tokens=None
     return [prefix + tokenizer.decode(c).split("\n")[0] for prefix, c in zip(prefixes, ids)], fmt
 
 
+def check_examples(task, rows, where="example"):
+    """The task's verifier reads every row's fields once (scoring an empty answer), so that a field it
+    cannot use (an addition "answer" that is no number) stops a command before minutes of sampling or
+    training, in one line naming the example (``where`` i, counted from 1)."""
+    for i, row in enumerate(rows, 1):
+        try:
+            task.reward(prompt_text(row["prompt"]), "", **fields_of(row))
+        except ZeroLLMError as err:
+            raise ZeroLLMError(f"{where} {i}: {err}") from None
+
+
 def score(task, rows, completions):
     """Per-example results and the summary: successes, rate, 95% interval, mean reward."""
     results = []
@@ -102,7 +113,8 @@ def score(task, rows, completions):
 
 
 def evaluate(model, tokenizer, task, rows, **sampling):
-    """sample_task + score -> (summary with the format, results)."""
+    """sample_task + score -> (summary with the format, results); the rows are checked first."""
+    check_examples(task, rows)
     completions, fmt = sample_task(model, tokenizer, task, rows, **sampling)
     summary, results = score(task, rows, completions)
     return {**summary, "format": fmt}, results

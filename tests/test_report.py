@@ -162,3 +162,26 @@ def test_a_log_with_numbers_near_float64s_limit_is_drawn_or_skipped_never_a_cras
     err = capsys.readouterr().err
     assert "plots skipped: the log holds numbers matplotlib cannot draw" in err and len(err.splitlines()) == 1
     assert not (run / "loss.png").exists()
+
+
+@pytest.mark.parametrize("results", [5, [1, 2], {"zerollm_tang_next": 3}, {"zerollm_tang_next": ["acc,none"]},
+                                     {"t": {"acc,none": 0.5}, "n": None}],
+                         ids=["int", "list", "task-int", "task-list", "task-null"])
+def test_report_refuses_results_of_the_wrong_shape_in_one_line(tmp_path, tmp_path_factory, capsys, results):
+    char = tiny_run(tmp_path_factory, "char")
+    data = {"config": {"model_args": f"ckpt={char}"}, "results": results}
+    (tmp_path / "results_x.json").write_text(json.dumps(data))
+    code, _, err = run_main(["report", char, "--results", tmp_path / "results_x.json", "--out",
+                             tmp_path / "r.html"], capsys)
+    assert code == 1 and "is not an lm-eval results file" in err and len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "r.html").exists()
+
+
+def test_report_leaves_out_scores_that_are_not_finite_numbers(tmp_path, tmp_path_factory, capsys):
+    from zerollm.evaluate.report import read_results
+    char = tiny_run(tmp_path_factory, "char")
+    data = {"config": {"model_args": f"ckpt={char}"}, "n-samples": {"t": {"effective": 10}},
+            "results": {"t": {"acc,none": 0.5, "acc_norm,none": float("nan"), "alias": "t", "flag,none": True}}}
+    (tmp_path / "results_x.json").write_text(json.dumps(data))
+    (scores,) = read_results([tmp_path / "results_x.json"]).values()
+    assert [s[0] for s in scores["t"]] == ["acc"]

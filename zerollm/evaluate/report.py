@@ -16,6 +16,7 @@ import base64
 import glob
 import html
 import json
+import math
 import os
 
 import numpy as np
@@ -119,19 +120,33 @@ def read_results(paths):
             with open(path, encoding="utf-8") as f:
                 data = json.load(f)
             ckpt = _model_arg(data["config"]["model_args"], "ckpt")
-            results, samples = data["results"], data.get("n-samples", {})
-        except (OSError, ValueError, KeyError, TypeError, RecursionError) as err:
+            if ckpt is not None:
+                ckpt = os.path.realpath(ckpt)
+            tasks = _task_scores(data["results"], data.get("n-samples", {}))
+        except (OSError, ValueError, KeyError, TypeError, AttributeError, OverflowError, RecursionError) as err:
             raise ZeroLLMError(f"{path} is not an lm-eval results file ({type(err).__name__}: {err}); give the "
                                "results_*.json that lm_eval --output_path wrote") from None
         if ckpt is None:
             raise ZeroLLMError(f"{path}: its model_args name no ckpt=DIR, so it belongs to no zerollm run")
-        scores = out.setdefault(os.path.realpath(ckpt), {})
-        for task, metrics in results.items():
-            n = int((samples.get(task) or {}).get("effective", 0))
-            scores[task] = [score(key.split(",")[0], value, metrics.get(key.replace(",", "_stderr,", 1)), n)
-                            for key, value in metrics.items()
-                            if "," in key and "_stderr" not in key and isinstance(value, (int, float))]
+        out.setdefault(ckpt, {}).update(tasks)
     return out
+
+
+def _task_scores(results, samples):
+    """{task: [score, ...]} of one file's "results" and "n-samples" objects; a TypeError or ValueError
+    where they are not what lm-eval writes."""
+    if not isinstance(results, dict) or not isinstance(samples, dict):
+        raise TypeError('"results" and "n-samples" must be objects')
+    scores = {}
+    for task, metrics in results.items():
+        if not isinstance(metrics, dict):
+            raise TypeError(f'"results"."{task}" must be an object of metrics, got {type(metrics).__name__}')
+        n = int((samples.get(task) or {}).get("effective", 0))
+        scores[task] = [score(key.split(",")[0], value, metrics.get(key.replace(",", "_stderr,", 1)), n)
+                        for key, value in metrics.items()
+                        if "," in key and "_stderr" not in key and isinstance(value, (int, float))
+                        and not isinstance(value, bool) and math.isfinite(value)]
+    return scores
 
 
 def _model_arg(model_args, key):

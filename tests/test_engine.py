@@ -276,7 +276,9 @@ def test_unknown_engine_and_env_variable(monkeypatch):
 
 def test_fast_engine_without_numba_says_how_to_install(monkeypatch):
     import sys
+    import zerollm.engine
     monkeypatch.setitem(sys.modules, "zerollm.engine.fast", None)      # as if numba were missing
+    monkeypatch.setitem(zerollm.engine._selected, "fast", None)         # and never imported in this process
     with pytest.raises(ZeroLLMError, match=r'pip install "zerollm\[fast\]"'):
         set_engine("fast")
 
@@ -299,3 +301,52 @@ def test_flash_attention_on_the_fast_engine(T, Tk, tile, causal, g):
     assert rel(out, out_ref) <= TOL and rel(cache.lse, cache_ref.lse) <= TOL
     for g_fast, g_ref in zip(grads, grads_ref):
         assert rel(g_fast, g_ref) <= TOL
+
+
+# ----------------------------------------------------------------------------
+# numba's settings in the environment: one line naming the setting, never numba's traceback
+
+@pytest.mark.parametrize("name, value, fragment", [
+    ("NUMBA_DISABLE_JIT", "1", "turns numba's compiler off"),
+    ("NUMBA_NUM_THREADS", "0", "must be a whole number above 0"),
+    ("NUMBA_NUM_THREADS", "many", "must be a whole number above 0"),
+])
+def test_numba_settings_that_break_the_fast_engine_are_refused(monkeypatch, name, value, fragment):
+    import zerollm.engine
+    with use_engine("numpy"):
+        monkeypatch.setenv(name, value)
+        monkeypatch.setitem(zerollm.engine._selected, "fast", None)     # as in a new process
+        with pytest.raises(ZeroLLMError, match=fragment):
+            set_engine("fast")
+        assert get_engine() == "numpy"                 # the selection is unchanged
+        monkeypatch.undo()
+
+
+@pytest.mark.parametrize("name, value", [("NUMBA_CPU_NAME", "bogus-cpu"), ("NUMBA_CPU_FEATURES", "+bogus"),
+                                         ("NUMBA_CPU_FEATURES", "avx2")])
+def test_a_cpu_llvm_does_not_know_is_one_clear_error(monkeypatch, capfd, name, value):
+    from zerollm.engine.fast.jit import check_cpu_settings
+    monkeypatch.setenv(name, value)
+    capfd.readouterr()
+    with pytest.raises(ZeroLLMError, match=f"\\${name}"):
+        check_cpu_settings()
+    assert capfd.readouterr().err == ""               # LLVM's own complaint was caught, not printed
+
+
+@pytest.mark.parametrize("name, value", [("NUMBA_CPU_NAME", "generic"), ("NUMBA_CPU_NAME", "host"),
+                                         ("NUMBA_CPU_FEATURES", "+avx2,-avx512f")])
+def test_cpu_settings_llvm_knows_pass(monkeypatch, name, value):
+    from zerollm.engine.fast.jit import check_cpu_settings
+    monkeypatch.setenv(name, value)
+    check_cpu_settings()
+
+
+def test_a_numba_setting_numba_cannot_read_is_one_line_from_the_cli(tmp_path):
+    import os
+    import subprocess
+    import sys
+    env = {**os.environ, "NUMBA_OPT": "9", "ZEROLLM_ENGINE": "numpy"}
+    proc = subprocess.run([sys.executable, "-m", "zerollm", "train", "--preset", "tiny", "--dry-run", "--engine",
+                           "fast"], env=env, capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert proc.returncode == 1 and proc.stderr.count("\n") == 1, proc.stderr
+    assert "$NUMBA_OPT='9' cannot be read by numba" in proc.stderr and "Traceback" not in proc.stderr

@@ -22,13 +22,16 @@ and then the reference runs. The engine is one setting for the whole process.
 import contextlib
 import functools
 import os
+import re
+import warnings
 
 from zerollm.io.errors import ZeroLLMError
 
 ENGINES = ("numpy", "fast")
 ENV = "ZEROLLM_ENGINE"
 
-_selected = {"name": None, "kernels": None}     # resolved on first use: no work at import time
+_selected = {"name": None, "kernels": None,     # resolved on first use: no work at import time
+             "fast": None}                      # the fast engine's kernels, once imported
 
 
 def set_engine(name):
@@ -38,14 +41,54 @@ def set_engine(name):
         raise ZeroLLMError(f"engine must be one of {', '.join(ENGINES)}; got {name!r}")
     kernels = {}
     if name == "fast":
+        kernels = _fast_kernels()
+    _selected.update(name=name, kernels=kernels)
+    return name
+
+
+def _fast_kernels():
+    """Import the fast engine's kernels (once), with numba's settings from the environment checked first:
+    a setting numba cannot use is one line naming it, not numba's traceback or warning."""
+    if _selected["fast"] is None:
+        _selected["fast"] = _import_fast_kernels()
+    return _selected["fast"]
+
+
+def _import_fast_kernels():
+    problem = _numba_environment_problem()
+    if problem:
+        raise ZeroLLMError(f"{problem}; or use --engine numpy")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
         try:
             from zerollm.engine.fast import KERNELS
         except ImportError as err:
             raise ZeroLLMError(f"the fast engine needs numba ({err}); install it with "
                                "pip install \"zerollm[fast]\", or use --engine numpy") from None
-        kernels = KERNELS
-    _selected.update(name=name, kernels=kernels)
-    return name
+    for w in caught:
+        unread = NUMBA_UNREAD.search(str(w.message))
+        if unread:                          # numba ignores such a value with a warning holding a traceback
+            reason = str(w.message).strip().splitlines()[-1].strip()
+            raise ZeroLLMError(f"${unread[1]}={unread[2]!r} cannot be read by numba ({reason[-160:]}); "
+                               "fix it or unset it, or use --engine numpy")
+        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    return KERNELS
+
+
+NUMBA_UNREAD = re.compile(r"Environment variable '(\w+)' is defined but its associated value '(.*?)' could not")
+
+
+def _numba_environment_problem():
+    """What is wrong with NUMBA_DISABLE_JIT or NUMBA_NUM_THREADS for the fast engine, or None (numba
+    itself would stop with a ValueError deep in its import, or run the kernels uncompiled and fail)."""
+    off = os.environ.get("NUMBA_DISABLE_JIT", "").strip()
+    if off.lstrip("+-").isdigit() and int(off) != 0:
+        return (f"$NUMBA_DISABLE_JIT={off} turns numba's compiler off, and the fast engine's kernels run only "
+                "compiled: unset it")
+    threads = os.environ.get("NUMBA_NUM_THREADS")
+    if threads is not None and threads.strip() and not (threads.strip().isdigit() and int(threads) > 0):
+        return f"$NUMBA_NUM_THREADS={threads!r} must be a whole number above 0: set it to one (e.g. 2) or unset it"
+    return None
 
 
 def get_engine():

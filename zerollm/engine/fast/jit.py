@@ -18,6 +18,8 @@ as the NumPy reference does, and gives bit-identical results.
 
 import math
 import os
+import sys
+import tempfile
 
 import numba
 import numpy as np
@@ -26,6 +28,8 @@ from llvmlite import ir
 from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
+
+from zerollm.io.errors import ZeroLLMError
 
 FASTMATH = {"reassoc", "contract", "nsz", "arcp", "afn"}     # everything except nnan, ninf
 
@@ -47,6 +51,44 @@ def wide_vector_features():
         return None
     return features.flatten() + ",-prefer-256-bit"
 
+
+def check_cpu_settings():
+    """NUMBA_CPU_NAME and NUMBA_CPU_FEATURES, when set, must name a processor and features LLVM knows:
+    LLVM would print a line for each kernel it compiles and build for a generic CPU. One clear error
+    instead (zerollm.io.errors)."""
+    features = os.environ.get("NUMBA_CPU_FEATURES", "").strip()
+    if features:
+        known = llvm_binding.get_host_cpu_features()
+        for item in features.split(","):
+            item = item.strip()
+            if item and (item[0] not in "+-" or item[1:] not in known):
+                raise ZeroLLMError(f"$NUMBA_CPU_FEATURES holds {item!r}, which is not +NAME or -NAME of a feature LLVM "
+                                   f"knows (such as +avx2, -avx512f): fix it or unset it, or use --engine numpy")
+    name = os.environ.get("NUMBA_CPU_NAME", "").strip()
+    if name and name != "host" and _llvm_complaint(name):
+        raise ZeroLLMError(f"$NUMBA_CPU_NAME={name!r} is not a processor LLVM knows (such as host, generic, "
+                           f"{llvm_binding.get_host_cpu_name()}): fix it or unset it, or use --engine numpy")
+
+
+def _llvm_complaint(cpu):
+    """What LLVM writes to the process's stderr (file descriptor 2) while building a code generator for
+    ``cpu``: empty for a processor it knows."""
+    llvm_binding.initialize_native_target()
+    target = llvm_binding.Target.from_default_triple()
+    with tempfile.TemporaryFile() as caught:
+        sys.stderr.flush()
+        saved = os.dup(2)
+        os.dup2(caught.fileno(), 2)
+        try:
+            target.create_target_machine(cpu=cpu)
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+        caught.seek(0)
+        return caught.read().strip()
+
+
+check_cpu_settings()
 
 # numba builds its code generator, and reads this setting, at the first compile or cache load of the
 # process, which comes after this module is imported (every kernel module imports it first). The

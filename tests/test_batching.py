@@ -13,7 +13,7 @@ from zerollm.io.errors import ZeroLLMError
 from zerollm.generation.batching import Done, QueueFull, Request, Scheduler, Token
 from zerollm.model.kvcache import KVCache
 from zerollm.model.gpt import GPT, GPTConfig
-from zerollm.generation.sample import Sampling, filter_logits, generate, penalize
+from zerollm.generation.sample import Sampling, filter_logits, generate, penalize, sample_next
 from tiny_runs import run_main, tiny_run
 
 
@@ -201,7 +201,8 @@ def test_min_p_keeps_tokens_at_least_that_fraction_of_the_best():
     assert kept.tolist() == [[True, True, True, False]]          # 0.08 < 0.2 * 0.5 = 0.1 <= 0.12
 
 
-@pytest.mark.parametrize("bad", [dict(min_p=1.5), dict(repetition_penalty=0.0), dict(presence_penalty=3.0),
+@pytest.mark.parametrize("bad", [dict(min_p=1.5), dict(repetition_penalty=0.0), dict(repetition_penalty=1e-320),
+                                 dict(repetition_penalty=0.001), dict(presence_penalty=3.0),
                                  dict(frequency_penalty=-2.5)])
 def test_bad_sampling_values_say_which(bad):
     with pytest.raises(ZeroLLMError, match=next(iter(bad))):
@@ -236,3 +237,21 @@ def test_zerollm_sample_greedy_equals_the_scheduler(tmp_path_factory, capsys):
         assert code == 0, err
         (got,), _, _ = _run(model, [_request(tok.encode("ROMEO:"), 10, sampling, 0)])
         assert out == "ROMEO:" + tok.decode(got["ids"]) + "\n"
+
+
+@pytest.mark.parametrize("temperature", [1e-320, 1e-300, 1e-6])
+def test_a_temperature_too_small_to_divide_by_is_greedy(temperature):
+    rng = np.random.default_rng(0)
+    logits = rng.standard_normal((3, 50)) * 20
+    with np.errstate(over="raise", invalid="raise", divide="raise"):     # no overflow, no NaN on the way
+        ids = sample_next(logits, rng, temperature=temperature, top_k=5, top_p=0.9)
+    assert ids.tolist() == np.argmax(logits, axis=-1).tolist()
+
+
+def test_the_smallest_repetition_penalty_keeps_the_probabilities_finite():
+    counts = np.zeros((1, 4), np.int64)
+    counts[0, 1] = 1
+    logits = penalize(np.array([[1.0, 50.0, -3.0, 0.0]]), counts, repetition_penalty=0.01)
+    with np.errstate(over="raise", invalid="raise", divide="raise"):
+        ids = sample_next(logits, np.random.default_rng(0), temperature=1e-5)
+    assert ids.tolist() == [1] and np.isfinite(logits).all()

@@ -156,6 +156,7 @@ BAD = [
     ("/v1/completions", json.dumps({"prompt": "hi", "n": 0}).encode(), 400, "n"),
     (CHAT, json.dumps({**GOOD, "stop": ["a", "b", "c", "d", "e"]}).encode(), 400, "stop"),   # not 'stop.str'
     (CHAT, json.dumps({**GOOD, "stop": 5}).encode(), 400, "stop"),
+    (CHAT, json.dumps({**GOOD, "repetition_penalty": 1e-320}).encode(), 400, "repetition_penalty"),
     (COMPLETIONS, json.dumps({"prompt": "hi", "stop": ["a", 1]}).encode(), 400, "stop"),
     (CHAT, json.dumps({"messages": [{"role": "user", "content": 5}]}).encode(), 400, "messages.0.content"),
     (CHAT, json.dumps({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]}

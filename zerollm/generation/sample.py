@@ -71,10 +71,17 @@ def penalize(logits, counts, seen=None, *, repetition_penalty=1.0, presence_pena
     return logits
 
 
+# a temperature below this is greedy: dividing the logits by 1e-320 would make them infinite (NaN
+# probabilities), and below 1e-5 the most likely token wins every draw anyway (as vLLM does)
+GREEDY_BELOW = 1e-5
+# repetition_penalty's range: a logit divided by less than 0.01 could overflow in the same way
+PENALTY_RANGE = (0.01, 100.0)
+
+
 def sample_next(logits, rng, temperature=1.0, top_k=None, top_p=None, min_p=None):
-    """(B, V) logits -> (B,) ids. temperature 0 means greedy (argmax). ``rng``: one generator for all
-    rows, or a list of one per row (then row b's draw depends on rngs[b] only, not on the batch)."""
-    if temperature == 0:
+    """(B, V) logits -> (B,) ids. temperature 0 (or below GREEDY_BELOW) means greedy (argmax). ``rng``:
+    one generator for all rows, or a list of one per row (then row b's draw depends on rngs[b] only)."""
+    if temperature < GREEDY_BELOW:
         return np.argmax(logits, axis=-1)
     probs = softmax(filter_logits(np.asarray(logits, np.float64) / temperature, top_k, top_p, min_p))
     # inverse-CDF sampling with one uniform number per row: reproducible from the rng alone
@@ -130,8 +137,9 @@ def check_sampling_args(temperature, top_k, top_p, min_p=None, repetition_penalt
         raise ZeroLLMError(f"top_p must be in (0, 1], got {top_p}")
     if min_p is not None and not 0 <= min_p <= 1:
         raise ZeroLLMError(f"min_p must be in [0, 1], got {min_p}")
-    if not 0 < repetition_penalty < np.inf:
-        raise ZeroLLMError(f"repetition_penalty must be > 0 (1 = none, > 1 discourages repeats), got {repetition_penalty}")
+    if not PENALTY_RANGE[0] <= repetition_penalty <= PENALTY_RANGE[1]:
+        raise ZeroLLMError(f"repetition_penalty must be in [{PENALTY_RANGE[0]:g}, {PENALTY_RANGE[1]:g}] (1 = none, "
+                           f"> 1 discourages repeats), got {repetition_penalty}")
     for name, value in (("presence_penalty", presence_penalty), ("frequency_penalty", frequency_penalty)):
         if not -2 <= value <= 2:
             raise ZeroLLMError(f"{name} must be in [-2, 2] (0 = none), got {value}")
@@ -149,7 +157,7 @@ def add_penalty_arguments(p):
     """--min-p and the three repetition penalties (zerollm.generation.sample.penalize), for `zerollm sample`, `chat`, `serve`."""
     p.add_argument("--min-p", type=Range(float, 0, 1), default=None,
                    help="keep only tokens at least this fraction as likely as the most likely one")
-    p.add_argument("--repetition-penalty", type=Range(float, 0, 100, low_open=True), default=1.0,
+    p.add_argument("--repetition-penalty", type=Range(float, *PENALTY_RANGE), default=1.0,
                    help="divide the logit of every id already in the text by this (1 = off; as transformers)")
     p.add_argument("--presence-penalty", type=Range(float, -2, 2), default=0.0,
                    help="subtract this from the logit of every id already generated (as OpenAI's)")

@@ -7,6 +7,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from zerollm.generation.sample import PENALTY_RANGE
+
 MAX_MESSAGES = 1024
 MAX_STOP = 4                       # as OpenAI
 MAX_N = 16
@@ -72,7 +74,7 @@ class _Generation(_Body):
     # extensions (vLLM spells them the same)
     top_k: Annotated[int, Field(ge=1)] | None = None
     min_p: Annotated[Float, Field(ge=0, le=1)] | None = None
-    repetition_penalty: Annotated[Float, Field(gt=0, le=100)] = 1.0
+    repetition_penalty: Annotated[Float, Field(ge=PENALTY_RANGE[0], le=PENALTY_RANGE[1])] = 1.0
 
     @field_validator("stop", mode="before")
     @classmethod

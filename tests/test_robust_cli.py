@@ -177,3 +177,22 @@ def _required(command):
         first = g._group_actions[0]
         argv += [first.option_strings[0]] + ([] if first.nargs == 0 else ["x"])
     return argv
+
+
+@pytest.mark.parametrize("argv", [
+    ["sample", "--ckpt", "{f}", "--prompt", "a"], ["sample", "--hf", "{f}", "--prompt", "a"],
+    ["eval", "--ckpt", "{f}", "--data", "{f}"], ["explain", "--ckpt", "{f}", "--text", "hi", "--out", "{d}/p.html"],
+    ["convert", "--from", "{f}", "--to", "{d}/out"], ["report", "{f}", "--out", "{d}/r.html"],
+    ["sft", "--init", "{f}", "--data", "{f}", "--out", "{d}/run"],
+], ids=lambda argv: " ".join(argv[:2]))
+@pytest.mark.parametrize("kind", ["gguf", "text"])
+def test_a_file_where_a_folder_belongs_is_named_as_such(argv, kind, tmp_path, capsys, monkeypatch):
+    """A model or run folder argument given a file: the error says what the file is (a GGUF file: which
+    flag reads it), not that a directory was 'not found'."""
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / ("model.gguf" if kind == "gguf" else "notes.txt")
+    path.write_bytes(b"GGUF\x03\x00\x00\x00" if kind == "gguf" else b"some notes\n")
+    code, out, err = run_main([a.format(f=path, d=tmp_path) for a in argv], capsys)
+    said = {"gguf": f"{path} is a GGUF file, not a", "text": f"{path} is a file, not a"}[kind]
+    assert code == 1 and err.count("\n") == 1 and said in err and "not found" not in err, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == [path.name]

@@ -22,6 +22,7 @@ import os
 import numpy as np
 
 from zerollm.io.errors import ZeroLLMError
+from zerollm.io.fileio import folder_not_found
 from zerollm.align.tasks.evaluate import wilson
 
 RATES = ("acc", "acc_norm", "success")
@@ -62,7 +63,7 @@ def run_summary(run_dir):
     """What the page shows of one run directory, read from its files."""
     from zerollm.training.checkpoint import load_checkpoint
     if not os.path.isdir(run_dir):
-        raise ZeroLLMError(f"run directory not found: {run_dir}; give the --out of a zerollm training command")
+        raise folder_not_found(run_dir, "run directory", "give the --out of a zerollm training command")
     ckpt = load_checkpoint(run_dir, optimizer=False)
     records = read_jsonl(os.path.join(run_dir, "log.jsonl"))
     steps = [r for r in records if "loss" in r and "dt_ms" in r]

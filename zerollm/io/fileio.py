@@ -72,6 +72,28 @@ def non_file_kind(path):
     return None
 
 
+def folder_not_found(path, what, hint):
+    """The error for a folder argument (a run, a checkpoint, a model directory) that names no folder. It
+    says what is there instead: a GGUF file (which the --gguf flag reads), another file, or nothing.
+
+    >>> str(folder_not_found("/nonexistent", "run directory", "give the --out of a training command"))
+    'run directory not found: /nonexistent; give the --out of a training command'
+    """
+    if os.path.isfile(path):
+        try:
+            with open(path, "rb") as f:
+                gguf = f.read(4) == b"GGUF"
+        except OSError:
+            gguf = False
+        if gguf:
+            return ZeroLLMError(f"{path} is a GGUF file, not a {what}; zerollm sample, chat, eval and serve read it "
+                                "with --gguf FILE")
+        return ZeroLLMError(f"{path} is a file, not a {what}; {hint}")
+    if os.path.exists(path):
+        return ZeroLLMError(f"{path} is a device or pipe, not a {what}; {hint}")
+    return ZeroLLMError(f"{what} not found: {path}; {hint}")
+
+
 def _refuse_non_regular(path):
     if os.path.lexists(path) and not stat.S_ISREG(os.lstat(path).st_mode):
         raise ZeroLLMError(f"{path} exists and is not a regular file (a folder, a link, a device or a pipe); "

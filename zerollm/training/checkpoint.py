@@ -33,7 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from zerollm.io.errors import ZeroLLMError
-from zerollm.io.fileio import atomic_write, fsync_dir, read_json, write_json
+from zerollm.io.fileio import atomic_write, folder_not_found, fsync_dir, read_json, write_json
 from zerollm.io.safetensors import load_file, load_metadata, save_file
 from zerollm.io.validate import checkpoint_state, optimizer_metadata, require_finite, rng_states
 
@@ -291,7 +291,7 @@ def load_checkpoint(path, *, optimizer=True, force=None):
 def _step_dir(path):
     """The complete step directory that ``path`` (a run or a step directory) stands for."""
     if not os.path.isdir(path):
-        raise ZeroLLMError(f"checkpoint directory not found: {path}; {_TRAIN_FIRST}")
+        raise folder_not_found(path, "checkpoint directory", _TRAIN_FIRST)
     is_step_dir = any(os.path.exists(os.path.join(path, f)) for f in REQUIRED)
     step_dir = path if is_step_dir else latest_checkpoint(path)
     if step_dir is None:

@@ -7,7 +7,7 @@ import numpy as np
 from zerollm.model import budget
 from zerollm.model.config import DTYPES, GPTConfig
 from zerollm.io.errors import ZeroLLMError
-from zerollm.io.fileio import read_json
+from zerollm.io.fileio import folder_not_found, read_json
 from zerollm.interop.hf.configs import hf_to_config
 from zerollm.interop.hf.weights import from_hf, read_tensors
 from zerollm.model.gpt import GPT
@@ -43,8 +43,8 @@ def load(path, dtype="float32", *, force=None):
     if dtype not in DTYPES:
         raise ZeroLLMError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
     if not os.path.isdir(path):
-        raise ZeroLLMError(f"model directory not found: {path}; zerollm never downloads: fetch the model "
-                           "first (see docs/huggingface.md) and give its local directory")
+        raise folder_not_found(path, "model directory", "zerollm never downloads: fetch the model first (see "
+                               "docs/huggingface.md) and give its local directory")
     where = os.path.join(path, "config.json")
     hf = read_json(where, what="Hugging Face config")
     if isinstance(hf, dict) and "format" in hf:

@@ -15,7 +15,7 @@ from zerollm.model import budget
 from zerollm.training.checkpoint import latest_checkpoint, load_model
 from zerollm.model.config import GPTConfig
 from zerollm.io.errors import ZeroLLMError
-from zerollm.io.fileio import read_json, write_json
+from zerollm.io.fileio import folder_not_found, read_json, write_json
 from zerollm.interop.hf.exporting import write_dir
 from zerollm.model.gpt import GPT
 from zerollm.io.safetensors import load_file, save_file
@@ -67,8 +67,8 @@ def load_zerollm(path, *, force=None):
     """
     path = os.fspath(path)
     if not os.path.isdir(path):
-        raise ZeroLLMError(f"directory not found: {path}; give a zerollm model directory, a training run "
-                           "or a Hugging Face model directory")
+        raise folder_not_found(path, "model directory", "give a zerollm model directory, a training run or a "
+                               "Hugging Face model directory")
     config = _model_dir_config(path)
     if config is None:
         return load_run(path, force=force)[0]      # a training run or checkpoint (zerollm.training.checkpoint)

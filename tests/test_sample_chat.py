@@ -65,6 +65,17 @@ def test_a_reply_that_reaches_the_end_of_the_context_is_warned_after_it(chat_run
     assert out.strip().startswith("eeee")
 
 
+@pytest.mark.parametrize("chat_prompt", [True, False], ids=["chat", "plain"])
+def test_a_prompt_longer_than_the_context_is_one_warning_line(chat_run, monkeypatch, capsys, chat_prompt):
+    rigged(monkeypatch, lambda tok: tok.encode("e")[0])   # never ends
+    argv = ["sample", "--ckpt", chat_run, "--prompt", "To be, or not to be " * 4, "--temperature", "0",
+            "--max-new-tokens", "5", *([] if chat_prompt else ["--no-chat"])]
+    code, out, err = run_main(argv, capsys)
+    warned = [line for line in err.splitlines() if "warning" in line]
+    assert code == 0 and len(warned) == 1, err
+    assert "is longer than the context (16); keeping its last 16 tokens, so each further token recomputes" in warned[0]
+
+
 def test_prompt_from_stdin_and_a_system_turn(chat_run, monkeypatch, capsys):
     prompts = rigged(monkeypatch, chat.end_id)
     monkeypatch.setattr("sys.stdin", io.StringIO("To be"))

@@ -183,20 +183,23 @@ def context_notes(cfg, n_prompt, max_new_tokens, window=None):
     any text, so they never land in the middle of the streamed output."""
     if window is not None and cfg.pos != "learned":
         return []                              # a rolling cache: any length fits
-    notes = []
-    if n_prompt > cfg.block_size:
-        notes.append(f"prompt of {n_prompt} tokens is longer than the context ({cfg.block_size}); "
-                     f"keeping its last {cfg.block_size} tokens")
-    if min(n_prompt, cfg.block_size) + max_new_tokens - 1 > cfg.block_size:
-        notes.append(_full_message(cfg))
-    return notes
+    if n_prompt > cfg.block_size:             # one line: the context is full from the start
+        crop = (f"prompt of {n_prompt} tokens is longer than the context ({cfg.block_size}); keeping its last "
+                f"{cfg.block_size} tokens")
+        return [crop + (f", so {_recomputed(cfg)}" if max_new_tokens > 1 else "")]
+    if n_prompt + max_new_tokens - 1 > cfg.block_size:
+        return [_full_message(cfg)]
+    return []
 
 
 def _full_message(cfg):
+    return f"the context is full ({cfg.block_size} tokens) before the last new token: {_recomputed(cfg)}"
+
+
+def _recomputed(cfg):
     how = ("use --window for a rolling cache" if cfg.pos != "learned" else
            "this model's positions are learned, so its context cannot roll")
-    return (f"the context is full ({cfg.block_size} tokens) before the last new token: each further token "
-            f"recomputes the last block_size tokens (slower); {how}")
+    return f"each further token recomputes the last block_size tokens (slower); {how}"
 
 
 def generate(model, idx, max_new_tokens, *, temperature=1.0, top_k=None, top_p=None, rng=None,

@@ -111,7 +111,8 @@ def _run(args):
                 out.flush()
         out.write(stream.flush() + "\n")
         out.flush()
-        _warn_again(said, chat=stop is not None)
+        # a chat reply's "the context is full" comes when it happens, unless the prompt already filled it
+        _warn_again(said, chat=stop is not None and len(prompt) <= model.config.block_size)
     return 0
 
 

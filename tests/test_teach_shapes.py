@@ -163,6 +163,8 @@ def test_moe_measurement_is_the_real_layer():
     (["--n-expert", "4", "--n-expert-active", "5"], "n_expert_active=5 must be between 1 and n_expert=4"),
     (["--n-expert", "4", "--moe-every", "9"], "moe_every=9"),
     (["--n-expert", "4096", "--n-inner", "4096"], "too many for this demo"),
+    (["--n-shared-expert", "3"], "--n-shared-expert shapes the mixture-of-experts section, which only --n-expert"),
+    (["--n-expert", "0", "--mlp", "swiglu", "--moe-norm-topk"], "--mlp, --moe-norm-topk shape the"),
 ])
 def test_bad_moe_flags_are_one_line_exit_1(capsys, argv, fragment):
     code, out, err = run_cli(capsys, *argv)

@@ -106,28 +106,42 @@ say = translator(TEXT)
 # ----------------------------------------------------------------------------
 # arguments and the config
 
+# the flags that shape the MoE section only, with their defaults: without --n-expert they would change nothing
+MOE_ONLY = {"n_expert_active": 2, "n_shared_expert": 0, "n_inner": None, "mlp": "gelu", "moe_norm_topk": False,
+            "n_layer": 4, "moe_every": 1, "vocab_size": 65}
+
+
 def add_moe_arguments(p):
+    d = MOE_ONLY
     g = p.add_argument_group("mixture of experts (a section of its own when --n-expert > 0)")
     g.add_argument("--n-expert", type=FIELD_RANGES["n_expert"], default=0,
                    help="E, routed experts per MoE layer (default 0: none)")
-    g.add_argument("--n-expert-active", type=FIELD_RANGES["n_expert_active"], default=2,
+    g.add_argument("--n-expert-active", type=FIELD_RANGES["n_expert_active"], default=d["n_expert_active"],
                    help="k, experts per token (default 2)")
-    g.add_argument("--n-shared-expert", type=FIELD_RANGES["n_shared_expert"], default=0,
+    g.add_argument("--n-shared-expert", type=FIELD_RANGES["n_shared_expert"], default=d["n_shared_expert"],
                    help="S, experts every token goes through (default 0)")
-    g.add_argument("--n-inner", type=FIELD_RANGES["n_inner"], default=None,
+    g.add_argument("--n-inner", type=FIELD_RANGES["n_inner"], default=d["n_inner"],
                    help="H, each expert's width (default: as the dense MLP)")
-    g.add_argument("--mlp", choices=("gelu", "swiglu"), default="gelu", help="expert kind (default gelu)")
+    g.add_argument("--mlp", choices=("gelu", "swiglu"), default=d["mlp"], help="expert kind (default gelu)")
     g.add_argument("--moe-norm-topk", action="store_true", help="renormalise the k gates (Mixtral)")
-    g.add_argument("--n-layer", type=FIELD_RANGES["n_layer"], default=4,
+    g.add_argument("--n-layer", type=FIELD_RANGES["n_layer"], default=d["n_layer"],
                    help="blocks, for the whole-model count (default 4)")
-    g.add_argument("--moe-every", type=FIELD_RANGES["moe_every"], default=1,
+    g.add_argument("--moe-every", type=FIELD_RANGES["moe_every"], default=d["moe_every"],
                    help="every m-th block is MoE (default 1: all)")
-    g.add_argument("--vocab-size", type=FIELD_RANGES["vocab_size"], default=65,
+    g.add_argument("--vocab-size", type=FIELD_RANGES["vocab_size"], default=d["vocab_size"],
                    help="V, for the whole-model count (default 65)")
 
 
 def make_moe_config(args):
-    """The GPTConfig of the MoE section, validated before anything is printed."""
+    """The GPTConfig of the MoE section, validated before anything is printed; None without --n-expert
+    (then a flag of the MoE section given anyway is an error: it would silently change nothing)."""
+    if not args.n_expert:
+        given = [f"--{k.replace('_', '-')}" for k, v in MOE_ONLY.items() if getattr(args, k) != v]
+        if given:
+            raise ZeroLLMError(f"{', '.join(given)} shape{'s' if len(given) == 1 else ''} the mixture-of-experts "
+                               "section, which only --n-expert E (2 or more) turns on: add --n-expert, or leave "
+                               f"{'it' if len(given) == 1 else 'them'} out")
+        return None
     cfg = GPTConfig(vocab_size=args.vocab_size, block_size=args.seq, n_layer=args.n_layer, n_head=args.n_head,
                     n_kv_head=args.n_kv_head, n_embd=args.n_embd, n_inner=args.n_inner, mlp=args.mlp, bias=False,
                     n_expert=args.n_expert, n_expert_active=args.n_expert_active, moe_every=args.moe_every,

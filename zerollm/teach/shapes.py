@@ -397,7 +397,7 @@ def fields(cfg, batch):
 def run(args):
     lang = resolve_lang(args.lang)
     cfg = make_config(args.batch, args.seq, args.n_embd, args.n_head, args.n_kv_head)
-    moe_cfg = make_moe_config(args) if args.n_expert else None     # every check before any output
+    moe_cfg = make_moe_config(args)             # every check before any output (None: no MoE section)
     a = measure(cfg, args.batch)
     f = fields(cfg, args.batch)
     heading(say("title", lang, **f))

@@ -196,3 +196,18 @@ def test_a_file_where_a_folder_belongs_is_named_as_such(argv, kind, tmp_path, ca
     said = {"gguf": f"{path} is a GGUF file, not a", "text": f"{path} is a file, not a"}[kind]
     assert code == 1 and err.count("\n") == 1 and said in err and "not found" not in err, err
     assert sorted(p.name for p in tmp_path.iterdir()) == [path.name]
+
+
+@pytest.mark.parametrize("argv", [["explain", "--out", "{at}/page.html"], ["heads", "--text", "To be", "--out", "{at}/h.png"],
+                                  ["report", "{run}", "--out", "{at}/r.html"]], ids=lambda a: a[0])
+@pytest.mark.parametrize("inside", ["run", "checkpoint"])
+def test_a_page_or_picture_is_never_written_inside_a_run(argv, inside, tmp_path_factory, capsys):
+    """A checkpoint directory is deleted whole when a newer one replaces it: a page saved there would go
+    with it. The one output rule (zerollm.io.outdir) refuses any output inside a run or a checkpoint."""
+    from tiny_runs import run_main as run_fresh, step_dir, tiny_run
+    run = tiny_run(tmp_path_factory, "char")
+    at = run if inside == "run" else step_dir(run)
+    before = sorted(p.name for p in at.iterdir())
+    code, _, err = run_fresh([a.format(at=at, run=run) for a in argv], capsys)
+    assert code == 1 and err.count("\n") == 1 and f"lies inside {at}" in err, err
+    assert sorted(p.name for p in at.iterdir()) == before

@@ -22,6 +22,7 @@ from zerollm.io.argtypes import FIELD_RANGES, SEED, Range
 from zerollm.model.config import GPTConfig
 from zerollm.io.errors import ZeroLLMError
 from zerollm.io.fileio import atomic_write
+from zerollm.io.outdir import check_outside_runs
 from zerollm.io.i18n import add_lang_argument, resolve_lang, translator
 from zerollm.model.gpt import GPT
 from zerollm.training.runlog import find_fonts
@@ -189,6 +190,7 @@ def check_out(path, force=False):
     if not os.path.isdir(parent):
         raise ZeroLLMError(f"cannot write {path!r}: the directory {parent!r} does not exist; "
                            "create it first (mkdir -p) or choose another --out")
+    check_outside_runs(path)        # not inside a run or checkpoint: an old checkpoint is deleted whole
     if os.path.lexists(path) and not force:     # explain and report refuse the same way
         raise ZeroLLMError(f"--out {path} already exists and this command did not create it; pass --force to "
                            "replace it, or choose another file name")

@@ -25,6 +25,7 @@ from zerollm import __version__
 from zerollm.io.errors import ZeroLLMError
 from zerollm.teach.explain.text import PAGE_TEXT
 from zerollm.io.fileio import atomic_write
+from zerollm.io.outdir import check_outside_runs
 from zerollm.teach.explain.fontsubset import FONT_BUDGET, is_han, page_han_chars
 from zerollm.teach.attention_walkthrough import SEED_WK, SEED_WQ, SEED_WV, SEED_X
 from zerollm.teach.fmt import to_json
@@ -138,6 +139,7 @@ def check_out(path, force, example="explain.html"):
     if not os.path.isdir(parent):
         raise ZeroLLMError(f"cannot write {path!r}: the directory {parent!r} does not exist; create it "
                            "first (mkdir -p) or choose another --out")
+    check_outside_runs(path)        # not inside a run or checkpoint: an old checkpoint is deleted whole
 
 
 def write_page(path, html, force=False):

@@ -187,7 +187,7 @@ def test_bad_settings_are_one_line(base, tmp_path, extra, fragment):
 
 def test_prompts_that_leave_no_room_are_refused(base, tmp_path):
     long = tmp_path / "long.jsonl"
-    long.write_text(json.dumps({"prompt": "1" * 200 + "+1="}) + "\n")
+    long.write_text(json.dumps({"prompt": "1" * 200 + "+1=", "answer": 2}) + "\n")     # the verifier reads "answer"
     res = subprocess.run([sys.executable, "-m", "zerollm", "grpo", "--init", str(base / "base"), "--data", str(long),
                           "--out", str(tmp_path / "x"), "--reward", "addition", "--no-progress"],
                          capture_output=True, text=True, timeout=300)

@@ -33,7 +33,8 @@ from zerollm.io.fileio import atomic_write
 from zerollm.io.outdir import STAGE_FILES, check_stage_out
 from zerollm.engine.memory import keep_freed_memory
 from zerollm.engine.threads import add_threads_argument
-from zerollm.training.trainer import TrainConfig, Trainer, check_max_iters, lora_rng, resume_point
+from zerollm.training.trainer import (CHANGEABLE_ON_RESUME, TrainConfig, Trainer, check_max_iters, lora_rng,
+                                     resume_point)
 from zerollm.io.validate import dataclass_from_dict
 
 LM_ONLY = {"tokenizer", "vocab_size"}          # TrainConfig fields that only pre-training uses
@@ -323,7 +324,7 @@ def _resumed(args, stage, run_dir, threads, world):
                            f"{saved.get('stage') or saved.get('kind')!r}); resume it with the command that wrote it")
     where = ckpt.config_path
     given = _given(args, TrainConfig, LM_ONLY)
-    changeable = ("max_iters", "eval_interval", "checkpoint_interval", "eval_iters", "sample_tokens")
+    changeable = CHANGEABLE_ON_RESUME
     train_cfg = dataclasses.replace(dataclass_from_dict(TrainConfig, ckpt.train_config, where, "train"),
                                     **{k: v for k, v in given.items() if k in changeable})
     check_max_iters(ckpt, train_cfg)

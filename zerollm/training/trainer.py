@@ -264,9 +264,13 @@ def resume_point(run_dir, force=None):
     return load_checkpoint(path, force=force)
 
 
+# the TrainConfig fields a --resume may change; every other one is the checkpoint's
+CHANGEABLE_ON_RESUME = ("max_iters", "eval_interval", "checkpoint_interval", "eval_iters", "sample_tokens")
+
+
 def configs_from_checkpoint(ckpt, overrides):
     """On resume the saved configs win; only max_iters / intervals may be changed."""
-    allowed = {"max_iters", "eval_interval", "checkpoint_interval", "eval_iters", "sample_tokens"}
+    allowed = set(CHANGEABLE_ON_RESUME)
     model_cfg = GPTConfig.from_dict(ckpt.model_config, ckpt.config_path, "model")
     train_cfg = dataclass_from_dict(TrainConfig, ckpt.train_config, ckpt.config_path, "train")
     changed = {k: v for k, v in (overrides or {}).items() if k in allowed}

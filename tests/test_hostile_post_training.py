@@ -134,11 +134,13 @@ def test_hostile_stage_out_inside_a_checkpoint(root, tmp_path, capsys):
 
 
 def test_hostile_convert_into_a_run(root, tmp_path, capsys):
-    (tmp_path / "run").mkdir()
-    (tmp_path / "run" / "latest.json").write_text("{}")
+    step = tmp_path / "run" / "step-0000001"          # a run: a folder with a checkpoint in it
+    step.mkdir(parents=True)
+    (step / "config.json").write_text('{"format": "zerollm-checkpoint"}')
+    (step / "state.json").write_text("{}")
     code, _, err = run_main(["convert", "--from", root / "base", "--to", tmp_path / "run" / "hf"], capsys)
     one_line_error(code, err, "which is a training run")
-    assert sorted(p.name for p in (tmp_path / "run").iterdir()) == ["latest.json"]
+    assert sorted(p.name for p in (tmp_path / "run").iterdir()) == ["step-0000001"]
 
 
 # ----------------------------------------------------------------------------

@@ -16,6 +16,7 @@ import errno
 import importlib
 import io
 import os
+import re
 import sys
 import warnings
 
@@ -127,7 +128,23 @@ def parse(parser, argv=None):
         hint = (f"; {elsewhere[0]}" if elsewhere else
                 f" (did you mean {' or '.join(dict.fromkeys(guesses))}?)" if guesses else "")
         owner.error(f"unrecognized arguments: {' '.join(extras)}{hint}")
+    _no_empty_paths(_innermost(parser, args), args)
     return args
+
+
+_PATH_METAVAR = re.compile(r"FILE|DIR|RUN")
+
+
+def _no_empty_paths(owner, args):
+    """``--out ''`` (an unset shell variable) names no file: it used to fall back to the default run
+    directory, or to the current folder. Every file or folder argument must name something."""
+    for action in owner._actions:
+        value = getattr(args, action.dest, None)
+        values = value if isinstance(value, list) else [value]
+        if action.metavar and _PATH_METAVAR.search(str(action.metavar)) and \
+                any(isinstance(v, str) and not v.strip() for v in values):
+            name = action.option_strings[-1] if action.option_strings else action.metavar
+            owner.error(f"{name} is empty: give a file or folder name (is a shell variable unset?)")
 
 
 def _one_line(message):

@@ -19,6 +19,7 @@ One rule for every output a user names (``tasks make --out``, ``tasks eval --ans
     - an output is never one of the command's inputs, nor inside one;
     - an output never lies inside another run's directory, a checkpoint, prepared data or a model
       directory (writing there would change what that run resumes or samples from);
+    - a new run goes into a new or empty folder, or one holding only what a run writes (check_run_folder);
     - nothing that is not a regular file (a device, a pipe, a link, a folder) is ever renamed over,
       not even with ``--force`` (zerollm.io.fileio.atomic_write refuses it too).
 """
@@ -26,6 +27,7 @@ One rule for every output a user names (``tasks make --out``, ``tasks eval --ans
 import ctypes
 import ctypes.util
 import os
+import re
 import shutil
 import stat
 import tempfile
@@ -63,25 +65,59 @@ def check_separate(target, sources, target_flag="--out", source_flag="--data"):
 # ----------------------------------------------------------------------------
 # the one output rule
 
+_STEP_DIR = re.compile(r"step-\d+")
+
+
+def _config_head(folder):
+    """The first 4 KB of ``folder``/config.json ("" when it cannot be read)."""
+    try:
+        with open(os.path.join(folder, "config.json"), encoding="utf-8") as f:
+            return f.read(4096)
+    except (OSError, UnicodeDecodeError):
+        return ""
+
+
+def _is_checkpoint(folder):
+    """A zerollm checkpoint: its config.json carries the checkpoint marker, and state.json is beside it."""
+    return os.path.isfile(os.path.join(folder, "state.json")) and '"zerollm-checkpoint"' in _config_head(folder)
+
+
 def zerollm_dir_kind(path):
-    """What zerollm wrote in directory ``path``: "a training run", "a checkpoint", "prepared data",
-    "a model directory"; None for any other folder."""
+    """What zerollm wrote in directory ``path``: "a training run" (a folder with a step-N checkpoint in it),
+    "a checkpoint", "prepared data", "a model directory"; None for any other folder. A stray file named
+    latest.json, or an empty step-1 folder, does not make a run."""
     try:
         names = set(os.listdir(path))
     except OSError:                # not a folder, or one we may not read: nothing of ours
         return None
-    if "latest.json" in names or any(n.startswith("step-") and os.path.isdir(os.path.join(path, n)) for n in names):
+    if any(_STEP_DIR.fullmatch(n) and _is_checkpoint(os.path.join(path, n)) for n in names):
         return "a training run"
     if {"meta.json", "train.bin"} <= names:
         return "prepared data"
     if "config.json" in names and "model.safetensors" in names:
-        try:
-            with open(os.path.join(path, "config.json"), encoding="utf-8") as f:
-                head = f.read(4096)
-        except (OSError, UnicodeDecodeError):
-            head = ""
-        return "a checkpoint" if '"zerollm-checkpoint"' in head else "a model directory"
+        return "a checkpoint" if '"zerollm-checkpoint"' in _config_head(path) else "a model directory"
     return None
+
+
+def foreign_entries(run_dir, ours):
+    """What a fresh run directory holds that a run does not write: names outside ``ours``, step-N
+    folders and hidden names (.zerollm-lock, temp files, .DS_Store); [] for a new or empty folder."""
+    try:
+        names = sorted(os.listdir(run_dir))
+    except OSError:
+        return []
+    return [n for n in names if n not in ours and not n.startswith(".") and not _STEP_DIR.fullmatch(n)]
+
+
+def check_run_folder(run_dir, ours):
+    """A new run goes into a new or empty folder, or one holding only what a run writes: never into a
+    folder of other files (``--out ~`` or ``--out /`` scattered a run among them, and every later output
+    under that folder was refused as lying inside a run). --force does not change this."""
+    foreign = foreign_entries(run_dir, ours)
+    if foreign:
+        shown = ", ".join(foreign[:3]) + (" ..." if len(foreign) > 3 else "")
+        raise ZeroLLMError(f"--out {run_dir} is a folder that already holds files a run does not write ({shown}); "
+                           "a run directory holds only the run: choose a new or empty directory")
 
 
 def check_outside_runs(target, flag="--out"):
@@ -144,6 +180,7 @@ def check_stage_out(run_dir, *, force=False, sources=()):
         return                     # the stage says: continue it with --resume, or choose another --out
     if kind is not None:
         raise ZeroLLMError(f"--out {run_dir} is {kind}; a stage writes a run directory: choose a new directory")
+    check_run_folder(run_dir, STAGE_FILES)
     if not os.path.isdir(run_dir) or force:
         return
     present = [n for n in STAGE_FILES if os.path.lexists(os.path.join(run_dir, n))]

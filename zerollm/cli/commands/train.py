@@ -106,8 +106,9 @@ def check_fresh_out(run_dir, force=False):
     a folder holding a log.jsonl, loss.png, ... that someone else made (they would be replaced), unless
     ``force``. A folder left by an earlier attempt that stopped before its first checkpoint (its log.jsonl
     is zerollm's) is started over, as before."""
-    from zerollm.io.outdir import check_outside_runs
+    from zerollm.io.outdir import check_outside_runs, check_run_folder
     check_outside_runs(run_dir)
+    check_run_folder(run_dir, RUN_FILES + ("data",))
     present = [n for n in RUN_FILES if os.path.lexists(os.path.join(run_dir, n))]
     if present and not force and not _earlier_attempt(os.path.join(run_dir, "log.jsonl")):
         raise ZeroLLMError(f"--out {run_dir} already holds {', '.join(present)}, which this command did not create "

@@ -64,6 +64,12 @@ COMMANDS = {
 }
 
 
+# commands whose work is a file or folder they write (not only what they print): a closed output pipe
+# that stops them early is an error (exit 141), while `zerollm attention | head` is not
+MAKES_FILES = {"prepare", "download", "train", "sft", "reward", "dpo", "ppo", "grpo", "convert", "merge",
+               "explain", "heads", "report", "tasks"}
+
+
 class OneLineParser(argparse.ArgumentParser):
     """argparse prints usage + error over several lines; we print one line and point at --help.
     Flags are written out in full (no abbreviations, argparse's allow_abbrev): otherwise
@@ -259,10 +265,18 @@ def main(argv=None):
         _report(prog, _out_of_memory(err))
         return 1
     except BrokenPipeError:
-        # the reader stopped early (e.g. `zerollm attention | head`): not an error. Point stdout
-        # at /dev/null so Python's final flush does not complain a second time.
+        # the reader stopped early. Point stdout at /dev/null so Python's final flush does not complain
+        # a second time. For `zerollm attention | head` that is not an error: what was wanted was read.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 0
+        if args.command not in MAKES_FILES:
+            return 0
+        # `zerollm train ... 2>&1 | head -1 && next-step`: the work was cut short before it was done,
+        # and the pipeline must not go on as if it had been (128 + SIGPIPE, as a shell reports it)
+        with contextlib.suppress(OSError, ValueError):
+            print(f"{prog}: error: the pipe that reads this command's output was closed before the work was "
+                  "done; nothing was finished: run it again with its output going to a reader that stays "
+                  "(or to a file)", file=sys.stderr, flush=True)
+        return 141
     except OSError as err:  # a file the user named could not be read or written
         _report(prog, f"{_os_error(err)}{_disk_full_hint(err)}")
         return 1

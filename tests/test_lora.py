@@ -169,3 +169,29 @@ def test_bad_targets_are_clear_errors(targets, fragment):
     model = GPT(GPTConfig(**LAYOUTS["llama"]), seed=0)
     with pytest.raises(ZeroLLMError, match=fragment):
         model.add_lora(LoRAConfig(r=2, targets=targets), np.random.default_rng(0))
+
+
+@pytest.mark.parametrize("field, value, words", [
+    ("lora_alpha", "x", "lora_alpha must be a number, got 'x'"),
+    ("r", [4], "r must be a whole number >= 1, got [4]"),
+    ("lora_dropout", [8], "lora_dropout must be a number, got [8]"),
+    ("r", "4", "r must be a whole number >= 1, got '4'"),
+    ("r", True, "r must be a whole number >= 1, got True"),
+    ("r", 4.7, "r must be a whole number >= 1, got 4.7"),
+    ("r", 0, "r must be a whole number >= 1, got 0"),
+    ("lora_alpha", -1, "lora_alpha must be a number > 0"),
+    ("lora_dropout", 1.5, "lora_dropout must be in [0, 1)"),
+])
+def test_a_config_value_of_the_wrong_type_names_the_file_and_the_field(tmp_path, field, value, words):
+    from zerollm.interop.peft import load_adapter
+    folder = _adapter_dir(tmp_path, **{field: value})
+    with pytest.raises(ZeroLLMError) as err:
+        load_adapter(GPT(GPTConfig(**LAYOUTS["gpt2"]), seed=0), folder)
+    assert str(err.value).startswith(f"{folder}/adapter_config.json: {words}"), err.value
+
+
+def test_r_written_as_a_float_with_no_fraction_loads(tmp_path):
+    from zerollm.interop.peft import load_adapter
+    model = load_adapter(GPT(GPTConfig(**LAYOUTS["gpt2"]), seed=0), _adapter_dir(tmp_path, r=3.0))
+    assert model.lora.config.r == 3 and isinstance(model.lora.config.r, int)
+

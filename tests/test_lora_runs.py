@@ -269,3 +269,25 @@ def test_eval_reads_an_adapter(lora_run, setup, tmp_path, capsys):
     code, adapted, err = run_main(["eval", "--ckpt", base, "--adapter", dst / "adapter", "--data", text], capsys)
     assert code == 0, err
     assert abs(float(adapted.split("loss ")[1].split()[0]) - float(plain.split("loss ")[1].split()[0])) < 2e-4
+
+
+@pytest.fixture(scope="module")
+def converted(lora_run, tmp_path_factory):
+    dst = tmp_path_factory.mktemp("converted") / "hf"
+    assert main(["convert", "--from", str(lora_run), "--to", str(dst)]) == 0
+    return dst
+
+
+@pytest.mark.parametrize("field, value, words", [("lora_alpha", "x", "lora_alpha must be a number, got 'x'"),
+                                                 ("r", [4], "r must be a whole number >= 1, got [4]"),
+                                                 ("lora_dropout", [8], "lora_dropout must be a number, got [8]")])
+def test_a_damaged_adapter_config_is_one_line_for_sample(converted, tmp_path, capsys, field, value, words):
+    import shutil
+    adapter = tmp_path / "ad"
+    shutil.copytree(converted / "adapter", adapter)
+    config = json.loads((adapter / "adapter_config.json").read_text())
+    (adapter / "adapter_config.json").write_text(json.dumps({**config, field: value}))
+    code, out, err = run_main(["sample", "--hf", converted, "--adapter", adapter, "--prompt", "春",
+                               "--max-new-tokens", "2"], capsys)
+    assert code == 1 and len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    assert err.startswith("zerollm sample: error: ") and f"{adapter}/adapter_config.json: {words}" in err, err

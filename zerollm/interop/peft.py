@@ -14,6 +14,7 @@ Only what zerollm implements is read: options like DoRA, rsLoRA, rank/alpha patt
 modules_to_save are refused by name rather than silently ignored.
 """
 
+import math
 import os
 
 import numpy as np
@@ -34,6 +35,7 @@ _UNSUPPORTED = {"use_dora": False, "use_rslora": False, "rank_pattern": {}, "alp
                 "modules_to_save": None, "layers_to_transform": None, "layers_pattern": None, "lora_bias": False,
                 "target_parameters": None, "exclude_modules": None, "megatron_config": None, "use_qalora": False,
                 "trainable_token_indices": None, "layer_replication": None}
+_FIX = "write the value PeftModel.save_pretrained wrote, or save the adapter again"
 
 
 # ----------------------------------------------------------------------------
@@ -125,10 +127,41 @@ def read_config(path):
     return config
 
 
+def lora_settings(config, file):
+    """(r, alpha, dropout) of an adapter_config.json, checked: a value of the wrong type is an error naming
+    the file and the field, not a traceback. Missing fields take PEFT's defaults (r=8, lora_alpha=8,
+    lora_dropout=0). r may be written 4 or 4.0, never "4", true or 4.7.
+
+    >>> lora_settings({"r": 4.0, "lora_alpha": 8}, "a/adapter_config.json")
+    (4, 8.0, 0.0)
+    >>> lora_settings({"r": 4.7}, "a/adapter_config.json")
+    Traceback (most recent call last):
+    zerollm.io.errors.ZeroLLMError: a/adapter_config.json: r must be a whole number >= 1, got 4.7; ...
+    """
+    def number(key, default, want="a number"):
+        value = config.get(key, default)
+        if value is None and key == "lora_dropout":
+            return 0.0
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise ZeroLLMError(f"{file}: {key} must be {want}, got {value!r}; {_FIX}")
+        return value
+
+    whole = "a whole number >= 1"
+    r = number("r", 8, whole)
+    if r != int(r) or r < 1:
+        raise ZeroLLMError(f"{file}: r must be {whole}, got {r!r}; {_FIX}")
+    alpha, dropout = float(number("lora_alpha", 8)), float(number("lora_dropout", 0.0))
+    if alpha <= 0:
+        raise ZeroLLMError(f"{file}: lora_alpha must be a number > 0, got {alpha!r}; {_FIX}")
+    if not 0 <= dropout < 1:
+        raise ZeroLLMError(f"{file}: lora_dropout must be in [0, 1), got {dropout!r}; {_FIX}")
+    return int(r), alpha, dropout
+
+
 def load_adapter(model, path):
     """``model`` with the PEFT adapter at ``path`` attached as zerollm LoRA adapters (in place); returns it."""
     path = os.fspath(path)
-    config = read_config(path)
+    r, alpha, dropout = lora_settings(read_config(path), os.path.join(path, CONFIG))
     weights = os.path.join(path, WEIGHTS)
     if not os.path.isfile(weights):
         raise ZeroLLMError(f"--adapter {path}: no {WEIGHTS} (zerollm reads safetensors adapters only)")
@@ -136,21 +169,18 @@ def load_adapter(model, path):
     if digest is not None and digest != base_digest(model):
         raise ZeroLLMError(f"--adapter {path} was made for another base model (its base digest differs); "
                            "use the model it was trained on")
-    tensors = load_file(weights)
-    found = _found_modules(tensors, weights)
-    cfg = model.config
-    family = export_family(cfg)
-    ours = {_module(family, s.name): s.name for s in sites(cfg) if _module(family, s.name)}
-    unknown = sorted(set(found) - set(ours))
+    found = _found_modules(load_file(weights), weights)
+    family = export_family(model.config)
+    site_of = {_module(family, s.name): s for s in sites(model.config) if _module(family, s.name)}
+    unknown = sorted(set(found) - set(site_of))
     if unknown:
         raise ZeroLLMError(f"--adapter {path} adapts modules this model does not have ({', '.join(unknown[:4])}); "
                            "it was made for another base model")
-    r = int(config.get("r", 8))
-    model.add_lora(LoRAConfig(r=r, alpha=float(config.get("lora_alpha", 8)),
-                              dropout=float(config.get("lora_dropout") or 0.0),
-                              targets=tuple(ours[m] for m in found)), np.random.default_rng(0))
+    model.add_lora(LoRAConfig(r=r, alpha=alpha, dropout=dropout, targets=tuple(site_of[m].name for m in found)),
+                   np.random.default_rng(0))
     for module, (A, B) in found.items():
-        mine_A, mine_B = model.lora.adapters[ours[module] + ".lora_A"], model.lora.adapters[ours[module] + ".lora_B"]
+        mine_A, mine_B = (model.lora.adapters[site_of[module].name + ".lora_A"],
+                          model.lora.adapters[site_of[module].name + ".lora_B"])
         if A.shape != mine_A.T.shape or B.shape != mine_B.T.shape:
             model.lora = None
             raise ZeroLLMError(f"--adapter {path}: {module} has shapes {A.shape}, {B.shape} but this model needs "
@@ -168,6 +198,8 @@ def _found_modules(tensors, where):
         if part not in ("A.weight", "B.weight", "A.default.weight", "B.default.weight"):
             raise ZeroLLMError(f"{where}: unexpected tensor {key!r} (only lora_A / lora_B weights are supported)")
         found.setdefault(module, [None, None])["AB".index(part[0])] = a.astype(np.float32)
+    if not found:
+        raise ZeroLLMError(f"{where} holds no lora_A / lora_B weights; the adapter is damaged")
     half = [m for m, (A, B) in found.items() if A is None or B is None]
     if half:
         raise ZeroLLMError(f"{where}: {half[0]} has only one of lora_A / lora_B; the adapter is damaged")

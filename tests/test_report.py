@@ -185,3 +185,23 @@ def test_report_leaves_out_scores_that_are_not_finite_numbers(tmp_path, tmp_path
     (tmp_path / "results_x.json").write_text(json.dumps(data))
     (scores,) = read_results([tmp_path / "results_x.json"]).values()
     assert [s[0] for s in scores["t"]] == ["acc"]
+
+
+@pytest.mark.parametrize("row", [{"step": 401, "val_loss": "x"}, {"step": 401, "val_loss": {"a": 1}},
+                                 {"step": 401, "val_loss": True}, {"step": "x", "loss": 1.0, "dt_ms": 2.0},
+                                 {"step": 402, "loss": "1", "dt_ms": 2.0, "cpu_ms": "3"},
+                                 {"step": 403, "val_loss": 2.0, "val_bpb": "x"}],
+                         ids=["val-str", "val-obj", "val-bool", "step-str", "loss-str", "bpb-str"])
+def test_a_log_row_of_the_wrong_type_is_left_out_not_a_traceback(tmp_path, tmp_path_factory, capsys, row):
+    from zerollm.evaluate.report import run_summary
+    run = copy_run(tiny_run(tmp_path_factory, "char"), tmp_path)
+    before = run_summary(run)
+    with open(run / "log.jsonl", "a", encoding="utf-8") as f:
+        f.write(json.dumps(row) + "\n")
+    code, _, err = run_main(["report", run, "--out", tmp_path / "r.html"], capsys)
+    assert code == 0 and (tmp_path / "r.html").exists() and "Traceback" not in err, err
+    after = run_summary(run)
+    if "val_bpb" in row:          # the row's loss counts; its bpb, not a number, is shown as missing
+        assert after["val_loss"] == 2.0 and after["val_bpb"] is None
+    else:
+        assert after == before

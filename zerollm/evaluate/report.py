@@ -66,10 +66,11 @@ def run_summary(run_dir):
         raise folder_not_found(run_dir, "run directory", "give the --out of a zerollm training command")
     ckpt = load_checkpoint(run_dir, optimizer=False)
     records = read_jsonl(os.path.join(run_dir, "log.jsonl"))
-    steps = [r for r in records if "loss" in r and "dt_ms" in r]
-    evals = [r for r in records if "val_loss" in r and r["val_loss"] is not None]
+    # rows whose fields are not numbers (a log edited by hand, or another tool's) are left out
+    steps = [r for r in records if _numbers(r, "step", "loss", "dt_ms")]
+    evals = [r for r in records if _numbers(r, "step", "val_loss")]
     objective = ckpt.objective or {"kind": "lm"}
-    cpu = [r.get("cpu_ms") for r in steps]
+    cpu = [r.get("cpu_ms") if _numbers(r, "cpu_ms") else None for r in steps]
     return {
         "name": os.path.basename(os.path.normpath(run_dir)), "path": os.path.realpath(run_dir),
         "kind": objective.get("kind", "lm"), "start": _start(objective),
@@ -80,8 +81,15 @@ def run_summary(run_dir):
         "curve": [[r["step"], r["loss"]] for r in steps],
         "val_curve": [[r["step"], r["val_loss"]] for r in evals],
         "val_loss": evals[-1]["val_loss"] if evals else None,
-        "val_bpb": evals[-1].get("val_bpb") if evals else None,
+        "val_bpb": evals[-1].get("val_bpb") if evals and _numbers(evals[-1], "val_bpb") else None,
     }
+
+
+def _numbers(record, *fields):
+    """Does log.jsonl row ``record`` hold a finite number (not a bool) in each of ``fields``?"""
+    return isinstance(record, dict) and all(
+        isinstance(record.get(f), (int, float)) and not isinstance(record.get(f), bool)
+        and math.isfinite(record.get(f)) for f in fields)
 
 
 def _start(objective):

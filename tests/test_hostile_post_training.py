@@ -391,3 +391,14 @@ def test_the_estimate_counts_references_and_rollouts(root):
     grpo = budget.post_training(cfg, 8, reference=True, rollout_rows=8 * 65536)
     assert dict(dpo.parts)["frozen reference (a second copy)"] == budget.param_count(cfg) * 4 and dpo.total > plain
     assert dict(grpo.parts)["rollout buffer (rows, T)"] > 8 * 65536 * 32 * 8 and grpo.total > 4 * 2 ** 30
+
+
+@pytest.mark.parametrize("weights", ["nan", "inf", "1,-inf"])
+def test_hostile_reward_weights_that_are_not_finite(root, tmp_path, capsys, weights):
+    """A nan or inf weight made every reward nan: the run "diverged" at step 0 and pointed at --lr."""
+    rewards = ["--reward", "addition"] + (["--reward", "addition"] if "," in weights else [])
+    run = tmp_path / "run"
+    code, _, err = run_main(["grpo", "--init", root / "base", "--data", root / "prompts.jsonl", "--out", run,
+                             *RL[2:], *rewards, "--reward-weights", weights, *SMALL], capsys)
+    one_line_error(code, err, "--reward-weights must be finite numbers")
+    assert not run.exists()

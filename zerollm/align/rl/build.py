@@ -2,6 +2,7 @@
 its frozen reference extended alike, and the reward sources named by the flags.
 """
 
+import math
 import sys
 
 from zerollm.align.stage import Stage, frozen_reference
@@ -32,6 +33,9 @@ def reward_sources(cfg, tok):
         weights = [float(w) for w in cfg.reward_weights.split(",")] if cfg.reward_weights else None
     except ValueError:
         raise ZeroLLMError(f"--reward-weights must be comma-separated numbers, got {cfg.reward_weights!r}") from None
+    if weights is not None and not all(math.isfinite(w) for w in weights):
+        raise ZeroLLMError(f"--reward-weights must be finite numbers, got {cfg.reward_weights!r}: a nan or inf "
+                           "weight makes every reward nan and the run diverges at its first step")
     return sources_from_flags(specs, weights, cfg.rm, tok, lambda m: ShardedModel(m, 1), timeout=cfg.reward_timeout)
 
 

@@ -6,6 +6,7 @@ One server for most tests (started once for the module) and a second, tight one 
 
 import concurrent.futures
 import json
+import random
 import signal
 import subprocess
 import sys
@@ -18,6 +19,8 @@ import pytest
 
 from serve_helpers import ROOT, greedy_reference, seeds, server, tiny_chat_model
 from zerollm.generation.display import printable
+from zerollm.serve.text import TextStream
+from zerollm.tokenizers import ByteTokenizer
 
 KEY = "sk-test-0123456789"
 
@@ -158,6 +161,8 @@ BAD = [
     (CHAT, json.dumps({**GOOD, "stop": 5}).encode(), 400, "stop"),
     (CHAT, json.dumps({**GOOD, "repetition_penalty": 1e-320}).encode(), 400, "repetition_penalty"),
     (COMPLETIONS, json.dumps({"prompt": "hi", "stop": ["a", 1]}).encode(), 400, "stop"),
+    (COMPLETIONS, json.dumps({"prompt": "hi", "stop": ["a", "x" * 257]}).encode(), 400, "stop"),   # over 256
+    (CHAT, json.dumps({**GOOD, "stop": "x" * 20000}).encode(), 400, "stop"),
     (CHAT, json.dumps({"messages": [{"role": "user", "content": 5}]}).encode(), 400, "messages.0.content"),
     (CHAT, json.dumps({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]}
                       ).encode(), 400, "messages.0.content"),
@@ -258,11 +263,68 @@ def _wait(condition, timeout=10):
 # whole characters and stop strings, token by token (no server)
 
 def test_text_stream_holds_back_broken_characters_and_stop_prefixes():
-    from zerollm.serve.text import TextStream
-    from zerollm.tokenizers import ByteTokenizer
     stream = TextStream(ByteTokenizer(), stop=["END"])
     pieces = [stream.push(b) for b in "你好 EN然后END后".encode()]
     assert pieces[:3] == ["", "", "你"]                         # the first two bytes of 你 are held back
     assert "EN然" in pieces and "E" not in pieces              # "EN" waited: it could have begun "END"
     assert "".join(pieces) == stream.text == "你好 EN然后" and stream.stopped
     assert stream.flush() == "" and stream.push(0x41) == ""    # nothing after the stop
+
+
+class _Pieces:
+    """A tokenizer whose ids are strings, so one text can be cut into tokens anywhere: id i is pieces[i]."""
+    name = "pieces"
+
+    def __init__(self, pieces):
+        self.pieces = pieces
+
+    def decode(self, ids):
+        return "".join(self.pieces[i] for i in ids)
+
+
+def _cuts(text, k):
+    """Every way to cut ``text`` into tokens, or ``k`` random ones for a long text."""
+    n = len(text) - 1
+    rng = random.Random(0)
+    masks = range(2 ** n) if n <= 10 else [rng.getrandbits(n) for _ in range(k)]
+    for mask in masks:
+        at = [0] + [i + 1 for i in range(n) if mask >> i & 1] + [len(text)]
+        yield [text[a:b] for a, b in zip(at, at[1:])]
+
+
+def _before_first_stop(text, stops):
+    """The answer: text up to the stop string completed first (the longest of those ending there)."""
+    for end in range(1, len(text) + 1):
+        done = [s for s in stops if text[:end].endswith(s)]
+        if done:
+            return text[:end - max(map(len, done))]
+    return text
+
+
+@pytest.mark.parametrize("text, stops", [
+    ("hello END world", ["END"]),
+    ("aaaab", ["aaab"]),                         # a partial match falls back, not to zero
+    ("ababcabab", ["abab", "xx"]),
+    ("abcd", ["abcd", "bc"]),                    # "bc" is complete first
+    ("xabcx", ["bc", "abc"]),                    # both end at c: the longer cuts
+    ("no stop here", ["zz", "ere!"]),
+    ("你好世界你好", ["好世"]),
+    ("a\n\nb\n" * 3 + "tail", ["\n\nb\n\nx", "l"]),
+])
+def test_text_stream_finds_a_stop_string_wherever_the_tokens_cut_it(text, stops):
+    for tokens in _cuts(text, 200):
+        stream = TextStream(_Pieces(tokens), stop=stops)
+        pieces = [stream.push(i) for i in range(len(tokens))] + [stream.flush()]
+        assert "".join(pieces) == stream.text == _before_first_stop(text, stops), tokens
+        assert stream.stopped == (stream.text != text)
+
+
+def test_text_stream_with_long_stop_strings_stays_fast():
+    """Stop strings of 20000 characters, each partly matched after every token: re-testing every prefix
+    of every stop string per token took 7 s for these 300 tokens (the API caps a stop string at 256)."""
+    tokens = ["x" * 7 + "y"] * 300
+    start = time.monotonic()
+    stream = TextStream(_Pieces(tokens), stop=["x" * 20000] * 3 + ["xy" * 10000])
+    pieces = [stream.push(i) for i in range(len(tokens))] + [stream.flush()]
+    assert time.monotonic() - start < 2
+    assert "".join(pieces) == "".join(tokens) and not stream.stopped

@@ -11,6 +11,7 @@ from zerollm.generation.sample import PENALTY_RANGE
 
 MAX_MESSAGES = 1024
 MAX_STOP = 4                       # as OpenAI
+MAX_STOP_CHARS = 256               # per stop string: a stop is a few characters ("\n\n", "</answer>")
 MAX_N = 16
 
 Float = Annotated[float, Field(allow_inf_nan=False)]
@@ -82,15 +83,19 @@ class _Generation(_Body):
         """Checked before the union (str | list[str]): pydantic would report only the union's first branch
         ('stop.str: Input should be a valid string') for a list that is too long or holds a number."""
         shape = f"give a string or a list of at most {MAX_STOP} strings (as OpenAI)"
-        if stop is None or isinstance(stop, str):
+        if stop is None:
             return stop
-        if not isinstance(stop, list):
+        if not isinstance(stop, (str, list)):
             raise ValueError(f"{shape}, not {type(stop).__name__}")
-        odd = next((i for i, s in enumerate(stop) if not isinstance(s, str)), None)
+        stops = [stop] if isinstance(stop, str) else stop
+        odd = next((i for i, s in enumerate(stops) if not isinstance(s, str)), None)
         if odd is not None:
-            raise ValueError(f"{shape}; item {odd} is {type(stop[odd]).__name__}")
-        if len(stop) > MAX_STOP:
-            raise ValueError(f"{shape}; got {len(stop)}")
+            raise ValueError(f"{shape}; item {odd} is {type(stops[odd]).__name__}")
+        if len(stops) > MAX_STOP:
+            raise ValueError(f"{shape}; got {len(stops)}")
+        long = next((s for s in stops if len(s) > MAX_STOP_CHARS), None)
+        if long is not None:
+            raise ValueError(f"a stop string is {len(long)} characters; at most {MAX_STOP_CHARS} are allowed")
         return stop
 
     @field_validator("stop")

@@ -351,6 +351,8 @@ def test_hostile_sigterm_while_reward_code_runs(root, tmp_path):
             job.wait()
     assert time.time() - sent < 5 and job.returncode == 130, err
     assert "Traceback" not in err and "stopped at once" in err
+    # it stopped in step 0's rollout: there is no checkpoint, and the line must not promise one
+    assert "no checkpoint was saved yet" in err and "is kept" not in err, err
 
 
 # ----------------------------------------------------------------------------

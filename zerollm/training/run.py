@@ -72,8 +72,7 @@ def _train_and_report(trainer, run_dir, name, *, resumed, progress, blas_threads
         say(f"zerollm {name}: {stop}")
         return 130
     except KeyboardInterrupt:                  # a second Ctrl-C (zerollm.training.trainer.StopRequests)
-        say(f"zerollm {name}: stopped at once at step {trainer.iter}; the last checkpoint in {run_dir} is kept: "
-            "continue with --resume")
+        say(f"zerollm {name}: stopped at once at step {trainer.iter}; " + _what_is_kept(run_dir, resumed))
         return 130
     finally:
         if log is not None:
@@ -85,6 +84,15 @@ def _train_and_report(trainer, run_dir, name, *, resumed, progress, blas_threads
             print(f"fp16 loss scale {float(trainer.scaler.scale):g}; {trainer.scaler.skipped} steps skipped on overflow")
         _maybe_plot(log_path, run_dir, trainer.model.config, trainer.objective.kind)
     return 0
+
+
+def _what_is_kept(run_dir, resumed):
+    """After a stop that saved nothing: the checkpoint there is to resume from, if there is one."""
+    from zerollm.training.checkpoint import latest_checkpoint
+    if latest_checkpoint(run_dir) is not None:
+        return f"the last checkpoint in {run_dir} is kept: continue with --resume"
+    return ("no checkpoint was saved yet, so there is nothing to resume: run the command again"
+            + (" without --resume" if resumed else ""))
 
 
 def _moe_line(model):

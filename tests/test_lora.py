@@ -195,3 +195,25 @@ def test_r_written_as_a_float_with_no_fraction_loads(tmp_path):
     model = load_adapter(GPT(GPTConfig(**LAYOUTS["gpt2"]), seed=0), _adapter_dir(tmp_path, r=3.0))
     assert model.lora.config.r == 3 and isinstance(model.lora.config.r, int)
 
+
+@pytest.mark.parametrize("r", [4, 10**6, 10**9])
+def test_an_r_the_tensors_do_not_have_is_refused_before_anything_is_allocated(tmp_path, monkeypatch, r):
+    """The adapter's tensors are rank 3: an r of 10^9 in the config used to allocate the adapters first."""
+    from zerollm.interop.peft import load_adapter
+    folder = _adapter_dir(tmp_path, r=r)
+
+    def allocate(self, config, rng):
+        raise AssertionError(f"add_lora was called with r={config.r} before the shapes were checked")
+
+    monkeypatch.setattr(GPT, "add_lora", allocate)
+    with pytest.raises(ZeroLLMError, match=rf"has shapes \(3, 8\), \(24, 3\) but this model needs \({r}, 8\)"):
+        load_adapter(GPT(GPTConfig(**LAYOUTS["gpt2"]), seed=0), folder)
+
+
+def test_an_adapter_without_weights_is_damaged_not_a_flag_error(tmp_path):
+    from zerollm.interop.peft import WEIGHTS, load_adapter
+    from zerollm.io.safetensors import save_file
+    folder = _adapter_dir(tmp_path)
+    save_file({}, tmp_path / "a" / WEIGHTS)
+    with pytest.raises(ZeroLLMError, match="holds no lora_A / lora_B weights; the adapter is damaged"):
+        load_adapter(GPT(GPTConfig(**LAYOUTS["gpt2"]), seed=0), folder)

@@ -176,18 +176,27 @@ def load_adapter(model, path):
     if unknown:
         raise ZeroLLMError(f"--adapter {path} adapts modules this model does not have ({', '.join(unknown[:4])}); "
                            "it was made for another base model")
+    _check_shapes(found, site_of, r, path)                 # before add_lora allocates r (in + out) per module
     model.add_lora(LoRAConfig(r=r, alpha=alpha, dropout=dropout, targets=tuple(site_of[m].name for m in found)),
                    np.random.default_rng(0))
     for module, (A, B) in found.items():
-        mine_A, mine_B = (model.lora.adapters[site_of[module].name + ".lora_A"],
-                          model.lora.adapters[site_of[module].name + ".lora_B"])
-        if A.shape != mine_A.T.shape or B.shape != mine_B.T.shape:
-            model.lora = None
-            raise ZeroLLMError(f"--adapter {path}: {module} has shapes {A.shape}, {B.shape} but this model needs "
-                               f"{mine_A.T.shape}, {mine_B.T.shape}; it was made for another base model")
-        mine_A[...] = A.T
-        mine_B[...] = B.T
+        name = site_of[module].name
+        model.lora.adapters[name + ".lora_A"][...] = A.T
+        model.lora.adapters[name + ".lora_B"][...] = B.T
     return model
+
+
+def _check_shapes(found, site_of, r, path):
+    """Every lora_A is (r, in) and every lora_B (out, r) for its module and the config's r: checked before
+    anything is allocated, so an r the tensors do not have (1e9 in a damaged config) is this error, not
+    gigabytes of adapters made first."""
+    for module, (A, B) in found.items():
+        site = site_of[module]
+        need_A, need_B = (r, site.n_in), (site.n_out, r)
+        if A.shape != need_A or B.shape != need_B:
+            raise ZeroLLMError(f"--adapter {path}: {module} has shapes {A.shape}, {B.shape} but this model needs "
+                               f"{need_A}, {need_B} (r={r} in {CONFIG}); it was made for another base model, or "
+                               f"{CONFIG} does not belong to {WEIGHTS}")
 
 
 def _found_modules(tensors, where):

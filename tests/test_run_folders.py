@@ -80,3 +80,20 @@ def test_an_output_inside_a_real_run_is_still_refused(tmp_path_factory, tmp_path
     code, _, err = run_main(["tasks", "make", "addition", "--n", "2", "--out", run / "sub" / "a.jsonl"], capsys)
     one_line_error(code, err, "which is a training run")
     assert not (run / "sub").exists()
+
+
+@pytest.mark.parametrize("cmd", ["sample", "eval", "sft", "report", "merge"])
+def test_a_hugging_face_folder_given_as_a_run_is_named_as_such(tmp_path_factory, tmp_path, capsys, cmd):
+    """It used to say "checkpoint ... is incomplete (missing optimizer.safetensors, ...)", as if it were broken."""
+    hf = tmp_path_factory.getbasetemp() / "as-hf"
+    if not hf.exists():
+        assert run_main(["convert", "--from", tiny_run(tmp_path_factory, "char"), "--to", hf], capsys)[0] == 0
+    text = tiny_text(tmp_path)
+    argv = {"sample": ["sample", "--ckpt", hf, "--max-new-tokens", "2"],
+            "eval": ["eval", "--ckpt", hf, "--data", text],
+            "sft": ["sft", "--init", hf, "--data", text, "--out", tmp_path / "s", "--max-iters", "1"],
+            "report": ["report", hf, "--out", tmp_path / "r.html"],
+            "merge": ["merge", "--from", hf, "--to", tmp_path / "m"]}[cmd]
+    code, _, err = run_main(argv, capsys)
+    one_line_error(code, err, f"{hf} is a Hugging Face model directory")
+    assert f"--hf {hf}" in err and "incomplete" not in err

@@ -297,10 +297,26 @@ def _step_dir(path):
     if step_dir is None:
         raise ZeroLLMError(f"no checkpoint in {path}; {_TRAIN_FIRST}")
     missing = [f for f in REQUIRED if not os.path.isfile(os.path.join(step_dir, f))]
+    if missing and _hugging_face_dir(step_dir):
+        raise ZeroLLMError(f"{step_dir} is a Hugging Face model directory, not a zerollm run or checkpoint: load it "
+                           f"with --hf {step_dir} (sample, chat, serve, sft and the other stages have it), or make a "
+                           f"zerollm model directory of it with `zerollm convert --from {step_dir} --to DIR`")
     if missing:
         raise ZeroLLMError(f"checkpoint {step_dir} is incomplete (missing {', '.join(missing)}); "
                            "load the run directory instead to use its last complete checkpoint")
     return step_dir
+
+
+def _hugging_face_dir(folder):
+    """A Hugging Face model folder: model.safetensors, and a config.json naming its model_type."""
+    if not os.path.isfile(os.path.join(folder, "model.safetensors")):
+        return False
+    try:
+        with open(os.path.join(folder, "config.json"), encoding="utf-8") as f:
+            config = json.load(f)
+    except (OSError, ValueError, RecursionError):
+        return False
+    return isinstance(config, dict) and isinstance(config.get("model_type"), str)
 
 
 def _read_config(step_dir):

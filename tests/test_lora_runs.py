@@ -156,6 +156,9 @@ def test_dpo_with_lora_uses_the_base_as_reference(lora_run, setup, tmp_path):
     (["--lora-r", "0"], "argument --lora-r", 2),
     (["--lora-dropout", "1", "--lora-r", "2"], "argument --lora-dropout", 2),
     (["--lora-r", "2", "--lora-targets", "nope"], "matches no linear layer", 1),
+    # the choices are named as --help names them (c_attn, not attn.c_attn)
+    (["--lora-r", "2", "--lora-targets", "nope"], "choose from c_attn, c_fc, c_proj, down_proj", 1),
+    (["--lora-r", "2", "--lora-targets", ""], "must name at least one module", 1),
     (["--lora-alpha", "4"], "needs --lora-r", 1),
 ])
 def test_bad_lora_flags_are_one_line_errors(setup, tmp_path, capsys, flags, fragment, exit_code):

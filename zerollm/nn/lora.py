@@ -195,7 +195,7 @@ def choose_sites(cfg, targets):
     chosen = [s for s in everything if any(_matches(s, t) for t in targets)]
     for t in targets:
         if not any(_matches(s, t) for s in everything):
-            known = sorted({n.split(".", 2)[2] for s in everything for n in (s.name, *s.aliases)})
+            known = sorted({n.rsplit(".", 1)[1] for s in everything for n in (s.name, *s.aliases)})
             raise ZeroLLMError(f"--lora-targets: {t!r} matches no linear layer of this model; choose from "
                                f"{', '.join(known)}")
     by_linear = {}

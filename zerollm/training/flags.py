@@ -76,7 +76,7 @@ def lora_config(args):
             verb = "needs" if len(extra) == 1 else "need"
             raise ZeroLLMError(f"{', '.join(extra)} {verb} --lora-r R (the rank) to turn LoRA on")
         return None
-    targets = tuple(t.strip() for t in given["targets"].split(",")) if given["targets"] else ("c_attn",)
+    targets = tuple(t.strip() for t in given["targets"].split(",")) if given["targets"] is not None else ("c_attn",)
     return LoRAConfig(r=r, alpha=given["alpha"] if given["alpha"] is not None else 2.0 * r,
                       dropout=given["dropout"] or 0.0, targets=tuple(t for t in targets if t) or ("",))
 

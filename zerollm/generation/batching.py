@@ -48,7 +48,7 @@ class Done(NamedTuple):
 
 
 class QueueFull(ZeroLLMError):
-    """submit() found max_queue requests already waiting."""
+    """submit() found no room: the free rows and max_queue places beyond the batch are taken."""
 
 
 @dataclass(eq=False)
@@ -91,6 +91,7 @@ class Scheduler:
         self.waiting = collections.deque()
         self.wake = threading.Condition()
         self.rows = []
+        self.joining = []                      # taken from waiting, being prefilled: not yet in rows
         self.cache = KVCache(self.cfg, 0, max_len=1, per_row=True)
         self.logits = np.zeros((0, self.cfg.vocab_size), self.cfg.dtype)   # (A, V) each row's next logits
         self.steps = 0                                                     # forward passes of the batch
@@ -110,19 +111,34 @@ class Scheduler:
                                f"model's context of {cfg.block_size} tokens; ask for at most "
                                f"{max(cfg.block_size - P, 0)} new tokens or shorten the prompt")
 
+    @property
+    def capacity(self):
+        """Requests held at once: a row each, then max_queue waiting beyond the batch."""
+        return self.max_batch + self.max_queue
+
     def submit(self, req):
-        """Queue ``req``; QueueFull when max_queue requests are already waiting."""
-        self.check(req)
+        self.submit_all([req])
+
+    def submit_all(self, reqs):
+        """Queue all of ``reqs`` or none: they fit if the free rows plus the room left beyond the batch
+        (max_queue) hold them; else QueueFull. More than ``capacity`` can never fit: ZeroLLMError."""
+        for req in reqs:
+            self.check(req)
+        if len(reqs) > self.capacity:
+            raise ZeroLLMError(f"{len(reqs)} requests at once can never fit: at most {self.capacity} are held "
+                               f"(--max-batch {self.max_batch} + --max-queue {self.max_queue})")
         with self.wake:
-            if len(self.waiting) >= self.max_queue:
-                raise QueueFull(f"{len(self.waiting)} requests are already waiting (--max-queue {self.max_queue}); "
-                                "try again shortly")
-            self.waiting.append(req)
+            if self.busy + len(reqs) > self.capacity:
+                beyond = max(self.busy - self.max_batch, 0)
+                raise QueueFull(f"all {self.max_batch} rows are busy and {beyond} requests wait beyond them "
+                                f"(--max-batch {self.max_batch}, --max-queue {self.max_queue}); try again shortly")
+            self.waiting.extend(reqs)
             self.wake.notify()
 
     @property
     def busy(self):
-        return len(self.rows) + len(self.waiting)
+        """Requests held: active rows (a cancelled one until the next step), those joining, those waiting."""
+        return len(self.rows) + len(self.joining) + len(self.waiting)
 
     def run(self, stop):
         """Step until the threading.Event ``stop`` is set, sleeping while there is nothing to do."""
@@ -159,9 +175,9 @@ class Scheduler:
                 self.logits = self._forward(ids[np.asarray(keep)][:, None], self.cache)   # (A, 1) -> (A, V)
                 self.steps += 1
         except Exception as err:       # noqa: BLE001 - the scheduler serves everyone else afterwards
-            for row in self.rows:
-                row.req.emit(Done("error", f"{type(err).__name__}: {err}"))
-            self.rows = []
+            for req in [row.req for row in self.rows] + self.joining:
+                req.emit(Done("error", f"{type(err).__name__}: {err}"))
+            self.rows, self.joining = [], []
             self.cache = KVCache(self.cfg, 0, max_len=1, per_row=True)
             self.logits = np.zeros((0, self.cfg.vocab_size), self.cfg.dtype)
 
@@ -181,6 +197,7 @@ class Scheduler:
                     req.emit(Done("cancelled"))
                 else:
                     new.append(req)
+            self.joining = new                 # still counted by busy while their prompts are prefilled
         if not new:
             return
         groups = {}
@@ -192,11 +209,16 @@ class Scheduler:
             cache = KVCache(self.cfg, len(reqs), max_len=max(slots, 1), per_row=True)
             logits.append(self._forward(np.array([r.prompt for r in reqs], dtype=np.int64), cache))   # (k, V)
             caches.append(cache)
-            for r in reqs:
-                seen = token_counts(r.prompt, self.cfg.vocab_size)[0] > 0 if r.sampling.penalized else None
-                self.rows.append(_Row(r, np.zeros(self.cfg.vocab_size, np.int64), seen))
         self.cache.add_rows(*caches)
         self.logits = np.concatenate(logits).astype(self.logits.dtype)                              # (A, V)
+        rows = [_Row(r, np.zeros(self.cfg.vocab_size, np.int64), self._seen(r)) for reqs in groups.values()
+                for r in reqs]
+        with self.wake:
+            self.rows, self.joining = self.rows + rows, []
+
+    def _seen(self, req):
+        """(V,) bool: the ids in the prompt, for repetition_penalty; None when unpenalized."""
+        return token_counts(req.prompt, self.cfg.vocab_size)[0] > 0 if req.sampling.penalized else None
 
     def _choose(self):
         """Each row's next id from its own logits and generator -> ((A,) ids, (A,) still going). Rows that

@@ -5,7 +5,7 @@ chat page at /.
 
 Errors have OpenAI's shape, {"error": {"message", "type", "param", "code"}}, and status: 400 a bad
 request (bad JSON, a wrong type, an unknown field, beyond the context), 401 a missing or wrong API
-key, 404 an unknown model or route, 413 a body over the cap, 429 a full queue (with Retry-After),
+key, 404 an unknown model or route, 413 a body over the cap, 429 no free row or place in the queue (with Retry-After),
 503 shutting down. Streams are server-sent events in OpenAI's chunk format, ending ``data: [DONE]``.
 """
 
@@ -231,8 +231,19 @@ def _max_tokens(backend, body, prompt, chat):
     return n
 
 
+def _check_n(backend, n):
+    """n choices take n rows (or places in the queue) at once: more than the server holds would get 429
+    for ever, which a client retries for ever."""
+    s = backend.scheduler
+    if n > s.capacity:
+        raise ApiError(400, f"n={n} can never run here: this server holds at most {s.capacity} choices at once "
+                            f"(--max-batch {s.max_batch} + --max-queue {s.max_queue}); ask for n <= {s.capacity}",
+                       param="n")
+
+
 async def _complete(backend, body, prompt, request, chat):
     sampling, n_new = _sampling(body), _max_tokens(backend, body, prompt, chat)
+    _check_n(backend, body.n)
     try:
         run = backend.submit(prompt, n=body.n, sampling=sampling, seed=body.seed, max_tokens=n_new,
                              top_logprobs=body.logprob_count())

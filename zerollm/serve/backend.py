@@ -91,14 +91,7 @@ class Backend:
         run = Run(asyncio.get_running_loop())
         run.reqs = self.requests(prompt, n=n, sampling=sampling, seed=seed, max_tokens=max_tokens,
                                  top_logprobs=top_logprobs, emit=run.emit)
-        for r in run.reqs:
-            self.scheduler.check(r)
-        try:
-            for r in run.reqs:
-                self.scheduler.submit(r)
-        except ZeroLLMError:
-            run.cancel()
-            raise
+        self.scheduler.submit_all(run.reqs)                  # all n choices or none
         return run
 
 

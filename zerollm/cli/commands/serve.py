@@ -35,7 +35,8 @@ def add_arguments(p):
     p.add_argument("--model-name", default=None, help="the model's id in the API (default: the directory's name)")
     p.add_argument("--max-batch", type=Range(int, 1, 4096), default=16, help="rows in one forward pass (default 16)")
     p.add_argument("--max-queue", type=Range(int, 0, 1 << 20), default=64,
-                   help="requests waiting beyond the batch before 429 (default 64)")
+                   help="requests that may wait while all --max-batch rows are busy; more get 429 "
+                        "(default 64; 0: none wait)")
     p.add_argument("--max-body", type=Range(int, 1024, 1 << 30), default=1 << 20,
                    help="largest request body in bytes (default 1 MiB); larger ones get 413")
     p.add_argument("--grace", type=Range(float, 0, 600), default=5.0,

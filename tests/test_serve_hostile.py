@@ -1,0 +1,93 @@
+"""Hostile input for `zerollm serve`: what a probe found, each as the answer a client must get.
+
+One server (--max-batch 2, --max-queue 0, an API key, a 150 kB body cap) for admission, bodies that
+cannot be parsed, and checks made before the body is read; the scheduler's room in the same process.
+"""
+
+import json
+
+import httpx
+import numpy as np
+import pytest
+
+from serve_helpers import server, tiny_chat_model
+from zerollm.generation.batching import QueueFull, Request, Scheduler
+from zerollm.generation.sample import Sampling
+from zerollm.io.errors import ZeroLLMError
+from zerollm.model.gpt import GPT, GPTConfig
+
+KEY = "sk-hostile-0123"
+AUTH = {"Authorization": f"Bearer {KEY}"}
+CHAT = "/v1/chat/completions"
+GOOD = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}
+MAX_BODY = 150_000
+
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory):
+    folder = tiny_chat_model(tmp_path_factory.mktemp("hostile"))
+    with server(folder, "--max-batch", "2", "--max-queue", "0", "--api-key", KEY,
+                "--max-body", str(MAX_BODY)) as (url, proc):
+        yield url
+        assert proc.poll() is None, "the server died during the tests"
+
+
+def _post(base, body, headers=AUTH):
+    """POST ``body`` (a dict as JSON, or bytes as they are) to the chat endpoint."""
+    content = body if isinstance(body, bytes) else json.dumps(body).encode()
+    return httpx.post(base + CHAT, content=content, headers={"Content-Type": "application/json", **headers},
+                      timeout=30)
+
+
+def _still_serving(base):
+    assert httpx.post(base + CHAT, json=GOOD, headers=AUTH, timeout=30).status_code == 200
+
+
+# ----------------------------------------------------------------------------
+# room: free rows first, then --max-queue places; an n that can never fit is a 400
+
+def _scheduler(max_batch, max_queue):
+    model = GPT(GPTConfig(vocab_size=16, block_size=16, n_layer=1, n_head=1, n_embd=8), seed=0)
+    return Scheduler(model, max_batch=max_batch, max_queue=max_queue)
+
+
+def _request():
+    return Request([1, 2], 3, Sampling(0), np.random.default_rng(0), emit=lambda ev: None)
+
+
+def test_free_rows_take_requests_without_counting_against_the_queue():
+    s = _scheduler(max_batch=1, max_queue=1)
+    s.submit_all([_request(), _request()])          # n=2 on an idle server: one row, one place
+    with pytest.raises(QueueFull, match="--max-queue 1"):
+        s.submit(_request())
+    s.step()                                         # one joins its row, one still waits: still full
+    assert len(s.rows) == 1 and s.busy == 2
+    with pytest.raises(QueueFull):
+        s.submit(_request())
+
+    none_wait = _scheduler(max_batch=2, max_queue=0)
+    none_wait.submit(_request())
+    none_wait.submit(_request())
+    with pytest.raises(QueueFull):
+        none_wait.submit(_request())
+
+
+def test_requests_are_queued_all_or_none_and_more_than_the_server_holds_never():
+    s = _scheduler(max_batch=2, max_queue=1)
+    s.submit(_request())
+    with pytest.raises(QueueFull):
+        s.submit_all([_request(), _request(), _request()])
+    assert s.busy == 1                               # none of the three stayed
+    with pytest.raises(ZeroLLMError, match="never fit"):
+        s.submit_all([_request() for _ in range(4)])
+
+
+def test_max_queue_0_serves_from_free_rows_and_an_n_that_never_fits_is_a_400(base):
+    r = _post(base, {**GOOD, "n": 2})
+    assert r.status_code == 200 and len(r.json()["choices"]) == 2, r.text
+    r = _post(base, {**GOOD, "n": 3})
+    assert r.status_code == 400, r.text
+    error = r.json()["error"]
+    assert error["param"] == "n" and error["type"] == "invalid_request_error"
+    assert "--max-batch 2" in error["message"] and "--max-queue 0" in error["message"]
+    _still_serving(base)

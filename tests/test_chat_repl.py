@@ -206,3 +206,28 @@ def test_bytes_a_terminal_sent_that_are_not_utf8_are_read_as_replacement_charact
     messages = json.loads((tmp_path / "talk.jsonl").read_text(encoding="utf-8"))["messages"]
     assert messages[0] == {"role": "system", "content": "be \ufffd brief"}
     assert messages[1] == {"role": "user", "content": "caf\ufffd ok"}
+
+
+def test_a_system_message_too_long_for_the_context_is_named_as_the_cause(models):
+    """Every line used to be told "this message alone leaves no room ...; write a shorter one", though the
+    two-character message was not the cause: the system message was. /system with such a text is refused
+    and the old one kept."""
+    from zerollm.io.errors import ZeroLLMError
+    from zerollm.serve.repl import Conversation
+    tok = load_tokenizer_dir(str(models[0]))
+    block = load(str(models[0])).config.block_size
+    conv = Conversation(tok, block, system="x" * (2 * block))
+    with pytest.raises(ZeroLLMError, match="the system message alone takes"):
+        conv.prompt("hi", 3)
+    said = _run_repl(models[0], ["/system short", "/system " + "y" * (2 * block), "hi", "/save"])
+    assert "(system message: 'short')" in said
+    assert "the system message alone takes" in said and "the system message is unchanged" in said
+    assert "this message alone" not in said          # "hi" was answered, under the short system message
+
+
+def test_chat_refuses_a_system_flag_that_fills_the_context_at_once(models):
+    model, _ = models
+    out = subprocess.run([sys.executable, "-m", "zerollm", "chat", "--hf", str(model), "--system", "z" * 5000],
+                         input="", capture_output=True, text=True, env={"PYTHONPATH": str(ROOT)}, timeout=60)
+    assert out.returncode == 1 and out.stderr.count("\n") == 1, out.stderr
+    assert "the system message alone takes" in out.stderr and "give a shorter --system" in out.stderr

@@ -60,9 +60,19 @@ class Conversation:
             if len(ids) + max_new <= self.block_size:
                 self.turns = self.turns[dropped:]
                 return ids, dropped
+        self.check_system(max_new)                 # the system message may be what leaves no room
         raise ZeroLLMError(f"this message alone ({len(ids)} tokens) leaves no room for a {max_new}-token answer "
                            f"in the context of {self.block_size} tokens; write a shorter one (or lower "
                            "--max-new-tokens)")
+
+    def check_system(self, max_new, how="shorten it with /system TEXT, clear it with /system"):
+        """The system message (with an empty first message) must leave room for an answer."""
+        if not self.system:
+            return
+        n = len(self._ids([], ""))
+        if n + max_new > self.block_size:
+            raise ZeroLLMError(f"the system message alone takes {n} tokens and leaves no room for a {max_new}-token "
+                               f"answer in the context of {self.block_size} tokens: {how}, or lower --max-new-tokens")
 
     def save(self, path):
         """One JSONL row {"messages": [...]}, the TRL conversational format; never over an existing file."""
@@ -128,7 +138,7 @@ def repl(model, tok, conv, *, sampling, max_new, rng, allowed=None, read=input, 
             line = valid_text(line)
             out.write("(bytes in this line that are not UTF-8 are read as \ufffd)\n")
         if line.startswith("/"):
-            if _command(conv, line, out):
+            if _command(conv, line, out, max_new):
                 return 0
             continue
         try:
@@ -143,7 +153,7 @@ def repl(model, tok, conv, *, sampling, max_new, rng, allowed=None, read=input, 
         conv.add(line, text)
 
 
-def _command(conv, line, out):
+def _command(conv, line, out, max_new):
     """Run a /command; True means exit."""
     name, _, arg = line.strip().partition(" ")
     if name in ("/exit", "/quit"):
@@ -156,7 +166,13 @@ def _command(conv, line, out):
         conv.turns = []
         out.write("(the conversation is cleared)\n")
     elif name == "/system":
-        conv.system = arg.strip() or None
+        old, conv.system = conv.system, arg.strip() or None
+        try:
+            conv.check_system(max_new, how="give a shorter one")
+        except ZeroLLMError as err:
+            conv.system = old
+            out.write(f"zerollm chat: {err}; the system message is unchanged\n")
+            return False
         out.write(f"(system message: {conv.system!r})\n" if conv.system else "(no system message)\n")
     elif name == "/save" and arg.strip():
         try:

@@ -45,6 +45,8 @@ def run(args):
             import readline  # noqa: F401  - line editing and history for input()
         except ImportError:
             pass
+        max_new = min(args.max_new_tokens, model.config.block_size // 2)
+        conv.check_system(max_new, how="give a shorter --system")
         allowed = decodable(tok, model.config.vocab_size)
-        return repl(model, tok, conv, sampling=sampling, max_new=min(args.max_new_tokens, model.config.block_size // 2),
+        return repl(model, tok, conv, sampling=sampling, max_new=max_new,
                     rng=np.random.default_rng(args.seed), allowed=None if allowed.all() else allowed)

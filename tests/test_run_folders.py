@@ -65,6 +65,18 @@ def test_an_empty_file_or_folder_name_is_refused(argv, tmp_path, capsys, monkeyp
     assert code == 2 and not (tmp_path / "runs").exists() and list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize("argv", [
+    ["tasks", "make", "addition", "--n", "2", "--out", "-"],
+    ["convert", "--from", "x", "--to", "-"],
+    ["train", "--preset", "tiny", "--out", "-"],
+])
+def test_a_dash_output_is_refused_not_made_a_file_named_dash(argv, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    code, _, err = run_main(argv, capsys)
+    one_line_error(code, err, "will not make a file named '-'")
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_a_stray_latest_json_or_step_folder_does_not_make_a_run(tmp_path, capsys):
     proj = tmp_path / "proj"
     (proj / "sub").mkdir(parents=True)

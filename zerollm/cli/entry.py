@@ -139,6 +139,7 @@ def parse(parser, argv=None):
 
 
 _PATH_METAVAR = re.compile(r"FILE|DIR|RUN")
+_OUTPUTS = {"out", "dst", "answers"}          # --out, --to, --answers: what a command writes
 
 
 def _no_empty_paths(owner, args):
@@ -151,6 +152,9 @@ def _no_empty_paths(owner, args):
                 any(isinstance(v, str) and not v.strip() for v in values):
             name = action.option_strings[-1] if action.option_strings else action.metavar
             owner.error(f"{name} is empty: give a file or folder name (is a shell variable unset?)")
+        if action.option_strings and action.dest in _OUTPUTS and value == "-":
+            owner.error(f"{action.option_strings[-1]} -: zerollm writes its outputs to files, not to standard "
+                        "output, and will not make a file named '-': give a file name")
 
 
 def _one_line(message):

@@ -212,3 +212,12 @@ def test_pairs_longer_than_the_context_are_refused():
     long = [{"chosen": ([1] * 10, [False] + [True] * 9), "rejected": ([1, 2], [False, True])}]
     with pytest.raises(ZeroLLMError, match="line 1"):
         RewardObjective(model, long, batch_size=1, seed=0)
+
+
+def test_pairs_too_long_are_counted_in_words_that_fit_the_count():
+    from zerollm.align.objectives.pairs import check_lengths
+    short, long = {"chosen": ([1] * 3,), "rejected": ([1] * 3,)}, {"chosen": ([1] * 9,), "rejected": ([1],)}
+    with pytest.raises(ZeroLLMError, match=r"^the pair on line 2 is longer than the 5 tokens"):
+        check_lengths([short, long], 5)
+    with pytest.raises(ZeroLLMError, match=r"^2 pairs \(the first on line 1\) are longer than the 5 tokens"):
+        check_lengths([long, long, short], 5)

@@ -72,8 +72,9 @@ def check_lengths(pairs, max_len):
         raise ZeroLLMError("the preference file has no pairs")
     too_long = [i for i, p in enumerate(pairs) if max(len(p["chosen"][0]), len(p["rejected"][0])) > max_len]
     if too_long:
-        raise ZeroLLMError(f"{len(too_long)} pairs (the first on line {too_long[0] + 1}) are longer than the "
-                           f"{max_len} tokens the model can read; shorten them or drop them")
+        which = (f"the pair on line {too_long[0] + 1} is" if len(too_long) == 1 else
+                 f"{len(too_long)} pairs (the first on line {too_long[0] + 1}) are")
+        raise ZeroLLMError(f"{which} longer than the {max_len} tokens the model can read; shorten them or drop them")
 
 
 def chunks(items, size):

@@ -211,3 +211,11 @@ def test_a_page_or_picture_is_never_written_inside_a_run(argv, inside, tmp_path_
     code, _, err = run_fresh([a.format(at=at, run=run) for a in argv], capsys)
     assert code == 1 and err.count("\n") == 1 and f"lies inside {at}" in err, err
     assert sorted(p.name for p in at.iterdir()) == before
+
+
+def test_a_subcommands_runtime_error_carries_its_full_name(tmp_path, capsys, monkeypatch):
+    """`zerollm tasks eval` printed its argparse errors as "zerollm tasks eval:" but the others as "zerollm tasks:"."""
+    monkeypatch.chdir(tmp_path)
+    code = cli.main(["tasks", "eval", "addition", "--ckpt", "nope", "--data", "missing.jsonl"])
+    err = capsys.readouterr().err
+    assert code == 1 and err.startswith("zerollm tasks eval: error: ") and len(err.splitlines()) == 1, err

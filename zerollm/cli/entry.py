@@ -257,7 +257,7 @@ def main(argv=None):
     if args.command is None:
         parser.print_help()
         return 0
-    prog = f"zerollm {args.command}"
+    prog = _innermost(parser, args).prog          # "zerollm tasks eval", as argparse's own errors name it
     old_showwarning = _one_line_warnings(prog)
     try:
         with _lenient_stdout():

@@ -91,3 +91,37 @@ def test_max_queue_0_serves_from_free_rows_and_an_n_that_never_fits_is_a_400(bas
     assert error["param"] == "n" and error["type"] == "invalid_request_error"
     assert "--max-batch 2" in error["message"] and "--max-queue 0" in error["message"]
     _still_serving(base)
+
+
+# ----------------------------------------------------------------------------
+# bodies that cannot be parsed: the reason, and the server keeps serving
+
+def _chunks(data, size=4096):
+    """``data`` as a stream, so httpx sends it chunked: no Content-Length for the server to check first."""
+    for i in range(0, len(data), size):
+        yield data[i:i + size]
+
+
+def test_a_chunked_body_over_the_cap_is_the_same_413_as_one_with_a_length(base):
+    body = json.dumps({**GOOD, "user": "x" * MAX_BODY}).encode()
+    with_length = _post(base, body)
+    chunked = httpx.post(base + CHAT, content=_chunks(body), headers={"Content-Type": "application/json", **AUTH},
+                         timeout=30)
+    assert "content-length" not in chunked.request.headers
+    assert with_length.status_code == chunked.status_code == 413, chunked.text
+    assert chunked.json() == with_length.json() and chunked.json()["error"]["code"] == "request_too_large"
+    _still_serving(base)
+
+
+@pytest.mark.parametrize("body, says", [
+    (b"[" * 100_000, "nested too deeply"),
+    (b'{"messages": ' + b"[" * 5000 + b"]" * 5000 + b"}", "nested too deeply"),
+    (json.dumps(GOOD).encode()[:-1] + b', "seed": 1' + b"0" * 5000 + b"}", "number over"),
+    (b'{"messages": "\xff"}', "send JSON in UTF-8"),          # not UTF-8: the message it had
+])
+def test_a_body_json_cannot_take_says_why(base, body, says):
+    r = _post(base, body)
+    assert r.status_code == 400, r.text
+    error = r.json()["error"]
+    assert says in error["message"] and error["type"] == "invalid_request_error"
+    _still_serving(base)

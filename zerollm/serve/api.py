@@ -11,6 +11,7 @@ key, 404 an unknown model or route, 413 a body over the cap, 429 no free row or 
 
 import hmac
 import json
+import sys
 import time
 import uuid
 from pathlib import Path
@@ -132,9 +133,10 @@ def _add_error_handlers(app):
 
     @app.exception_handler(HTTPException)
     async def http_error(request, err):
-        message = {404: f"no route {request.method} {request.url.path}", 405: "method not allowed",
-                   400: "the request body could not be read: send JSON in UTF-8"}.get(err.status_code, str(err.detail))
-        return _error_response(ApiError(err.status_code, message))
+        if err.status_code == 400:
+            return _error_response(unreadable_body(err.__cause__))
+        message = {404: f"no route {request.method} {request.url.path}", 405: "method not allowed"}
+        return _error_response(ApiError(err.status_code, message.get(err.status_code, str(err.detail))))
 
     @app.exception_handler(ZeroLLMError)
     async def refused(request, err):
@@ -158,6 +160,19 @@ def validation_error(errors):
     return ApiError(400, f"{param or 'body'}: {e['msg']}", param=param, code="invalid_value")
 
 
+def unreadable_body(cause):
+    """FastAPI's one 400 for a body json.loads could not take (it keeps the reason as __cause__) -> why."""
+    if isinstance(cause, _TooLarge):               # a body without Content-Length, read past --max-body
+        return cause.error
+    if isinstance(cause, RecursionError):
+        return ApiError(400, "the request body's JSON is nested too deeply (about a thousand arrays or "
+                             "objects inside each other); no field here needs more than a few levels")
+    if isinstance(cause, ValueError) and not isinstance(cause, UnicodeError) and "digits" in str(cause):
+        return ApiError(400, f"the request body holds a number over {sys.get_int_max_str_digits()} digits "
+                             "long; no field here takes one")
+    return ApiError(400, "the request body could not be read: send JSON in UTF-8")
+
+
 class BodyLimit:
     """ASGI middleware: a request body over ``max_body`` bytes gets 413 before the app reads it all."""
 
@@ -169,7 +184,7 @@ class BodyLimit:
             return await self.app(scope, receive, send)
         length = dict(scope["headers"]).get(b"content-length")
         if length is not None and (not length.isdigit() or int(length) > self.max_body):
-            return await self._too_large(send)
+            return await self._too_large(scope, receive, send)
         seen = 0
 
         async def limited():
@@ -177,23 +192,24 @@ class BodyLimit:
             message = await receive()
             seen += len(message.get("body", b""))
             if seen > self.max_body:
-                raise _TooLarge()
+                raise _TooLarge(self.max_body)
             return message
         try:
             await self.app(scope, limited, send)
-        except _TooLarge:
-            await self._too_large(send)
+        except _TooLarge:                          # read by something other than FastAPI's body parsing
+            await self._too_large(scope, receive, send)
 
-    async def _too_large(self, send):
-        body = json.dumps(error_body(f"the request body is over {self.max_body} bytes (--max-body)",
-                                     code="request_too_large")).encode()
-        await send({"type": "http.response.start", "status": 413,
-                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
-        await send({"type": "http.response.body", "body": body})
+    async def _too_large(self, scope, receive, send):
+        await _error_response(_TooLarge(self.max_body).error)(scope, receive, send)
 
 
 class _TooLarge(Exception):
-    pass
+    """A body read past --max-body; FastAPI turns it into an HTTPException 400 with this as __cause__."""
+
+    def __init__(self, max_body):
+        super().__init__(max_body)
+        self.error = ApiError(413, f"the request body is over {max_body} bytes (--max-body)",
+                              code="request_too_large")
 
 
 # ----------------------------------------------------------------------------

@@ -104,7 +104,8 @@ def test_reward_outputs_are_checked():
     good = RewardSource("ok", lambda p, c, f, s: [1.0] * len(c))
     assert score_all([good, good._replace(weight=0.5)], ["p"] * 2, ["c"] * 2, [{}] * 2, [[1]] * 2)[0].tolist() == [1.5, 1.5]
     for values, fragment in (([1.0], "returned 1 values for 2"), ([1.0, float("nan")], "non-finite"),
-                             (["x", 1], "list of numbers")):
+                             (["x", 1], "list of numbers"), (["1", "0"], "list of numbers"),
+                             ([b"1", 0], "list of numbers")):
         with pytest.raises(ZeroLLMError, match=fragment):
             check_rewards("mine", values, 2)
     boom = RewardSource("boom", lambda *a: 1 / 0)

@@ -213,6 +213,8 @@ MAX_REWARD = 1e6
 
 def check_rewards(name, values, n):
     try:
+        if any(isinstance(v, (str, bytes)) for v in values):     # float("1") works, but "1" is text
+            raise TypeError
         values = [float(v) for v in values]
     except Exception:                             # noqa: BLE001 - a user's object may fail in __float__ any way
         raise ZeroLLMError(f"reward {name} must return a list of numbers, one per answer; got {values!r:.80}") from None

@@ -27,6 +27,8 @@ from zerollm.generation.sample import generate
 from zerollm.tokenizers import train_tokenizer
 from zerollm.teach.torch_ref import random_state
 
+from tiny_runs import run_main
+
 TOL = 1e-4
 NO_SPECIAL = dict(bos_token_id=None, eos_token_id=None, pad_token_id=None)
 
@@ -271,9 +273,10 @@ def test_export_directory_is_replaced_only_when_asked(tmp_path):
     out = hf.export(model, tmp_path / "m")
     with pytest.raises(ZeroLLMError, match="not empty"):
         hf.export(model, out)
-    (tmp_path / "m" / "stale.txt").write_text("old")
+    (tmp_path / "m" / "notes.txt").write_text("mine")
     hf.export(model, out, overwrite=True)
-    assert sorted(os.listdir(out)) == ["config.json", "model.safetensors"]
+    assert sorted(os.listdir(out)) == ["config.json", "model.safetensors", "notes.txt"]   # the model replaced
+    assert (tmp_path / "m" / "notes.txt").read_text() == "mine"
     (tmp_path / "notes").mkdir()
     (tmp_path / "notes" / "a.txt").write_text("keep me")
     with pytest.raises(ZeroLLMError, match="not a model directory"):
@@ -477,3 +480,71 @@ def test_convert_errors_are_one_line(tmp_path, capsys, argv, message):
     assert main(["convert", *[a.format(tmp=tmp_path) for a in argv]]) == 1
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1 and "Traceback" not in err
+
+
+def clone_of_a_hub_repo(folder, model):
+    """A model directory as `git clone https://huggingface.co/...` leaves it: the model's files and the
+    repository's own (.git/, README.md, generation_config.json), plus an old adapter with its model card."""
+    hf.export(model, folder, tokenizer=train_tokenizer("char", "abcdefgh\n"))
+    (folder / ".git" / "objects").mkdir(parents=True)
+    (folder / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+    (folder / "README.md").write_text("# my model card\n")
+    (folder / "generation_config.json").write_text('{"max_new_tokens": 20}')
+    (folder / "adapter").mkdir()
+    (folder / "adapter" / "adapter_config.json").write_text("{}")
+    (folder / "adapter" / "README.md").write_text("# the adapter's card\n")
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+
+
+def test_convert_overwrite_replaces_the_model_and_keeps_everything_else(tmp_path, capsys):
+    """--overwrite on a cloned repository: the model files are new, .git/, README.md, generation_config.json and
+    adapter/README.md are untouched, the old adapter_config.json (no adapter now) is gone, one note names
+    what stayed; without --overwrite the one line says --overwrite, not the Python keyword."""
+    clone = tmp_path / "clone"
+    before = clone_of_a_hub_repo(clone, random_gpt(GPTConfig(vocab_size=12, block_size=8, n_layer=1, n_head=2,
+                                                             n_embd=8)))
+    new = random_gpt(GPTConfig(vocab_size=12, block_size=8, n_layer=2, n_head=2, n_embd=8), seed=1)
+    hf.save_zerollm(new, tmp_path / "new", tokenizer=train_tokenizer("char", "abcdefgh\n"))
+    code, out, err = run_main(["convert", "--from", tmp_path / "new", "--to", clone], capsys)
+    assert code == 1 and len(err.strip().splitlines()) == 1 and err.rstrip().endswith("with --overwrite"), err
+    assert "overwrite=True" not in err
+    code, out, err = run_main(["convert", "--from", tmp_path / "new", "--to", clone, "--overwrite"], capsys)
+    assert code == 0, err
+    after = {p.relative_to(clone).as_posix(): p.read_bytes() for p in clone.rglob("*") if p.is_file()}
+    kept = [".git/HEAD", "README.md", "generation_config.json", "adapter/README.md"]
+    assert {k: after[k] for k in kept} == {k: before[k] for k in kept}
+    assert sorted(set(after) - set(kept)) == ["config.json", "model.safetensors", "tokenizer.json",
+                                               "tokenizer_config.json"]
+    assert (clone / ".git" / "objects").is_dir()
+    assert hf.load(clone).config.n_layer == 2 and after["model.safetensors"] != before["model.safetensors"]
+    assert "note: kept .git, README.md, adapter/README.md, generation_config.json" in err, err
+    assert sorted(os.listdir(tmp_path)) == ["clone", "new"]                 # no temporary folder left
+
+
+def test_overwrite_that_fails_midway_leaves_every_file_as_it_was(tmp_path, monkeypatch):
+    clone = tmp_path / "clone"
+    before = clone_of_a_hub_repo(clone, random_gpt(GPTConfig(vocab_size=12, block_size=8, n_layer=1, n_head=2,
+                                                             n_embd=8)))
+    import zerollm.interop.hf.exporting as exporting
+
+    def disk_full(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(exporting, "save_file", disk_full)
+    with pytest.raises(OSError):
+        hf.export(random_gpt(GPTConfig(vocab_size=12, block_size=8, n_layer=2, n_head=2, n_embd=8)), clone,
+                  overwrite=True)
+    assert {p.relative_to(clone).as_posix(): p.read_bytes() for p in clone.rglob("*") if p.is_file()} == before
+    assert sorted(os.listdir(tmp_path)) == ["clone"]
+
+
+def test_a_zerollm_directory_over_an_export_leaves_no_stale_tokenizer_config(tmp_path):
+    """tokenizer_config.json is written only in the Hugging Face layout: over an export holding the user's
+    notes, a zerollm model directory removes it (a loader would pair it with the new model)."""
+    model = random_gpt(GPTConfig(vocab_size=12, block_size=8, n_layer=1, n_head=2, n_embd=8))
+    tok = train_tokenizer("char", "abcdefgh\n")
+    hf.export(model, tmp_path / "m", tokenizer=tok)
+    (tmp_path / "m" / "notes.txt").write_text("mine")
+    hf.save_zerollm(model, tmp_path / "m", tokenizer=tok, overwrite=True)
+    assert sorted(os.listdir(tmp_path / "m")) == ["config.json", "model.safetensors", "notes.txt", "tokenizer.json"]
+    assert hf.load_zerollm(tmp_path / "m").config.n_layer == 1

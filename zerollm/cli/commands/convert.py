@@ -33,7 +33,9 @@ def add_arguments(parser):
                         help="with --to FILE.gguf: how the matrices are stored (default f32); norms and "
                              "biases stay f32")
     parser.add_argument("--overwrite", action="store_true",
-                        help="replace --to if it already holds a model (a GGUF file: if it is a GGUF file)")
+                        help="replace the model in --to if it already holds one (its config.json, weights, "
+                             "tokenizer and adapter files; other files such as .git or README.md stay); a GGUF "
+                             "file only if it is a GGUF file")
     parser.add_argument("--no-tokenizer", action="store_true",
                         help="convert the weights only, without the tokenizer")
     add_force_argument(parser)
@@ -72,9 +74,15 @@ def run(args):
         return _to_gguf(args)
     if args.quant is not None:
         raise ZeroLLMError("--quant is for GGUF files: give --to FILE.gguf (a directory is always float32)")
-    hf.check_target(args.dst, args.overwrite)            # fail before loading a big model
+    hf.check_target(args.dst, args.overwrite, flag="--overwrite")   # fail before loading a big model
     with writing(args.dst, beside=True):                 # a second convert to --to stops here, at once
-        return _convert(args)
+        kept = hf.foreign_files(args.dst)
+        code = _convert(args)
+    if kept:
+        shown = ", ".join(kept[:6]) + (f" and {len(kept) - 6} more" if len(kept) > 6 else "")
+        print(f"zerollm convert: note: kept {shown} in {args.dst}: convert does not write them (they may "
+              "still describe the model that was there before)", file=sys.stderr)
+    return code
 
 
 def _convert(args):

@@ -11,16 +11,20 @@ GPT-2 always has biases and no grouped-query attention, so a bias-free model get
 shared key/value heads are repeated, one copy per query head: both compute exactly the same logits.
 
 The directory appears whole or not at all: it is written under a temporary name next to ``path``
-and swapped into place (see ``write_dir`` and zerollm.io.outdir).
+and swapped into place (see ``write_dir`` and zerollm.io.outdir). Over a model directory that also holds
+other files (a cloned repository's .git/ and README.md), only the model's files are replaced.
 """
 
 import os
+import shutil
+import tempfile
 from dataclasses import replace
 
 import numpy as np
 
 from zerollm.io.errors import ZeroLLMError
-from zerollm.io.fileio import read_json, write_json
+from zerollm.io.fileio import fsync_dir, read_json, write_json
+from zerollm.io.lock import writing
 from zerollm.interop.hf.configs import config_to_hf, export_family
 from zerollm.interop.hf.weights import to_hf
 from zerollm.model.gpt import GPT, param_shapes
@@ -33,23 +37,45 @@ ENDOFTEXT = "<|endoftext|>"
 # ----------------------------------------------------------------------------
 # whole directories, atomically
 
-def check_target(path, overwrite=False):
+# Every file a model directory written here can hold, in either layout (zerollm's or transformers', with or
+# without a tokenizer and a PEFT adapter, zerollm.interop.peft). --overwrite replaces these and nothing else:
+# a cloned Hugging Face repository keeps its .git/, README.md, generation_config.json, notes, ...
+OWN_FILES = ("model.safetensors", "tokenizer.json", "tokenizer_config.json", "adapter/adapter_config.json",
+             "adapter/adapter_model.safetensors", "config.json")
+
+
+def check_target(path, overwrite=False, *, flag="overwrite=True"):
     """The absolute path, if a model directory may be written there; else a ZeroLLMError.
 
     Call it before slow work, so a bad --to fails at once, not after loading a big model. An
-    existing directory is replaced only with ``overwrite`` and only when it is a model directory
-    (Hugging Face or zerollm): never a training run, a checkpoint, or any other folder.
+    existing directory is written over only with ``overwrite`` and only when it is a model directory
+    (Hugging Face or zerollm): never a training run, a checkpoint, or any other folder. ``flag`` is how
+    the error tells the user to ask for that ("--overwrite" on the command line).
     """
     path = os.path.abspath(os.fspath(path))
     if os.path.exists(path) and not os.path.isdir(path):
         raise ZeroLLMError(f"{path} is a file; choose a directory path for the model")
     full = os.path.isdir(path) and os.listdir(path)
     if full and not overwrite:
-        raise ZeroLLMError(f"{path} exists and is not empty; choose a new directory, or overwrite it "
-                           "(overwrite=True, or --overwrite on the command line)")
+        raise ZeroLLMError(f"{path} exists and is not empty; choose a new directory, or replace the model in it "
+                           f"with {flag}")
     if full:
         _check_replaceable(path)
     return path
+
+
+def foreign_files(path):
+    """The entries of directory ``path`` that no export writes (sorted; "adapter/README.md" for one in
+    adapter/): what --overwrite keeps. [] for a directory that does not exist."""
+    own = {rel.split("/")[0] for rel in OWN_FILES}
+    found = []
+    for entry in sorted(os.listdir(path)) if os.path.isdir(path) else []:
+        if entry not in own:
+            found.append(entry)
+        elif entry == "adapter" and os.path.isdir(os.path.join(path, entry)):
+            found += [f"adapter/{e}" for e in sorted(os.listdir(os.path.join(path, entry)))
+                      if f"adapter/{e}" not in OWN_FILES]
+    return found
 
 
 def _check_replaceable(path):
@@ -74,13 +100,55 @@ def write_dir(path, fill, overwrite=False):
     (zerollm.io.outdir.atomic_dir: whole or not at all, under the directory's write lock).
 
     An existing empty directory is replaced. A non-empty one only with ``overwrite=True``, and only
-    if it is a model directory (so a mistyped path can never wipe, say, a home directory).
+    if it is a model directory (so a mistyped path can never wipe, say, a home directory). When it
+    also holds files no export writes (a cloned repository's .git/ and README.md), only the model's
+    files are replaced (``replace_own_files``) and the others stay.
     """
     path = check_target(path, overwrite)
-    with atomic_dir(path) as tmp:
+    with writing(path, beside=True):
         check_target(path, overwrite)              # again, under the lock: another writer may have been first
-        fill(tmp)
+        if foreign_files(path):
+            replace_own_files(path, fill)
+        else:
+            with atomic_dir(path) as tmp:
+                fill(tmp)
     return path
+
+
+def replace_own_files(path, fill):
+    """Write the model into the existing directory ``path`` and keep every file of someone else.
+
+    ``fill`` writes the whole model into a temporary directory beside ``path`` first; only then are its
+    files renamed over their old copies, one rename each (config.json last), so an error while writing
+    leaves ``path`` exactly as it was. A file of OWN_FILES the new model does not have (tokenizer_config.json
+    of an earlier Hugging Face export under a zerollm model, an old adapter/) is removed: a loader would
+    read it with the new model.
+    """
+    parent, name = os.path.split(path)
+    tmp = tempfile.mkdtemp(prefix=f".{name}.", suffix=".tmp", dir=parent)   # what atomic_dir clears if left
+    try:
+        fill(tmp)
+        written = sorted(_files_under(tmp), key=lambda rel: rel == "config.json")
+        for rel in written:
+            target = os.path.join(path, rel)
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            os.replace(os.path.join(tmp, rel), target)
+        for rel in OWN_FILES:
+            if rel not in written and os.path.isfile(os.path.join(path, rel)):
+                os.remove(os.path.join(path, rel))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    adapter = os.path.join(path, "adapter")
+    if os.path.isdir(adapter) and not os.listdir(adapter):
+        os.rmdir(adapter)
+    elif os.path.isdir(adapter):
+        fsync_dir(adapter)
+    fsync_dir(path)
+
+
+def _files_under(folder):
+    return [os.path.relpath(os.path.join(root, f), folder).replace(os.sep, "/")
+            for root, _, files in os.walk(folder) for f in files]
 
 
 # ----------------------------------------------------------------------------

@@ -297,3 +297,19 @@ def test_a_damaged_adapter_config_is_one_line_for_sample(converted, tmp_path, ca
     assert err.startswith("zerollm sample: error: ") and words in err, err
     if field != "r" or value != 10**9:
         assert f"{adapter}/adapter_config.json: {field}" in err
+
+
+def test_merge_on_a_full_disk_leaves_no_empty_folder(lora_run, tmp_path):
+    """A write that fails (here ulimit -f, as a full disk) used to leave an empty --to behind."""
+    import resource
+    import subprocess
+    import sys
+
+    def small_files():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (2048, 2048))
+    dst = tmp_path / "merged"
+    res = subprocess.run([sys.executable, "-m", "zerollm", "merge", "--from", str(lora_run), "--to", str(dst)],
+                         capture_output=True, text=True, timeout=120, preexec_fn=small_files)
+    assert res.returncode == 1 and "the disk (or your quota, or ulimit -f) is full" in res.stderr, res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1 and not dst.exists()
+    assert [p.name for p in tmp_path.iterdir()] == []

@@ -11,6 +11,7 @@ The result holds the weights, the tokenizer and the run's settings; it has no op
 """
 
 import os
+import shutil
 
 from zerollm.io.errors import ZeroLLMError
 
@@ -45,9 +46,15 @@ def merged_run(src, dst, force=None):
     objective["merged_from"] = os.path.abspath(src)
     no_moments = {"step": 0, "lr": 0.0, "betas": [0.9, 0.99], "eps": 1e-8, "weight_decay": 0.0, "decay": [],
                   "m": {}, "v": {}}
-    save_checkpoint(dst, step=ckpt.step, model_config=merged.config.to_dict(), train_config=ckpt.train_config,
-                    params=merged.params, optimizer_state=no_moments, rng_state=merged.rng,
-                    tokenizer_path=ckpt.tokenizer_path, objective=objective, extra={"merged": True})
+    created = not os.path.exists(dst)
+    try:
+        save_checkpoint(dst, step=ckpt.step, model_config=merged.config.to_dict(), train_config=ckpt.train_config,
+                        params=merged.params, optimizer_state=no_moments, rng_state=merged.rng,
+                        tokenizer_path=ckpt.tokenizer_path, objective=objective, extra={"merged": True})
+    except BaseException:          # a full disk, Ctrl-C: no empty or half-made --to is left behind
+        if created:
+            shutil.rmtree(dst, ignore_errors=True)
+        raise
 
 
 def run(args):

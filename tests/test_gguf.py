@@ -304,6 +304,36 @@ def test_export_refusals(tmp_path, capsys, model_dir):
     assert code == 1 and "gelu='erf'" in err
 
 
+def _limited(limit_bytes):
+    """ulimit -f for a child process, SIGXFSZ ignored: a write past the limit is short, then EFBIG."""
+    import resource
+    import signal
+
+    def apply():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit_bytes, limit_bytes))
+    return apply
+
+
+def test_a_full_disk_keeps_the_old_file_and_says_the_disk_is_full(tmp_path, model_dir):
+    """numpy's tofile reports a short write as "12288 requested and 3120 written" (no errno); the line
+    must say what the HF writer says, the old file must stay whole, and no temporary file may be left."""
+    import os
+    out = tmp_path / "m.gguf"
+    export_gguf(hf.load_zerollm(model_dir), out, quant_kind="q8_0")
+    before = out.read_bytes()
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    for target, extra in ((out, ["--overwrite"]), (tmp_path / "new.gguf", [])):
+        proc = subprocess.run([sys.executable, "-m", "zerollm", "convert", "--from", str(model_dir), "--to",
+                               str(target), *extra], capture_output=True, text=True, timeout=120, env=env,
+                              preexec_fn=_limited(len(before) // 2))
+        assert proc.returncode == 1 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+        assert f"{target}: File too large; the disk (or your quota, or ulimit -f) is full" in proc.stderr
+        assert "requested and" not in proc.stderr and "Traceback" not in proc.stderr
+    assert out.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.gguf", "model"]
+
+
 def test_a_byte_tokenizer_is_carried(tmp_path):
     tok = ByteTokenizer(["<|endoftext|>"])
     _, back, _ = load_gguf(written(tmp_path, tiny(GPT2, vocab=257), "f32", tok))

@@ -25,6 +25,7 @@ Reading, the metadata becomes a transformers config and goes through the same ch
 (zerollm.interop.hf.configs). Nothing in a file is executed: the chat template is stored as text only.
 """
 
+import errno
 import mmap
 import os
 import re
@@ -193,15 +194,47 @@ def export_gguf(model, path, *, tokenizer=None, quant_kind="f32", overwrite=Fals
         for n, a in tensors.items():
             data, raw = _encoded(a, kinds[n])
             writer.add_tensor(n, data, raw_dtype=raw)
+        _write_all(writer, path)
+    counts = {k: list(kinds.values()).count(k) for k in sorted(set(kinds.values()))}
+    return {"path": path, "arch": arch, "kinds": counts}
+
+
+def _write_all(writer, path):
+    """Header, metadata and tensors to the writer's (temporary) file, flushed and synced; closed in any case.
+
+    A full disk (or quota, or ulimit -f) is an OSError with its errno (ENOSPC, EDQUOT, EFBIG), which the CLI
+    words as a full disk: the gguf package writes tensors with ndarray.tofile, whose short write is an
+    OSError without one ("12288 requested and 3120 written"), so the cause is asked of the file itself."""
+    try:
         writer.write_header_to_file()
         writer.write_kv_data_to_file()
         writer.write_tensors_to_file()
         for out in writer.fout:
             out.flush()
             os.fsync(out.fileno())
-        writer.close()
-    counts = {k: list(kinds.values()).count(k) for k in sorted(set(kinds.values()))}
-    return {"path": path, "arch": arch, "kinds": counts}
+    except OSError as err:
+        if err.errno is None:
+            raise _short_write_cause(writer.fout, path) from None
+        raise
+    finally:
+        for out in writer.fout or ():
+            try:
+                out.close()
+            except OSError:                          # its buffer could not be written either: it is deleted anyway
+                pass
+
+
+def _short_write_cause(files, path):
+    """The OSError behind a short write: one more byte is written, and the system says why it cannot be
+    (the file is a temporary one, deleted after). ENOSPC when the byte goes through after all."""
+    for out in files:
+        try:
+            out.write(b"\0")
+            out.flush()
+        except OSError as err:
+            if err.errno is not None:
+                return OSError(err.errno, err.strerror, path)
+    return OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), path)
 
 
 def _writer(file, arch, model, tokenizer, fields, quant_kind):

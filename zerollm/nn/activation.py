@@ -102,12 +102,14 @@ def _gelu_tanh_backward_block(x, s, dy, g, tmp):
 # ----------------------------------------------------------------------------
 # GELU, exact
 
+@accelerated
 def gelu_erf_forward(x):
     """y = x Phi(x),  Phi(x) = (1 + erf(x / sqrt 2)) / 2."""
     phi_cdf = 0.5 * (1.0 + erf(x * x.dtype.type(1 / math.sqrt(2.0))))
     return x * phi_cdf, ActCache(x, phi_cdf)
 
 
+@accelerated
 def gelu_erf_backward(dy, cache):
     """dy/dx = Phi(x) + x phi(x),  phi(x) = exp(-x^2/2) / sqrt(2 pi) the normal density."""
     x, phi_cdf = cache

@@ -13,6 +13,8 @@ reference function it stands in for, and answers NotImplemented for what it was 
     norm.rmsnorm_forward / backward     zerollm.nn.norm                            sums reordered
     activation.gelu_tanh_forward        zerollm.nn.activation                      <= 2 ulp (exp)
     activation.gelu_tanh_backward       zerollm.nn.activation                      bit-identical
+    activation.gelu_erf_forward         zerollm.nn.activation                      <= 2 ulp (exp)
+    activation.gelu_erf_backward        zerollm.nn.activation                      <= 2 ulp (exp)
     activation.silu_forward / backward  zerollm.nn.activation                      exp / bit-identical
     flash.tile_softmax_step             zerollm.nn.flash.tile_softmax_step          <= 2 ulp (exp)
     flash.tile_probs                    zerollm.nn.flash.tile_probs                 <= 2 ulp (exp)

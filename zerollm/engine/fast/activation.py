@@ -1,4 +1,4 @@
-"""Fast GELU (tanh form) and SiLU: one pass over the (N, H) activations instead of eight or nine.
+"""Fast GELU (tanh and erf forms) and SiLU: one pass over the (N, H) activations instead of eight or more.
 
 References: ``zerollm.nn.activation``; the same formulas, the same ActCache(x, aux). The backward
 passes use no exp and round every operation in the reference's order: they are bit-identical to
@@ -37,6 +37,41 @@ def _gelu_tanh_backward(x, s, dy, dx):
         v, t = x[i], s[i]
         g = (((((v * v) * _D2 + _D0) * v) * t) * (_ONE - t) + t) * dy[i]
         dx[i] = g
+
+
+# GELU, exact (erf) form, as zerollm.nn.activation computes it in float32: Abramowitz & Stegun 7.1.26
+_RSQRT2 = np.float32(1 / math.sqrt(2.0))
+_AS_P = np.float32(0.3275911)
+_A1, _A2, _A3, _A4, _A5 = (np.float32(a) for a in (0.254829592, -0.284496736, 1.421413741, -1.453152027,
+                                                   1.061405429))
+_HALF = np.float32(0.5)
+_MINUS_HALF = np.float32(-0.5)
+_SQRT_2PI = np.float32(math.sqrt(2.0 * math.pi))
+
+
+@kernel
+def _gelu_erf(x, y, phi):
+    """phi = (1 + erf(x / sqrt 2)) / 2, y = x phi; each operation in the reference's order and precision."""
+    for i in range(x.size):
+        v = x[i]
+        z = v * _RSQRT2
+        az = abs(z)
+        t = _ONE / (_ONE + _AS_P * az)
+        poly = (((((_A5 * t + _A4) * t + _A3) * t + _A2) * t + _A1) * t)
+        e = _ONE - poly * exp32(-az * az)
+        e = math.copysign(e, z)                    # a select, not a branch: the loop stays SIMD
+        c = _HALF * (_ONE + e)
+        phi[i] = c
+        y[i] = v * c
+
+
+@kernel
+def _gelu_erf_backward(x, phi, dy, dx):
+    """dx = dy (phi + x pdf), pdf = exp(-x^2 / 2) / sqrt(2 pi)."""
+    for i in range(x.size):
+        v = x[i]
+        pdf = exp32((_MINUS_HALF * v) * v) / _SQRT_2PI
+        dx[i] = dy[i] * (phi[i] + v * pdf)
 
 
 @kernel
@@ -83,6 +118,14 @@ def gelu_tanh_backward(dy, cache):
     return _backward(_gelu_tanh_backward, dy, cache)
 
 
+def gelu_erf_forward(x):
+    return _forward(_gelu_erf, x)
+
+
+def gelu_erf_backward(dy, cache):
+    return _backward(_gelu_erf_backward, dy, cache)
+
+
 def silu_forward(x):
     return _forward(_silu, x)
 
@@ -92,4 +135,5 @@ def silu_backward(dy, cache):
 
 
 KERNELS = {"gelu_tanh_forward": gelu_tanh_forward, "gelu_tanh_backward": gelu_tanh_backward,
+           "gelu_erf_forward": gelu_erf_forward, "gelu_erf_backward": gelu_erf_backward,
            "silu_forward": silu_forward, "silu_backward": silu_backward}

@@ -371,3 +371,19 @@ def test_a_chat_model_carries_its_template_and_end_of_turn(tmp_path, bpe):
     assert int(fields["tokenizer.ggml.eos_token_id"].parts[-1][0]) == chat.end_id(tok)
     _, back, _ = load_gguf(path)
     assert chat.has_template(back) and back.special_tokens == tok.special_tokens
+
+
+def test_a_reward_model_to_gguf_says_its_score_head_is_left_out(tmp_path, capsys):
+    from tests.tiny_runs import tiny_stage_base
+    tiny_stage_base(tmp_path)
+    run = tmp_path / "rm"
+    code, _, err = run_main(["reward", "--init", tmp_path / "base", "--data", tmp_path / "prefs.jsonl", "--out", run,
+                             "--max-iters", "2", "--batch-size", "2", "--no-progress"], capsys)
+    assert code == 0, err
+    code, out, err = run_main(["convert", "--from", run, "--to", tmp_path / "rm.gguf", "--no-tokenizer"], capsys)
+    assert code == 0 and "wrote GGUF file" in out, err
+    assert err.strip() == ("zerollm convert: note: the reward model's score head is not exported (GGUF has no place "
+                           "for it); the file is a plain language model")
+    code, out, err = run_main(["convert", "--from", tmp_path / "base", "--to", tmp_path / "lm.gguf", "--no-tokenizer"],
+                              capsys)
+    assert code == 0 and err == "", err                                  # a language model: no note

@@ -548,3 +548,63 @@ def test_a_zerollm_directory_over_an_export_leaves_no_stale_tokenizer_config(tmp
     hf.save_zerollm(model, tmp_path / "m", tokenizer=tok, overwrite=True)
     assert sorted(os.listdir(tmp_path / "m")) == ["config.json", "model.safetensors", "notes.txt", "tokenizer.json"]
     assert hf.load_zerollm(tmp_path / "m").config.n_layer == 1
+
+
+# ----------------------------------------------------------------------------
+# a reward model: transformers' sequence classifier with one label
+
+@pytest.mark.parametrize("lora", [False, True])
+def test_a_reward_model_exports_as_a_sequence_classifier_with_the_same_rewards(tmp_path, capsys, lora):
+    """`zerollm reward` adds a score head; convert used to drop it silently. Now AutoModelForSequenceClassification
+    gives the reward zerollm reads (at the last token), for the plain and the LoRA reward model."""
+    from transformers import AutoModelForSequenceClassification
+    from tiny_runs import tiny_stage_base
+    from zerollm.align.objectives.reward import read_rewards
+    from zerollm.interop.hf.native import load_run
+    from zerollm.model.heads import split_head_params
+    tiny_stage_base(tmp_path)
+    run = tmp_path / "rm"
+    code, out, err = run_main(["reward", "--init", tmp_path / "base", "--data", tmp_path / "prefs.jsonl", "--out", run,
+                               "--max-iters", "3", "--batch-size", "2", "--lr", "1e-2", "--no-progress",
+                               *(["--lora-r", "2"] if lora else [])], capsys)
+    assert code == 0, err
+    code, out, err = run_main(["convert", "--from", run, "--to", tmp_path / "rm-hf"], capsys)
+    assert code == 0 and "GPT2ForSequenceClassification" in out, err
+    config = json.loads((tmp_path / "rm-hf" / "config.json").read_text())
+    assert config["architectures"] == ["GPT2ForSequenceClassification"] and config["id2label"] == {"0": "LABEL_0"}
+    assert not (tmp_path / "rm-hf" / "adapter").exists()
+    theirs = AutoModelForSequenceClassification.from_pretrained(tmp_path / "rm-hf", dtype=torch.float64).eval()
+    assert theirs.config.num_labels == 1
+    model, tok, ckpt = load_run(run)                              # a LoRA run: with its base, adapters on
+    head = split_head_params(ckpt.params)[1]
+    assert (model.lora is not None) == lora
+    assert np.abs(head["score.weight"]).max() > 0                 # trained: not the zero head it starts as
+    bias = float(head["score.bias"][0])                           # left out: transformers' score has none
+    assert bias == 0 or f"the score head's bias ({bias:.6g}) is left out" in err, err
+    for text in ["1+1=2", "3+4=8", "12+30=42\n"]:
+        ids = np.array([tok.encode(text)])
+        ours = read_rewards(model, head, ids, np.array([ids.shape[1] - 1]))[0]
+        with torch.no_grad():
+            logits = theirs(torch.from_numpy(ids)).logits.numpy()
+        assert logits.shape == (1, 1)
+        assert abs(logits[0, 0] - (ours[0] - bias)) <= 1e-5 * max(1.0, abs(ours[0])), (text, logits, ours)
+
+
+@pytest.mark.parametrize("name", ["gpt2-erf-nobias-gqa", "llama-gqa-untied", "mixtral-e4-top2-gqa"])
+def test_every_layout_exports_its_reward_head(tmp_path, name):
+    """hf.export(score=...) for each family: the sequence classifier's logit is h[last] @ w (no bias)."""
+    from transformers import AutoModelForSequenceClassification
+    from zerollm.model.heads import head_params
+    cfg, architecture = EXPORT_CASES[name]
+    ours = random_gpt(cfg)
+    head = head_params("score", cfg.n_embd, np.float32, np.random.default_rng(3), std=0.5)
+    hf.export(ours, tmp_path / "out", score=head)
+    theirs = AutoModelForSequenceClassification.from_pretrained(tmp_path / "out", dtype=torch.float64,
+                                                                 **(EAGER_EXPERTS if cfg.n_expert else {})).eval()
+    assert type(theirs).__name__ == architecture.replace("LMHeadModel", "ForCausalLM").replace(
+        "ForCausalLM", "ForSequenceClassification")
+    idx = ids(cfg.vocab_size, T=cfg.block_size, B=1)
+    expected = ours.forward_hidden(idx)[0, -1] @ head["score.weight"]             # (C,) @ (C, 1) -> (1,)
+    with torch.no_grad():
+        got = theirs(torch.from_numpy(idx)).logits.numpy()                        # (1, 1)
+    assert abs(got[0, 0] - expected[0]) <= TOL * max(1.0, abs(expected[0])), (got, expected)

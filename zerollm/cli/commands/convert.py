@@ -65,6 +65,14 @@ def _adapter_writer(model, dst):
     return lambda folder: save_adapter(model, os.path.join(folder, "adapter"), os.path.abspath(dst))
 
 
+def _reward_head(heads):
+    """A reward run's {"score.weight", "score.bias"}, or None (a language model, or a PPO run whose value
+    head is only the critic it trained with)."""
+    if {"score.weight", "score.bias"} <= set(heads):
+        return {k: heads[k] for k in ("score.weight", "score.bias")}
+    return None
+
+
 def run(args):
     from zerollm.interop import hf
 
@@ -95,13 +103,25 @@ def _convert(args):
         path = hf.save_zerollm(model, args.dst, tokenizer=tokenizer, overwrite=args.overwrite)
         target = "zerollm model directory"
     else:
-        model = hf.load_zerollm(args.src, force=args.force)
+        model, heads = hf.load_zerollm_and_heads(args.src, force=args.force)
+        score = _reward_head(heads)
+        if score is not None and model.lora is not None:
+            model = model.merged()                       # the classifier is one model: adapters folded in
         tokenizer = None if args.no_tokenizer else _try_tokenizer(hf.load_zerollm_tokenizer, args.src)
         path = hf.export(model, args.dst, tokenizer=tokenizer, overwrite=args.overwrite,
-                         also=_adapter_writer(model, args.dst))
-        target = "Hugging Face directory" + (" (the base) with the PEFT adapter in adapter/" if model.lora else "")
+                         also=_adapter_writer(model, args.dst), score=score)
+        if score is not None:
+            target = (f"Hugging Face {hf.SEQUENCE_CLASSIFIERS[hf.export_family(model.config)]} directory (the "
+                      "reward model, its score head as the one label)")
+        else:
+            target = "Hugging Face directory" + (" (the base) with the PEFT adapter in adapter/" if model.lora else "")
     tok = f", tokenizer: {tokenizer.name} ({tokenizer.vocab_size} tokens)" if tokenizer is not None else ""
     print(f"wrote {target} {path} ({_describe(model)}{tok})")
+    bias = 0.0 if to_zerollm or score is None else float(score["score.bias"].reshape(-1)[0])
+    if bias:
+        print(f"zerollm convert: note: the score head's bias ({bias:.6g}) is left out, as transformers' score layer "
+              "has none: every reward is that much lower there, and their differences (all a reward model is "
+              "trained on) are the same", file=sys.stderr)
     return 0
 
 
@@ -112,13 +132,16 @@ def _to_gguf(args):
     check_gguf_target(args.dst, args.overwrite)          # fail before loading a big model
     with writing(args.dst, beside=True):
         if hf.is_hf_dir(args.src):
-            model = hf.load(args.src, force=args.force)
+            model, heads = hf.load(args.src, force=args.force), {}
             tokenizer = None if args.no_tokenizer else _try_tokenizer(hf.load_tokenizer_dir, args.src)
         else:
-            model = hf.load_zerollm(args.src, force=args.force)
+            model, heads = hf.load_zerollm_and_heads(args.src, force=args.force)
             tokenizer = None if args.no_tokenizer else hf.load_zerollm_tokenizer(args.src)
         done = export_gguf(model, args.dst, tokenizer=tokenizer, quant_kind=args.quant or "f32",
                            overwrite=args.overwrite)
+    if _reward_head(heads) is not None:
+        print("zerollm convert: note: the reward model's score head is not exported (GGUF has no place for it); "
+              "the file is a plain language model", file=sys.stderr)
     kinds = ", ".join(f"{n} {k}" for k, n in done["kinds"].items())
     tok = f", tokenizer: {tokenizer.name} ({tokenizer.vocab_size} tokens)" if tokenizer is not None else ", no tokenizer"
     print(f"wrote GGUF file {done['path']} (arch {done['arch']}, {_describe(model)}; tensors: {kinds}{tok})")

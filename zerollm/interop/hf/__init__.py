@@ -13,10 +13,10 @@ map, reading shards), loading, exporting, native (zerollm model directories).
 """
 
 from zerollm.interop.hf.configs import config_to_hf, export_family, hf_to_config
-from zerollm.interop.hf.exporting import check_target, export, foreign_files, write_dir
+from zerollm.interop.hf.exporting import SEQUENCE_CLASSIFIERS, check_target, export, foreign_files, write_dir
 from zerollm.interop.hf.loading import is_hf_dir, load, load_tokenizer_dir
-from zerollm.interop.hf.native import load_zerollm, load_zerollm_tokenizer, save_zerollm
+from zerollm.interop.hf.native import load_zerollm, load_zerollm_and_heads, load_zerollm_tokenizer, save_zerollm
 
 __all__ = ["load", "load_tokenizer_dir", "is_hf_dir", "export", "save_zerollm", "load_zerollm",
            "load_zerollm_tokenizer", "hf_to_config", "config_to_hf", "export_family", "write_dir",
-           "check_target", "foreign_files"]
+           "check_target", "foreign_files", "load_zerollm_and_heads"]

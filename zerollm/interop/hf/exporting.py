@@ -235,12 +235,37 @@ def _write_tokenizer(tokenizer, folder, cfg):
 
 
 # ----------------------------------------------------------------------------
+# a reward model: transformers' sequence classifier with one label
+
+SEQUENCE_CLASSIFIERS = {"gpt2": "GPT2ForSequenceClassification", "llama": "LlamaForSequenceClassification",
+                        "mixtral": "MixtralForSequenceClassification"}
+
+
+def as_sequence_classifier(arrays, hf_config, family, score):
+    """(arrays, config) of a reward model as ``AutoModelForSequenceClassification`` loads it, num_labels 1.
+
+    The reward is r = h[last] @ w + b (zerollm.model.heads) and transformers' ``score`` is a Linear(C, 1)
+    without bias, read at the last token that is not the pad token: w = score.weight (C, 1) is stored
+    transposed (1, C), and b is left out, so every reward comes out b lower. Nothing is lost: both losses of
+    ``zerollm reward`` see only differences of rewards, so b gets no gradient (it moves only by AdamW's
+    reading of float rounding) and means nothing. There is no LM head.
+    """
+    arrays = {name: a for name, a in arrays.items() if name != "lm_head.weight"}
+    arrays["score.weight"] = np.ascontiguousarray(score["score.weight"].T, np.float32)   # (C, 1) -> (1, C)
+    config = dict(hf_config, architectures=[SEQUENCE_CLASSIFIERS[family]], id2label={"0": "LABEL_0"},
+                  label2id={"LABEL_0": 0})
+    return arrays, config
+
+
+# ----------------------------------------------------------------------------
 # export
 
-def export(model, path, *, tokenizer=None, overwrite=False, also=None):
+def export(model, path, *, tokenizer=None, overwrite=False, also=None, score=None):
     """Write ``model`` (and its ``tokenizer``, if given: byte, char or BPE) as a transformers model
     directory. Returns the absolute path of the directory. ``also(folder)`` writes more into it before it
     appears (a LoRA model's PEFT adapter: its base is what is exported here, zerollm.interop.peft).
+    ``score``: a reward model's {"score.weight", "score.bias"}, exported as a sequence classifier instead
+    (``as_sequence_classifier``).
 
     >>> export(GPT(GPTConfig(n_layer=2)), "my-gpt2")            # doctest: +SKIP
     >>> AutoModelForCausalLM.from_pretrained("my-gpt2")          # doctest: +SKIP
@@ -250,6 +275,8 @@ def export(model, path, *, tokenizer=None, overwrite=False, also=None):
     family, arrays = hf_arrays(model)
     has_hf_tokenizer = tokenizer is not None
     hf_config = config_to_hf(model.config, family, _special_ids(tokenizer) if has_hf_tokenizer else None)
+    if score is not None:
+        arrays, hf_config = as_sequence_classifier(arrays, hf_config, family, score)
 
     def fill(folder):
         write_json(os.path.join(folder, "config.json"), hf_config)

@@ -65,13 +65,21 @@ def load_zerollm(path, *, force=None):
     The config is checked field by field, the model's memory against what is available
     (zerollm.model.budget; force=True only warns), and the weights must be finite.
     """
+    return load_zerollm_and_heads(path, force=force)[0]
+
+
+def load_zerollm_and_heads(path, *, force=None):
+    """(GPT, {scalar head parameters}) as ``load_zerollm``: a reward run's "score.weight" / "score.bias" or a PPO
+    run's value head (zerollm.model.heads) come along; {} for a model directory (it holds none)."""
+    from zerollm.model.heads import split_head_params
     path = os.fspath(path)
     if not os.path.isdir(path):
         raise folder_not_found(path, "model directory", "give a zerollm model directory, a training run or a "
                                "Hugging Face model directory")
     config = _model_dir_config(path)
-    if config is None:
-        return load_run(path, force=force)[0]      # a training run or checkpoint (zerollm.training.checkpoint)
+    if config is None:                             # a training run or checkpoint (zerollm.training.checkpoint)
+        model, _, ckpt = load_run(path, force=force)
+        return model, split_head_params(ckpt.params)[1]
     cfg = GPTConfig.from_dict(config, os.path.join(path, "config.json"), "model")
     budget.require(budget.loading(cfg), force=force)
     weights = os.path.join(path, "model.safetensors")
@@ -79,7 +87,7 @@ def load_zerollm(path, *, force=None):
     require_finite(state, weights)
     model = GPT(cfg, init=False)
     model.load_state_dict(state)
-    return model.eval()
+    return model.eval(), {}
 
 
 def load_run(path, *, force=None):

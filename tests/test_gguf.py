@@ -387,3 +387,15 @@ def test_a_reward_model_to_gguf_says_its_score_head_is_left_out(tmp_path, capsys
     code, out, err = run_main(["convert", "--from", tmp_path / "base", "--to", tmp_path / "lm.gguf", "--no-tokenizer"],
                               capsys)
     assert code == 0 and err == "", err                                  # a language model: no note
+
+
+def test_the_gguf_suffix_is_read_in_any_case_and_a_trailing_slash_is_refused(tmp_path, model_dir, capsys):
+    upper = tmp_path / "UP.GGUF"
+    code, out, err = run_main(["convert", "--from", model_dir, "--to", upper, "--quant", "q8_0"], capsys)
+    assert code == 0 and "wrote GGUF file" in out, err
+    assert upper.is_file() and upper.read_bytes()[:4] == b"GGUF"             # a file, not a Hugging Face folder
+    assert load_gguf(upper)[2]["kinds"]["q8_0"] > 0
+    code, out, err = run_main(["convert", "--from", model_dir, "--to", f"{tmp_path / 'x.gguf'}/"], capsys)
+    assert code == 1 and len(err.strip().splitlines()) == 1, err
+    assert "ends in .gguf and a slash: for a GGUF file give --to" in err and "Hugging Face folder" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["UP.GGUF", "model"]

@@ -162,7 +162,7 @@ def check_gguf_target(path, overwrite=False):
     """The absolute path if a GGUF file may be written there. An existing file is replaced only with
     ``overwrite``, and only when it is a GGUF file itself (never a file of any other kind)."""
     path = os.path.abspath(os.fspath(path))
-    if not path.endswith(".gguf"):
+    if not path.lower().endswith(".gguf"):
         raise ZeroLLMError(f"{path}: a GGUF file's name ends in .gguf; give --to FILE.gguf")
     if os.path.isdir(path):
         raise ZeroLLMError(f"{path} is a directory; give a file path ending in .gguf")

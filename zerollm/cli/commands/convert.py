@@ -73,12 +73,23 @@ def _reward_head(heads):
     return None
 
 
+def _names_a_gguf_file(dst):
+    """--to FILE.gguf (any case: UP.GGUF too) is a GGUF file; "x.gguf/" could be either, so it is refused."""
+    bare = dst.rstrip("/" + os.sep)
+    if not bare.lower().endswith(".gguf"):
+        return False
+    if bare != dst:
+        raise ZeroLLMError(f"--to {dst} ends in .gguf and a slash: for a GGUF file give --to {bare}; for a Hugging "
+                           "Face folder give a name that does not end in .gguf")
+    return True
+
+
 def run(args):
     from zerollm.interop import hf
 
     check_separate(args.dst, [args.src], "--to", "--from")
     check_outside_runs(args.dst, "--to")                 # zerollm.io.outdir: never into another run or model
-    if args.dst.endswith(".gguf"):
+    if _names_a_gguf_file(args.dst):
         return _to_gguf(args)
     if args.quant is not None:
         raise ZeroLLMError("--quant is for GGUF files: give --to FILE.gguf (a directory is always float32)")

@@ -244,10 +244,18 @@ def test_bad_files_are_one_line_errors(tmp_path, capsys, monkeypatch):
 
     missing = _rewrite(monkeypatch, tmp_path, lambda t: {k: v for k, v in t.items() if k != "blk.1.ffn_up.weight"},
                        "missing")
-    assert "missing ['h.1.mlp.c_fc.weight']" in _error(capsys, missing, tmp_path)
+    err = _error(capsys, missing, tmp_path)                 # GGUF names, and the metadata (not config.json)
+    assert f"{missing}: the tensors do not fit the file's metadata (gpt2.block_count=2, gpt2.embedding_length=64" in err
+    assert "missing ['blk.1.ffn_up.weight'], unexpected []" in err and "config.json" not in err, err
     wrong = _rewrite(monkeypatch, tmp_path, lambda t: {**t, "blk.0.attn_output.weight": np.ones((64, 32), np.float32)},
                      "wrong")
-    assert "do not fit the metadata" in _error(capsys, wrong, tmp_path)
+    err = _error(capsys, wrong, tmp_path)
+    assert "do not fit the file's metadata" in err and "blk.0.attn_output.weight is (64, 32), not (64, 64)" in err, err
+    stray = _rewrite(monkeypatch, tmp_path, lambda t: {**t, "blk.5.attn_norm.weight": np.ones(64, np.float32)},
+                     "stray")
+    assert "unexpected ['blk.5.attn_norm.weight']" in _error(capsys, stray, tmp_path)
+    rope = _rewrite(monkeypatch, tmp_path, lambda t: {**t, "rope_freqs.weight": np.ones(32, np.float32)}, "rope")
+    assert "tensor rope_freqs.weight has no place in the gpt2 models" in _error(capsys, rope, tmp_path)
     more_rows = _rewrite(monkeypatch, tmp_path, lambda t: {**t, "token_embd.weight": np.ones((301, 64), np.float32)},
                          "rows")
     assert "disagrees with the tensors" in _error(capsys, more_rows, tmp_path)

@@ -19,6 +19,8 @@ from zerollm.interop.gguf import _CONV1D, _EXPERTS, _gguf_name, _hf_name, _permu
 from zerollm.interop.gguf_tokenizer import read_tokenizer
 
 ARCHS = ("gpt2", "llama")
+_SIZES = ("block_count", "embedding_length", "feed_forward_length", "attention.head_count",
+          "attention.head_count_kv", "expert_count")      # the metadata that sets the tensors' shapes
 _QUANTIZABLE = (".c_attn.weight", ".c_proj.weight", ".c_fc.weight")
 
 
@@ -65,6 +67,52 @@ def hf_config(meta, tensors, where):
                     num_local_experts=meta["llama.expert_count"],
                     num_experts_per_tok=k("expert_used_count"), router_aux_loss_coef=0.0)
     return dict(cfg, architectures=["LlamaForCausalLM"], model_type="llama")
+
+
+# ----------------------------------------------------------------------------
+# the tensors the metadata asks for, by GGUF name
+
+def expected_shapes(cfg, family, arch):
+    """{GGUF name: NumPy shape} of every tensor a file whose metadata gives ``cfg`` must hold.
+
+    Every matrix is stored (out, in) (gguf.py): our (in, out) parameter, or its piece of width w along the
+    last axis (q_proj of c_attn, gate_proj of c_fc), is (w, in); the tables (V, C) stay as they are, and
+    Mixtral's experts, ours (E, in, out), are one (E, w, in) tensor per kind.
+    """
+    from zerollm.interop.hf.weights import _TABLES, _stacked, pieces
+    from zerollm.model.gpt import param_shapes
+    stacked = {w: base for base, w in _EXPERTS.items()}
+    shapes, out = param_shapes(cfg), {}
+    for ours, parts in pieces(cfg, family).items():
+        S = shapes[ours]
+        if _stacked(parts):                              # expert j's pieces: parts[j]; the kinds are the same
+            block = ours.split(".")[1]
+            for bare, w in parts[0]:
+                out[f"blk.{block}.{stacked[bare.rsplit('.', 2)[1]]}.weight"] = (S[0], w, S[1])
+            continue
+        for bare, w in parts:
+            out[_gguf_name(bare, arch)] = (w,) if len(S) == 1 else (S[0], w) if ours in _TABLES else (w, S[0])
+    return out
+
+
+def check_tensors(tensors, meta, cfg, family, where):
+    """The file's tensors against the metadata, by GGUF name: missing, unexpected or misshapen ones are one
+    error naming the file, the tensors and the metadata that sized them."""
+    arch = meta["general.architecture"]
+    want = expected_shapes(cfg, family, arch)
+    sizes = ", ".join(f"{k}={meta[k]}" for k in (f"{arch}.{f}" for f in _SIZES) if k in meta)
+    missing, extra = sorted(set(want) - set(tensors)), sorted(set(tensors) - set(want))
+    homeless = [n for n in extra if _hf_name(n, arch) is None and _split(n)[1] not in _EXPERTS]
+    if homeless:
+        raise ZeroLLMError(f"{where}: tensor {homeless[0]} has no place in the {arch} models zerollm runs "
+                           "(the file is of another architecture, or uses a feature such as RoPE scaling)")
+    if missing or extra:
+        raise ZeroLLMError(f"{where}: the tensors do not fit the file's metadata ({sizes}): missing {missing[:6]}, "
+                           f"unexpected {extra[:6]}; the file is damaged, or was written for another model")
+    wrong = [f"{n} is {tensors[n].shape}, not {want[n]}" for n in sorted(want) if tensors[n].shape != want[n]]
+    if wrong:
+        raise ZeroLLMError(f"{where}: the tensors do not fit the file's metadata ({sizes}): {'; '.join(wrong[:4])} "
+                           "(NumPy order); the file is damaged or inconsistent")
 
 
 # ----------------------------------------------------------------------------
@@ -149,6 +197,7 @@ def load_gguf(path, *, quantized=None, force=None):
     meta, tensors = read_gguf(path)
     family, cfg = hf_to_config(hf_config(meta, tensors, where), where)
     budget.require(budget.loading(cfg, what=f"loading {where}"), force=force)
+    check_tensors(tensors, meta, cfg, family, where)
     try:
         floats = hf_floats(tensors, meta["general.architecture"], cfg, where)
         state = from_hf(floats, cfg, family, where)

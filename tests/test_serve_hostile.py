@@ -1,16 +1,20 @@
 """Hostile input for `zerollm serve`: what a probe found, each as the answer a client must get.
 
 One server (--max-batch 2, --max-queue 0, an API key, a 150 kB body cap) for admission, bodies that
-cannot be parsed, and checks made before the body is read; the scheduler's room in the same process.
+cannot be parsed, and the key checked before the body is read; the scheduler's room in this process;
+flags refused at startup as processes that exit at once.
 """
 
 import json
+import os
+import subprocess
+import sys
 
 import httpx
 import numpy as np
 import pytest
 
-from serve_helpers import server, tiny_chat_model
+from serve_helpers import ROOT, server, tiny_chat_model
 from zerollm.generation.batching import QueueFull, Request, Scheduler
 from zerollm.generation.sample import Sampling
 from zerollm.io.errors import ZeroLLMError
@@ -24,8 +28,12 @@ MAX_BODY = 150_000
 
 
 @pytest.fixture(scope="module")
-def base(tmp_path_factory):
-    folder = tiny_chat_model(tmp_path_factory.mktemp("hostile"))
+def folder(tmp_path_factory):
+    return tiny_chat_model(tmp_path_factory.mktemp("hostile"))
+
+
+@pytest.fixture(scope="module")
+def base(folder):
     with server(folder, "--max-batch", "2", "--max-queue", "0", "--api-key", KEY,
                 "--max-body", str(MAX_BODY)) as (url, proc):
         yield url
@@ -124,4 +132,38 @@ def test_a_body_json_cannot_take_says_why(base, body, says):
     assert r.status_code == 400, r.text
     error = r.json()["error"]
     assert says in error["message"] and error["type"] == "invalid_request_error"
+    _still_serving(base)
+
+
+# ----------------------------------------------------------------------------
+# the API key: one no client can send refuses to start; without it, 401 whatever the body
+
+def _serve(folder, *args, env=None):
+    environ = {k: v for k, v in os.environ.items() if k != "ZEROLLM_API_KEY"}
+    return subprocess.run([sys.executable, "-m", "zerollm", "serve", "--hf", str(folder), "--port", "0",
+                           "--threads", "1", *args], capture_output=True, text=True, timeout=60,
+                          env={**environ, "PYTHONPATH": str(ROOT), **(env or {})})
+
+
+@pytest.mark.parametrize("key, says", [
+    ("", "is empty"), ("   ", "is empty"), (" sk-1", "whitespace"), ("sk-1\n", "whitespace"),
+    ("ключ", "not printable ASCII"), ("sk\x7f1", "not printable ASCII"),
+])
+def test_an_api_key_no_client_can_send_refuses_to_start(folder, key, says):
+    out = _serve(folder, "--api-key", key)
+    assert out.returncode == 1 and out.stderr.count("\n") == 1, out.stderr
+    assert says in out.stderr and "--api-key" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_an_empty_key_in_the_environment_refuses_to_start_too(folder):
+    out = _serve(folder, env={"ZEROLLM_API_KEY": ""})
+    assert out.returncode == 1 and out.stderr.count("\n") == 1, out.stderr
+    assert "$ZEROLLM_API_KEY is empty" in out.stderr
+
+
+@pytest.mark.parametrize("body", [b'{"messages": [', b"[" * 100_000, json.dumps(GOOD).encode()])
+@pytest.mark.parametrize("auth", [{}, {"Authorization": "Bearer wrong"}, {"Authorization": KEY}])
+def test_without_the_key_a_bad_body_is_401_not_400(base, body, auth):
+    r = _post(base, body, headers=auth)
+    assert r.status_code == 401 and r.json()["error"]["code"] == "invalid_api_key", r.text
     _still_serving(base)

@@ -16,7 +16,7 @@ import time
 import uuid
 from pathlib import Path
 
-from fastapi import Depends, FastAPI, Request
+from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, StreamingResponse
 from starlette.exceptions import HTTPException
@@ -53,21 +53,8 @@ def build_app(backend, *, api_key=None, max_body=1 << 20):
     app = FastAPI(title="zerollm", docs_url=None, redoc_url=None, openapi_url=None)
     app.state.backend, app.state.draining = backend, False
     app.add_middleware(BodyLimit, max_body=max_body)
+    app.add_middleware(Guard, state=app.state, api_key=api_key)       # the outermost: before any body is read
     _add_error_handlers(app)
-
-    def authorized(request: Request):
-        if app.state.draining:
-            raise ApiError(503, "the server is shutting down", "server_error", code="shutting_down",
-                           headers={"Retry-After": str(RETRY_AFTER_S)})
-        if api_key is None:
-            return
-        given = request.headers.get("authorization", "")
-        token = given[7:] if given[:7].lower() == "bearer " else ""
-        if not hmac.compare_digest(token.encode("utf-8", "surrogateescape"), api_key.encode()):   # constant time
-            raise ApiError(401, "invalid or missing API key: send the header 'Authorization: Bearer KEY'",
-                           code="invalid_api_key")
-
-    guard = [Depends(authorized)]
 
     @app.get("/health")
     async def health():
@@ -80,16 +67,16 @@ def build_app(backend, *, api_key=None, max_body=1 << 20):
         return HTMLResponse(PAGE.read_text(encoding="utf-8").replace("@MODEL@", json.dumps(backend.name)
                                                                       .replace("<", "\\u003c")))
 
-    @app.get("/v1/models", dependencies=guard)
+    @app.get("/v1/models")
     async def models():
         return {"object": "list", "data": [_model_card(backend)]}
 
-    @app.get("/v1/models/{name}", dependencies=guard)
+    @app.get("/v1/models/{name}")
     async def model(name: str):
         _check_model(backend, name)
         return _model_card(backend)
 
-    @app.post("/v1/chat/completions", dependencies=guard)
+    @app.post("/v1/chat/completions")
     async def chat_completions(body: ChatRequest, request: Request):
         _check_model(backend, body.model)
         try:
@@ -98,7 +85,7 @@ def build_app(backend, *, api_key=None, max_body=1 << 20):
             raise ApiError(400, str(err), param="messages") from None
         return await _complete(backend, body, prompt, request, chat=True)
 
-    @app.post("/v1/completions", dependencies=guard)
+    @app.post("/v1/completions")
     async def completions(body: CompletionRequest, request: Request):
         _check_model(backend, body.model)
         prompt = backend.text_prompt(body.prompt)
@@ -171,6 +158,32 @@ def unreadable_body(cause):
         return ApiError(400, f"the request body holds a number over {sys.get_int_max_str_digits()} digits "
                              "long; no field here takes one")
     return ApiError(400, "the request body could not be read: send JSON in UTF-8")
+
+
+class Guard:
+    """ASGI middleware in front of /v1: 503 from the first shutdown signal on, then 401 without the key.
+    Both come before the body is read, so a client without the key gets 401 whatever it sends."""
+
+    def __init__(self, app, state, api_key):
+        self.app, self.state = app, state
+        self.key = None if api_key is None else api_key.encode()
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] == "http" and (scope["path"] == "/v1" or scope["path"].startswith("/v1/")):
+            refused = self._refusal(dict(scope["headers"]).get(b"authorization", b""))
+            if refused is not None:
+                return await _error_response(refused)(scope, receive, send)
+        await self.app(scope, receive, send)
+
+    def _refusal(self, given):
+        if self.state.draining:
+            return ApiError(503, "the server is shutting down", "server_error", code="shutting_down",
+                            headers={"Retry-After": str(RETRY_AFTER_S)})
+        token = given[7:] if given[:7].lower() == b"bearer " else b""
+        if self.key is None or hmac.compare_digest(token, self.key):        # constant time
+            return None
+        return ApiError(401, "invalid or missing API key: send the header 'Authorization: Bearer KEY'",
+                        code="invalid_api_key")
 
 
 class BodyLimit:

@@ -52,6 +52,24 @@ def _name_of(path):
     return name[:-len(".gguf")] if name.endswith(".gguf") else name
 
 
+def api_key_of(args):
+    """--api-key, else $ZEROLLM_API_KEY, else None; a key no HTTP client can send is refused: empty,
+    whitespace around it (HTTP drops it from a header), or a character that is not printable ASCII."""
+    key, name = (args.api_key, "--api-key") if args.api_key is not None else (os.environ.get(KEY_ENV), f"${KEY_ENV}")
+    if key is None:
+        return None
+    if not key.strip():
+        unset = f", or unset {KEY_ENV}" if name != "--api-key" else ""
+        raise ZeroLLMError(f"{name} is empty: give the key clients will send as 'Authorization: Bearer KEY'{unset}")
+    if key != key.strip():
+        raise ZeroLLMError(f"{name} begins or ends with whitespace, which HTTP drops from headers: remove it")
+    odd = next((c for c in key if not " " <= c <= "~"), None)
+    if odd is not None:
+        raise ZeroLLMError(f"{name} holds {odd!r}, which is not printable ASCII, so HTTP clients cannot send it "
+                           "in a header; use letters, digits and punctuation")
+    return key
+
+
 def check_host(host, api_key):
     """A server reachable from other machines must ask for a key."""
     if api_key:
@@ -66,7 +84,7 @@ def check_host(host, api_key):
 
 
 def run(args):
-    api_key = args.api_key or os.environ.get(KEY_ENV) or None
+    api_key = api_key_of(args)
     check_host(args.host, api_key)
     try:
         import uvicorn

@@ -282,6 +282,20 @@ def test_a_memory_error_is_one_line(capsys, monkeypatch):
     code, out, err = run_main(["shapes"], capsys)
     assert code == 1 and len(err.splitlines()) == 1 and "Traceback" not in err
     assert err.startswith("zerollm shapes: error: out of memory") and "Unable to allocate" in err
+    assert "--batch-size" in err                      # shapes takes sizes on its command line
+
+
+def test_a_memory_error_while_sampling_names_no_training_flags(tmp_path_factory, capsys, monkeypatch):
+    """sample has no --batch-size or --n-embd: its hint must not send the user looking for them."""
+    from tiny_runs import tiny_run
+    import zerollm.cli.commands.sample as sample
+
+    def out_of_memory(*args, **kwargs):
+        np.empty(2 ** 40, dtype=np.float64)
+    monkeypatch.setattr(sample, "run", out_of_memory)
+    code, _, err = run_main(["sample", "--ckpt", tiny_run(tmp_path_factory, "char")], capsys)
+    assert code == 1 and len(err.splitlines()) == 1 and err.startswith("zerollm sample: error: out of memory")
+    assert "--batch-size" not in err and "close other programs, or use a smaller model" in err
 
 
 def test_attention_with_a_long_x_file_is_refused(tmp_path, capsys):

@@ -212,10 +212,17 @@ def _disk_full_hint(err):
     return ""
 
 
-def _out_of_memory(err):
+# commands that build a model from sizes given on the command line (the others load one as it is)
+_SIZED = {"train", "sft", "reward", "dpo", "ppo", "grpo", "shapes", "attention", "gradcheck", "heads", "quantize"}
+
+
+def _out_of_memory(err, command=None):
     detail = f" ({_one_line(err)})" if str(err) else ""
-    return (f"out of memory{detail}; the estimate said it would fit, but it did not: use smaller sizes "
-            "(--batch-size, --block-size, --n-embd, --window, ...) or close other programs")
+    if command in _SIZED:
+        fix = "use smaller sizes (--batch-size, --block-size, --n-embd, --window, ...) or close other programs"
+    else:
+        fix = "close other programs, or use a smaller model"
+    return f"out of memory{detail}; the estimate said it would fit, but it did not: {fix}"
 
 
 def _parse_under_mpi(parser, argv):
@@ -266,7 +273,7 @@ def main(argv=None):
         _report(prog, err)
         return 1
     except MemoryError as err:
-        _report(prog, _out_of_memory(err))
+        _report(prog, _out_of_memory(err, args.command))
         return 1
     except BrokenPipeError:
         # the reader stopped early. Point stdout at /dev/null so Python's final flush does not complain

@@ -122,6 +122,8 @@ def hf_to_config(hf, where="config.json", dtype="float32"):
     read = {"gpt2": _gpt2_fields, "llama": _llama_fields, "mixtral": _mixtral_fields}[family]
     try:
         fields = read(hf, where)
+    except ZeroLLMError:                         # an architecture zerollm does not implement: said as is
+        raise
     except KeyError as err:
         raise ZeroLLMError(f"{where} lacks {err}, which a {family} config needs; "
                            "the file is incomplete") from None

@@ -7,6 +7,7 @@ flags refused at startup as processes that exit at once.
 
 import json
 import os
+import socket
 import subprocess
 import sys
 
@@ -167,3 +168,30 @@ def test_without_the_key_a_bad_body_is_401_not_400(base, body, auth):
     r = _post(base, body, headers=auth)
     assert r.status_code == 401 and r.json()["error"]["code"] == "invalid_api_key", r.text
     _still_serving(base)
+
+
+# ----------------------------------------------------------------------------
+# where to listen: the flag to change, and an IPv6 URL a browser can open
+
+@pytest.mark.parametrize("host", ["nosuch.invalid", "192.0.2.1"])      # no such name; TEST-NET, not ours
+def test_a_host_it_cannot_listen_on_names_host_not_port(folder, host):
+    out = _serve(folder, "--host", host, "--api-key", KEY)
+    assert out.returncode == 1 and out.stderr.count("\n") == 1, out.stderr
+    assert f"could not listen on {host}:0" in out.stderr and f"--host {host}" in out.stderr
+    assert "try another --host" in out.stderr and "--port" not in out.stderr
+
+
+def _ipv6_loopback():
+    try:
+        with socket.socket(socket.AF_INET6) as s:
+            s.bind(("::1", 0))
+        return True
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not _ipv6_loopback(), reason="this machine has no IPv6 loopback")
+def test_an_ipv6_host_is_bracketed_in_the_url(folder):
+    with server(folder, "--host", "::1") as (url, proc):
+        assert url.startswith("http://[::1]:")
+        assert httpx.get(url + "/health", timeout=30).json()["status"] == "ok"

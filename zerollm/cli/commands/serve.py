@@ -10,10 +10,12 @@ to --grace seconds, cancel the rest, exit 0.
 """
 
 import contextlib
+import errno
 import ipaddress
 import logging
 import os
 import signal
+import socket
 import sys
 
 from zerollm.io.argtypes import Range
@@ -108,10 +110,30 @@ def run(args):
         finally:
             backend.close()
     if not server.started:
-        why = getattr(server, "bind_error", None) or "in use?"
-        raise ZeroLLMError(f"could not listen on {args.host}:{args.port} ({why}); try another --port")
+        raise ZeroLLMError(_bind_failure(args.host, args.port, getattr(server, "bind_error", None)))
     print("zerollm serve: stopped", file=sys.stderr)
     return 0
+
+
+def _bind_failure(host, port, err):
+    """The one line for a server that could not listen, with the flag to change: --host for a name that
+    does not resolve or an address this machine does not have, --port for one in use or reserved."""
+    where = f"could not listen on {url_host(host)}:{port} ({err or 'no reason given'})"
+    code = getattr(err, "errno", None)
+    if isinstance(err, socket.gaierror):
+        return f"{where}: --host {host} is not a name or address this machine can resolve; try another --host"
+    if code == errno.EADDRNOTAVAIL:
+        return f"{where}: --host {host} is not an address of this machine; try another --host"
+    if code == errno.EADDRINUSE:
+        return f"{where}; try another --port"
+    if code == errno.EACCES:
+        return f"{where}: ports below 1024 need privileges; try a --port above 1023"
+    return f"{where}; check --host and --port"
+
+
+def url_host(host):
+    """An IPv6 address goes in brackets in a URL: http://[::1]:8000."""
+    return f"[{host}]" if ":" in host else host
 
 
 def _server(uvicorn, config, app):
@@ -137,7 +159,7 @@ def _server(uvicorn, config, app):
 
             def keep(record):             # uvicorn's own "[Errno 98] ..." line goes into our one line instead
                 if record.levelno >= logging.ERROR:
-                    self.bind_error = record.getMessage()
+                    self.bind_error = record.msg if isinstance(record.msg, OSError) else record.getMessage()
                     return False
                 return True
             log.addFilter(keep)
@@ -149,7 +171,7 @@ def _server(uvicorn, config, app):
             finally:
                 log.removeFilter(keep)
             host, port = self.servers[0].sockets[0].getsockname()[:2]
-            print(f"zerollm serve: serving {app.state.backend.name!r} on http://{host}:{port} "
+            print(f"zerollm serve: serving {app.state.backend.name!r} on http://{url_host(host)}:{port} "
                   "(the chat page at /, the API at /v1)", file=sys.stderr, flush=True)
 
     return Server(config)

@@ -164,6 +164,8 @@ BAD = [
     (COMPLETIONS, json.dumps({"prompt": "hi", "stop": ["a", "x" * 257]}).encode(), 400, "stop"),   # over 256
     (CHAT, json.dumps({**GOOD, "stop": "x" * 20000}).encode(), 400, "stop"),
     (CHAT, json.dumps({"messages": [{"role": "user", "content": 5}]}).encode(), 400, "messages.0.content"),
+    (CHAT, json.dumps({**GOOD, "top_logprobs": 2}).encode(), 400, "top_logprobs"),          # without logprobs
+    (CHAT, json.dumps({**GOOD, "logprobs": False, "top_logprobs": 0}).encode(), 400, "top_logprobs"),
     (CHAT, json.dumps({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]}
                       ).encode(), 400, "messages.0.content"),
 ]

@@ -116,6 +116,14 @@ class ChatRequest(_Generation):
     logprobs: bool = False
     top_logprobs: Annotated[int, Field(ge=0, le=20)] | None = None
 
+    @field_validator("top_logprobs")
+    @classmethod
+    def _needs_logprobs(cls, k, info):
+        """As OpenAI: top_logprobs without "logprobs": true is a 400 (it would silently return none)."""
+        if k is not None and info.data.get("logprobs") is not True:
+            raise ValueError('top_logprobs needs "logprobs": true; add it, or leave top_logprobs out')
+        return k
+
     def new_tokens(self):
         return self.max_completion_tokens if self.max_completion_tokens is not None else self.max_tokens
 

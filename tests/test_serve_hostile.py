@@ -156,6 +156,14 @@ def test_an_api_key_no_client_can_send_refuses_to_start(folder, key, says):
     assert says in out.stderr and "--api-key" in out.stderr and "Traceback" not in out.stderr
 
 
+@pytest.mark.parametrize("name", ["", "  ", " tiny"])
+def test_a_model_name_no_client_could_send_refuses_to_start(folder, name):
+    """--model-name '' used to fall back to the folder's name without a word."""
+    out = _serve(folder, "--model-name", name)
+    assert out.returncode == 1 and out.stderr.count("\n") == 1, out.stderr
+    assert "--model-name" in out.stderr and "Traceback" not in out.stderr
+
+
 def test_an_empty_key_in_the_environment_refuses_to_start_too(folder):
     out = _serve(folder, env={"ZEROLLM_API_KEY": ""})
     assert out.returncode == 1 and out.stderr.count("\n") == 1, out.stderr

@@ -51,7 +51,7 @@ def add_arguments(p):
 def _name_of(path):
     """The default model id: the directory's (or the GGUF file's) name, without .gguf."""
     name = os.path.basename(os.path.normpath(path))
-    return name[:-len(".gguf")] if name.endswith(".gguf") else name
+    return name[:-len(".gguf")] if name.lower().endswith(".gguf") else name
 
 
 def api_key_of(args):
@@ -86,6 +86,9 @@ def check_host(host, api_key):
 
 
 def run(args):
+    if args.model_name is not None and (not args.model_name.strip() or args.model_name != args.model_name.strip()):
+        raise ZeroLLMError(f"--model-name {args.model_name!r}: give the id clients send as \"model\" (no spaces "
+                           "around it), or leave the flag out to use the folder's name")
     api_key = api_key_of(args)
     check_host(args.host, api_key)
     try:
@@ -98,7 +101,7 @@ def run(args):
     apply_engine_argument(args)
     with limit_threads(args.threads):
         model, tok = load_source(args, "zerollm serve")
-        name = args.model_name or _name_of(args.ckpt or args.hf or args.gguf)
+        name = args.model_name if args.model_name is not None else _name_of(args.ckpt or args.hf or args.gguf)
         backend = Backend(model, tok, name=name, max_batch=args.max_batch, max_queue=args.max_queue)
         app = build_app(backend, api_key=api_key, max_body=args.max_body)
         config = uvicorn.Config(app, host=args.host, port=args.port, log_level="warning",

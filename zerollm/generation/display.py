@@ -6,6 +6,9 @@
     >>> d = StreamDecoder(ByteTokenizer())
     >>> [d.push(b) for b in "你".encode()] + [d.push(0xff), d.flush()]
     ['', '', '你', '\\\\xff', '']
+    >>> api = StreamDecoder(ByteTokenizer(), escape=False)   # text for a program: U+FFFD, as decoders write
+    >>> [api.push(0xff), api.push(0xe4), api.flush()]
+    ['\\ufffd', '', '\\ufffd']
 """
 
 import codecs
@@ -58,12 +61,14 @@ def decodable(tok, vocab_size):
 class StreamDecoder:
     """Turns ids, one at a time, into newly printable text. A byte-level token may end in the middle
     of a UTF-8 character: an incremental UTF-8 decoder holds it back until the character is complete,
-    and shows bytes that can never be UTF-8 as ``\\xNN``. Each id is decoded once, so streaming stays
-    linear in the length of the output."""
+    and shows bytes that can never be UTF-8 as ``\\xNN`` (U+FFFD with ``escape=False``). Each id is decoded
+    once, so streaming stays linear in the length of the output."""
 
     def __init__(self, tokenizer, escape=True):
-        self.tok, self.escape = tokenizer, escape      # escape=False: the text as it is (for JSON, not a terminal)
-        self.utf8 = codecs.getincrementaldecoder("utf-8")(errors="backslashreplace")
+        # escape=False: the text for a program (JSON), not a terminal. Bytes that can never be UTF-8 are then
+        # U+FFFD, as every decoder writes them: "\\xbc" would read as a backslash the model wrote
+        self.tok, self.escape = tokenizer, escape
+        self.utf8 = codecs.getincrementaldecoder("utf-8")(errors="backslashreplace" if escape else "replace")
 
     def push(self, token_id):
         raw = token_bytes(self.tok, int(token_id))

@@ -17,7 +17,7 @@ import threading
 import numpy as np
 
 from zerollm.data import chat
-from zerollm.generation.display import decodable
+from zerollm.generation.display import decodable, token_bytes
 from zerollm.io.errors import ZeroLLMError
 from zerollm.generation.batching import Done, Request, Scheduler
 from zerollm.tokenizers.bpe import ENDOFTEXT
@@ -66,7 +66,7 @@ class Backend:
 
     def token_text(self, i):
         """One token's own text and bytes (for logprobs; a piece of a character shows as U+FFFD)."""
-        raw = self.tok.token_bytes(i) if hasattr(self.tok, "token_bytes") else None
+        raw = token_bytes(self.tok, i)      # a byte tokenizer's lone byte 0x93 is b"\x93", not U+FFFD's bytes
         if raw is None:
             text = self.tok.decode([i])
             return text, list(text.encode("utf-8", "surrogateescape"))

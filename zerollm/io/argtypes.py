@@ -111,6 +111,8 @@ class Range:
 MAX_SIZE = 2 ** 31 - 1                  # any one size: beyond it no machine has the memory anyway
 
 SEED = Range(int, 0, 2 ** 32 - 1)       # np.random.default_rng takes seeds >= 0; 32 bits as everywhere
+# sample's and chat's --seed: the server's "seed" range (OpenAI's int64), so any API answer can be replayed
+SAMPLING_SEED = Range(int, 0, 2 ** 63 - 1)
 THREADS = Range(int, 1, 1024)
 PROBABILITY = Range(float, 0, 1, low_open=True)          # top-p, in (0, 1]
 FRACTION = Range(float, 0, 1, low_open=True, high_open=True)   # a split, in (0, 1)

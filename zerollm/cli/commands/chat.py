@@ -9,7 +9,7 @@ Inside: /reset, /system TEXT, /save FILE, /exit; Ctrl-C stops an answer, not the
 
 import numpy as np
 
-from zerollm.io.argtypes import PROBABILITY, SEED, Range
+from zerollm.io.argtypes import PROBABILITY, SAMPLING_SEED, Range
 from zerollm.model.budget import add_force_argument
 from zerollm.generation.display import decodable
 from zerollm.engine import add_engine_argument, apply_engine_argument
@@ -29,7 +29,7 @@ def add_arguments(p):
     p.add_argument("--top-k", type=Range(int, 1, 2 ** 24), default=None)
     p.add_argument("--top-p", type=PROBABILITY, default=None)
     add_penalty_arguments(p)
-    p.add_argument("--seed", type=SEED, default=None, help="random seed (default: different every run)")
+    p.add_argument("--seed", type=SAMPLING_SEED, default=None, help="random seed (default: different every run)")
     add_force_argument(p)
     add_threads_argument(p)
     add_engine_argument(p)

@@ -15,7 +15,7 @@ import warnings
 import numpy as np
 
 from zerollm.model import budget
-from zerollm.io.argtypes import MAX_SIZE, PROBABILITY, SEED, SIZE, Range
+from zerollm.io.argtypes import MAX_SIZE, PROBABILITY, SAMPLING_SEED, SIZE, Range
 from zerollm.model.budget import add_force_argument
 from zerollm.generation.display import StreamDecoder, decodable
 from zerollm.engine import add_engine_argument, apply_engine_argument
@@ -42,7 +42,7 @@ def add_arguments(p):
     p.add_argument("--top-p", type=PROBABILITY, default=None,
                    help="nucleus sampling: the smallest set with probability >= p (default: off)")
     add_penalty_arguments(p)
-    p.add_argument("--seed", type=SEED, default=None, help="random seed (default: different every run)")
+    p.add_argument("--seed", type=SAMPLING_SEED, default=None, help="random seed (default: different every run)")
     p.add_argument("--num-samples", type=Range(int, 1, 10_000), default=1,
                    help="how many samples of the same prompt, one after another (default 1)")
     p.add_argument("--window", type=SIZE, default=None,

@@ -203,3 +203,22 @@ def test_an_ipv6_host_is_bracketed_in_the_url(folder):
     with server(folder, "--host", "::1") as (url, proc):
         assert url.startswith("http://[::1]:")
         assert httpx.get(url + "/health", timeout=30).json()["status"] == "ok"
+
+
+def test_a_char_models_missing_characters_are_told_as_an_api_client_can_act_on():
+    """The tokenizer's own message advises Python calls (tokenizer.with_chars(...)): no use over HTTP."""
+    from zerollm.data import chat
+    from zerollm.io.errors import ZeroLLMError
+    from zerollm.model.gpt import GPT, GPTConfig
+    from zerollm.serve.backend import Backend
+    from zerollm.tokenizers import CharTokenizer
+    tok = chat.prepare_tokenizer(CharTokenizer.train("abc \n"))
+    model = GPT(GPTConfig(vocab_size=tok.vocab_size, block_size=32, n_layer=1, n_head=2, n_embd=16), seed=0)
+    backend = Backend(model, tok, name="char")                    # not started: only its text side is used
+    assert backend.text_prompt("abc") == tok.encode("abc")
+    for encode in (lambda: backend.text_prompt("abz"),
+                   lambda: backend.chat_prompt([{"role": "user", "content": "zz"}])):
+        with pytest.raises(ZeroLLMError) as err:
+            encode()
+        said = str(err.value)
+        assert "'z'" in said and "leave these out" in said and "with_chars" not in said, said

@@ -12,6 +12,7 @@ answering other clients while a batch is computed.
 """
 
 import asyncio
+import contextlib
 import threading
 
 import numpy as np
@@ -21,6 +22,7 @@ from zerollm.generation.display import decodable, token_bytes
 from zerollm.io.errors import ZeroLLMError
 from zerollm.generation.batching import Done, Request, Scheduler
 from zerollm.tokenizers.bpe import ENDOFTEXT
+from zerollm.tokenizers.char import UnknownCharacters
 
 DISCONNECT_POLL_S = 0.5       # how often a request that is not streamed checks that its client is still there
 
@@ -59,10 +61,12 @@ class Backend:
         if not self.has_chat:
             raise ZeroLLMError(f"the model {self.name!r} has no chat template (it is a base model): use "
                                "/v1/completions, or fine-tune it first with `zerollm sft`")
-        return chat.encode_prompt(self.tok, messages)
+        with _known_characters():
+            return chat.encode_prompt(self.tok, messages)
 
     def text_prompt(self, text):
-        return self.tok.encode(text)
+        with _known_characters():
+            return self.tok.encode(text)
 
     def token_text(self, i):
         """One token's own text and bytes (for logprobs; a piece of a character shows as U+FFFD)."""
@@ -143,3 +147,13 @@ class Run:
             except asyncio.TimeoutError:
                 if await disconnected():
                     return None
+
+
+@contextlib.contextmanager
+def _known_characters():
+    """A char model's missing characters, with advice for an API client (not the tokenizer's Python advice)."""
+    try:
+        yield
+    except UnknownCharacters as err:
+        raise ZeroLLMError(f"{err.found}; this model knows only the characters of the text it was trained on: "
+                           "leave these out") from None

@@ -24,6 +24,15 @@ from zerollm.tokenizers.base import Tokenizer, as_id_list, describe_char
 MAX_SHOWN = 5   # unknown characters named in an error message
 
 
+class UnknownCharacters(ZeroLLMError):
+    """Text with characters a char vocabulary lacks. ``found`` says which; the message adds what a Python
+    caller can do about it (a server or command line gives its own advice with ``found``)."""
+
+    def __init__(self, found, fix):
+        super().__init__(f"{found}; {fix}")
+        self.found = found
+
+
 class CharTokenizer(Tokenizer):
     """Vocabulary: ``chars`` (ids 0..len-1), then, if ``unk`` is a string, one id for it, then
     ``added``: [(text, is_special), ...], plain characters and special tokens appended later.
@@ -109,11 +118,11 @@ class CharTokenizer(Tokenizer):
         except KeyError:
             pass   # rare path: find all unknown characters, then raise or map them to unk
         if self.unk is None:
-            raise ZeroLLMError(self._unknown_message(text))
+            raise self._unknown_error(text)
         unk_id = self.unk_id
         return [stoi.get(c, unk_id) for c in text]
 
-    def _unknown_message(self, text):
+    def _unknown_error(self, text):
         unknown = sorted(set(text) - set(self._stoi))
         shown = ", ".join(describe_char(c) for c in unknown[:MAX_SHOWN])
         more = f" and {len(unknown) - MAX_SHOWN} more" if len(unknown) > MAX_SHOWN else ""
@@ -121,9 +130,10 @@ class CharTokenizer(Tokenizer):
         if any(s in text for s in self._specials):
             hint = ("; the text holds special tokens, which encode(text, allowed_special='all') turns into "
                     "their ids")
-        return (f"{len(unknown)} character(s) are not in this char tokenizer's vocabulary: {shown}{more}{hint}; "
-                "train the tokenizer on text that contains them, add them with tokenizer.with_chars(...), "
-                "use the byte or bpe tokenizer, or create it with unk='<unk>' to map unknown characters to one id")
+        return UnknownCharacters(
+            f"{len(unknown)} character(s) are not in this char tokenizer's vocabulary: {shown}{more}{hint}",
+            "train the tokenizer on text that contains them, add them with tokenizer.with_chars(...), use the "
+            "byte or bpe tokenizer, or create it with unk='<unk>' to map unknown characters to one id")
 
     def decode(self, ids):
         itos = self._itos

@@ -222,3 +222,19 @@ def test_a_char_models_missing_characters_are_told_as_an_api_client_can_act_on()
             encode()
         said = str(err.value)
         assert "'z'" in said and "leave these out" in said and "with_chars" not in said, said
+
+
+@pytest.mark.parametrize("kind", ["text/plain", "application/x-www-form-urlencoded"])   # curl -d without -H
+def test_a_json_body_sent_as_another_type_is_told_to_say_json(base, kind):
+    r = httpx.post(base + CHAT, content=json.dumps(GOOD).encode(), headers={"Content-Type": kind, **AUTH},
+                   timeout=30)
+    assert r.status_code == 400 and "Content-Type: application/json" in r.json()["error"]["message"], r.text
+    assert kind in r.json()["error"]["message"]
+    _still_serving(base)
+
+
+def test_max_tokens_and_max_completion_tokens_that_disagree_are_a_400(base):
+    r = _post(base, {**GOOD, "max_tokens": 2, "max_completion_tokens": 3})
+    assert r.status_code == 400 and "disagree" in r.json()["error"]["message"], r.text
+    assert r.json()["error"]["param"] == "max_completion_tokens"
+    assert _post(base, {**GOOD, "max_tokens": 2, "max_completion_tokens": 2}).status_code == 200

@@ -116,6 +116,10 @@ def _add_error_handlers(app):
 
     @app.exception_handler(RequestValidationError)
     async def invalid(request, err):
+        kind = request.headers.get("content-type", "")
+        if request.method == "POST" and "json" not in kind.lower():     # FastAPI read the body as text
+            return _error_response(ApiError(400, f"the body must be JSON, sent with the header Content-Type: "
+                                                 f"application/json (this one came as {kind or 'no type'!r})"))
         return _error_response(validation_error(err.errors()))
 
     @app.exception_handler(HTTPException)

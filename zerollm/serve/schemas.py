@@ -116,6 +116,15 @@ class ChatRequest(_Generation):
     logprobs: bool = False
     top_logprobs: Annotated[int, Field(ge=0, le=20)] | None = None
 
+    @field_validator("max_completion_tokens")
+    @classmethod
+    def _one_length(cls, n, info):
+        """max_completion_tokens is OpenAI's newer name for max_tokens: two different values are a 400."""
+        old = info.data.get("max_tokens")
+        if n is not None and old is not None and old != n:
+            raise ValueError(f"max_tokens ({old}) and max_completion_tokens ({n}) disagree; give one of them")
+        return n
+
     @field_validator("top_logprobs")
     @classmethod
     def _needs_logprobs(cls, k, info):

@@ -289,8 +289,8 @@ def _check_tables(vocab, merges, specials):
         id_of[b] = i
     missing = [x for x in range(256) if bytes([x]) not in id_of]
     if missing:
-        raise ZeroLLMError(f"a byte-level BPE vocabulary needs all 256 single bytes, {len(missing)} "
-                           f"are missing (e.g. byte {missing[0]}); train with the full byte alphabet")
+        raise ZeroLLMError(f"a byte-level BPE vocabulary needs all 256 single bytes; {len(missing)} of them "
+                           f"missing (the first: byte {missing[0]}): train with the full byte alphabet")
     for a, b, new in merges:
         if vocab.get(a) is None or vocab.get(b) is None or vocab.get(new) != vocab[a] + vocab[b]:
             raise ZeroLLMError(f"merge ({a}, {b}) -> {new} does not match the vocabulary")

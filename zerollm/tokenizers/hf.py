@@ -148,6 +148,13 @@ def _build(vocab_strings, merge_strings, pattern, specials=None, where="vocab.js
             specials[s] = i
         else:
             vocab[i] = b
+    present = set(vocab.values())
+    missing = [x for x in range(256) if bytes([x]) not in present]
+    if missing:
+        shown = bytes_to_unicode()[missing[0]]
+        raise ZeroLLMError(f"{where}: the vocabulary lacks {len(missing)} of the 256 single-byte tokens (the first: "
+                           f"byte {missing[0]}, written {shown!r}); a byte-level BPE tokenizer needs every one: the "
+                           "file is incomplete, or its tokenizer is not GPT-2 style")
     merges = []
     for left, right in merge_strings:
         try:

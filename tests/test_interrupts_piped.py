@@ -131,3 +131,16 @@ def test_a_pipe_closed_before_the_work_is_done_is_not_success(tmp_path, corpus, 
         assert (code == 141 and not run.exists()) or (code == 130 and (run / "latest.json").exists()), code
     else:
         assert code == 0
+
+
+def test_an_output_on_a_full_disk_stops_the_run_with_a_checkpoint(tmp_path, corpus):
+    """`zerollm train ... > /dev/full`: the first line that cannot be written used to end the run with a
+    disk-full error and no checkpoint at all. It now stops as a closed pipe does: saved, exit 130."""
+    run = tmp_path / "run"
+    with open("/dev/full", "w") as full:
+        res = subprocess.run([sys.executable, "-m", "zerollm", "train", "--data", str(corpus), "--out", str(run),
+                              *SMALL[:SMALL.index("--max-iters")], "--max-iters", "5", "--no-progress"],
+                             stdout=full, stderr=subprocess.PIPE, text=True, timeout=120)
+    assert res.returncode == 130, res.stderr
+    assert "the output cannot be written (No space left on device)" in res.stderr and "Traceback" not in res.stderr
+    assert (run / "latest.json").exists()

@@ -5,7 +5,8 @@ the progress bar hits a pipe nobody reads (BrokenPipeError: Python ignores SIGPI
 never stand between the stop request and the checkpoint. So while a run trains, stdout and stderr are
 wrapped: a write to a closed pipe points that file descriptor at /dev/null (later writes, Python's final
 flush included, then succeed unseen) and tells the listeners (zerollm.training.trainer.StopRequests: the run stops
-at the next step boundary, saves, and exits 130, as for Ctrl-C).
+at the next step boundary, saves, and exits 130, as for Ctrl-C). An output that fails because its disk is full
+(``train > /dev/full``, a log on a full disk) is handled the same way, with a line on the other stream.
 
 Under ``mpirun`` a closed pipe is worse: the ranks write to mpiexec, and mpiexec itself writes to the pipe.
 When tee is gone, mpiexec's next write kills it (SIGPIPE), and Hydra then kills every rank (SIGKILL, which
@@ -16,8 +17,13 @@ SIGPIPE ignored (docs/distributed.md gives the shell line).
 """
 
 import contextlib
+import errno
 import os
 import sys
+
+
+# a stream that fails with one of these will not take more text: a full disk or quota, ulimit -f, an I/O error
+_CANNOT_WRITE = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO}
 
 
 class Outlet:
@@ -54,9 +60,20 @@ class Outlet:
         try:
             fn(*args)
         except BrokenPipeError:
-            self._to_devnull()
-            for listener in list(self.listeners):
-                listener()
+            self._lost()
+        except OSError as err:
+            if err.errno not in _CANNOT_WRITE:
+                raise
+            # `train > /dev/full`, or a log file on a disk that filled up: the run cannot report any more, so it
+            # stops as for a closed pipe, and says why on the other stream (a raw write: never raises)
+            self._lost()
+            write_fd(2, f"zerollm: warning: the output cannot be written ({err.strerror}): stopping after this "
+                        "step, with a checkpoint\n".encode())
+
+    def _lost(self):
+        self._to_devnull()
+        for listener in list(self.listeners):
+            listener()
 
     def _to_devnull(self):
         self.closed_pipe = True

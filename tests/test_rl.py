@@ -257,3 +257,14 @@ def test_preference_training_resumes_bit_identically(base, tmp_path, kind):
     assert weights[0].keys() == weights[1].keys()
     for name in weights[0]:
         assert all(np.array_equal(weights[0][name][k], weights[1][name][k]) for k in weights[0][name])
+
+
+def test_converting_a_ppo_run_says_its_value_head_stays_behind(base, tmp_path):
+    run = rl_cli("ppo", base, tmp_path / "ppo", "--max-iters", "2")
+    assert run.returncode == 0, run.stderr
+    for to in ("hf", "policy.gguf"):
+        res = subprocess.run([sys.executable, "-m", "zerollm", "convert", "--from", str(tmp_path / "ppo"), "--to",
+                              str(tmp_path / to)], capture_output=True, text=True, timeout=120)
+        assert res.returncode == 0, res.stderr
+        assert "the PPO run's value head (the critic it trained with) is not exported" in res.stderr
+        assert "score head" not in res.stderr

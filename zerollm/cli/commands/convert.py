@@ -73,6 +73,13 @@ def _reward_head(heads):
     return None
 
 
+def _value_head_note(heads):
+    """A PPO run's value head is the critic it trained with, not part of the policy: said, not exported."""
+    if any(k.startswith("v_head.") for k in heads):
+        print("zerollm convert: note: the PPO run's value head (the critic it trained with) is not exported; the "
+              "policy, a language model, is", file=sys.stderr)
+
+
 def _names_a_gguf_file(dst):
     """--to FILE.gguf (any case: UP.GGUF too) is a GGUF file; "x.gguf/" could be either, so it is refused."""
     bare = dst.rstrip("/" + os.sep)
@@ -128,6 +135,8 @@ def _convert(args):
             target = "Hugging Face directory" + (" (the base) with the PEFT adapter in adapter/" if model.lora else "")
     tok = f", tokenizer: {tokenizer.name} ({tokenizer.vocab_size} tokens)" if tokenizer is not None else ""
     print(f"wrote {target} {path} ({_describe(model)}{tok})")
+    if not to_zerollm:
+        _value_head_note(heads)
     bias = 0.0 if to_zerollm or score is None else float(score["score.bias"].reshape(-1)[0])
     if bias:
         print(f"zerollm convert: note: the score head's bias ({bias:.6g}) is left out, as transformers' score layer "
@@ -153,6 +162,7 @@ def _to_gguf(args):
     if _reward_head(heads) is not None:
         print("zerollm convert: note: the reward model's score head is not exported (GGUF has no place for it); "
               "the file is a plain language model", file=sys.stderr)
+    _value_head_note(heads)
     kinds = ", ".join(f"{n} {k}" for k, n in done["kinds"].items())
     tok = f", tokenizer: {tokenizer.name} ({tokenizer.vocab_size} tokens)" if tokenizer is not None else ", no tokenizer"
     print(f"wrote GGUF file {done['path']} (arch {done['arch']}, {_describe(model)}; tensors: {kinds}{tok})")

@@ -293,8 +293,34 @@ def test_default_url_is_verified(capsys, tmp_path, server, monkeypatch, shakespe
     path = tmp_path / "cache" / "tinyshakespeare.txt"
     assert code == 0 and out.strip() == str(path)
     assert dl.sha256_of(path) == SHAKESPEARE_SHA
-    path.write_text("damaged")                                     # present but invalid: fetched again
-    assert run_cli(capsys, "download", "shakespeare")[0] == 0 and dl.sha256_of(path) == SHAKESPEARE_SHA
+    path.write_text("damaged")                                     # present but invalid: kept, refused
+    code, out, err = run_cli(capsys, "download", "shakespeare")
+    assert_one_line_error(code, err, "download", "is not the expected download")
+    assert out == "" and path.read_text() == "damaged"
+    code, out, err = run_cli(capsys, "download", "shakespeare", "--force")   # ... replaced with --force
+    assert code == 0 and "downloaded" in err and dl.sha256_of(path) == SHAKESPEARE_SHA
+
+
+@pytest.mark.parametrize("sha", [SHAKESPEARE_SHA, None])
+def test_a_file_of_the_same_name_is_replaced_only_with_force(capsys, tmp_path, server, shakespeare_path, sha):
+    """--dir can be any folder: a file there named like the download is the user's unless it checks
+    out; it is replaced only with --force. Without a sha256 to check (a --url of its own), any file
+    there counts as already present."""
+    www, base = server
+    (www / "input.txt").write_bytes(shakespeare_path.read_bytes())
+    mine = tmp_path / "tinyshakespeare.txt"
+    mine.write_text("my notes", encoding="utf-8")
+    argv = ["download", "shakespeare", "--dir", str(tmp_path), "--url", f"{base}/input.txt"]
+    argv += ["--sha256", sha] if sha else []
+    code, out, err = run_cli(capsys, *argv)
+    assert mine.read_text(encoding="utf-8") == "my notes"
+    if sha is None:
+        assert code == 0 and "already present" in err
+        return
+    assert_one_line_error(code, err, "download", f"{mine} already exists and is not the expected download")
+    assert "--force" in err and "another --dir" in err and out == ""
+    code, out, err = run_cli(capsys, *argv, "--force")
+    assert code == 0 and out.strip() == str(mine) and dl.sha256_of(mine) == SHAKESPEARE_SHA
 
 
 @pytest.mark.parametrize("case, fragment", [

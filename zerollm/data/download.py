@@ -107,6 +107,8 @@ def download(name, folder=None, url=None, sha256=None, force=False):
 
     The known sha256 is checked when the default URL is used; for another ``url`` pass
     ``sha256`` to check it. A valid file already present is not fetched again (unless ``force``).
+    A file already there that fails the check is the user's, as far as we know: it is replaced
+    only with ``force``.
     """
     if name not in DATASETS:
         raise ZeroLLMError(f"unknown dataset {name!r}; available: {', '.join(DATASETS)}")
@@ -116,7 +118,11 @@ def download(name, folder=None, url=None, sha256=None, force=False):
     folder = Path(folder) if folder else cache_dir()
     folder.mkdir(parents=True, exist_ok=True)
     dest = folder / info["file"]
-    if dest.is_file() and not force and (expected is None or sha256_of(dest) == expected):
+    if dest.is_file() and not force:
+        found = None if expected is None else sha256_of(dest)
+        if found != expected:
+            raise ZeroLLMError(f"{dest} already exists and is not the expected download (sha256 {found}, "
+                               f"expected {expected}); replace it with --force, or choose another --dir")
         return dest, False
     fetch(url, dest, expected)
     return dest, True
@@ -137,7 +143,8 @@ def add_arguments(p):
                                  "$ZEROLLM_MIRROR=BASE fetches the same file name from BASE, still checked")
     p.add_argument("--sha256", metavar="HEX",
                    help="expected sha256 of the file (checked automatically for the default URL)")
-    p.add_argument("--force", action="store_true", help="download again even if a valid file is present")
+    p.add_argument("--force", action="store_true", help="download again even if a valid file is present, and replace a file of the same "
+                        "name in --dir that is not the expected download")
 
 
 def run(args):

@@ -109,3 +109,21 @@ def test_a_hugging_face_folder_given_as_a_run_is_named_as_such(tmp_path_factory,
     code, _, err = run_main(argv, capsys)
     one_line_error(code, err, f"{hf} is a Hugging Face model directory")
     assert f"--hf {hf}" in err and "incomplete" not in err
+
+
+@pytest.mark.parametrize("cmd", ["train", "sft"])
+def test_a_users_step_folder_is_not_taken_for_a_run_and_replaced(tmp_path, capsys, cmd):
+    """A folder of the user's named step-0000001 passed as "what a run writes": the run's checkpoint of
+    step 1 replaced it, files and all (and checkpoint rotation deleted older ones)."""
+    out = tmp_path / "mine"
+    (out / "step-0000001").mkdir(parents=True)
+    (out / "step-0000001" / "notes.txt").write_text("mine\n", encoding="utf-8")
+    if cmd == "train":
+        argv = ["train", "--data", tiny_text(tmp_path), "--out", out, *TINY_MODEL]
+    else:
+        root = tiny_stage_base(tmp_path)
+        argv = ["sft", "--init", root / "base", "--data", root / "sft.jsonl", "--out", out, "--max-iters", "1",
+                "--no-progress"]
+    code, _, err = run_main(argv, capsys)
+    one_line_error(code, err, "already holds files a run does not write (step-0000001)")
+    assert (out / "step-0000001" / "notes.txt").read_text(encoding="utf-8") == "mine\n"

@@ -100,13 +100,15 @@ def zerollm_dir_kind(path):
 
 
 def foreign_entries(run_dir, ours):
-    """What a fresh run directory holds that a run does not write: names outside ``ours``, step-N
-    folders and hidden names (.zerollm-lock, temp files, .DS_Store); [] for a new or empty folder."""
+    """What a fresh run directory holds that a run does not write: names outside ``ours`` and hidden names
+    (.zerollm-lock, temp files, .DS_Store); [] for a new or empty folder. A step-N folder is foreign too:
+    one holding a checkpoint makes the folder a run (refused before this), and any other one would be
+    replaced by the run's checkpoint of that step, or deleted as an old one."""
     try:
         names = sorted(os.listdir(run_dir))
     except OSError:
         return []
-    return [n for n in names if n not in ours and not n.startswith(".") and not _STEP_DIR.fullmatch(n)]
+    return [n for n in names if n not in ours and not n.startswith(".")]
 
 
 def check_run_folder(run_dir, ours):

@@ -9,6 +9,7 @@ import pytest
 
 from zerollm.cli import main
 from zerollm.io.i18n import default_lang
+from zerollm.teach import attention_walkthrough as walk
 from zerollm.teach.attention_walkthrough import SEED_WK, SEED_WQ, SEED_WV, SEED_X, TEXT
 
 
@@ -176,6 +177,49 @@ def test_bad_inputs_give_one_line_errors(capsys, tmp_path, case, fragment):
     assert err.count("\n") == 1 and err.startswith("zerollm attention: error:")
     assert fragment in err
     assert "Traceback" not in err
+
+
+# ----------------------------------------------------------------------------
+# --json grows as T^2: it is capped, with the largest T named
+
+@pytest.mark.parametrize("B, K, Kv", [(1, 4, 4), (2, 4, 4), (1, 1, 300), (3, 64, 2), (1000, 8, 8)])
+def test_largest_json_T_is_the_largest_that_fits(B, K, Kv):
+    most = walk.largest_json_T(B, K, Kv)
+    assert most >= 1 and walk.json_numbers(B, most, K, Kv) <= walk.JSON_MAX_NUMBERS
+    assert walk.json_numbers(B, most + 1, K, Kv) > walk.JSON_MAX_NUMBERS
+
+
+def assert_json_refused(code, out, err, *fragments):
+    assert code == 1 and out == "" and err.count("\n") == 1
+    assert err.startswith("zerollm attention: error: --json prints every intermediate") and "Traceback" not in err
+    for fragment in fragments:
+        assert fragment in err, err
+
+
+@pytest.mark.parametrize("argv, fragment", [
+    (["--seq", "5000"], "T can be at most 510 here: use --seq 510 or less"),
+    (["--seq", "511"], "T can be at most 510 here: use --seq 510 or less"),
+    (["--seq", "400", "--batch", "2"], "T can be at most 360 here: use --seq 360 or less"),
+    (["--seq", "5", "--batch", "100000"], "too many even at T=1: use a smaller --batch or --d-k"),
+])
+def test_json_refuses_a_big_T_at_once(capsys, argv, fragment):
+    """T=5000 used to print 100 million numbers: minutes and gigabytes, from a 160 KB input."""
+    assert_json_refused(*run_cli(capsys, "--random", *argv, "--json"), fragment, "leave out --json")
+
+
+def test_json_refuses_a_long_x_file(capsys, tmp_path):
+    x, w = tmp_path / "x.npy", tmp_path / "w.npy"
+    np.save(x, np.random.default_rng(0).random((5000, 8), dtype=np.float32))
+    np.save(w, np.random.default_rng(1).random((8, 4)))
+    code, out, err = run_cli(capsys, "--x", str(x), "--wq", str(w), "--wk", str(w), "--wv", str(w), "--json")
+    assert_json_refused(code, out, err, "T=5000", "use an --x of at most 510 tokens")
+
+
+def test_json_cap_leaves_the_walkthrough_and_small_json_alone(capsys):
+    code, out, _ = run_cli(capsys, "--random", "--seq", "600", "--lang", "en")   # no --json: no cap
+    assert code == 0 and "T=600" in out
+    code, out, _ = run_cli(capsys, "--random", "--seq", "40", "--batch", "2", "--json")
+    assert code == 0 and np.array(json.loads(out)["weights"]).shape == (2, 40, 40)
 
 
 @pytest.mark.parametrize("argv, fragment", [

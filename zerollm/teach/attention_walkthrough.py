@@ -2,10 +2,13 @@
 
 With no arguments it runs the course's seed example (B=1, T=3, d_model=4, d_k=2) and prints
 exactly the seed's numbers. ``--random`` makes an example of any size, ``--x/--wq/--wk/--wv``
-reads the learner's own numbers, ``--json`` dumps every intermediate.
+reads the learner's own numbers, ``--json`` dumps every intermediate. The JSON text grows as T^2
+(four (B, T, T) matrices), so ``--json`` takes at most ``JSON_MAX_NUMBERS`` numbers: T up to 510
+for B=1 and d_k=4; the printed walkthrough has no such cap.
 """
 
 import json
+import math
 import sys
 
 import numpy as np
@@ -29,6 +32,9 @@ SEED_WK = [[0.1, 0.1], [0.0, -0.1], [0.2, 0.0], [0.0, 0.2]]
 SEED_WV = [[0.1, 0.0], [-0.1, 0.1], [0.2, -0.1], [0.0, 0.2]]
 
 MAX_EXPLAINED_ROWS = 8   # beyond this, the per-row explanations are cut short
+# --json writes each number as ~10 characters of text at ~2.5 us each: 2^20 numbers are ~10 MB and
+# a few seconds; T=2000 would be 140 MB and a minute, T=5000 gigabytes.
+JSON_MAX_NUMBERS = 1 << 20
 
 # ----------------------------------------------------------------------------
 # the explanations, in both languages (format fields are filled in at print time)
@@ -185,7 +191,9 @@ def add_arguments(p):
     f.add_argument("--wv", metavar="FILE", help="Wv, shape (d_model, d_v)")
     p.add_argument("--dtype", choices=("float32", "float64"), default="float32",
                    help="precision of the computation (default float32, as in the course)")
-    p.add_argument("--json", action="store_true", help="print every intermediate as one JSON object")
+    p.add_argument("--json", action="store_true",
+                   help=f"print every intermediate as one JSON object (at most {JSON_MAX_NUMBERS:,} numbers: "
+                        "T up to 510 for B=1, d_k=4)")
     p.add_argument("--precision", type=int_in_range(0, 16), default=4, help="decimals to print (default 4)")
 
 
@@ -202,9 +210,50 @@ def memory_estimate(B, T, C, K, as_json=False):
     return budget.Estimate("this attention example", parts, "--batch or --seq")
 
 
+def json_numbers(B, T, K, Kv):
+    """Numbers --json writes: four (B, T, T) arrays (scores, mask, masked scores, weights), q and k
+    (B, T, d_k), v and out (B, T, d_v), and the scale.
+
+    >>> json_numbers(1, 3, 2, 2)        # the seed's example
+    61
+    """
+    return 4 * B * T * T + 2 * B * T * K + 2 * B * T * Kv + 1
+
+
+def largest_json_T(B, K, Kv):
+    """The largest T whose --json output stays within JSON_MAX_NUMBERS (0 if none does).
+
+    >>> largest_json_T(1, 4, 4)
+    510
+    """
+    a, b, c = 4 * B, 2 * B * (K + Kv), JSON_MAX_NUMBERS - 1        # a T^2 + b T <= c
+    T = (math.isqrt(b * b + 4 * a * c) - b) // (2 * a) if c > 0 else 0
+    while T > 0 and json_numbers(B, T, K, Kv) > JSON_MAX_NUMBERS:  # isqrt rounds down: at most a step off
+        T -= 1
+    while json_numbers(B, T + 1, K, Kv) <= JSON_MAX_NUMBERS:
+        T += 1
+    return T
+
+
+def check_json_size(B, T, K, Kv, fix_T, fix_small):
+    """Refuse a --json output too big to print in seconds. ``fix_T`` says how to set a smaller T
+    (``{most}`` is filled in); ``fix_small`` what to do when even T=1 is too big."""
+    n = json_numbers(B, T, K, Kv)
+    if n <= JSON_MAX_NUMBERS:
+        return
+    most = largest_json_T(B, K, Kv)
+    head = (f"--json prints every intermediate as text: B={B}, T={T}, d_k={K} make {n:,} numbers "
+            f"(four (B, T, T) matrices grow as T^2), more than the {JSON_MAX_NUMBERS:,} it allows")
+    fix = f"T can be at most {most:,} here: use {fix_T.format(most=f'{most:,}')}" if most else \
+        f"too many even at T=1: use {fix_small}"
+    raise ZeroLLMError(f"{head}; {fix}, or leave out --json for the printed walkthrough")
+
+
 def _random_example(args):
     B, T = args.batch or 1, args.seq or 4
     C, K = args.d_model or 8, args.d_k or 4
+    if args.json:
+        check_json_size(B, T, K, K, "--seq {most} or less", "a smaller --batch or --d-k")
     budget.require(memory_estimate(B, T, C, K, args.json))   # before drawing anything (no --force here)
     rng = np.random.default_rng(args.seed)
     x = rng.standard_normal((B, T, C))
@@ -226,6 +275,9 @@ def _files_example(args):
         raise ZeroLLMError(f"--x must be (T, d_model) or (B, T, d_model); got shape {x.shape}")
     B, T, C = x.shape
     K = wq.shape[-1] if wq.ndim == 2 else 1          # self_attention checks the shapes themselves
+    if args.json:
+        check_json_size(B, T, K, wv.shape[-1] if wv.ndim == 2 else 1, "an --x of at most {most} tokens",
+                        "fewer sequences in --x, or narrower --wq/--wk/--wv")
     estimate = memory_estimate(B, T, C, K, args.json)
     budget.require(budget.Estimate(estimate.what, estimate.parts, "the length of --x (fewer rows)"))
     return x, wq, wk, wv

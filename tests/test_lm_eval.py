@@ -105,3 +105,39 @@ def test_model_args_hf_dir_scores_as_the_zerollm_run(setup):
     assert ours.loglikelihood(pairs) == theirs.loglikelihood(pairs)
     assert ours.loglikelihood_rolling(rolling) == theirs.loglikelihood_rolling(rolling)
     assert len(ours.encode(rolling[0].args[0])) > 64            # longer than the context: several windows
+
+
+# ----------------------------------------------------------------------------
+# model_args are checked, by name, before the model is loaded
+
+@pytest.mark.parametrize("args, fragment", [
+    ("seed=-1", "model_args seed must be a whole number from 0 to 9223372036854775807, got -1"),
+    ("seed=1.5", "model_args seed must be a whole number from 0 to 9223372036854775807, got 1.5"),
+    ("seed=abc", "model_args seed must be a whole number"),
+    ("seed=true", "model_args seed must be a whole number"),
+    ("seed=9223372036854775808", "model_args seed must be a whole number"),
+    ("threads=0", "model_args threads must be a whole number from 1 to 1024, got 0"),
+    ("bogus=1", "model_args bogus: not known to --model zerollm; the known ones are ckpt, hf, threads, chat, seed"),
+    ("sed=1,temprature=0", "model_args sed, temprature: not known"),
+])
+def test_bad_model_args_are_refused_by_name(tmp_path, args, fragment):
+    """As lm_eval builds the model: its own parser turns "-1" into -1 and "1.5" into 1.5, and it adds its
+    --batch_size, --max_batch_size and --device. The checks come before the load (no run is needed)."""
+    from zerollm.evaluate.harness import ZeroLLMLM
+    from zerollm.io.errors import ZeroLLMError
+    with pytest.raises(ZeroLLMError) as err:
+        ZeroLLMLM.create_from_arg_string(f"ckpt={tmp_path / 'no-run'},{args}",
+                                         {"batch_size": "1", "max_batch_size": None, "device": "cpu"})
+    assert fragment in str(err.value) and "\n" not in str(err.value)
+
+
+def test_good_model_args_and_lm_evals_own_are_accepted(setup):
+    from zerollm.evaluate.harness import ZeroLLMLM
+    run, _, _ = setup
+    lm = ZeroLLMLM.create_from_arg_string(f"ckpt={run},seed=9223372036854775807,threads=2",
+                                          {"batch_size": "4", "max_batch_size": 64, "device": "cpu"})
+    assert (lm.seed, lm.threads, lm.batch_size) == (2 ** 63 - 1, 2, 4)
+    from types import SimpleNamespace                           # the largest seed samples
+    sampled = SimpleNamespace(args=("To be", {"until": ["\n"], "max_gen_toks": 3, "do_sample": True}))
+    assert isinstance(lm.generate_until([sampled])[0], str)
+    assert ZeroLLMLM(ckpt=str(run), seed="5").seed == 5          # a dict of model_args from Python: text

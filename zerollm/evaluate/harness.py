@@ -6,8 +6,11 @@ model_args (comma-separated key=value):
     threads=N       threads a batch is split over (zerollm.training.parallel; default 1)
     chat=auto|yes|no    generate_until prompts through the chat template (zerollm.data.chat), as
                     ``zerollm tasks eval`` does: auto = when the tokenizer has the template's tokens
-    seed=S          generation seed when a task asks for sampling (greedy otherwise)
-and lm-eval's own --batch_size (requests per forward pass, default 8).
+    seed=S          generation seed when a task asks for sampling (greedy otherwise): a whole number
+                    from 0 to 2**63 - 1, as ``zerollm sample --seed``
+and lm-eval's own --batch_size (requests per forward pass, default 8). lm-eval also passes its
+--max_batch_size and --device, which are accepted and not used (zerollm runs on the CPU). Any other
+model_arg is refused by name, and so is a value out of range, before the model is loaded.
 
 The three request types run on zerollm's own parts:
     loglikelihood            zerollm.evaluate.loglik.loglikelihoods (one forward over context+continuation)
@@ -28,9 +31,33 @@ import lm_eval.models  # noqa: F401  (the built-in models first: lm-eval fills a
 from lm_eval.api.model import LM
 from lm_eval.api.registry import register_model
 
+import argparse
+
+from zerollm.io.argtypes import SAMPLING_SEED, THREADS
 from zerollm.io.errors import ZeroLLMError
 
 EOT = "<|endoftext|>"
+KNOWN_ARGS = ("ckpt", "hf", "threads", "chat", "seed")
+LM_EVAL_ARGS = ("batch_size", "max_batch_size", "device")     # what lm_eval itself adds to model_args
+
+
+def model_arg(name, value, kind):
+    """A numeric model_arg checked against ``kind`` (a zerollm.io.argtypes range). lm_eval has already
+    turned "5" into 5 and "1.5" into 1.5; from Python (a dict of model_args) it may still be text."""
+    if isinstance(value, str):
+        try:
+            return kind(value)
+        except argparse.ArgumentTypeError:
+            raise ZeroLLMError(f"model_args {name} must be {kind.describe()}, got {value!r}") from None
+    return kind.check(value, f"model_args {name}")
+
+
+def check_unknown(extra):
+    """Refuse model_args zerollm does not know (a typo would otherwise be ignored without a word)."""
+    unknown = sorted(set(extra) - set(LM_EVAL_ARGS))
+    if unknown:
+        raise ZeroLLMError(f"model_args {', '.join(unknown)}: not known to --model zerollm; the known ones are "
+                           f"{', '.join(KNOWN_ARGS)} (and lm_eval's own --batch_size)")
 
 
 def load(ckpt=None, hf=None):
@@ -48,13 +75,15 @@ def load(ckpt=None, hf=None):
 
 @register_model("zerollm")
 class ZeroLLMLM(LM):
-    def __init__(self, ckpt=None, hf=None, threads=1, chat="auto", seed=0, batch_size=8, **ignored):
+    def __init__(self, ckpt=None, hf=None, threads=1, chat="auto", seed=0, batch_size=8, **extra):
         super().__init__()
-        self.model, self.tok = load(ckpt, hf)
-        self.threads, self.seed = int(threads), int(seed)
+        check_unknown(extra)                             # every check before the (slow) load
+        self.threads = model_arg("threads", threads, THREADS)
+        self.seed = model_arg("seed", seed, SAMPLING_SEED)
         self.batch_size = int(batch_size) if str(batch_size).isdigit() else 8      # "auto" -> 8
         if chat not in ("auto", "yes", "no"):
             raise ZeroLLMError(f"model_args chat must be auto, yes or no, got {chat!r}")
+        self.model, self.tok = load(ckpt, hf)
         from zerollm.data import chat as chat_io
         self.chat = chat == "yes" or (chat == "auto" and chat_io.has_template(self.tok))
         self.prefix = self.tok.special_tokens.get(EOT)

@@ -128,6 +128,43 @@ def test_report_refuses_results_of_another_run(tmp_path, tmp_path_factory, capsy
     assert not (tmp_path / "r.html").exists()
 
 
+def test_a_relative_ckpt_from_another_folder_goes_to_the_run_ending_with_it(tmp_path, tmp_path_factory, capsys,
+                                                                            monkeypatch):
+    """lm_eval ran in lm/ with ckpt=runs/base and ckpt=./runs/sft/; report runs one folder up, given lm/runs/..."""
+    from zerollm.evaluate.report import match_results, read_result_files, run_summary
+    char, byte = tiny_run(tmp_path_factory, "char"), tiny_run(tmp_path_factory, "byte")
+    base = copy_run(char, tmp_path / "lm" / "runs", "base")
+    sft = copy_run(byte, tmp_path / "lm" / "runs", "sft")
+    lm_eval_results(tmp_path / "results_base.json", "runs/base")
+    lm_eval_results(tmp_path / "results_sft.json", "./runs/sft/")
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run_main(["report", "lm/runs/base", "lm/runs/sft", "--results", "results_base.json",
+                               "results_sft.json", "--out", "r.html"], capsys)
+    assert code == 0 and "2 with lm-eval scores" in out, err
+    files = read_result_files(["results_base.json", "results_sft.json"])
+    matched = match_results(files, [run_summary("lm/runs/base"), run_summary("lm/runs/sft")])
+    assert sorted(matched) == sorted([os.path.realpath(base), os.path.realpath(sft)])
+
+
+@pytest.mark.parametrize("ckpt, runs, fragment", [
+    ("runs/other", ["a/runs/base"], "which is none of the runs given; run zerollm report from the folder where "
+                                    "lm_eval ran, or give the run as model_args names it (runs/other)"),
+    ("runs/base", ["a/runs/base", "b/runs/base"], "and 2 runs given end with runs/base"),
+    ("../runs/base", ["a/runs/base"], "which is none of the runs given; add it as a RUN"),
+])
+def test_a_relative_ckpt_matching_no_run_or_several_is_explained(tmp_path, tmp_path_factory, capsys, monkeypatch,
+                                                                 ckpt, runs, fragment):
+    for run in runs:
+        copy_run(tiny_run(tmp_path_factory, "char"), tmp_path / os.path.dirname(run), os.path.basename(run))
+    lm_eval_results(tmp_path / "results_x.json", ckpt)
+    monkeypatch.chdir(tmp_path)
+    code, _, err = run_main(["report", *runs, "--results", "results_x.json", "--out", "r.html"], capsys)
+    assert code == 1 and fragment in err and len(err.strip().splitlines()) == 1, err
+    if not ckpt.startswith(".."):
+        assert f"ckpt={ckpt} is relative, and resolved against the current folder it is" in err
+    assert not (tmp_path / "r.html").exists()
+
+
 def test_report_refuses_a_results_file_nested_too_deeply(tmp_path, tmp_path_factory, capsys):
     char = tiny_run(tmp_path_factory, "char")
     (tmp_path / "results_x.json").write_text("[" * 100_000 + "]" * 100_000)      # json: RecursionError

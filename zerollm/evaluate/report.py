@@ -5,7 +5,9 @@ where it started), its parameters, its data, its steps, the wall and CPU time of
 of log.jsonl's dt_ms and cpu_ms), its loss curves, its last validation loss and bits per byte, and
 every score lm-eval gave it (``lm_eval ... --output_path DIR``: the results_*.json files), each with
 its 95% interval: Wilson's for a rate (acc, acc_norm, success), mean ± 1.96 standard errors otherwise.
-A results file belongs to the run its model_args ``ckpt=`` names.
+A results file belongs to the run its model_args ``ckpt=`` names. A relative ``ckpt=`` (lm_eval ran in
+another folder) that is none of the runs as given, from the current folder, goes to the one run whose
+path ends with it (``ckpt=runs/base`` is ``lm/runs/base``); none or several such runs is an error.
 
 The page has no script or style from elsewhere, no request at all: the curves are inline SVG, the
 Chinese interface is drawn with the explainer's font subset (zerollm.teach.explain.fontsubset), whose
@@ -121,24 +123,59 @@ def _lines(path):
 # ----------------------------------------------------------------------------
 # reading lm-eval's results
 
-def read_results(paths):
-    """{real path of the run: {task: [(metric, value, n, low, high)]}} from lm-eval results_*.json files."""
-    out = {}
+def read_result_files(paths):
+    """[(file, ckpt as model_args give it, its real path, {task: [score, ...]})], one per lm-eval
+    results_*.json file."""
+    out = []
     for path in paths:
         try:
             with open(path, encoding="utf-8") as f:
                 data = json.load(f)
             ckpt = _model_arg(data["config"]["model_args"], "ckpt")
-            if ckpt is not None:
-                ckpt = os.path.realpath(ckpt)
+            real = os.path.realpath(ckpt) if ckpt is not None else None
             tasks = _task_scores(data["results"], data.get("n-samples", {}))
         except (OSError, ValueError, KeyError, TypeError, AttributeError, OverflowError, RecursionError) as err:
             raise ZeroLLMError(f"{path} is not an lm-eval results file ({type(err).__name__}: {err}); give the "
                                "results_*.json that lm_eval --output_path wrote") from None
         if ckpt is None:
             raise ZeroLLMError(f"{path}: its model_args name no ckpt=DIR, so it belongs to no zerollm run")
-        out.setdefault(ckpt, {}).update(tasks)
+        out.append((path, str(ckpt), real, tasks))
     return out
+
+
+def read_results(paths):
+    """{real path of the run: {task: [(metric, value, n, low, high)]}} from lm-eval results_*.json files."""
+    out = {}
+    for _, _, real, tasks in read_result_files(paths):
+        out.setdefault(real, {}).update(tasks)
+    return out
+
+
+def match_results(files, runs):
+    """{run path: {task: [score, ...]}}: each of read_result_files()'s files goes to the run (a
+    run_summary()) its ckpt= names, as given from the current folder, else for a relative ckpt= the one
+    run whose path ends with it (lm_eval ran in another folder); a ZeroLLMError if there is none."""
+    paths = sorted({r["path"] for r in runs})
+    out = {}
+    for path, ckpt, real, tasks in files:
+        run = real if real in paths else _run_ending_with(path, ckpt, real, paths)
+        out.setdefault(run, {}).update(tasks)
+    return out
+
+
+def _run_ending_with(path, ckpt, real, paths):
+    """The one run path whose last parts are those of the relative ``ckpt``: runs/base -> /x/lm/runs/base."""
+    parts = [p for p in os.path.normpath(ckpt).split(os.sep) if p not in ("", ".")]
+    if os.path.isabs(ckpt) or not parts or ".." in parts:
+        raise ZeroLLMError(f"{path}: lm-eval results for {real}, which is none of the runs given; add it as a RUN "
+                           "or leave its results out")
+    found = [p for p in paths if p.split(os.sep)[-len(parts):] == parts]
+    if len(found) == 1:
+        return found[0]
+    several = f", and {len(found)} runs given end with {ckpt} ({', '.join(found)})" if found else ""
+    raise ZeroLLMError(f"{path}: its model_args ckpt={ckpt} is relative, and resolved against the current folder "
+                       f"it is {real}, which is none of the runs given{several}; run zerollm report from the "
+                       f"folder where lm_eval ran, or give the run as model_args names it ({ckpt})")
 
 
 def _task_scores(results, samples):

@@ -38,16 +38,11 @@ def results_files(items):
 
 
 def run(args):
-    from zerollm.evaluate.report import build_report, read_results, run_summary
+    from zerollm.evaluate.report import build_report, match_results, read_result_files, run_summary
     from zerollm.teach.explain.page import check_out, write_page
     check_out(args.out, args.force, example="report.html")
     runs = [run_summary(r) for r in args.runs]
-    results = read_results(results_files(args.results))
-    known = {r["path"] for r in runs}
-    unmatched = sorted(set(results) - known)
-    if unmatched:
-        raise ZeroLLMError(f"lm-eval results for {unmatched[0]}, which is none of the runs given; add it as a RUN "
-                           "or leave its results out")
+    results = match_results(read_result_files(results_files(args.results)), runs)   # each file to its run
     size = write_page(args.out, build_report(runs, results, args.lang), force=args.force)
     scored = sum(1 for r in runs if r["path"] in results)
     print(f"wrote {args.out} ({size:,} bytes): {len(runs)} runs, {scored} with lm-eval scores")

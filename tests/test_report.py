@@ -224,6 +224,78 @@ def test_report_leaves_out_scores_that_are_not_finite_numbers(tmp_path, tmp_path
     assert [s[0] for s in scores["t"]] == ["acc"]
 
 
+def score_cells(page):
+    """{(task, metric): the cell's text without tags} of a report page."""
+    import re
+    cells = re.findall(r'data-task="([^"]*)" data-metric="([^"]*)">(.*?)</td>', page.read_text(encoding="utf-8"))
+    return {(task, metric): re.sub(r"<[^>]+>", "", text) for task, metric, text in cells}
+
+
+@pytest.mark.parametrize("value, problem", [
+    (float("nan"), "is nan, not a finite number"),
+    ("0.5", "is '0.5' (text), not a number"),
+    (None, "is null, not a number"),
+    ([0.5], "is a list, not a number"),
+    (5.0, "is 5.0, but a rate (acc) lies between 0 and 1"),          # was "math domain error", rc 1
+    (-0.25, "is -0.25, but a rate (acc) lies between 0 and 1"),
+], ids=["nan", "text", "null", "list", "rate-above-1", "rate-below-0"])
+def test_a_metric_that_cannot_be_shown_is_left_out_with_a_warning(tmp_path, tmp_path_factory, capsys, value,
+                                                                   problem):
+    char = tiny_run(tmp_path_factory, "char")
+    data = lm_eval_results(tmp_path / "results_x.json", char)
+    data["results"]["zerollm_tang_next"]["acc,none"] = value
+    (tmp_path / "results_x.json").write_text(json.dumps(data), encoding="utf-8")
+    code, _, err = run_main(["report", char, "--results", tmp_path / "results_x.json", "--out",
+                             tmp_path / "r.html"], capsys)
+    assert code == 0 and err.count("\n") == 1, err
+    assert err == (f"zerollm report: warning: {tmp_path / 'results_x.json'}: task zerollm_tang_next, metric acc,none "
+                   f"{problem}; it is left out of the report\n")
+    cells = score_cells(tmp_path / "r.html")
+    assert ("zerollm_tang_next", "acc") not in cells and ("zerollm_tang_next", "acc_norm") in cells
+    assert len(cells) == 4 - 1
+
+
+def test_no_interval_when_no_example_was_counted(tmp_path, tmp_path_factory, capsys):
+    """n=0 used to show acc 0.3333 [-0.3200, 0.9867]: the stderr interval of a rate, below 0."""
+    char = tiny_run(tmp_path_factory, "char")
+    data = lm_eval_results(tmp_path / "results_x.json", char)
+    data["results"]["zerollm_tang_next"].update({"acc,none": 1 / 3, "acc_stderr,none": 0.3333})
+    data["n-samples"]["zerollm_tang_next"]["effective"] = 0
+    (tmp_path / "results_x.json").write_text(json.dumps(data), encoding="utf-8")
+    code, _, err = run_main(["report", char, "--results", tmp_path / "results_x.json", "--out",
+                             tmp_path / "r.html"], capsys)
+    assert code == 0 and err == "", err
+    cells = score_cells(tmp_path / "r.html")
+    assert cells[("zerollm_tang_next", "acc")] == "0.3333 n=0"
+    assert cells[("zerollm_tang_next", "acc_norm")] == "0.4100 n=0"
+    assert cells[("zerollm_acrostic", "success")].startswith("0.0500 [")          # n=100: an interval
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 7, 100, 10 ** 6])
+def test_a_rates_interval_stays_inside_0_and_1(n):
+    from zerollm.evaluate.report import score
+    for value in (0.0, 1e-9, 0.001, 0.25, 1 / 3, 0.5, 0.999, 1 - 1e-9, 1.0):
+        _, _, _, low, high = score("acc", value, 10.0, n)           # a nonsense stderr is not used for a rate
+        assert 0.0 <= low <= high <= 1.0 and low <= value + 0.5 / n and high >= value - 0.5 / n
+
+
+@pytest.mark.parametrize("stderr", [float("nan"), "N/A", None, -1.0, True])
+def test_a_mean_without_a_usable_stderr_has_no_interval(stderr):
+    from zerollm.evaluate.report import score
+    assert score("reward", 0.3, stderr, 100) == ("reward", 0.3, 100, None, None)
+
+
+def test_a_negative_n_is_named(tmp_path, tmp_path_factory, capsys):
+    char = tiny_run(tmp_path_factory, "char")
+    data = lm_eval_results(tmp_path / "results_x.json", char)
+    data["n-samples"]["zerollm_tang_next"]["effective"] = -3
+    (tmp_path / "results_x.json").write_text(json.dumps(data), encoding="utf-8")
+    code, _, err = run_main(["report", char, "--results", tmp_path / "results_x.json", "--out",
+                             tmp_path / "r.html"], capsys)
+    assert code == 1 and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert '"n-samples"."zerollm_tang_next"."effective" must be a whole number >= 0, got -3' in err
+
+
 @pytest.mark.parametrize("row", [{"step": 401, "val_loss": "x"}, {"step": 401, "val_loss": {"a": 1}},
                                  {"step": 401, "val_loss": True}, {"step": "x", "loss": 1.0, "dt_ms": 2.0},
                                  {"step": 402, "loss": "1", "dt_ms": 2.0, "cpu_ms": "3"},

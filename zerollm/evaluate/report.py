@@ -4,7 +4,9 @@ For each run (a pipeline base -> SFT -> DPO / GRPO / PPO, or any runs): what it 
 where it started), its parameters, its data, its steps, the wall and CPU time of those steps (the sums
 of log.jsonl's dt_ms and cpu_ms), its loss curves, its last validation loss and bits per byte, and
 every score lm-eval gave it (``lm_eval ... --output_path DIR``: the results_*.json files), each with
-its 95% interval: Wilson's for a rate (acc, acc_norm, success), mean ± 1.96 standard errors otherwise.
+its 95% interval: Wilson's for a rate (acc, acc_norm, success), mean ± 1.96 standard errors otherwise;
+none where no example was counted (n=0). A metric whose value cannot be shown (not a finite number, or
+a rate outside 0..1) is left out with one warning line naming the file, the task and the metric.
 A results file belongs to the run its model_args ``ckpt=`` names. A relative ``ckpt=`` (lm_eval ran in
 another folder) that is none of the runs as given, from the current folder, goes to the one run whose
 path ends with it (``ckpt=runs/base`` is ``lm/runs/base``); none or several such runs is an error.
@@ -20,6 +22,7 @@ import html
 import json
 import math
 import os
+import sys
 
 import numpy as np
 
@@ -123,9 +126,13 @@ def _lines(path):
 # ----------------------------------------------------------------------------
 # reading lm-eval's results
 
-def read_result_files(paths):
+def _warn(message):
+    print(f"zerollm report: warning: {' '.join(message.split())}", file=sys.stderr)    # one line, always
+
+
+def read_result_files(paths, warn=_warn):
     """[(file, ckpt as model_args give it, its real path, {task: [score, ...]})], one per lm-eval
-    results_*.json file."""
+    results_*.json file; ``warn`` gets one line per metric left out."""
     out = []
     for path in paths:
         try:
@@ -133,7 +140,7 @@ def read_result_files(paths):
                 data = json.load(f)
             ckpt = _model_arg(data["config"]["model_args"], "ckpt")
             real = os.path.realpath(ckpt) if ckpt is not None else None
-            tasks = _task_scores(data["results"], data.get("n-samples", {}))
+            tasks = _task_scores(data["results"], data.get("n-samples", {}), path, warn)
         except (OSError, ValueError, KeyError, TypeError, AttributeError, OverflowError, RecursionError) as err:
             raise ZeroLLMError(f"{path} is not an lm-eval results file ({type(err).__name__}: {err}); give the "
                                "results_*.json that lm_eval --output_path wrote") from None
@@ -143,10 +150,10 @@ def read_result_files(paths):
     return out
 
 
-def read_results(paths):
+def read_results(paths, warn=_warn):
     """{real path of the run: {task: [(metric, value, n, low, high)]}} from lm-eval results_*.json files."""
     out = {}
-    for _, _, real, tasks in read_result_files(paths):
+    for _, _, real, tasks in read_result_files(paths, warn):
         out.setdefault(real, {}).update(tasks)
     return out
 
@@ -178,9 +185,10 @@ def _run_ending_with(path, ckpt, real, paths):
                        f"folder where lm_eval ran, or give the run as model_args names it ({ckpt})")
 
 
-def _task_scores(results, samples):
+def _task_scores(results, samples, where="results", warn=_warn):
     """{task: [score, ...]} of one file's "results" and "n-samples" objects; a TypeError or ValueError
-    where they are not what lm-eval writes."""
+    where they are not what lm-eval writes. A metric whose value cannot be shown is left out, with one
+    ``warn`` line naming ``where`` (the file), the task and the metric."""
     if not isinstance(results, dict) or not isinstance(samples, dict):
         raise TypeError('"results" and "n-samples" must be objects')
     scores = {}
@@ -188,11 +196,41 @@ def _task_scores(results, samples):
         if not isinstance(metrics, dict):
             raise TypeError(f'"results"."{task}" must be an object of metrics, got {type(metrics).__name__}')
         n = int((samples.get(task) or {}).get("effective", 0))
-        scores[task] = [score(key.split(",")[0], value, metrics.get(key.replace(",", "_stderr,", 1)), n)
-                        for key, value in metrics.items()
-                        if "," in key and "_stderr" not in key and isinstance(value, (int, float))
-                        and not isinstance(value, bool) and math.isfinite(value)]
+        if n < 0:
+            raise ValueError(f'"n-samples"."{task}"."effective" must be a whole number >= 0, got {n}')
+        scores[task] = []
+        for key, value in metrics.items():
+            if "," not in key or "_stderr" in key:
+                continue
+            metric = key.split(",")[0]
+            problem = _unshowable(metric, value)
+            if problem:
+                warn(f"{where}: task {task}, metric {key} {problem}; it is left out of the report")
+                continue
+            scores[task].append(score(metric, value, metrics.get(key.replace(",", "_stderr,", 1)), n))
     return scores
+
+
+def _unshowable(metric, value):
+    """Why ``value`` cannot be shown as a score (None if it can).
+
+    >>> _unshowable("acc", 0.5), _unshowable("acc", "0.5"), _unshowable("acc", 5.0)
+    (None, "is '0.5' (text), not a number", 'is 5.0, but a rate (acc) lies between 0 and 1')
+    """
+    if isinstance(value, str):
+        return f"is {value[:40]!r} (text), not a number"
+    if not _is_number(value):
+        kinds = {type(None): "null", bool: "true or false", list: "a list", dict: "an object"}
+        return f"is {kinds.get(type(value), type(value).__name__)}, not a number"
+    if not math.isfinite(value):
+        return f"is {value}, not a finite number"
+    if metric in RATES and not 0 <= value <= 1:
+        return f"is {value}, but a rate ({metric}) lies between 0 and 1"
+    return None
+
+
+def _is_number(value):
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def _model_arg(model_args, key):
@@ -206,10 +244,17 @@ def _model_arg(model_args, key):
 
 
 def score(metric, value, stderr, n):
-    """(metric, value, n, low, high): Wilson for a rate over n examples, else value ± 1.96 stderr."""
-    if metric in RATES and n:
-        low, high = wilson(int(round(value * n)), n)
-    elif isinstance(stderr, (int, float)):
+    """(metric, value, n, low, high): Wilson for a rate over n examples, else value ± 1.96 stderr; no
+    interval (None, None) when n is 0: nothing was counted.
+
+    >>> score("acc", 1 / 3, 0.33, 0)
+    ('acc', 0.3333333333333333, 0, None, None)
+    """
+    if not n:
+        low = high = None
+    elif metric in RATES:
+        low, high = wilson(min(max(int(round(value * n)), 0), n), n)     # k in 0..n: inside [0, 1]
+    elif _is_number(stderr) and math.isfinite(stderr) and stderr >= 0:
         low, high = value - 1.96 * stderr, value + 1.96 * stderr
     else:
         low = high = None

@@ -127,3 +127,20 @@ def test_a_users_step_folder_is_not_taken_for_a_run_and_replaced(tmp_path, capsy
     code, _, err = run_main(argv, capsys)
     one_line_error(code, err, "already holds files a run does not write (step-0000001)")
     assert (out / "step-0000001" / "notes.txt").read_text(encoding="utf-8") == "mine\n"
+
+
+def test_a_new_run_without_data_trains_on_left_data_only_if_it_is_what_was_asked(tmp_path, capsys):
+    """`train --preset tiny --out RUN` (the byte tokenizer, Shakespeare) with RUN/data prepared by hand with
+    the char tokenizer, or from another text, trained on that without a word: vocab 65, another corpus."""
+    from zerollm.data import corpora
+    shakespeare = str(corpora.path("shakespeare"))
+    out = tmp_path / "run"
+    assert run_main(["prepare", "--data", shakespeare, "--tokenizer", "char", "--out", out / "data"], capsys)[0] == 0
+    small = ["--max-iters", "1", "--no-progress", "--sample-tokens", "0", "--eval-iters", "1"]
+    code, _, err = run_main(["train", "--preset", "tiny", "--out", out, *small], capsys)
+    one_line_error(code, err, "was prepared with the char tokenizer, but this run uses the byte tokenizer")
+    code, _, err = run_main(["train", "--preset", "tang", "--out", out, *small], capsys)
+    one_line_error(code, err, "holds data prepared from another text than --preset tang's corpus")
+    assert not (out / "latest.json").exists()
+    code, _, err = run_main(["train", "--preset", "tiny", "--tokenizer", "char", "--out", out, *small], capsys)
+    assert code == 0 and (out / "latest.json").exists(), err           # what was asked for: reused

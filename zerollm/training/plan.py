@@ -59,6 +59,24 @@ def data_source(args, run_dir):
     return data, False
 
 
+def _check_left_data(args, run_dir, own, tokenizer):
+    """A new run without --data finds RUN/data (an earlier attempt that stopped before its first checkpoint,
+    or a `zerollm prepare --out RUN/data`): it trains on it only if it is what the command asks for, the
+    preset's corpus with the preset's (or --tokenizer's) tokenizer. Otherwise it would train on other data
+    with another tokenizer, without a word."""
+    corpus = PRESET_CORPUS.get(args.preset)
+    meta = read_json(os.path.join(own, "meta.json"), what="prepared data description (meta.json)")
+    kind = meta.get("tokenizer") if isinstance(meta, dict) else None
+    use = f"pass --data {own} to train on it, or choose another --out"
+    if corpus is not None and not _same_data(str(corpora.path(corpus)), own):
+        raise ZeroLLMError(f"{own} holds data prepared from another text than --preset {args.preset}'s corpus "
+                           f"({corpus}); {use}")
+    if kind != tokenizer:
+        raise ZeroLLMError(f"{own} was prepared with the {kind} tokenizer, but this run uses the {tokenizer} "
+                           f"tokenizer; pass --data {own} (or --tokenizer {kind}) to train on it, or choose "
+                           "another --out")
+
+
 def vocab_size_of(data, prepared, train_cfg):
     """The vocabulary the data will give, without preparing it: meta.json of a prepared folder; else
     256 (byte), the asked-for size (bpe: an upper bound), or the distinct characters (char)."""
@@ -92,6 +110,8 @@ def make_plan(args, run_dir, overrides, world=None):
         where = sources(args.preset, overrides)
     data, prepared = resumed_data(args, run_dir) if args.resume else data_source(args, run_dir)
     if not args.resume:
+        if args.data is None and prepared:
+            _check_left_data(args, run_dir, data, train_cfg.tokenizer)
         if prepared:
             overrides = {**overrides, "tokenizer": prepared_tokenizer(data, overrides.get("tokenizer"))}
             where["tokenizer"] = where["tokenizer"] if where["tokenizer"].startswith("--") else "the prepared data"

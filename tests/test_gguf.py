@@ -407,3 +407,16 @@ def test_the_gguf_suffix_is_read_in_any_case_and_a_trailing_slash_is_refused(tmp
     assert code == 1 and len(err.strip().splitlines()) == 1, err
     assert "ends in .gguf and a slash: for a GGUF file give --to" in err and "Hugging Face folder" in err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["UP.GGUF", "model"]
+
+
+def test_without_the_gguf_package_convert_and_sample_say_how_to_install_it(tmp_path, model_dir, capsys, monkeypatch):
+    path = tmp_path / "m.gguf"
+    code, _, err = run_main(["convert", "--from", model_dir, "--to", path], capsys)
+    assert code == 0, err
+    monkeypatch.setitem(sys.modules, "gguf", None)           # what `import gguf` meets when it is not installed
+    wanted = 'GGUF files need the gguf package: pip install "zerollm[gguf]"'
+    for argv in (["convert", "--from", model_dir, "--to", tmp_path / "again.gguf"],
+                 ["sample", "--gguf", path, "--max-new-tokens", "2"]):
+        code, out, err = run_main(argv, capsys)
+        assert code == 1 and err.strip().splitlines() == [f"zerollm {argv[0]}: error: {wanted}"], err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.gguf", "model"]     # nothing half-written

@@ -53,8 +53,19 @@ _EXPERTS = {"ffn_gate_exps": "w1", "ffn_up_exps": "w3", "ffn_down_exps": "w2"}  
 _CONV1D = ("attn_qkv", "attn_output", "ffn_up", "ffn_down")     # GPT-2 stores these (in, out): transposed
 
 
+def _gguf():
+    """The ``gguf`` package (llama.cpp's reader and writer), or a ZeroLLMError saying how to install it:
+    it is an optional dependency, and a newcomer who writes ``--to model.gguf`` should learn that in one
+    line, not from a ModuleNotFoundError."""
+    try:
+        import gguf
+    except ImportError:
+        raise ZeroLLMError('GGUF files need the gguf package: pip install "zerollm[gguf]"') from None
+    return gguf
+
+
 def _types():
-    import gguf
+    gguf = _gguf()
     T = gguf.GGMLQuantizationType
     return {"f32": T.F32, "f16": T.F16, "q8_0": T.Q8_0, "q4_0": T.Q4_0}
 
@@ -238,7 +249,7 @@ def _short_write_cause(files, path):
 
 
 def _writer(file, arch, model, tokenizer, fields, quant_kind):
-    import gguf
+    gguf = _gguf()
     from zerollm.data import chat
     from zerollm.interop.hf.exporting import _special_ids
     cfg = model.config
@@ -301,7 +312,7 @@ class GGUFTensor:
 def read_gguf(path):
     """(metadata {key: value}, {name: GGUFTensor}) of a GGUF file. A damaged file, or a tensor type
     other than F32/F16/Q8_0/Q4_0, is a ZeroLLMError naming what is wrong."""
-    import gguf
+    gguf = _gguf()
     path = os.fspath(path)
     if not os.path.exists(path):
         raise ZeroLLMError(f"GGUF file not found: {path}")
@@ -401,7 +412,7 @@ def check_layout(path):
 
 def _field_value(field):
     """A metadata field as Python: a string, a number, or a list of them."""
-    import gguf
+    gguf = _gguf()
     if not field.types:
         return None
     if field.types[0] == gguf.GGUFValueType.ARRAY:
@@ -410,7 +421,7 @@ def _field_value(field):
 
 
 def _part(field, i):
-    import gguf
+    gguf = _gguf()
     value = field.parts[i]
     if field.types[-1] == gguf.GGUFValueType.STRING:
         return bytes(value).decode("utf-8")

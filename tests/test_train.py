@@ -218,6 +218,26 @@ def test_bad_training_arguments(tmp_path, capsys, argv, code, fragment):
     assert rc == code and fragment in err and err.count("\n") == 1, err
 
 
+@pytest.mark.parametrize("tokenizer", ["byte", "bpe"])
+@pytest.mark.parametrize("content, fragment", [(b"", "is empty"), (b"ok \xc4\xe3\xba\xc3", "not UTF-8 text")])
+def test_bad_text_data_gets_the_error_line_alone(tmp_path, capsys, tokenizer, content, fragment):
+    """The 'preparing FILE ...' progress line comes only once the text is usable: bad data is one line."""
+    data = tmp_path / "bad.txt"
+    data.write_bytes(content)
+    extra = ["--vocab-size", "300"] if tokenizer == "bpe" else []
+    rc = main(["train", "--data", str(data), "--out", str(tmp_path / "run"), "--tokenizer", tokenizer, *extra,
+               "--no-progress"])
+    err = capsys.readouterr().err
+    assert rc == 1 and err.startswith("zerollm train: error: ") and fragment in err and err.count("\n") == 1, err
+
+
+def test_good_text_data_announces_its_preparation(tmp_path, capsys, corpus):
+    rc = main(["train", "--data", str(corpus), "--out", str(tmp_path / "run"), "--tokenizer", "byte",
+               "--n-layer", "1", "--n-head", "2", "--n-embd", "8", "--block-size", "16", "--batch-size", "2",
+               "--max-iters", "1", "--eval-iters", "1", "--sample-tokens", "0", "--no-progress"])
+    assert rc == 0 and "preparing " in capsys.readouterr().err
+
+
 def test_existing_run_is_never_overwritten(reference_run, capsys):
     before = (reference_run / "latest.json").read_text()
     rc = main(["train", "--out", str(reference_run), "--no-progress", "--max-iters", "5"])

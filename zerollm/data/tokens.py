@@ -97,14 +97,16 @@ def _write_ids(path, ids):
 
 
 def prepare(data_file, out_dir, tokenizer="byte", vocab_size=None, val_fraction=0.1, block_size=64,
-            force=None, **tokenizer_options):
+            force=None, announce=None, **tokenizer_options):
     """Tokenize ``data_file`` and write train.bin, val.bin, tokenizer.json, meta.json to ``out_dir``.
 
     The tokenizer is built from the whole text (so the char vocabulary covers the validation part
     too; in the docs mode, zerollm.io.docsmode, a BPE learns its merges from the text's start only).
     BPE recognises "<|endoftext|>" in the text as its special token (a document separator).
     The folder is built beside ``out_dir`` and swapped in when complete (zerollm.io.outdir), so a
-    failure half-way (a full disk, Ctrl-C) leaves the previous ``out_dir`` untouched. An existing
+    failure half-way (a full disk, Ctrl-C) leaves the previous ``out_dir`` untouched. ``announce`` (a
+    callable, e.g. printing a progress line) is called once the text is known to be usable, before the
+    slow part, so a file that is empty, not UTF-8 or too short is refused with the error alone. An existing
     ``out_dir`` is replaced only when it is empty or an earlier prepared folder. A text too large for
     the memory available is refused before it is read (zerollm.model.budget; force=True only warns).
     Returns the meta dict.
@@ -116,12 +118,16 @@ def prepare(data_file, out_dir, tokenizer="byte", vocab_size=None, val_fraction=
         budget.require(budget.tokenizing(os.path.getsize(data_file), hint="the size of --data (split the file)"),
                        force=force)
     text, sha = read_corpus(data_file)
+    if announce is not None and tokenizer == "bpe":
+        announce()                                   # learning merges is the slow part; it comes next
     learn_from = text[:docsmode.limit("BPE training characters", len(text))] if tokenizer == "bpe" else text
     tok = train_tokenizer(tokenizer, learn_from, vocab_size, **tokenizer_options)
     ids = tok.encode(text, allowed_special="all") if tok.name == "bpe" else tok.encode(text)
     dtype = token_dtype(tok.vocab_size)
     ids = np.asarray(ids, dtype=DTYPES[dtype])                       # (N,)
     n_train, n_val = split_counts(len(ids), val_fraction, block_size)
+    if announce is not None and tokenizer != "bpe":
+        announce()                                   # byte and char ids come at once; writing is next
     meta = {"format": META_FORMAT, "version": META_VERSION, "tokenizer": tok.name,
             "vocab_size": tok.vocab_size, "dtype": dtype, "train_tokens": n_train, "val_tokens": n_val,
             "block_size": block_size, "val_fraction": val_fraction,

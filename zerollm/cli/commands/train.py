@@ -91,9 +91,10 @@ def _prepared_dir(plan, run_dir, force=False):
     from zerollm.data.tokens import prepare
     target = os.path.join(run_dir, "data")
     t = plan.train_cfg
-    print(f"preparing {plan.data} with the {t.tokenizer} tokenizer into {target} ...", file=sys.stderr)
+    def announce():         # only once the text is read and usable: bad data gets the error line alone
+        print(f"preparing {plan.data} with the {t.tokenizer} tokenizer into {target} ...", file=sys.stderr)
     prepare(plan.data, target, tokenizer=t.tokenizer, vocab_size=t.vocab_size, block_size=plan.model_cfg.block_size,
-            force=force)
+            force=force, announce=announce)
     return target
 
 

@@ -210,8 +210,10 @@ def _write(tmp_path, name, content):
     ("a_folder", "is a directory, not a text file"),
     ("empty", "is empty"),
     ("not_utf8", "byte offset 6"),
+    ("utf16", "it is UTF-16 text (it starts with a UTF-16 byte-order mark); save it as UTF-8 (e.g. iconv -f UTF-16 "),
+    ("utf16be", "iconv -f UTF-16 -t UTF-8"),
+    ("utf32", "iconv -f UTF-32 -t UTF-8"),
     ("too_small", "corpus too small"),
-    ("bpe_vocab_too_small", "vocab_size must be an integer >= 257"),
     ("bpe_no_vocab", "needs a vocab_size"),
     ("char_with_vocab", "drop --vocab-size"),
     ("byte_with_vocab", "always has vocab_size 256"),
@@ -224,8 +226,10 @@ def test_prepare_cli_errors(capsys, tmp_path, case, fragment):
         "a_folder": ["--data", str(_folder(tmp_path / "texts"))],
         "empty": ["--data", _write(tmp_path, "empty.txt", "")],
         "not_utf8": ["--data", _write(tmp_path, "gbk.txt", b"hello \xc4\xe3\xba\xc3")],
+        "utf16": ["--data", _write(tmp_path, "u16.txt", "some text to learn from".encode("utf-16"))],
+        "utf16be": ["--data", _write(tmp_path, "u16be.txt", "\ufeffsome text".encode("utf-16-be"))],
+        "utf32": ["--data", _write(tmp_path, "u32.txt", "some text to learn from".encode("utf-32"))],
         "too_small": ["--data", good, "--block-size", "64"],
-        "bpe_vocab_too_small": ["--data", good, "--tokenizer", "bpe", "--vocab-size", "256"],
         "bpe_no_vocab": ["--data", good, "--tokenizer", "bpe"],
         "char_with_vocab": ["--data", good, "--tokenizer", "char", "--vocab-size", "500"],
         "byte_with_vocab": ["--data", good, "--vocab-size", "300"],
@@ -242,6 +246,24 @@ def test_prepare_cli_usage_errors(capsys, tmp_path, args):
     with pytest.raises(SystemExit) as exc:
         main(["prepare", "--data", "x.txt", *args])
     assert exc.value.code == 2 and capsys.readouterr().err.count("\n") == 1
+
+
+def test_prepare_refuses_a_bpe_size_without_merges_up_front(capsys, tmp_path):
+    """--vocab-size 256 (the bytes alone, no merge) is refused while the arguments are read, with the range,
+    not after the text was read."""
+    with pytest.raises(SystemExit) as exc:
+        main(["prepare", "--data", str(tmp_path / "absent.txt"), "--tokenizer", "bpe", "--vocab-size", "256"])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and err.count("\n") == 1
+    assert "--vocab-size: must be a whole number from 257 to 16777216, got '256'" in err
+
+
+def test_a_utf16_jsonl_file_is_named(tmp_path):
+    from zerollm.data.formats import read_jsonl
+    path = tmp_path / "rows.jsonl"
+    path.write_bytes('{"prompt": "a", "completion": "b"}\n'.encode("utf-16"))
+    with pytest.raises(ZeroLLMError, match="line 1: not UTF-8 text; it is UTF-16 text .*iconv -f UTF-16 -t UTF-8"):
+        read_jsonl(path)
 
 
 # ----------------------------------------------------------------------------
@@ -345,6 +367,41 @@ def test_download_errors(capsys, tmp_path, server, case, fragment):
     code, out, err = run_cli(capsys, "download", "shakespeare", "--dir", str(tmp_path / "c"), *args)
     assert_one_line_error(code, err, "download", fragment)
     assert out == "" and list((tmp_path / "c").iterdir()) == []
+
+
+@pytest.mark.parametrize("mirror, fragment", [
+    ("ftp://mirror.example/data", "(from $ZEROLLM_MIRROR) must start with http:// or https://; set $ZEROLLM_MIRROR"),
+    ("http://[::1", "(from $ZEROLLM_MIRROR) is not a valid URL"),
+    ("https://", "(from $ZEROLLM_MIRROR) must start with http"),
+    ("http://127.0.0.1:9/data", "check your internet connection and $ZEROLLM_MIRROR"),
+])
+def test_a_bad_mirror_is_named_not_url(capsys, tmp_path, monkeypatch, mirror, fragment):
+    monkeypatch.setenv("ZEROLLM_MIRROR", mirror)
+    code, out, err = run_cli(capsys, "download", "shakespeare", "--dir", str(tmp_path / "c"))
+    assert_one_line_error(code, err, "download", fragment)
+    assert "--url" not in err.split("use 'zerollm prepare")[0] and out == ""
+
+
+def test_a_mirror_answering_404_is_named(capsys, tmp_path, server, monkeypatch):
+    www, base = server
+    monkeypatch.setenv("ZEROLLM_MIRROR", base)
+    code, _, err = run_cli(capsys, "download", "shakespeare", "--dir", str(tmp_path / "c"))
+    assert_one_line_error(code, err, "download", "HTTP 404")
+    assert "check the URL ($ZEROLLM_MIRROR)" in err and "--url" not in err
+
+
+@pytest.mark.parametrize("sha", ["abc", "0" * 63, "g" * 64, "0" * 65, ""])
+def test_a_malformed_sha256_is_refused_before_downloading(capsys, tmp_path, server, sha):
+    www, base = server
+    (www / "input.txt").write_text("some text", encoding="utf-8")
+    with pytest.raises(SystemExit) as exc:
+        main(["download", "shakespeare", "--dir", str(tmp_path / "c"), "--url", f"{base}/input.txt", "--sha256", sha])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and err.count("\n") == 1 and "--sha256: must be 64 hex digits" in err
+    assert not (tmp_path / "c").exists()
+    with pytest.raises(ZeroLLMError, match="--sha256 must be 64 hex digits"):    # and from Python
+        dl.download("shakespeare", tmp_path / "c", f"{base}/input.txt", sha)
+    assert not (tmp_path / "c").exists()
 
 
 def test_download_with_matching_sha256(capsys, tmp_path, server):

@@ -9,9 +9,11 @@ Only the standard library (urllib) is used. The path is printed on stdout, so th
     zerollm prepare --data "$(zerollm download shakespeare)" --tokenizer char
 """
 
+import argparse
 import hashlib
 import http.client
 import os
+import re
 import sys
 import urllib.error
 import urllib.parse
@@ -59,6 +61,23 @@ def default_url(info, environ=None):
     return f"{mirror.rstrip('/')}/{info['file']}" if mirror else info["url"]
 
 
+_SHA256 = re.compile(r"[0-9a-fA-F]{64}")
+
+
+def sha256_hex(text):
+    """argparse type of --sha256: 64 hex digits (as sha256sum prints them), lower-cased; anything else is
+    refused before a byte is downloaded (it could never match).
+
+    >>> sha256_hex("AB" * 32) == "ab" * 32
+    True
+    """
+    if not isinstance(text, str) or not _SHA256.fullmatch(text.strip()):
+        shown = text if isinstance(text, str) and len(text) <= 80 else f"{str(text)[:77]}..."
+        raise argparse.ArgumentTypeError(f"must be 64 hex digits (as sha256sum prints them), got {shown!r}"
+                                         + (f" ({len(text.strip())} characters)" if isinstance(text, str) else ""))
+    return text.strip().lower()
+
+
 def sha256_of(path):
     h = hashlib.sha256()
     with open(path, "rb") as f:
@@ -70,17 +89,21 @@ def sha256_of(path):
 # ----------------------------------------------------------------------------
 # fetching
 
-def fetch(url, dest, expected_sha256=None, timeout=60):
-    """Stream ``url`` into ``dest`` atomically; check the sha256 if one is expected."""
+def fetch(url, dest, expected_sha256=None, timeout=60, origin="--url"):
+    """Stream ``url`` into ``dest`` atomically; check the sha256 if one is expected. ``origin`` is where the
+    URL came from, named in the errors: "--url", "$ZEROLLM_MIRROR", or None (the dataset's own URL)."""
+    given = f"{origin} {url!r}" if origin == "--url" else f"{url!r} (from {origin})" if origin else repr(url)
+    fix = "set $ZEROLLM_MIRROR to a base URL such as https://example.org/data" if origin == "$ZEROLLM_MIRROR" \
+        else "e.g. https://example.org/input.txt"
     if not url.startswith(("http://", "https://")):
-        raise ZeroLLMError(f"--url must start with http:// or https://, got {url!r}")
+        raise ZeroLLMError(f"{given} must start with http:// or https://; {fix}")
     try:
         parts = urllib.parse.urlsplit(url)
         parts.port                               # a bad port or "[::1" raises here, not deep in urlopen
     except ValueError as err:
-        raise ZeroLLMError(f"--url {url!r} is not a valid URL ({err}); e.g. https://example.org/input.txt") from None
+        raise ZeroLLMError(f"{given} is not a valid URL ({err}); {fix}") from None
     if not parts.hostname:
-        raise ZeroLLMError(f"--url {url!r} names no host; e.g. https://example.org/input.txt")
+        raise ZeroLLMError(f"{given} names no host; {fix}")
     h = hashlib.sha256()
     try:
         with urllib.request.urlopen(url, timeout=timeout) as response, atomic_write(dest) as f:
@@ -92,11 +115,12 @@ def fetch(url, dest, expected_sha256=None, timeout=60):
                                    f"{expected_sha256}; the download is damaged or the URL serves "
                                    "another file (nothing was saved)")
     except urllib.error.HTTPError as err:
-        raise ZeroLLMError(f"download failed: HTTP {err.code} {err.reason} for {url}; "
-                           "check the URL (--url)") from None
+        check = f"check the URL ({origin})" if origin else "the file may have moved; give another --url"
+        raise ZeroLLMError(f"download failed: HTTP {err.code} {err.reason} for {url}; {check}") from None
     except (urllib.error.URLError, http.client.HTTPException, TimeoutError, ConnectionError) as err:
         reason = getattr(err, "reason", err)
-        raise ZeroLLMError(f"could not download {url} ({reason}); check your internet connection, "
+        mirror = " and $ZEROLLM_MIRROR (it names the server)" if origin == "$ZEROLLM_MIRROR" else ""
+        raise ZeroLLMError(f"could not download {url} ({reason}); check your internet connection{mirror}, "
                            "or fetch the file another way and use 'zerollm prepare --data FILE'; tiny Shakespeare also "
                            "ships with zerollm: 'zerollm train --data shakespeare' needs no download") from None
     return h.hexdigest()
@@ -113,7 +137,13 @@ def download(name, folder=None, url=None, sha256=None, force=False):
     if name not in DATASETS:
         raise ZeroLLMError(f"unknown dataset {name!r}; available: {', '.join(DATASETS)}")
     info = DATASETS[name]
-    expected = sha256.lower() if sha256 else (info["sha256"] if url in (None, info["url"]) else None)
+    if sha256 is not None:
+        try:
+            sha256 = sha256_hex(sha256)
+        except argparse.ArgumentTypeError as err:
+            raise ZeroLLMError(f"--sha256 {err}") from None
+    expected = sha256 if sha256 else (info["sha256"] if url in (None, info["url"]) else None)
+    origin = "--url" if url else "$ZEROLLM_MIRROR" if os.environ.get("ZEROLLM_MIRROR") else None
     url = url or default_url(info)
     folder = Path(folder) if folder else cache_dir()
     folder.mkdir(parents=True, exist_ok=True)
@@ -124,7 +154,7 @@ def download(name, folder=None, url=None, sha256=None, force=False):
             raise ZeroLLMError(f"{dest} already exists and is not the expected download (sha256 {found}, "
                                f"expected {expected}); replace it with --force, or choose another --dir")
         return dest, False
-    fetch(url, dest, expected)
+    fetch(url, dest, expected, origin=origin)
     return dest, True
 
 
@@ -141,8 +171,8 @@ def add_arguments(p):
                         "else ~/.cache/zerollm)")
     p.add_argument("--url", help="download from this http(s) URL instead (e.g. a mirror); "
                                  "$ZEROLLM_MIRROR=BASE fetches the same file name from BASE, still checked")
-    p.add_argument("--sha256", metavar="HEX",
-                   help="expected sha256 of the file (checked automatically for the default URL)")
+    p.add_argument("--sha256", metavar="HEX", type=sha256_hex,
+                   help="expected sha256 of the file, 64 hex digits (checked automatically for the default URL)")
     p.add_argument("--force", action="store_true", help="download again even if a valid file is present, and replace a file of the same "
                         "name in --dir that is not the expected download")
 

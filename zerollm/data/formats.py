@@ -27,7 +27,7 @@ import math
 import os
 
 from zerollm.io.errors import ZeroLLMError
-from zerollm.io.fileio import atomic_write, non_file_kind
+from zerollm.io.fileio import atomic_write, non_file_kind, not_utf8_advice
 
 ROLES = ("system", "user", "assistant")
 MAX_LINE_BYTES = 16 * 2 ** 20      # one example; a longer line is almost surely not one
@@ -66,7 +66,8 @@ def read_jsonl(path):
             try:
                 line = raw.decode("utf-8-sig" if n == 1 else "utf-8")
             except UnicodeDecodeError:
-                raise ZeroLLMError(f"{where}: not UTF-8 text; save the file as UTF-8") from None
+                advice = not_utf8_advice(raw[:4]) if n == 1 else "save the file as UTF-8"
+                raise ZeroLLMError(f"{where}: not UTF-8 text; {advice}") from None
             if not line.strip():
                 continue
             row = _parse(line, where)

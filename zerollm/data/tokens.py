@@ -19,9 +19,9 @@ import numpy as np
 
 from zerollm.model import budget
 from zerollm.io import docsmode
-from zerollm.io.argtypes import FIELD_RANGES, FRACTION
+from zerollm.io.argtypes import FIELD_RANGES, FRACTION, Range
 from zerollm.io.errors import ZeroLLMError
-from zerollm.io.fileio import atomic_write, non_file_kind, utf8_json
+from zerollm.io.fileio import atomic_write, non_file_kind, not_utf8_advice, utf8_json
 from zerollm.io.outdir import atomic_dir, check_outside_runs, check_separate
 from zerollm.tokenizers import load_tokenizer, train_tokenizer
 from zerollm.tokenizers.base import dumps_readable, read_json_file
@@ -57,8 +57,7 @@ def read_corpus(path):
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as err:
         raise ZeroLLMError(f"{path} is not UTF-8 text: byte {raw[err.start]:#04x} at byte offset "
-                           f"{err.start} cannot be decoded; save the file as UTF-8 "
-                           "(e.g. iconv -f GBK -t UTF-8 in.txt > out.txt)") from None
+                           f"{err.start} cannot be decoded; {not_utf8_advice(raw[:4])}") from None
     if not text:
         raise ZeroLLMError(f"{path} is empty; give a file with some text in it")
     return text, hashlib.sha256(raw).hexdigest()
@@ -239,13 +238,17 @@ def get_batch(data, batch_size, block_size, rng):
 # ----------------------------------------------------------------------------
 # the `zerollm prepare` command
 
+# --vocab-size is BPE's: its 256 byte tokens and at least one merge (byte is always 256, char the text's)
+BPE_VOCAB = Range(int, 257, FIELD_RANGES["TrainConfig.vocab_size"].high)
+
 def add_arguments(p):
     p.add_argument("--data", required=True, metavar="FILE", help="a UTF-8 text file")
     p.add_argument("--tokenizer", choices=("byte", "char", "bpe"), default="byte",
                    help="byte: 256 ids, no training; char: one id per distinct character; "
                         "bpe: byte-level BPE, needs --vocab-size (default byte)")
-    p.add_argument("--vocab-size", type=FIELD_RANGES["TrainConfig.vocab_size"], metavar="N",
-                   help="BPE vocabulary size, e.g. 1024")
+    p.add_argument("--vocab-size", type=BPE_VOCAB, metavar="N",
+                   help=f"BPE vocabulary size, e.g. 1024: from {BPE_VOCAB.low} (the 256 bytes and at least one "
+                        f"merge) to {BPE_VOCAB.high}")
     p.add_argument("--pattern", choices=("gpt2", "gpt4"), help="BPE pre-split regex (default gpt4)")
     p.add_argument("--out", metavar="DIR",
                    help="output folder (default ./data/<FILE stem>-<tokenizer>, e.g. data/input-char)")

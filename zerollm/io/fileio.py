@@ -72,6 +72,26 @@ def non_file_kind(path):
     return None
 
 
+# byte-order marks of the encodings a text editor saves as "Unicode" (the UTF-32 ones first: they start like
+# UTF-16's); iconv reads the mark, so "-f UTF-16" converts either byte order
+_BOMS = ((b"\xff\xfe\x00\x00", "UTF-32"), (b"\x00\x00\xfe\xff", "UTF-32"),
+         (b"\xff\xfe", "UTF-16"), (b"\xfe\xff", "UTF-16"))
+
+
+def not_utf8_advice(start):
+    """How to make UTF-8 of a file whose first bytes are ``start``: a UTF-16/32 byte-order mark names
+    that encoding, anything else is most often a Chinese text saved as GBK.
+
+    >>> not_utf8_advice(b"\xff\xfeh\x00")
+    'it is UTF-16 text (it starts with a UTF-16 byte-order mark); save it as UTF-8 (e.g. iconv -f UTF-16 -t UTF-8 in.txt > out.txt)'
+    """
+    for bom, name in _BOMS:
+        if start.startswith(bom):
+            return (f"it is {name} text (it starts with a {name} byte-order mark); save it as UTF-8 "
+                    f"(e.g. iconv -f {name} -t UTF-8 in.txt > out.txt)")
+    return "save the file as UTF-8 (e.g. iconv -f GBK -t UTF-8 in.txt > out.txt)"
+
+
 def folder_not_found(path, what, hint):
     """The error for a folder argument (a run, a checkpoint, a model directory) that names no folder. It
     says what is there instead: a GGUF file (which the --gguf flag reads), another file, or nothing.

@@ -79,7 +79,7 @@ _BOMS = ((b"\xff\xfe\x00\x00", "UTF-32"), (b"\x00\x00\xfe\xff", "UTF-32"),
 
 
 def not_utf8_advice(start):
-    """How to make UTF-8 of a file whose first bytes are ``start``: a UTF-16/32 byte-order mark names
+    r"""How to make UTF-8 of a file whose first bytes are ``start``: a UTF-16/32 byte-order mark names
     that encoding, anything else is most often a Chinese text saved as GBK.
 
     >>> not_utf8_advice(b"\xff\xfeh\x00")

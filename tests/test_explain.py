@@ -208,7 +208,7 @@ def test_hugging_face_directory(tmp_path, capsys):
     (["--text", "hi", "--out", "p.html"], "--text is read by a model"),
     (["--ckpt", "RUN", "--out", "p.html"], "--ckpt needs --text"),
     (["--ckpt", "RUN", "--text", "", "--out", "p.html"], "--text is empty"),
-    (["--ckpt", "RUN", "--text", "ROMEO é 中", "--out", "p.html"], "2 character(s) are not in this char tokenizer's"),
+    (["--ckpt", "RUN", "--text", "ROMEO é 中", "--out", "p.html"], "--text holds 2 characters this model does not know"),
     (["--ckpt", "RUN", "--text", "ROMEO \udcff", "--out", "p.html"], "not UTF-8 text"),
     (["--ckpt", "no-such-run", "--text", "hi", "--out", "p.html"], "checkpoint directory not found"),
     (["--hf", "no-such-model", "--text", "hi", "--out", "p.html"], "model directory not found"),

@@ -197,6 +197,17 @@ def _lenient_stdout():
                 stream.reconfigure(errors=old or "strict")
 
 
+def _for_command_line(err, args):
+    """An error's line as a command prints it. Text with characters a char model does not know gets advice
+    for the command line (the tokenizer's own message tells a Python caller to use tokenizer.with_chars);
+    commands that know which input held them say so themselves (err.command_line("--text"))."""
+    from zerollm.tokenizers.char import UnknownCharacters
+    if not isinstance(err, UnknownCharacters):
+        return err
+    flags = [f for f in ("--prompt", "--system") if getattr(args, f[2:], None)] if args.command == "sample" else []
+    return err.command_line(" or ".join(flags) or "the text")
+
+
 def _os_error(err):
     """'PATH: No such file or directory' rather than Python's "[Errno 2] No such file or directory: 'PATH'"."""
     if err.strerror and err.filename is not None:
@@ -270,7 +281,7 @@ def main(argv=None):
         with _lenient_stdout():
             return args._module.run(args) or 0
     except ZeroLLMError as err:
-        _report(prog, err)
+        _report(prog, _for_command_line(err, args))
         return 1
     except MemoryError as err:
         _report(prog, _out_of_memory(err, args.command))

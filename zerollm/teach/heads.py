@@ -21,6 +21,7 @@ from zerollm.model import budget
 from zerollm.io.argtypes import FIELD_RANGES, SEED, Range
 from zerollm.model.config import GPTConfig
 from zerollm.io.errors import ZeroLLMError
+from zerollm.tokenizers.char import UnknownCharacters
 from zerollm.io.fileio import atomic_write
 from zerollm.io.outdir import check_outside_runs
 from zerollm.io.i18n import add_lang_argument, resolve_lang, translator
@@ -260,7 +261,10 @@ def trained_maps(args):
     model, tok, ckpt = load_model(args.ckpt, force=args.force)
     if tok is None:
         raise ZeroLLMError(f"{args.ckpt} has no tokenizer.json, so --text cannot be encoded")
-    ids = tok.encode(args.text)
+    try:
+        ids = tok.encode(args.text)
+    except UnknownCharacters as err:
+        raise ZeroLLMError(err.command_line("--text")) from None
     if not 1 <= len(ids) <= min(MAX_TOKENS, model.config.block_size):
         raise ZeroLLMError(f"--text is {len(ids)} tokens; give 1 to {min(MAX_TOKENS, model.config.block_size)}")
     if model.config.attn_impl == "flash":                # flash keeps no weights to draw: use naive

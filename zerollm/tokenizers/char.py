@@ -26,11 +26,28 @@ MAX_SHOWN = 5   # unknown characters named in an error message
 
 class UnknownCharacters(ZeroLLMError):
     """Text with characters a char vocabulary lacks. ``found`` says which; the message adds what a Python
-    caller can do about it (a server or command line gives its own advice with ``found``)."""
+    caller can do about it (a server or command line gives its own advice with ``found``, or
+    ``command_line()``). ``chars``: the unknown characters, sorted; ``specials``: the tokenizer's special
+    tokens the text holds (read as plain characters unless encoded with allowed_special)."""
 
-    def __init__(self, found, fix):
+    def __init__(self, found, fix, chars=(), specials=()):
         super().__init__(f"{found}; {fix}")
-        self.found = found
+        self.found, self.chars, self.specials = found, list(chars), list(specials)
+
+    def command_line(self, where="the text"):
+        """The one line a command prints: the first few characters ``where`` holds that the model does not
+        know, and what a command-line user can do (not the Python advice of the message)."""
+        n = len(self.chars)
+        shown = ", ".join(describe_char(c) for c in self.chars[:MAX_SHOWN])
+        more = f" and {n - MAX_SHOWN} more" if n > MAX_SHOWN else ""
+        specials = ""
+        if self.specials:
+            specials = (f"; it also holds the special token(s) {', '.join(map(repr, self.specials[:MAX_SHOWN]))}, "
+                        "which are read here as plain characters: leave them out")
+        return (f"{where} holds {n} character{'s' if n != 1 else ''} this model does not know: {shown}{more}"
+                f"{specials}; a char tokenizer knows only the characters of the text the model was trained on: "
+                "use text written in those characters, or train a model with --tokenizer byte or bpe, "
+                "which read any text")
 
 
 class CharTokenizer(Tokenizer):
@@ -126,14 +143,15 @@ class CharTokenizer(Tokenizer):
         unknown = sorted(set(text) - set(self._stoi))
         shown = ", ".join(describe_char(c) for c in unknown[:MAX_SHOWN])
         more = f" and {len(unknown) - MAX_SHOWN} more" if len(unknown) > MAX_SHOWN else ""
-        hint = ""
-        if any(s in text for s in self._specials):
+        hint, specials = "", [s for s in self._specials if s in text]
+        if specials:
             hint = ("; the text holds special tokens, which encode(text, allowed_special='all') turns into "
                     "their ids")
         return UnknownCharacters(
             f"{len(unknown)} character(s) are not in this char tokenizer's vocabulary: {shown}{more}{hint}",
             "train the tokenizer on text that contains them, add them with tokenizer.with_chars(...), use the "
-            "byte or bpe tokenizer, or create it with unk='<unk>' to map unknown characters to one id")
+            "byte or bpe tokenizer, or create it with unk='<unk>' to map unknown characters to one id",
+            chars=unknown, specials=specials)
 
     def decode(self, ids):
         itos = self._itos

@@ -34,13 +34,31 @@ def add_arguments(p):
     add_threads_argument(p)
     add_engine_argument(p)
 
+def _conversation(tok, block_size, system, raw):
+    """The REPL's conversation, with characters a char model does not know named in the command line's words
+    (the tokenizer's own message advises Python calls), for a message or --system alike."""
+    from zerollm.io.errors import ZeroLLMError
+    from zerollm.serve.repl import Conversation
+    from zerollm.tokenizers.char import UnknownCharacters
+
+    class CommandLineConversation(Conversation):
+        def _ids(self, turns, user):
+            try:
+                return super()._ids(turns, user)
+            except UnknownCharacters as err:
+                # earlier turns were read already: the new message, or else the system message, holds them
+                raise ZeroLLMError(err.command_line("your message" if user else "the system message")) from None
+
+    return CommandLineConversation(tok, block_size, system=system, raw=raw)
+
+
 def run(args):
-    from zerollm.serve.repl import Conversation, repl
+    from zerollm.serve.repl import repl
     apply_engine_argument(args)
     sampling = sampling_of(args)
     with limit_threads(args.threads):
         model, tok = load_source(args, "zerollm chat")
-        conv = Conversation(tok, model.config.block_size, system=args.system, raw=args.raw)
+        conv = _conversation(tok, model.config.block_size, args.system, args.raw)
         try:
             import readline  # noqa: F401  - line editing and history for input()
         except ImportError:

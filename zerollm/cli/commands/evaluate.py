@@ -15,6 +15,7 @@ from zerollm.io.argtypes import FIELD_RANGES, Range
 from zerollm.model.budget import add_force_argument
 from zerollm.engine import add_engine_argument, apply_engine_argument
 from zerollm.io.errors import ZeroLLMError
+from zerollm.tokenizers.char import UnknownCharacters
 from zerollm.engine.memory import keep_freed_memory
 from zerollm.engine.threads import add_threads_argument, limit_threads
 
@@ -66,7 +67,10 @@ def run(args):
     cfg = model.config
     budget.require(budget.tokenizing(_file_size(args.data), hint="--data (a shorter file)"), force=args.force)
     text, _ = read_corpus(args.data)
-    ids = tok.encode(text)[:args.max_tokens]
+    try:
+        ids = tok.encode(text)[:args.max_tokens]
+    except UnknownCharacters as err:
+        raise ZeroLLMError(err.command_line(f"--data {args.data}")) from None
     windows = min(args.batch_size, max(1, len(ids) // cfg.block_size))
     budget.require(budget.inference(cfg, windows, cfg.block_size, loss=True, what="evaluation", hint="--batch-size"),
                    force=args.force)

@@ -118,6 +118,7 @@ def _eval(args):
     from zerollm.generation.sample import check_sampling_args
     from zerollm.align.tasks import get_task
     from zerollm.align.tasks.evaluate import evaluate
+    from zerollm.tokenizers.char import UnknownCharacters
     task = get_task(args.name)
     check_sampling_args(args.temperature, args.top_k, args.top_p)
     if args.answers:
@@ -127,8 +128,12 @@ def _eval(args):
     rows = read_prompts(args.data)[:args.n]
     rows = rows[:docsmode.limit("examples evaluated", len(rows))]
     model, tok = _load(args.ckpt)
-    summary, results = evaluate(model, tok, task, rows, fmt=args.format, max_new_tokens=args.max_new_tokens,
-                                temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, seed=args.seed)
+    try:
+        summary, results = evaluate(model, tok, task, rows, fmt=args.format, max_new_tokens=args.max_new_tokens,
+                                    temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
+                                    seed=args.seed)
+    except UnknownCharacters as err:
+        raise ZeroLLMError(err.command_line(f"a prompt of --data {args.data}")) from None
     summary = {"task": args.name, "ckpt": args.ckpt, "data": args.data, "temperature": args.temperature,
                "seed": args.seed, **summary}
     if args.answers:

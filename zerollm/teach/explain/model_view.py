@@ -17,6 +17,7 @@ import numpy as np
 
 from zerollm.nn.self_attention import softmax
 from zerollm.io.errors import ZeroLLMError
+from zerollm.tokenizers.char import UnknownCharacters
 from zerollm.training.runlog import read_log
 
 MAX_TOKENS = 64        # the page keeps L x nh x T x T weights: 64 tokens of GPT-2 is already ~2 MB
@@ -69,9 +70,10 @@ def encode_text(tok, text, limit):
         raise ZeroLLMError("--text holds bytes that are not UTF-8 text; give the text in UTF-8") from None
     try:
         ids = tok.encode(text)          # the tokenizer's own verdict (characters added by sft included)
+    except UnknownCharacters as err:
+        raise ZeroLLMError(err.command_line("--text")) from None
     except ZeroLLMError as err:
-        raise ZeroLLMError(f"--text cannot be read by this checkpoint's tokenizer: {err}; or remove them "
-                           "from --text (a char model knows only the characters of its training text)") from None
+        raise ZeroLLMError(f"--text cannot be read by this checkpoint's tokenizer: {err}") from None
     if not ids:
         raise ZeroLLMError("--text encodes to no tokens; give some text the tokenizer can read")
     return ids[:limit], len(ids)

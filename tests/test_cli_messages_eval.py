@@ -1,0 +1,64 @@
+"""The one-line messages of eval, tasks, heads, explain and chat on hostile input (a probe's findings)."""
+
+import io
+import json
+
+import pytest
+
+from tiny_runs import run_main, tiny_run
+
+PYTHON_ADVICE = ("with_chars", "unk='<unk>'", "allowed_special")
+
+
+@pytest.fixture(scope="module")
+def char_run(tmp_path_factory):
+    return tiny_run(tmp_path_factory, "char")        # trained on the start of tiny Shakespeare: no 藏, no 春
+
+
+def _acrostic_prompts(folder):
+    path = folder / "prompts.jsonl"
+    path.write_text(json.dumps({"prompt": "藏头诗：春夏秋冬"}, ensure_ascii=False) + "\n", encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("argv, where", [
+    (["eval", "--ckpt", "RUN", "--data", "odd.txt"], "--data odd.txt holds 2 characters"),
+    (["tasks", "eval", "acrostic", "--ckpt", "RUN", "--data", "prompts.jsonl"],
+     "a prompt of --data prompts.jsonl holds"),
+    (["heads", "--ckpt", "RUN", "--text", "ROMEO 藏春", "--out", "h.png"], "--text holds 2 characters"),
+    (["explain", "--ckpt", "RUN", "--text", "ROMEO 藏春", "--out", "p.html"], "--text holds 2 characters"),
+    (["sample", "--ckpt", "RUN", "--prompt", "ROMEO 藏春", "--max-new-tokens", "2"], "--prompt holds 2 characters"),
+])
+def test_unknown_characters_get_command_line_advice(char_run, tmp_path, monkeypatch, capsys, argv, where):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "odd.txt").write_text("ROMEO: 藏 and 春\n" * 20, encoding="utf-8")
+    _acrostic_prompts(tmp_path)
+    code, out, err = run_main([str(char_run) if a == "RUN" else a for a in argv], capsys)
+    command = " ".join(argv[:2] if argv[0] == "tasks" else argv[:1])
+    assert code == 1 and err.count("\n") == 1 and err.startswith(f"zerollm {command}: error: {where}")
+    assert "'春', '藏'" in err or "'春'" in err           # names the characters it lacks
+    assert "--tokenizer byte or bpe" in err and not any(a in err for a in PYTHON_ADVICE)
+    assert not (tmp_path / "h.png").exists() and not (tmp_path / "p.html").exists()
+
+
+def test_more_unknown_characters_than_shown_are_counted():
+    from zerollm.tokenizers.char import CharTokenizer, UnknownCharacters
+    with pytest.raises(UnknownCharacters) as caught:
+        CharTokenizer.train("ab").with_special_tokens(["<|end|>"]).encode("a<|end|>vwxyz")
+    line = caught.value.command_line("--prompt")
+    assert line.startswith("--prompt holds 11 characters this model does not know: ") and "and 6 more" in line
+    assert "'<|end|>'" in line and not any(a in line for a in PYTHON_ADVICE)
+    assert "with_chars" in str(caught.value)            # a Python caller still gets the Python advice
+
+
+def test_chat_names_the_message_or_the_system_message(char_run, monkeypatch, capsys):
+    monkeypatch.setattr("sys.stdin", io.StringIO("藏\n/system 春\n"))
+    code, out, err = run_main(["chat", "--ckpt", char_run, "--raw", "--max-new-tokens", "2"], capsys)
+    assert code == 0
+    lines = [line for line in out.splitlines() if "does not know" in line]
+    assert len(lines) == 2 and "your message holds 1 character this model does not know: '藏'" in lines[0]
+    assert "the system message holds 1 character" in lines[1] and "'春'" in lines[1]
+    assert "the system message is unchanged" in lines[1] and not any(a in out for a in PYTHON_ADVICE)
+    code, out, err = run_main(["chat", "--ckpt", char_run, "--raw", "--system", "春"], capsys)
+    assert code == 1 and err.count("\n") == 1
+    assert err.startswith("zerollm chat: error: the system message holds 1 character") and "with_chars" not in err

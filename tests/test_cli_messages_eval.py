@@ -62,3 +62,40 @@ def test_chat_names_the_message_or_the_system_message(char_run, monkeypatch, cap
     code, out, err = run_main(["chat", "--ckpt", char_run, "--raw", "--system", "春"], capsys)
     assert code == 1 and err.count("\n") == 1
     assert err.startswith("zerollm chat: error: the system message holds 1 character") and "with_chars" not in err
+
+
+# ----------------------------------------------------------------------------
+# rerunning a command over the file it wrote earlier: the refusal is true, --force replaces it
+
+def _rerun_refused(argv, target, capsys):
+    """``argv`` writes ``target``; run again it is refused without a word that is false, the file untouched;
+    with --force it is replaced."""
+    code, _, err = run_main(argv, capsys)
+    assert code == 0 and target.is_file(), err
+    before = target.read_bytes()
+    code, out, err = run_main(argv, capsys)
+    assert code == 1 and err.count("\n") == 1 and "did not create" not in err
+    assert f"{target} already exists; pass --force to replace it" in err and target.read_bytes() == before
+    assert run_main([*argv, "--force"], capsys)[0] == 0 and target.is_file()
+
+
+def test_tasks_make_rerun(tmp_path, capsys):
+    out = tmp_path / "sums.jsonl"
+    _rerun_refused(["tasks", "make", "addition", "--out", out, "--n", "3"], out, capsys)
+
+
+def test_tasks_eval_answers_rerun(tmp_path_factory, tmp_path, capsys):
+    byte_run = tiny_run(tmp_path_factory, "byte")
+    data = tmp_path / "p.jsonl"
+    data.write_text(json.dumps({"prompt": "1+1=", "answer": "2"}) + "\n", encoding="utf-8")
+    answers = tmp_path / "answers.jsonl"
+    _rerun_refused(["tasks", "eval", "addition", "--ckpt", byte_run, "--data", data, "--answers", answers,
+                    "--format", "plain", "--max-new-tokens", "2"], answers, capsys)
+
+
+def test_heads_rerun(tmp_path, capsys):
+    out = tmp_path / "heads.png"
+    _rerun_refused(["heads", "--random", "--seq", "3", "--n-layer", "1", "--n-head", "1", "--n-embd", "8",
+                    "--out", out], out, capsys)
+    code, out, _ = run_main(["heads", "--help"], capsys)
+    assert "did not create" not in out        # --force replaces any existing --out, so its help says so

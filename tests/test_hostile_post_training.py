@@ -46,7 +46,7 @@ def test_hostile_tasks_make_over_a_users_file(tmp_path, capsys):
     mine = tmp_path / "mine.jsonl"
     mine.write_text('{"prompt": "hand written", "completion": "keep me"}\n')
     code, _, err = run_main(["tasks", "make", "addition", "--out", mine, "--n", "3"], capsys)
-    one_line_error(code, err, "already exists and this command did not create it")
+    one_line_error(code, err, "already exists; pass --force to replace it")
     assert "keep me" in mine.read_text()
     code, _, _ = run_main(["tasks", "make", "addition", "--out", mine, "--n", "3", "--force"], capsys)
     assert code == 0 and len(mine.read_text().splitlines()) == 3           # --force replaces it
@@ -84,7 +84,7 @@ def test_hostile_tasks_make_into_a_model_directory(root, capsys):
 
 @pytest.mark.parametrize("answers, fragment", [
     ("{data}", "which this command reads"),
-    ("{mine}", "already exists and this command did not create it"),
+    ("{mine}", "already exists; pass --force to replace it"),
     ("{base}/answers.jsonl", "lies inside"),
 ], ids=["answers-is-data", "answers-over-file", "answers-in-model"])
 def test_hostile_tasks_eval_answers(root, tmp_path, capsys, answers, fragment):

@@ -15,7 +15,8 @@ block holds the directory's write lock (zerollm.io.lock), so two writers cannot 
 One rule for every output a user names (``tasks make --out``, ``tasks eval --answers``, a stage's
 ``--out``, ``convert --to``), checked before anything is read or computed:
 
-    - an existing file the command did not create is replaced only with ``--force``;
+    - an existing file is replaced only with ``--force`` (even one the same command wrote earlier: a JSONL
+      file does not say who wrote it, and a user's own file must never be lost to a rerun);
     - an output is never one of the command's inputs, nor inside one;
     - an output never lies inside another run's directory, a checkpoint, prepared data or a model
       directory (writing there would change what that run resumes or samples from);
@@ -158,8 +159,8 @@ def check_output_file(path, *, force=False, inputs=(), flag="--out"):
                                "writing it would destroy the input: choose another output file")
     check_outside_runs(path, flag)
     if os.path.exists(path) and not force:
-        raise ZeroLLMError(f"{flag} {path} already exists and this command did not create it; pass --force to "
-                           "replace it, or choose another file name")
+        raise ZeroLLMError(f"{flag} {path} already exists; pass --force to replace it, or choose "
+                           "another file name")
 
 
 # files a stage run writes into its --out besides checkpoints (zerollm.cli.commands.stage)

@@ -338,9 +338,10 @@ def require(estimate, *, force=None, force_flag="--force"):
     raise MemoryBudgetError(message + tail)
 
 
-def add_force_argument(parser, replaces=None):
-    """--force: go on past the memory estimate, and (``replaces``: what, e.g. "an existing --out file") replace
-    that output although this command did not create it."""
-    also = f", and replace {replaces} that this command did not create" if replaces else ""
+def add_force_argument(parser, replaces=None, anyones=False):
+    """--force: go on past the memory estimate, and (``replaces``: what, e.g. "files in --out") replace that
+    output although this command did not create it; ``anyones``: whoever made it (a file that does not say
+    who wrote it, so the command refuses its own earlier output too)."""
+    also = f", and replace {replaces}{'' if anyones else ' that this command did not create'}" if replaces else ""
     parser.add_argument("--force", action="store_true",
                         help="go on even when the memory estimate is more than the memory available" + also)

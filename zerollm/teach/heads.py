@@ -96,7 +96,7 @@ def add_arguments(p):
     p.add_argument("--n-embd", type=FIELD_RANGES["n_embd"], default=64, help="C, model width (default 64)")
     p.add_argument("--seed", type=SEED, default=0, help="seed of the weights and random ids (default 0)")
     p.add_argument("--bidirectional", action="store_true", help="no causal mask (a BERT-style encoder)")
-    budget.add_force_argument(p, replaces="an existing --out file")
+    budget.add_force_argument(p, replaces="an existing --out file", anyones=True)
 
 
 # ----------------------------------------------------------------------------
@@ -193,8 +193,8 @@ def check_out(path, force=False):
                            "create it first (mkdir -p) or choose another --out")
     check_outside_runs(path)        # not inside a run or checkpoint: an old checkpoint is deleted whole
     if os.path.lexists(path) and not force:     # explain and report refuse the same way
-        raise ZeroLLMError(f"--out {path} already exists and this command did not create it; pass --force to "
-                           "replace it, or choose another file name")
+        raise ZeroLLMError(f"--out {path} already exists; pass --force to replace it, or choose another "
+                           "file name")
 
 
 def save_png(fig, path, force=False):

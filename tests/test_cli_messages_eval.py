@@ -99,3 +99,55 @@ def test_heads_rerun(tmp_path, capsys):
                     "--out", out], out, capsys)
     code, out, _ = run_main(["heads", "--help"], capsys)
     assert "did not create" not in out        # --force replaces any existing --out, so its help says so
+
+
+# ----------------------------------------------------------------------------
+# tasks make lm-eval
+
+def _lm_eval(out, capsys, *more):
+    return run_main(["tasks", "make", "lm-eval", "--out", out, "--n", "3", *more], capsys)
+
+
+def test_lm_eval_folder_edited_by_hand_is_named_as_the_cause(tmp_path, capsys):
+    out = tmp_path / "lm"
+    assert _lm_eval(out, capsys)[0] == 0
+    yaml = out / "zerollm_addition.yaml"
+    yaml.write_text(yaml.read_text().replace("max_gen_toks: 48", "max_gen_toks: 99"))
+    code, _, err = _lm_eval(out, capsys)
+    assert code == 1 and err.count("\n") == 1 and "another --n" not in err
+    assert "zerollm_addition.yaml changed since this command wrote it" in err and "--force" in err
+    assert "max_gen_toks: 99" in yaml.read_text()                                   # the edit is kept
+    code, _, err = _lm_eval(out, capsys, "--seed", "1")      # other settings, and the edit: both are said
+    assert code == 1 and "written with --n 3 --seed 0 and zerollm_addition.yaml changed since" in err
+    assert "max_gen_toks: 99" in yaml.read_text()
+    assert _lm_eval(out, capsys, "--force")[0] == 0 and "max_gen_toks: 48" in yaml.read_text()
+    code, _, err = run_main(["tasks", "make", "lm-eval", "--out", out, "--n", "4"], capsys)
+    assert code == 1 and "written with --n 3 --seed 0; pass --force to replace them with --n 4" in err
+
+
+def test_lm_eval_folder_moved_or_missing_a_file_is_written_again_without_force(tmp_path, capsys):
+    assert _lm_eval(tmp_path / "lm", capsys)[0] == 0
+    moved = tmp_path / "moved"
+    (tmp_path / "lm").rename(moved)
+    (moved / "zerollm_acrostic.jsonl").unlink()
+    code, out, err = _lm_eval(moved, capsys)
+    assert code == 0, err
+    assert (moved / "zerollm_acrostic.jsonl").is_file()
+    assert str(moved / "zerollm_addition.jsonl") in (moved / "zerollm_addition.yaml").read_text()
+
+
+@pytest.mark.parametrize("flags, fragment", [
+    (["--split", "train"], "heldout data only"),
+    (["--format", "text"], "not plain text: leave out --format text"),
+])
+def test_lm_eval_refuses_what_it_cannot_honour(tmp_path, capsys, flags, fragment):
+    code, _, err = _lm_eval(tmp_path / "lm", capsys, *flags)
+    assert code == 1 and err.count("\n") == 1 and fragment in err and not (tmp_path / "lm").exists()
+    assert _lm_eval(tmp_path / "lm", capsys, "--split", "heldout", "--format", "jsonl")[0] == 0
+
+
+def test_tasks_list_names_lm_eval_and_tasks_eval_points_at_lm_eval(tmp_path, capsys):
+    code, out, _ = run_main(["tasks", "list"], capsys)
+    assert code == 0 and "\nlm-eval " in out and "lm_eval --model zerollm" in " ".join(out.split())
+    code, _, err = run_main(["tasks", "eval", "lm-eval", "--ckpt", tmp_path, "--data", tmp_path / "x"], capsys)
+    assert code == 1 and err.count("\n") == 1 and "tasks make lm-eval" in err and "lm_eval --model zerollm" in err

@@ -131,15 +131,17 @@ metadata:
 """
 
 
+def _holds_file(folder, name, text):
+    try:
+        with open(os.path.join(folder, name), "rb") as f:
+            return f.read() == text.encode("utf-8")
+    except OSError:
+        return False
+
+
 def _holds(folder, files):
     """Does ``folder`` hold exactly ``files`` ({name: text}), byte for byte?"""
-    if set(os.listdir(folder)) != set(files):
-        return False
-    for name, text in files.items():
-        with open(os.path.join(folder, name), "rb") as f:
-            if f.read() != text.encode("utf-8"):
-                return False
-    return True
+    return set(os.listdir(folder)) == set(files) and all(_holds_file(folder, n, t) for n, t in files.items())
 
 
 def task_files(folder, n, seed):
@@ -163,11 +165,58 @@ def task_files(folder, n, seed):
     return files
 
 
+def _earlier(folder):
+    """(n, seed) the folder's marker records, or None when it cannot be read as one this command writes."""
+    try:
+        with open(os.path.join(folder, MARKER), encoding="utf-8") as f:
+            marker = json.load(f)
+        n, seed = marker["n"], marker["seed"]
+    except (OSError, ValueError, TypeError, KeyError):
+        return None
+    ok = all(type(v) is int for v in (n, seed)) and 1 <= n <= 10 ** 7 and 0 <= seed < 2 ** 32   # tasks make's ranges
+    return (n, seed) if ok else None
+
+
+def _written_for(folder):
+    """The folder the YAML files point their data at (the folder was moved when that is not ``folder``);
+    None when they name none this command would write."""
+    try:
+        with open(os.path.join(folder, f"{TASK_NAMES[0]}.yaml"), encoding="utf-8") as f:
+            lines = [line.strip() for line in f if line.strip().startswith("test: ")]
+        path = json.loads(lines[0][len("test: "):])
+    except (OSError, ValueError, IndexError):
+        return None
+    return os.path.dirname(path) if isinstance(path, str) and os.path.isabs(path) else None
+
+
+def _why_not_rewritten(folder, files, n, seed):
+    """None when ``folder`` holds what this command writes for (n, seed), there or where it was written
+    before the folder was moved (rewriting it then only points the YAML at the new place), or some of
+    those files (one deleted is written again: nothing is lost); else what differs, for the one line that
+    asks for --force: the settings it was written with, and the files changed since."""
+    if _holds(folder, files):
+        return None
+    earlier = _earlier(folder)
+    if earlier is None:
+        return f"but its {MARKER} is not as this command writes it (damaged or edited)"
+    written_for = _written_for(folder) or os.path.abspath(folder)
+    expected = files if earlier == (n, seed) and written_for == os.path.abspath(folder) else \
+        task_files(written_for, *earlier)
+    present = set(os.listdir(folder))
+    changed = [name for name in sorted(expected) if name in present and not _holds_file(folder, name, expected[name])]
+    said = [f"written with --n {earlier[0]} --seed {earlier[1]}"] if earlier != (n, seed) else []
+    if changed:
+        said.append(f"{'and' if said else 'but'} {', '.join(changed[:3])}{' and more' if len(changed) > 3 else ''} "
+                    f"changed since this command wrote {'them' if len(changed) > 1 else 'it'} (edited by hand?), "
+                    "and the changes would be lost")
+    return " ".join(said) or None
+
+
 def write_tasks(folder, n, seed, force=False):
     """Write the four tasks into ``folder`` whole or not at all -> {task: number of documents}. A folder
-    this command wrote earlier with other settings is replaced only with ``force`` (one that holds these
-    very files is written again, the same), and never while it holds other files (replacing the folder
-    would delete them)."""
+    this command wrote earlier with other settings, or whose files were edited since, is replaced only
+    with ``force``; one that holds these very files (or some of them, or did before it was moved) is
+    written again, the same; and never while it holds other files (replacing the folder would delete them)."""
     from zerollm.io.outdir import atomic_dir
     present = set(os.listdir(folder)) if os.path.isdir(folder) else set()
     if present and MARKER not in present:
@@ -179,9 +228,10 @@ def write_tasks(folder, n, seed, force=False):
         raise ZeroLLMError(f"{folder} holds files that 'zerollm tasks make lm-eval' did not write ({shown}), which "
                            "replacing the folder would delete; move them out, or choose a new or empty folder for --out")
     files = task_files(folder, n, seed)
-    if present and not force and not _holds(folder, files):
-        raise ZeroLLMError(f"{folder} already holds lm-eval tasks written earlier (another --n or --seed); pass "
-                           "--force to replace them, or choose another --out")
+    why = _why_not_rewritten(folder, files, n, seed) if present and not force else None
+    if why:
+        raise ZeroLLMError(f"{folder} already holds lm-eval tasks {why}; pass --force to replace them "
+                           f"with --n {n} --seed {seed}, or choose another --out")
     with atomic_dir(folder) as tmp:
         for name, text in files.items():
             with open(os.path.join(tmp, name), "w", encoding="utf-8") as f:

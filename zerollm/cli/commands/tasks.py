@@ -29,11 +29,12 @@ def add_arguments(p):
                            "tasks (YAML + JSONL, heldout data only; zerollm.evaluate.taskfiles)")
     make.add_argument("--out", required=True, metavar="FILE", help="the file to write (lm-eval: a folder)")
     make.add_argument("--n", type=Range(int, 1, 10 ** 7), required=True, help="number of examples")
-    make.add_argument("--split", choices=("train", "heldout"), default="train")
+    make.add_argument("--split", choices=("train", "heldout"), default=None,
+                      help="which examples (default train; lm-eval: heldout only)")
     make.add_argument("--seed", type=SEED, default=0)
-    make.add_argument("--format", choices=("jsonl", "text"), default="jsonl",
+    make.add_argument("--format", choices=("jsonl", "text"), default=None,
                       help="jsonl: one example a line (SFT / prefs / prompts); text: one plain line per example, "
-                           "for pre-training a base model (default jsonl)")
+                           "for pre-training a base model (default jsonl; lm-eval: YAML and JSONL, no choice)")
     make.add_argument("--force", action="store_true", help="replace --out if it already exists")
     ev = sub.add_parser("eval", help="sample one completion per prompt and print the success rate")
     ev.add_argument("name", metavar="NAME", help="acrostic, addition or prefs")
@@ -67,12 +68,17 @@ def run(args):
         return _eval(args)
 
 
+LM_EVAL_ABOUT = ("(tasks make only) a folder of offline lm-evaluation-harness tasks from the heldout data: "
+                 "Tang next line, Shakespeare cloze, acrostic and addition; run them with "
+                 "lm_eval --model zerollm --model_args ckpt=RUN --tasks FOLDER.")
+
+
 def _list():
-    """Each task's name and the first paragraph of its docstring, wrapped at word boundaries."""
+    """Each task's name and the first paragraph of its docstring, wrapped at word boundaries; then lm-eval."""
     import textwrap
     from zerollm.align.tasks import TASKS
-    for name, module in TASKS.items():
-        about = " ".join(module.__doc__.strip().split("\n\n")[0].split())
+    abouts = {name: " ".join(module.__doc__.strip().split("\n\n")[0].split()) for name, module in TASKS.items()}
+    for name, about in {**abouts, "lm-eval": LM_EVAL_ABOUT}.items():
         print(textwrap.fill(about, width=100, initial_indent=f"{name:10s} ", subsequent_indent=" " * 11))
     return 0
 
@@ -85,19 +91,26 @@ def _make(args):
     from zerollm.align.tasks import get_task
     from zerollm.io.outdir import check_output_file
     task = get_task(args.name)
+    split, fmt = args.split or "train", args.format or "jsonl"
     check_output_file(args.out, force=args.force)      # before minutes of drawing examples
-    rows = task.make(args.n, args.split, args.seed)
-    if args.format == "jsonl":
+    rows = task.make(args.n, split, args.seed)
+    if fmt == "jsonl":
         write_jsonl(args.out, rows)
     else:
         with atomic_write(args.out, "w") as f:
             f.writelines(task.text_line(row) + "\n" for row in rows)
-    print(f"wrote {len(rows)} {args.name} examples ({args.split} split, seed {args.seed}) to {args.out}")
+    print(f"wrote {len(rows)} {args.name} examples ({split} split, seed {args.seed}) to {args.out}")
     return 0
 
 
 def _make_lm_eval(args):
     from zerollm.evaluate.taskfiles import write_tasks
+    if args.split == "train":
+        raise ZeroLLMError("lm-eval tasks are made from heldout data only (a score on training examples says "
+                           "what a model memorised): leave out --split train")
+    if args.format == "text":
+        raise ZeroLLMError("lm-eval tasks are YAML and JSONL files that lm_eval reads, not plain text: leave out "
+                           "--format text (plain lines are for the other tasks, e.g. tasks make addition)")
     counts = write_tasks(args.out, args.n, args.seed, force=args.force)
     shown = ", ".join(f"{name} {n}" for name, n in counts.items())
     print(f"wrote lm-eval tasks to {args.out} (heldout data, seed {args.seed}): {shown} documents; "
@@ -119,6 +132,9 @@ def _eval(args):
     from zerollm.align.tasks import get_task
     from zerollm.align.tasks.evaluate import evaluate
     from zerollm.tokenizers.char import UnknownCharacters
+    if args.name == "lm-eval":
+        raise ZeroLLMError("lm-eval tasks are run by lm_eval, not by tasks eval: zerollm tasks make lm-eval --out "
+                           "FOLDER --n 200, then lm_eval --model zerollm --model_args ckpt=RUN --tasks FOLDER")
     task = get_task(args.name)
     check_sampling_args(args.temperature, args.top_k, args.top_p)
     if args.answers:

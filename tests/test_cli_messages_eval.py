@@ -151,3 +151,22 @@ def test_tasks_list_names_lm_eval_and_tasks_eval_points_at_lm_eval(tmp_path, cap
     assert code == 0 and "\nlm-eval " in out and "lm_eval --model zerollm" in " ".join(out.split())
     code, _, err = run_main(["tasks", "eval", "lm-eval", "--ckpt", tmp_path, "--data", tmp_path / "x"], capsys)
     assert code == 1 and err.count("\n") == 1 and "tasks make lm-eval" in err and "lm_eval --model zerollm" in err
+
+
+# ----------------------------------------------------------------------------
+# heads --ckpt with the random GPT's flags
+
+@pytest.mark.parametrize("flags, named", [
+    (["--n-layer", "3"], "--n-layer is for the random GPT"),
+    (["--n-head", "1", "--n-embd", "8", "--bidirectional"], "--n-head, --n-embd and --bidirectional are for"),
+    (["--seed", "5"], "--seed is for the random GPT"),
+])
+def test_heads_refuses_the_random_gpts_flags_with_a_checkpoint(char_run, tmp_path, capsys, flags, named):
+    out = tmp_path / "h.png"
+    code, _, err = run_main(["heads", "--ckpt", char_run, "--text", "ROMEO", "--out", out, *flags], capsys)
+    assert code == 1 and err.count("\n") == 1 and err.startswith(f"zerollm heads: error: {named}")
+    assert "leave" in err and not out.exists()
+    assert run_main(["heads", "--ckpt", char_run, "--text", "ROMEO", "--out", out], capsys)[0] == 0
+    code, text, _ = run_main(["heads", "--random", "--seq", "3", "--n-layer", "3", "--n-head", "1", "--n-embd", "8",
+                              "--out", tmp_path / "r.png"], capsys)
+    assert code == 0 and "3 layers x 1 heads" in text                               # the random GPT takes them

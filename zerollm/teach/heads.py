@@ -91,11 +91,14 @@ def add_arguments(p):
     p.add_argument("--out", required=True, metavar="FILE.png", help="where to write the picture")
     p.add_argument("--ckpt", metavar="DIR", help="a model trained with 'zerollm train' instead of a random one "
                    "(with --text, tokenized by the checkpoint's own tokenizer)")
-    p.add_argument("--n-layer", type=Range(int, 1, MAX_PANELS), default=2, help="layers of the random GPT (default 2)")
-    p.add_argument("--n-head", type=Range(int, 1, MAX_PANELS), default=4, help="heads per layer (default 4)")
-    p.add_argument("--n-embd", type=FIELD_RANGES["n_embd"], default=64, help="C, model width (default 64)")
-    p.add_argument("--seed", type=SEED, default=0, help="seed of the weights and random ids (default 0)")
-    p.add_argument("--bidirectional", action="store_true", help="no causal mask (a BERT-style encoder)")
+    # the random GPT's; a checkpoint has its own (RANDOM_GPT holds the defaults, applied without --ckpt)
+    p.add_argument("--n-layer", type=Range(int, 1, MAX_PANELS), default=None, help="layers of the random GPT (default 2)")
+    p.add_argument("--n-head", type=Range(int, 1, MAX_PANELS), default=None,
+                   help="heads per layer of the random GPT (default 4)")
+    p.add_argument("--n-embd", type=FIELD_RANGES["n_embd"], default=None, help="C, the random GPT's width (default 64)")
+    p.add_argument("--seed", type=SEED, default=None, help="seed of the random weights and random ids (default 0)")
+    p.add_argument("--bidirectional", action="store_true",
+                   help="no causal mask (a BERT-style encoder); a checkpoint has its own mask")
     budget.add_force_argument(p, replaces="an existing --out file", anyones=True)
 
 
@@ -274,7 +277,27 @@ def trained_maps(args):
     return [w[0] for w in model.attention_weights()], ids, [tok.decode([i]) for i in ids], ckpt
 
 
+RANDOM_GPT = {"n_layer": 2, "n_head": 4, "n_embd": 64, "seed": 0}
+
+
+def check_random_only(args):
+    """--n-layer, --n-head, --n-embd, --seed and --bidirectional build the random GPT: with --ckpt the
+    checkpoint's model is drawn as it was trained, so they would do nothing. Refused rather than ignored;
+    without --ckpt the unset ones take their defaults (RANDOM_GPT)."""
+    given = [f"--{k.replace('_', '-')}" for k in RANDOM_GPT if getattr(args, k) is not None]
+    given += ["--bidirectional"] if args.bidirectional else []
+    if args.ckpt and given:
+        named = " and ".join([", ".join(given[:-1])] * (len(given) > 1) + given[-1:])
+        raise ZeroLLMError(f"{named} {'are' if len(given) > 1 else 'is'} for the random GPT; with --ckpt the "
+                           "checkpoint's model is drawn as trained, with its own weights, layers, heads, width and "
+                           f"mask: leave {'them' if len(given) > 1 else 'it'} out")
+    for key, default in RANDOM_GPT.items():
+        if getattr(args, key) is None:
+            setattr(args, key, default)
+
+
 def run(args):
+    check_random_only(args)
     lang = resolve_lang(args.lang)
     font_manager, _, _ = import_matplotlib()             # fail before any work if it is missing
     check_out(args.out, args.force)

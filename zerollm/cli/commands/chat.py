@@ -7,6 +7,8 @@ Inside: /reset, /system TEXT, /save FILE, /exit; Ctrl-C stops an answer, not the
 (zerollm.serve.repl). Readline editing and history where Python has readline.
 """
 
+import sys
+
 import numpy as np
 
 from zerollm.io.argtypes import PROBABILITY, SAMPLING_SEED, Range
@@ -66,5 +68,6 @@ def run(args):
         max_new = min(args.max_new_tokens, model.config.block_size // 2)
         conv.check_system(max_new, how="give a shorter --system")
         allowed = decodable(tok, model.config.vocab_size)
-        return repl(model, tok, conv, sampling=sampling, max_new=max_new,
-                    rng=np.random.default_rng(args.seed), allowed=None if allowed.all() else allowed)
+        # out: the sys.stdout of now (repl's default is the one of when it was imported)
+        return repl(model, tok, conv, sampling=sampling, max_new=max_new, rng=np.random.default_rng(args.seed),
+                    allowed=None if allowed.all() else allowed, out=sys.stdout)

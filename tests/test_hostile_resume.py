@@ -106,3 +106,28 @@ def test_train_resume_of_a_run_on_a_prepared_folder_elsewhere_still_works(tmp_pa
                              "--no-progress"], capsys)
     assert code == 0 and (run / "step-0000003").is_dir() and not (run / "data").exists(), err
     shutil.rmtree(run)
+
+
+@pytest.mark.parametrize("argv, named, not_named", [
+    (["--tokenizer", "bpe", "--vocab-size", "30000", "--n-embd", "64", "--n-layer", "1"], "lower --vocab-size, --batch-size",
+     "--n-embd"),
+    (["--tokenizer", "char", "--n-embd", "2048", "--n-layer", "2"], "lower --n-embd or --n-layer", "--vocab-size"),
+    (["--tokenizer", "char", "--n-embd", "2048", "--n-expert", "4"], "lower --n-embd, --n-layer or --n-expert",
+     "--vocab-size"),
+    (["--tokenizer", "byte", "--batch-size", "4096", "--n-embd", "16"], "--batch-size", "--vocab-size"),
+])
+def test_train_memory_advice_names_the_flags_that_drive_it(tmp_path, capsys, monkeypatch, argv, named, not_named):
+    monkeypatch.setenv("ZEROLLM_MEMORY_LIMIT", "1M")
+    code, _, err = run_main(["train", "--data", tiny_text(tmp_path), "--out", tmp_path / "run", *argv,
+                             "--no-progress"], capsys)
+    one_line_error(code, err, "needs about")
+    assert named in err and not_named not in err, err
+
+
+def test_train_resume_memory_advice_says_the_sizes_are_the_checkpoints(tmp_path_factory, tmp_path, capsys,
+                                                                        monkeypatch):
+    mine = copy_run(tiny_run(tmp_path_factory), tmp_path)
+    monkeypatch.setenv("ZEROLLM_MEMORY_LIMIT", "40K")      # loading fits, a step does not
+    code, _, err = run_main(["train", "--out", mine, "--resume", "--max-iters", "3", "--no-progress"], capsys)
+    one_line_error(code, err, "needs about")
+    assert "on --resume the checkpoint's --batch-size, --block-size, --n-embd and --n-layer are kept" in err, err

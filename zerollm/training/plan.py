@@ -11,7 +11,7 @@ and stops; ``--show-config`` prints every setting and where it came from, and st
 
 import os
 import sys
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 from zerollm.model import budget
 
@@ -127,7 +127,44 @@ def make_plan(args, run_dir, overrides, world=None):
     estimate = budget.training(model_cfg, max(train_cfg.batch_size // ranks, 1), grad_accum=train_cfg.grad_accum,
                                threads=(args.threads or 1) * ranks,      # every rank gathers every shard's gradients
                                trainable=trainable)
+    estimate = replace(estimate, hint=memory_hint(estimate, model_cfg, train_cfg, resumed=ckpt is not None,
+                                                  threads=args.threads or 1))
     return Plan(model_cfg, train_cfg, data, prepared, estimate, ckpt, overrides, where, lora)
+
+
+_WEIGHT_PARTS = ("parameters", "initialisation", "frozen reference", "gradients", "AdamW")
+
+
+def memory_hint(estimate, model_cfg, train_cfg, *, resumed=False, threads=1):
+    """The flags of ``zerollm train`` that would make ``estimate`` smaller, the biggest part's first: the
+    logits (B, T, V) shrink with --batch-size and --block-size (and --vocab-size, a BPE's only: byte is 256,
+    char the text's), the activations with those and --n-embd, --n-layer, the weights and their optimizer
+    state with --n-embd, --n-layer (--n-expert). On --resume none of these can change: the checkpoint's are
+    used, so the advice is a smaller new run."""
+    if resumed:
+        fewer = "; or fewer --threads, each keeps its own gradients" if threads > 1 else ""
+        return ("them in a new run instead: on --resume the checkpoint's --batch-size, --block-size, --n-embd "
+                f"and --n-layer are kept{fewer}")
+    bpe = train_cfg.tokenizer == "bpe"
+    groups = {"logits": 0, "activations": 0, "weights": 0}
+    for label, n in estimate.parts:
+        if label.startswith("logits"):
+            groups["logits"] += n
+        elif label.startswith("activations"):
+            groups["activations"] += n
+        elif label.startswith(_WEIGHT_PARTS):
+            groups["weights"] += n
+    biggest = max(groups, key=groups.get)
+    if biggest == "logits":
+        flags = (["--vocab-size"] if bpe else []) + ["--batch-size", "--block-size"]
+    elif biggest == "weights":
+        embedding = model_cfg.vocab_size * model_cfg.n_embd
+        big_vocab = bpe and embedding * 2 >= budget.param_count(model_cfg)
+        flags = (["--vocab-size"] if big_vocab else []) + ["--n-embd", "--n-layer"] + \
+            (["--n-expert"] if model_cfg.n_expert else [])
+    else:
+        flags = ["--batch-size", "--block-size", "--n-embd", "--n-layer"]
+    return ", ".join(flags[:-1]) + " or " + flags[-1]
 
 
 def check_pretraining(ckpt, run_dir):

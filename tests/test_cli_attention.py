@@ -250,3 +250,17 @@ def test_console_entry_points_run(tmp_path):
     res = subprocess.run([sys.executable, "-m", "zerollm", "attention", "--seq", "x"],
                          capture_output=True, text=True, cwd=tmp_path)
     assert res.returncode == 2 and res.stderr.count("\n") == 1 and "Traceback" not in res.stderr
+
+
+@pytest.mark.parametrize("argv, named, not_named", [
+    (["--d-model", "1000000000"], "lower --d-model or --d-k", "--seq"),
+    (["--d-k", "1000000000"], "lower --d-k or --d-model", "--batch"),
+    (["--seq", "100000"], "lower --seq", "--d-model"),
+    (["--batch", "100000000"], "--batch", "--d-model"),
+])
+def test_memory_advice_names_the_sizes_that_drive_it(capsys, monkeypatch, argv, named, not_named):
+    """--d-model or --d-k that cannot fit is named, not --batch or --seq (and a size of 1 is never named)."""
+    monkeypatch.setenv("ZEROLLM_MEMORY_LIMIT", "1G")
+    code, out, err = run_cli(capsys, *argv)
+    assert code == 1 and err.count("\n") == 1 and "needs about" in err, err
+    assert named in err and not_named not in err, err

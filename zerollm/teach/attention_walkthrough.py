@@ -204,10 +204,17 @@ def memory_estimate(B, T, C, K, as_json=False):
     """Bytes the walkthrough holds: X and the weights, q/k/v/out, and four (B, T, T) arrays (scores,
     masked scores, weights, mask), each in float64 and once more in the chosen dtype; --json turns
     every number into a Python float in nested lists (about 40 bytes each)."""
-    numbers = B * T * C + 3 * C * K + 4 * B * T * K + 4 * B * T * T
+    terms = {"BTC": B * T * C, "CK": 3 * C * K, "BTK": 4 * B * T * K, "BTT": 4 * B * T * T}
+    numbers = sum(terms.values())
     parts = (("arrays (float64, then the chosen dtype)", 2 * 8 * numbers),
              ("JSON lists", 40 * numbers if as_json else 0))
-    return budget.Estimate("this attention example", parts, "--batch or --seq")
+    # the flags that drive it: halving one halves the terms it is in (--seq twice in (B, T, T)); a value of 1
+    # cannot be lowered
+    share = {flag: sum(n * term.count(dim) for term, n in terms.items())
+             for flag, dim, value in (("--seq", "T", T), ("--batch", "B", B), ("--d-model", "C", C), ("--d-k", "K", K))
+             if value > 1}
+    flags = sorted((f for f in share if 2 * share[f] >= numbers), key=share.get, reverse=True) or ["--seq"]
+    return budget.Estimate("this attention example", parts, " or ".join(flags))
 
 
 def json_numbers(B, T, K, Kv):

@@ -47,6 +47,12 @@ def test_read_the_three_kinds_and_keep_extra_fields(tmp_path):
     (read_prefs, {"prompt": "a", "chosen": "b"}, "missing key(s) 'rejected'"),
     (read_prefs, {"prompt": "a", "chosen": "", "rejected": "c"}, "'chosen' is empty"),
     (read_prompts, {"completion": "a"}, "missing key(s) 'prompt'"),
+    (read_sft, {"prompt": "", "completion": "b"}, "line 2: 'prompt' is empty"),
+    (read_prefs, {"prompt": "", "chosen": "b", "rejected": "c"}, "line 2: 'prompt' is empty"),
+    (read_prompts, {"prompt": ""}, "line 2: 'prompt' is empty"),
+    (read_sft, '{"prompt": "a", "completion": "b", "completion": "c"}', "line 2: the key 'completion' appears twice"),
+    (read_prefs, '{"prompt": "a", "chosen": "b", "rejected": "c", "chosen": "d"}', "line 2: the key 'chosen' appears"),
+    (read_sft, '{"messages": [{"role": "user", "content": "x", "content": "y"}]}', "the key 'content' appears twice"),
     (read_prompts, {"prompt": [{"role": "human", "content": "a"}]}, "unknown role 'human'"),
 ])
 def test_bad_rows_name_the_file_and_line(tmp_path, reader, line, fragment):

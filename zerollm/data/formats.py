@@ -13,13 +13,15 @@ extra field never changes what is trained; a row that has both "messages" and "p
 is refused, because it is unclear which one is meant.
 
 Bad rows are refused with the file and line number: broken JSON, a row that is not an object, a
-missing key, an empty completion (nothing to learn), chosen equal to rejected (nothing to prefer),
-an unknown role, a field of the wrong type (``"margin": "big"``). Blank lines are skipped.
+missing key, an empty prompt (in every kind of file), an empty completion (nothing to learn), chosen
+equal to rejected (nothing to prefer), an unknown role, a field of the wrong type (``"margin": "big"``).
+Blank lines are skipped.
 
 Valid JSON can still be hostile, so the one reader, ``read_jsonl``, has limits (docs/troubleshooting.md):
 a line of at most MAX_LINE_BYTES, nesting at most MAX_DEPTH deep, integers of at most MAX_INT_DIGITS
-digits, finite numbers only (no NaN, Infinity or 1e400), and no lone surrogate (``"\\ud800"``: half of
-a UTF-16 pair, which no UTF-8 text can hold). ``write_jsonl`` writes atomically (zerollm.io.fileio).
+digits, finite numbers only (no NaN, Infinity or 1e400), no lone surrogate (``"\\ud800"``: half of
+a UTF-16 pair, which no UTF-8 text can hold), and no key twice in one object. ``write_jsonl`` writes
+atomically (zerollm.io.fileio).
 """
 
 import json
@@ -83,7 +85,8 @@ def read_jsonl(path):
 def _parse(line, where):
     """json.loads within the limits: integers, non-finite numbers, depth and lone surrogates refused."""
     try:
-        value = json.loads(line, parse_int=_small_int, parse_float=_finite_float, parse_constant=_no_constant)
+        value = json.loads(line, parse_int=_small_int, parse_float=_finite_float, parse_constant=_no_constant,
+                           object_pairs_hook=_unique_keys)
     except json.JSONDecodeError as err:
         raise ZeroLLMError(f"{where}: not valid JSON ({err.msg} at column {err.colno}); "
                            "each line must be one JSON object") from None
@@ -94,6 +97,17 @@ def _parse(line, where):
                            "of texts and numbers") from None
     _check_tree(value, where)
     return value
+
+
+def _unique_keys(pairs):
+    """A JSON object as a dict; a key given twice is refused (json.loads would keep the last one silently)."""
+    row = {}
+    for key, value in pairs:
+        if key in row:
+            raise _Hostile(f"the key {key!r} appears twice in one object; keep one of them (JSON readers "
+                           "disagree on which one counts)")
+        row[key] = value
+    return row
 
 
 def _small_int(text):
@@ -208,7 +222,7 @@ def check_sft_row(row, where):
         raise ZeroLLMError(f"{where}: an SFT row needs 'prompt' and 'completion', or 'messages'; "
                            f"the row has {sorted(row)}")
     _need(row, ("prompt", "completion"), where)
-    _text(row, "prompt", where, empty_ok=True)
+    _text(row, "prompt", where)                  # empty is refused, as in every other kind of file
     _text(row, "completion", where)
     return row
 

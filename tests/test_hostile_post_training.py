@@ -165,7 +165,48 @@ HOSTILE_LINES = {
     "chosen-number": ('{"prompt": "1+1=", "chosen": 2, "rejected": "3"}', "'chosen' must be a string"),
     "corruption-list": ('{"prompt": "1+1=", "chosen": "2", "rejected": "3", "corruption": []}',
                         "'corruption' must be a string"),
+    "duplicate-key": ('{"prompt": "1+1=", "chosen": "2", "rejected": "3", "chosen": "4"}',
+                      "the key 'chosen' appears twice"),
+    "empty-prompt": ('{"prompt": "", "chosen": "2", "rejected": "3"}', "'prompt' is empty"),
+    "trl-other-conversations": ('{"chosen": [{"role": "user", "content": "1+1="}, {"role": "assistant", "content": "2"}],'
+                                ' "rejected": [{"role": "user", "content": "1+2="}, {"role": "assistant", '
+                                '"content": "3"}]}', "must hold the same conversation before their last"),
+    "trl-no-answer": ('{"chosen": [{"role": "user", "content": "1+1="}], "rejected": [{"role": "user", '
+                      '"content": "1+2="}]}', "'chosen' must end with the assistant's answer"),
+    "trl-mixed": ('{"prompt": "1+1=", "chosen": [{"role": "assistant", "content": "2"}], "rejected": "3"}',
+                  "must both be texts or both lists of messages"),
+    "no-prompt": ('{"question": "1+1=", "chosen": "2", "rejected": "3"}', "missing key(s) 'prompt'; the row has"),
 }
+
+
+def _trl(pair, implicit):
+    """TRL's conversational form of a text pair: implicit (the user turn inside chosen/rejected) or explicit."""
+    user = [{"role": "user", "content": pair["prompt"]}]
+    answer = {key: [{"role": "assistant", "content": pair[key]}] for key in ("chosen", "rejected")}
+    if implicit:
+        return {key: user + answer[key] for key in answer}
+    return {"prompt": user, **answer}
+
+
+@pytest.mark.parametrize("implicit", [True, False])
+def test_trl_conversational_preferences_are_the_text_pairs(implicit):
+    from zerollm.align.objectives.pairs import encode_pairs
+    from zerollm.data.chat import prepare_tokenizer
+    from zerollm.data.formats import check_pref_row
+    from zerollm.tokenizers import ByteTokenizer
+    tok = prepare_tokenizer(ByteTokenizer())
+    text = [dict(p) for p in PREFS]
+    conversational = [check_pref_row(_trl(p, implicit), f"line {n}") for n, p in enumerate(PREFS, 1)]
+    assert encode_pairs(tok, conversational) == encode_pairs(tok, text)
+
+
+@pytest.mark.parametrize("command", ["reward", "dpo"])
+def test_trl_conversational_preferences_train(root, tmp_path, capsys, command):
+    data = tmp_path / "prefs.jsonl"
+    write_jsonl(data, [_trl(p, implicit=n % 2 == 0) for n, p in enumerate(PREFS)])
+    code, _, err = run_main([command, "--init", root / "base", "--data", data, "--out", tmp_path / "run", *SMALL],
+                            capsys)
+    assert code == 0, err
 
 
 @pytest.mark.parametrize("command", ["reward", "dpo"])

@@ -3,6 +3,7 @@
     SFT          {"prompt": "藏头诗：春夏秋冬", "completion": "春眠不觉晓，..."}
                  {"messages": [{"role": "user", "content": "1+2="}, {"role": "assistant", "content": "3"}]}
     preferences  {"prompt": "...", "chosen": "...", "rejected": "...", ...}
+                 {"chosen": [{"role": "user", ...}, {"role": "assistant", ...}], "rejected": [...same user..., ...]}
     prompts      {"prompt": "...", ...}     (RL: the reward function gets the other fields too)
 
 A prompt may also be a list of messages (TRL's conversational form). Roles: system, user, assistant.
@@ -232,17 +233,62 @@ def read_sft(path):
     return [check_sft_row(row, f"{os.fspath(path)} line {n}") for n, row in read_jsonl(path)]
 
 
+PREFS_FORMAT = ('{"prompt": "...", "chosen": "...", "rejected": "..."} (the prompt may be a list of messages), '
+                'or TRL\'s conversational form with "chosen" and "rejected" as lists of messages that end in '
+                'the assistant\'s answer')
+
+
+def check_pref_row(row, where):
+    """One preference pair, as {"prompt", "chosen", "rejected"} with chosen/rejected texts; returns it.
+
+    TRL's conversational forms are read too: "chosen" and "rejected" as lists of messages, each ending in an
+    assistant message (the answer), either after a "prompt" (explicit) or holding the same conversation
+    before their answers (implicit prompt, no "prompt" key). They become the text form, with the prompt as
+    a list of messages."""
+    if isinstance(row.get("chosen"), list) or isinstance(row.get("rejected"), list):
+        row = _conversational_pair(row, where)
+    if not {"prompt", "chosen", "rejected"} <= set(row):
+        missing = [k for k in ("prompt", "chosen", "rejected") if k not in row]
+        raise ZeroLLMError(f"{where}: missing key(s) {', '.join(repr(k) for k in missing)}; the row has "
+                           f"{sorted(row)}, a preference pair is {PREFS_FORMAT}")
+    _prompt(row, where)
+    if _text(row, "chosen", where) == _text(row, "rejected", where):
+        raise ZeroLLMError(f"{where}: 'chosen' and 'rejected' are the same text; a pair must differ")
+    return row
+
+
+def _conversational_pair(row, where):
+    sides = {}
+    for key in ("chosen", "rejected"):
+        if key not in row:
+            raise ZeroLLMError(f"{where}: missing key {key!r}; a preference pair is {PREFS_FORMAT}")
+        if not isinstance(row[key], list):
+            raise ZeroLLMError(f"{where}: 'chosen' and 'rejected' must both be texts or both lists of messages, "
+                               f"got {_json_type(row['chosen'])} and {_json_type(row['rejected'])}")
+        messages = check_messages(row[key], where, key)
+        if messages[-1]["role"] != "assistant":
+            raise ZeroLLMError(f"{where}: {key!r} must end with the assistant's answer, its last message is "
+                               f"{messages[-1]['role']!r}; a preference pair is {PREFS_FORMAT}")
+        sides[key] = messages
+    chosen, rejected = sides["chosen"], sides["rejected"]
+    if "prompt" in row:
+        if len(chosen) != 1 or len(rejected) != 1:
+            raise ZeroLLMError(f"{where}: with a 'prompt', 'chosen' and 'rejected' are one assistant message "
+                               "each (the answers); put the conversation before them in 'prompt'")
+        prompt = row["prompt"]
+    else:
+        if chosen[:-1] != rejected[:-1] or len(chosen) < 2:
+            raise ZeroLLMError(f"{where}: without a 'prompt', 'chosen' and 'rejected' must hold the same "
+                               "conversation before their last (assistant) message; give the prompt as 'prompt' "
+                               "and one assistant message in each, or make the conversations agree")
+        prompt = chosen[:-1]
+    return {**row, "prompt": prompt, "chosen": chosen[-1]["content"], "rejected": rejected[-1]["content"]}
+
+
 def read_prefs(path):
-    """Preference pairs: "prompt", "chosen", "rejected" (chosen != rejected); extra fields kept."""
-    rows = []
-    for n, row in read_jsonl(path):
-        where = f"{os.fspath(path)} line {n}"
-        _need(row, ("prompt", "chosen", "rejected"), where)
-        _prompt(row, where)
-        if _text(row, "chosen", where) == _text(row, "rejected", where):
-            raise ZeroLLMError(f"{where}: 'chosen' and 'rejected' are the same text; a pair must differ")
-        rows.append(row)
-    return rows
+    """Preference pairs: "prompt", "chosen", "rejected" (chosen != rejected), or TRL's conversational form
+    (``check_pref_row``); extra fields kept."""
+    return [check_pref_row(row, f"{os.fspath(path)} line {n}") for n, row in read_jsonl(path)]
 
 
 def read_prompts(path):

@@ -83,11 +83,16 @@ def chunks(items, size):
 
 
 def encode_pairs(tok, rows):
-    """Preference rows {"prompt", "chosen", "rejected", ...} -> encoded pairs through the chat template."""
+    """Preference rows {"prompt", "chosen", "rejected", ...} -> encoded pairs through the chat template. A
+    prompt that is a list of messages (TRL's conversational form) is that conversation before the answer."""
     from zerollm.data.chat import encode_example
+
+    def side(row, key):
+        if isinstance(row["prompt"], list):
+            return encode_example(tok, {"messages": [*row["prompt"], {"role": "assistant", "content": row[key]}]})
+        return encode_example(tok, {"prompt": row["prompt"], "completion": row[key]})
     return [{**{k: v for k, v in row.items() if k not in ("prompt", "chosen", "rejected")},
-             "chosen": encode_example(tok, {"prompt": row["prompt"], "completion": row["chosen"]}),
-             "rejected": encode_example(tok, {"prompt": row["prompt"], "completion": row["rejected"]})}
+             "chosen": side(row, "chosen"), "rejected": side(row, "rejected")}
             for row in rows]
 
 

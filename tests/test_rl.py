@@ -236,6 +236,25 @@ def test_score_reads_pairs_and_answers_a_model_wrote(base, tmp_path, capsys):
     assert "nested deeper than" in err and len(err.strip().splitlines()) == 1, err
 
 
+@pytest.mark.parametrize("rows, fragment", [
+    (['{"prompt": "1+2=", "chosen": "3", "rejected": "4"}', '{"prompt": "1+2=", "completion": "3"}'],
+     "line 1 made it read this file as preference pairs (it has 'chosen'/'rejected'), so every line must be one"),
+    (['{"prompt": "1+2=", "completion": "3"}', '{"prompt": "1+2=", "chosen": "3", "rejected": "4"}'],
+     "line 1 made it read this file as answers (it has no 'chosen' or 'rejected'), so every line must be one"),
+    (['{"prompt": "1+2=", "answer": 3}'], "score reads a file of preference pairs {\"prompt\", \"chosen\", "
+                                          "\"rejected\"} or one of answers"),
+])
+def test_score_says_what_it_took_the_file_for(tmp_path, capsys, rows, fragment):
+    """score decides from the first example whether the file holds pairs or answers; a line of the other
+    kind (or of neither) is refused with what was expected and why, before the reward model is loaded."""
+    data = tmp_path / "mixed.jsonl"
+    data.write_text("\n".join(rows) + "\n", encoding="utf-8")
+    assert main(["score", "--rm", str(tmp_path / "no-such-rm"), "--data", str(data)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("zerollm score: error: ") and err.count("\n") == 1 and fragment in err, err
+    assert f"mixed.jsonl line {len(rows)}" in err
+
+
 @pytest.mark.parametrize("kind", ["reward", "dpo"])
 def test_preference_training_resumes_bit_identically(base, tmp_path, kind):
     """zerollm reward / dpo: 3 steps, then --resume to 6, equals 6 steps in one go (losses, accuracies and

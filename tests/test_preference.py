@@ -214,6 +214,26 @@ def test_pairs_longer_than_the_context_are_refused():
         RewardObjective(model, long, batch_size=1, seed=0)
 
 
+def test_dpo_and_reward_limits_say_what_they_count():
+    """A side of block_size + 1 tokens fits DPO (it reads block_size of them and predicts the last) but not
+    the reward model (it reads them all); each refusal names its own count and the longest side."""
+    model, _ = twin(0)
+    T = model.config.block_size
+
+    def pair(n):
+        return {"chosen": ([1] * n, [False] + [True] * (n - 1)), "rejected": ([1, 2], [False, True])}
+    DPOObjective(model, twin(1)[0], [pair(T + 1)], batch_size=1, seed=0)
+    with pytest.raises(ZeroLLMError) as err:
+        DPOObjective(model, twin(1)[0], [pair(T + 2)], batch_size=1, seed=0)
+    assert (f"longer than the {T + 1} tokens dpo takes per side (the model reads block_size {T} of them and "
+            f"predicts the last one" in str(err.value)) and f"the longest has {T + 2}" in str(err.value)
+    RewardObjective(model, [pair(T)], batch_size=1, seed=0)
+    with pytest.raises(ZeroLLMError) as err:
+        RewardObjective(model, [pair(T + 1)], batch_size=1, seed=0)
+    assert f"longer than the {T} tokens the reward model reads per side (its block_size" in str(err.value)
+    assert f"the longest has {T + 1}" in str(err.value)
+
+
 def test_pairs_too_long_are_counted_in_words_that_fit_the_count():
     from zerollm.align.objectives.pairs import check_lengths
     short, long = {"chosen": ([1] * 3,), "rejected": ([1] * 3,)}, {"chosen": ([1] * 9,), "rejected": ([1],)}

@@ -75,10 +75,14 @@ class DPOObjective(Objective):
         """reference: a frozen GPT, usually a second copy of the starting model."""
         super().__init__(model)
         self.ref, self.cfg = reference.eval(), config
-        self.sampler = PairSampler(pairs, batch_size, seed, model.config.block_size + 1)
+        # a side of T+1 tokens is read as T (block_size) and scored on its last T: each token after the first
+        limit = model.config.block_size + 1
+        counted = (f"dpo takes per side (the model reads block_size {model.config.block_size} of them and "
+                   "predicts the last one, which it never reads)")
+        self.sampler = PairSampler(pairs, batch_size, seed, limit, counted)
         self.eval_pairs = list(eval_pairs)
         if self.eval_pairs:
-            check_lengths(self.eval_pairs, model.config.block_size + 1)
+            check_lengths(self.eval_pairs, limit, counted)
 
 
     def next_batch(self):

@@ -56,8 +56,8 @@ def both_sides(batch):
 class PairSampler:
     """Random mini-batches of pairs, from a generator that the checkpoint saves (exact resume)."""
 
-    def __init__(self, pairs, batch_size, seed, max_len):
-        check_lengths(pairs, max_len)
+    def __init__(self, pairs, batch_size, seed, max_len, counted="the model can read"):
+        check_lengths(pairs, max_len, counted)
         self.pairs, self.batch_size = pairs, batch_size
         self.rng = np.random.default_rng([seed, 1])
 
@@ -66,15 +66,20 @@ class PairSampler:
         return pair_batch([self.pairs[i] for i in picks])
 
 
-def check_lengths(pairs, max_len):
-    """Refuse (with the line number) pairs that do not fit: max_len tokens per side."""
+def check_lengths(pairs, max_len, counted="the model can read"):
+    """Refuse (with the line number) pairs that do not fit: max_len tokens per side. ``counted`` says what the
+    limit counts, as the command sees it (dpo scores a side's tokens after the first, so it takes one more
+    than the reward model, which reads them all)."""
     if not pairs:
         raise ZeroLLMError("the preference file has no pairs")
-    too_long = [i for i, p in enumerate(pairs) if max(len(p["chosen"][0]), len(p["rejected"][0])) > max_len]
+    lengths = [max(len(p["chosen"][0]), len(p["rejected"][0])) for p in pairs]
+    too_long = [i for i, n in enumerate(lengths) if n > max_len]
     if too_long:
         which = (f"the pair on line {too_long[0] + 1} is" if len(too_long) == 1 else
                  f"{len(too_long)} pairs (the first on line {too_long[0] + 1}) are")
-        raise ZeroLLMError(f"{which} longer than the {max_len} tokens the model can read; shorten them or drop them")
+        raise ZeroLLMError(f"{which} longer than the {max_len} tokens {counted} (a side counts the prompt and the "
+                           f"answer with their chat markers; the longest has {max(lengths)}); shorten them or "
+                           "drop them")
 
 
 def chunks(items, size):

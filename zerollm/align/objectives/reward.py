@@ -82,10 +82,12 @@ class RewardObjective(Objective):
         None for a fresh head that starts at 0 for every text."""
         super().__init__(model)
         self.cfg = config
-        self.sampler = PairSampler(pairs, batch_size, seed, model.config.block_size)
+        # the reward is read at a side's last token, so the model reads every token of it
+        counted = "the reward model reads per side (its block_size: the reward is read at the last one)"
+        self.sampler = PairSampler(pairs, batch_size, seed, model.config.block_size, counted)
         self.eval_pairs = list(eval_pairs)
         if self.eval_pairs:
-            check_lengths(self.eval_pairs, model.config.block_size)
+            check_lengths(self.eval_pairs, model.config.block_size, counted)
         self.head = head if head is not None else head_params("score", model.config.n_embd, model.dtype)
         self._params = {**model.trainable(), **self.head}
 

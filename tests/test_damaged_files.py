@@ -92,7 +92,8 @@ CHECKPOINT_DAMAGE = {
     "model: impossible": (lambda s: edit_json(s / "config.json", set_in("model", "n_head", 3)),
                           ["config.json", "not divisible by n_head=3"]),
     "model: missing": (lambda s: edit_json(s / "config.json", set_in("model", DELETE)),
-                       ["config.json", "not a zerollm checkpoint config"]),
+                       ["config.json", "is damaged: it is not a zerollm checkpoint config (it has no 'model' "
+                                        "settings)"]),
     "config: version": (lambda s: edit_json(s / "config.json", set_in("version", 99)), ["version 99"]),
     "config: not JSON": (lambda s: (s / "config.json").write_text("{\"format\": "), ["config.json", "not valid JSON"]),
     "config: nested too deeply": (lambda s: (s / "config.json").write_text(DEEP), ["config.json", "nested too deeply"]),
@@ -130,6 +131,12 @@ CHECKPOINT_DAMAGE = {
     "tokenizer: junk": (lambda s: (s / "tokenizer.json").write_text('{"format": "zerollm-tokenizer", "version": 1, '
                                                                     '"type": "char", "chars": 5}'),
                         ["tokenizer.json"]),
+    "tokenizer: another kind": (lambda s: (s / "tokenizer.json").write_text(
+        '{"format": "zerollm-tokenizer", "version": 1, "type": "byte"}'),
+        ["tokenizer.json is a byte tokenizer", "trained with a char tokenizer"]),
+    "tokenizer: more tokens": (lambda s: edit_json(s / "tokenizer.json",
+                                                   lambda d: d["chars"].extend(["\u00e4", "\u00f6"])),
+                               ["tokenizer.json has", "but the model has only"]),
 }
 # which commands read what: a damage only matters to the commands that read that file
 READERS = {"train": ["train", "--resume", "--max-iters", "3", "--no-progress", "--out", "{run}"],

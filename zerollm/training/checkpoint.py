@@ -319,12 +319,26 @@ def _hugging_face_dir(folder):
     return isinstance(config, dict) and isinstance(config.get("model_type"), str)
 
 
+def _written_by_training(step_dir):
+    """Does ``step_dir`` hold the files only a training checkpoint has (state.json and rng.json)?"""
+    return all(os.path.isfile(os.path.join(step_dir, name)) for name in ("state.json", "rng.json"))
+
+
 def _read_config(step_dir):
     config = read_json(os.path.join(step_dir, "config.json"), what="checkpoint config")
     ours = isinstance(config, dict) and config.get("format") == FORMAT
     if not ours or not {"model", "train"} <= set(config):
-        raise ZeroLLMError(f"{step_dir}/config.json is not a zerollm checkpoint config; "
-                           "point at a directory written by zerollm's training")
+        path = os.path.join(step_dir, "config.json")
+        lacks = [k for k in ("model", "train") if not isinstance(config, dict) or k not in config]
+        if ours or _written_by_training(step_dir):
+            # the folder is zerollm's (its config says so, or its state.json and rng.json are there): damaged
+            what = (f"it is not a zerollm checkpoint config (it has no {' or '.join(repr(k) for k in lacks)} "
+                    "settings)" if isinstance(config, dict) else
+                    f"it is not a zerollm checkpoint config (a JSON {type(config).__name__}, not an object)")
+            raise ZeroLLMError(f"{path} is damaged: {what}; restore the file from a copy, or remove {step_dir} "
+                               "and load its run directory to use the run's previous checkpoint")
+        raise ZeroLLMError(f"{path} is not a zerollm checkpoint config (it has no \"format\": \"{FORMAT}\"); "
+                           "point at a run directory, checkpoint or model directory that zerollm wrote")
     if config.get("version") != VERSION:
         raise ZeroLLMError(f"{step_dir}: checkpoint version {config.get('version')!r} is not supported "
                            f"(this zerollm reads version {VERSION}); upgrade zerollm")
@@ -429,4 +443,21 @@ def load_model(path, *, force=None, base=None):
         model = GPT(cfg, init=False)
         model.load_state_dict(trunk)
     tokenizer = load_tokenizer(ckpt.tokenizer_path) if ckpt.tokenizer_path else None
+    if tokenizer is not None:
+        check_tokenizer(tokenizer, cfg, ckpt)
     return model.eval(), tokenizer, ckpt
+
+
+def check_tokenizer(tokenizer, cfg, ckpt):
+    """The step's tokenizer.json must be the one the model was trained with: the kind config.json names, and
+    no more tokens than the model has rows for (a model may have more: vocabularies are padded). A file that
+    was replaced or damaged would otherwise turn ids into the wrong text without a word."""
+    fix = (f"the file was replaced or damaged: restore it (the run's data/tokenizer.json, or the one the run "
+           "was prepared with, is the same file)")
+    kind = ckpt.tokenizer_kind
+    if kind is not None and tokenizer.name != kind:
+        raise ZeroLLMError(f"{ckpt.tokenizer_path} is a {tokenizer.name} tokenizer, but {ckpt.config_path} says "
+                           f"this model was trained with a {kind} tokenizer; {fix}")
+    if tokenizer.vocab_size > cfg.vocab_size:
+        raise ZeroLLMError(f"{ckpt.tokenizer_path} has {tokenizer.vocab_size:,} tokens, but the model has only "
+                           f"{cfg.vocab_size:,} (vocab_size in {ckpt.config_path}); {fix}")

@@ -131,3 +131,22 @@ def test_train_resume_memory_advice_says_the_sizes_are_the_checkpoints(tmp_path_
     code, _, err = run_main(["train", "--out", mine, "--resume", "--max-iters", "3", "--no-progress"], capsys)
     one_line_error(code, err, "needs about")
     assert "on --resume the checkpoint's --batch-size, --block-size, --n-embd and --n-layer are kept" in err, err
+
+
+@pytest.mark.parametrize("damage, why, used", [
+    (lambda run: shutil.rmtree(run / "step-0000002"), "latest.json names step-0000002, which is missing", 1),
+    (lambda run: (run / "step-0000002" / "rng.json").unlink(), "latest.json names step-0000002, which is incomplete",
+     1),
+    (lambda run: (run / "latest.json").write_text("{"), "latest.json is unreadable", 2),
+])
+@pytest.mark.parametrize("command", ["sample", "train"])
+def test_a_stale_latest_json_is_told_in_one_note(tmp_path_factory, tmp_path, capsys, damage, why, used, command):
+    """latest.json naming a step that is gone falls back to the newest complete step, and says so once."""
+    mine = copy_run(tiny_run(tmp_path_factory), tmp_path)
+    damage(mine)
+    argv = {"sample": ["sample", "--ckpt", mine, "--max-new-tokens", "2", "--seed", "0"],
+            "train": ["train", "--out", mine, "--resume", "--max-iters", "3", "--no-progress"]}[command]
+    code, _, err = run_main(argv, capsys)
+    notes = [line for line in err.splitlines() if line.startswith("note:")]
+    assert code == 0, err
+    assert notes == [f"note: {mine}/{why}; using step-000000{used}, the newest complete checkpoint there"], err

@@ -28,6 +28,7 @@ import json
 import os
 import re
 import shutil
+import sys
 from dataclasses import dataclass
 
 import numpy as np
@@ -225,31 +226,43 @@ def _is_complete(step_dir):
 
 
 def _pointer(run_dir):
-    """The directory latest.json names, or None when it is missing, broken or stale."""
+    """(the directory latest.json names, or None; why it was not used: None when it is fine or absent)."""
     try:
         with open(os.path.join(run_dir, "latest.json"), encoding="utf-8") as f:
             name = json.load(f)["dir"]
+    except FileNotFoundError:
+        return None, None                   # a run saved before latest.json existed: the newest step counts
     except (OSError, ValueError, KeyError, TypeError, RecursionError):
-        return None
+        return None, "latest.json is unreadable"
     if not isinstance(name, str) or not _STEP_DIR.fullmatch(name):   # no "../" tricks
-        return None
+        return None, "latest.json names no step-* folder"
     path = os.path.join(run_dir, name)
-    return path if _is_complete(path) else None
+    if _is_complete(path):
+        return path, None
+    return None, f"latest.json names {name}, which is {'incomplete' if os.path.isdir(path) else 'missing'}"
+
+
+_NOTED = set()          # (run folder, why): each fallback is told once per process
 
 
 def latest_checkpoint(run_dir):
     """Path of the checkpoint to resume from, or None when ``run_dir`` has none.
 
     latest.json decides; if it is missing or names a deleted/incomplete directory, the newest
-    complete step directory is used. ``.tmp-*`` directories (interrupted saves) never count.
+    complete step directory is used, and a stale latest.json is told in one note line on stderr (once).
+    ``.tmp-*`` directories (interrupted saves) never count.
     """
     run_dir = os.fspath(run_dir)
     if not os.path.isdir(run_dir):
         return None
-    pointed = _pointer(run_dir)
+    pointed, why = _pointer(run_dir)
     if pointed is not None:
         return pointed
     complete = [name for _, name in _step_dirs(run_dir) if _is_complete(os.path.join(run_dir, name))]
+    if complete and why and (run_dir, why) not in _NOTED:
+        _NOTED.add((run_dir, why))
+        print(f"note: {os.path.join(run_dir, '')}{why}; using {complete[-1]}, the newest complete checkpoint "
+              "there", file=sys.stderr)
     return os.path.join(run_dir, complete[-1]) if complete else None
 
 

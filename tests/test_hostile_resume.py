@@ -150,3 +150,11 @@ def test_a_stale_latest_json_is_told_in_one_note(tmp_path_factory, tmp_path, cap
     notes = [line for line in err.splitlines() if line.startswith("note:")]
     assert code == 0, err
     assert notes == [f"note: {mine}/{why}; using step-000000{used}, the newest complete checkpoint there"], err
+
+
+def test_train_resume_names_the_preset_and_flags_it_ignores(tmp_path_factory, tmp_path, capsys):
+    mine = copy_run(tiny_run(tmp_path_factory), tmp_path)
+    code, _, err = run_main(["train", "--out", mine, "--resume", "--preset", "tang", "--lr", "0.5", "--max-iters", "3",
+                             "--no-progress"], capsys)
+    notes = [line for line in err.splitlines() if line.startswith("note:")]
+    assert code == 0 and notes == ["note: on --resume the saved configuration is used; ignoring --preset tang, --lr"]

@@ -100,8 +100,11 @@ def make_plan(args, run_dir, overrides, world=None):
         ckpt = resume_point(run_dir, force=args.force)
         check_pretraining(ckpt, run_dir)
         model_cfg, train_cfg, ignored = configs_from_checkpoint(ckpt, overrides)
-        if ignored and (world is None or world.is_main):
-            print(f"note: on --resume the saved configuration is used; ignoring {', '.join(ignored)}",
+        # --preset too: the run's own settings (the preset it began with, and its flags) are in the checkpoint
+        flags = ([f"--preset {args.preset}"] if getattr(args, "preset", None) else []) + \
+            ["--" + k.replace("_", "-") for k in ignored]
+        if flags and (world is None or world.is_main):
+            print(f"note: on --resume the saved configuration is used; ignoring {', '.join(flags)}",
                   file=sys.stderr)
         where = {**{f: "checkpoint" for f in {*asdict(model_cfg), *asdict(train_cfg)}},
                  **{f: "--" + f.replace("_", "-") for f in set(overrides) - set(ignored)}}

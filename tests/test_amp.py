@@ -357,7 +357,8 @@ def test_cli_amp_run_resumes_bit_identically_and_logs_the_scale(tmp_path, shakes
     text.write_text(shakespeare_path.read_text()[:20_000])
     common = ["--data", str(text), "--amp", "fp16", "--tokenizer", "char", "--n-layer", "1", "--n-head", "2",
               "--n-embd", "16", "--block-size", "16", "--batch-size", "4", "--eval-interval", "4", "--eval-iters", "1",
-              "--sample-tokens", "0", "--checkpoint-interval", "4", "--lr-decay-iters", "8", "--no-progress"]
+              "--sample-tokens", "0", "--checkpoint-interval", "4", "--lr-decay-iters", "8", "--warmup-iters", "2",
+              "--no-progress"]
     assert main(["train", "--out", str(tmp_path / "whole"), "--max-iters", "8", *common]) == 0
     assert "0 steps skipped" in capsys.readouterr().out
     assert main(["train", "--out", str(tmp_path / "split"), "--max-iters", "4", *common]) == 0

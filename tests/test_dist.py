@@ -23,7 +23,8 @@ from zerollm.io.safetensors import load_file
 MPIRUN = shutil.which("mpirun") or os.path.join(sys.prefix, "bin", "mpirun")
 SMALL = ["--tokenizer", "char", "--n-layer", "2", "--n-head", "2", "--n-embd", "32", "--block-size", "32",
          "--batch-size", "8", "--eval-interval", "10", "--eval-iters", "2", "--sample-tokens", "8",
-         "--no-progress", "--seed", "7", "--dropout", "0.1", "--checkpoint-interval", "10", "--lr-decay-iters", "20"]
+         "--no-progress", "--seed", "7", "--dropout", "0.1", "--checkpoint-interval", "10", "--lr-decay-iters", "20",
+         "--warmup-iters", "5"]
 ZEROLLM = [sys.executable, "-m", "zerollm"]
 
 

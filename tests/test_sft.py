@@ -185,3 +185,12 @@ def test_bad_input_is_one_line_and_writes_nothing(setup, tmp_path, capsys, argv,
 def test_an_existing_run_is_not_overwritten(reference, setup, capsys):
     assert _sft(setup, reference, "--max-iters", "5") == 1
     assert "already holds a run" in capsys.readouterr().err
+
+
+def test_a_warmup_longer_than_the_decay_is_refused(tmp_path, capsys):
+    from zerollm.cli import main
+    code = main(["sft", "--init", str(tmp_path / "none"), "--data", str(tmp_path / "none.jsonl"), "--out",
+                 str(tmp_path / "run"), "--warmup-iters", "50", "--max-iters", "5", "--no-progress"])
+    err = capsys.readouterr().err
+    assert code == 1 and err.count("\n") == 1 and "--warmup-iters 50 is longer than the learning-rate decay" in err
+    assert not (tmp_path / "run").exists()

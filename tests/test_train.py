@@ -208,6 +208,13 @@ def test_modern_preset_builds_and_trains(shakespeare_path):
     (["--n-embd", "30", "--n-head", "4"], 1, "not divisible"),
     (["--resume"], 1, "no checkpoint"),
     (["--data", "/nonexistent/file.txt"], 1, "no such file"),
+    (["--warmup-iters", "50", "--lr-decay-iters", "20"], 1,
+     "--warmup-iters 50 is longer than the learning-rate decay, which ends at step 20 (--lr-decay-iters 20); give "
+     "--warmup-iters 20 or less"),
+    (["--lr-decay-iters", "8"], 1, "is longer than the learning-rate decay, which ends at step 8 (--lr-decay-iters 8)"),
+    (["--warmup-iters", "500", "--max-iters", "100"], 1,
+     "ends at step 100 (--max-iters 100, as no --lr-decay-iters is given); give --warmup-iters 100 or less, or a "
+     "larger --max-iters"),
 ])
 def test_bad_training_arguments(tmp_path, capsys, argv, code, fragment):
     try:

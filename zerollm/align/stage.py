@@ -33,8 +33,8 @@ from zerollm.io.fileio import atomic_write
 from zerollm.io.outdir import STAGE_FILES, check_stage_out
 from zerollm.engine.memory import keep_freed_memory
 from zerollm.engine.threads import add_threads_argument
-from zerollm.training.trainer import (CHANGEABLE_ON_RESUME, TrainConfig, Trainer, check_max_iters, lora_rng,
-                                     resume_point)
+from zerollm.training.trainer import (CHANGEABLE_ON_RESUME, TrainConfig, Trainer, check_max_iters, check_schedule,
+                                     lora_rng, resume_point)
 from zerollm.io.validate import dataclass_from_dict
 
 LM_ONLY = {"tokenizer", "vocab_size"}          # TrainConfig fields that only pre-training uses
@@ -250,6 +250,7 @@ def _fresh(args, stage, run_dir, threads, world):
     if args.data is None:
         raise ZeroLLMError(f"give --data FILE: the JSONL file to train on (see 'zerollm {stage.name} --help')")
     train_cfg = TrainConfig(**{**stage.defaults, **_given(args, TrainConfig, LM_ONLY)})
+    check_schedule(train_cfg, given=_given(args, TrainConfig, LM_ONLY))
     stage_cfg = stage.config_cls(**_given(args, stage.config_cls))
     model, tok, start = load_start(args.init, args.hf, args.force, args.adapter)   # checked before anything is written
     lora = lora_config(args)
@@ -289,6 +290,7 @@ def _estimate(stage, model, train_cfg, stage_cfg, threads, ranks):
 def _dry_run(args, stage):
     """--dry-run: the starting model, what trains, and the memory estimate of a step; nothing is written."""
     train_cfg = TrainConfig(**{**stage.defaults, **_given(args, TrainConfig, LM_ONLY)})
+    check_schedule(train_cfg, given=_given(args, TrainConfig, LM_ONLY))
     model, _, start = load_start(args.init, args.hf, args.force, args.adapter)
     lora = lora_config(args)
     if lora is not None:

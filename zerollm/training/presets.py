@@ -17,7 +17,7 @@ from dataclasses import fields
 from zerollm.model.config import GPTConfig
 from zerollm.io import docsmode
 from zerollm.io.errors import ZeroLLMError
-from zerollm.training.trainer import TrainConfig
+from zerollm.training.trainer import TrainConfig, check_schedule
 
 PRESETS = {
     # a demo that finishes in seconds: a few hundred steps of a very small byte-level model
@@ -91,5 +91,6 @@ def build_configs(preset=None, overrides=None, vocab_size=None):
     values = {**docsmode.preset_model(preset_values(preset)), **(overrides or {})}
     model_kw, train_kw = split_overrides(values)
     train_cfg = TrainConfig(**train_kw)
+    check_schedule(train_cfg, given=set(overrides or {}))
     model_cfg = GPTConfig(vocab_size=vocab_size or 256, **model_kw)
     return model_cfg, train_cfg

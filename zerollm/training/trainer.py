@@ -85,6 +85,23 @@ class TrainConfig:
         return self.lr_decay_iters or self.max_iters
 
 
+def check_schedule(train_cfg, given=()):
+    """A new run's warmup must end before its learning-rate decay does: a warmup longer than the decay
+    would still be raising the rate when it should have come down to min_lr (the trainer cut it short
+    without a word). Checked when the decay end was set (--lr-decay-iters) or the warmup was given
+    (``given``: the fields the user set); a short --max-iters under a preset's warmup is a quick trial."""
+    cfg = train_cfg
+    if cfg.warmup_iters <= cfg.decay_iters or (cfg.lr_decay_iters is None and "warmup_iters" not in given):
+        return
+    if cfg.lr_decay_iters is not None:
+        end, flag = f"--lr-decay-iters {cfg.lr_decay_iters}", "--lr-decay-iters"
+    else:
+        end, flag = f"--max-iters {cfg.max_iters}, as no --lr-decay-iters is given", "--max-iters"
+    raise ZeroLLMError(f"--warmup-iters {cfg.warmup_iters} is longer than the learning-rate decay, which ends at "
+                       f"step {cfg.decay_iters} ({end}); give --warmup-iters {cfg.decay_iters} or less, or a larger "
+                       f"{flag}")
+
+
 # ----------------------------------------------------------------------------
 # the trainer
 

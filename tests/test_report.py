@@ -314,3 +314,15 @@ def test_a_log_row_of_the_wrong_type_is_left_out_not_a_traceback(tmp_path, tmp_p
         assert after["val_loss"] == 2.0 and after["val_bpb"] is None
     else:
         assert after == before
+
+
+@pytest.mark.parametrize("spelling", ["same", "slash", "link"])
+def test_report_refuses_the_same_run_twice(tmp_path, tmp_path_factory, capsys, spelling):
+    run = copy_run(tiny_run(tmp_path_factory, "char"), tmp_path)
+    if spelling == "link":
+        os.symlink(run, tmp_path / "alias")
+    again = {"same": str(run), "slash": str(run) + os.sep, "link": str(tmp_path / "alias")}[spelling]
+    code, out, err = run_main(["report", run, again, "--out", tmp_path / "r.html"], capsys)
+    assert code == 1 and err.count("\n") == 1 and err.startswith("zerollm report: error: "), err
+    assert f"RUN {again} is given" in err and "drop the repeat" in err and out == ""
+    assert not (tmp_path / "r.html").exists()

@@ -37,10 +37,23 @@ def results_files(items):
     return files
 
 
+def check_distinct(paths):
+    """Each run once: the same folder twice (spelled alike, with a trailing /, or through a link) would be two
+    identical columns of the page that read as two runs."""
+    seen = {}
+    for path in paths:
+        key = os.path.realpath(path)
+        if key in seen:
+            same = f"as {seen[key]} and {path}" if seen[key] != path else "twice"
+            raise ZeroLLMError(f"RUN {path} is given {same}; each run appears once in the report: drop the repeat")
+        seen[key] = path
+
+
 def run(args):
     from zerollm.evaluate.report import build_report, match_results, read_result_files, run_summary
     from zerollm.teach.explain.page import check_out, write_page
     check_out(args.out, args.force, example="report.html")
+    check_distinct(args.runs)
     runs = [run_summary(r) for r in args.runs]
     results = match_results(read_result_files(results_files(args.results)), runs)   # each file to its run
     size = write_page(args.out, build_report(runs, results, args.lang), force=args.force)

@@ -176,6 +176,8 @@ BAD = [
     (CHAT, json.dumps({**GOOD, "logprobs": False, "top_logprobs": 0}).encode(), 400, "top_logprobs"),
     (CHAT, json.dumps({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]}
                       ).encode(), 400, "messages.0.content"),
+    (CHAT, json.dumps({**GOOD, "stop": "\ud800"}).encode(), 400, "stop"),          # a lone surrogate, as JSON sends it
+    (COMPLETIONS, json.dumps({"prompt": "hi", "stop": ["a", "x\udfff"]}).encode(), 400, "stop"),
 ]
 
 
@@ -188,6 +190,18 @@ def test_bad_requests_get_openai_errors_and_the_server_keeps_serving(base, path,
     assert error["param"] == param
     ok = httpx.post(base + CHAT, json=GOOD, timeout=30)
     assert ok.status_code == 200
+
+
+@pytest.mark.parametrize("body, message", [
+    ({**GOOD, "stop": 5}, "stop: give a string or a list of at most 4 strings (as OpenAI), not int"),
+    ({**GOOD, "stop": ["a", "x\udfff"]}, "stop: stop string 1 holds a lone surrogate '\\udfff' (half of a UTF-16 pair"),
+    ({**GOOD, "top_logprobs": 2}, 'top_logprobs: top_logprobs needs "logprobs": true'),
+])
+def test_error_messages_are_our_words_without_pydantics_prefix(base, body, message):
+    r = httpx.post(base + CHAT, content=json.dumps(body).encode(), headers={"Content-Type": "application/json"},
+                   timeout=30)
+    text = r.json()["error"]["message"]
+    assert r.status_code == 400 and text.startswith(message) and "Value error" not in text, text
 
 
 def test_a_public_host_without_a_key_refuses_to_start(model_dir):

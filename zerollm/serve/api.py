@@ -148,7 +148,17 @@ def validation_error(errors):
         return ApiError(400, "the request needs a JSON object body")
     if e["type"] == "missing":
         return ApiError(400, f"missing field {param!r}", param=param)
-    return ApiError(400, f"{param or 'body'}: {e['msg']}", param=param, code="invalid_value")
+    return ApiError(400, f"{param or 'body'}: {_reason(e)}", param=param, code="invalid_value")
+
+
+def _reason(e):
+    """pydantic's message without the "Value error, " (or "Assertion failed, ") it puts before the text a
+    validator raised: the client reads our words, not pydantic's error class."""
+    msg = str(e["msg"])
+    for prefix in ("Value error, ", "Assertion failed, "):
+        if msg.startswith(prefix):
+            return msg[len(prefix):]
+    return msg
 
 
 def unreadable_body(cause):

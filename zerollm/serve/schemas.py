@@ -96,6 +96,13 @@ class _Generation(_Body):
         long = next((s for s in stops if len(s) > MAX_STOP_CHARS), None)
         if long is not None:
             raise ValueError(f"a stop string is {len(long)} characters; at most {MAX_STOP_CHARS} are allowed")
+        for i, s in enumerate(stops):
+            try:
+                s.encode("utf-8")
+            except UnicodeEncodeError as err:     # JSON's "\ud800": half of a UTF-16 pair, in no text
+                where = "the stop string" if isinstance(stop, str) else f"stop string {i}"
+                raise ValueError(f"{where} holds a lone surrogate {s[err.start]!r} (half of a UTF-16 pair, e.g. an "
+                                 "emoji cut in two), which is not text; send the whole character") from None
         return stop
 
     @field_validator("stop")

@@ -65,8 +65,8 @@ _SHA256 = re.compile(r"[0-9a-fA-F]{64}")
 
 
 def sha256_hex(text):
-    """argparse type of --sha256: 64 hex digits (as sha256sum prints them), lower-cased; anything else is
-    refused before a byte is downloaded (it could never match).
+    """--sha256: 64 hex digits (as sha256sum prints them), lower-cased; anything else is refused before a
+    byte is downloaded (it could never match); ArgumentTypeError says why.
 
     >>> sha256_hex("AB" * 32) == "ab" * 32
     True
@@ -171,7 +171,7 @@ def add_arguments(p):
                         "else ~/.cache/zerollm)")
     p.add_argument("--url", help="download from this http(s) URL instead (e.g. a mirror); "
                                  "$ZEROLLM_MIRROR=BASE fetches the same file name from BASE, still checked")
-    p.add_argument("--sha256", metavar="HEX", type=sha256_hex,
+    p.add_argument("--sha256", metavar="HEX",
                    help="expected sha256 of the file, 64 hex digits (checked automatically for the default URL)")
     p.add_argument("--force", action="store_true", help="download again even if a valid file is present, and replace a file of the same "
                         "name in --dir that is not the expected download")

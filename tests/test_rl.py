@@ -262,7 +262,8 @@ def test_preference_training_resumes_bit_identically(base, tmp_path, kind):
     assert main(["tasks", "make", "prefs", "--out", str(tmp_path / "prefs.jsonl"), "--n", "12", "--split", "train",
                  "--seed", "0"]) == 0
     common = ["--init", str(base / "base"), "--data", str(tmp_path / "prefs.jsonl"), "--batch-size", "2",
-              "--no-progress", "--checkpoint-interval", "3", "--lr-decay-iters", "6", "--threads", "2"]
+              "--no-progress", "--checkpoint-interval", "3", "--lr-decay-iters", "6", "--warmup-iters", "2",
+              "--threads", "2"]
     assert main([kind, *common, "--out", str(tmp_path / "whole"), "--max-iters", "6"]) == 0
     assert main([kind, *common, "--out", str(tmp_path / "part"), "--max-iters", "3"]) == 0
     assert main([kind, "--out", str(tmp_path / "part"), "--resume", "--max-iters", "6", "--no-progress",

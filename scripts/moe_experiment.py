@@ -58,7 +58,9 @@ def train(name, out, steps, threads):
     if meta_file.is_file():
         return json.loads(meta_file.read_text())
     cmd = [sys.executable, "-m", "zerollm", "train", "--preset", "shakespeare-cpu", "--out", str(run_dir),
-           "--max-iters", str(steps), "--lr-decay-iters", str(steps), "--eval-interval", str(max(steps // 8, 1)),
+           "--max-iters", str(steps), "--lr-decay-iters", str(steps),
+           "--warmup-iters", str(min(100, steps)),            # the preset's 100, within a short run's decay
+           "--eval-interval", str(max(steps // 8, 1)),
            "--checkpoint-interval", str(steps), "--sample-tokens", "0", "--no-progress",
            "--threads", str(threads), *RUNS[name]]
     print("$ " + " ".join(cmd[1:]), flush=True)

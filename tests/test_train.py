@@ -259,7 +259,8 @@ def test_sample_streams_reproducibly_and_eval_prints_the_loss(reference_run, cor
     assert main(argv) == 0
     assert capsys.readouterr().out == first and first.startswith("ROMEO:") and len(first) > 40
     assert main(["sample", "--ckpt", str(reference_run), "--prompt", "\u4e2d", "--max-new-tokens", "5"]) == 1
-    assert "unknown" in capsys.readouterr().err.lower()
+    err = capsys.readouterr().err
+    assert err.startswith("zerollm sample: error:") and "does not know: '\u4e2d'" in err and "--tokenizer byte" in err
     assert main(["eval", "--ckpt", str(reference_run), "--data", str(corpus), "--max-tokens", "5000"]) == 0
     out = capsys.readouterr().out
     loss = float(out.split("loss ")[1].split()[0])

@@ -241,7 +241,7 @@ def test_chinese_halves_that_repeat_their_english_half_are_twins_or_branches():
     assert kinds["docs/serving.md#中文"] == kinds["docs/lora.md#中文"] == "twin"
     assert kinds["docs/evaluation.md#中文"] == kinds["docs/gguf.md#中文"] == "branch"
     other, k = docs_blocks.branch_of(next(t for t in TOURS if t.name == "docs/evaluation.md#中文"), TOURS)
-    assert other.name == "docs/evaluation.md" and k == 5
+    assert other.name == "docs/evaluation.md" and k == 8     # base, SFT and lm_eval on both, as the English tour
     # alignment's 中文 half runs what its English half's first commands run (the same folder names), so a
     # run of the docs trains and fine-tunes its demo models once, not twice
     zh = next(t for t in TOURS if t.name == "docs/alignment.md#中文")

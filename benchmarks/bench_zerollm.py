@@ -78,8 +78,8 @@ def train_step(params):
         x, y = data[count[0] % len(data)]
         count[0] += 1
         loss, grads = sharded.forward_backward(x, y)       # (B, T) -> loss, gradients
-        clip_grad_norm(grads, OPTIM["max_norm"])
-        opt.step(grads)
+        clip_grad_norm(grads, OPTIM["max_norm"], sharded.pool)   # the shard threads share these, as in the Trainer
+        opt.step(grads, pool=sharded.pool)
         return float(loss)
     step.model = model                                     # for benchmarks/profile.py
     step.worker_memory_mib = lambda: worker_memory_mib(sharded)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from opcheck import check_op
-from zerollm.training import optim
+from zerollm.training import objective, optim
 from zerollm.model.config import GPTConfig
 from zerollm.engine import ENV, get_engine, set_engine, use_engine
 from zerollm.io.errors import ZeroLLMError
@@ -196,6 +196,23 @@ def test_adamw_is_bit_identical_to_numpy(weight_decay):
     for n in shapes:
         assert np.array_equal(fast[n], ref[n]) and np.array_equal(opts[0].m[n], opts[1].m[n])
         assert np.array_equal(opts[0].v[n], opts[1].v[n]), n
+
+
+def test_the_shard_sum_is_bit_identical_to_numpy():
+    """add_scaled (zerollm.training.objective, the gradient sum of zerollm.training.parallel's shards):
+    one pass g a + other b, rounded as NumPy's g *= a; g += other * b; with a == 1 g's own term is kept."""
+    rng = np.random.default_rng(6)
+    for shape, a, b in (((300, 17), 0.375, 0.625), ((1001,), 1.0, 0.25), ((), 0.5, 0.5)):
+        g, other = normal(rng, *shape), normal(rng, *shape, scale=1e3)
+        fast, ref = g.copy(), g.copy()
+        f = np.float32
+        assert objective.add_scaled(fast, f(a), other, f(b)) is None
+        objective.add_scaled.reference(ref, f(a), other, f(b))
+        assert np.array_equal(fast, ref) and not np.array_equal(fast, g)
+    g64 = normal(rng, 5).astype(np.float64)          # float64: the reference runs
+    want = g64 * 0.5 + g64 * 0.5
+    objective.add_scaled(g64, np.float64(0.5), g64.copy(), np.float64(0.5))
+    assert np.array_equal(g64, want)
 
 
 def test_sum_of_squares_accumulates_in_float64():

@@ -52,3 +52,47 @@ def test_bad_thread_counts():
     for n in (0, -1, 1.5):
         with pytest.raises(ZeroLLMError):
             ShardedModel(model, n)
+
+
+def test_the_shard_threads_share_the_per_parameter_work_with_the_same_results():
+    """Between steps the pool's threads split the parameters (by_name_in_parts): the gradient sum, the
+    clipping norm and AdamW give bit for bit what one thread gives, and more than one thread works."""
+    import threading
+
+    from zerollm.engine.threads import ThreadPool, by_name_in_parts
+    from zerollm.training.objective import ShardResult, reduce_shards
+    from zerollm.training.optim import AdamW, clip_grad_norm
+
+    rng = np.random.default_rng(3)
+    shapes = {"a": (64, 48), "b": (48,), "c": (30, 20), "d": (7,), "e": (100, 9)}
+    pool = ThreadPool(3, "test")
+
+    def shard_grads(scale):
+        return {n: np.asarray(rng.standard_normal(s) * scale, np.float32) for n, s in shapes.items()}
+
+    parts = [ShardResult(1.0, shard_grads(5.0), w, {}) for w in (3.0, 5.0, 1.0)]
+    copies = [ShardResult(r.loss, {n: g.copy() for n, g in r.grads.items()}, r.weight, {}) for r in parts]
+    serial, threaded = reduce_shards(parts), reduce_shards(copies, pool)
+    params = {n: np.asarray(rng.standard_normal(s), np.float32) for n, s in shapes.items()}
+    twins = {n: p.copy() for n, p in params.items()}
+    opts = AdamW(params, lr=1e-2, weight_decay=0.1), AdamW(twins, lr=1e-2, weight_decay=0.1)
+    for i in range(3):
+        limit = 0.5 * 0.9 ** i                       # below the norm every time: both clip
+        norm = clip_grad_norm(serial.grads, limit)
+        assert norm > limit and clip_grad_norm(threaded.grads, limit, pool) == norm
+        for name in shapes:
+            assert np.array_equal(serial.grads[name], threaded.grads[name]), name
+        opts[0].step(serial.grads)
+        opts[1].step(threaded.grads, pool=pool)
+        for name in shapes:
+            assert np.array_equal(params[name], twins[name]) and np.array_equal(opts[0].v[name], opts[1].v[name])
+
+    met = threading.Barrier(2, timeout=10)          # passes only when two threads work at the same time
+
+    def who(name):
+        if name in ("a", "e"):                       # the two largest: in different groups
+            met.wait()
+        return threading.get_ident()
+    seen = by_name_in_parts(pool, params, who)
+    assert list(seen) == list(shapes) and seen["a"] != seen["e"]
+    pool.shutdown()

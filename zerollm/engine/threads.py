@@ -3,9 +3,13 @@
 NumPy's BLAS starts one thread per core. For the small matrices of a tiny model, or on a machine
 that is busy with other work, fewer threads are often faster: BLAS threads that wait for each other
 while the OS runs something else waste whole time slices. ``--threads`` sets the limit.
+
+``ThreadPool`` and ``by_name_in_parts``: the shard threads of zerollm.training.parallel also share
+the per-parameter work between two steps (the gradient sum, its norm, AdamW), parameter by parameter.
 """
 
 import contextlib
+from concurrent.futures import ThreadPoolExecutor
 
 from zerollm.io.argtypes import THREADS
 
@@ -30,3 +34,35 @@ def limit_threads(n):
     from threadpoolctl import threadpool_limits
     with threadpool_limits(limits=n):
         yield
+
+
+class ThreadPool(ThreadPoolExecutor):
+    """A ThreadPoolExecutor that says how many threads it has (``n_threads``)."""
+
+    def __init__(self, n_threads, name):
+        super().__init__(n_threads, thread_name_prefix=name)
+        self.n_threads = n_threads
+
+
+def by_name_in_parts(pool, arrays, fn):
+    """fn(name) for every name of ``arrays`` (a dict of NumPy arrays); returns {name: result}, in the
+    dict's order.
+
+    pool None (or one thread): one after another, here. A ThreadPool of n threads: the names
+    cut into n groups of about the same number of elements (largest first, each to the lightest group),
+    one group per thread. Meant for per-parameter work between two training steps (adding the shards'
+    gradients, their norm, the AdamW update): NumPy's loops and the fast engine's kernels let go of
+    Python's GIL on large arrays, so the groups really do run on n cores. Each name's work is the same
+    whichever thread does it, so the results are bit-identical to the serial ones."""
+    n = 1 if pool is None else pool.n_threads
+    if n <= 1 or len(arrays) < 2:
+        return {name: fn(name) for name in arrays}
+    groups, loads = [[] for _ in range(n)], [0] * n
+    for name in sorted(arrays, key=lambda k: -arrays[k].size):
+        lightest = loads.index(min(loads))
+        groups[lightest].append(name)
+        loads[lightest] += arrays[name].size
+    done = {}
+    for part in pool.map(lambda names: [(name, fn(name)) for name in names], groups):
+        done.update(part)
+    return {name: done[name] for name in arrays}

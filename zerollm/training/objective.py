@@ -15,6 +15,9 @@ from typing import NamedTuple
 
 import numpy as np
 
+from zerollm.engine import accelerated
+from zerollm.engine.threads import by_name_in_parts
+
 
 class ShardResult(NamedTuple):
     loss: float
@@ -89,6 +92,15 @@ class Objective:
         pass
 
 
+@accelerated
+def add_scaled(g, a, other, b):
+    """g <- g a + other b, in place: one step of the shards' gradient sum. a and b are scalars of g's
+    dtype; a == 1 leaves g's own term as it is."""
+    if a != 1:
+        g *= a
+    g += other * b
+
+
 def split_rows(batch, n):
     """Cut a batch into at most n shards of consecutive rows (as equal as possible, never empty).
 
@@ -112,10 +124,11 @@ def batch_rows(batch):
     return sizes.pop()
 
 
-def reduce_shards(results):
+def reduce_shards(results, pool=None):
     """Weighted mean of the shards' losses, gradients and metrics, added in shard order.
 
-    The first shard's gradient arrays are reused for the sum (no new allocation)."""
+    The first shard's gradient arrays are reused for the sum (no new allocation). ``pool``: a
+    zerollm.engine.threads.ThreadPool whose threads share the parameters among them (the same sums)."""
     if len(results) == 1:
         return results[0]
     total = float(sum(r.weight for r in results))
@@ -123,10 +136,14 @@ def reduce_shards(results):
         raise ValueError("the shards' weights add up to 0: nothing in this batch carries a loss")
     loss = sum(r.loss * r.weight for r in results) / total
     grads = results[0].grads
-    for name, g in grads.items():
-        g *= g.dtype.type(results[0].weight / total)
-        for other in results[1:]:
-            g += other.grads[name] * g.dtype.type(other.weight / total)
+
+    def add(name):
+        g = grads[name]
+        scale = g.dtype.type
+        for k, other in enumerate(results[1:]):     # the first shard's own term is scaled once
+            add_scaled(g, scale(results[0].weight / total) if k == 0 else scale(1), other.grads[name],
+                       scale(other.weight / total))
+    by_name_in_parts(pool, grads, add)
     metrics = {}
     for r in results:
         for k, v in r.metrics.items():      # arrays (an MoE's per-expert shares) element by element

@@ -10,11 +10,13 @@ several micro-batches into one dict and passes that to ``clip_grad_norm`` and ``
 
 import math
 import numbers
+import threading
 
 import numpy as np
 
 from zerollm.engine import accelerated
 from zerollm.engine.memory import cache_blocks
+from zerollm.engine.threads import by_name_in_parts
 from zerollm.io.errors import ZeroLLMError
 
 
@@ -62,11 +64,12 @@ class AdamW:
         self.step_count = 0
         self.m = {name: np.zeros_like(p) for name, p in params.items()}   # first moment
         self.v = {name: np.zeros_like(p) for name, p in params.items()}   # second moment
-        # one scratch buffer per dtype, as large as the largest parameter, reused by every step
-        self._scratch = {}
+        # scratch for the NumPy steps: one buffer per dtype (and per thread that updates), as large as
+        # the largest parameter, made at the first step and reused by every later one
+        self._largest = {}
         for p in params.values():
-            size = max(p.size, self._scratch.get(p.dtype, np.empty(0)).size)
-            self._scratch[p.dtype] = np.empty(size, dtype=p.dtype)
+            self._largest[p.dtype] = max(p.size, self._largest.get(p.dtype, 0))
+        self._scratch = {}          # thread id -> dtype -> buffer
 
     def _set_hyperparams(self, lr, betas, eps, weight_decay):
         b1, b2 = _check_betas(betas)
@@ -76,19 +79,30 @@ class AdamW:
         self.lr, self.betas, self.eps, self.weight_decay = float(lr), (b1, b2), float(eps), float(weight_decay)
 
     # ------------------------------------------------------------------
-    def step(self, grads, lr=None):
-        """One update of every parameter, in place. ``lr`` overrides self.lr for this step only."""
+    def step(self, grads, lr=None, pool=None):
+        """One update of every parameter, in place. ``lr`` overrides self.lr for this step only.
+        ``pool``: a zerollm.engine.threads.ThreadPool whose threads share the parameters among them (with
+        --threads N the update runs on N cores; every parameter's update is the same)."""
         _check_grads(self.params, grads)
         lr = self.lr if lr is None else float(lr)
         self.step_count += 1
         t, (b1, b2) = self.step_count, self.betas
         step_size = lr / (1 - b1 ** t)                # bias correction of m, folded into lr
         bc2_sqrt = math.sqrt(1 - b2 ** t)             # bias correction of v, under the sqrt
-        for name, p in self.params.items():
-            buf = self._scratch[p.dtype][:p.size].reshape(p.shape)
+
+        def update(name):
+            p = self.params[name]
             decay = self.weight_decay if name in self.decay_names else 0.0
-            adamw_update(p, grads[name], self.m[name], self.v[name], buf, lr=lr, betas=(b1, b2), eps=self.eps,
-                         weight_decay=decay, step_size=step_size, bc2_sqrt=bc2_sqrt)
+            adamw_update(p, grads[name], self.m[name], self.v[name], self._buffer(p), lr=lr, betas=(b1, b2),
+                         eps=self.eps, weight_decay=decay, step_size=step_size, bc2_sqrt=bc2_sqrt)
+        by_name_in_parts(pool, self.params, update)
+
+    def _buffer(self, p):
+        """This thread's scratch of p's shape and dtype."""
+        mine = self._scratch.setdefault(threading.get_ident(), {})
+        if p.dtype not in mine:
+            mine[p.dtype] = np.empty(self._largest[p.dtype], dtype=p.dtype)
+        return mine[p.dtype][:p.size].reshape(p.shape)
 
     # ------------------------------------------------------------------
     def state_dict(self):
@@ -218,14 +232,15 @@ def _check_grads(params, grads):
 # ----------------------------------------------------------------------------
 # gradient clipping
 
-def clip_grad_norm(grads, max_norm):
+def clip_grad_norm(grads, max_norm, pool=None):
     """Scale all gradients together so their global L2 norm is at most ``max_norm``; return the norm.
 
     norm = sqrt(sum over every gradient entry of g^2). When max_norm / (norm + 1e-6) < 1 every
     gradient is multiplied by that factor, in place (torch.nn.utils.clip_grad_norm_'s formula).
     One global factor keeps the update's direction; only its length shrinks (Pascanu et al. 2013).
     A non-finite norm (a NaN/inf gradient) is returned as is and nothing is scaled: the
-    training loop should skip that step.
+    training loop should skip that step. ``pool``: a zerollm.engine.threads.ThreadPool whose threads
+    share the gradients among them (the same norm: the per-array sums are added in the dict's order).
 
     >>> g = {"a": np.array([3.0]), "b": np.array([4.0])}
     >>> clip_grad_norm(g, 1.0), g["a"].round(6), g["b"].round(6)
@@ -233,12 +248,14 @@ def clip_grad_norm(grads, max_norm):
     """
     if isinstance(max_norm, bool) or not isinstance(max_norm, numbers.Real) or not max_norm > 0:
         raise ZeroLLMError(f"max_norm must be a number > 0, got {max_norm!r} (typical: 1.0)")
-    total = sum(sum_of_squares(g) for g in grads.values())
+    total = sum(by_name_in_parts(pool, grads, lambda name: sum_of_squares(grads[name])).values())
     norm = math.sqrt(total)
     coef = max_norm / (norm + 1e-6)
     if math.isfinite(norm) and coef < 1:
-        for g in grads.values():
+        def scale(name):
+            g = grads[name]
             g *= coef
+        by_name_in_parts(pool, grads, scale)
     return norm
 
 

@@ -18,10 +18,9 @@ of ``forward``) run their shards in worker processes instead of threads, which s
 $ZEROLLM_SHARD_WORKERS=threads keeps every shard in a thread.
 """
 
-from concurrent.futures import ThreadPoolExecutor
-
 import numpy as np
 
+from zerollm.engine.threads import ThreadPool
 from zerollm.io.errors import ZeroLLMError
 from zerollm.training.objective import reduce_shards, split_rows
 from zerollm.training.processes import ProcessShards, model_only, picklable, worker_mode
@@ -39,7 +38,9 @@ class ShardedModel:
         from zerollm.training.dist import SINGLE
         self.model, self.n_threads, self.world = model, n_threads, world or SINGLE
         self.n_shards = n_threads * self.world.size
-        self.pool = ThreadPoolExecutor(n_threads, thread_name_prefix="zerollm-shard") if n_threads > 1 else None
+        # the shard threads; between steps also the threads that share the per-parameter work (the
+        # gradient sum here, the norm and AdamW in the Trainer: zerollm.engine.threads.by_name_in_parts)
+        self.pool = ThreadPool(n_threads, "zerollm-shard") if n_threads > 1 else None
         # processes only in a world of one: forking an MPI rank is not supported by MPI libraries
         self.workers = workers or worker_mode()
         self.procs = None      # ProcessShards, forked at the first batch that can use them
@@ -91,7 +92,7 @@ class ShardedModel:
 
     def run(self, shard_loss, batch):
         """One batch through ``shard_loss(model, rows) -> ShardResult``: the reduced ShardResult."""
-        return reduce_shards(self.map(shard_loss, batch, training=True, reduced=True))
+        return reduce_shards(self.map(shard_loss, batch, training=True, reduced=True), self.pool)
 
     def forward_backward(self, x, y):
         """(mean loss over the batch's valid targets, gradients of that loss), like forward + backward."""

@@ -159,12 +159,13 @@ class Trainer:
                 total, grads, tokens, metrics = self._accumulate()
         # only the model's own gradients were scaled (a head's come from the objective, unscaled)
         skip = scaler is not None and scaler.unscale({name: grads[name] for name in self.model.trainable()})
-        norm = clip_grad_norm(grads, cfg.grad_clip) if cfg.grad_clip > 0 and not skip else float("nan")
+        pool = self.engine.pool          # the shard threads share the per-parameter work too
+        norm = clip_grad_norm(grads, cfg.grad_clip, pool) if cfg.grad_clip > 0 and not skip else float("nan")
         if not np.isfinite(total) or (cfg.grad_clip > 0 and not skip and not np.isfinite(norm)):
             raise ZeroLLMError(f"training diverged at step {self.iter} (loss {total}, gradient norm {norm}); "
                                "lower --lr or resume from the last checkpoint with a smaller one")
         if not skip:                 # an overflowed fp16 step changes nothing but the loss scale
-            self.optimizer.step(grads, lr=lr)
+            self.optimizer.step(grads, lr=lr, pool=pool)
         record = dict(loss=total / cfg.grad_accum, lr=lr, grad_norm=norm, tokens=tokens, **metrics)
         if scaler is not None:
             record.update(loss_scale=float(scaler.scale), skipped=skip)

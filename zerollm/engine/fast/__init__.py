@@ -23,6 +23,7 @@ reference function it stands in for, and answers NotImplemented for what it was 
     flash.flash_sdpa_backward           zerollm.nn.flash.flash_sdpa_backward        (whole tile loops, own tiles)
     optim.adamw_update                  zerollm.training.optim.adamw_update                 bit-identical
     optim.sum_of_squares                zerollm.training.optim.sum_of_squares               float64 sum
+    optim.add_scaled                    zerollm.training.objective.add_scaled               bit-identical
     quant.quantized_matmul              zerollm.nn.linear.quantized_matmul         sums reordered
     bpe.learn_merges                    zerollm.tokenizers.bpe_train.learn_merges  the same merges
 

@@ -1,9 +1,12 @@
-"""Fast AdamW update and gradient norm: one pass over each parameter instead of thirteen.
+"""Fast AdamW update, gradient norm and shard sum: one pass over each parameter instead of thirteen
+(AdamW) or three (the sum).
 
-References: ``zerollm.training.optim.adamw_update`` and ``sum_of_squares``. The update rounds every
+References: ``zerollm.training.optim.adamw_update`` and ``sum_of_squares``,
+``zerollm.training.objective.add_scaled``. The update rounds every
 operation in the reference's order (each NumPy in-place step is one float32 operation), so it is
-bit-identical to NumPy's and training resumes exactly under either engine. The sum of squares
-accumulates in float64: as accurate as the reference or more.
+bit-identical to NumPy's and training resumes exactly under either engine; so does the shard sum
+(g a + other b, two products and a sum, each rounded once). The sum of squares accumulates in
+float64: as accurate as the reference or more.
 """
 
 import numpy as np
@@ -33,6 +36,20 @@ def _sum_of_squares(g):
     return total
 
 
+@exact_kernel
+def _add_scaled(g, a, other, b):
+    for i in range(g.size):
+        g[i] = g[i] * a + other[i] * b
+
+
+def add_scaled(g, a, other, b):
+    if not float32_arrays(g, other) or g.shape != other.shape:
+        return NotImplemented
+    f = np.float32
+    _add_scaled(g.reshape(-1), f(a), other.reshape(-1), f(b))
+    return None
+
+
 def adamw_update(p, g, m, v, buf, *, lr, betas, eps, weight_decay, step_size, bc2_sqrt):
     if not float32_arrays(p, g, m, v):
         return NotImplemented
@@ -50,4 +67,4 @@ def sum_of_squares(g, block=4096):
     return float(_sum_of_squares(g.reshape(-1)))
 
 
-KERNELS = {"adamw_update": adamw_update, "sum_of_squares": sum_of_squares}
+KERNELS = {"adamw_update": adamw_update, "sum_of_squares": sum_of_squares, "add_scaled": add_scaled}

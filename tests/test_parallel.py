@@ -54,12 +54,19 @@ def test_bad_thread_counts():
             ShardedModel(model, n)
 
 
-def test_the_shard_threads_share_the_per_parameter_work_with_the_same_results():
+def test_the_shard_threads_share_the_per_parameter_work_with_the_same_results(monkeypatch):
     """Between steps the pool's threads split the parameters (by_name_in_parts): the gradient sum, the
-    clipping norm and AdamW give bit for bit what one thread gives, and more than one thread works."""
+    clipping norm and AdamW give bit for bit what one thread gives, and more than one thread works.
+    Small models stay in the calling thread (below SHARE_FROM numbers the split costs more than it saves)."""
     import threading
 
+    from zerollm.engine import threads
     from zerollm.engine.threads import ThreadPool, by_name_in_parts
+    here = threading.get_ident()
+    monkeypatch.setattr(threads, "SHARE_FROM", 1 << 21)
+    small = {"a": np.zeros(10), "b": np.zeros((1000, 1000))}           # 1M numbers: not shared out
+    assert set(by_name_in_parts(ThreadPool(2, "small"), small, lambda name: threading.get_ident()).values()) == {here}
+    monkeypatch.setattr(threads, "SHARE_FROM", 0)                       # these small arrays too
     from zerollm.training.objective import ShardResult, reduce_shards
     from zerollm.training.optim import AdamW, clip_grad_norm
 

@@ -31,6 +31,7 @@ import numpy as np
 
 from zerollm.io import docsmode
 from zerollm.engine.amp import FORMATS, OFF, GradScaler, check_format
+from zerollm.engine.threads import by_name_in_parts
 from zerollm.training.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from zerollm.model.config import GPTConfig
 from zerollm.training.dist import SINGLE
@@ -187,12 +188,11 @@ class Trainer:
                 metrics[name] = metrics.get(name, 0.0) + value / cfg.grad_accum
             if grads is None:
                 grads = result.grads
-            else:
-                for name, value in result.grads.items():   # gradient accumulation: sum the micro-batches
-                    grads[name] += value
+            else:                                           # gradient accumulation: sum the micro-batches
+                by_name_in_parts(self.engine.pool, grads, functools.partial(_add_into, grads, result.grads))
         if cfg.grad_accum > 1:
-            for value in grads.values():
-                value *= value.dtype.type(1.0 / cfg.grad_accum)
+            share = 1.0 / cfg.grad_accum
+            by_name_in_parts(self.engine.pool, grads, lambda name: _scale(grads[name], share))
         return total, grads, tokens, metrics
 
     def evaluate(self):
@@ -249,6 +249,14 @@ class Trainer:
         if saved != self.threads:
             warnings.warn(f"this run was saved with --threads {saved} and resumes with {self.threads}: the batch "
                           "is split differently, so losses may differ in the last digits from an uninterrupted run")
+
+
+def _add_into(total, part, name):
+    total[name] += part[name]
+
+
+def _scale(g, factor):
+    g *= g.dtype.type(factor)
 
 
 def lm_trainer(model_cfg, train_cfg, train_data, val_data, *, threads=1, tokenizer=None, tokenizer_path=None,

@@ -53,7 +53,13 @@ def test_processes_give_the_threads_results_bit_for_bit(B, threads, dtype):
     t.close(), p.close()
 
 
-def test_dropout_seeds_are_the_threads_and_weight_updates_reach_the_workers():
+@pytest.mark.parametrize("share_from", [None, 0])
+def test_dropout_seeds_are_the_threads_and_weight_updates_reach_the_workers(share_from, monkeypatch):
+    """share_from=0: the shard threads share the weights' copying and the gradient sum even for this
+    small model (zerollm.engine.threads.by_name_in_parts), as they do for large ones."""
+    if share_from is not None:
+        from zerollm.engine import threads
+        monkeypatch.setattr(threads, "SHARE_FROM", share_from)
     model, x, y = setup(6, dropout=0.3)
     model.train()
     t, p = both(model, 2)

@@ -59,7 +59,7 @@ class ShardedModel:
                 self.workers = "threads"
                 return None
         if self.procs is None:
-            self.procs = ProcessShards(self.model, self.n_threads - 1)
+            self.procs = ProcessShards(self.model, self.n_threads - 1, self.pool)
         return self.procs
 
     def _replicas(self, seeds):

@@ -36,6 +36,7 @@ import weakref
 import numpy as np
 
 from zerollm.engine.memory import reset_peak_rss, status_kib
+from zerollm.engine.threads import by_name_in_parts
 from zerollm.io.errors import ZeroLLMError
 
 ENV = "ZEROLLM_SHARD_WORKERS"      # 'processes' or 'threads'; unset: processes where fork is safe
@@ -202,8 +203,9 @@ def _worker(conn, parent_ends, model, weights, layout, results):
 class ProcessShards:
     """n - 1 forked workers holding a copy of ``model``; ``map`` runs shard 0 here and the others there."""
 
-    def __init__(self, model, n_workers):
-        self.model, self.signature = model, signature(model)
+    def __init__(self, model, n_workers, pool=None):
+        """pool: the shard threads (zerollm.engine.threads.ThreadPool), which share the copying of the weights."""
+        self.model, self.signature, self.pool = model, signature(model), pool
         arrays = [arr for _, arr in weight_arrays(model)]
         self.layout, total = [], 0
         for arr in arrays:
@@ -233,8 +235,14 @@ class ProcessShards:
         return self.alive and model is self.model and signature(model) == self.signature
 
     def _send_weights(self):
-        for offset, (_, arr) in zip(self.layout, weight_arrays(self.model)):
-            np.copyto(self.weights.view(offset, arr.shape, arr.dtype), arr)
+        named = weight_arrays(self.model)
+        places = {name: offset for offset, (name, _) in zip(self.layout, named)}
+        arrays = dict(named)
+
+        def copy(name):
+            arr = arrays[name]
+            np.copyto(self.weights.view(places[name], arr.shape, arr.dtype), arr)
+        by_name_in_parts(self.pool, arrays, copy)
 
     def map(self, fn, shards, seeds, local, copy):
         """[fn(replica_i, shard_i)] in shard order. ``local(i)`` computes shard i in this process (shard 0

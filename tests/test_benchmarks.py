@@ -372,3 +372,15 @@ def test_profile_of_flash_attention_gives_its_flop_rate(tmp_path):
     for direction in ("fwd", "bwd"):
         assert rows[("flash attention (all of it)", direction)]["gflops"] > 0
     assert "flash attention, 1 thread" in proc.stdout and "flash attention " in proc.stdout.split("non-GEMM")[0]
+
+
+def test_between_steps_times_each_piece_both_ways():
+    """benchmarks/between_steps.py: one row per (engine, work) with positive times, on the smoke config."""
+    proc = subprocess.run([sys.executable, str(BENCH / "between_steps.py"), "--config", "tiny-1x32", "--rounds", "2",
+                           "--force"], capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "GEMM row: NumPy 1024^2" in proc.stdout and "sharing from 0 numbers" in proc.stdout
+    rows = [line.split(" | ") for line in proc.stdout.splitlines() if line.startswith("| tiny-1x32 |")]
+    assert [(r[2], r[3]) for r in rows] == [(e, w) for e in ("numpy", "fast") for w in
+                                            ("gradient sum", "clipping norm", "AdamW", "weights to the workers")]
+    assert all(float(r[4]) > 0 and float(r[5]) > 0 for r in rows)

@@ -31,6 +31,7 @@ import bench_workloads as W  # noqa: E402
 from zerollm.engine import set_engine, threads  # noqa: E402
 from zerollm.engine.memory import keep_freed_memory  # noqa: E402
 from zerollm.engine.threads import ThreadPool  # noqa: E402
+from zerollm.io import docsmode  # noqa: E402
 from zerollm.model.config import GPTConfig  # noqa: E402
 from zerollm.model.gpt import GPT  # noqa: E402
 from zerollm.training.objective import ShardResult, reduce_shards  # noqa: E402
@@ -73,6 +74,8 @@ def measure(config, engine, n_threads, rounds):
     }
     times = {(what, way): [] for what in work for way in ("serial", "shared")}
     try:
+        for fn in work.values():          # compiles the fast engine's kernels, touches every page once
+            fn()
         for r in range(rounds):
             for way in ("serial", "shared") if r % 2 == 0 else ("shared", "serial"):
                 procs.pool = pool if way == "shared" else None
@@ -93,6 +96,9 @@ def main(argv=None):
     ap.add_argument("--force", action="store_true", help="share even below SHARE_FROM numbers")
     args = ap.parse_args(argv)
     names = [n for n, _, _ in W.MODELS["full"]] if args.config == "all" else [args.config]
+    if docsmode.active():     # tests/test_docs_run.py runs every documented command line, in seconds
+        print(f"{docsmode.ENV} is set: tiny-1x32 only, 1 round", file=sys.stderr)
+        names, args.rounds = ["tiny-1x32"], 1
     unknown = [n for n in names if n not in CONFIGS]
     if unknown or args.threads < 2 or args.rounds < 1:
         ap.error(f"--config must be one of {', '.join(CONFIGS)} or all, --threads >= 2, --rounds >= 1")

@@ -226,7 +226,7 @@ def test_an_existing_page_is_kept_unless_force(tmp_path, capsys):
     out = tmp_path / "mine.html"
     out.write_text("my notes")
     assert explain("--out", out) == 1
-    assert "already exists; add --force" in capsys.readouterr().err and out.read_text() == "my notes"
+    assert "already exists; pass --force" in capsys.readouterr().err and out.read_text() == "my notes"
     assert explain("--out", out, "--force") == 0 and "zerollm-data" in out.read_text()
 
 

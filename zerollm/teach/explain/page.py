@@ -134,7 +134,7 @@ def check_out(path, force, example="explain.html"):
     if not path.lower().endswith((".html", ".htm")):
         raise ZeroLLMError(f"--out must name an .html file, got {path!r}; e.g. --out {example}")
     if os.path.exists(path) and not force:
-        raise ZeroLLMError(f"{path} already exists; add --force to replace it, or choose another --out")
+        raise ZeroLLMError(f"{path} already exists; pass --force to replace it, or choose another --out")
     parent = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(parent):
         raise ZeroLLMError(f"cannot write {path!r}: the directory {parent!r} does not exist; create it "

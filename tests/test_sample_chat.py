@@ -103,3 +103,19 @@ def test_sample_help_shows_the_defaults(capsys):
     text = " ".join(out.split())
     assert "(default 200)" in text and "(default 1)" in text and "'-' reads it from stdin" in text
     assert "--system TEXT" in text
+
+
+@pytest.mark.parametrize("stream, words", [("stdin", "standard input is closed (the command was started with 0<&-)"),
+                                           ("stdout", "standard output is closed (the command was started with >&-)")])
+def test_a_closed_standard_stream_is_one_line_not_a_traceback(stream, words, chat_run, tmp_path_factory,
+                                                               monkeypatch, capsys):
+    """``zerollm sample --prompt - 0<&-``, ``zerollm chat >&-``: Python starts with that stream set to None, and
+    the first read or print used to end in an AttributeError (or input()'s "lost sys.stdin")."""
+    plain = str(tiny_run(tmp_path_factory, "char"))
+    for argv in (["sample", "--ckpt", plain, "--prompt", "-", "--max-new-tokens", "2"],
+                 ["chat", "--ckpt", str(chat_run), "--max-new-tokens", "2"]):
+        monkeypatch.setattr("sys.stdin", io.StringIO("To be\n"))       # a prompt, for the closed-stdout case
+        monkeypatch.setattr(f"sys.{stream}", None)
+        code, _, err = run_main(argv, capsys)
+        lines = err.strip().splitlines()
+        assert code == 1 and words in lines[-1] and "Traceback" not in err, err

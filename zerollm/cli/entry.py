@@ -264,7 +264,44 @@ def _report(prog, text):
     report_error(lambda line: print(f"{prog}: error: {_one_line(line)}", file=sys.stderr, flush=True), text)
 
 
+class _ClosedStream:
+    """What stands in for sys.stdin or sys.stdout when the command was started with that file descriptor
+    closed (``0<&-``, ``>&-``; Python then sets the stream to None and the first read or print would end
+    in a traceback): reading or writing raises a ZeroLLMError that says so, in one line."""
+
+    encoding, errors = "utf-8", "strict"
+
+    def __init__(self, message):
+        self.message = message
+
+    def _closed(self, *args, **kwargs):
+        raise ZeroLLMError(self.message)
+
+    read = readline = readlines = write = writelines = fileno = __iter__ = _closed
+
+    def flush(self):
+        pass
+
+    def close(self):
+        pass
+
+    def isatty(self):
+        return False
+
+
+def _stand_in_for_closed_streams():
+    if sys.stdin is None:
+        sys.stdin = _ClosedStream("standard input is closed (the command was started with 0<&-): there is "
+                                  "nothing to read; give it < FILE or < /dev/null instead")
+    if sys.stdout is None:
+        sys.stdout = _ClosedStream("standard output is closed (the command was started with >&-): there is "
+                                   "nowhere to print; give it > FILE or > /dev/null instead")
+    if sys.stderr is None:            # no place for the error line itself: it is dropped, the exit code stays
+        sys.stderr = open(os.devnull, "w")
+
+
 def main(argv=None):
+    _stand_in_for_closed_streams()
     parser = build_parser()
     if launched_by_mpi():
         args, code = _parse_under_mpi(parser, argv)

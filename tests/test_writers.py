@@ -153,6 +153,24 @@ def test_prepare_refuses_a_folder_that_is_not_its_own(tmp_path, capsys):
     assert code == 1 and "overlap" in err
 
 
+@pytest.mark.parametrize("name, text", [("tokenizer.json", '{"my": "hand-made"}'), ("meta.json", "my notes"),
+                                        ("train.bin", "mine")])
+def test_prepare_refuses_a_users_file_with_one_of_its_names(name, text, tmp_path, capsys):
+    """A folder holding only files named like prepare's (tokenizer.json, meta.json, train.bin, val.bin) is not
+    an earlier prepared folder unless prepare's meta.json is there: the user's file stays, byte for byte;
+    a folder prepare did write is replaced as before."""
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    (folder / name).write_text(text)
+    code, _, err = run_main(["prepare", "--data", tiny_text(tmp_path), "--out", folder], capsys)
+    assert code == 1 and f"holds {name} but no meta.json that prepare wrote" in err, err
+    assert os.listdir(folder) == [name] and (folder / name).read_text() == text
+    ours = tmp_path / "prepared"
+    for _ in range(2):
+        code, _, err = run_main(["prepare", "--data", tiny_text(tmp_path), "--out", ours], capsys)
+        assert code == 0, err
+
+
 def test_prepare_never_replaces_a_runs_own_data(pristine, tmp_path, capsys):
     """RUN/data is the run's: prepared again (another text, same tokenizer), --resume would go on training on
     other tokens without a word. prepare refuses any --out inside a run; the data stay byte for byte."""

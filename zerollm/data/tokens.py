@@ -12,6 +12,7 @@ loading the whole corpus. Shapes below: B batch size, T block size (context leng
 """
 
 import hashlib
+import json
 import os
 from pathlib import Path
 
@@ -146,16 +147,32 @@ PREPARED_FILES = {"train.bin", "val.bin", "tokenizer.json", "meta.json"}
 
 
 def _check_replaceable(out):
-    """A new or empty folder, or one that ``prepare`` wrote (only its four files): never anything else."""
+    """A new or empty folder, or one that ``prepare`` wrote (only its four files, with its meta.json): never
+    anything else. A tokenizer.json or meta.json of the user's own, alone in a folder, has the right name
+    but was not written here, and replacing the folder would lose it."""
     if not out.exists():
         return
     if not out.is_dir():
         raise ZeroLLMError(f"--out {out} is a file; choose a folder path")
-    others = sorted(set(os.listdir(out)) - PREPARED_FILES)
+    names = set(os.listdir(out))
+    others = sorted(names - PREPARED_FILES)
     if others:
         shown = ", ".join(others[:5]) + (" ..." if len(others) > 5 else "")
         raise ZeroLLMError(f"--out {out} holds other files ({shown}); prepare replaces the whole folder, so it "
                            "only writes to a new folder or an earlier prepared one: choose another --out")
+    if names and not _written_by_prepare(out / "meta.json"):
+        raise ZeroLLMError(f"--out {out} holds {', '.join(sorted(names))} but no meta.json that prepare wrote, so "
+                           "they are not an earlier prepared folder; prepare replaces the whole folder: choose "
+                           "another --out")
+
+
+def _written_by_prepare(meta_path):
+    try:
+        with open(meta_path, encoding="utf-8") as f:
+            meta = json.load(f)
+    except (OSError, UnicodeDecodeError, ValueError):
+        return False
+    return isinstance(meta, dict) and meta.get("format") == META_FORMAT
 
 
 def _read_meta(folder):

@@ -170,3 +170,19 @@ def test_heads_refuses_the_random_gpts_flags_with_a_checkpoint(char_run, tmp_pat
     code, text, _ = run_main(["heads", "--random", "--seq", "3", "--n-layer", "3", "--n-head", "1", "--n-embd", "8",
                               "--out", tmp_path / "r.png"], capsys)
     assert code == 0 and "3 layers x 1 heads" in text                               # the random GPT takes them
+
+
+def test_heads_reads_a_model_directory_as_its_run(char_run, tmp_path, capsys):
+    """A zerollm model directory (a Hugging Face export converted back) is a --ckpt for heads, as for sample and
+    chat: the same picture as its run's, and no "incomplete checkpoint" error."""
+    folder = tmp_path / "model"
+    assert run_main(["convert", "--from", char_run, "--to", tmp_path / "hf"], capsys)[0] == 0
+    assert run_main(["convert", "--from", tmp_path / "hf", "--to", folder], capsys)[0] == 0
+    pictures = {}
+    for name, ckpt in (("run", char_run), ("dir", folder)):
+        pictures[name] = tmp_path / f"{name}.png"
+        code, out, err = run_main(["heads", "--ckpt", ckpt, "--text", "ROMEO", "--out", pictures[name], "--lang", "en"],
+                                  capsys)
+        assert code == 0, err
+    assert f"This is a trained model ({folder}):" in out               # no step: a model directory has none
+    assert pictures["run"].read_bytes() == pictures["dir"].read_bytes()

@@ -189,6 +189,21 @@ def test_flash_checkpoint_shows_the_same_weights_with_a_note(run, tmp_path, caps
     assert [n["key"] for n in flashed["notes"]] == ["note_flash"]
 
 
+def test_a_model_directory_from_convert_is_read_like_its_run(run, tmp_path, capsys):
+    """A Hugging Face directory converted back (``zerollm convert --from HF --to DIR``) is a zerollm model directory
+    that sample and chat take as --ckpt; explain and heads took it for an incomplete checkpoint."""
+    folder = tmp_path / "model"
+    assert main(["convert", "--from", str(run), "--to", str(tmp_path / "hf")]) == 0
+    assert main(["convert", "--from", str(tmp_path / "hf"), "--to", str(folder)]) == 0
+    pages = {}
+    for name, ckpt in (("run", run), ("dir", folder)):
+        pages[name] = tmp_path / f"{name}.html"
+        assert explain("--ckpt", ckpt, "--text", TEXT, "--out", pages[name], "--lang", "en") == 0, capsys.readouterr()
+    assert "Model section: model, 32 tokens" in capsys.readouterr().out
+    ours, theirs = (page_data(pages[n].read_text())["model"] for n in ("dir", "run"))
+    assert ours["att"] == theirs["att"] and ours["top_p"] == theirs["top_p"] and ours["loss"] is None
+
+
 def test_hugging_face_directory(tmp_path, capsys):
     from zerollm.interop import hf
     from zerollm.model.gpt import GPT, GPTConfig

@@ -61,6 +61,11 @@ TEXT = {
         "en": "This is a trained model ({ckpt}, step {step}): look for heads that always watch the previous token,\n"
               "the start of the line, or punctuation.",
     },
+    "read_model": {
+        "zh": "这是训练过的模型（{ckpt}）：看看有没有总盯着前一个 token、行首或标点的头。",
+        "en": "This is a trained model ({ckpt}): look for heads that always watch the previous token,\n"
+              "the start of the line, or punctuation.",
+    },
     "read_random": {
         "zh": "这是随机初始化的模型：分数都接近 0，所以权重几乎均匀（因果时第 i 行约为 1/(i+1)）。\n"
               "训练之后会出现更尖锐的模式，比如总看前一个 token 的头。",
@@ -255,13 +260,14 @@ def attention_maps(ids, args):
 
 
 def trained_maps(args):
-    """(maps, ids, labels, checkpoint) for --ckpt: the checkpoint's model reads --text."""
+    """(maps, ids, labels, checkpoint or None, causal) for --ckpt: the model of a run, a step or a model
+    directory (``zerollm convert`` or ``merge``; a LoRA run comes with its base) reads --text."""
     from dataclasses import replace
 
-    from zerollm.training.checkpoint import load_model
+    from zerollm.interop.hf.native import load_run
     if args.text is None:
         raise ZeroLLMError("--ckpt needs --text: the trained model reads your text")
-    model, tok, ckpt = load_model(args.ckpt, force=args.force)
+    model, tok, ckpt = load_run(args.ckpt, force=args.force)
     if tok is None:
         raise ZeroLLMError(f"{args.ckpt} has no tokenizer.json, so --text cannot be encoded")
     try:
@@ -274,7 +280,7 @@ def trained_maps(args):
         naive = type(model)(replace(model.config, attn_impl="naive"), init=False)
         model = naive.load_state_dict(model.params).eval()
     model.forward(np.array([ids]), keep=True)
-    return [w[0] for w in model.attention_weights()], ids, [tok.decode([i]) for i in ids], ckpt
+    return [w[0] for w in model.attention_weights()], ids, [tok.decode([i]) for i in ids], ckpt, model.config.causal
 
 
 RANDOM_GPT = {"n_layer": 2, "n_head": 4, "n_embd": 64, "seed": 0}
@@ -303,8 +309,8 @@ def run(args):
     check_out(args.out, args.force)
     ckpt = None
     if args.ckpt:
-        maps, ids, chars, ckpt = trained_maps(args)
-        args.bidirectional = not ckpt.model_config.get("causal", True)
+        maps, ids, chars, ckpt, causal = trained_maps(args)
+        args.bidirectional = not causal
     else:
         ids, chars = choose_tokens(args, np.random.default_rng(args.seed))
         check_sizes(args, len(ids))
@@ -321,7 +327,8 @@ def run(args):
     print(say("wrote", lang, path=args.out, nl=len(maps), nh=maps[0].shape[0], T=T, kind=kind))
     print(say("read", lang))
     print(say("read_bidirectional" if args.bidirectional else "read_causal", lang))
-    print(say("read_trained", lang, ckpt=args.ckpt, step=ckpt.step) if ckpt else say("read_random", lang))
+    print(say("read_trained", lang, ckpt=args.ckpt, step=ckpt.step) if ckpt else
+          say("read_model", lang, ckpt=args.ckpt) if args.ckpt else say("read_random", lang))
     if T > MAX_LABELLED:
         print(say("no_labels", lang, T=T))
     missing = sorted({ch for tok in chars for ch in tok if args.text is not None and ord(ch) not in glyphs

@@ -49,7 +49,7 @@ def load(path, dtype="float32", *, force=None):
     hf = read_json(where, what="Hugging Face config")
     if isinstance(hf, dict) and "format" in hf:
         raise ZeroLLMError(f"{path} is a zerollm directory ({hf['format']}), not a Hugging Face one; "
-                           "load it with zerollm.interop.hf.load_zerollm")
+                           "give it as --ckpt DIR on the command line (in Python: zerollm.interop.hf.load_zerollm)")
     family, cfg = hf_to_config(hf, where, dtype)
     budget.require(budget.loading(cfg, what=f"loading {path}"), force=force)   # before reading any weight
     tensors = read_tensors(path, family, np.dtype(dtype))

@@ -35,11 +35,13 @@ def load_source(ckpt=None, hf=None):
     if hf is not None:
         from zerollm.interop.hf import load, load_tokenizer_dir
         return load(hf), load_tokenizer_dir(hf), os.path.basename(os.path.normpath(hf)), None
-    from zerollm.training.checkpoint import load_model
-    model, tok, checkpoint = load_model(ckpt)
+    from zerollm.interop.hf.native import load_run
+    model, tok, checkpoint = load_run(ckpt)          # a run, a step, or a model directory (convert, merge)
     if tok is None:
         raise ZeroLLMError(f"{ckpt} has no tokenizer.json, so --text cannot be encoded; point --ckpt at a "
                            "run directory written by `zerollm train`")
+    if checkpoint is None:                           # a model directory: no steps, no log
+        return model.eval(), tok, os.path.basename(os.path.normpath(ckpt)), None
     log = os.path.join(os.path.dirname(checkpoint.path), "log.jsonl")   # RUN/log.jsonl beside RUN/step-N
     name = f"{os.path.normpath(ckpt)} (step {checkpoint.step})"
     return model, tok, name, log if os.path.isfile(log) else None

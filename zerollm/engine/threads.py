@@ -56,12 +56,13 @@ def by_name_in_parts(pool, arrays, fn):
     """fn(name) for every name of ``arrays`` (a dict of NumPy arrays); returns {name: result}, in the
     dict's order.
 
-    pool None (or one thread): one after another, here. A ThreadPool of n threads: the names
-    cut into n groups of about the same number of elements (largest first, each to the lightest group),
-    one group per thread (from SHARE_FROM numbers on). Meant for per-parameter work between two training steps (adding the shards'
-    gradients, their norm, the AdamW update): NumPy's loops and the fast engine's kernels let go of
-    Python's GIL on large arrays, so the groups really do run on n cores. Each name's work is the same
-    whichever thread does it, so the results are bit-identical to the serial ones."""
+    pool None (or one thread), or fewer than SHARE_FROM numbers in all: one after another, here. A
+    ThreadPool of n threads: the names cut into n groups of about the same number of elements (largest
+    first, each to the lightest group), one group per thread. Meant for per-parameter work between two
+    training steps (adding the shards' gradients, their norm, the AdamW update): NumPy's loops and the
+    fast engine's kernels let go of Python's GIL on large arrays, so the groups really do run on n cores.
+    Each name's work is the same whichever thread does it, so the results are bit-identical to the
+    serial ones."""
     n = 1 if pool is None else pool.n_threads
     if n <= 1 or len(arrays) < 2 or sum(a.size for a in arrays.values()) < SHARE_FROM:
         return {name: fn(name) for name in arrays}

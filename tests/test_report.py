@@ -326,3 +326,17 @@ def test_report_refuses_the_same_run_twice(tmp_path, tmp_path_factory, capsys, s
     assert code == 1 and err.count("\n") == 1 and err.startswith("zerollm report: error: "), err
     assert f"RUN {again} is given" in err and "drop the repeat" in err and out == ""
     assert not (tmp_path / "r.html").exists()
+
+
+def test_a_log_of_garbage_is_reported_with_a_warning(tmp_path, tmp_path_factory, capsys):
+    """log.jsonl lines that are not records are left out of the page; more than one (not just a last line cut
+    by a crash) is said in one warning line, and the page is still written."""
+    run = copy_run(tiny_run(tmp_path_factory, "char"), tmp_path)
+    with open(run / "log.jsonl", "a", encoding="utf-8") as f:
+        f.write("garbage\n{not json\n")
+    code, _, err = run_main(["report", run, "--out", tmp_path / "r.html"], capsys)
+    assert code == 0 and (tmp_path / "r.html").exists(), err
+    assert err.count("\n") == 1 and "2 lines are not JSON records of a run" in err, err
+    (run / "log.jsonl").write_text((run / "log.jsonl").read_text().replace("garbage\n", ""))
+    code, _, err = run_main(["report", run, "--out", tmp_path / "r2.html"], capsys)
+    assert code == 0 and "lines are not JSON records" not in err, err       # one cut line: no warning

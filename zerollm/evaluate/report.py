@@ -23,6 +23,7 @@ import json
 import math
 import os
 import sys
+import warnings
 
 import numpy as np
 
@@ -60,8 +61,16 @@ LABELS = {       # key: (English, 中文); the Chinese uses only characters of t
 # reading the runs
 
 def read_jsonl(path):
+    """The records of a run's log.jsonl ([] without one). More than one line that is not a record (one is
+    the last line of a run killed while writing it) gets a warning: the page leaves them out."""
     from zerollm.training.runlog import read_log
-    return read_log(path) if os.path.exists(path) else []
+    if not os.path.exists(path):
+        return []
+    records, skipped = read_log(path, count_skipped=True)
+    if skipped > 1:
+        warnings.warn(f"{path}: {skipped} lines are not JSON records of a run (edited by hand, or another "
+                      "file?); the report leaves them out")
+    return records
 
 
 def run_summary(run_dir):

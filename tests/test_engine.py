@@ -209,6 +209,10 @@ def test_the_shard_sum_is_bit_identical_to_numpy():
         assert objective.add_scaled(fast, f(a), other, f(b)) is None
         objective.add_scaled.reference(ref, f(a), other, f(b))
         assert np.array_equal(fast, ref) and not np.array_equal(fast, g)
+    big, other = normal(rng, 1000, 333), normal(rng, 1000, 333)        # several of the reference's cache blocks
+    want = big * np.float32(0.75) + other * np.float32(0.25)
+    objective.add_scaled.reference(big, np.float32(0.75), other, np.float32(0.25))
+    assert np.array_equal(big, want)
     g64 = normal(rng, 5).astype(np.float64)          # float64: the reference runs
     want = g64 * 0.5 + g64 * 0.5
     objective.add_scaled(g64, np.float64(0.5), g64.copy(), np.float64(0.5))

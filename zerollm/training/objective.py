@@ -16,6 +16,7 @@ from typing import NamedTuple
 import numpy as np
 
 from zerollm.engine import accelerated
+from zerollm.engine.memory import cache_blocks
 from zerollm.engine.threads import by_name_in_parts
 
 
@@ -95,10 +96,22 @@ class Objective:
 @accelerated
 def add_scaled(g, a, other, b):
     """g <- g a + other b, in place: one step of the shards' gradient sum. a and b are scalars of g's
-    dtype; a == 1 leaves g's own term as it is."""
-    if a != 1:
-        g *= a
-    g += other * b
+    dtype; a == 1 leaves g's own term as it is. Block by block (engine.memory.cache_blocks), so that
+    other * b needs no temporary of the whole gradient's size and each block is still in cache for the sum."""
+    if not (g.flags.c_contiguous and other.flags.c_contiguous and g.shape == other.shape):
+        if a != 1:
+            g *= a
+        g += other * b
+        return
+    flat_g, flat_o = g.reshape(-1), other.reshape(-1)
+    blocks = cache_blocks(g.size, g.itemsize)
+    buf = np.empty(blocks[0].stop - blocks[0].start if blocks else 0, g.dtype)
+    for part in blocks:
+        block, scaled = flat_g[part], buf[:part.stop - part.start]
+        if a != 1:
+            block *= a
+        np.multiply(flat_o[part], b, out=scaled)
+        block += scaled
 
 
 def split_rows(batch, n):

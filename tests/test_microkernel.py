@@ -2,8 +2,8 @@
 
 The kernels that call them are checked against torch in tests/test_fast_flash.py and
 tests/test_fast_sdpa.py, both with these products and with NumPy's BLAS; here the products alone, on
-every block size and edge: rows in blocks of 8, 4, 2, 1; columns in bands of 32 and 16 and a scalar
-tail; an empty sum; a transposed A; row strides longer than the rows; beta 0 and 1; alpha.
+every block size and edge: rows in blocks of 6, 4, 2, 1 (bands of 64 columns) and 8, 4, 2, 1 (bands of
+32 and 16 columns), a scalar tail; an empty sum; a transposed A; row strides longer than the rows; beta 0 and 1; alpha.
 """
 
 import os
@@ -16,7 +16,8 @@ import pytest
 from zerollm.engine.fast import microkernel
 
 SHAPES = [(1, 1, 1), (7, 5, 3), (8, 32, 64), (9, 33, 2), (15, 48, 17), (64, 64, 64), (100, 100, 100),
-          (13, 47, 0), (256, 256, 64), (3, 17, 5), (12, 16, 1)]
+          (13, 47, 0), (256, 256, 64), (3, 17, 5), (12, 16, 1),
+          (7, 117, 9), (13, 128, 3), (256, 64, 256), (5, 64, 64)]
 
 
 def product(M, N, K, transposed_a, beta, seed):

@@ -211,12 +211,23 @@ def _forward_items(plan, q, k_t, v, bound, out, lse, g, offset, causal, tq, tk, 
             n = min(tq, T - i0)
             acc[:n] = 0
             l[:n] = 0
+            all_fixed = True
             for r in range(n):                                # the reference of exp(s - m): see FIXED_MAX
                 b = bound[bh, i0 + r]
                 m[r] = b if b <= FIXED_MAX else -np.inf
+                all_fixed = all_fixed and b <= FIXED_MAX
             stop = min(Tk, offset + i0 + n) if causal else Tk   # keys after the tile's last query: skipped
             for j0 in range(0, stop, tk):
                 nk = min(tk, stop - j0)
+                if own and all_fixed and _visible(offset + i0, j0, nk, causal) == nk:
+                    # every row sees every key and m is fixed: p = exp(q_s k^T - m) and l += its row sums
+                    # straight from the product's registers (microkernel.sgemm_exp), then acc += p v
+                    microkernel.sgemm_exp(n, nk, hs, np.float32(1.0), q[bh, i0:].ctypes.data, hs, 1,
+                                          k_t[kv, :, j0:].ctypes.data, k_t.strides[1] // 4, s.ctypes.data, tk,
+                                          m.ctypes.data, l.ctypes.data)
+                    product(gemm, own, NO_TRANS, n, hs, nk, np.float32(1.0), s.ctypes, tk,
+                            v[kv, j0:].ctypes, hs, np.float32(1.0), acc.ctypes, hs)
+                    continue
                 rows = _band_rows(offset + i0, j0, n, nk, causal)
                 for r0 in range(0, n, rows):                  # s = q_s k^T, band by band on the diagonal
                     nb, seen = min(rows, n - r0), _seen(offset + i0 + r0, j0, min(rows, n - r0), nk, causal)
@@ -295,25 +306,36 @@ def _backward_items(plan, q, k, k_t, v_t, dout, lse, D, dq, dk, dv, g, offset, c
                         seen = _seen(offset + r0, j0, nb, nk, causal)
                         if seen == 0:
                             continue
-                        product(gemm, own, NO_TRANS, nb, seen, hs, np.float32(1.0), q[bh, r0:].ctypes, hs,
-                                k_t[kv, :, j0:].ctypes, k_t.strides[1] // 4, np.float32(0.0), s.ctypes, tk)  # s = q_s k^T
-                        for r in range(nb):                                           # P = exp(s - lse)
-                            row = s[r]
-                            vis = _visible(offset + r0 + r, j0, seen, causal)
-                            c0 = lse[bh, r0 + r]
-                            for c in range(vis):
-                                row[c] = exp32(row[c] - c0)
-                            for c in range(vis, seen):
-                                row[c] = 0
+                        if own and _visible(offset + r0, j0, seen, causal) == seen:   # P = exp(q_s k^T - lse),
+                            microkernel.sgemm_exp(nb, seen, hs, np.float32(1.0), q[bh, r0:].ctypes.data, hs, 1,  # fused
+                                                  k_t[kv, :, j0:].ctypes.data, k_t.strides[1] // 4, s.ctypes.data,
+                                                  tk, lse[bh, r0:].ctypes.data, 0)
+                        else:
+                            product(gemm, own, NO_TRANS, nb, seen, hs, np.float32(1.0), q[bh, r0:].ctypes, hs,
+                                    k_t[kv, :, j0:].ctypes, k_t.strides[1] // 4, np.float32(0.0), s.ctypes,
+                                    tk)  # s = q_s k^T
+                            for r in range(nb):                                       # P = exp(s - lse)
+                                row = s[r]
+                                vis = _visible(offset + r0 + r, j0, seen, causal)
+                                c0 = lse[bh, r0 + r]
+                                for c in range(vis):
+                                    row[c] = exp32(row[c] - c0)
+                                for c in range(vis, seen):
+                                    row[c] = 0
                         product(gemm, own, TRANS, seen, hs, nb, np.float32(1.0), s.ctypes, tk,
                                 dout[bh, r0:].ctypes, hs, np.float32(1.0), dv_j.ctypes, hs)  # dv += P^T dout
-                        product(gemm, own, NO_TRANS, nb, seen, hs, np.float32(1.0), dout[bh, r0:].ctypes, hs,
-                                v_t[kv, :, j0:].ctypes, v_t.strides[1] // 4,
-                                np.float32(0.0), dp.ctypes, tk)  # dP = dout v^T
-                        for r in range(nb):                                           # dS = P (dP - D)
-                            d = D[bh, r0 + r]
-                            for c in range(seen):
-                                dp[r, c] = s[r, c] * (dp[r, c] - d)
+                        if own:                                   # dS = P (dout v^T - D), from the registers
+                            microkernel.sgemm_dsoftmax(nb, seen, hs, np.float32(1.0), dout[bh, r0:].ctypes.data, hs,
+                                                       1, v_t[kv, :, j0:].ctypes.data, v_t.strides[1] // 4,
+                                                       dp.ctypes.data, tk, D[bh, r0:].ctypes.data, s.ctypes.data)
+                        else:
+                            product(gemm, own, NO_TRANS, nb, seen, hs, np.float32(1.0), dout[bh, r0:].ctypes, hs,
+                                    v_t[kv, :, j0:].ctypes, v_t.strides[1] // 4,
+                                    np.float32(0.0), dp.ctypes, tk)  # dP = dout v^T
+                            for r in range(nb):                                       # dS = P (dP - D)
+                                d = D[bh, r0 + r]
+                                for c in range(seen):
+                                    dp[r, c] = s[r, c] * (dp[r, c] - d)
                         product(gemm, own, NO_TRANS, nb, hs, seen, np.float32(1.0), dp.ctypes, tk,
                                 k[kv, j0:].ctypes, hs, np.float32(1.0), dq_t[bh, r0:].ctypes, hs)   # dq += dS k
                         product(gemm, own, TRANS, seen, hs, nb, np.float32(1.0), dp.ctypes, tk,

@@ -42,22 +42,58 @@ from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from zerollm.engine.fast import jit  # noqa: F401  (sets numba's CPU features before any compile)
+from zerollm.engine.fast import jit  # (importing it sets numba's CPU features before any compile)
+from zerollm.engine.fast.jit import exp32
 from zerollm.engine.fast.blas import NO_TRANS, ROW_MAJOR, TRANS
 
 LANES = 16                     # float32 numbers in an AVX-512 register
 
 
-def _block(MR, NV):
-    """An intrinsic block(a, a_rows, a_cols, b, ldb, c, ldc, K, alpha, accumulate): the (MR, NV * 16) block
-    of C at address c gets alpha * A B (+ its old value when accumulate), K >= 1 steps over k."""
+PLAIN, EXP, DSOFTMAX = 0, 1, 2      # what a block does with its sums (the epilogue), see _block
+
+
+def _vector_exp(builder, fma, x):
+    """exp of the 16 float32 numbers of x, the same steps as jit.exp32 (Cephes' expf: clamp, 2^n exp(r)
+    with a degree-6 polynomial for exp(r), ldexp), in LLVM's IR, so that a block's epilogue can take the
+    exp of its sums while they are still in registers. NaN stays NaN."""
+    f32, i32 = ir.FloatType(), ir.IntType(32)
+    vec, ivec = ir.VectorType(f32, LANES), ir.VectorType(i32, LANES)
+
+    def c(v):
+        return ir.Constant(vec, [float(np.float32(v))] * LANES)
+
+    def call(name, ty, args):
+        fn = cgutils.get_or_insert_function(builder.module, ty, name)
+        return builder.call(fn, args)
+    binary = ir.FunctionType(vec, [vec, vec])
+    xc = call("llvm.minnum.v16f32", binary, [call("llvm.maxnum.v16f32", binary, [x, c(jit._EXP_MIN)]),
+                                             c(jit._EXP_MAX)])
+    n = call("llvm.floor.v16f32", ir.FunctionType(vec, [vec]), [builder.call(fma, [xc, c(jit._LOG2E), c(jit._HALF)])])
+    r = builder.call(fma, [n, c(-jit._LN2_HI), xc])
+    r = builder.call(fma, [n, c(-jit._LN2_LO), r])
+    p = c(jit._P0)
+    for coef in (jit._P1, jit._P2, jit._P3, jit._P4, jit._P5):
+        p = builder.call(fma, [p, r, c(coef)])
+    p = builder.call(fma, [p, builder.fmul(r, r), builder.fadd(r, c(1.0))])
+    y = call("llvm.ldexp.v16f32.v16i32", ir.FunctionType(vec, [vec, ivec]), [p, builder.fptosi(n, ivec)])
+    return builder.select(builder.fcmp_unordered("uno", x, x), x, y)
+
+
+def _block(MR, NV, epilogue=PLAIN):
+    """An intrinsic block(a, a_rows, a_cols, b, ldb, c, ldc, K, alpha, accumulate, u, w) for the (MR, NV * 16)
+    block of C at address c, K >= 1 steps over k; with S = alpha * A B, the block's epilogue writes
+    - PLAIN: C = S, or C += S when accumulate (u and w unused);
+    - EXP: C = exp(S - u[i]) for row i, u a float32 per row at address u; when w is not 0, the row's sum
+      of these is added to the float32 w[i] (the online softmax's running sum);
+    - DSOFTMAX: C = P (S - u[i]), P the (MR, NV * 16) block at address w with C's row stride (the
+      softmax's backward: dS = P (dP - D))."""
     @intrinsic
-    def block(typingctx, a, a_rows, a_cols, b, ldb, c, ldc, K, alpha, accumulate):
+    def block(typingctx, a, a_rows, a_cols, b, ldb, c, ldc, K, alpha, accumulate, u, w):
         sig = types.void(types.intp, types.intp, types.intp, types.intp, types.intp, types.intp, types.intp,
-                         types.intp, types.float32, types.boolean)
+                         types.intp, types.float32, types.boolean, types.intp, types.intp)
 
         def codegen(context, builder, signature, args):
-            a, a_rows, a_cols, b, ldb, c, ldc, K, alpha, accumulate = args
+            a, a_rows, a_cols, b, ldb, c, ldc, K, alpha, accumulate, u, w = args
             f32, i32, i64 = ir.FloatType(), ir.IntType(32), ir.IntType(64)
             vec = ir.VectorType(f32, LANES)
             fma = cgutils.get_or_insert_function(builder.module, ir.FunctionType(vec, [vec, vec, vec]),
@@ -106,69 +142,44 @@ def _block(MR, NV):
                 acc.add_incoming(s, loop)
             builder.cbranch(builder.icmp_signed("<", k_next, K), loop, done)
 
-            builder.position_at_end(done)                      # C = alpha * sums (+ C)
+            builder.position_at_end(done)
             scale = splat(alpha)
+            u_ptr, w_ptr = builder.inttoptr(u, f32.as_pointer()), builder.inttoptr(w, f32.as_pointer())
             for r in range(MR):
+                row = builder.mul(const(r), ldc)
+                if epilogue != PLAIN:
+                    u_r = splat(builder.load(builder.gep(u_ptr, [const(r)]), align=4))
+                total = None
                 for v in range(NV):
-                    where = vector_at(c_ptr, builder.add(builder.mul(const(r), ldc), const(v * LANES)))
+                    offset = builder.add(row, const(v * LANES))
+                    where = vector_at(c_ptr, offset)
                     s = sums[r * NV + v]
-                    with builder.if_else(accumulate) as (add, overwrite):
-                        with add:
-                            builder.store(builder.call(fma, [scale, s, builder.load(where, align=4)]), where, align=4)
-                        with overwrite:
-                            builder.store(builder.fmul(scale, s), where, align=4)
+                    if epilogue == EXP:                        # C = exp(S - u)
+                        e = _vector_exp(builder, fma, builder.fsub(builder.fmul(scale, s), u_r))
+                        builder.store(e, where, align=4)
+                        total = e if total is None else builder.fadd(total, e)
+                    elif epilogue == DSOFTMAX:                 # C = P (S - u)
+                        p = builder.load(vector_at(w_ptr, offset), align=4)
+                        builder.store(builder.fmul(p, builder.fsub(builder.fmul(scale, s), u_r)), where, align=4)
+                    else:                                      # C = S (+ C)
+                        with builder.if_else(accumulate) as (add, overwrite):
+                            with add:
+                                builder.store(builder.call(fma, [scale, s, builder.load(where, align=4)]), where,
+                                              align=4)
+                            with overwrite:
+                                builder.store(builder.fmul(scale, s), where, align=4)
+                if epilogue == EXP:                            # w[r] += the row's sum, where w is given
+                    with builder.if_then(builder.icmp_unsigned("!=", w, const(0))):
+                        reduce = cgutils.get_or_insert_function(builder.module, ir.FunctionType(f32, [f32, vec]),
+                                                                "llvm.vector.reduce.fadd.v16f32")
+                        add = builder.call(reduce, [ir.Constant(f32, 0.0), total],
+                                           fastmath=("reassoc",))     # any order: a tree of additions, not a chain
+                        slot = builder.gep(w_ptr, [const(r)])
+                        builder.store(builder.fadd(builder.load(slot, align=4), add), slot, align=4)
             return context.get_dummy_value()
 
         return sig, codegen
     return block
-
-
-_B6x4, _B4x4, _B2x4, _B1x4 = _block(6, 4), _block(4, 4), _block(2, 4), _block(1, 4)
-_B8x2, _B4x2, _B2x2, _B1x2 = _block(8, 2), _block(4, 2), _block(2, 2), _block(1, 2)
-_B8x1, _B4x1, _B2x1, _B1x1 = _block(8, 1), _block(4, 1), _block(2, 1), _block(1, 1)
-
-
-@numba.njit(inline="always", error_model="numpy")
-def _one_block(rows, nv, K, alpha, a, a_rows, a_cols, b, ldb, add, c, ldc):
-    """The block of ``rows`` rows (6, 4, 2 or 1 when nv is 4; 8, 4, 2 or 1 otherwise) by nv * 16 columns."""
-    if nv == 4:
-        if rows == 6:
-            _B6x4(a, a_rows, a_cols, b, ldb, c, ldc, K, alpha, add)
-        elif rows == 4:
-            _B4x4(a, a_rows, a_cols, b, ldb, c, ldc, K, alpha, add)
-        elif rows == 2:
-            _B2x4(a, a_rows, a_cols, b, ldb, c, ldc, K, alpha, add)
-        else:
-            _B1x4(a, a_rows, a_cols, b, ldb, c, ldc, K, alpha, add)
-    elif nv == 2:
-        if rows == 8:
-            _B8x2(a, a_rows, a_cols, b, ldb, c, ldc, K, alpha, add)
-        elif rows == 4:
-            _B4x2(a, a_rows, a_cols, b, ldb, c, ldc, K, alpha, add)
-        elif rows == 2:
-            _B2x2(a, a_rows, a_cols, b, ldb, c, ldc, K, alpha, add)
-        else:
-            _B1x2(a, a_rows, a_cols, b, ldb, c, ldc, K, alpha, add)
-    elif rows == 8:
-        _B8x1(a, a_rows, a_cols, b, ldb, c, ldc, K, alpha, add)
-    elif rows == 4:
-        _B4x1(a, a_rows, a_cols, b, ldb, c, ldc, K, alpha, add)
-    elif rows == 2:
-        _B2x1(a, a_rows, a_cols, b, ldb, c, ldc, K, alpha, add)
-    else:
-        _B1x1(a, a_rows, a_cols, b, ldb, c, ldc, K, alpha, add)
-
-
-@numba.njit(inline="always", error_model="numpy")
-def _column_band(M, K, alpha, a, a_rows, a_cols, b, ldb, beta, c, ldc, nv):
-    """Rows 0 .. M-1 of one band of nv * 16 columns: blocks of 6 (nv = 4) or 8 rows, then 4, 2 and 1."""
-    first = 6 if nv == 4 else 8
-    i = 0
-    while i < M:
-        left = M - i
-        rows = first if left >= first else 4 if left >= 4 else 2 if left >= 2 else 1
-        _one_block(rows, nv, K, alpha, a + 4 * i * a_rows, a_rows, a_cols, b, ldb, beta != 0, c + 4 * i * ldc, ldc)
-        i += rows
 
 
 @intrinsic
@@ -188,37 +199,119 @@ def _store(typingctx, address, x):
     return types.void(types.intp, types.float32), codegen
 
 
-@numba.njit(inline="always", error_model="numpy")
-def _scalar_columns(M, j0, N, K, alpha, a, a_rows, a_cols, b, ldb, beta, c, ldc):
-    """Columns j0 .. N-1 of C one number at a time (the last N % 16; also every column when K = 0)."""
-    for i in range(M):
-        for j in range(j0, N):
-            s = np.float32(0.0)
-            for k in range(K):
-                s += _load(a + 4 * (i * a_rows + k * a_cols)) * _load(b + 4 * (k * ldb + j))
-            where = c + 4 * (i * ldc + j)
-            _store(where, alpha * s + _load(where) if beta != 0 else alpha * s)
+def _tiling(epilogue):
+    """tile(M, N, K, alpha, a, a_rows, a_cols, b, ldb, beta, c, ldc, u, w): all of C (M, N) in blocks with
+    the given epilogue (see _block): bands of 64 columns in blocks of 6 rows (then 4, 2, 1), a band of 32
+    and one of 16 in blocks of 8 rows (then 4, 2, 1), the last N % 16 columns one number at a time (all
+    of them when K = 0). Inlined into the compiled functions below, one per epilogue."""
+    b6x4, b4x4, b2x4, b1x4 = (_block(r, 4, epilogue) for r in (6, 4, 2, 1))
+    b8x2, b4x2, b2x2, b1x2 = (_block(r, 2, epilogue) for r in (8, 4, 2, 1))
+    b8x1, b4x1, b2x1, b1x1 = (_block(r, 1, epilogue) for r in (8, 4, 2, 1))
+
+    @numba.njit(inline="always", error_model="numpy")
+    def one_block(rows, nv, K, alpha, a, a_rows, a_cols, b, ldb, add, c, ldc, u, w):
+        args = (a, a_rows, a_cols, b, ldb, c, ldc, K, alpha, add, u, w)
+        if nv == 4:
+            if rows == 6:
+                b6x4(*args)
+            elif rows == 4:
+                b4x4(*args)
+            elif rows == 2:
+                b2x4(*args)
+            else:
+                b1x4(*args)
+        elif nv == 2:
+            if rows == 8:
+                b8x2(*args)
+            elif rows == 4:
+                b4x2(*args)
+            elif rows == 2:
+                b2x2(*args)
+            else:
+                b1x2(*args)
+        elif rows == 8:
+            b8x1(*args)
+        elif rows == 4:
+            b4x1(*args)
+        elif rows == 2:
+            b2x1(*args)
+        else:
+            b1x1(*args)
+
+    @numba.njit(inline="always", error_model="numpy")
+    def column_band(M, K, alpha, a, a_rows, a_cols, b, ldb, beta, c, ldc, u, w, nv):
+        first = 6 if nv == 4 else 8
+        i = 0
+        while i < M:
+            left = M - i
+            rows = first if left >= first else 4 if left >= 4 else 2 if left >= 2 else 1
+            # u: a number per row; w: a number per row (EXP, 0 for none) or a matrix shaped like C (DSOFTMAX)
+            w_i = w + 4 * i * ldc if epilogue == DSOFTMAX else (w + 4 * i if w != 0 else 0)
+            one_block(rows, nv, K, alpha, a + 4 * i * a_rows, a_rows, a_cols, b, ldb, beta != 0, c + 4 * i * ldc, ldc,
+                      u + 4 * i, w_i)
+            i += rows
+
+    @numba.njit(inline="always", error_model="numpy")
+    def scalar_columns(M, j0, N, K, alpha, a, a_rows, a_cols, b, ldb, beta, c, ldc, u, w):
+        for i in range(M):
+            for j in range(j0, N):
+                s = np.float32(0.0)
+                for k in range(K):
+                    s += _load(a + 4 * (i * a_rows + k * a_cols)) * _load(b + 4 * (k * ldb + j))
+                where = c + 4 * (i * ldc + j)
+                if epilogue == EXP:
+                    e = exp32(alpha * s - _load(u + 4 * i))
+                    _store(where, e)
+                    if w != 0:
+                        _store(w + 4 * i, _load(w + 4 * i) + e)
+                elif epilogue == DSOFTMAX:
+                    _store(where, _load(w + 4 * (i * ldc + j)) * (alpha * s - _load(u + 4 * i)))
+                else:
+                    _store(where, alpha * s + _load(where) if beta != 0 else alpha * s)
+
+    @numba.njit(inline="always", error_model="numpy")
+    def tile(M, N, K, alpha, a, a_rows, a_cols, b, ldb, beta, c, ldc, u, w):
+        if M <= 0 or N <= 0:
+            return
+        alpha = np.float32(alpha)
+        j = 0
+        if K > 0:
+            for nv, width in ((4, 64), (2, 32), (1, 16)):
+                while j + width <= N:
+                    w_j = w + 4 * j if epilogue == DSOFTMAX else w
+                    column_band(M, K, alpha, a, a_rows, a_cols, b + 4 * j, ldb, beta, c + 4 * j, ldc, u, w_j, nv)
+                    j += width
+                    if nv != 4:
+                        break
+        scalar_columns(M, j, N, K, alpha, a, a_rows, a_cols, b, ldb, beta, c, ldc, u, w)
+    return tile
 
 
-@numba.njit(nogil=True, cache=True, error_model="numpy")     # one compiled function, called, not inlined
+_plain, _exp, _dsoftmax = _tiling(PLAIN), _tiling(EXP), _tiling(DSOFTMAX)
+
+
+# three compiled functions, called, not inlined (each holds every block of its epilogue)
+
+@numba.njit(nogil=True, cache=True, error_model="numpy")
 def sgemm(M, N, K, alpha, a, a_rows, a_cols, b, ldb, beta, c, ldc):
     """C (M, N) = alpha A (M, K) B (K, N) + beta C, beta 0 or 1; a, b, c are addresses of float32
     (see the module's docstring for the strides)."""
-    if M <= 0 or N <= 0:
-        return
-    alpha = np.float32(alpha)
-    j = 0
-    if K > 0:                                             # (K = 0: C = beta C, by the scalar columns)
-        while j + 64 <= N:
-            _column_band(M, K, alpha, a, a_rows, a_cols, b + 4 * j, ldb, beta, c + 4 * j, ldc, 4)
-            j += 64
-        if j + 32 <= N:
-            _column_band(M, K, alpha, a, a_rows, a_cols, b + 4 * j, ldb, beta, c + 4 * j, ldc, 2)
-            j += 32
-        if j + 16 <= N:
-            _column_band(M, K, alpha, a, a_rows, a_cols, b + 4 * j, ldb, beta, c + 4 * j, ldc, 1)
-            j += 16
-    _scalar_columns(M, j, N, K, alpha, a, a_rows, a_cols, b, ldb, beta, c, ldc)
+    _plain(M, N, K, alpha, a, a_rows, a_cols, b, ldb, beta, c, ldc, 0, 0)
+
+
+@numba.njit(nogil=True, cache=True, error_model="numpy")
+def sgemm_exp(M, N, K, alpha, a, a_rows, a_cols, b, ldb, c, ldc, u, w):
+    """C = exp(alpha A B - u) row by row (u: M float32 at address u), and, when w is not 0, each row's
+    sum of C added to w (M float32 at address w): the scores of a tile of attention turned into
+    unnormalised weights while they are still in registers (no pass over the tile of its own)."""
+    _exp(M, N, K, alpha, a, a_rows, a_cols, b, ldb, 0.0, c, ldc, u, w)
+
+
+@numba.njit(nogil=True, cache=True, error_model="numpy")
+def sgemm_dsoftmax(M, N, K, alpha, a, a_rows, a_cols, b, ldb, c, ldc, u, p):
+    """C = P (alpha A B - u), elementwise by P (M, N) at address p with C's row stride ldc, u a float32 per
+    row: dS = P (dP - D) of the attention's backward, with dP = dout v^T still in registers."""
+    _dsoftmax(M, N, K, alpha, a, a_rows, a_cols, b, ldb, 0.0, c, ldc, u, p)
 
 
 def available():

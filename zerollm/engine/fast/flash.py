@@ -4,7 +4,13 @@
    loop of the forward and the backward in numba, the products in our AVX-512 micro-kernel
    (zerollm/engine/fast/microkernel.py) or, without AVX-512, in NumPy's own BLAS (sgemm through ctypes,
    zerollm/engine/fast/blas.py), the online softmax fused between them, threads over heads
-   and tiles (prange). Used for float32 without a padding mask, dropout or autocast.
+   and tiles (prange). Used for float32 without a padding mask, dropout or autocast. With our
+   micro-kernel, a tile that every query row sees whole (off the causal diagonal) and whose rows have
+   a fixed m (FIXED_MAX) gets its weights exp(s - m) and their row sums straight from the product's
+   registers (microkernel.sgemm_exp), and the backward's P = exp(s - lse) and dS = P (dP - D) likewise
+   (sgemm_exp, sgemm_dsoftmax): no pass over the tile of scores of its own. B=1, 4 heads of 64, 1 thread,
+   Intel Xeon with AVX-512, 2026-12-06, alternating rounds in one process against the kernels before
+   (8 x 32 blocks, unfused): forward 4-7% faster at T = 1024..8192, forward + backward 4-6%.
 2. ``tile_softmax_step``, ``tile_probs``, ``tile_softmax_backward``: one pass per tile row instead of
    NumPy's five, for what 1. declines (the reference's loops then run with these). A tile of scores
    s (..., tq, tk) is viewed as rows (R, tq, tk); with a causal TileMask, row r of the tile sees keys

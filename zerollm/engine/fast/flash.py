@@ -230,43 +230,41 @@ def _forward_items(plan, q, k_t, v, bound, out, lse, g, offset, causal, tq, tk, 
             stop = min(Tk, offset + i0 + n) if causal else Tk   # keys after the tile's last query: skipped
             for j0 in range(0, stop, tk):
                 nk = min(tk, stop - j0)
+                rows = _band_rows(offset + i0, j0, n, nk, causal)
                 if own and all_fixed and _visible(offset + i0, j0, nk, causal) == nk:
-                    # every row sees every key and m is fixed: p = exp(q_s k^T - m) and l += its row sums
-                    # straight from the product's registers (microkernel.sgemm_exp), then acc += p v
+                    # every row sees every key (one band) and m is fixed: p = exp(q_s k^T - m) and l += its row
+                    # sums straight from the product's registers (microkernel.sgemm_exp)
                     microkernel.sgemm_exp(n, nk, hs, np.float32(1.0), q[bh, i0:].ctypes.data, hs, 1,
                                           k_t[kv, :, j0:].ctypes.data, k_t.strides[1] // 4, s.ctypes.data, tk,
                                           m.ctypes.data, l.ctypes.data)
-                    product(gemm, own, NO_TRANS, n, hs, nk, np.float32(1.0), s.ctypes, tk,
-                            v[kv, j0:].ctypes, hs, np.float32(1.0), acc.ctypes, hs)
-                    continue
-                rows = _band_rows(offset + i0, j0, n, nk, causal)
-                for r0 in range(0, n, rows):                  # s = q_s k^T, band by band on the diagonal
-                    nb, seen = min(rows, n - r0), _seen(offset + i0 + r0, j0, min(rows, n - r0), nk, causal)
-                    if seen > 0:
-                        product(gemm, own, NO_TRANS, nb, seen, hs, np.float32(1.0), q[bh, i0 + r0:].ctypes, hs,
-                                k_t[kv, :, j0:].ctypes, k_t.strides[1] // 4, np.float32(0.0), s[r0:].ctypes, tk)
-                for r in range(n):
-                    row = s[r]
-                    vis = _visible(offset + i0 + r, j0, nk, causal)
-                    m_old = m[r]
-                    fixed = bound[bh, i0 + r] <= FIXED_MAX
-                    m_new = m_old if fixed else _row_max(row, vis, m_old)
-                    ref = np.float32(0.0) if m_new == -np.inf else m_new
-                    total = np.float32(0.0)
-                    for c in range(vis):
-                        e = exp32(row[c] - ref)
-                        row[c] = e
-                        total += e
-                    for c in range(vis, nk):
-                        row[c] = 0
-                    if fixed:
-                        l[r] += total
-                    else:
-                        a = exp32(m_old - ref)                # rescales what was summed against m_old
-                        l[r] = l[r] * a + total
-                        m[r] = m_new
-                        for c in range(hs):
-                            acc[r, c] *= a
+                else:
+                    for r0 in range(0, n, rows):                  # s = q_s k^T, band by band on the diagonal
+                        nb, seen = min(rows, n - r0), _seen(offset + i0 + r0, j0, min(rows, n - r0), nk, causal)
+                        if seen > 0:
+                            product(gemm, own, NO_TRANS, nb, seen, hs, np.float32(1.0), q[bh, i0 + r0:].ctypes, hs,
+                                    k_t[kv, :, j0:].ctypes, k_t.strides[1] // 4, np.float32(0.0), s[r0:].ctypes, tk)
+                    for r in range(n):
+                        row = s[r]
+                        vis = _visible(offset + i0 + r, j0, nk, causal)
+                        m_old = m[r]
+                        fixed = bound[bh, i0 + r] <= FIXED_MAX
+                        m_new = m_old if fixed else _row_max(row, vis, m_old)
+                        ref = np.float32(0.0) if m_new == -np.inf else m_new
+                        total = np.float32(0.0)
+                        for c in range(vis):
+                            e = exp32(row[c] - ref)
+                            row[c] = e
+                            total += e
+                        for c in range(vis, nk):
+                            row[c] = 0
+                        if fixed:
+                            l[r] += total
+                        else:
+                            a = exp32(m_old - ref)                # rescales what was summed against m_old
+                            l[r] = l[r] * a + total
+                            m[r] = m_new
+                            for c in range(hs):
+                                acc[r, c] *= a
                 for r0 in range(0, n, rows):                  # acc += p v, over the keys each band sees
                     nb, seen = min(rows, n - r0), _seen(offset + i0 + r0, j0, min(rows, n - r0), nk, causal)
                     if seen > 0:

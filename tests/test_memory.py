@@ -82,3 +82,59 @@ def test_adamw_in_blocks_is_bit_identical_to_one_pass(monkeypatch):
     for s, w, before in zip(small, whole, (start[0], start[2], start[3])):
         np.testing.assert_array_equal(s, w)
         assert not np.array_equal(w, before)                        # the update did change every array
+
+
+# ----------------------------------------------------------------------------
+# arrays placed apart in the 4 KiB page (4K aliasing)
+
+def _page_offset(a):
+    return a.__array_interface__["data"][0] % 4096
+
+
+def _distance(a, b):
+    d = abs(_page_offset(a) - _page_offset(b))
+    return min(d, 4096 - d)
+
+
+def test_empty_apart_places_each_new_array_far_from_the_others_in_the_page():
+    from zerollm.engine.memory import APART_MIN_BYTES, empty_apart
+    shape = (512, APART_MIN_BYTES // 512)                          # float32: 4x the threshold
+    for dtype in (np.float32, np.float64):
+        x = np.empty(shape, dtype)
+        y = empty_apart(shape, x, dtype=dtype)
+        s = empty_apart(shape, x, y, dtype=dtype)
+        d = empty_apart(shape, x, y, s, dtype=dtype)
+        assert _distance(x, y) >= 2048 - 64                          # the far side of the page (on a line)
+        assert min(_distance(x, s), _distance(y, s)) >= 1024 - 64
+        assert min(_distance(a, d) for a in (x, y, s)) >= 512 - 64
+        for a in (y, s, d):
+            assert a.shape == shape and a.dtype == dtype and a.flags.c_contiguous and a.flags.writeable
+            assert _page_offset(a) % 64 == 0                          # on a cache line
+        y[...], s[...], d[...] = 1, 2, 3                              # three separate blocks of memory
+        assert (y == 1).all() and (s == 2).all() and (d == 3).all()
+
+
+def test_empty_apart_leaves_small_arrays_to_numpy():
+    from zerollm.engine.memory import empty_apart
+    a = empty_apart((3, 5), np.empty((3, 5), np.float32))
+    assert a.shape == (3, 5) and a.dtype == np.float32 and a.base is None
+    assert empty_apart((0, 7)).shape == (0, 7)
+
+
+def test_fast_gelu_and_norm_outputs_are_apart_from_their_inputs():
+    """The kernels whose loops stream same-size arrays (engine/fast/activation.py, norm.py) allocate
+    their outputs apart from their inputs, whatever offset the input has."""
+    from zerollm.engine.fast import activation, norm
+    from zerollm.engine.memory import APART_MIN_BYTES
+    n = 4 * APART_MIN_BYTES // 4
+    block = np.empty(n + 4096, np.float32)
+    for shift in (0, 4, 16, 500):                                    # input offsets in the page, in floats
+        start = (-_page_offset(block) // 4 + shift) % 1024
+        x = block[start:start + n].reshape(-1, 256)
+        x[...] = np.linspace(-3, 3, n, dtype=np.float32).reshape(x.shape)
+        y, (xc, s) = activation.gelu_tanh_forward(x)
+        assert xc is x and min(_distance(x, y), _distance(x, s), _distance(y, s)) >= 1024 - 64
+        dx = activation.gelu_tanh_backward(y, (x, s))
+        assert min(_distance(dx, a) for a in (x, s, y)) >= 512 - 64
+        out, cache = norm.layernorm_forward(x, np.ones(256, np.float32), np.zeros(256, np.float32))
+        assert min(_distance(x, out), _distance(x, cache.xhat), _distance(out, cache.xhat)) >= 1024 - 64

@@ -12,7 +12,7 @@ import numpy as np
 
 from zerollm.engine import accelerated
 from zerollm.engine.caches import ActCache
-from zerollm.engine.memory import cache_blocks
+from zerollm.engine.memory import cache_blocks, empty_apart
 
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 _GELU_C = 0.044715
@@ -52,7 +52,8 @@ def gelu_tanh_forward(x):
     block by block, so that a block's seven steps run in the CPU cache (engine.memory.cache_blocks).
     """
     x = np.ascontiguousarray(x)
-    y, s = np.empty_like(x), np.empty_like(x)
+    y = empty_apart(x.shape, x, dtype=x.dtype)     # apart in the page from x, s from both (4K aliasing:
+    s = empty_apart(x.shape, x, y, dtype=x.dtype)  # engine.memory.empty_apart)
     xf, yf, sf = x.reshape(-1), y.reshape(-1), s.reshape(-1)
     for part in cache_blocks(xf.size, xf.itemsize):
         _gelu_tanh_block(xf[part], sf[part], yf[part])
@@ -78,7 +79,7 @@ def gelu_tanh_backward(dy, cache):
     Block by block, as the forward."""
     x, s = cache
     dy = np.ascontiguousarray(np.broadcast_to(dy, x.shape))
-    g = np.empty_like(x)
+    g = empty_apart(x.shape, x, s, dy, dtype=x.dtype)
     xf, sf, df, gf = x.reshape(-1), s.reshape(-1), dy.reshape(-1), g.reshape(-1)
     blocks = cache_blocks(xf.size, xf.itemsize)
     one_minus_s = np.empty(blocks[0].stop if blocks else 0, s.dtype)

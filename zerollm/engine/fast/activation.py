@@ -11,6 +11,7 @@ import numpy as np
 
 from zerollm.engine.fast.jit import exact_kernel, exp32, float32_arrays, kernel
 from zerollm.engine.caches import ActCache
+from zerollm.engine.memory import empty_apart
 
 _K = np.float32(-2.0 * math.sqrt(2.0 / math.pi))                 # -2 sqrt(2/pi)
 _CK = np.float32(0.044715 * (-2.0 * math.sqrt(2.0 / math.pi)))
@@ -96,7 +97,8 @@ def _flat(*arrays):
 def _forward(fn, x):
     if not float32_arrays(x):
         return NotImplemented
-    y, s = np.empty_like(x), np.empty_like(x)
+    y = empty_apart(x.shape, x)                   # apart in the page from x, and s from both (4K aliasing)
+    s = empty_apart(x.shape, x, y)
     fn(*_flat(x, y, s))
     return y, ActCache(x, s)
 
@@ -105,7 +107,7 @@ def _backward(fn, dy, cache):
     x, s = cache
     if not float32_arrays(x, s, dy) or dy.shape != x.shape:
         return NotImplemented
-    dx = np.empty_like(x)
+    dx = empty_apart(x.shape, x, s, dy)
     fn(*_flat(x, s, dy, dx))
     return dx
 

@@ -10,6 +10,7 @@ import numpy as np
 
 from zerollm.engine.fast.jit import float32_arrays, kernel
 from zerollm.engine.caches import NormCache
+from zerollm.engine.memory import empty_apart
 
 
 @kernel
@@ -62,7 +63,8 @@ def _forward(x, w, b, eps, centre):
         return NotImplemented
     C = x.shape[-1]
     x2 = x.reshape(-1, C)                                   # (N, C)
-    y, xhat = np.empty_like(x2), np.empty_like(x2)
+    y = empty_apart(x2.shape, x2)                  # apart in the page from x, xhat from both (4K aliasing)
+    xhat = empty_apart(x2.shape, x2, y)
     rstd = np.empty((x2.shape[0], 1), np.float32)
     _layernorm_rows(x2, w, np.zeros(C, np.float32) if b is None else b, np.float32(eps), centre, y, xhat, rstd)
     lead = x.shape[:-1]
@@ -75,7 +77,7 @@ def _backward(dy, cache, centre):
         return NotImplemented
     C = xhat.shape[-1]
     dy2 = dy.reshape(-1, C)
-    dx = np.empty_like(dy2)
+    dx = empty_apart(dy2.shape, dy2, xhat)
     dw, db = np.zeros(C), np.zeros(C)                       # float64 accumulators
     _layernorm_backward_rows(dy2, xhat.reshape(-1, C), rstd.reshape(-1, 1), w, centre, dx, dw, db)
     return dx.reshape(dy.shape), dw.astype(np.float32), db.astype(np.float32)

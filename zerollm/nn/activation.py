@@ -52,12 +52,17 @@ def gelu_tanh_forward(x):
     block by block, so that a block's seven steps run in the CPU cache (engine.memory.cache_blocks).
     """
     x = np.ascontiguousarray(x)
+    y, s = _gelu_tanh(x)
+    return y, ActCache(x, s)                         # s is kept for the backward
+
+
+def _gelu_tanh(x):
     y = empty_apart(x.shape, x, dtype=x.dtype)     # apart in the page from x, s from both (4K aliasing:
     s = empty_apart(x.shape, x, y, dtype=x.dtype)  # engine.memory.empty_apart)
     xf, yf, sf = x.reshape(-1), y.reshape(-1), s.reshape(-1)
     for part in cache_blocks(xf.size, xf.itemsize):
         _gelu_tanh_block(xf[part], sf[part], yf[part])
-    return y, ActCache(x, s)                         # s is kept for the backward
+    return y, s
 
 
 def _gelu_tanh_block(x, s, y):
@@ -76,8 +81,11 @@ def _gelu_tanh_block(x, s, y):
 def gelu_tanh_backward(dy, cache):
     """dy/dx = s + x s (1 - s) 2 du/dx  with s = sigmoid(2u) = 0.5 (1 + tanh(u)),
     du/dx = sqrt(2/pi) (1 + 3 * 0.044715 x^2)   (the same as 0.5 (1 + t) + 0.5 x (1 - t^2) du/dx).
-    Block by block, as the forward."""
+    Block by block, as the forward. A cache without s (the fast engine's forward keeps only x) gets
+    s recomputed from x first."""
     x, s = cache
+    if s is None:
+        s = _gelu_tanh(x)[1]
     dy = np.ascontiguousarray(np.broadcast_to(dy, x.shape))
     g = empty_apart(x.shape, x, s, dy, dtype=x.dtype)
     xf, sf, df, gf = x.reshape(-1), s.reshape(-1), dy.reshape(-1), g.reshape(-1)

@@ -12,7 +12,8 @@ reference function it stands in for, and answers NotImplemented for what it was 
     norm.layernorm_forward / backward   zerollm.nn.norm                            sums reordered
     norm.rmsnorm_forward / backward     zerollm.nn.norm                            sums reordered
     activation.gelu_tanh_forward        zerollm.nn.activation                      <= 2 ulp (exp)
-    activation.gelu_tanh_backward       zerollm.nn.activation                      bit-identical
+    activation.gelu_tanh_backward       zerollm.nn.activation                      bit-identical given s (its own
+                                                                               forward keeps x only)
     activation.gelu_erf_forward         zerollm.nn.activation                      <= 2 ulp (exp)
     activation.gelu_erf_backward        zerollm.nn.activation                      <= 2 ulp (exp)
     activation.silu_forward / backward  zerollm.nn.activation                      exp / bit-identical

@@ -1,15 +1,18 @@
 """Fast GELU (tanh and erf forms) and SiLU: one pass over the (N, H) activations instead of eight or more.
 
-References: ``zerollm.nn.activation``; the same formulas, the same ActCache(x, aux). The backward
-passes use no exp and round every operation in the reference's order: they are bit-identical to
-NumPy's. The forward passes differ from NumPy's only through exp (<= 2 ulp).
+References: ``zerollm.nn.activation``; the same formulas, the same ActCache(x, aux), except that the
+tanh GELU's forward keeps no aux (None) and its backward recomputes s from x, as torch does; either
+engine's backward takes either engine's cache. Given the same s, the backward passes round every
+operation in the reference's order: they are bit-identical to NumPy's. The forward passes (and s
+recomputed) differ from NumPy's only through exp (<= 2 ulp).
 """
 
 import math
 
+import numba
 import numpy as np
 
-from zerollm.engine.fast.jit import exact_kernel, exp32, float32_arrays, kernel
+from zerollm.engine.fast.jit import FASTMATH, exact_kernel, exp32, float32_arrays, kernel
 from zerollm.engine.caches import ActCache
 from zerollm.engine.memory import empty_apart
 
@@ -20,24 +23,43 @@ _D0 = np.float32(2.0 * math.sqrt(2.0 / math.pi))
 _ONE = np.float32(1.0)
 
 
+@numba.njit(fastmath=FASTMATH, error_model="numpy")
+def _sigmoid_2u(v):
+    """s = sigmoid(2u) = 1 / (1 + exp(-2u)), u = sqrt(2/pi) (v + 0.044715 v^3), in the reference's
+    rounding order. A function of its own, compiled with these settings whichever kernel calls it (LLVM
+    inlines it and keeps each operation's flags), so the exact backward recomputes bit for bit the s
+    of the forward."""
+    e = exp32(((v * v) * _CK + _K) * v)                           # exp(-2u)
+    return _ONE / (e + _ONE)
+
+
 @kernel
-def _gelu_tanh(x, y, s):
-    """s = sigmoid(2u) = 1 / (1 + exp(-2u)), u = sqrt(2/pi) (x + 0.044715 x^3);  y = x s."""
+def _gelu_tanh(x, y):
+    """y = x s. s is not kept: the backward recomputes it from x (one array fewer to write and to hold
+    from the forward to the backward, 12 MiB a layer at 6x384; torch keeps only x as well)."""
     for i in range(x.size):
         v = x[i]
-        e = exp32(((v * v) * _CK + _K) * v)                      # exp(-2u), the reference's rounding order
-        t = _ONE / (e + _ONE)
-        s[i] = t
-        y[i] = v * t
+        y[i] = v * _sigmoid_2u(v)
+
+
+@numba.njit(error_model="numpy")
+def _gelu_tanh_grad(v, t, g):
+    """dx = dy (s + x s (1 - s) 2 du/dx), 2 du/dx = 2 sqrt(2/pi) (1 + 3 * 0.044715 x^2), for one number
+    (v = x, t = s, g = dy), every operation rounded as the reference rounds it."""
+    return (((((v * v) * _D2 + _D0) * v) * t) * (_ONE - t) + t) * g
 
 
 @exact_kernel
 def _gelu_tanh_backward(x, s, dy, dx):
-    """dx = dy (s + x s (1 - s) 2 du/dx), 2 du/dx = 2 sqrt(2/pi) (1 + 3 * 0.044715 x^2)."""
     for i in range(x.size):
-        v, t = x[i], s[i]
-        g = (((((v * v) * _D2 + _D0) * v) * t) * (_ONE - t) + t) * dy[i]
-        dx[i] = g
+        dx[i] = _gelu_tanh_grad(x[i], s[i], dy[i])
+
+
+@exact_kernel
+def _gelu_tanh_backward_from_x(x, dy, dx):
+    """The same dx, with s recomputed from x (the cache of this engine's forward)."""
+    for i in range(x.size):
+        dx[i] = _gelu_tanh_grad(x[i], _sigmoid_2u(x[i]), dy[i])
 
 
 # GELU, exact (erf) form, as zerollm.nn.activation computes it in float32: Abramowitz & Stegun 7.1.26
@@ -113,11 +135,22 @@ def _backward(fn, dy, cache):
 
 
 def gelu_tanh_forward(x):
-    return _forward(_gelu_tanh, x)
+    if not float32_arrays(x):
+        return NotImplemented
+    y = empty_apart(x.shape, x)
+    _gelu_tanh(x.reshape(-1), y.reshape(-1))
+    return y, ActCache(x, None)                     # no s: the backward recomputes it
 
 
 def gelu_tanh_backward(dy, cache):
-    return _backward(_gelu_tanh_backward, dy, cache)
+    x, s = cache
+    if s is not None:                               # a cache of the reference's forward
+        return _backward(_gelu_tanh_backward, dy, cache)
+    if not float32_arrays(x, dy) or dy.shape != x.shape:
+        return NotImplemented                       # the reference recomputes s itself
+    dx = empty_apart(x.shape, x, dy)
+    _gelu_tanh_backward_from_x(*_flat(x, dy, dx))
+    return dx
 
 
 def gelu_erf_forward(x):

@@ -13,7 +13,7 @@ import numpy as np
 from bench_workloads import OPTIM, attention_inputs, batches, model_gemm_operands, prompt
 
 from zerollm.model.config import GPTConfig
-from zerollm.engine import set_engine
+from zerollm.engine import get_engine, set_engine
 from zerollm.model.gpt import GPT
 from zerollm.training.optim import AdamW, clip_grad_norm
 from zerollm.training.parallel import ShardedModel
@@ -37,7 +37,9 @@ def use_torch_gemms():
     zero-copy through torch.from_numpy); everything else is zerollm's, and the attention's products still
     run in NumPy's BLAS or the fast engine's kernels. Every projection goes through nn.lora's names
     (benchmarks/profile.py patches the same two). One torch thread: zerollm trains with N threads as N
-    single-threaded shards (zerollm.training.parallel), forked after this patch, so they inherit it."""
+    single-threaded shards (zerollm.training.parallel), forked after this patch, so they inherit it. With the
+    fast engine, whose linear forward starts y as rows of b and lets BLAS add x @ w (engine/fast/linear.py),
+    the forward is torch.addmm, which does the same."""
     import torch
 
     from zerollm.nn import linear, lora
@@ -47,9 +49,13 @@ def use_torch_gemms():
         return torch.mm(torch.from_numpy(a), torch.from_numpy(b)).numpy()
 
     def linear_forward(x, w, b=None):
-        y = mm(x.reshape(-1, x.shape[-1]), w)                # (N, i) @ (i, o)
-        if b is not None:
-            y += b
+        x2 = x.reshape(-1, x.shape[-1])
+        if b is not None and get_engine() == "fast":         # the fast engine folds b into the product
+            y = torch.addmm(torch.from_numpy(b), torch.from_numpy(x2), torch.from_numpy(w)).numpy()
+        else:
+            y = mm(x2, w)                                    # (N, i) @ (i, o)
+            if b is not None:
+                y += b
         return y.reshape(*x.shape[:-1], w.shape[1]), linear.LinearCache(x, w, b is not None)
 
     def linear_backward(dy, cache, weights=True):

@@ -207,6 +207,38 @@ def test_fast_gelu_tanh_backward_recomputes_the_forwards_s_bit_for_bit():
 
 
 # ----------------------------------------------------------------------------
+# the linear layer: bias folded into the product
+
+@pytest.mark.parametrize("shape,i,o", [((2, 7, 48), 48, 80), ((300, 1536), 1536, 33), ((5, 64), 64, 1)])
+@pytest.mark.parametrize("tied", [False, True])
+def test_fast_linear_folds_the_bias_into_the_product(shape, i, o, tied):
+    """engine/fast/linear.py: y starts as rows of b and BLAS adds x @ w onto it (beta = 1). The same
+    products and sums as the reference's y = x @ w; y += b, only b joins the sums first: within an ulp
+    or two of the largest entry. w may be a transposed (o, i) array (a tied embedding); the cache is the
+    reference's, so either engine's backward takes it. Without bias or in float64 the reference runs."""
+    from zerollm.engine.fast import linear as kernels
+    from zerollm.nn import linear
+    rng = np.random.default_rng(11)
+    x = normal(rng, *shape)
+    w = normal(rng, o, i).T if tied else normal(rng, i, o)
+    b = normal(rng, o, scale=10.0)
+    y, c = linear.linear_forward(x, w, b)
+    y_ref, c_ref = linear.linear_forward.reference(x, w, b)
+    assert y.shape == y_ref.shape == (*shape[:-1], o) and y.dtype == np.float32
+    assert rel(y, y_ref) <= TOL and not np.array_equal(y, np.broadcast_to(b, y.shape))
+    assert c.x is x and c.w is w and c.has_bias
+    dy = normal(rng, *y.shape)
+    for got, want in zip(linear.linear_backward(dy, c), linear.linear_backward(dy, c_ref)):
+        assert np.array_equal(got, want)
+    assert kernels.linear_forward(x, w) is NotImplemented                    # no bias: nothing to fold
+    assert kernels.linear_forward(x.astype(np.float64), w.astype(np.float64), b.astype(np.float64)) is NotImplemented
+    assert kernels.linear_forward(x, normal(rng, i, 2 * o)[:, ::2], b) is NotImplemented   # BLAS cannot step over it
+    x2 = normal(rng, 9, 2 * i)[:, ::2]                                        # a non-contiguous input: copied first
+    np.testing.assert_allclose(kernels.linear_forward(x2, w, b)[0], x2 @ w + b, rtol=0,
+                               atol=TOL * np.abs(x2 @ w + b).max())
+
+
+# ----------------------------------------------------------------------------
 # the optimizer
 
 @pytest.mark.parametrize("weight_decay", [0.0, 0.1])

@@ -10,6 +10,12 @@ from typing import NamedTuple
 import numpy as np
 
 
+class LinearCache(NamedTuple):
+    x: np.ndarray      # (..., i) the input, needed for dw
+    w: np.ndarray      # (i, o)   needed for dx
+    has_bias: bool
+
+
 class ActCache(NamedTuple):
     x: np.ndarray
     aux: np.ndarray   # a value from the forward pass the derivative reuses (sigmoid(2u), Phi(x), sigmoid(x))

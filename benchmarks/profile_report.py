@@ -54,6 +54,21 @@ def gemm_share(profile):
     return sum(r["share"] for r in profile["rows"] if r["op"] in GEMMS)
 
 
+def non_gemm(profile):
+    """(ms, share of the step) of every row that is neither a GEMM nor an attention kernel (products and
+    softmax together, shown apart): the elementwise work, the norms, AdamW, glue. Issue 25's goal is a share
+    of at most 5% with the fast engine."""
+    other = [r for r in profile["rows"] if r["op"] not in GEMMS | KERNELS]
+    return sum(r["ms"] for r in other), sum(r["share"] for r in other)
+
+
+def largest_non_gemm(profile, n=3):
+    """The n largest non-GEMM rows, "op direction" -> ms, largest first."""
+    other = [r for r in profile["rows"] if r["op"] not in GEMMS | KERNELS]
+    top = sorted(other, key=lambda r: -r["ms"])[:n]
+    return {f"{r['op']} {r['direction']}".strip(): r["ms"] for r in top}
+
+
 def summary(profile):
     """One line: step time, tokens/s, GEMM share, MFU (when the NumPy GEMM peak was measured)."""
     step = profile["profiled_step_s"]
@@ -65,8 +80,8 @@ def summary(profile):
         if rows_of:     # its time is products and softmax together: shown apart, in neither share
             ms = sum(r["ms"] for r in rows_of)
             parts.append(f"{name} {ms:.1f} ms ({sum(r['share'] for r in rows_of):.1%})")
-    other = [r for r in profile["rows"] if r["op"] not in GEMMS | KERNELS]
-    parts.append(f"non-GEMM {sum(r['ms'] for r in other):.1f} ms ({sum(r['share'] for r in other):.1%})")
+    ms, share = non_gemm(profile)
+    parts.append(f"non-GEMM {ms:.1f} ms ({share:.1%})")
     if profile.get("numpy_peak_flops"):
         mfu = profile["flops_per_step"] / profile["step_s"] / profile["numpy_peak_flops"]
         parts.append(f"MFU {mfu:.1%} of NumPy's GEMM peak {profile['numpy_peak_flops'] * 1e-9:.0f} GFLOP/s")

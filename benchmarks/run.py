@@ -1,5 +1,6 @@
 """zerollm vs PyTorch on the same CPU: training step, forward, generation, attention, GEMM peak, MFU;
-and zerollm's BPE vs Hugging Face tokenizers (benchmarks/bpe_speed.py).
+zerollm's BPE vs Hugging Face tokenizers (benchmarks/bpe_speed.py); and the fast engine's time outside the
+GEMMs (benchmarks/profile.py), so that the last table checks every goal of issue 25.
 
     python benchmarks/run.py                 # full: 5 rounds, 1 and 2 threads, attention up to T=8192
     python benchmarks/run.py --quick         # 2 rounds, attention up to T=1024
@@ -37,6 +38,7 @@ sys.path[:] = [str(HERE.parent)] + [p for p in sys.path if Path(p or ".").resolv
 
 import bench_report  # noqa: E402
 import bpe_speed  # noqa: E402
+import profile_report  # noqa: E402
 import bench_workloads as W  # noqa: E402
 from bench_measure import worker_env  # noqa: E402
 
@@ -48,6 +50,7 @@ from zerollm.engine import ENGINES  # noqa: E402
 # the results' sections of measured records, in the order the plan runs them
 SECTIONS = ("gemm", "gemm_model", "train", "same_gemm", "forward", "generate", "attention")
 WORKER_TIMEOUT_S = 1800      # a worker that hangs (swapping, a deadlock) fails instead of blocking the run
+PROFILE_STEPS = {"full": (10, 3), "quick": (6, 2), "smoke": (2, 1)}   # the fast profile: (profiled steps, warm-up)
 
 
 class Measurement(NamedTuple):
@@ -295,6 +298,33 @@ def run_bpe(mode, engines):
     return json.loads(out.read_text(encoding="utf-8"))
 
 
+def run_profiles(mode, engines):
+    """The fast engine's per-op profile of every config (benchmarks/profile.py: its own worker processes, one
+    pinned thread): the issue's non-GEMM share, one record per config. [] without the fast engine."""
+    if "fast" not in engines:
+        return []
+    steps, warmup = PROFILE_STEPS[mode]
+    out = Path(tempfile.mkdtemp())
+    names = [name for name, _, _ in W.MODELS[mode]]
+    cmd = [sys.executable, str(HERE / "profile.py"), "--config", ",".join(names), "--engine", "fast",
+           "--steps", str(steps), "--warmup", str(warmup), "--out", str(out)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=WORKER_TIMEOUT_S)
+    if proc.returncode != 0:
+        tail = " | ".join(proc.stderr.strip().splitlines()[-3:])
+        print(f"  FAILED profile.py exited with {proc.returncode}: {tail}", flush=True)
+        return [{"error": f"profile.py exited with {proc.returncode}: {tail}"}]
+    records = []
+    for name in names:
+        prof = json.loads((out / f"profile-{name}-fast.json").read_text(encoding="utf-8"))
+        ms, share = profile_report.non_gemm(prof)
+        records.append({"name": name, "engine": "fast", "threads": 1, "step_ms": 1e3 * prof["step_s"],
+                        "profiled_step_ms": 1e3 * prof["profiled_step_s"], "gemm_share": profile_report.gemm_share(prof),
+                        "non_gemm_ms": ms, "non_gemm_share": share, "largest": profile_report.largest_non_gemm(prof)})
+        print(f"  profile {name} (fast, 1 thr): non-GEMM {ms:.1f} ms of {records[-1]['profiled_step_ms']:.1f} "
+              f"({share:.1%})", flush=True)
+    return records
+
+
 def run_all(mode, threads_list, rounds, engines=("numpy",), coretype=None, only=None):
     """Every measurement of the plan (or only the tasks in ``only``: no training check then)."""
     results = {"meta": meta(mode, threads_list, rounds, engines), "check": [], **{sec: [] for sec in SECTIONS},
@@ -312,6 +342,8 @@ def run_all(mode, threads_list, rounds, engines=("numpy",), coretype=None, only=
                 continue
             results[m.section or m.task].append(run_rounds(m, threads, rounds, results["meta"]["libraries"], coretype))
     add_mfu(results)
+    if only is None or "profile" in only:
+        results["profile"] = run_profiles(mode, engines)
     if only is None or "bpe" in only:
         results["bpe"] = run_bpe(mode, engines)
     results["meta"]["duration_s"] = round(time.perf_counter() - start, 1)
@@ -363,6 +395,7 @@ def main(argv=None):
         e for sec in SECTIONS for rec in results.get(sec, []) for c in rec["contenders"].values() for e in c["errors"]]
     if "error" in results.get("bpe", {}):
         failed.append(results["bpe"]["error"])
+    failed += [r["error"] for r in results.get("profile", []) if "error" in r]
     return 1 if failed else 0
 
 

@@ -114,6 +114,19 @@ def results_gemm_ratio(out):
     return gemm["ratios"]["numpy"]["median"]
 
 
+def test_the_run_profiles_the_fast_engine_for_its_non_gemm_share(smoke):
+    """run.py runs benchmarks/profile.py (fast engine, every config of the mode) and checks the non-GEMM goal."""
+    out, results = smoke
+    recs = results["profile"]
+    assert [r["name"] for r in recs] == [name for name, _, _ in load("bench_workloads").MODELS["smoke"]]
+    for r in recs:
+        assert r["engine"] == "fast" and r["threads"] == 1 and r["profiled_step_ms"] > 0
+        assert 0 < r["non_gemm_ms"] < r["profiled_step_ms"] and 0 < r["non_gemm_share"] < 1
+        assert 0 < r["gemm_share"] < 1 and r["largest"] and all(ms > 0 for ms in r["largest"].values())
+    page = (out / "results.md").read_text(encoding="utf-8")
+    assert "### The fast engine's step outside the GEMMs" in page and "non-GEMM time, fast engine (profile)" in page
+
+
 def test_bpe_row_trains_both_sides_to_the_same_vocabulary(smoke):
     """zerollm (both engines) and tokenizers on slices of both corpora: same size, same set of merges."""
     _, results = smoke
@@ -255,6 +268,11 @@ def test_goals_table_judges_each_goal_and_prefers_the_same_gemm_ratio():
                           "ratios": {"zerollm-numpy": {"train": 1.4}, "zerollm-fast": {"train": 0.4}}},
                          {"corpus": "tinyshakespeare.txt", "vocab": 1024,
                           "ratios": {"zerollm-numpy": {"train": 1.1}}}]},
+        "profile": [{"name": "6x384-T256", "engine": "fast", "threads": 1, "non_gemm_share": 0.09, "non_gemm_ms": 72.0,
+                     "profiled_step_ms": 800.0, "gemm_share": 0.81, "largest": {"AdamW update": 12.0}},
+                    {"name": "nanogpt-4x128", "engine": "fast", "threads": 1, "non_gemm_share": 0.04,
+                     "non_gemm_ms": 1.0, "profiled_step_ms": 25.0, "gemm_share": 0.8, "largest": {}},
+                    {"error": "profile.py exited with 1: boom"}],
     }
     table, _, note = report.goals_table(results).partition("\n\n")
     rows = {tuple(cells[:2]): cells[2:] for cells in
@@ -271,9 +289,17 @@ def test_goals_table_judges_each_goal_and_prefers_the_same_gemm_ratio():
         ("attention fwd + bwd vs SDPA, O(T) memory", "T = 8192, 2 thr"): "**no**",
         ("BPE training time vs tokenizers", "tang_poems.txt, vocab 4096"): "yes",
         ("BPE training time vs tokenizers", "tinyshakespeare.txt, vocab 1024"): "**no**",
+        ("non-GEMM time, fast engine (profile)", "6x384-T256, 1 thr"): "**no**",        # 9% > 5%
+        ("non-GEMM time, fast engine (profile)", "nanogpt-4x128, 1 thr"): "yes",
     }
     assert rows[("attention fwd + bwd vs SDPA, O(T) memory", "T = 256, 1 thr")][0] == "1.10x (flash-fast)"
-    assert note.startswith("4 of 10 hold.") and "1.05x at 1 thr, 1.30x at 2 thr" in note
+    assert rows[("non-GEMM time, fast engine (profile)", "6x384-T256, 1 thr")][0] == "9.0% (72.0 of 800.0 ms)"
+    assert note.startswith("5 of 12 hold.") and "1.05x at 1 thr, 1.30x at 2 thr" in note
+    assert "per-op profile" in note
+    section = "\n".join(report.profile_section(results))
+    assert "| 6x384-T256 | 800.0 | 81.0% | 72.0 | 9.0% | AdamW update 12 |" in section and "boom" in section
+    del results["profile"]
+    assert "was not measured in this run" in report.goals_table(results) and report.profile_section(results) == []
 
 
 def test_a_failing_worker_is_reported_not_raised():

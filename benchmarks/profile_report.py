@@ -54,18 +54,21 @@ def gemm_share(profile):
     return sum(r["share"] for r in profile["rows"] if r["op"] in GEMMS)
 
 
+def _non_gemm_rows(profile):
+    """The rows that are neither a GEMM nor an attention kernel (products and softmax together, shown apart):
+    the elementwise work, the norms, AdamW, glue."""
+    return [r for r in profile["rows"] if r["op"] not in GEMMS | KERNELS]
+
+
 def non_gemm(profile):
-    """(ms, share of the step) of every row that is neither a GEMM nor an attention kernel (products and
-    softmax together, shown apart): the elementwise work, the norms, AdamW, glue. Issue 25's goal is a share
-    of at most 5% with the fast engine."""
-    other = [r for r in profile["rows"] if r["op"] not in GEMMS | KERNELS]
+    """(ms, share of the step) of the non-GEMM rows. Issue 25's goal is a share of at most 5% with the fast engine."""
+    other = _non_gemm_rows(profile)
     return sum(r["ms"] for r in other), sum(r["share"] for r in other)
 
 
 def largest_non_gemm(profile, n=3):
     """The n largest non-GEMM rows, "op direction" -> ms, largest first."""
-    other = [r for r in profile["rows"] if r["op"] not in GEMMS | KERNELS]
-    top = sorted(other, key=lambda r: -r["ms"])[:n]
+    top = sorted(_non_gemm_rows(profile), key=lambda r: -r["ms"])[:n]
     return {f"{r['op']} {r['direction']}".strip(): r["ms"] for r in top}
 
 

@@ -304,18 +304,18 @@ def run_profiles(mode, engines):
     if "fast" not in engines:
         return []
     steps, warmup = PROFILE_STEPS[mode]
-    out = Path(tempfile.mkdtemp())
     names = [name for name, _, _ in W.MODELS[mode]]
-    cmd = [sys.executable, str(HERE / "profile.py"), "--config", ",".join(names), "--engine", "fast",
-           "--steps", str(steps), "--warmup", str(warmup), "--out", str(out)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=WORKER_TIMEOUT_S)
-    if proc.returncode != 0:
-        tail = " | ".join(proc.stderr.strip().splitlines()[-3:])
-        print(f"  FAILED profile.py exited with {proc.returncode}: {tail}", flush=True)
-        return [{"error": f"profile.py exited with {proc.returncode}: {tail}"}]
+    with tempfile.TemporaryDirectory() as out:
+        cmd = [sys.executable, str(HERE / "profile.py"), "--config", ",".join(names), "--engine", "fast",
+               "--steps", str(steps), "--warmup", str(warmup), "--out", out]
+        proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=WORKER_TIMEOUT_S)
+        if proc.returncode != 0:
+            tail = " | ".join(proc.stderr.strip().splitlines()[-3:])
+            print(f"  FAILED profile.py exited with {proc.returncode}: {tail}", flush=True)
+            return [{"error": f"profile.py exited with {proc.returncode}: {tail}"}]
+        profiles = [json.loads((Path(out) / f"profile-{name}-fast.json").read_text(encoding="utf-8")) for name in names]
     records = []
-    for name in names:
-        prof = json.loads((out / f"profile-{name}-fast.json").read_text(encoding="utf-8"))
+    for name, prof in zip(names, profiles):
         ms, share = profile_report.non_gemm(prof)
         records.append({"name": name, "engine": "fast", "threads": 1, "step_ms": 1e3 * prof["step_s"],
                         "profiled_step_ms": 1e3 * prof["profiled_step_s"], "gemm_share": profile_report.gemm_share(prof),

@@ -98,23 +98,38 @@ def cache_blocks(n, unit_bytes, budget=None):
 PAGE = 4096
 LINE = 64
 APART_MIN_BYTES = 1 << 18       # smaller arrays are read from the caches; the extra page is not worth it
-_OFFSETS = np.arange(0, PAGE, LINE)
 
 
 def empty_apart(shape, *others, dtype=np.float32):
     """np.empty(shape, dtype), its first byte at the cache-line offset in the 4 KiB page farthest from
     the offsets of ``others`` (the arrays a loop will stream beside it). A view of a block one page
-    larger; arrays under APART_MIN_BYTES come from np.empty as they are."""
+    larger; arrays under APART_MIN_BYTES come from np.empty as they are. Plain Python arithmetic: the
+    kernels call it for every output, and small NumPy arrays for the choice cost ~12 us a call."""
     dtype = np.dtype(dtype)
-    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    nbytes = dtype.itemsize
+    for n in shape:
+        nbytes *= int(n)
     if nbytes < APART_MIN_BYTES:
         return np.empty(shape, dtype)
-    taken = np.array([a.__array_interface__["data"][0] % PAGE for a in others if isinstance(a, np.ndarray)])
-    if taken.size:
-        gap = np.abs(_OFFSETS[:, None] - taken[None, :])
-        offset = int(_OFFSETS[np.argmax(np.minimum(gap, PAGE - gap).min(axis=1))])
-    else:
-        offset = 0
+    offset = _farthest_line([a.ctypes.data % PAGE for a in others if isinstance(a, np.ndarray)])
     block = np.empty(nbytes + PAGE, np.uint8)
-    start = (offset - block.__array_interface__["data"][0]) % PAGE
+    start = (offset - block.ctypes.data) % PAGE
     return block[start:start + nbytes].view(dtype).reshape(shape)
+
+
+def _farthest_line(taken):
+    """The cache-line offset in the page whose circular distance to the nearest offset of ``taken`` is
+    largest (the smallest such offset on a tie); 0 for none. The best point of each gap between
+    neighbouring offsets is its middle: the lines on either side of each middle are the candidates."""
+    points = sorted(taken)
+    best, best_distance = 0, -1
+    for a, b in zip(points, points[1:] + points[:1]):
+        middle = (a + b + (PAGE if b <= a else 0)) // 2 // LINE * LINE
+        for line in (middle % PAGE, (middle + LINE) % PAGE):
+            distance = PAGE
+            for p in points:
+                d = abs(line - p)
+                distance = min(distance, d, PAGE - d)
+            if distance > best_distance or (distance == best_distance and line < best):
+                best, best_distance = line, distance
+    return best

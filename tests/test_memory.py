@@ -114,6 +114,23 @@ def test_empty_apart_places_each_new_array_far_from_the_others_in_the_page():
         assert (y == 1).all() and (s == 2).all() and (d == 3).all()
 
 
+def test_empty_apart_picks_the_line_farthest_from_the_others():
+    """_farthest_line (the middle of each gap) gives what trying every cache line of the page gives: the
+    line whose distance to the nearest taken offset, around the page, is largest; the first on a tie."""
+    from zerollm.engine.memory import LINE, PAGE, _farthest_line
+    rng = np.random.default_rng(5)
+    lines = np.arange(0, PAGE, LINE)
+    cases = [[], [0], [4080], [0, 2048], [16, 16, 16], [0, 1024, 2048, 3072]]
+    cases += [list(rng.integers(0, PAGE // 16, k) * 16) for k in (1, 2, 3, 4) for _ in range(300)]
+    for taken in cases:
+        if taken:
+            gap = np.abs(lines[:, None] - np.array(taken)[None, :])
+            want = int(lines[np.argmax(np.minimum(gap, PAGE - gap).min(axis=1))])
+        else:
+            want = 0
+        assert _farthest_line([int(t) for t in taken]) == want, taken
+
+
 def test_empty_apart_leaves_small_arrays_to_numpy():
     from zerollm.engine.memory import empty_apart
     a = empty_apart((3, 5), np.empty((3, 5), np.float32))

@@ -54,8 +54,8 @@ def linear_forward(x, w, b=None):
     n = x2.shape[0]
     y = np.empty((n, o), np.float32)
     y[...] = b                                          # every row starts as the bias
-    gemm(ROW_MAJOR, NO_TRANS, op, n, o, i, 1.0, x2.ctypes.data, i, w.ctypes.data, ldb,
-         1.0, y.ctypes.data, o)             # y += x2 @ w
+    gemm(ROW_MAJOR, NO_TRANS, op, n, o, i, 1.0, x2.ctypes.data, i, w.ctypes.data, ldb,   # y += x2 @ w
+         1.0, y.ctypes.data, o)
     return y.reshape(*x.shape[:-1], o), LinearCache(x, w, True)
 
 

@@ -122,9 +122,30 @@ def _all_finite(a):
     return bool(np.isfinite(a).all())
 
 
-def require_finite(arrays, where):
-    """ZeroLLMError naming ``where`` and the tensors that hold NaN or infinity, if any do."""
-    bad = [name for name, a in arrays.items() if not _all_finite(np.asarray(a))]
+def _fits(a, dtype):
+    """True when casting ``a`` (finite) to ``dtype`` makes no infinity: 1e300 in an F64 file becomes inf
+    as float32. Only a wider float type pays for the two passes of max and min."""
+    if dtype is None or not np.issubdtype(a.dtype, np.floating) or a.size == 0:
+        return True
+    top = np.finfo(dtype).max
+    return np.finfo(a.dtype).max <= top or bool(a.max() <= top and a.min() >= -top)
+
+
+def require_finite(arrays, where, dtype=None):
+    """ZeroLLMError naming ``where`` and the tensors that hold NaN or infinity, if any do.
+
+    ``dtype``: the float type the arrays are about to be cast to (a model's "float32"); a number beyond its
+    range would turn into infinity there, so it counts as one, and the check runs before that cast. Every
+    array of weights that enters a model goes through here, whatever file it came from (checkpoints, model
+    directories, Hugging Face folders, GGUF tensors, PEFT adapters)."""
+    dtype = None if dtype is None else np.dtype(dtype)
+    bad = []
+    for name, a in arrays.items():
+        a = np.asarray(a)
+        if not _all_finite(a):
+            bad.append(name)
+        elif not _fits(a, dtype):
+            bad.append(f"{name}: numbers beyond {dtype.name}'s range")
     if bad:
         shown = ", ".join(bad[:4]) + (f" and {len(bad) - 4} more" if len(bad) > 4 else "")
         raise ZeroLLMError(f"{where}: {len(bad)} tensor(s) hold NaN or infinity ({shown}); these weights are "

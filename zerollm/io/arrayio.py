@@ -10,27 +10,29 @@ import os
 import numpy as np
 
 from zerollm.io.errors import ZeroLLMError
+from zerollm.io.fileio import open_regular, require_regular
 
 SUFFIXES = (".npy", ".json")
 
 
 def _read_npy(path):
-    with open(path, "rb") as f:
+    with open_regular(path, "rb") as f:
         if f.read(6) != b"\x93NUMPY":   # every .npy file starts with this magic string
             raise ZeroLLMError(f"{path}: not a readable .npy file (no NumPy header); "
                                "save it with np.save, or write JSON instead")
-    try:
-        return np.load(path, allow_pickle=False)
-    except ValueError as err:   # object arrays need pickle, which we refuse
-        raise ZeroLLMError(f"{path}: cannot read this .npy ({err}); save a plain numeric array "
-                           "with np.save(path, np.asarray(a, dtype=np.float32))") from None
-    except (OSError, EOFError) as err:
-        raise ZeroLLMError(f"{path}: not a readable .npy file ({err})") from None
+        f.seek(0)
+        try:
+            return np.load(f, allow_pickle=False)
+        except ValueError as err:   # object arrays need pickle, which we refuse
+            raise ZeroLLMError(f"{path}: cannot read this .npy ({err}); save a plain numeric array "
+                               "with np.save(path, np.asarray(a, dtype=np.float32))") from None
+        except (OSError, EOFError) as err:
+            raise ZeroLLMError(f"{path}: not a readable .npy file ({err})") from None
 
 
 def _read_json(path):
     try:
-        with open(path, encoding="utf-8") as f:
+        with open_regular(path, "r", encoding="utf-8") as f:
             data = json.load(f)
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as err:
         raise ZeroLLMError(f"{path}: not valid JSON ({err}); write a nested list such as "
@@ -55,6 +57,7 @@ def load_array(path, name="array"):
     suffix = os.path.splitext(path)[1].lower()
     if suffix not in SUFFIXES:
         raise ZeroLLMError(f"{name}: {path!r} must end in .npy or .json")
+    require_regular(path, f"{suffix} file")
     if not os.path.isfile(path):
         raise ZeroLLMError(f"{name}: file not found: {path}")
     a = _read_npy(path) if suffix == ".npy" else _read_json(path)

@@ -12,8 +12,15 @@ truncated file where a good one used to be. Every file zerollm writes for users 
 On any exception the temporary file is deleted and the old file is left untouched. A path that
 exists and is not a regular file (a device such as /dev/sda, a pipe, a link, a folder) is refused:
 the rename would replace the thing itself, not write into it.
+
+Reading has the mirror rule: every file zerollm reads is opened with ``open_regular``, which refuses
+anything that is not a regular file (a named pipe, a socket, a device, a folder) before a byte is read.
+Opening a FIFO for reading waits for a writer that may never come, and /dev/zero or /dev/urandom never
+end: either would hang the command instead of ending it with an error.
 """
 
+import fcntl
+import hashlib
 import json
 import math
 import os
@@ -64,9 +71,94 @@ def _umask_mode():
     return 0o666 & ~mask
 
 
+# ----------------------------------------------------------------------------
+# reading: regular files only
+
+# what a path that is not a regular file is, in the words of the error (the tests of stat, in that order)
+_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISSOCK, "a socket"),
+          (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
+
+
+class NotRegularFile(ZeroLLMError):
+    """A path that had to be a regular file to be read is a pipe, a socket, a device or a folder."""
+
+
+def _kind(mode):
+    return next((name for test, name in _KINDS if test(mode)), "not a regular file")
+
+
+def not_regular(path, kind, what="file"):
+    """The one error for an input that is ``kind`` ("a named pipe (FIFO)", ...), not a regular file.
+
+    >>> str(not_regular("/dev/zero", "a character device", "text file"))   # doctest: +ELLIPSIS
+    '/dev/zero is a character device, not a text file: it must be a regular file (a pipe or a device can...'
+    """
+    why = "" if kind == "a directory" else " (a pipe or a device can wait forever or never end)"
+    return NotRegularFile(f"{os.fspath(path)} is {kind}, not a {what}: it must be a regular file{why}; "
+                          f"give the path of a {what}")
+
+
+def require_regular(path, what="file"):
+    """Refuse ``path`` if it exists and is not a regular file (a link to one is fine: it is followed);
+    a path that does not exist is left to the caller, who knows what to say. Returns ``path``.
+    Nothing is opened, so nothing can block."""
+    try:
+        mode = os.stat(path).st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        return path
+    except OSError:              # a link loop, no permission: open() will say so in its own words
+        return path
+    if not stat.S_ISREG(mode):
+        raise not_regular(path, _kind(mode), what)
+    return path
+
+
+def open_regular(path, mode="rb", what="file", encoding=None, errors=None):
+    """``open(path, mode)`` for reading ("r" or "rb") or appending ("a"), for regular files only.
+
+    The path is checked before it is opened, then opened without blocking (O_NONBLOCK: a FIFO that
+    appeared meanwhile opens at once instead of waiting for a writer) and checked again on the open
+    descriptor (fstat), so what is read is the file that was checked. Appending never follows a link
+    nor writes into anything but a regular file (the rule of atomic_write). A missing file raises
+    FileNotFoundError, as open() does. ``what`` names the file in the error ("text file", "run log").
+
+    >>> with open_regular("run/log.jsonl", "r", what="run log", encoding="utf-8") as f:   # doctest: +SKIP
+    ...     first = f.readline()
+    """
+    path = os.fspath(path)
+    if mode in ("r", "rb"):
+        require_regular(path, what)
+        flags = os.O_RDONLY
+    elif mode == "a":
+        refuse_non_regular(path)
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW
+    else:
+        raise ValueError(f"open_regular reads ('r', 'rb') or appends ('a'), not {mode!r}")
+    fd = os.open(path, flags | os.O_NONBLOCK | os.O_CLOEXEC, 0o666)
+    try:
+        st_mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(st_mode):
+            raise not_regular(path, _kind(st_mode), what)
+        fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
+        return os.fdopen(fd, mode, encoding=None if "b" in mode else encoding or "utf-8", errors=errors)
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def sha256_file(path, what="file"):
+    """SHA-256 (hex) of a regular file's bytes, read 1 MiB at a time (a pipe or a device is refused)."""
+    h = hashlib.sha256()
+    with open_regular(path, "rb", what=what) as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
 def non_file_kind(path):
     """What an input path that exists but is no file is ('directory', 'device or pipe'), else None:
-    so that a reader names it instead of saying 'not found'."""
+    so that a reader names it instead of saying 'not found'. (The older, coarser check that
+    zerollm.interop.gguf.read_gguf still makes; a new reader calls require_regular or open_regular.)"""
     if os.path.exists(path) and not os.path.isfile(path):
         return "directory" if os.path.isdir(path) else "device or pipe"
     return None
@@ -101,22 +193,26 @@ def folder_not_found(path, what, hint):
     """
     if os.path.isfile(path):
         try:
-            with open(path, "rb") as f:
+            with open_regular(path, "rb") as f:
                 gguf = f.read(4) == b"GGUF"
-        except OSError:
+        except (OSError, NotRegularFile):
             gguf = False
         if gguf:
             return ZeroLLMError(f"{path} is a GGUF file, not a {what}; zerollm sample, chat, eval and serve read it "
                                 "with --gguf FILE")
         return ZeroLLMError(f"{path} is a file, not a {what}; {hint}")
     if os.path.exists(path):
-        return ZeroLLMError(f"{path} is a device or pipe, not a {what}; {hint}")
+        return ZeroLLMError(f"{path} is {_kind(os.stat(path).st_mode)}, not a {what}; {hint}")
     return ZeroLLMError(f"{what} not found: {path}; {hint}")
 
 
-def _refuse_non_regular(path):
+def refuse_non_regular(path, flag=None):
+    """Refuse an output ``path`` that exists and is not a regular file: renaming over it (or appending to
+    it) would replace, or write into, the device, pipe, link or folder itself. ``flag``: the option that
+    named it ("--out"), said first in the error."""
     if os.path.lexists(path) and not stat.S_ISREG(os.lstat(path).st_mode):
-        raise ZeroLLMError(f"{path} exists and is not a regular file (a folder, a link, a device or a pipe); "
+        named = f"{flag} {path}" if flag else path
+        raise ZeroLLMError(f"{named} exists and is not a regular file (a folder, a link, a device or a pipe); "
                            "zerollm writes a file whole and renames it into place, which would replace it: "
                            "choose a new file name")
 
@@ -133,7 +229,7 @@ def atomic_write(path, mode="wb"):
     if mode not in _MODES:
         raise ZeroLLMError(f"atomic_write mode must be 'w' or 'wb', got {mode!r}")
     path = os.fspath(path)
-    _refuse_non_regular(path)
+    refuse_non_regular(path)
     directory, name = os.path.split(os.path.abspath(path))
     tmp = _tmp_path_in(directory, name)
     try:
@@ -143,7 +239,7 @@ def atomic_write(path, mode="wb"):
             f.flush()
             os.fsync(f.fileno())
         os.chmod(tmp, _umask_mode())
-        _refuse_non_regular(path)          # again: something may have appeared there meanwhile
+        refuse_non_regular(path)          # again: something may have appeared there meanwhile
         os.replace(tmp, path)
     except BaseException:   # also KeyboardInterrupt: never leave the temp file behind
         try:
@@ -215,10 +311,11 @@ def read_json(path, what="JSON file"):
     {'step': 500, 'dir': 'step-0000500'}
     """
     path = os.fspath(path)
+    require_regular(path, what)
     if not os.path.isfile(path):
         raise ZeroLLMError(f"{what} not found: {path}; check the path")
     try:
-        with open(path, encoding="utf-8") as f:
+        with open_regular(path, "r", what=what, encoding="utf-8") as f:
             return json.load(f)
     except UnicodeDecodeError as err:
         raise ZeroLLMError(f"{what} {path} is not UTF-8 text ({err}); it is not a JSON file, "

@@ -28,6 +28,7 @@ import time
 from contextlib import contextmanager
 
 from zerollm.io.errors import ZeroLLMError
+from zerollm.io.fileio import open_regular, require_regular
 
 try:
     import fcntl
@@ -55,9 +56,9 @@ def lock_path(directory, beside=False):
 def read_owner(path):
     """{"pid", "host", "command", "since"} from a lock file, or {} if it cannot be read."""
     try:
-        with open(path, encoding="utf-8") as f:
+        with open_regular(path, "r", encoding="utf-8") as f:      # a pipe put there must not hang us
             owner = json.load(f)
-    except (OSError, ValueError, RecursionError):
+    except (OSError, ValueError, RecursionError):             # NotRegularFile is a ValueError
         return {}
     return owner if isinstance(owner, dict) else {}
 
@@ -92,7 +93,8 @@ def _acquire_flock(path, directory):
     """Open and flock ``path``; returns the open fd. The inode check makes sure we did not lock a
     file that its previous owner unlinked between our open() and our flock()."""
     while True:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        require_regular(path, "lock file")     # a pipe or folder put there cannot hold the owner's line
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NONBLOCK, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:

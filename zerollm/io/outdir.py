@@ -30,12 +30,11 @@ import ctypes.util
 import os
 import re
 import shutil
-import stat
 import tempfile
 from contextlib import contextmanager
 
 from zerollm.io.errors import ZeroLLMError
-from zerollm.io.fileio import fsync_dir
+from zerollm.io.fileio import NotRegularFile, fsync_dir, open_regular, refuse_non_regular
 from zerollm.io.lock import writing
 
 _RENAME_EXCHANGE = 2          # linux/fs.h
@@ -70,11 +69,12 @@ _STEP_DIR = re.compile(r"step-\d+")
 
 
 def _config_head(folder):
-    """The first 4 KB of ``folder``/config.json ("" when it cannot be read)."""
+    """The first 4 KB of ``folder``/config.json ("" when it cannot be read, or is no regular file: a pipe
+    named config.json makes no checkpoint, and must not stop the check of an output's folders)."""
     try:
-        with open(os.path.join(folder, "config.json"), encoding="utf-8") as f:
+        with open_regular(os.path.join(folder, "config.json"), "r", encoding="utf-8") as f:
             return f.read(4096)
-    except (OSError, UnicodeDecodeError):
+    except (OSError, UnicodeDecodeError, NotRegularFile):
         return ""
 
 
@@ -138,21 +138,11 @@ def check_outside_runs(target, flag="--out"):
         here = parent
 
 
-def check_regular(path, flag="--out"):
-    """Refuse a path that exists and is not a regular file: a rename would replace the device, pipe,
-    link or folder itself (never allowed, --force or not)."""
-    path = os.fspath(path)
-    if os.path.lexists(path) and not stat.S_ISREG(os.lstat(path).st_mode):
-        raise ZeroLLMError(f"{flag} {path} exists and is not a regular file (a folder, a link, a device or a "
-                           "pipe); zerollm writes a file whole and renames it into place, which would replace "
-                           "it: choose a new file name")
-
-
 def check_output_file(path, *, force=False, inputs=(), flag="--out"):
     """The one rule for an output file (see the module docstring); ``inputs``: (flag, path) pairs read
     by the same command."""
     path = os.fspath(path)
-    check_regular(path, flag)
+    refuse_non_regular(path, flag)            # never allowed, --force or not
     for input_flag, source in inputs:
         if source is not None and os.path.exists(source) and _same_or_inside(path, source):
             raise ZeroLLMError(f"{flag} {path} is, or lies inside, {input_flag} {source}, which this command reads; "

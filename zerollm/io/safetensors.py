@@ -25,7 +25,7 @@ import os
 import numpy as np
 
 from zerollm.io.errors import ZeroLLMError
-from zerollm.io.fileio import atomic_write
+from zerollm.io.fileio import atomic_write, open_regular, require_regular
 
 # safetensors dtype name -> little-endian NumPy dtype (BF16 is stored as its raw uint16 bits)
 DTYPES = {
@@ -224,11 +224,12 @@ def _check_layout(path, tensors, data_len):
 def _open_checked(path):
     """Return (open file, header, byte offset of the data) after validating everything."""
     path = os.fspath(path)
+    require_regular(path, "safetensors file")
     if not os.path.isfile(path):
         raise ZeroLLMError(f"safetensors file not found: {path}; check the path")
-    size = os.path.getsize(path)
-    f = open(path, "rb")
+    f = open_regular(path, "rb", what="safetensors file")
     try:
+        size = os.fstat(f.fileno()).st_size         # of the file opened, not of what the name meant before
         header, start = _read_raw_header(f, path, size)
         metadata = header.get("__metadata__", {})
         if not isinstance(metadata, dict) or not all(isinstance(v, str) for v in metadata.values()):

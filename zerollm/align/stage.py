@@ -17,7 +17,6 @@ unless ``--force``.
 """
 
 import dataclasses
-import hashlib
 import os
 import shutil
 import sys
@@ -29,7 +28,8 @@ from zerollm.training import dist
 from zerollm.training.flags import add_config_flags, add_lora_arguments, lora_config, saved_lora
 from zerollm.training.run import locked_run_dir, train_and_report
 from zerollm.io.errors import ZeroLLMError
-from zerollm.io.fileio import atomic_write
+from zerollm.io.fileio import atomic_write, open_regular, require_regular
+from zerollm.io.fileio import sha256_file as file_digest
 from zerollm.io.outdir import STAGE_FILES, check_stage_out
 from zerollm.engine.memory import keep_freed_memory
 from zerollm.engine.threads import add_threads_argument
@@ -147,22 +147,14 @@ def copy_inputs(args, stage, run_dir):
         if src is None:
             copied[flag] = None
             continue
+        require_regular(src, "JSONL file")
         if not os.path.isfile(src):
             raise ZeroLLMError(f"--{flag.replace('_', '-')}: no such file: {src}")
         dst = os.path.join(folder, f"{flag}.jsonl")
-        with open(src, "rb") as fin, atomic_write(dst, "wb") as fout:
+        with open_regular(src, "rb", what="JSONL file") as fin, atomic_write(dst, "wb") as fout:
             shutil.copyfileobj(fin, fout)
         copied[flag] = dst
     return copied
-
-
-def file_digest(path):
-    """SHA-256 of a file's bytes (hex)."""
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def saved_inputs(run_dir, stage, digests=None):
@@ -174,6 +166,7 @@ def saved_inputs(run_dir, stage, digests=None):
         path = os.path.join(folder, f"{flag}.jsonl")
         expected = (digests or {}).get(flag)
         needed = expected is not None or (digests is None and flag == "data")
+        require_regular(path, "copy of an input")
         if not os.path.isfile(path):
             if needed:
                 raise ZeroLLMError(f"{path} (the copy of --{flag.replace('_', '-')} this run trains on) is missing; "
@@ -196,6 +189,7 @@ def check_resume_flags(args, stage, inputs, start):
         if given is None:
             continue
         name = f"--{flag.replace('_', '-')}"
+        require_regular(given, "JSONL file")
         if not os.path.isfile(given):
             raise ZeroLLMError(f"{name}: no such file: {given}")
         if inputs.get(flag) is None or file_digest(given) != file_digest(inputs[flag]):

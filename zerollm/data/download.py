@@ -22,6 +22,7 @@ from pathlib import Path
 
 from zerollm.io.errors import ZeroLLMError
 from zerollm.io.fileio import atomic_write
+from zerollm.io.fileio import sha256_file as sha256_of
 
 # name -> where it lives and what its bytes must hash to. Only datasets with a stable public
 # URL are listed: the course's Tang poems (zerollm/data/corpora/tang_poems.txt, shipped with the
@@ -76,14 +77,6 @@ def sha256_hex(text):
         raise argparse.ArgumentTypeError(f"must be 64 hex digits (as sha256sum prints them), got {shown!r}"
                                          + (f" ({len(text.strip())} characters)" if isinstance(text, str) else ""))
     return text.strip().lower()
-
-
-def sha256_of(path):
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(CHUNK), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 # ----------------------------------------------------------------------------

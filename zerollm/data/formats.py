@@ -30,7 +30,7 @@ import math
 import os
 
 from zerollm.io.errors import ZeroLLMError
-from zerollm.io.fileio import atomic_write, non_file_kind, not_utf8_advice
+from zerollm.io.fileio import atomic_write, not_utf8_advice, open_regular, require_regular
 
 ROLES = ("system", "user", "assistant")
 MAX_LINE_BYTES = 16 * 2 ** 20      # one example; a longer line is almost surely not one
@@ -53,14 +53,11 @@ class _Hostile(ValueError):
 def read_jsonl(path):
     """[(line number, dict)] of a JSONL file; broken or hostile JSON, or a non-object, is an error naming the line."""
     path = os.fspath(path)
-    kind = non_file_kind(path)
-    if kind:
-        raise ZeroLLMError(f"{path} is a {kind}, not a JSONL file; give the path of a .jsonl file "
-                           "(one JSON object a line)")
+    require_regular(path, "JSONL file")
     if not os.path.isfile(path):
         raise ZeroLLMError(f"data file not found: {path}; make one with 'zerollm tasks make' or check the path")
     rows = []
-    with open(path, "rb") as f:
+    with open_regular(path, "rb", what="JSONL file") as f:
         for n, raw in enumerate(iter(lambda: f.readline(MAX_LINE_BYTES + 1), b""), 1):
             where = f"{path} line {n}"
             if len(raw) > MAX_LINE_BYTES:

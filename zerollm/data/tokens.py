@@ -22,7 +22,7 @@ from zerollm.model import budget
 from zerollm.io import docsmode
 from zerollm.io.argtypes import FIELD_RANGES, FRACTION, Range
 from zerollm.io.errors import ZeroLLMError
-from zerollm.io.fileio import atomic_write, non_file_kind, not_utf8_advice, utf8_json
+from zerollm.io.fileio import atomic_write, not_utf8_advice, open_regular, require_regular, utf8_json
 from zerollm.io.outdir import atomic_dir, check_outside_runs, check_separate
 from zerollm.tokenizers import load_tokenizer, train_tokenizer
 from zerollm.tokenizers.base import dumps_readable, read_json_file
@@ -47,13 +47,12 @@ def token_dtype(vocab_size):
 def read_corpus(path):
     """UTF-8 text of ``path`` (a leading byte-order mark is dropped) and the file's sha256."""
     path = Path(path)
-    kind = non_file_kind(path)
-    if kind:
-        raise ZeroLLMError(f"{path} is a {kind}, not a text file; give the path of a UTF-8 text file")
+    require_regular(path, "text file")            # /dev/zero, /dev/stdin from a pipe, a FIFO: never read
     if not path.is_file():
         raise ZeroLLMError(f"data file not found: {path}; check the path, or get a corpus with "
                            "'zerollm download shakespeare'")
-    raw = path.read_bytes()
+    with open_regular(path, "rb", what="text file") as f:
+        raw = f.read()
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as err:
@@ -168,9 +167,9 @@ def _check_replaceable(out):
 
 def _written_by_prepare(meta_path):
     try:
-        with open(meta_path, encoding="utf-8") as f:
+        with open_regular(meta_path, "r", encoding="utf-8") as f:
             meta = json.load(f)
-    except (OSError, UnicodeDecodeError, ValueError):
+    except (OSError, UnicodeDecodeError, ValueError):         # NotRegularFile is a ValueError
         return False
     return isinstance(meta, dict) and meta.get("format") == META_FORMAT
 
@@ -202,6 +201,7 @@ def _read_meta(folder):
 
 def _open_ids(path, dtype, n):
     """Memory-map ``n`` ids of ``dtype``; a file of the wrong size is damaged (e.g. cut short)."""
+    require_regular(path, "token file")
     if not path.is_file():
         raise ZeroLLMError(f"{path} is missing; run 'zerollm prepare' again")
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:

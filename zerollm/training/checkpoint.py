@@ -34,7 +34,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from zerollm.io.errors import ZeroLLMError
-from zerollm.io.fileio import atomic_write, folder_not_found, fsync_dir, read_json, write_json
+from zerollm.io.fileio import (atomic_write, folder_not_found, fsync_dir, open_regular, read_json, require_regular,
+                               write_json)
 from zerollm.io.safetensors import load_file, load_metadata, save_file
 from zerollm.io.validate import checkpoint_state, optimizer_metadata, require_finite, rng_states
 
@@ -152,13 +153,14 @@ def _save_optimizer(state, path):
 def _copy_tokenizer(src, dst):
     """Copy the tokenizer file (durably) and return its "type" field (byte/char/bpe) if it has one."""
     src = os.fspath(src)
+    require_regular(src, "tokenizer file")
     if not os.path.isfile(src):
         raise ZeroLLMError(f"tokenizer file not found: {src}; pass the tokenizer.json that "
                            "`zerollm prepare` wrote next to the data")
-    with open(src, "rb") as fin, atomic_write(dst, "wb") as fout:
+    with open_regular(src, "rb", what="tokenizer file") as fin, atomic_write(dst, "wb") as fout:
         shutil.copyfileobj(fin, fout)
     try:
-        with open(src, encoding="utf-8") as f:
+        with open_regular(src, "r", what="tokenizer file", encoding="utf-8") as f:
             kind = json.load(f).get("type")
     except (ValueError, AttributeError, RecursionError):   # not our JSON format: the copy is still useful
         return None
@@ -228,11 +230,11 @@ def _is_complete(step_dir):
 def _pointer(run_dir):
     """(the directory latest.json names, or None; why it was not used: None when it is fine or absent)."""
     try:
-        with open(os.path.join(run_dir, "latest.json"), encoding="utf-8") as f:
+        with open_regular(os.path.join(run_dir, "latest.json"), "r", encoding="utf-8") as f:
             name = json.load(f)["dir"]
     except FileNotFoundError:
         return None, None                   # a run saved before latest.json existed: the newest step counts
-    except (OSError, ValueError, KeyError, TypeError, RecursionError):
+    except (OSError, ValueError, KeyError, TypeError, RecursionError):   # a pipe there too (NotRegularFile)
         return None, "latest.json is unreadable"
     if not isinstance(name, str) or not _STEP_DIR.fullmatch(name):   # no "../" tricks
         return None, "latest.json names no step-* folder"
@@ -309,6 +311,8 @@ def _step_dir(path):
     step_dir = path if is_step_dir else latest_checkpoint(path)
     if step_dir is None:
         raise ZeroLLMError(f"no checkpoint in {path}; {_TRAIN_FIRST}")
+    for name in REQUIRED:               # a pipe or folder of one of these names is not "missing": say what it is
+        require_regular(os.path.join(step_dir, name), "checkpoint file")
     missing = [f for f in REQUIRED if not os.path.isfile(os.path.join(step_dir, f))]
     if missing and _hugging_face_dir(step_dir):
         raise ZeroLLMError(f"{step_dir} is a Hugging Face model directory, not a zerollm run or checkpoint: load it "
@@ -325,9 +329,9 @@ def _hugging_face_dir(folder):
     if not os.path.isfile(os.path.join(folder, "model.safetensors")):
         return False
     try:
-        with open(os.path.join(folder, "config.json"), encoding="utf-8") as f:
+        with open_regular(os.path.join(folder, "config.json"), "r", encoding="utf-8") as f:
             config = json.load(f)
-    except (OSError, ValueError, RecursionError):
+    except (OSError, ValueError, RecursionError):        # NotRegularFile is a ValueError
         return False
     return isinstance(config, dict) and isinstance(config.get("model_type"), str)
 

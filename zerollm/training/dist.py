@@ -33,6 +33,7 @@ import sys
 import time
 
 from zerollm.io.errors import ZeroLLMError
+from zerollm.io.fileio import NotRegularFile, sha256_file
 
 # variables that MPI launchers set in every process they start (MPICH's Hydra, Open MPI, PMIx)
 _SIZE_VARS = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "PMIX_SIZE", "MPI_LOCALNRANKS")
@@ -145,14 +146,12 @@ def check_command(prog, argv, args, failure):
 
 
 def _file_digest(path):
-    h = hashlib.sha256()
     try:
-        with open(path, "rb") as f:
-            for block in iter(lambda: f.read(1 << 20), b""):
-                h.update(block)
+        return sha256_file(path)
     except OSError as err:
         return f"unreadable: {err.strerror}"
-    return h.hexdigest()
+    except NotRegularFile:              # it became a pipe after isfile(): every rank sees the same
+        return "not a regular file"
 
 
 class JobError(ZeroLLMError):

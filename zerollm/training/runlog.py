@@ -13,7 +13,7 @@ import os
 
 import numpy as np
 
-from zerollm.io.fileio import atomic_write, dumps_strict
+from zerollm.io.fileio import atomic_write, dumps_strict, open_regular, refuse_non_regular
 
 
 class JsonlLog:
@@ -25,15 +25,17 @@ class JsonlLog:
 
     def __init__(self, path, keep_before=None):
         """Open for appending; with keep_before=N, first drop records of steps >= N (a resume),
-        and any line that a crash cut short."""
+        and any line that a crash cut short. A log.jsonl that is not a regular file (a pipe, a link, a
+        folder) is refused, not removed nor written into."""
         self.path = path
         if keep_before is not None and os.path.exists(path):
             kept = [json.dumps(r) + "\n" for r in read_log(path) if _step(r) < keep_before]
             with atomic_write(path, "w") as f:
                 f.writelines(kept)
-        elif keep_before is None and os.path.exists(path):
+        elif keep_before is None and os.path.lexists(path):
+            refuse_non_regular(path)                 # a pipe or folder named log.jsonl is not the run's to delete
             os.remove(path)                          # a fresh run starts a fresh log
-        self.f = open(path, "a", encoding="utf-8")
+        self.f = open_regular(path, "a", encoding="utf-8")
 
     def write(self, **record):
         self.f.write(dumps_strict(_plain(record)) + "\n")
@@ -62,7 +64,7 @@ def read_log(path, count_skipped=False):
     run killed while writing it, or a hand edit) is skipped: the log is a record, not a checkpoint.
     count_skipped=True: (records, how many non-blank lines were skipped)."""
     records, skipped = [], 0
-    with open(path, encoding="utf-8", errors="replace") as f:
+    with open_regular(path, "r", what="run log", encoding="utf-8", errors="replace") as f:
         for line in filter(str.strip, f):
             try:
                 record = json.loads(line)

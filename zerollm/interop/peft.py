@@ -27,6 +27,7 @@ from zerollm.interop.hf.exporting import hf_arrays, repeat_kv
 from zerollm.interop.hf.weights import PREFIX
 from zerollm.nn.lora import LoRAConfig, sites
 from zerollm.io.safetensors import load_file, load_metadata, save_file
+from zerollm.io.validate import require_finite
 
 CONFIG, WEIGHTS = "adapter_config.json", "adapter_model.safetensors"
 _KEY = "base_model.model."
@@ -169,7 +170,9 @@ def load_adapter(model, path):
     if digest is not None and digest != base_digest(model):
         raise ZeroLLMError(f"--adapter {path} was made for another base model (its base digest differs); "
                            "use the model it was trained on")
-    found = _found_modules(load_file(weights), weights)
+    tensors = load_file(weights)
+    require_finite(tensors, weights, np.float32)           # before _found_modules casts them to float32
+    found = _found_modules(tensors, weights)
     family = export_family(model.config)
     site_of = {_module(family, s.name): s for s in sites(model.config) if _module(family, s.name)}
     unknown = sorted(set(found) - set(site_of))
@@ -183,6 +186,8 @@ def load_adapter(model, path):
         name = site_of[module].name
         model.lora.adapters[name + ".lora_A"][...] = A.T
         model.lora.adapters[name + ".lora_B"][...] = B.T
+    module_of = {site_of[m].name: m for m in found}
+    model.lora.check_fold(model.params, weights, lambda s: f"{_KEY}{module_of[s.name]} (lora_A, lora_B)")
     return model
 
 

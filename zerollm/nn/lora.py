@@ -247,6 +247,21 @@ class LoRA:
     def num_params(self):
         return sum(a.size for a in self.adapters.values())
 
+    def check_fold(self, params, where, label=None):
+        """ZeroLLMError naming ``where`` when an adapter folded into its weight (W + s A B, what ``merged``
+        computes) overflows the weight's dtype: finite adapters of 1e20 give infinity there, and the same
+        product on the side path makes every logit NaN, merged or not. ``label(site)`` names the adapter
+        in the error (default: zerollm's "h.0.attn.c_attn (lora_A, lora_B)")."""
+        for s in self.sites:
+            A, B = self.adapters[s.name + ".lora_A"], self.adapters[s.name + ".lora_B"]
+            w = params[s.linear + ".weight"][:, s.cols]                     # (i, o) the columns it adds to
+            if not _fold_fits(w, A, B, self.config.scale):
+                name = label(s) if label else f"{s.name} (lora_A, lora_B)"
+                raise ZeroLLMError(f"{where}: the adapter {name} overflows {w.dtype} when folded into its weight "
+                                   f"(W + alpha/r A B has numbers beyond {float(np.finfo(w.dtype).max):.3g}); the "
+                                   "adapter is damaged or came from a diverged run: use an earlier save of it, or "
+                                   "train it again with a lower --lr")
+
     def merged(self, params):
         """A copy of ``params`` with every adapter folded in: W[:, cols] += s A B."""
         out = {name: value.copy() for name, value in params.items()}
@@ -255,3 +270,22 @@ class LoRA:
             w = out[s.linear + ".weight"]
             w[:, s.cols] += (A.astype(np.float64) @ B.astype(np.float64) * self.config.scale).astype(w.dtype)
         return out
+
+
+def _peak(a):
+    """max |a| without a temporary of a's size."""
+    return max(float(a.max()), -float(a.min())) if a.size else 0.0
+
+
+def _fold_fits(w, A, B, scale):
+    """Is W + s A B finite in W's dtype?  w (i, o), A (i, r), B (r, o), all finite.
+
+    Every entry of A B is a sum of r products, so |W + s A B| <= max|W| + |s| r max|A| max|B|: below the
+    dtype's range that bound settles it without forming the (i, o) product, which only an adapter near
+    the range's end pays for."""
+    top = float(np.finfo(w.dtype).max)
+    if _peak(w) + abs(scale) * A.shape[1] * _peak(A) * _peak(B) < top:     # Python floats: inf, never an error
+        return True
+    with np.errstate(over="ignore", invalid="ignore"):
+        folded = w.astype(np.float64) + (A.astype(np.float64) @ B.astype(np.float64)) * scale   # (i, o)
+    return bool(np.all(np.abs(folded) <= top))

@@ -289,12 +289,14 @@ def load_checkpoint(path, *, optimizer=True, force=None):
     arrays = [model_file] + ([os.path.join(step_dir, "optimizer.safetensors")] if optimizer else [])
     from zerollm.model import budget
     budget.require(budget.reading(arrays, what=f"loading {step_dir}"), force=force)
+    dtype = _model_dtype(config)
     params = load_file(model_file)
-    require_finite(params, model_file)
-    opt_state = _load_optimizer(os.path.join(step_dir, "optimizer.safetensors")) if optimizer else None
+    require_finite(params, model_file, dtype)
+    opt_state = _load_optimizer(os.path.join(step_dir, "optimizer.safetensors"), dtype) if optimizer else None
     tokenizer = os.path.join(step_dir, "tokenizer.json")
     objective_file = os.path.join(step_dir, "objective.safetensors")
     objective_arrays = load_file(objective_file) if os.path.isfile(objective_file) else {}
+    require_finite(objective_arrays, objective_file)       # a rollout's advantages feed the next step's weights
     return Checkpoint(
         step=state.pop("step"), model_config=config["model"], train_config=config["train"],
         params=params, optimizer_state=opt_state, rng_state=rng_state,
@@ -372,7 +374,15 @@ def _read_config(step_dir):
     return config
 
 
-def _load_optimizer(path):
+def _model_dtype(config):
+    """The dtype the checkpoint's arrays are cast to (the model's), or None while config.json's is not one
+    (GPTConfig then says what is wrong with it)."""
+    from zerollm.model.config import DTYPES
+    dtype = config["model"].get("dtype", "float32")
+    return dtype if dtype in DTYPES else None
+
+
+def _load_optimizer(path, dtype=None):
     meta = load_metadata(path)
     try:
         state = json.loads(meta["zerollm.optimizer"])
@@ -388,8 +398,12 @@ def _load_optimizer(path):
         if which not in ("m", "v"):
             raise ZeroLLMError(f"{path}: unexpected tensor {key!r}; optimizer tensors are m.* and v.*")
         state[which][name] = a
-    require_finite(state["m"], f"{path} (first moments)")
-    require_finite(state["v"], f"{path} (second moments)")
+    require_finite(state["m"], f"{path} (first moments)", dtype)
+    require_finite(state["v"], f"{path} (second moments)", dtype)
+    negative = sorted(name for name, v in state["v"].items() if v.size and v.min() < 0)
+    if negative:       # AdamW divides by sqrt(v): a negative moment makes the next step's weights NaN
+        raise ZeroLLMError(f"{path}: the second moments of {', '.join(negative[:4])} are negative (a mean of "
+                           f"squares never is); {_DAMAGED}")
     return state
 
 
@@ -419,6 +433,7 @@ def adapted_model(base, trainable, cfg, ckpt):
         if name not in trainable:
             raise ZeroLLMError(f"{ckpt.path}: model.safetensors lacks {name}; {_DAMAGED}")
         np.copyto(value, trainable[name])
+    model.lora.check_fold(model.params, os.path.join(ckpt.path, "model.safetensors"))
     return model
 
 

@@ -11,7 +11,6 @@ from zerollm.io.fileio import folder_not_found, read_json
 from zerollm.interop.hf.configs import hf_to_config
 from zerollm.interop.hf.weights import from_hf, read_tensors
 from zerollm.model.gpt import GPT
-from zerollm.io.validate import require_finite
 
 
 def is_hf_dir(path):
@@ -52,8 +51,7 @@ def load(path, dtype="float32", *, force=None):
                            "give it as --ckpt DIR on the command line (in Python: zerollm.interop.hf.load_zerollm)")
     family, cfg = hf_to_config(hf, where, dtype)
     budget.require(budget.loading(cfg, what=f"loading {path}"), force=force)   # before reading any weight
-    tensors = read_tensors(path, family, np.dtype(dtype))
-    require_finite(tensors, f"{path} (safetensors weights)")
+    tensors = read_tensors(path, family, np.dtype(dtype))       # each one checked finite (as dtype)
     if not cfg.tie_embeddings and "lm_head.weight" not in tensors and _is_base_model(hf):
         # GPT2Model / LlamaModel / MixtralModel have no head; the token table is the natural one (as GPT-2 ties it)
         cfg = GPTConfig(**{**cfg.to_dict(), "tie_embeddings": True})

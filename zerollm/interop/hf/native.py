@@ -84,7 +84,7 @@ def load_zerollm_and_heads(path, *, force=None):
     budget.require(budget.loading(cfg), force=force)
     weights = os.path.join(path, "model.safetensors")
     state = load_file(weights)
-    require_finite(state, weights)
+    require_finite(state, weights, cfg.dtype)
     model = GPT(cfg, init=False)
     model.load_state_dict(state)
     return model.eval(), {}

@@ -36,6 +36,7 @@ from zerollm.io.errors import ZeroLLMError
 from zerollm.io.fileio import read_json
 from zerollm.model.gpt import param_shapes
 from zerollm.io.safetensors import load_file
+from zerollm.io.validate import require_finite
 
 PREFIX = {"gpt2": "transformer.", "llama": "model.", "mixtral": "model."}
 _TABLES = ("wte.weight", "wpe.weight", "lm_head.weight")    # (rows, C) in every layout
@@ -180,5 +181,6 @@ def read_tensors(path, family, dtype):
                                    "supported, use an F32, F16 or BF16 one")
             if bare in out:
                 raise ZeroLLMError(f"{path}: tensor {bare} is stored twice; the shards are inconsistent")
+            require_finite({name: a}, file, dtype)      # before the cast, which would make 1e300 inf
             out[bare] = a.astype(dtype, copy=False)     # F16/F64 -> the model's dtype (BF16 is float32)
     return out

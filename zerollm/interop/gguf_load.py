@@ -124,15 +124,25 @@ def hf_floats(tensors, arch, cfg, where):
     for name, t in tensors.items():
         block, base, kind = _split(name)
         if base in _EXPERTS and block is not None:     # stacked experts -> one tensor per expert
-            for j, a in enumerate(as_float(t)):
+            for j, a in enumerate(_finite_float(t, name, where)):
                 out[f"layers.{block}.block_sparse_moe.experts.{j}.{_EXPERTS[base]}.weight"] = a
             continue
         hf = _hf_name(name, arch)
         if hf is None:
             raise ZeroLLMError(f"{where}: tensor {name} has no place in the {arch} models zerollm runs "
                                "(the file is of another architecture, or uses a feature such as RoPE scaling)")
-        out[hf] = _to_hf_layout(as_float(t), base, kind, arch, cfg)
+        out[hf] = _to_hf_layout(_finite_float(t, name, where), base, kind, arch, cfg)
     return out
+
+
+def _finite_float(t, name, where):
+    """as_float(t), refused by its GGUF name when not finite: a float16 block scale of inf or NaN
+    damages all 32 numbers of its block (inf times a zero code is NaN, no warning line wanted first)."""
+    from zerollm.io.validate import require_finite
+    with np.errstate(invalid="ignore", over="ignore"):
+        a = as_float(t)
+    require_finite({name: a}, where)
+    return a
 
 
 def _to_hf_layout(a, base, kind, arch, cfg):
@@ -192,20 +202,18 @@ def load_gguf(path, *, quantized=None, force=None):
     from zerollm.interop.hf.configs import hf_to_config
     from zerollm.interop.hf.weights import from_hf
     from zerollm.model.gpt import GPT
-    from zerollm.io.validate import require_finite
     where = str(path)
     meta, tensors = read_gguf(path)
     family, cfg = hf_to_config(hf_config(meta, tensors, where), where)
     budget.require(budget.loading(cfg, what=f"loading {where}"), force=force)
     check_tensors(tensors, meta, cfg, family, where)
+    floats = hf_floats(tensors, meta["general.architecture"], cfg, where)   # its own errors: a tensor not finite
     try:
-        floats = hf_floats(tensors, meta["general.architecture"], cfg, where)
         state = from_hf(floats, cfg, family, where)
         model = GPT(cfg, init=False).load_state_dict(state)
     except (ValueError, ZeroLLMError) as err:
         raise ZeroLLMError(f"{where}: the tensors do not fit the metadata "
                            f"({' '.join(str(err).split())[:300]}); the file is damaged or inconsistent") from None
-    require_finite(model.params, where)
     kinds = [t.kind for t in tensors.values()]
     has_blocks = any(k in quant.KINDS for k in kinds)
     keep = (get_engine() == "fast") if quantized is None else quantized

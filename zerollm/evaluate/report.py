@@ -28,7 +28,7 @@ import warnings
 import numpy as np
 
 from zerollm.io.errors import ZeroLLMError
-from zerollm.io.fileio import folder_not_found
+from zerollm.io.fileio import NotRegularFile, folder_not_found, open_regular
 from zerollm.align.tasks.evaluate import wilson
 
 RATES = ("acc", "acc_norm", "success")
@@ -64,7 +64,7 @@ def read_jsonl(path):
     """The records of a run's log.jsonl ([] without one). More than one line that is not a record (one is
     the last line of a run killed while writing it) gets a warning: the page leaves them out."""
     from zerollm.training.runlog import read_log
-    if not os.path.exists(path):
+    if not os.path.lexists(path):
         return []
     records, skipped = read_log(path, count_skipped=True)
     if skipped > 1:
@@ -115,12 +115,14 @@ def _start(objective):
 def _data(run_dir):
     """Pre-training: the corpus and its token counts (data/meta.json); a later stage: its input files."""
     meta = os.path.join(run_dir, "data", "meta.json")
-    if os.path.exists(meta):
+    if os.path.lexists(meta):
         try:
-            with open(meta, encoding="utf-8") as f:
+            with open_regular(meta, "r", what="meta.json", encoding="utf-8") as f:
                 m = json.load(f)
             source = (m.get("source") or {}).get("file", "?")
             return f"{source}: {m['train_tokens']:,} + {m['val_tokens']:,} {m['tokenizer']} tokens"
+        except NotRegularFile:
+            raise
         except (OSError, ValueError, RecursionError, AttributeError, KeyError, TypeError):
             return "data/meta.json is unreadable (damaged or not written by zerollm prepare)"   # the report goes on
     inputs = sorted(glob.glob(os.path.join(run_dir, "inputs", "*")))
@@ -128,7 +130,7 @@ def _data(run_dir):
 
 
 def _lines(path):
-    with open(path, encoding="utf-8") as f:
+    with open_regular(path, "r", what="copy of a run's input", encoding="utf-8") as f:
         return sum(1 for line in f if line.strip())
 
 
@@ -145,11 +147,13 @@ def read_result_files(paths, warn=_warn):
     out = []
     for path in paths:
         try:
-            with open(path, encoding="utf-8") as f:
+            with open_regular(path, "r", what="results_*.json file", encoding="utf-8") as f:
                 data = json.load(f)
             ckpt = _model_arg(data["config"]["model_args"], "ckpt")
             real = os.path.realpath(ckpt) if ckpt is not None else None
             tasks = _task_scores(data["results"], data.get("n-samples", {}), path, warn)
+        except NotRegularFile:
+            raise                          # its own message says what it is (a pipe, a folder, ...)
         except (OSError, ValueError, KeyError, TypeError, AttributeError, OverflowError, RecursionError) as err:
             raise ZeroLLMError(f"{path} is not an lm-eval results file ({type(err).__name__}: {err}); give the "
                                "results_*.json that lm_eval --output_path wrote") from None

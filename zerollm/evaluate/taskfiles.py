@@ -24,6 +24,7 @@ import numpy as np
 
 from zerollm.data import corpora
 from zerollm.io.errors import ZeroLLMError
+from zerollm.io.fileio import NotRegularFile, open_regular
 from zerollm.align.tasks.poems import POEM, couplets
 from zerollm.align.tasks import acrostic, addition
 
@@ -133,9 +134,9 @@ metadata:
 
 def _holds_file(folder, name, text):
     try:
-        with open(os.path.join(folder, name), "rb") as f:
+        with open_regular(os.path.join(folder, name), "rb") as f:
             return f.read() == text.encode("utf-8")
-    except OSError:
+    except (OSError, NotRegularFile):         # a pipe of that name holds nothing this command wrote
         return False
 
 
@@ -168,7 +169,7 @@ def task_files(folder, n, seed):
 def _earlier(folder):
     """(n, seed) the folder's marker records, or None when it cannot be read as one this command writes."""
     try:
-        with open(os.path.join(folder, MARKER), encoding="utf-8") as f:
+        with open_regular(os.path.join(folder, MARKER), "r", encoding="utf-8") as f:
             marker = json.load(f)
         n, seed = marker["n"], marker["seed"]
     except (OSError, ValueError, TypeError, KeyError):
@@ -181,7 +182,7 @@ def _written_for(folder):
     """The folder the YAML files point their data at (the folder was moved when that is not ``folder``);
     None when they name none this command would write."""
     try:
-        with open(os.path.join(folder, f"{TASK_NAMES[0]}.yaml"), encoding="utf-8") as f:
+        with open_regular(os.path.join(folder, f"{TASK_NAMES[0]}.yaml"), "r", encoding="utf-8") as f:
             lines = [line.strip() for line in f if line.strip().startswith("test: ")]
         path = json.loads(lines[0][len("test: "):])
     except (OSError, ValueError, IndexError):

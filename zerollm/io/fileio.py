@@ -95,7 +95,7 @@ def not_regular(path, kind, what="file"):
     """
     why = "" if kind == "a directory" else " (a pipe or a device can wait forever or never end)"
     return NotRegularFile(f"{os.fspath(path)} is {kind}, not a {what}: it must be a regular file{why}; "
-                          f"give the path of a {what}")
+                          "give the path of a regular file, or put one in its place")
 
 
 def require_regular(path, what="file"):

@@ -84,9 +84,10 @@ def _is_checkpoint(folder):
 
 
 def zerollm_dir_kind(path):
-    """What zerollm wrote in directory ``path``: "a training run" (a folder with a step-N checkpoint in it),
-    "a checkpoint", "prepared data", "a model directory"; None for any other folder. A stray file named
-    latest.json, or an empty step-1 folder, does not make a run."""
+    """What zerollm wrote (or reads) in directory ``path``: "a training run" (a folder with a step-N checkpoint
+    in it), "a checkpoint", "prepared data", "a model directory" (its weights in one file or in shards named by
+    an index), "a LoRA adapter directory"; None for any other folder. A stray file named latest.json, or an
+    empty step-1 folder, does not make a run."""
     try:
         names = set(os.listdir(path))
     except OSError:                # not a folder, or one we may not read: nothing of ours
@@ -95,8 +96,10 @@ def zerollm_dir_kind(path):
         return "a training run"
     if {"meta.json", "train.bin"} <= names:
         return "prepared data"
-    if "config.json" in names and "model.safetensors" in names:
+    if "config.json" in names and names & {"model.safetensors", "model.safetensors.index.json"}:
         return "a checkpoint" if '"zerollm-checkpoint"' in _config_head(path) else "a model directory"
+    if {"adapter_config.json", "adapter_model.safetensors"} <= names:
+        return "a LoRA adapter directory"
     return None
 
 
@@ -138,16 +141,24 @@ def check_outside_runs(target, flag="--out"):
         here = parent
 
 
-def check_output_file(path, *, force=False, inputs=(), flag="--out"):
+def check_output_file(path, *, force=False, inputs=(), flag="--out", example="out"):
     """The one rule for an output file (see the module docstring); ``inputs``: (flag, path) pairs read
-    by the same command."""
+    by the same command (a folder: the output may not lie inside it either); ``example``: the file name
+    the error for a folder suggests inside it. Checked before anything is read or computed."""
     path = os.fspath(path)
+    if os.path.isdir(path):
+        raise ZeroLLMError(f"{flag} {path} is a directory: it is not a regular file, and {flag} names the file to "
+                           f"write; give a file name such as {os.path.join(path, example)}")
     refuse_non_regular(path, flag)            # never allowed, --force or not
     for input_flag, source in inputs:
         if source is not None and os.path.exists(source) and _same_or_inside(path, source):
             raise ZeroLLMError(f"{flag} {path} is, or lies inside, {input_flag} {source}, which this command reads; "
                                "writing it would destroy the input: choose another output file")
     check_outside_runs(path, flag)
+    parent = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(parent):
+        raise ZeroLLMError(f"cannot write {path!r}: the directory {parent!r} does not exist; create it first "
+                           f"(mkdir -p) or choose another {flag}")
     if os.path.exists(path) and not force:
         raise ZeroLLMError(f"{flag} {path} already exists; pass --force to replace it, or choose "
                            "another file name")

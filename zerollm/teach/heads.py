@@ -12,7 +12,6 @@ Weights come from ``GPT.attention_weights()`` after ``model.eval(); model.forwar
 matplotlib is optional (``pip install "zerollm[viz]"``) and imported only when drawing.
 """
 
-import os
 import unicodedata
 
 import numpy as np
@@ -23,7 +22,7 @@ from zerollm.model.config import GPTConfig
 from zerollm.io.errors import ZeroLLMError
 from zerollm.tokenizers.char import UnknownCharacters
 from zerollm.io.fileio import atomic_write
-from zerollm.io.outdir import check_outside_runs
+from zerollm.io.outdir import check_output_file
 from zerollm.io.i18n import add_lang_argument, resolve_lang, translator
 from zerollm.model.gpt import GPT
 from zerollm.training.runlog import find_fonts
@@ -187,22 +186,13 @@ def build_figure(maps, labels, *, causal, families, cjk=False):
     return fig, axes
 
 
-def check_out(path, force=False):
+def check_out(path, force=False, ckpt=None):
     """Refuse an --out that cannot work, or that would replace a file someone saved (unless ``force``),
-    before spending time on the model and the drawing."""
+    before spending time on the model and the drawing: a .png name and the one output rule
+    (zerollm.io.outdir.check_output_file), with the checkpoint it reads (``ckpt``) as its input."""
     if not str(path).lower().endswith(".png"):
         raise ZeroLLMError(f"--out must name a .png file, got {path!r}; e.g. --out heads.png")
-    if os.path.isdir(path):
-        example = os.path.join(path, "heads.png")
-        raise ZeroLLMError(f"--out {path!r} is a directory; give a file name such as {example}")
-    parent = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(parent):
-        raise ZeroLLMError(f"cannot write {path!r}: the directory {parent!r} does not exist; "
-                           "create it first (mkdir -p) or choose another --out")
-    check_outside_runs(path)        # not inside a run or checkpoint: an old checkpoint is deleted whole
-    if os.path.lexists(path) and not force:     # explain and report refuse the same way
-        raise ZeroLLMError(f"--out {path} already exists; pass --force to replace it, or choose another "
-                           "file name")
+    check_output_file(path, force=force, inputs=[("--ckpt", ckpt)], example="heads.png")
 
 
 def save_png(fig, path, force=False):
@@ -306,7 +296,7 @@ def run(args):
     check_random_only(args)
     lang = resolve_lang(args.lang)
     font_manager, _, _ = import_matplotlib()             # fail before any work if it is missing
-    check_out(args.out, args.force)
+    check_out(args.out, args.force, args.ckpt)
     ckpt = None
     if args.ckpt:
         maps, ids, chars, ckpt, causal = trained_maps(args)

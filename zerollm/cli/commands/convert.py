@@ -20,6 +20,7 @@ import sys
 
 from zerollm.model.budget import add_force_argument
 from zerollm.io.errors import ZeroLLMError
+from zerollm.io.fileio import refuse_non_regular
 from zerollm.io.lock import writing
 from zerollm.io.outdir import check_outside_runs, check_separate
 
@@ -96,6 +97,8 @@ def run(args):
 
     check_separate(args.dst, [args.src], "--to", "--from")
     check_outside_runs(args.dst, "--to")                 # zerollm.io.outdir: never into another run or model
+    if not os.path.isdir(args.dst):
+        refuse_non_regular(args.dst, "--to")             # a pipe or device is never opened, --overwrite or not
     if _names_a_gguf_file(args.dst):
         return _to_gguf(args)
     if args.quant is not None:

@@ -51,7 +51,7 @@ def _model_section(args, lang):
 def run(args):
     from zerollm.teach.explain.page import build_page, check_out, write_page
     lang = resolve_lang(args.lang)
-    check_out(args.out, args.force)              # before loading a model for nothing
+    check_out(args.out, args.force, inputs=[("--ckpt", args.ckpt), ("--hf", args.hf)])   # before loading a model
     view = None
     if args.ckpt or args.hf:
         view = _model_section(args, lang)

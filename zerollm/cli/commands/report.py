@@ -10,6 +10,7 @@ import glob
 import os
 
 from zerollm.io.errors import ZeroLLMError
+from zerollm.io.fileio import require_regular
 
 
 def add_arguments(p):
@@ -22,7 +23,8 @@ def add_arguments(p):
 
 
 def results_files(items):
-    """The files given, and every results_*.json under the folders given."""
+    """The files given, and every results_*.json under the folders given (each must be a regular file: a
+    pipe or a folder of that name is refused when it is read, zerollm.evaluate.report.read_result_files)."""
     files = []
     for item in items:
         if os.path.isdir(item):
@@ -30,8 +32,8 @@ def results_files(items):
             if not found:
                 raise ZeroLLMError(f"{item} holds no lm-eval results_*.json; give lm_eval's --output_path folder")
             files += found
-        elif os.path.isfile(item):
-            files.append(item)
+        elif os.path.exists(item):
+            files.append(require_regular(item, "results_*.json file"))
         else:
             raise ZeroLLMError(f"--results {item}: no such file or folder")
     return files
@@ -52,7 +54,8 @@ def check_distinct(paths):
 def run(args):
     from zerollm.evaluate.report import build_report, match_results, read_result_files, run_summary
     from zerollm.teach.explain.page import check_out, write_page
-    check_out(args.out, args.force, example="report.html")
+    inputs = [("RUN", r) for r in args.runs] + [("--results", r) for r in args.results]
+    check_out(args.out, args.force, example="report.html", inputs=inputs)     # --force never replaces an input
     check_distinct(args.runs)
     runs = [run_summary(r) for r in args.runs]
     results = match_results(read_result_files(results_files(args.results)), runs)   # each file to its run

@@ -105,6 +105,8 @@ def _make(args):
 
 def _make_lm_eval(args):
     from zerollm.evaluate.taskfiles import write_tasks
+    from zerollm.io.outdir import check_outside_runs
+    check_outside_runs(args.out)       # the folder is replaced whole: never inside a run, checkpoint or model
     if args.split == "train":
         raise ZeroLLMError("lm-eval tasks are made from heldout data only (a score on training examples says "
                            "what a model memorised): leave out --split train")

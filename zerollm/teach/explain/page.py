@@ -25,7 +25,7 @@ from zerollm import __version__
 from zerollm.io.errors import ZeroLLMError
 from zerollm.teach.explain.text import PAGE_TEXT
 from zerollm.io.fileio import atomic_write
-from zerollm.io.outdir import check_outside_runs
+from zerollm.io.outdir import check_output_file
 from zerollm.teach.explain.fontsubset import FONT_BUDGET, is_han, page_han_chars
 from zerollm.teach.attention_walkthrough import SEED_WK, SEED_WQ, SEED_WV, SEED_X
 from zerollm.teach.fmt import to_json
@@ -124,22 +124,15 @@ def build_page(lang, model=None):
 # ----------------------------------------------------------------------------
 # writing it
 
-def check_out(path, force, example="explain.html"):
-    """Refuse an --out that cannot or must not be written, before any model is loaded. ``example``: the
-    file name the messages suggest (the command's default page)."""
+def check_out(path, force, example="explain.html", inputs=()):
+    """Refuse an --out that cannot or must not be written, before any model is loaded: the one output
+    rule (zerollm.io.outdir.check_output_file: never over an input, never inside a run, checkpoint or
+    model, never over a pipe or a device) and an .html name. ``example``: the file name the messages
+    suggest (the command's default page); ``inputs``: the (flag, path) pairs the command reads."""
     path = os.fspath(path)
-    if os.path.isdir(path):
-        raise ZeroLLMError(f"--out {path!r} is a directory; give a file name such as "
-                           f"{os.path.join(path, example)}")
-    if not path.lower().endswith((".html", ".htm")):
+    if not os.path.isdir(path) and not path.lower().endswith((".html", ".htm")):
         raise ZeroLLMError(f"--out must name an .html file, got {path!r}; e.g. --out {example}")
-    if os.path.exists(path) and not force:
-        raise ZeroLLMError(f"{path} already exists; pass --force to replace it, or choose another --out")
-    parent = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(parent):
-        raise ZeroLLMError(f"cannot write {path!r}: the directory {parent!r} does not exist; create it "
-                           "first (mkdir -p) or choose another --out")
-    check_outside_runs(path)        # not inside a run or checkpoint: an old checkpoint is deleted whole
+    check_output_file(path, force=force, inputs=inputs, example=example)
 
 
 def write_page(path, html, force=False):

@@ -280,12 +280,14 @@ def _peak(a):
 def _fold_fits(w, A, B, scale):
     """Is W + s A B finite in W's dtype?  w (i, o), A (i, r), B (r, o), all finite.
 
-    Every entry of A B is a sum of r products, so |W + s A B| <= max|W| + |s| r max|A| max|B|: below the
-    dtype's range that bound settles it without forming the (i, o) product, which only an adapter near
-    the range's end pays for."""
-    top = float(np.finfo(w.dtype).max)
-    if _peak(w) + abs(scale) * A.shape[1] * _peak(A) * _peak(B) < top:     # Python floats: inf, never an error
+    Every entry of A B is a sum of r products, so |s A B| <= |s| r max|A| max|B|. W is finite, and adding
+    less than a quarter of the gap below the dtype's largest number (1e31 in float32) rounds to a finite
+    number whatever W holds: then neither W nor the (i, o) product is read. Only an adapter past that
+    pays for the exact sum."""
+    top = w.dtype.type(np.finfo(w.dtype).max)
+    gap = float(top - np.nextafter(top, w.dtype.type(0)))                 # 2**104 in float32
+    if abs(scale) * A.shape[1] * _peak(A) * _peak(B) < gap / 4:            # Python floats: inf, never an error
         return True
     with np.errstate(over="ignore", invalid="ignore"):
         folded = w.astype(np.float64) + (A.astype(np.float64) @ B.astype(np.float64)) * scale   # (i, o)
-    return bool(np.all(np.abs(folded) <= top))
+    return bool(np.all(np.abs(folded) <= float(top)))

@@ -22,7 +22,7 @@ from zerollm.engine import accelerated
 from zerollm.io.errors import ZeroLLMError
 from zerollm.tokenizers.base import Tokenizer, as_id_list, text_bytes
 from zerollm.tokenizers.bpe_train import learn_merges
-from zerollm.tokenizers.patterns import compile_pattern, resolve_pattern, split_text
+from zerollm.tokenizers.patterns import compile_pattern, known_pattern, resolve_pattern, split_text
 
 ENDOFTEXT = "<|endoftext|>"
 NO_RANK = float("inf")
@@ -209,7 +209,7 @@ class BPETokenizer(Tokenizer):
         specials = data["special_tokens"]
         if not isinstance(specials, dict):
             raise ZeroLLMError("'special_tokens' must be an object {text: id}")
-        return cls(data["regex"], merges, specials, vocab)
+        return cls(known_pattern(data["regex"], '"regex"'), merges, specials, vocab)
 
     @classmethod
     def from_gpt2_files(cls, vocab_json, merges_txt):

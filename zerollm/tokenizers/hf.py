@@ -17,7 +17,7 @@ import os
 
 from zerollm.io.errors import ZeroLLMError
 from zerollm.tokenizers.base import read_json_file
-from zerollm.tokenizers.patterns import GPT2_PATTERN, split_text
+from zerollm.tokenizers.patterns import GPT2_PATTERN, known_pattern, split_text
 
 
 # ----------------------------------------------------------------------------
@@ -203,7 +203,7 @@ def _pattern_of(pre, path):
         pattern = split.get("pattern", {}) if split.get("type") == "Split" else {}
         if ("Regex" in pattern and split.get("behavior") == "Isolated" and not split.get("invert")
                 and byte_level_ok(byte_level, False)):
-            return pattern["Regex"]
+            return known_pattern(pattern["Regex"], "the pre_tokenizer's Split \"Regex\"", path)
     raise ZeroLLMError(f"{path}: unsupported pre_tokenizer; zerollm imports ByteLevel "
                        "(add_prefix_space false) or Split(regex, isolated) + ByteLevel(use_regex false)")
 

@@ -23,7 +23,14 @@ GPT2_PATTERN = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|
 GPT4_PATTERN = (r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}+|\p{N}{1,3}|"""
                 r""" ?[^\s\p{L}\p{N}]++[\r\n]*|\s*[\r\n]|\s+(?!\S)|\s+""")
 
+# Llama 3's (meta-llama/llama3, tokenizer.py): cl100k's family with greedy quantifiers and "\s*[\r\n]+";
+# llama.cpp's "llama-bpe" pre-tokenizer, and what Llama 3's tokenizer.json gives its Split
+LLAMA3_PATTERN = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}"
+                  r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+
 PATTERNS = {"gpt2": GPT2_PATTERN, "gpt4": GPT4_PATTERN}
+# every split regex zerollm runs when a file names it: each takes time in proportion to the text it splits
+KNOWN_PATTERNS = (GPT2_PATTERN, GPT4_PATTERN, LLAMA3_PATTERN)
 
 
 def resolve_pattern(pattern):
@@ -36,6 +43,25 @@ def resolve_pattern(pattern):
         if pattern == text:
             return name, text
     return None, pattern
+
+
+def known_pattern(text, key, where=None):
+    """``text``, a split regex read from a file (under ``key``), if it is one of KNOWN_PATTERNS or the name of
+    one ('gpt2', 'gpt4'), compared as a string; any other is a ZeroLLMError naming ``where`` (the file) and the key.
+
+    Why a file's regex is never compiled: a regex is a program whose running time depends on the text it
+    splits. ``(a|aa)+$`` tries every way of cutting a run of a's (2^n of them) on a prompt of a's, and a few
+    nested counts such as ``((a{100}){100}){100}`` exhaust memory while the `regex` package compiles them, so
+    one hostile file would hang every command that loads it. Regexes given in code (``BPETokenizer(pattern=...)``)
+    are the caller's own and are run as given.
+    """
+    if isinstance(text, str) and (text in KNOWN_PATTERNS or text in PATTERNS):
+        return text
+    shown = repr(text) if len(repr(text)) <= 80 else repr(text)[:77] + "..."
+    file = f"{where}: " if where else ""
+    raise ZeroLLMError(f"{file}{key} is a split regex zerollm does not run ({shown}): "
+                       "a tokenizer read from a file may only use GPT-2's, GPT-4's or Llama 3's split regex; "
+                       "retrain the tokenizer with --pattern gpt2 or gpt4")
 
 
 def compile_pattern(text):

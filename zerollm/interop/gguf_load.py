@@ -16,6 +16,7 @@ from zerollm.model import budget
 from zerollm.io.errors import ZeroLLMError
 from zerollm.interop import quant
 from zerollm.interop.gguf import _CONV1D, _EXPERTS, _gguf_name, _hf_name, _permute, _split, as_float, read_gguf
+from zerollm.interop.gguf_meta import REQUIRED, value
 from zerollm.interop.gguf_tokenizer import read_tokenizer
 
 ARCHS = ("gpt2", "llama")
@@ -27,46 +28,53 @@ _QUANTIZABLE = (".c_attn.weight", ".c_proj.weight", ".c_fc.weight")
 # ----------------------------------------------------------------------------
 # metadata -> a transformers config dict
 
-def _key(meta, key, where):
-    if key not in meta:
-        raise ZeroLLMError(f"{where}: the metadata lacks {key}, which a {key.split('.')[0]} model needs; "
-                           "the file is incomplete")
-    return meta[key]
-
-
 def hf_config(meta, tensors, where):
-    """The transformers config.json dict that this GGUF file's metadata describes."""
-    arch = meta.get("general.architecture")
+    """The transformers config.json dict that this GGUF file's metadata describes. Every key is checked for
+    its type and range (gguf_meta.value), and the sizes against each other, each error naming its keys."""
+    arch = value(meta, "general.architecture", where, None)
     if arch not in ARCHS:
         raise ZeroLLMError(f"{where}: architecture {arch!r} is not supported; zerollm runs GGUF files of "
                            f"architecture {' and '.join(ARCHS)} (GPT-2, Llama, Mixtral-style Llama)")
     if "token_embd.weight" not in tensors:
         raise ZeroLLMError(f"{where} has no token_embd.weight tensor; the file is incomplete")
     V = tensors["token_embd.weight"].shape[0]
-    if meta.get(f"{arch}.vocab_size", V) != V:
+    if value(meta, f"{arch}.vocab_size", where, V) != V:
         raise ZeroLLMError(f"{where}: the metadata says {arch}.vocab_size={meta[f'{arch}.vocab_size']} but "
                            f"token_embd.weight has {V} rows; the metadata disagrees with the tensors")
-    k = lambda name: _key(meta, f"{arch}.{name}", where)    # noqa: E731
+    k = lambda name, default=REQUIRED: value(meta, f"{arch}.{name}", where, default)    # noqa: E731
+    C, nh = k("embedding_length"), k("attention.head_count")
+    _multiple(where, f"{arch}.embedding_length", C, f"{arch}.attention.head_count", nh)
     common = dict(vocab_size=V, tie_word_embeddings="output.weight" not in tensors)
     if arch == "gpt2":
         return dict(common, architectures=["GPT2LMHeadModel"], model_type="gpt2", n_positions=k("context_length"),
-                    n_embd=k("embedding_length"), n_layer=k("block_count"), n_head=k("attention.head_count"),
-                    n_inner=k("feed_forward_length"), layer_norm_epsilon=k("attention.layer_norm_epsilon"),
-                    activation_function="gelu_new")
-    C, nh = k("embedding_length"), k("attention.head_count")
-    rope_dims = meta.get("llama.rope.dimension_count", C // nh)
+                    n_embd=C, n_layer=k("block_count"), n_head=nh, n_inner=k("feed_forward_length"),
+                    layer_norm_epsilon=k("attention.layer_norm_epsilon"), activation_function="gelu_new")
+    rope_dims = k("rope.dimension_count", C // nh)
     if rope_dims != C // nh:
         raise ZeroLLMError(f"{where}: llama.rope.dimension_count={rope_dims} rotates part of each head; "
                            f"zerollm's RoPE rotates the whole head ({C // nh} dims)")
+    n_kv = k("attention.head_count_kv", nh)
+    _multiple(where, "llama.attention.head_count", nh, "llama.attention.head_count_kv", n_kv)
     cfg = dict(common, hidden_size=C, intermediate_size=k("feed_forward_length"), num_hidden_layers=k("block_count"),
-               num_attention_heads=nh, num_key_value_heads=meta.get("llama.attention.head_count_kv", nh),
-               max_position_embeddings=k("context_length"), rms_norm_eps=k("attention.layer_norm_rms_epsilon"),
-               rope_theta=float(meta.get("llama.rope.freq_base", 10000.0)), hidden_act="silu")
-    if meta.get("llama.expert_count"):
-        return dict(cfg, architectures=["MixtralForCausalLM"], model_type="mixtral",
-                    num_local_experts=meta["llama.expert_count"],
-                    num_experts_per_tok=k("expert_used_count"), router_aux_loss_coef=0.0)
+               num_attention_heads=nh, num_key_value_heads=n_kv, max_position_embeddings=k("context_length"),
+               rms_norm_eps=k("attention.layer_norm_rms_epsilon"), rope_theta=float(k("rope.freq_base", 10000.0)),
+               hidden_act="silu")
+    n_expert = k("expert_count", 0)
+    if n_expert:
+        used = k("expert_used_count")
+        if used > n_expert:
+            raise ZeroLLMError(f"{where}: metadata key llama.expert_used_count ({used}) is more than "
+                               f"llama.expert_count ({n_expert}); the file is damaged")
+        return dict(cfg, architectures=["MixtralForCausalLM"], model_type="mixtral", num_local_experts=n_expert,
+                    num_experts_per_tok=used, router_aux_loss_coef=0.0)
     return dict(cfg, architectures=["LlamaForCausalLM"], model_type="llama")
+
+
+def _multiple(where, key, n, of_key, m):
+    """Metadata value n (of ``key``) is a multiple of m (of ``of_key``): heads split the width evenly."""
+    if n % m:
+        raise ZeroLLMError(f"{where}: metadata key {key} ({n}) must be a multiple of {of_key} ({m}); "
+                           "the file is damaged")
 
 
 # ----------------------------------------------------------------------------
@@ -220,7 +228,7 @@ def load_gguf(path, *, quantized=None, force=None):
     n_kept = keep_quantized(model, tensors, meta["general.architecture"], family) if keep and has_blocks else 0
     info = {"arch": meta["general.architecture"], "kinds": {k: kinds.count(k) for k in sorted(set(kinds))},
             "quantized": n_kept, "dequantized": has_blocks and not n_kept}
-    return model.eval(), read_tokenizer(meta, where), info
+    return model.eval(), read_tokenizer(meta, where, cfg.vocab_size), info
 
 
 def load_note(info, prog):

@@ -17,13 +17,13 @@ Reading, only "gpt2" is accepted (SentencePiece "llama" and the others are refus
 """
 
 from zerollm.io.errors import ZeroLLMError
+from zerollm.interop.gguf_meta import value
+from zerollm.tokenizers.patterns import LLAMA3_PATTERN, known_pattern
 
 NORMAL, CONTROL, UNUSED = 1, 3, 5
 PRE_OF_PATTERN = {"gpt2": "gpt-2", "gpt4": "llama-bpe"}
-# llama.cpp's LLAMA3 pre-tokenizer (the cl100k family), for Llama 3 style files written by others
-LLAMA3_REGEX = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}"
-                r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
-PATTERN_OF_PRE = {"gpt-2": "gpt2", "default": "gpt2", "llama-bpe": LLAMA3_REGEX, "llama3": LLAMA3_REGEX}
+# llama.cpp's pre-tokenizer names: GPT-2's regex, or Llama 3's (the cl100k family) for Llama 3 style files
+PATTERN_OF_PRE = {"gpt-2": "gpt2", "default": "gpt2", "llama-bpe": LLAMA3_PATTERN, "llama3": LLAMA3_PATTERN}
 SPLIT_KEY = "zerollm.split_regex"
 CHAR_FIX = ("GGUF has no character-level tokenizer; train a byte-level one instead "
             "(zerollm train ... --tokenizer bpe, or --tokenizer byte), or convert with --no-tokenizer")
@@ -60,25 +60,41 @@ def tokenizer_fields(tok, vocab_size):
 # ----------------------------------------------------------------------------
 # reading
 
-def read_tokenizer(meta, where):
-    """A zerollm tokenizer from the GGUF metadata dict ``meta``, or None when the file has none."""
-    model = meta.get("tokenizer.ggml.model")
+def read_tokenizer(meta, where, n_vocab):
+    """A zerollm tokenizer from the GGUF metadata dict ``meta``, or None when the file has none. ``n_vocab``: the
+    model's token rows; every token id must have one. Each key is checked by gguf_meta.value."""
+    model = value(meta, "tokenizer.ggml.model", where, None)
     if model is None:
         return None
     if model != "gpt2":
         raise ZeroLLMError(f"{where}: tokenizer.ggml.model is {model!r}; zerollm reads only byte-level BPE "
                            "('gpt2', as GPT-2 and Llama 3 files have), not SentencePiece or other kinds")
-    tokens, types = list(meta.get("tokenizer.ggml.tokens") or []), list(meta.get("tokenizer.ggml.token_type") or [])
+    tokens, types = value(meta, "tokenizer.ggml.tokens", where, []), value(meta, "tokenizer.ggml.token_type", where, [])
     if not tokens or len(types) not in (0, len(tokens)):
         raise ZeroLLMError(f"{where}: tokenizer.ggml.tokens / token_type are missing or of different lengths")
+    if len(tokens) > n_vocab:
+        raise ZeroLLMError(f"{where}: metadata key tokenizer.ggml.tokens lists {len(tokens)} tokens but the model "
+                           f"has {n_vocab} token rows (token_embd.weight); the file is damaged")
+    for key in ("tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id"):
+        if value(meta, key, where, 0) >= len(tokens):
+            raise ZeroLLMError(f"{where}: metadata key {key} is {meta[key]}, past the {len(tokens)} tokens of "
+                               "tokenizer.ggml.tokens; the file is damaged")
     types = types or [NORMAL] * len(tokens)
-    merges = [tuple(m.split(" ")) for m in meta.get("tokenizer.ggml.merges") or []]
+    merges = [tuple(m.split(" ")) for m in value(meta, "tokenizer.ggml.merges", where, [])]
     if any(len(m) != 2 for m in merges):
         raise ZeroLLMError(f"{where}: a merge in tokenizer.ggml.merges is not two tokens separated by one space")
     specials = {t: i for i, (t, k) in enumerate(zip(tokens, types)) if k == CONTROL}
     plain = {t: i for i, (t, k) in enumerate(zip(tokens, types)) if k not in (CONTROL, UNUSED)}
-    pattern = meta.get(SPLIT_KEY) or _pattern_of_pre(meta.get("tokenizer.ggml.pre", "default"), where)
-    return _byte_tokenizer(plain, specials, merges) or _bpe_tokenizer(plain, specials, merges, pattern, where)
+    byte = _byte_tokenizer(plain, specials, merges)      # a byte tokenizer splits nothing: no regex is read
+    return byte or _bpe_tokenizer(plain, specials, merges, _pattern(meta, where), where)
+
+
+def _pattern(meta, where):
+    """The split regex: ours (zerollm.split_regex), else the one llama.cpp's pre-tokenizer name stands for."""
+    split = value(meta, SPLIT_KEY, where, None)
+    if split is not None:
+        return known_pattern(split, f"metadata key {SPLIT_KEY}", where)
+    return _pattern_of_pre(value(meta, "tokenizer.ggml.pre", where, "default"), where)
 
 
 def _pattern_of_pre(pre, where):

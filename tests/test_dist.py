@@ -211,3 +211,51 @@ def test_grpo_over_two_ranks_equals_two_threads(tiny_base, tmp_path, prompts, gr
                      if "loss" in r]
     mine, theirs = final_weights(tmp_path / "ranks"), final_weights(tmp_path / "threads")
     assert mine.keys() == theirs.keys() and all(np.array_equal(mine[k], theirs[k]) for k in mine)
+
+
+# rank 1 arrives LATE seconds after rank 0 at a collective call; each rank prints the CPU seconds it
+# spent in that call into its own file (process time: a sleeping wait costs almost none of it, a spinning
+# one as much as the scheduler gives it)
+_LATE_RANK = """
+import pathlib, sys, time
+from zerollm.training import dist
+w = dist.world()
+if w.rank == 1:
+    time.sleep({late})
+start = time.process_time()
+{call}
+pathlib.Path(sys.argv[1], str(w.rank)).write_text(str(time.process_time() - start))
+"""
+
+
+@pytest.mark.parametrize("call", ["got = w.allgather(w.rank); assert got == [0, 1], got", "w.barrier()"])
+@pytest.mark.parametrize("wait", ["sleep", "spin"])
+def test_a_waiting_rank_sleeps_instead_of_spinning(tmp_path, call, wait):
+    """A rank that reaches a collective first must not burn a core while it waits (on a busy machine that
+    core is what the late rank needs); ZEROLLM_MPI_WAIT=spin keeps MPICH's busy wait, and proves that
+    the measurement can tell the two apart."""
+    late = 2.0
+    env = {**os.environ, "ZEROLLM_MPI_WAIT": wait}
+    script = _LATE_RANK.format(late=late, call=call)
+    res = subprocess.run([MPIRUN, "-n", "2", sys.executable, "-c", script, str(tmp_path)],
+                         capture_output=True, text=True, timeout=60, env=env)
+    assert res.returncode == 0, res.stderr
+    waited = float((tmp_path / "0").read_text())
+    if wait == "sleep":
+        assert waited < 0.25, waited
+    else:
+        assert waited > 0.5, waited
+
+
+def test_mpi_wait_values():
+    assert dist.mpi_wait({}) == "sleep" and dist.mpi_wait({"ZEROLLM_MPI_WAIT": " Spin "}) == "spin"
+    with pytest.raises(ZeroLLMError, match="ZEROLLM_MPI_WAIT='poll' is not a way to wait; use one of: sleep, spin"):
+        dist.mpi_wait({"ZEROLLM_MPI_WAIT": "poll"})
+
+
+def test_a_bad_mpi_wait_is_one_line_on_each_rank(tmp_path, corpus):
+    res = mpirun(2, "train", "--data", str(corpus), "--out", str(tmp_path / "x"), "--max-iters", "2", *SMALL,
+                 env={**os.environ, "ZEROLLM_MPI_WAIT": "poll"})
+    assert res.returncode != 0 and "Traceback" not in res.stderr
+    assert "ZEROLLM_MPI_WAIT='poll' is not a way to wait" in res.stderr
+    assert not (tmp_path / "x").exists()

@@ -39,6 +39,20 @@ from zerollm.io.fileio import NotRegularFile, sha256_file
 _SIZE_VARS = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "PMIX_SIZE", "MPI_LOCALNRANKS")
 
 
+# A waiting rank's sleeps start short (ranks on idle cores arrive microseconds apart) and double up to a
+# millisecond, which is small against a training step and lets a busy machine run the other ranks.
+_FIRST_PAUSE, _LONGEST_PAUSE = 2e-5, 1e-3
+WAITS = ("sleep", "spin")
+
+
+def mpi_wait(environ=None):
+    """How a rank waits for the others in a collective call: ZEROLLM_MPI_WAIT, 'sleep' (default) or 'spin'."""
+    value = (os.environ if environ is None else environ).get("ZEROLLM_MPI_WAIT", "sleep").strip().lower()
+    if value not in WAITS:
+        raise ZeroLLMError(f"ZEROLLM_MPI_WAIT={value!r} is not a way to wait; use one of: {', '.join(WAITS)}")
+    return value
+
+
 class World:
     """The processes of one job: rank, size and the collective operations zerollm needs."""
 
@@ -46,6 +60,7 @@ class World:
         self.comm = comm
         self.rank = 0 if comm is None else comm.Get_rank()
         self.size = 1 if comm is None else comm.Get_size()
+        self.polite = comm is not None and mpi_wait() == "sleep"
 
     @property
     def is_main(self):
@@ -54,11 +69,30 @@ class World:
 
     def allgather(self, value):
         """[value of rank 0, value of rank 1, ...] on every rank."""
-        return [value] if self.comm is None else self.comm.allgather(value)
+        if self.comm is None:
+            return [value]
+        self._arrive()
+        return self.comm.allgather(value)
 
     def barrier(self):
         if self.comm is not None:
+            self._arrive()
             self.comm.Barrier()
+
+    def _arrive(self):
+        """Wait until every rank has reached this collective call, sleeping rather than spinning.
+
+        MPICH waits in a busy loop: a rank that finishes its shard first spins at full speed until the
+        others arrive. On a quiet machine that costs nothing, since each rank has its own core; on a busy
+        one the spinning rank takes CPU time that the rank it waits for needs (docs/distributed.md
+        measures it). So the ranks first meet in a non-blocking barrier polled with short sleeps, and the
+        collective itself then starts with everyone present. ZEROLLM_MPI_WAIT=spin keeps MPI's own wait.
+        """
+        if self.polite:
+            request, pause = self.comm.Ibarrier(), _FIRST_PAUSE
+            while not request.Test():
+                time.sleep(pause)
+                pause = min(2 * pause, _LONGEST_PAUSE)
 
     def check_same(self, fingerprint, what):
         """Stop every rank (with one line on rank 0) unless all ranks hold the same ``fingerprint``."""

@@ -37,6 +37,7 @@ import numpy as np
 from zerollm.io.errors import ZeroLLMError
 from zerollm.io.fileio import non_file_kind
 from zerollm.interop import quant
+from zerollm.interop.gguf_meta import value as meta_value
 from zerollm.interop.gguf_tokenizer import SPLIT_KEY, tokenizer_fields
 
 QUANTS = ("f32", "f16", "q8_0", "q4_0")
@@ -341,6 +342,8 @@ def read_gguf(path):
 _SCALAR_BYTES = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
 _STRING, _ARRAY = 8, 9
 _MAX_NESTING = 4          # arrays of arrays: llama.cpp writes none; a handful of levels is plenty
+_UINT32 = 4               # the type GGUF gives general.alignment
+_ALIGNMENT_DEFAULT = 32   # GGUF's alignment when the file has no general.alignment
 
 
 def check_layout(path):
@@ -350,7 +353,8 @@ def check_layout(path):
     Why before the gguf package's reader: that reader loops over the items an array says it holds, and
     past the end of the file each item reads as nothing, so a 130-byte file that declared 2^40 items kept
     it busy, and growing, for ever. Here every item moves the position forward and every move is checked
-    against the file's size, so the walk ends within the file's length."""
+    against the file's size, so the walk ends within the file's length. On the way, general.alignment
+    and every tensor's data offset are checked against each other (_check_offsets)."""
     def damaged(what):
         return ZeroLLMError(f"{path} is not a readable GGUF file ({what}); it may be truncated or damaged: "
                             "write or download it again")
@@ -399,15 +403,43 @@ def check_layout(path):
             else:
                 raise damaged(f"unknown value type {kind} at byte {pos - 4}")
 
+        def text():
+            n = take("Q")
+            skip(n)
+            return bytes(data[pos - n:pos])
+
         n_tensors, n_fields = take("Q"), take("Q")
+        alignment = _ALIGNMENT_DEFAULT
         for _ in range(n_fields):                                # key, value type, value
-            skip(take("Q"))
-            value(take("I"), 0)
+            key, kind = text(), take("I")
+            if key != b"general.alignment":
+                value(kind, 0)
+            elif kind == _UINT32:                                # checked like every key: a power of two
+                alignment = meta_value({"general.alignment": take("I")}, "general.alignment", path)
+            else:
+                raise ZeroLLMError(f"{path}: metadata key general.alignment must be stored as a uint32 (GGUF "
+                                   f"value type {_UINT32}), not as type {kind}; the file is damaged")
+        offsets = []
         for _ in range(n_tensors):                               # name, dims, type, offset
-            skip(take("Q"))
+            name = text()
             skip(8 * take("I"))
             take("I")
-            take("Q")
+            offsets.append((name, take("Q")))
+    _check_offsets(offsets, alignment, -(-pos // alignment) * alignment, size, path)
+
+
+def _check_offsets(offsets, alignment, start, size, path):
+    """Every tensor's data begins at a multiple of the alignment (GGUF requires it; a reader that ignored
+    it would read a tensor shifted by a few bytes, i.e. garbage) and inside the file. ``start``: where the
+    data section begins, the end of the header rounded up to the alignment."""
+    for name, offset in offsets:
+        shown = name.decode("utf-8", errors="replace")
+        if offset % alignment:
+            raise ZeroLLMError(f"{path}: tensor {shown} starts at offset {offset}, not a multiple of the file's "
+                               f"alignment {alignment} (general.alignment); the file is damaged")
+        if start + offset > size:
+            raise ZeroLLMError(f"{path}: tensor {shown} starts at byte {start + offset}, past the end of the file "
+                               f"({size} bytes); it may be truncated: write or download it again")
 
 
 def _field_value(field):

@@ -5,56 +5,54 @@ chat page at /.
 
 Errors have OpenAI's shape, {"error": {"message", "type", "param", "code"}}, and status: 400 a bad
 request (bad JSON, a wrong type, an unknown field, beyond the context), 401 a missing or wrong API
-key, 404 an unknown model or route, 413 a body over the cap, 429 no free row or place in the queue (with Retry-After),
-503 shutting down. Streams are server-sent events in OpenAI's chunk format, ending ``data: [DONE]``.
+key, 404 an unknown model or route, 408 a body slower than --body-timeout, 413 a body over the cap, 429
+no free row or place in the queue (with Retry-After), 503 shutting down. Streams are server-sent events
+in OpenAI's chunk format, ending ``data: [DONE]``. What a request meets before it gets here is guard.py.
+
+A body is parsed and checked on a worker thread (``PARSERS`` at a time), and so is its prompt encoded:
+the event loop that answers every other client never waits on one client's JSON.
 """
 
-import hmac
 import json
 import sys
 import time
 import uuid
 from pathlib import Path
 
+import anyio
+import pydantic
 from fastapi import FastAPI, Request
-from fastapi.exceptions import RequestValidationError
-from fastapi.responses import HTMLResponse, JSONResponse, StreamingResponse
+from fastapi.responses import HTMLResponse, StreamingResponse
 from starlette.exceptions import HTTPException
+from starlette.requests import ClientDisconnect
 
 from zerollm.io.errors import ZeroLLMError
 from zerollm.generation.batching import Done, QueueFull
 from zerollm.generation.sample import Sampling
-from zerollm.serve.schemas import ChatRequest, CompletionRequest
+from zerollm.serve.guard import (RETRY_AFTER_S, SHUTDOWN, STREAM_END, ApiError, Ending, Framing, Guard,
+                                 error_response, sse, stream_cut)
+from zerollm.serve.schemas import ChatRequest, CompletionRequest, first_problem
 from zerollm.serve.text import TextStream
 
-RETRY_AFTER_S = 1
 PAGE = Path(__file__).with_name("page.html")
-
-
-class ApiError(Exception):
-    def __init__(self, status, message, type="invalid_request_error", param=None, code=None, headers=None):
-        super().__init__(message)
-        self.status, self.message, self.type, self.param, self.code = status, message, type, param, code
-        self.headers = headers
-
-
-def error_body(message, type="invalid_request_error", param=None, code=None):
-    return {"error": {"message": message, "type": type, "param": param, "code": code}}
-
-
-def _error_response(err):
-    return JSONResponse(error_body(err.message, err.type, err.param, err.code), err.status, headers=err.headers)
+PARSERS = 4                  # bodies parsed at once: each may hold tens of MB of Python objects for a moment
+SHOWN_NAME = 100             # characters of a field's name an error repeats (a JSON key may be a megabyte)
 
 
 # ----------------------------------------------------------------------------
 # the app
 
-def build_app(backend, *, api_key=None, max_body=1 << 20):
+def build_app(backend, *, api_key=None, max_body=1 << 20, body_timeout=30.0):
     app = FastAPI(title="zerollm", docs_url=None, redoc_url=None, openapi_url=None)
     app.state.backend, app.state.draining = backend, False
-    app.add_middleware(BodyLimit, max_body=max_body)
-    app.add_middleware(Guard, state=app.state, api_key=api_key)       # the outermost: before any body is read
+    parsers = anyio.CapacityLimiter(PARSERS)
+    app.add_middleware(Guard, state=app.state, api_key=api_key)       # before any body is read
+    app.add_middleware(Framing, max_body=max_body, body_timeout=body_timeout)
+    app.add_middleware(Ending)                                         # the outermost
     _add_error_handlers(app)
+
+    def off_loop(fn, *args):
+        return anyio.to_thread.run_sync(fn, *args, limiter=parsers)
 
     @app.get("/health")
     async def health():
@@ -77,18 +75,20 @@ def build_app(backend, *, api_key=None, max_body=1 << 20):
         return _model_card(backend)
 
     @app.post("/v1/chat/completions")
-    async def chat_completions(body: ChatRequest, request: Request):
+    async def chat_completions(request: Request):
+        body = await off_loop(parse_body, await _body_bytes(request), ChatRequest)
         _check_model(backend, body.model)
         try:
-            prompt = backend.chat_prompt([{"role": m.role, "content": m.text()} for m in body.messages])
+            prompt = await off_loop(backend.chat_prompt, [{"role": m.role, "content": m.text()} for m in body.messages])
         except ZeroLLMError as err:
             raise ApiError(400, str(err), param="messages") from None
         return await _complete(backend, body, prompt, request, chat=True)
 
     @app.post("/v1/completions")
-    async def completions(body: CompletionRequest, request: Request):
+    async def completions(request: Request):
+        body = await off_loop(parse_body, await _body_bytes(request), CompletionRequest)
         _check_model(backend, body.model)
-        prompt = backend.text_prompt(body.prompt)
+        prompt = await off_loop(backend.text_prompt, body.prompt)
         if not prompt:
             raise ApiError(400, "the prompt encodes to no tokens", param="prompt")
         return await _complete(backend, body, prompt, request, chat=False)
@@ -112,43 +112,68 @@ def _check_model(backend, name):
 def _add_error_handlers(app):
     @app.exception_handler(ApiError)
     async def api_error(request, err):
-        return _error_response(err)
-
-    @app.exception_handler(RequestValidationError)
-    async def invalid(request, err):
-        kind = request.headers.get("content-type", "")
-        if request.method == "POST" and "json" not in kind.lower():     # FastAPI read the body as text
-            return _error_response(ApiError(400, f"the body must be JSON, sent with the header Content-Type: "
-                                                 f"application/json (this one came as {kind or 'no type'!r})"))
-        return _error_response(validation_error(err.errors()))
+        return error_response(err)
 
     @app.exception_handler(HTTPException)
     async def http_error(request, err):
-        if err.status_code == 400:
-            return _error_response(unreadable_body(err.__cause__))
         message = {404: f"no route {request.method} {request.url.path}", 405: "method not allowed"}
-        return _error_response(ApiError(err.status_code, message.get(err.status_code, str(err.detail))))
+        return error_response(ApiError(err.status_code, message.get(err.status_code, str(err.detail))))
 
     @app.exception_handler(ZeroLLMError)
     async def refused(request, err):
-        return _error_response(ApiError(400, str(err)))
+        return error_response(ApiError(400, str(err)))
+
+
+# ----------------------------------------------------------------------------
+# the body: bytes on the event loop, JSON and pydantic on a worker thread
+
+async def _body_bytes(request):
+    kind = request.headers.get("content-type", "")
+    if "json" not in kind.lower():
+        raise ApiError(400, f"the body must be JSON, sent with the header Content-Type: application/json "
+                            f"(this one came as {kind or 'no type'!r})")
+    try:
+        return await request.body()                   # Framing holds it to --max-body and --body-timeout
+    except ClientDisconnect:
+        raise ApiError(400, "the client went away before its body was read") from None
+
+
+def parse_body(raw, model):
+    """JSON bytes -> a ``model`` (ChatRequest or CompletionRequest), or the ApiError that says what is wrong
+    with them. Runs on a worker thread; ``first_problem`` bounds what pydantic is given."""
+    if not raw:
+        raise ApiError(400, "the request needs a JSON object body")
+    try:
+        body = json.loads(raw)
+    except json.JSONDecodeError as err:
+        raise ApiError(400, f"the request body is not valid JSON ({err.msg} at line {err.lineno} "
+                            f"column {err.colno})") from None
+    except (ValueError, RecursionError) as err:
+        raise unreadable_body(err) from None
+    problem = first_problem(body, model)
+    if problem is not None:
+        raise validation_error([problem])
+    try:
+        return model.model_validate(body)
+    except pydantic.ValidationError as err:
+        raise validation_error(err.errors(include_url=False, include_input=False)) from None
 
 
 def validation_error(errors):
-    """pydantic's first complaint as one OpenAI error that names the field."""
+    """The first complaint (pydantic's, or first_problem's in the same form) as one OpenAI error that
+    names the field."""
     e = errors[0]
-    loc = [str(x) for x in e.get("loc", ()) if x != "body"]
+    loc = [str(x) for x in e.get("loc", ())]
     param = ".".join(loc) or None
-    if e["type"] == "json_invalid":
-        return ApiError(400, f"the request body is not valid JSON ({e.get('ctx', {}).get('error', e['msg'])})")
+    shown = param if param is None or len(param) <= SHOWN_NAME else param[:SHOWN_NAME] + "..."
     if e["type"] == "extra_forbidden":
-        return ApiError(400, f"unsupported field {param!r}: zerollm serve does not implement it; leave it out",
-                        param=param, code="unsupported_parameter")
+        return ApiError(400, f"unsupported field {shown!r}: zerollm serve does not implement it; leave it out",
+                        param=shown, code="unsupported_parameter")
     if e["type"] == "missing" and not loc:
         return ApiError(400, "the request needs a JSON object body")
     if e["type"] == "missing":
-        return ApiError(400, f"missing field {param!r}", param=param)
-    return ApiError(400, f"{param or 'body'}: {_reason(e)}", param=param, code="invalid_value")
+        return ApiError(400, f"missing field {shown!r}", param=shown)
+    return ApiError(400, f"{shown or 'body'}: {_reason(e)}", param=shown, code="invalid_value")
 
 
 def _reason(e):
@@ -162,9 +187,7 @@ def _reason(e):
 
 
 def unreadable_body(cause):
-    """FastAPI's one 400 for a body json.loads could not take (it keeps the reason as __cause__) -> why."""
-    if isinstance(cause, _TooLarge):               # a body without Content-Length, read past --max-body
-        return cause.error
+    """Why json.loads could not take a body that is not a plain syntax error."""
     if isinstance(cause, RecursionError):
         return ApiError(400, "the request body's JSON is nested too deeply (about a thousand arrays or "
                              "objects inside each other); no field here needs more than a few levels")
@@ -172,71 +195,6 @@ def unreadable_body(cause):
         return ApiError(400, f"the request body holds a number over {sys.get_int_max_str_digits()} digits "
                              "long; no field here takes one")
     return ApiError(400, "the request body could not be read: send JSON in UTF-8")
-
-
-class Guard:
-    """ASGI middleware in front of /v1: 503 from the first shutdown signal on, then 401 without the key.
-    Both come before the body is read, so a client without the key gets 401 whatever it sends."""
-
-    def __init__(self, app, state, api_key):
-        self.app, self.state = app, state
-        self.key = None if api_key is None else api_key.encode()
-
-    async def __call__(self, scope, receive, send):
-        if scope["type"] == "http" and (scope["path"] == "/v1" or scope["path"].startswith("/v1/")):
-            refused = self._refusal(dict(scope["headers"]).get(b"authorization", b""))
-            if refused is not None:
-                return await _error_response(refused)(scope, receive, send)
-        await self.app(scope, receive, send)
-
-    def _refusal(self, given):
-        if self.state.draining:
-            return ApiError(503, "the server is shutting down", "server_error", code="shutting_down",
-                            headers={"Retry-After": str(RETRY_AFTER_S)})
-        token = given[7:] if given[:7].lower() == b"bearer " else b""
-        if self.key is None or hmac.compare_digest(token, self.key):        # constant time
-            return None
-        return ApiError(401, "invalid or missing API key: send the header 'Authorization: Bearer KEY'",
-                        code="invalid_api_key")
-
-
-class BodyLimit:
-    """ASGI middleware: a request body over ``max_body`` bytes gets 413 before the app reads it all."""
-
-    def __init__(self, app, max_body):
-        self.app, self.max_body = app, max_body
-
-    async def __call__(self, scope, receive, send):
-        if scope["type"] != "http":
-            return await self.app(scope, receive, send)
-        length = dict(scope["headers"]).get(b"content-length")
-        if length is not None and (not length.isdigit() or int(length) > self.max_body):
-            return await self._too_large(scope, receive, send)
-        seen = 0
-
-        async def limited():
-            nonlocal seen
-            message = await receive()
-            seen += len(message.get("body", b""))
-            if seen > self.max_body:
-                raise _TooLarge(self.max_body)
-            return message
-        try:
-            await self.app(scope, limited, send)
-        except _TooLarge:                          # read by something other than FastAPI's body parsing
-            await self._too_large(scope, receive, send)
-
-    async def _too_large(self, scope, receive, send):
-        await _error_response(_TooLarge(self.max_body).error)(scope, receive, send)
-
-
-class _TooLarge(Exception):
-    """A body read past --max-body; FastAPI turns it into an HTTPException 400 with this as __cause__."""
-
-    def __init__(self, max_body):
-        super().__init__(max_body)
-        self.error = ApiError(413, f"the request body is over {max_body} bytes (--max-body)",
-                              code="request_too_large")
 
 
 # ----------------------------------------------------------------------------
@@ -305,8 +263,8 @@ async def _complete(backend, body, prompt, request, chat):
     for c in choices:
         if c.finish == "error":
             raise ApiError(500, "the model failed while generating; see the server's log", "server_error")
-        if c.finish is None:
-            raise ApiError(503, "the request was cancelled (the server is shutting down)", "server_error")
+        if c.finish in (None, "cancelled"):
+            raise ApiError(503, f"the request was cancelled ({SHUTDOWN})", "server_error", code="shutting_down")
     return _whole(choices, meta, len(prompt), chat)
 
 
@@ -375,10 +333,6 @@ def _whole(choices, meta, n_prompt, chat):
     return {**meta, "object": "text_completion", "choices": body, "usage": _usage(choices, n_prompt)}
 
 
-def _sse(obj):
-    return f"data: {json.dumps(obj, ensure_ascii=False)}\n\n"
-
-
 async def _stream(backend, run, choices, meta, n_prompt, chat, include_usage):
     """Server-sent events: a first chunk per choice (chat: the role), one per new text piece, one with the
     finish_reason, the usage chunk if asked for, then [DONE]. Leaving (a disconnect) cancels the run."""
@@ -391,20 +345,20 @@ async def _stream(backend, run, choices, meta, n_prompt, chat, include_usage):
             choice = {"index": i, "delta": delta, "logprobs": logprobs, "finish_reason": finish}
         else:
             choice = {"index": i, "text": piece or "", "logprobs": logprobs, "finish_reason": finish}
-        return _sse({**meta, "object": obj, "choices": [choice], **extra})
+        return sse({**meta, "object": obj, "choices": [choice], **extra})
 
     try:
         if chat:
             for i in range(len(choices)):
-                yield _sse({**meta, "object": obj, **extra, "choices": [
+                yield sse({**meta, "object": obj, **extra, "choices": [
                     {"index": i, "delta": {"role": "assistant", "content": ""}, "logprobs": None, "finish_reason": None}]})
         async for batch in run.batches():
             text = "".join(_chunks(backend, run, choices, batch, chat, chunk))
             if text:
                 yield text
         if include_usage:
-            yield _sse({**meta, "object": obj, "choices": [], "usage": _usage(choices, n_prompt)})
-        yield "data: [DONE]\n\n"
+            yield sse({**meta, "object": obj, "choices": [], "usage": _usage(choices, n_prompt)})
+        yield STREAM_END
     finally:
         run.cancel()
 
@@ -423,7 +377,6 @@ def _chunks(backend, run, choices, batch, chat, chunk):
             yield chunk(i, piece, None, logprobs)
         if before is None and c.finish is not None:
             if c.finish in ("error", "cancelled"):
-                why = "the model failed" if c.finish == "error" else "the server is shutting down"
-                yield _sse(error_body("the answer was cut short: " + why, "server_error"))
+                yield stream_cut("the model failed" if c.finish == "error" else SHUTDOWN)
                 c.finish = "stop"
             yield chunk(i, None, c.finish)

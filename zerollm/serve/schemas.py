@@ -1,6 +1,11 @@
 """The request bodies zerollm serve accepts, as pydantic models: OpenAI's fields that mean something
 here, plus top_k, min_p and repetition_penalty as extensions. Any other field is refused by name
 (extra="forbid"), types are strict (no "1" for 1), and NaN or infinite numbers are refused.
+
+``first_problem`` looks at a parsed body before pydantic does: pydantic builds one error per unknown
+field or bad item, so a 1 MB body of 100,000 unknown fields cost it about a second; the walk stops at the
+first one, and past it pydantic only sees a bounded body (at most MAX_MESSAGES messages of at most
+MAX_PARTS parts, every object with only its known keys).
 """
 
 from typing import Annotated, Literal
@@ -10,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from zerollm.generation.sample import PENALTY_RANGE
 
 MAX_MESSAGES = 1024
+MAX_PARTS = 256                    # text parts in one message's content
 MAX_STOP = 4                       # as OpenAI
 MAX_STOP_CHARS = 256               # per stop string: a stop is a few characters ("\n\n", "</answer>")
 MAX_N = 16
@@ -45,10 +51,8 @@ class Message(_Body):
                 raise ValueError(f"{shape}; part {i} is {type(part).__name__}")
             if part.get("type") != "text":
                 raise ValueError(f"part {i} is of type {part.get('type')!r}: this server reads text only ({shape})")
-            extra = sorted(set(part) - {"type", "text"})
-            if extra or not isinstance(part.get("text"), str):
-                what = f"has the field {extra[0]!r}" if extra else "has no string 'text'"
-                raise ValueError(f"{shape}; part {i} {what}")
+            if not isinstance(part.get("text"), str):          # other keys: first_problem refused them
+                raise ValueError(f"{shape}; part {i} has no string 'text'")
         return content
 
     def text(self):
@@ -118,7 +122,7 @@ class _Generation(_Body):
 
 
 class ChatRequest(_Generation):
-    messages: Annotated[list[Message], Field(min_length=1, max_length=MAX_MESSAGES)]
+    messages: Annotated[list[Message], Field(min_length=1)]     # at most MAX_MESSAGES: first_problem
     max_completion_tokens: Annotated[int, Field(ge=1)] | None = None
     logprobs: bool = False
     top_logprobs: Annotated[int, Field(ge=0, le=20)] | None = None
@@ -157,3 +161,55 @@ class CompletionRequest(_Generation):
 
     def logprob_count(self):
         return self.logprobs
+
+
+# ----------------------------------------------------------------------------
+# before pydantic
+
+def first_problem(body, model):
+    """The first thing wrong with a parsed JSON ``body`` for ``model`` (ChatRequest or CompletionRequest)
+    that costs pydantic work in proportion to the body, as an error in pydantic's form ({"type", "loc",
+    "msg"}), or None. Keys are checked in the body's order, so the first unknown one is named.
+
+    >>> first_problem({"messages": [{"role": "user", "content": "hi", "name": "x"}], "tools": []}, ChatRequest)
+    {'type': 'extra_forbidden', 'loc': ('tools',), 'msg': 'unknown field'}
+    """
+    return next(_problems(body, model), None)
+
+
+def _problems(body, model):
+    if not isinstance(body, dict):
+        yield {"type": "missing", "loc": (), "msg": "the body must be a JSON object"}
+        return
+    yield from _unknown(body, model, ())
+    options = body.get("stream_options")
+    if isinstance(options, dict):
+        yield from _unknown(options, StreamOptions, ("stream_options",))
+    messages = body.get("messages") if model is ChatRequest else None
+    if isinstance(messages, list):
+        yield from _too_many(messages, MAX_MESSAGES, ("messages",), "messages (drop the oldest turns)")
+        for i, message in enumerate(messages):
+            if isinstance(message, dict):
+                yield from _message_problems(message, ("messages", i))
+
+
+def _message_problems(message, loc):
+    yield from _unknown(message, Message, loc)
+    parts = message.get("content")
+    if isinstance(parts, list):
+        yield from _too_many(parts, MAX_PARTS, (*loc, "content"), "text parts (join them into one string)")
+        for j, part in enumerate(parts):
+            if isinstance(part, dict) and part.get("type") == "text":     # another type: Message says which
+                yield from _unknown(part, TextPart, (*loc, "content", j))
+
+
+def _unknown(obj, model, loc):
+    for key in obj:
+        if key not in model.model_fields:
+            yield {"type": "extra_forbidden", "loc": (*loc, key), "msg": "unknown field"}
+            return
+
+
+def _too_many(items, most, loc, what):
+    if len(items) > most:
+        yield {"type": "too_long", "loc": loc, "msg": f"at most {most} {what}, got {len(items)}"}

@@ -6,11 +6,12 @@
 
 Needs ``pip install "zerollm[serve]"`` (FastAPI + uvicorn). Binds 127.0.0.1; any other --host needs
 --api-key (or $ZEROLLM_API_KEY). SIGTERM or Ctrl-C: stop accepting, let what is running finish for up
-to --grace seconds, cancel the rest, exit 0.
+to --grace seconds, end the rest (a 503, or a stream's error event and [DONE]), exit 0.
 """
 
 import contextlib
 import errno
+import functools
 import ipaddress
 import logging
 import os
@@ -43,6 +44,12 @@ def add_arguments(p):
                    help="largest request body in bytes (default 1 MiB); larger ones get 413")
     p.add_argument("--grace", type=Range(float, 0, 600), default=5.0,
                    help="seconds a shutdown waits for running requests (default 5)")
+    p.add_argument("--header-timeout", type=Range(float, 0.1, 3600), default=10.0,
+                   help="seconds a client has to send a request's line and headers, from connecting or from "
+                        "its previous answer; later: 408 and the connection is closed (default 10)")
+    p.add_argument("--body-timeout", type=Range(float, 0.1, 3600), default=30.0,
+                   help="seconds a client has to send a request's whole body after its headers; later: 408 "
+                        "and the connection is closed (default 30)")
     add_force_argument(p)
     add_threads_argument(p)
     add_engine_argument(p)
@@ -95,6 +102,7 @@ def run(args):
         import uvicorn
         from zerollm.serve.api import build_app
         from zerollm.serve.backend import Backend
+        from zerollm.serve.guard import Protocol
     except ImportError as err:
         raise ZeroLLMError(f"zerollm serve needs FastAPI and uvicorn ({err}); install them with "
                            "pip install \"zerollm[serve]\"") from None
@@ -103,9 +111,10 @@ def run(args):
         model, tok = load_source(args, "zerollm serve")
         name = args.model_name if args.model_name is not None else _name_of(args.ckpt or args.hf or args.gguf)
         backend = Backend(model, tok, name=name, max_batch=args.max_batch, max_queue=args.max_queue)
-        app = build_app(backend, api_key=api_key, max_body=args.max_body)
-        config = uvicorn.Config(app, host=args.host, port=args.port, log_level="warning",
-                                timeout_graceful_shutdown=args.grace, lifespan="off")
+        app = build_app(backend, api_key=api_key, max_body=args.max_body, body_timeout=args.body_timeout)
+        config = uvicorn.Config(app, host=args.host, port=args.port, log_level="warning", lifespan="off",
+                                timeout_graceful_shutdown=args.grace, ws="none",     # pinned: guard.py knows h11
+                                http=functools.partial(Protocol, header_timeout=args.header_timeout))
         server = _server(uvicorn, config, app)
         backend.start()
         try:
@@ -176,5 +185,21 @@ def _server(uvicorn, config, app):
             host, port = self.servers[0].sockets[0].getsockname()[:2]
             print(f"zerollm serve: serving {app.state.backend.name!r} on http://{url_host(host)}:{port} "
                   "(the chat page at /, the API at /v1)", file=sys.stderr, flush=True)
+
+        async def shutdown(self, sockets=None):
+            log = logging.getLogger("uvicorn.error")
+
+            def say(record):              # uvicorn's "Cancel 3 running task(s), ..." said as what a client sees
+                if record.levelno >= logging.ERROR and str(record.msg).startswith("Cancel "):
+                    print(f"zerollm serve: --grace {config.timeout_graceful_shutdown:g} s passed; ending "
+                          f"{record.args[0]} request(s) unfinished (a 503, or a stream's error event and [DONE])",
+                          file=sys.stderr, flush=True)
+                    return False
+                return True
+            log.addFilter(say)
+            try:
+                await super().shutdown(sockets)
+            finally:
+                log.removeFilter(say)
 
     return Server(config)

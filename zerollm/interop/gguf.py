@@ -435,8 +435,9 @@ def _check_offsets(offsets, alignment, start, size, path):
     for name, offset in offsets:
         shown = name.decode("utf-8", errors="replace")
         if offset % alignment:
-            raise ZeroLLMError(f"{path}: tensor {shown} starts at offset {offset}, not a multiple of the file's "
-                               f"alignment {alignment} (general.alignment); the file is damaged")
+            raise ZeroLLMError(f"{path}: tensor {shown} starts at offset {offset}, "
+                               f"not a multiple of the file's alignment {alignment} (general.alignment); "
+                               "the file is damaged")
         if start + offset > size:
             raise ZeroLLMError(f"{path}: tensor {shown} starts at byte {start + offset}, past the end of the file "
                                f"({size} bytes); it may be truncated: write or download it again")

@@ -73,12 +73,12 @@ def read_tokenizer(meta, where, n_vocab):
     if not tokens or len(types) not in (0, len(tokens)):
         raise ZeroLLMError(f"{where}: tokenizer.ggml.tokens / token_type are missing or of different lengths")
     if len(tokens) > n_vocab:
-        raise ZeroLLMError(f"{where}: metadata key tokenizer.ggml.tokens lists {len(tokens)} tokens but the model "
-                           f"has {n_vocab} token rows (token_embd.weight); the file is damaged")
+        raise ZeroLLMError(f"{where}: metadata key tokenizer.ggml.tokens lists {len(tokens)} tokens but the model has "
+                           f"{n_vocab} token rows (token_embd.weight); the file is damaged")
     for key in ("tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id"):
         if value(meta, key, where, 0) >= len(tokens):
-            raise ZeroLLMError(f"{where}: metadata key {key} is {meta[key]}, past the {len(tokens)} tokens of "
-                               "tokenizer.ggml.tokens; the file is damaged")
+            raise ZeroLLMError(f"{where}: metadata key {key} is {meta[key]}, past the {len(tokens)} "
+                               "tokens of tokenizer.ggml.tokens; the file is damaged")
     types = types or [NORMAL] * len(tokens)
     merges = [tuple(m.split(" ")) for m in value(meta, "tokenizer.ggml.merges", where, [])]
     if any(len(m) != 2 for m in merges):

@@ -135,6 +135,53 @@ def test_weights_not_finite_in_float32_are_refused_by_file_and_tensor(made, tmp_
         refused(*run_main(argv, capsys), file, tensor, "hold NaN or infinity")
 
 
+@pytest.mark.parametrize("value", sorted(BAD))
+@pytest.mark.parametrize("stored", ("F16", "BF16"))
+@pytest.mark.parametrize("source", ("hugging face folder", "adapter"))
+def test_half_precision_tensors_not_finite_are_refused(made, tmp_path, capsys, source, stored, value):
+    """F16 and BF16 hold NaN and infinity too (BF16 is read as float32, F16 is summed in float64)."""
+    if source == "adapter":
+        folder = copied(made, tmp_path, "adapter")
+        file, tensor = folder / "adapter_model.safetensors", ADAPTER_KEY.format("B")
+        argv = ["sample", "--ckpt", made / "base", "--adapter", folder, *GREEDY]
+    else:
+        folder = copied(made, tmp_path, "hf")
+        file, tensor = folder / "model.safetensors", f"transformer.{QKV}.weight"
+        argv = ["sample", "--hf", folder, *GREEDY]
+    tensors, meta = load_file(file), load_metadata(file)
+    tensors[tensor] = tensors[tensor].copy()
+    tensors[tensor].flat[-1] = BAD[value]
+    if stored == "F16":
+        tensors[tensor] = tensors[tensor].astype(np.float16)
+    save_file(tensors, file, meta, bf16=(tensor,) if stored == "BF16" else ())
+    assert load_file(file)[tensor].dtype == (np.float16 if stored == "F16" else np.float32)
+    refused(*run_main(argv, capsys), file, tensor, "hold NaN or infinity")
+
+
+@pytest.fixture(scope="module")
+def reward_run(tmp_path_factory):
+    from tiny_runs import tiny_stage_base
+    from zerollm.cli.entry import main
+    folder = tiny_stage_base(tmp_path_factory.mktemp("reward"))
+    assert main(["reward", "--init", str(folder / "base"), "--data", str(folder / "prefs.jsonl"), "--out",
+                 str(folder / "rm"), "--max-iters", "2", "--batch-size", "2", "--no-progress"]) == 0
+    return folder
+
+
+@pytest.mark.parametrize("value, spread", [("nan", "one"), ("-inf", "all"), ("1e300", "one")])
+@pytest.mark.parametrize("tensor", ("score.weight", "score.bias"))
+def test_a_reward_heads_weights_not_finite_are_refused(reward_run, tmp_path, capsys, tensor, value, spread):
+    """The reward head lives beside the model's weights in model.safetensors: the same check, the same line."""
+    run = tmp_path / "rm"
+    shutil.copytree(reward_run / "rm", run)
+    file = step_dir(run) / "model.safetensors"
+    poison(file, tensor, value_of(value), spread)
+    refused(*run_main(["score", "--rm", run, "--data", reward_run / "prefs.jsonl"], capsys), file, tensor,
+            "hold NaN or infinity")
+    code, out, err = run_main(["score", "--rm", reward_run / "rm", "--data", reward_run / "prefs.jsonl"], capsys)
+    assert code == 0 and "accuracy" in out, err
+
+
 # ----------------------------------------------------------------------------
 # GGUF: float tensors, and the float16 scale of each 32-number block
 

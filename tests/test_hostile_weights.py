@@ -321,6 +321,30 @@ def test_negative_second_moments_are_refused_on_resume(made, tmp_path, capsys):
             file, f"{QKV}.weight", "negative")
 
 
+@pytest.fixture(scope="module")
+def grpo_run(reward_run):
+    """A one-step GRPO run on the reward fixture's base: its checkpoint holds objective.safetensors."""
+    from zerollm.cli.entry import main
+    run = reward_run / "grpo"
+    assert main(["grpo", "--init", str(reward_run / "base"), "--data", str(reward_run / "prompts.jsonl"), "--reward",
+                 "addition", "--prompts-per-step", "2", "--group-size", "2", "--max-new-tokens", "4",
+                 "--max-iters", "1", "--out", str(run), "--no-progress"]) == 0
+    return run
+
+
+@pytest.mark.parametrize("tensor, value", [("buffer.adv", np.nan), ("buffer.old_logp", -np.inf),
+                                           ("buffer.reward", np.inf)])
+def test_a_rollout_buffer_not_finite_is_refused_on_resume(grpo_run, tmp_path, capsys, tensor, value):
+    """A GRPO run saves its rollout (advantages, log-probabilities) beside the weights: the next steps'
+    gradients come from it, so it passes the same check."""
+    run = tmp_path / "grpo"
+    shutil.copytree(grpo_run, run)
+    file = step_dir(run) / "objective.safetensors"
+    poison(file, tensor, value)
+    refused(*run_main(["grpo", "--resume", "--out", run, "--max-iters", "2", "--no-progress"], capsys), file, tensor,
+            "hold NaN or infinity")
+
+
 # ----------------------------------------------------------------------------
 # the real process: the exit code, the bytes on stdout, one line on stderr
 

@@ -60,7 +60,9 @@ def token_from_json(t):
 class BPETokenizer(Tokenizer):
     """A byte-level BPE tokenizer.
 
-    pattern:        'gpt2' | 'gpt4' | a regex; text is split with it before BPE (see patterns.py).
+    pattern:        'gpt2' | 'gpt4' | a regex; text is split with it before BPE (see patterns.py). A file
+                    may hold only a known one (patterns.known_pattern): a tokenizer with a regex of its own
+                    is saved, but refused when read back.
     merges:         [(left_id, right_id, new_id), ...] in rank order (rank 0 is applied first).
     special_tokens: strings (their ids follow all other tokens) or a dict {string: id}.
     vocab:          {id: bytes} of the non-special tokens. Default: id i is byte i (0..255) and

@@ -3,8 +3,10 @@
     python scripts/update_imports.py my_script.py notebooks/*.py     # rewrites the files in place
     python scripts/update_imports.py --check my_script.py            # only lists what would change
 
-It reads the table ``zerollm.MOVED`` (old module -> new module), the same table that makes an old
-import fail with a message naming the new path. It rewrites dotted paths (``zerollm.sample.generate``),
+The table of what moved (``MOVED``: old module -> new module; ``REHOMED``: a module whose name became a
+room, and the module of that room where its contents went) lives here, in this script only: the package
+itself carries no trace of the old layout, so an old import simply fails with ModuleNotFoundError and
+this script is the way to update the code. It rewrites dotted paths (``zerollm.sample.generate``),
 ``from zerollm import x`` lines and source paths (``zerollm/sample.py``). A path that already names a
 module of the new layout is left as it is, so running it twice changes nothing the second time.
 """
@@ -14,9 +16,61 @@ import os
 import re
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+# Every module that moved when the rooms were made: old path -> new path.
+MOVED = {
+    "zerollm.errors": "zerollm.io.errors",
+    "zerollm.fileio": "zerollm.io.fileio",
+    "zerollm.outdir": "zerollm.io.outdir",
+    "zerollm.lock": "zerollm.io.lock",
+    "zerollm.validate": "zerollm.io.validate",
+    "zerollm.argtypes": "zerollm.io.argtypes",
+    "zerollm.arrayio": "zerollm.io.arrayio",
+    "zerollm.docsmode": "zerollm.io.docsmode",
+    "zerollm.safetensors": "zerollm.io.safetensors",
+    "zerollm.fast": "zerollm.engine.fast",
+    "zerollm.threads": "zerollm.engine.threads",
+    "zerollm.memory": "zerollm.engine.memory",
+    "zerollm.amp": "zerollm.engine.amp",
+    "zerollm.attention": "zerollm.nn.self_attention",
+    "zerollm.config": "zerollm.model.config",
+    "zerollm.heads": "zerollm.model.heads",
+    "zerollm.policy": "zerollm.model.policy",
+    "zerollm.kvcache": "zerollm.model.kvcache",
+    "zerollm.budget": "zerollm.model.budget",
+    "zerollm.formats": "zerollm.data.formats",
+    "zerollm.download": "zerollm.data.download",
+    "zerollm.corpora": "zerollm.data.corpora",
+    "zerollm.sample": "zerollm.generation.sample",
+    "zerollm.display": "zerollm.generation.display",
+    "zerollm.train": "zerollm.training.trainer",
+    "zerollm.optim": "zerollm.training.optim",
+    "zerollm.checkpoint": "zerollm.training.checkpoint",
+    "zerollm.parallel": "zerollm.training.parallel",
+    "zerollm.dist": "zerollm.training.dist",
+    "zerollm.runlog": "zerollm.training.runlog",
+    "zerollm.presets": "zerollm.training.presets",
+    "zerollm.objectives.base": "zerollm.training.objective",
+    "zerollm.objectives.lm": "zerollm.training.lm",
+    "zerollm.objectives": "zerollm.align.objectives",
+    "zerollm.rl": "zerollm.align.rl",
+    "zerollm.tasks": "zerollm.align.tasks",
+    "zerollm.chat": "zerollm.data.chat",
+    "zerollm.poems": "zerollm.align.tasks.poems",
+    "zerollm.hf": "zerollm.interop.hf",
+    "zerollm.gradcheck": "zerollm.teach.gradcheck",
+    "zerollm.torch_ref": "zerollm.teach.torch_ref",
+    "zerollm.explain": "zerollm.teach.explain",
+    "zerollm.i18n": "zerollm.io.i18n",
+    "zerollm.commands.train_plan": "zerollm.training.plan",
+    "zerollm.commands": "zerollm.cli.commands",
+}
 
-from zerollm import MOVED, REHOMED  # noqa: E402
+# Modules whose name is now a room: their old contents live in one module of that room.
+REHOMED = {
+    "zerollm.model": "zerollm.model.gpt",
+    "zerollm.data": "zerollm.data.tokens",
+    "zerollm.cli": "zerollm.cli.entry",
+}
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "zerollm")
 
@@ -105,10 +159,9 @@ def main(argv=None):
     p.add_argument("--check", action="store_true", help="list the files that would change; write nothing")
     args = p.parse_args(argv)
     changed = 0
-    own = {os.path.abspath(__file__), os.path.abspath(os.path.join(ROOT, "__init__.py"))}
     for path in args.files:
-        if os.path.abspath(path) in own:
-            continue                                    # the table itself, and this script
+        if os.path.abspath(path) == os.path.abspath(__file__):
+            continue                                    # its own table would be rewritten into new -> new
         with open(path, encoding="utf-8") as f:
             old = f.read()
         new = rewrite(old)

@@ -7,7 +7,3 @@ The top room: it may import every room, and none imports it."""
 from zerollm.cli.entry import main
 
 __all__ = ["main"]
-
-from zerollm import moved_names  # noqa: E402
-
-__getattr__ = moved_names("zerollm.cli")

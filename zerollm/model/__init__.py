@@ -7,7 +7,3 @@ from zerollm.model.config import GPTConfig
 from zerollm.model.gpt import GPT, param_shapes
 
 __all__ = ["GPT", "GPTConfig", "param_shapes"]
-
-from zerollm import moved_names  # noqa: E402
-
-__getattr__ = moved_names("zerollm.model")

@@ -1,4 +1,5 @@
-"""generation: text out of a model. The one sampler (temperature, top-k, top-p over the KV cache) and
-generated text made safe to print. The continuous-batching scheduler of the server comes here.
+"""generation: text out of a model. The sampler (temperature, top-k, top-p over the KV cache), the
+continuous-batching scheduler that serves many requests in one forward pass (batching), and generated
+text made safe to print (display).
 
 May import io, engine, tokenizers, nn, model and data."""

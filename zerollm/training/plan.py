@@ -17,7 +17,7 @@ from zerollm.model import budget
 
 from zerollm.data import corpora
 from zerollm.io.errors import ZeroLLMError
-from zerollm.io.fileio import read_json
+from zerollm.io.fileio import read_json, require_regular
 from zerollm.training.flags import lora_config, saved_lora
 from zerollm.training.presets import DEFAULT_PRESET, PRESET_CORPUS, build_configs, sources
 from zerollm.training.trainer import configs_from_checkpoint, resume_point
@@ -53,6 +53,7 @@ def data_source(args, run_dir):
         return data, True                               # a prepared folder (a corpus's name without meta.json is the corpus)
     if not os.path.isfile(data) and data in corpora.CORPORA:
         data = str(corpora.path(data))                  # a corpus that ships with zerollm
+    require_regular(data, "text file")                  # a pipe or a device is no corpus: say so, not "no such file"
     if not os.path.isfile(data):
         raise ZeroLLMError(f"--data: no such file or folder: {data} (shipped corpora: "
                            f"{', '.join(corpora.CORPORA)})")

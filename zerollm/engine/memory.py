@@ -34,9 +34,9 @@ _done = False
 # Bytes of one array's block in a chain of elementwise steps (GELU's seven, softmax's five). A chain
 # over a whole 12 MiB activation runs each step from main memory; cut into blocks of 256 KiB, the
 # three or four arrays of a block (input, buffer, output, a temporary) stay in a 1-2 MiB L2 cache
-# from its first step to its last. NumPy's per-call cost is ~1 us, a 256 KiB step ~20-60 us.
-# Measured on the 2-vCPU Intel Xeon (GELU forward of a (2048, 1536) float32 activation, 6 calls):
-# whole arrays 97-115 ms, blocks of 32-64 rows (192-384 KiB) 73-79 ms, of 16 rows 82-84 ms.
+# from its first step to its last. NumPy's per-call cost is ~1 us, a 256 KiB step ~20-60 us, so smaller
+# blocks start to pay for their calls: blocks of about 256 KiB beat both whole arrays and smaller blocks
+# (docs/profiles/design-decisions.md#elementwise-chains-in-blocks-cache_block).
 CACHE_BLOCK = 256 << 10
 
 
@@ -90,10 +90,9 @@ def cache_blocks(n, unit_bytes, budget=None):
 # looks as if it might need the store just before it, and waits for it. Big arrays of the same size
 # easily land like that: malloc puts blocks one after another with a 16-byte header between them, and
 # an activation of (2048, 1536) float32 is exactly 12 MiB, so the next block starts 16 bytes further
-# in the page; mmap'd blocks all start 16 bytes into a page. Measured on the 2-vCPU Intel Xeon (the
-# fast GELU forward on that activation, output and cache written beside the input): 5.6-6.6 ms with the
-# three arrays 16 bytes apart in the page, 1.4 ms with them a kilobyte or more apart (a plain copy of
-# the array: 1.1 ms).
+# in the page; mmap'd blocks all start 16 bytes into a page. A kernel whose arrays land like that runs
+# several times slower than the same kernel on arrays a kilobyte or more apart in the page, which runs
+# close to the speed of a plain copy (docs/profiles/design-decisions.md#arrays-apart-in-the-page).
 
 PAGE = 4096
 LINE = 64

@@ -45,10 +45,9 @@ class ThreadPool(ThreadPoolExecutor):
 
 
 # Below this many numbers in all the arrays together, by_name_in_parts works in the calling thread: waking
-# the pool's threads and handing Python's GIL back and forth costs more than the split saves. Measured on
-# a 2-vCPU Xeon, median ms of gradient sum / clipping norm / AdamW, serial -> 2 threads: nanoGPT's CPU
-# model (0.8M parameters, 27 arrays) fast engine 0.58 / 0.30 / 1.24 -> 0.99 / 0.58 / 1.44 (slower), 6x384
-# (10.7M) 5.6 / 2.9 / 13.3 -> 3.8 / 2.1 / 8.2 (fast engine), 13.5 / 4.5 / 41.1 -> 8.9 / 3.3 / 30.5 (numpy).
+# the pool's threads and handing Python's GIL back and forth costs more than the split saves: nanoGPT's
+# CPU model (0.8M parameters) got slower on 2 threads, 6x384 (10.7M) faster on both engines
+# (docs/profiles/design-decisions.md#work-shared-between-threads-share_from).
 SHARE_FROM = 1 << 21
 
 

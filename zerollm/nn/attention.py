@@ -95,11 +95,10 @@ def _into(out, grads):
     return tuple(out)
 
 
-# query rows per step of the causal softmax_attention (and its backward). Attention alone, forward +
-# backward, NumPy engine, 1 thread, Intel Xeon with AVX-512, quiet (2026-12-03), ms for 6 layers:
-#   6x384's B=8, 6 heads of 64, T = 256:   blocks of 32: 210-213, 64: 195-205, 128: 220; unblocked 258
-#   nanoGPT's B=12, 4 heads of 32, T = 64: 32: 12.6-13.1, 64 (one block): 11.1-11.8; unblocked 13.1
-#   B=1, 4 heads of 64, T = 1024:           32: 251-262, 64: 224-226, 128: 219; unblocked 302
+# query rows per step of the causal softmax_attention (and its backward). Smaller blocks skip more of the
+# hidden keys, larger ones make larger products; 64 rows was the fastest at 6x384's and nanoGPT's shapes
+# and within 3% of 128 at T = 1024, and every block size beat no blocks (the numbers:
+# docs/profiles/design-decisions.md#numpy-engine-causal-attention-in-blocks-of-64-query-rows).
 QUERY_BLOCK = 64
 
 
@@ -198,10 +197,9 @@ def transposed(x, rows):
     ``rows`` query rows: copied into an array of its own from COPY_ROWS rows on, a view below that.
 
     Why a copy: OpenBLAS multiplies small matrices by a transposed right operand (q k^T with k^T a
-    view) slower than by a plain one. At nanoGPT's 48 heads of 64 x 32 x 64 the scores took 240 us
-    from the view, 130 us from the copy, and the copy 41 us (AMD EPYC); forward and backward of the
-    attention 7% faster at nanoGPT's and 6x384's shapes. A decoding step (one query row against a
-    KV cache) would pay more for the copy than the product, so few rows take the view."""
+    view) slower than by a plain one, by more than the copy costs at nanoGPT's and 6x384's shapes
+    (docs/profiles/design-decisions.md#transposed-operands-copied). A decoding step (one query row
+    against a KV cache) would pay more for the copy than the product, so few rows take the view."""
     t = np.swapaxes(x, -1, -2)
     return np.ascontiguousarray(t) if rows >= COPY_ROWS else t
 

@@ -8,14 +8,12 @@
    micro-kernel, a tile that every query row sees whole (off the causal diagonal) and whose rows have
    a fixed m (FIXED_MAX) gets its weights exp(s - m) and their row sums straight from the product's
    registers (microkernel.sgemm_exp), and the backward's P = exp(s - lse) and dS = P (dP - D) likewise
-   (sgemm_exp, sgemm_dsoftmax): no pass over the tile of scores of its own. B=1, 4 heads of 64, 1 thread,
-   Intel Xeon with AVX-512, 2026-12-06, alternating rounds in one process against the kernels before
-   (8 x 32 blocks, unfused): forward 4-7% faster at T = 1024..8192, forward + backward 4-6%; of which
-   the fusion alone (against the same 6 x 64 blocks unfused) 0.4-1% of the forward and 2-4% of forward +
-   backward. The exp itself costs as much in the registers (0.3 ns a number) as in a pass of its own: what
-   the fusion saves is the pass over the tile in memory. The full-score kernel (sdpa.py) was tried the same
-   way and got slower (6x384's attention, forward 5.8 -> 7.2 ms): its blocks of 32 rows leave a causal
-   diagonal of 32 columns that still needs a pass, and its softmax pass is already cheap.
+   (sgemm_exp, sgemm_dsoftmax): no pass over the tile of scores of its own. The exp itself costs as much
+   in the registers as in a pass of its own: what the fusion saves is the pass over the tile in memory,
+   a small part of the forward and a larger one of the backward. The full-score kernel (sdpa.py) does not
+   fuse: its blocks of 32 rows leave a causal diagonal of 32 columns that still needs a pass, its softmax
+   pass is already cheap, and fused it was slower. The numbers:
+   docs/profiles/design-decisions.md#flash-attention-the-softmax-in-the-products-registers.
 2. ``tile_softmax_step``, ``tile_probs``, ``tile_softmax_backward``: one pass per tile row instead of
    NumPy's five, for what 1. declines (the reference's loops then run with these). A tile of scores
    s (..., tq, tk) is viewed as rows (R, tq, tk); with a causal TileMask, row r of the tile sees keys
@@ -130,12 +128,11 @@ def tile_softmax_backward(p, dp, D):
 def tiles(T):
     """(forward tq, tk, backward tq, tk): queries and keys per tile for T queries. Larger tiles make
     larger products, which BLAS runs faster (a (256, 256) float32 tile of scores is 256 KB, in L2);
-    smaller ones compute and throw away less of the tiles on the causal diagonal. Measured with
+    smaller ones compute and throw away less of the tiles on the causal diagonal. The fastest with
     benchmarks/attention_speed.py and benchmarks/profile.py: 64-tiles up to T = 512, 256-tiles from
-    T = 4096 on (about 7% faster there than 128 x 256), 128 x 256 between. Since the diagonal bands
-    (DIAGONAL_ROWS), the backward from T = 4096 on is faster with 128-tiles (B=1, 4 heads of 64, in one
-    process, 2026-12-04, 1 thread: T = 4096 146.5 -> 138.9 ms, T = 8192 636 -> 596; 2 threads: 83.2 -> 81.1
-    and 345.5 -> 327.1; 128 queries x 256 keys was within 1% of it)."""
+    T = 4096 on, 128 x 256 between. The backward keeps 128-tiles from T = 4096 on: with the diagonal bands
+    (DIAGONAL_ROWS) smaller tiles waste little on the diagonal, and a tile's q, dout and dq rows stay closer
+    in cache (the numbers: docs/profiles/design-decisions.md#flash-attention-tile-sizes)."""
     if T <= SHORT_UNTIL:
         return SHORT_TILES
     return LONG_TILES if T >= LONG_FROM else MIDDLE_TILES
@@ -152,11 +149,10 @@ SHORT_UNTIL, LONG_FROM = 512, 4096
 # FIXED_MAX, so that exp(s - m) >= exp(-2 FIXED_MAX) stays a normal float32 (no lost precision).
 FIXED_MAX = 40.0
 
-# query rows per product in a tile on the causal diagonal (see _band_rows). Forward + backward, B=1, 4 heads of
-# 64, 1 thread, Intel Xeon with AVX-512, old (whole tiles) vs new in one process (2026-12-04): T = 4096:
-# 252 -> 239 ms with 64, 265 -> 248 with 32, 279 -> 262 with 128, 253 -> 256 with 16; T = 8192: 938 -> 905
-# with 32; 2 threads, 32: T = 4096 147 -> 137, T = 8192 480 -> 451; T = 256 and 512 (64-tiles, 2 bands on the
-# diagonal): 1.5 -> 1.4 and 5.2 -> 5.1 ms.
+# query rows per product in a tile on the causal diagonal (see _band_rows): a band of rows multiplies only
+# the keys its last row sees, so less of the hidden triangle is computed and thrown away. Bands of 32 rows
+# beat whole tiles at every T and thread count tried (the numbers:
+# docs/profiles/design-decisions.md#flash-attention-diagonal-bands-of-32-rows).
 DIAGONAL_ROWS = 32
 
 

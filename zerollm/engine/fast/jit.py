@@ -40,8 +40,8 @@ def wide_vector_features():
     On Intel CPUs LLVM's tuning says "prefer 256-bit vectors" even where AVX-512 exists (early AVX-512
     chips slowed their clock on 512-bit instructions), so a vectorised kernel uses 8 float32 lanes of
     the 16 the registers hold. The kernels here are short streams of arithmetic on data that sits in
-    the caches (the online softmax's exp, GELU's tanh), and on a 2-vCPU Xeon with AVX-512 the full
-    width made the exp loop of the attention kernel 1.6x faster (0.75 -> 0.47 ns per element). Only
+    the caches (the online softmax's exp, GELU's tanh), where the full width makes the exp loop of the
+    attention kernel clearly faster (docs/profiles/design-decisions.md#avx-512-at-full-width). Only
     where the CPU has AVX-512F; the rounding of each operation is the same at any width, so exact
     kernels stay exact. None (numba decides) without AVX-512, or where the user set NUMBA_CPU_FEATURES."""
     if os.environ.get("NUMBA_CPU_FEATURES") is not None or os.environ.get("NUMBA_CPU_NAME") is not None:
@@ -145,9 +145,9 @@ def exp32(x):
     """exp(x) for a float32 x: 0 below -103.97 (and for -inf), subnormal from -87.3, inf above 88.72,
     NaN for NaN.
 
-    Measured (a loop of exp and store, 16K numbers in L1, Intel Xeon with AVX-512): 0.34 ns a number
-    when 2^n was built in the exponent bits (shift, add, multiply, and two selects for under- and
-    overflow), 0.23 with ldexp; the results are bit for bit the same wherever both are normal."""
+    2^n comes from ldexp rather than being built in the exponent bits (shift, add, multiply, and two
+    selects for under- and overflow): one instruction on AVX-512, faster, and bit for bit the same
+    wherever both are normal (docs/profiles/design-decisions.md#exp32-ldexp-rather-than-exponent-bits)."""
     xc = min(max(x, _EXP_MIN), _EXP_MAX)
     # np.floor keeps n a float32 (math.floor gives an int64, and then the whole polynomial ran in
     # float64: half the SIMD lanes and conversions both ways, 3x slower)

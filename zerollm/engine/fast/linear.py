@@ -10,11 +10,9 @@ Here C starts as b repeated on every row and BLAS is called with beta = 1:
 
 Same products, same sums; b enters the sum of each entry of y first instead of last, so an entry can
 differ from the reference in its last bit where BLAS splits the sum over K into several blocks.
-Measured on the 2-vCPU Intel Xeon, 1 thread, 6x384-T256's four linear layers of a block (N = 2048):
-alone, 33.9 -> 32.9 ms (operands in cache) and 35.1 -> 33.9 ms (caches flushed first); inside the
-training step of that model with biases (the benchmark's configs have none), where y is still in the large
-L3 cache when the reference adds b, 2-3 ms of ~808 (12 alternating steps in one process, twice: 807.9 ->
-806.3 and 810.1 -> 807.2 ms median). Small, but it costs one BLAS call.
+The gain is a few percent of the linear layers alone and less inside a training step, where y is still
+in the L3 cache when the reference adds b (docs/profiles/design-decisions.md#the-bias-folded-into-the-product).
+Small, but it costs one BLAS call.
 
 The backward is the reference's (three products; nothing to fold). Float64, autocast, weights that
 are neither (i, o) nor (o, i).T in memory, and layers without bias answer NotImplemented.

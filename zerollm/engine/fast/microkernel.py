@@ -2,17 +2,14 @@
 
 Why: the attention kernels (engine/fast/flash.py, engine/fast/sdpa.py) multiply thousands of small
 blocks, q (64..256 rows) by k^T with an inner size of hs = 64, weights by v with one of 32..256.
-NumPy's OpenBLAS runs such products at 100-115 GFLOP/s on a 2-vCPU Xeon with AVX-512, where its large
-GEMMs reach 165-175: with an inner size of 64 every call packs both operands into its own layout and
-then multiplies each packed piece only 64 times. The products here pack nothing. A block of 6 rows
-by 64 columns of C lives in 24 vector registers for the whole inner loop; each step loads 4 vectors
-of a row of B, broadcasts 6 numbers of a column of A and does 24 fused multiply-adds. Measured on
-that host, 1 thread, hot in cache (min of 7 runs, ours / OpenBLAS, GFLOP/s): 256x64 @ 64x256 139 /
-109, 256x256 @ 256x64 153 / 112, 64x64 @ 64x64 129 / 105; with A read transposed 121 / 115, 133 / 115
-(with blocks of 8 x 32, the first design). The 6 x 64 blocks, and one register per row of A instead
-of a chain of additions, were 5-15% faster than 8 x 32 on every attention shape (2026-12-06, 9
-alternating rounds in one process: 256x64 @ 64x256 84-87 -> 94 GFLOP/s, 256x256 @ 256x64 70 -> 77-79,
-A transposed 71 -> 75-78, on a busy hour where torch.mm's MKL reached 83-100 on the same shapes).
+NumPy's OpenBLAS runs such products well below the speed of its large GEMMs: with an inner size of 64
+every call packs both operands into its own layout and then multiplies each packed piece only 64
+times. The products here pack nothing. A block of 6 rows by 64 columns of C lives in 24 vector
+registers for the whole inner loop; each step loads 4 vectors of a row of B, broadcasts 6 numbers of
+a column of A and does 24 fused multiply-adds. Blocks of 6 x 64, with one register per row of A
+rather than a chain of additions, beat the first design's 8 x 32 on every attention shape measured,
+and both beat OpenBLAS on these shapes on an AVX-512 host (the numbers:
+docs/profiles/design-decisions.md#the-attention-micro-kernel-blocks-of-6-x-64).
 
 How: the loop over the inner dimension is written in LLVM's IR (with llvmlite, like the float32 exp
 bits in jit.py), because numba gives Python no vector type, and an accumulator that is a NumPy array
@@ -24,9 +21,9 @@ Operands: A (M, K) is read at a[i * a_rows + k * a_cols] (a row-major A has a_co
 one a_rows = 1), B (K, N) row-major with row stride ldb, C (M, N) row-major with row stride ldc, all
 float32 given by address (``x.ctypes.data``). beta is 0 (C is overwritten) or 1 (C += ...). The sums
 over k run in order, one fused multiply-add per step, so the results agree with a BLAS to float
-rounding (measured: identical to OpenBLAS's for these shapes), not bit for bit in general.
+rounding (for the attention's shapes they came out identical to OpenBLAS's), not bit for bit in general.
 
-Where: only on CPUs with AVX-512F (``available()``), where it was measured to win. Elsewhere (an AMD
+Where: only on CPUs with AVX-512F (``available()``), the hosts where it beats OpenBLAS. Elsewhere (an AMD
 EPYC without AVX-512, where OpenBLAS's kernels are the fast ones) the attention kernels keep calling
 NumPy's BLAS. The code is correct on any x86-64 CPU (LLVM splits the 16-lane vectors), which is how
 the tests check both ways on every host.
@@ -320,8 +317,8 @@ def available():
 
 
 # Rows of a B operand that lie a power of two of bytes apart (k^T of T = 4096 keys: 16 KiB) fall into
-# the same few sets of the L1 and L2 caches, and the 64 rows one block reads evict each other: 256x64 @
-# 64x256 ran at 113-125 GFLOP/s with row strides of 256..8192 numbers, 134-152 with 16 or 32 more.
+# the same few sets of the L1 and L2 caches, and the 64 rows one block reads evict each other; a few
+# numbers more per row spread them over the sets (docs/profiles/design-decisions.md#padded-rows-row_pad).
 # The kernels' transposed copies (k^T, v^T) get rows this many numbers longer than they need.
 ROW_PAD = 32
 

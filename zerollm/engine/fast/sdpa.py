@@ -35,13 +35,10 @@ from zerollm.engine.fast.flash import _plan, _row_max, _run, _threads
 from zerollm.engine.fast.jit import exp32, inline, kernel, parallel_kernel
 from zerollm.engine.fast.microkernel import ROW_PAD, product
 
-# query rows per product. Smaller blocks skip more keys but multiply smaller blocks. Training steps, fast
-# engine, 1 thread, AMD EPYC (OpenBLAS SkylakeX): nanoGPT's T = 64: 27.7 ms a step with 64 or 32 (16: 28.0);
-# 6x384 at T = 256: 806 ms with 64, 811 with 32, 822 with 128, 858 with 256 (one block: no causal skipping).
-# This kernel alone, forward + backward, 1 thread, Intel Xeon with AVX-512 (the same kernel; quiet host,
-# 2026-12-03): 6x384's B=8, 6 heads, T = 256: 19.6 ms with 32, 19.9 with 48, 20.0 with 24 or 16, 21.3 with
-# 64, 25.5 with 128; nanoGPT's B=12, 4 heads of 32, T = 64: 0.74 ms with 32, 0.87 with 64; T = 1024: 19.8
-# with 32, 20.1 with 64. 32 is the best block on the Intel host and within 1% of it on the AMD one.
+# query rows per product. Smaller blocks skip more of the hidden keys but multiply smaller blocks. 32 was
+# the best block for this kernel on an AVX-512 Intel host and within 1% of the best on an AMD one, at
+# nanoGPT's and 6x384's shapes and at T = 1024 (the numbers:
+# docs/profiles/design-decisions.md#full-score-attention-blocks-of-32-query-rows).
 BLOCK = 32
 
 
@@ -64,8 +61,9 @@ def _rows_of(a):
 
 @inline
 def _transpose(x, xt):
-    """xt (hs, Tk) <- x (Tk, hs)^T: BLAS multiplies by a transposed operand at half the speed
-    (measured: 64 x 64 x 32 products at 90 vs 200 GFLOP/s), a copy of Tk x hs numbers costs less.
+    """xt (hs, Tk) <- x (Tk, hs)^T: BLAS multiplies these small blocks by a transposed operand at about
+    half the speed of a plain one (docs/profiles/design-decisions.md#transposed-operands-copied), and a
+    copy of Tk x hs numbers costs less.
     In bands of 16 rows of x: each row of xt is then written 16 numbers (a cache line) at a time. Row
     by row, the writes would go down a column of xt, Tk floats apart: at Tk = 256 that is 1 KiB, a
     stride whose cache lines share a few cache sets and evict each other (4 ns a number, 10x slower)."""

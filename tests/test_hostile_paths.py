@@ -381,6 +381,21 @@ def _answers_over_data(run, tmp, hf):
         "which this command reads"
 
 
+def _train_over_its_data(run, tmp, hf):
+    (tmp / "new").mkdir()
+    data = tmp / "new" / "log.jsonl"            # a text file that happens to have the name of a run's log
+    data.write_text(tiny_text(tmp).read_text(encoding="utf-8"), encoding="utf-8")
+    return data, ["train", "--data", data, "--out", tmp / "new", *TINY_MODEL], "is where this run writes"
+
+
+def _sft_over_its_data(run, tmp, hf):
+    (tmp / "new").mkdir()
+    data = tmp / "new" / "tokenizer.json"
+    data.write_text('{"prompt": "1+1=", "completion": "2"}\n', encoding="utf-8")
+    return data, ["sft", "--init", run, "--data", data, "--out", tmp / "new", "--max-iters", "1"], \
+        "is where this run writes"
+
+
 OVER_INPUTS = {"report --results F --out F": _results_as_out,
                "report --out inside --results DIR": _out_in_results_folder,
                "report --out inside its RUN": _report_into_its_run,
@@ -390,7 +405,8 @@ OVER_INPUTS = {"report --results F --out F": _results_as_out,
                "explain --out inside its --ckpt": _explain_into_its_ckpt,
                "heads --out inside its --ckpt": _heads_into_its_ckpt,
                "convert --to inside its --from": _convert_into_its_source,
-               "tasks eval --answers over its --data": _answers_over_data}
+               "tasks eval --answers over its --data": _answers_over_data,
+               "train --out around its --data": _train_over_its_data, "sft --out around its --data": _sft_over_its_data}
 
 
 @pytest.mark.parametrize("force", [False, True], ids=["plain", "force"])

@@ -30,7 +30,7 @@ from zerollm.training.run import locked_run_dir, train_and_report
 from zerollm.io.errors import ZeroLLMError
 from zerollm.io.fileio import atomic_write, open_regular, require_regular
 from zerollm.io.fileio import sha256_file as file_digest
-from zerollm.io.outdir import STAGE_FILES, check_stage_out
+from zerollm.io.outdir import STAGE_FILES, check_inputs_apart, check_stage_out
 from zerollm.engine.memory import keep_freed_memory
 from zerollm.engine.threads import add_threads_argument
 from zerollm.training.trainer import (CHANGEABLE_ON_RESUME, TrainConfig, Trainer, check_max_iters, check_schedule,
@@ -212,8 +212,8 @@ def run_stage(args, stage):
         return _dry_run(args, stage)
     run_dir = args.out or os.path.join("runs", stage.name)
     if not args.resume:            # before anything is created (zerollm.io.outdir's rule)
+        _check_data_outside(args, stage, run_dir)      # first: the input named, --force or not
         check_stage_out(run_dir, force=args.force, sources=[("--init", args.init), ("--hf", args.hf)])
-        _check_data_outside(args, stage, run_dir)
     world = dist.world()
     with locked_run_dir(run_dir, world) as started:   # one writer per run directory (zerollm.io.lock)
         trainer = (_resumed if args.resume else _fresh)(args, stage, run_dir, args.threads or 1, world)
@@ -224,17 +224,8 @@ def run_stage(args, stage):
 
 def _check_data_outside(args, stage, run_dir):
     """An input may lie in --out, but not where the run writes (RUN/inputs/, tokenizer.json, log.jsonl)."""
-    for flag in stage.inputs:
-        given = getattr(args, flag, None)
-        for name in STAGE_FILES:
-            if given is not None and os.path.exists(given) and _inside(given, os.path.join(run_dir, name)):
-                raise ZeroLLMError(f"--{flag.replace('_', '-')} {given} is where this run writes "
-                                   f"({os.path.join(run_dir, name)}); move the file out of --out first")
-
-
-def _inside(path, where):
-    path, where = os.path.realpath(path), os.path.realpath(where)
-    return path == where or path.startswith(where.rstrip(os.sep) + os.sep)
+    check_inputs_apart(run_dir, STAGE_FILES,
+                       [(f"--{flag.replace('_', '-')}", getattr(args, flag, None)) for flag in stage.inputs])
 
 
 def _fresh(args, stage, run_dir, threads, world):

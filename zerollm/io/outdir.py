@@ -164,6 +164,18 @@ def check_output_file(path, *, force=False, inputs=(), flag="--out", example="ou
                            "another file name")
 
 
+def check_inputs_apart(run_dir, names, inputs):
+    """An input may lie in a new run's --out, but not where the run writes: RUN/NAME for each of ``names``
+    (its log.jsonl, tokenizer.json, inputs/ ...), which the run replaces or deletes, --force or not.
+    ``inputs``: (flag, path) pairs the command reads."""
+    for flag, given in inputs:
+        for name in names:
+            where = os.path.join(run_dir, name)
+            if given is not None and os.path.exists(given) and _same_or_inside(given, where):
+                raise ZeroLLMError(f"{flag} {given} is where this run writes ({where}); move the file out of --out "
+                                   "first")
+
+
 # files a stage run writes into its --out besides checkpoints (zerollm.cli.commands.stage)
 STAGE_FILES = ("tokenizer.json", "log.jsonl", "loss.png", "inputs")
 

@@ -102,13 +102,14 @@ def _prepared_dir(plan, run_dir, force=False):
 RUN_FILES = ("log.jsonl", "loss.png", "expert_load.png", "latest.json")
 
 
-def check_fresh_out(run_dir, force=False):
+def check_fresh_out(run_dir, force=False, data=None):
     """A new run's --out: not inside another run, a checkpoint, prepared data or a model directory, and not
     a folder holding a log.jsonl, loss.png, ... that someone else made (they would be replaced), unless
-    ``force``. A folder left by an earlier attempt that stopped before its first checkpoint (its log.jsonl
-    is zerollm's) is started over, as before."""
-    from zerollm.io.outdir import check_outside_runs, check_run_folder
+    ``force``; never one where the text it reads (``data``) is such a file, --force or not. A folder left by
+    an earlier attempt that stopped before its first checkpoint (its log.jsonl is zerollm's) is started over."""
+    from zerollm.io.outdir import check_inputs_apart, check_outside_runs, check_run_folder
     check_outside_runs(run_dir)
+    check_inputs_apart(run_dir, RUN_FILES, [("--data", data)])     # RUN/data: prepare's own rule
     check_run_folder(run_dir, RUN_FILES + ("data",))
     present = [n for n in RUN_FILES if os.path.lexists(os.path.join(run_dir, n))]
     if present and not force and not _earlier_attempt(os.path.join(run_dir, "log.jsonl")):
@@ -174,7 +175,7 @@ def _setup(args, run_dir, overrides, world):
         if latest_checkpoint(run_dir):
             raise ZeroLLMError(f"{run_dir} already holds a training run; continue it with --resume, "
                                "or choose another --out")
-        check_fresh_out(run_dir, force=args.force)
+        check_fresh_out(run_dir, force=args.force, data=plan.data)
     dist.check_divisible(plan.train_cfg.batch_size, world)
     budget.require(plan.estimate, force=args.force)      # before preparing data or building anything
     folder = None

@@ -231,3 +231,17 @@ def test_chat_refuses_a_system_flag_that_fills_the_context_at_once(models):
                          input="", capture_output=True, text=True, env={"PYTHONPATH": str(ROOT)}, timeout=60)
     assert out.returncode == 1 and out.stderr.count("\n") == 1, out.stderr
     assert "the system message alone takes" in out.stderr and "give a shorter --system" in out.stderr
+
+
+def test_save_never_writes_inside_a_model_or_over_a_special_file(models, tmp_path):
+    """/save follows the one output rule: nothing is written inside a run, checkpoint or model directory
+    (it would become part of what is loaded), and a pipe or a folder is never written into."""
+    os.mkfifo(tmp_path / "pipe.jsonl")
+    (tmp_path / "folder.jsonl").mkdir()
+    inside = [os.path.join(models[0], "talk.jsonl")]
+    said = _run_repl(models[0], ["hello", f"/save {inside[0]}", f"/save {tmp_path}/pipe.jsonl",
+                                 f"/save {tmp_path}/folder.jsonl", f"/save {tmp_path}/ok.jsonl"])
+    assert f"/save {inside[0]} lies inside" in said and not os.path.exists(inside[0])
+    assert said.count("exists and is not a regular file") == 2
+    assert (tmp_path / "folder.jsonl").is_dir() and not any((tmp_path / "folder.jsonl").iterdir())
+    assert json.loads((tmp_path / "ok.jsonl").read_text())["messages"][0] == {"role": "user", "content": "hello"}

@@ -363,3 +363,17 @@ def test_the_real_command_refuses_a_nan_adapter_in_one_line(made, tmp_path, comm
     poison(file, ADAPTER_KEY.format("A"), np.nan, "all")
     extra = {"sample": GREEDY, "chat": [], "serve": ["--port", "0", "--host", "127.0.0.1"]}[command]
     refused(*real_cli(command, "--hf", made / "hf", "--adapter", adapter, *extra), file, ADAPTER_KEY.format("A"))
+
+
+@pytest.mark.parametrize("kind", ("fifo", "folder", "device"))
+@pytest.mark.parametrize("name", ("adapter_config.json", "adapter_model.safetensors"))
+def test_an_adapters_file_that_is_no_regular_file_is_named_as_such(made, tmp_path, capsys, name, kind):
+    """A pipe, a folder or a device where an adapter's file should be is refused for what it is (before:
+    'no adapter_config.json', as if it were missing), and a pipe is never opened."""
+    import os
+    adapter = copied(made, tmp_path, "adapter")
+    (adapter / name).unlink()
+    {"fifo": os.mkfifo, "folder": os.mkdir, "device": lambda p: os.symlink("/dev/null", p)}[kind](adapter / name)
+    code, out, err = run_main(["sample", "--ckpt", made / "base", "--adapter", adapter, *GREEDY], capsys)
+    assert code != 0 and len(err.splitlines()) == 1 and "Traceback" not in err, err
+    assert f"{adapter / name} is a" in err and "must be a regular file" in err, err

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from zerollm.io.errors import ZeroLLMError
-from zerollm.io.fileio import non_file_kind
+from zerollm.io.fileio import non_file_kind, open_regular, refuse_non_regular
 from zerollm.interop import quant
 from zerollm.interop.gguf_meta import value as meta_value
 from zerollm.interop.gguf_tokenizer import SPLIT_KEY, tokenizer_fields
@@ -178,10 +178,11 @@ def check_gguf_target(path, overwrite=False):
         raise ZeroLLMError(f"{path}: a GGUF file's name ends in .gguf; give --to FILE.gguf")
     if os.path.isdir(path):
         raise ZeroLLMError(f"{path} is a directory; give a file path ending in .gguf")
+    refuse_non_regular(path, "--to")           # a pipe or device would block or be written into
     if os.path.exists(path):
         if not overwrite:
             raise ZeroLLMError(f"{path} exists; choose a new file name, or replace it with --overwrite")
-        with open(path, "rb") as f:
+        with open_regular(path, "rb", what="GGUF file") as f:
             if f.read(4) != MAGIC:
                 raise ZeroLLMError(f"{path} exists and is not a GGUF file, so it is never overwritten; "
                                    "choose a new file name")
@@ -362,7 +363,7 @@ def check_layout(path):
     size = os.path.getsize(path)
     if size < 24:
         raise damaged(f"{size} bytes, shorter than a GGUF header")
-    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+    with open_regular(path, "rb", what="GGUF file") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
         if data[:4] != MAGIC:
             raise damaged(f"it starts with {bytes(data[:4])!r}, not {MAGIC!r}")
         # the reader's rule for a file written on a big-endian machine: the version's low 16 bits are 0

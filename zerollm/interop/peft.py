@@ -21,7 +21,7 @@ import numpy as np
 
 from zerollm.training.checkpoint import weights_digest
 from zerollm.io.errors import ZeroLLMError
-from zerollm.io.fileio import read_json, write_json
+from zerollm.io.fileio import read_json, require_regular, write_json
 from zerollm.interop.hf.configs import export_family
 from zerollm.interop.hf.exporting import hf_arrays, repeat_kv
 from zerollm.interop.hf.weights import PREFIX
@@ -112,7 +112,7 @@ def base_digest(model):
 
 def read_config(path):
     """adapter_config.json, checked: a LoRA adapter without options zerollm does not implement."""
-    file = os.path.join(path, CONFIG)
+    file = require_regular(os.path.join(path, CONFIG), "PEFT adapter config")
     if not os.path.isfile(file):
         raise ZeroLLMError(f"--adapter {path}: no {CONFIG}; give a PEFT LoRA adapter directory "
                            "(what PeftModel.save_pretrained writes)")
@@ -163,7 +163,7 @@ def load_adapter(model, path):
     """``model`` with the PEFT adapter at ``path`` attached as zerollm LoRA adapters (in place); returns it."""
     path = os.fspath(path)
     r, alpha, dropout = lora_settings(read_config(path), os.path.join(path, CONFIG))
-    weights = os.path.join(path, WEIGHTS)
+    weights = require_regular(os.path.join(path, WEIGHTS), "PEFT adapter's weights")
     if not os.path.isfile(weights):
         raise ZeroLLMError(f"--adapter {path}: no {WEIGHTS} (zerollm reads safetensors adapters only)")
     digest = load_metadata(weights).get("zerollm.base_digest")

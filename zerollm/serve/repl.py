@@ -23,7 +23,8 @@ import numpy as np
 from zerollm.data import chat
 from zerollm.generation.display import StreamDecoder
 from zerollm.io.errors import ZeroLLMError
-from zerollm.io.fileio import atomic_write
+from zerollm.io.fileio import atomic_write, refuse_non_regular
+from zerollm.io.outdir import check_outside_runs
 from zerollm.generation.sample import generate
 
 HELP = "commands: /reset  /system TEXT  /save FILE  /help  /exit   (Ctrl-C stops an answer)"
@@ -78,6 +79,8 @@ class Conversation:
         """One JSONL row {"messages": [...]}, the TRL conversational format; never over an existing file."""
         if "\0" in path:
             raise ZeroLLMError("a file name cannot hold a NUL character; give another name")
+        refuse_non_regular(path, "/save")
+        check_outside_runs(path, "/save")     # never inside a run, checkpoint or model directory
         if os.path.exists(path):
             raise ZeroLLMError(f"{path} exists already; /save writes a new file, give another name")
         row = valid_text(json.dumps({"messages": self.messages()}, ensure_ascii=False))

@@ -16,6 +16,7 @@ import json
 import os
 
 from zerollm.io.errors import ZeroLLMError
+from zerollm.io.fileio import open_regular
 from zerollm.tokenizers.base import read_json_file
 from zerollm.tokenizers.patterns import GPT2_PATTERN, known_pattern, split_text
 
@@ -167,10 +168,10 @@ def _build(vocab_strings, merge_strings, pattern, specials=None, where="vocab.js
 
 def read_merges_txt(path):
     """merges.txt lines 'Ġ t' -> [('Ġ', 't'), ...]; the '#version' header and blank lines skipped."""
-    if not os.path.isfile(path):
+    if not os.path.exists(path):
         raise ZeroLLMError(f"merges file not found: {path}")
     pairs = []
-    with open(path, encoding="utf-8") as f:
+    with open_regular(path, "r", what="merges file", encoding="utf-8") as f:
         for n, line in enumerate(f, 1):
             line = line.rstrip("\r\n")
             if not line or (n == 1 and line.startswith("#version")):

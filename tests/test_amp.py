@@ -346,6 +346,7 @@ def test_bad_amp_format_is_one_line(tmp_path, capsys):
         TrainConfig(amp="fp8")
 
 
+@pytest.mark.slow
 def test_cli_amp_run_resumes_bit_identically_and_logs_the_scale(tmp_path, shakespeare_path, capsys):
     """`zerollm train --amp fp16`, stopped at step 4 and resumed: the same log as one run of 8 steps; the
     loss scaler's state is in the checkpoint's state.json."""

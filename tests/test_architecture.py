@@ -140,3 +140,50 @@ def test_update_imports_rewrites_old_code_once(tmp_path):
     assert f.read_text() == before
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     subprocess.run([sys.executable, str(f)], check=True, env=env, cwd=tmp_path)
+
+
+def _slow(node):
+    """True where a decorator or a ``pytestmark`` value names ``pytest.mark.slow``."""
+    return "mark.slow" in ast.unparse(node)
+
+
+def fast_test_modules(folder=REPO / "tests"):
+    """{test module: the rooms it imports} for each module that ``-m "not slow"`` still runs some test of."""
+    out = {}
+    for path in sorted(folder.glob("test_*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        if any(isinstance(n, ast.Assign) and any(getattr(t, "id", None) == "pytestmark" for t in n.targets)
+               and _slow(n.value) for n in tree.body):
+            continue
+        tests = [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name.startswith("test_")]
+        if all(any(_slow(d) for d in t.decorator_list) for t in tests):
+            continue
+        rooms = set()
+        for n in ast.walk(tree):
+            if isinstance(n, ast.Import):
+                rooms.update(a.name.split(".")[1] for a in n.names if a.name.startswith("zerollm."))
+            elif isinstance(n, ast.ImportFrom) and n.module and n.module.startswith("zerollm."):
+                rooms.add(n.module.split(".")[1])
+            elif isinstance(n, ast.ImportFrom) and n.module == "zerollm":
+                rooms.update(a.name for a in n.names)
+        out[path.name] = rooms
+    return out
+
+
+def test_the_fast_loop_still_tests_every_room():
+    # python -m pytest -m "not slow" is the loop a contributor runs after each change: it must leave no
+    # room without a test module that imports it
+    rooms = {p.name for p in (REPO / "zerollm").iterdir() if (p / "__init__.py").exists()}
+    covered = set().union(*fast_test_modules().values())
+    assert rooms <= covered, f"rooms no fast test module imports: {sorted(rooms - covered)}"
+
+
+def test_a_module_marked_slow_leaves_the_fast_loop(tmp_path):
+    # the check above can fail: a module marked slow as a whole, or in each of its tests, covers nothing
+    (tmp_path / "test_a.py").write_text("import pytest\nfrom zerollm.io import errors\n"
+                                        "pytestmark = [pytest.mark.slow]\ndef test_x():\n    pass\n")
+    (tmp_path / "test_b.py").write_text("import pytest\nimport zerollm.nn.loss\n"
+                                        "@pytest.mark.slow\ndef test_x():\n    pass\n")
+    (tmp_path / "test_c.py").write_text("import pytest\nfrom zerollm import model\n"
+                                        "@pytest.mark.slow\ndef test_x():\n    pass\ndef test_y():\n    pass\n")
+    assert fast_test_modules(tmp_path) == {"test_c.py": {"model"}}

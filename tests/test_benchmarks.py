@@ -16,6 +16,8 @@ import pytest
 from zerollm.model.config import GPTConfig
 from zerollm.model.gpt import param_shapes
 
+pytestmark = pytest.mark.slow   # benchmark runs in subprocesses, against torch: not in the fast loop
+
 REPO = Path(__file__).resolve().parents[1]
 BENCH = REPO / "benchmarks"
 SECTIONS = ("gemm", "gemm_model", "train", "same_gemm", "forward", "generate", "attention")

@@ -225,6 +225,7 @@ def killed_at(k, monkeypatch):
     monkeypatch.setattr(os, "remove", lambda *a, **kw: None)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("same_step, keep", [(False, 2), (False, 1), (True, 1)])
 def test_kill_at_every_disk_operation_leaves_a_loadable_checkpoint(tmp_path, monkeypatch, same_step, keep):
     """Cut a save at its k-th disk operation, for every k: what is on disk must load as the old

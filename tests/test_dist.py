@@ -20,6 +20,8 @@ from zerollm.io.errors import ZeroLLMError
 from zerollm.training.runlog import read_log
 from zerollm.io.safetensors import load_file
 
+pytestmark = pytest.mark.slow   # MPI jobs of two ranks: not in the fast loop
+
 MPIRUN = shutil.which("mpirun") or os.path.join(sys.prefix, "bin", "mpirun")
 SMALL = ["--tokenizer", "char", "--n-layer", "2", "--n-head", "2", "--n-embd", "32", "--block-size", "32",
          "--batch-size", "8", "--eval-interval", "10", "--eval-iters", "2", "--sample-tokens", "8",

@@ -197,6 +197,7 @@ def _children_cpu():
     return usage.ru_utime + usage.ru_stime
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("tour", TOURS, ids=[t.name for t in TOURS])
 def test_every_command_of_the_docs_runs(tour, tmp_path, request):
     twin = docs_blocks.twin_of(tour, TOURS)

@@ -289,6 +289,7 @@ def test_sum_of_squares_accumulates_in_float64():
 # ----------------------------------------------------------------------------
 # against torch (the float32 checks of tests/test_layers.py), and the whole model
 
+@pytest.mark.slow
 @pytest.mark.parametrize("key", ["layernorm", "layernorm_nobias", "rmsnorm", "gelu_tanh", "gelu_erf", "silu",
                                  "sdpa_causal", "sdpa_bidirectional", "mha", "gqa", "gelu_mlp", "swiglu", "block_gpt2",
                                  "block_llama"])

@@ -24,6 +24,8 @@ from zerollm.teach.attention_walkthrough import SEED_WK, SEED_WQ, SEED_WV, SEED_
 from explain_helpers import (TEXT, artifact_dir, bidirectional_view, flash_copy, model_truth, shown, tiny_run,
                              visible)
 
+pytestmark = pytest.mark.slow   # a headless Chromium: not in the fast loop
+
 if os.environ.get("ZEROLLM_NO_BROWSER") == "1":
     pytest.skip("ZEROLLM_NO_BROWSER=1: the browser tests are switched off on purpose", allow_module_level=True)
 

@@ -108,6 +108,7 @@ def on_one_and_two_threads(run, kernels, *args):
     return one, two
 
 
+@pytest.mark.slow
 def test_two_threads_split_the_tiles_and_agree_with_one():
     """The threaded kernels: every thread its own items and its own dq buffer, none writing another's rows."""
     q, k, v, dout = inputs(2, 2, 2, 150, 150, 8, seed=3)

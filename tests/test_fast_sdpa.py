@@ -57,6 +57,7 @@ def test_fused_attention_matches_torch(case):
         assert rel(a, b) <= TOL, f"{name}: {rel(a, b):.2e}"
 
 
+@pytest.mark.slow
 def test_queries_that_see_no_key_get_zeros_as_in_the_reference():
     """Causal with Tk < T: the first T - Tk queries see no key; weights, output and their gradients are 0."""
     q, k, v, dout = inputs(1, 1, 2, 10, 5, 4, seed=7)
@@ -91,6 +92,7 @@ def test_the_kernel_reads_and_writes_the_strided_heads_of_qkv_without_copies():
         assert rel(a, b) <= TOL
 
 
+@pytest.mark.slow
 def test_two_threads_split_the_heads_and_agree_with_one():
     q, k, v, dout = inputs(3, 2, 2, 90, 90, 8, seed=3)
     one, two = on_one_and_two_threads(fast_sdpa, fast, q, k, v, dout, True)
@@ -98,6 +100,7 @@ def test_two_threads_split_the_heads_and_agree_with_one():
         assert rel(a, b) <= 1e-6
 
 
+@pytest.mark.slow
 def test_mha_on_the_fast_engine_follows_the_numpy_engine():
     """The whole attention sub-layer, forward and backward, with and without RoPE (with RoPE dq and dk
     take a detour through rope_backward before they reach dqkv)."""

@@ -10,6 +10,8 @@ from zerollm.cli import main
 from zerollm.training import presets
 from zerollm.training.presets import PRESETS
 
+pytestmark = pytest.mark.slow   # trainings through the CLI, as in a reader's first hour: not in the fast loop
+
 
 def run_cli(capsys, *argv):
     code = main(list(argv))

@@ -83,6 +83,7 @@ def test_the_guard_sees_a_file_opened_beside_the_repository(tmp_path):
         conftest._OUTSIDE[:] = before
 
 
+@pytest.mark.slow
 def test_a_built_wheel_carries_the_corpora(tmp_path):
     """pip install . (not editable) must install the corpora too: they are package data. The wheel is
     built from a copy of the committed files, as a fresh clone has them (and setuptools' build/ folder

@@ -13,6 +13,8 @@ import time
 
 import pytest
 
+pytestmark = pytest.mark.slow   # trainings in a subprocess, interrupted: not in the fast loop
+
 SMALL = ["--n-layer", "1", "--n-head", "2", "--n-embd", "16", "--block-size", "16", "--batch-size", "4",
          "--no-progress", "--seed", "0"]
 PROMPT_S = 5.0          # "a second or two", with room for a loaded 2-core CI machine

@@ -14,6 +14,8 @@ import time
 
 import pytest
 
+pytestmark = pytest.mark.slow   # trainings and mpirun interrupted through a pipe: not in the fast loop
+
 SMALL = ["--n-layer", "1", "--n-head", "2", "--n-embd", "16", "--block-size", "16", "--batch-size", "4",
          "--seed", "0", "--eval-iters", "1", "--sample-tokens", "0", "--max-iters", "1000000",
          "--eval-interval", "1000000", "--checkpoint-interval", "1000000"]

@@ -14,6 +14,8 @@ from zerollm.cli.entry import main
 
 from tiny_runs import tiny_text
 
+pytestmark = pytest.mark.slow   # lm-eval's own CLI against its hf backend: not in the fast loop
+
 # the Hub cannot be reached: lm-eval's datasets read the local JSONL files only, with a cache in /tmp
 OFFLINE = {"HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
 

@@ -20,6 +20,8 @@ from zerollm.training.runlog import read_log
 
 from tiny_runs import acrostic_base, run_main
 
+pytestmark = pytest.mark.slow   # LoRA trainings of every stage through the CLI: not in the fast loop
+
 LORA = ["--lora-r", "4", "--lora-alpha", "8", "--lora-targets", "c_attn,c_proj,c_fc"]
 
 

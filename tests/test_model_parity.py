@@ -65,6 +65,7 @@ COMBOS = list(itertools.product(("layernorm", "rmsnorm"), ("learned", "sinusoida
                                 ("gelu", "swiglu"), (True, False), (True, False), (True, False), (4, 2)))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("norm, pos, mlp, bias, tied, causal, n_kv_head", COMBOS,
                          ids=["-".join(map(str, c)) for c in COMBOS])
 def test_every_architecture_matches_torch_float64(norm, pos, mlp, bias, tied, causal, n_kv_head):
@@ -76,6 +77,7 @@ def test_every_architecture_matches_torch_float64(norm, pos, mlp, bias, tied, ca
     assert errors[worst] <= TOL["float64"], (worst, errors[worst])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("engine", ["numpy", "fast"])
 @pytest.mark.parametrize("extra", [dict(), dict(norm="rmsnorm", pos="rope", mlp="swiglu", n_kv_head=1,
                                                 bias=False, tie_embeddings=False, rope_theta=500.0)])
@@ -90,6 +92,7 @@ def test_float32_model_matches_torch_float64(extra, engine):
 MOE_GRID = list(itertools.product((1, 2, 3), (False, True), (0.0, 1.0), (0, 1), (1, 2)))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("k, norm_topk, capacity, shared, every", MOE_GRID,
                          ids=[f"k{k}-{'norm' if n else 'raw'}-cap{c:g}-shared{s}-every{e}"
                               for k, n, c, s, e in MOE_GRID])
@@ -110,6 +113,7 @@ def test_mixture_of_experts_matches_torch_float64(k, norm_topk, capacity, shared
     assert errors[worst] <= TOL["float64"], (worst, errors[worst])
 
 
+@pytest.mark.slow
 def test_mixture_of_experts_float32_matches_torch_float64():
     cfg = GPTConfig(vocab_size=29, block_size=8, n_layer=2, n_head=2, n_embd=16, n_expert=5, n_expert_active=2,
                     moe_norm_topk=True, capacity_factor=1.25, n_shared_expert=2, mlp="swiglu", norm="rmsnorm",
@@ -124,6 +128,7 @@ def test_exact_gelu_and_odd_sizes():
     assert max(compare(cfg, seed=5).values()) <= TOL["float64"]
 
 
+@pytest.mark.slow
 def test_gpt2_settings_match_transformers_gpt2lmheadmodel():
     cfg = GPTConfig(vocab_size=37, block_size=8, n_layer=2, n_head=3, n_embd=12, dtype="float64")
     state = random_state(cfg, seed=7)
@@ -148,6 +153,7 @@ def test_gpt2_settings_match_transformers_gpt2lmheadmodel():
         assert rel(g, hf_grads[name]) <= 1e-9, name
 
 
+@pytest.mark.slow
 def test_ten_sgd_steps_give_the_same_losses_as_torch():
     cfg = GPTConfig(vocab_size=29, block_size=8, n_layer=2, n_head=2, n_embd=12, dtype="float64",
                     norm="rmsnorm", pos="rope", mlp="swiglu", n_kv_head=1)

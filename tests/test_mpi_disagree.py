@@ -13,6 +13,8 @@ import pytest
 
 from tiny_runs import tiny_stage_base
 
+pytestmark = pytest.mark.slow   # MPI jobs of two ranks: not in the fast loop
+
 MPIRUN = shutil.which("mpirun") or os.path.join(sys.prefix, "bin", "mpirun")
 ZEROLLM = [sys.executable, "-m", "zerollm"]
 SMALL = ["--max-iters", "2", "--no-progress", "--checkpoint-interval", "1", "--eval-interval", "100"]

@@ -9,6 +9,8 @@ import re
 import shlex
 from pathlib import Path
 
+import pytest
+
 from docs_blocks import tours
 
 REPO = Path(__file__).resolve().parent.parent
@@ -53,6 +55,7 @@ def test_the_recipe_script_reads_the_readme_block_it_runs():
 PRINTED = re.compile(r"acrostic: (\d+)/(\d+) = [\d.]+% success \(95% CI [\d.]+%-[\d.]+%\), mean reward ([\d.]+)")
 
 
+@pytest.mark.slow
 def test_the_readme_assistant_path_learns_the_task_at_the_small_docs_size(tmp_path):
     """Every line of Part 6 as printed (base, data, SFT, the success rate, a sample), shrunk only by
     ZEROLLM_DOCS_TEST=small (a 2-layer 64-wide model, 150 base and 800 SFT steps, 64 prompts scored):

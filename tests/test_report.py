@@ -86,6 +86,7 @@ def report(tmp_path_factory):
     return page, (char, byte, results)
 
 
+@pytest.mark.slow
 def test_report_numbers_equal_the_run_files_in_a_browser(report, tmp_path):
     playwright = pytest.importorskip("playwright.sync_api")
     page_path, (char, byte, results) = report

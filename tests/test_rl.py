@@ -24,6 +24,8 @@ from zerollm.io.safetensors import load_file
 from zerollm.tokenizers import train_tokenizer
 from zerollm.training.trainer import TrainConfig, Trainer
 
+pytestmark = pytest.mark.slow   # PPO, GRPO and preference trainings through the CLI: not in the fast loop
+
 # ----------------------------------------------------------------------------
 # a bandit: one prompt, one-token answers, reward 1 for the letter "a" only
 

@@ -22,6 +22,8 @@ from zerollm.generation.display import printable
 from zerollm.serve.text import TextStream
 from zerollm.tokenizers import ByteTokenizer
 
+pytestmark = pytest.mark.slow   # a server process per test: not in the fast loop
+
 KEY = "sk-test-0123456789"
 
 

@@ -21,6 +21,8 @@ from zerollm.generation.sample import Sampling
 from zerollm.io.errors import ZeroLLMError
 from zerollm.model.gpt import GPT, GPTConfig
 
+pytestmark = pytest.mark.slow   # a server process per test: not in the fast loop
+
 KEY = "sk-hostile-0123"
 AUTH = {"Authorization": f"Bearer {KEY}"}
 CHAT = "/v1/chat/completions"

@@ -10,6 +10,8 @@ import pytest
 from serve_helpers import server, tiny_chat_model
 from test_explain_browser import browser, playwright  # noqa: F401  - the same headless Chromium fixtures
 
+pytestmark = pytest.mark.slow   # a server and a headless Chromium: not in the fast loop
+
 
 @pytest.fixture(scope="module")
 def base(tmp_path_factory):

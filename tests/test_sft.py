@@ -143,6 +143,7 @@ def test_sft_run_learns_and_logs_the_task(reference, setup):
     assert (reference / "loss.png").exists()
 
 
+@pytest.mark.slow
 def test_resume_is_bit_identical(setup, reference):
     out = setup / "resumed"
     assert _sft(setup, out, "--max-iters", "13", "--threads", "2") == 0

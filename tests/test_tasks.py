@@ -158,6 +158,7 @@ def tiny_models(tmp_path_factory):
     return folder
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("which, fmt", [("chat", "chat"), ("base", "plain")])
 def test_tasks_eval_prints_the_rate_and_every_example(tiny_models, tmp_path, capsys, which, fmt):
     data = tmp_path / "h.jsonl"

@@ -88,6 +88,7 @@ def test_long_inputs_drop_the_tick_labels():
 # ----------------------------------------------------------------------------
 # the command
 
+@pytest.mark.slow
 @pytest.mark.parametrize("argv, n_layer, n_head, lang, words", [
     (["--text", "to be 或不", "--n-layer", "2", "--n-head", "4"], 2, 4, "en", ["Wrote", "lower triangle", "U+6216"]),
     (["--random", "--seq", "12", "--n-layer", "3", "--n-head", "1", "--bidirectional"], 3, 1, "zh",
@@ -110,6 +111,7 @@ def test_writes_a_png_of_the_grid(capsys, tmp_path, argv, n_layer, n_head, lang,
     assert os.listdir(tmp_path) == ["heads.png"]     # no temp file left behind
 
 
+@pytest.mark.slow
 def test_same_seed_same_picture(capsys, tmp_path):
     for name in ("a.png", "b.png"):
         assert run_cli(capsys, "--random", "--seed", "3", "--out", str(tmp_path / name))[0] == 0

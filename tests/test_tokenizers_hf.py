@@ -50,6 +50,7 @@ def exported(request, corpora, tmp_path_factory):
     return tok, Tokenizer.from_file(str(path)), path
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("corpus", ["shakespeare", "tang"])
 def test_exported_tokenizer_gives_the_same_ids_on_a_whole_corpus(exported, corpora, corpus):
     tok, hf, _ = exported
@@ -117,6 +118,7 @@ def imported_all_ways(files, full):
             "dir (tokenizer.json)": BPETokenizer.from_hf_dir(full)}
 
 
+@pytest.mark.slow
 def test_imported_gpt2_files_agree_with_hugging_face(gpt2_files, corpora):
     hf, files, full = gpt2_files
     toks = imported_all_ways(files, full)

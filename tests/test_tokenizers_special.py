@@ -116,6 +116,7 @@ def _export(tok, folder):
     return AutoTokenizer.from_pretrained(folder, model_max_length=10**9)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind, corpus", [("char", "tang"), ("byte", "shakespeare")])
 def test_autotokenizer_gives_the_same_ids_on_a_whole_corpus(corpora, tmp_path, kind, corpus):
     text = corpora[corpus]

@@ -70,6 +70,7 @@ def test_run_writes_log_checkpoints_and_plot(reference_run):
     assert len([d for d in os.listdir(reference_run) if d.startswith("step-")]) == 2    # keep=2
 
 
+@pytest.mark.slow
 def test_resume_after_a_clean_stop_is_bit_identical(tmp_path, corpus, reference_run):
     out = tmp_path / "stopped"
     proc = subprocess.Popen([sys.executable, "-m", "zerollm", "train", "--data", str(corpus), "--out", str(out),
@@ -86,6 +87,7 @@ def test_resume_after_a_clean_stop_is_bit_identical(tmp_path, corpus, reference_
     assert step_losses(out) == step_losses(reference_run)   # exact float equality, every step
 
 
+@pytest.mark.slow
 def test_resume_after_sigkill_is_bit_identical(tmp_path, corpus, reference_run):
     out = tmp_path / "killed"
     proc = subprocess.Popen([sys.executable, "-m", "zerollm", "train", "--data", str(corpus), "--out", str(out),
@@ -275,6 +277,7 @@ def test_heads_draws_a_trained_checkpoint(reference_run, tmp_path, capsys):
     assert "--ckpt needs --text" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("engine", ["numpy", "fast"])
 def test_two_threads_learn_and_resume_bit_identically(tmp_path, corpus, engine):
     """--threads 2 splits each batch over two threads (zerollm.training.parallel); resuming with the same
@@ -366,6 +369,7 @@ def test_moe_run_logs_routing_and_draws_expert_load(moe_run):
     assert (moe_run / "expert_load.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+@pytest.mark.slow
 def test_moe_resume_after_sigkill_is_bit_identical(tmp_path, corpus, moe_run):
     out = tmp_path / "moe-killed"
     argv = ["--data", str(corpus), "--out", str(out), "--max-iters", "40", "--checkpoint-interval", "10",

@@ -22,8 +22,6 @@ from zerollm.generation.display import printable
 from zerollm.serve.text import TextStream
 from zerollm.tokenizers import ByteTokenizer
 
-pytestmark = pytest.mark.slow   # a server process per test: not in the fast loop
-
 KEY = "sk-test-0123456789"
 
 
@@ -72,6 +70,7 @@ def test_greedy_answer_equals_zerollm_sample(client, model_dir):
         assert r.choices[0].finish_reason in ("stop", "length")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", [1234, 2 ** 40 + 7])          # the API's seeds are 64-bit: sample's too
 def test_seeded_sampling_equals_zerollm_sample_with_that_seed(client, model_dir, seed):
     r = _chat(client, "abc", max_tokens=10, temperature=1.0, seed=seed, n=2, logprobs=True)
@@ -128,6 +127,7 @@ def test_completions_endpoint(client):
     assert len(r.choices[0].logprobs.tokens) == len(r.choices[0].logprobs.top_logprobs) >= 1
 
 
+@pytest.mark.slow
 def test_32_concurrent_clients_each_get_the_answer_they_get_alone(base):
     prompts = [f"prompt {i} " + "汉字" * (i % 3) for i in range(32)]
     bodies = [{"model": "tiny-chat", "messages": [{"role": "user", "content": p}], "max_tokens": 8 + i % 9,
@@ -183,6 +183,7 @@ BAD = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path, body, status, param", BAD, ids=[f"{i}" for i in range(len(BAD))])
 def test_bad_requests_get_openai_errors_and_the_server_keeps_serving(base, path, body, status, param):
     r = httpx.post(base + path, content=body, headers={"Content-Type": "application/json"}, timeout=30)
@@ -213,6 +214,7 @@ def test_a_public_host_without_a_key_refuses_to_start(model_dir):
     assert out.stderr.count("\n") == 1 and "--api-key" in out.stderr
 
 
+@pytest.mark.slow
 def test_a_port_in_use_is_one_line_with_the_reason(model_dir):
     """uvicorn logs its own "[Errno 98] ..." line when it cannot bind; it becomes part of zerollm's one line."""
     import socket
@@ -229,6 +231,7 @@ def test_a_port_in_use_is_one_line_with_the_reason(model_dir):
 # ----------------------------------------------------------------------------
 # the tight server: keys, body cap, a full queue, a disconnect, SIGTERM
 
+@pytest.mark.slow
 def test_key_body_cap_queue_disconnect_and_sigterm(tmp_path):
     """A base model (bytes only: no token ends an answer) wide and long enough that 1000 tokens take seconds."""
     base_model = tiny_chat_model(tmp_path, block_size=1024, n_embd=160, n_layer=4, name="base", chat_tokens=False)

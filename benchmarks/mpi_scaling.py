@@ -42,17 +42,19 @@ LAYOUTS = {   # name -> (ranks, threads per rank)
 SKIP = 3      # steps left out of the median (allocation, caches)
 
 
-def one_run(config, ranks, threads, steps, folder):
+def one_run(config, ranks, threads, steps, folder, env=None, flags=()):
+    """Median tokens/s of one training run of ``config`` in this layout (``env``: extra variables;
+    ``flags``: more `zerollm train` flags, which override the ones here)."""
     out = Path(folder) / f"run-{ranks}-{threads}"
     shutil.rmtree(out, ignore_errors=True)
     argv = [sys.executable, "-m", "zerollm", "train", "--data", "shakespeare", "--tokenizer", "char",
             "--out", str(out), "--max-iters", str(steps), "--eval-interval", str(steps + 1), "--eval-iters", "1",
             "--sample-tokens", "0", "--checkpoint-interval", str(steps + 1), "--no-progress", "--dropout", "0",
-            "--threads", str(threads), *CONFIGS[config]]
+            "--threads", str(threads), *CONFIGS[config], *flags]
     if ranks > 1:
         mpirun = shutil.which("mpirun") or os.path.join(sys.prefix, "bin", "mpirun")
         argv = [mpirun, "-n", str(ranks), *argv]
-    res = subprocess.run(argv, capture_output=True, text=True, env=worker_env(1), cwd=folder)
+    res = subprocess.run(argv, capture_output=True, text=True, env={**worker_env(1), **(env or {})}, cwd=folder)
     if res.returncode:
         raise SystemExit(f"{' '.join(argv)} failed:\n{res.stderr[-2000:]}")
     with open(out / "log.jsonl", encoding="utf-8") as f:

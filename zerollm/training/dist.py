@@ -39,9 +39,10 @@ from zerollm.io.fileio import NotRegularFile, sha256_file
 _SIZE_VARS = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "PMIX_SIZE", "MPI_LOCALNRANKS")
 
 
-# A waiting rank's sleeps start short (ranks on idle cores arrive microseconds apart) and double up to a
-# millisecond, which is small against a training step and lets a busy machine run the other ranks.
-_FIRST_PAUSE, _LONGEST_PAUSE = 2e-5, 1e-3
+# A waiting rank first polls for SPIN seconds: ranks on idle cores arrive within a millisecond of each
+# other, and a sleep there would only add its wake-up time to every step. A longer wait (the other rank
+# is descheduled, or rank 0 writes a checkpoint) sleeps, in pauses that double up to a millisecond.
+_SPIN, _FIRST_PAUSE, _LONGEST_PAUSE = 2e-3, 5e-5, 1e-3
 WAITS = ("sleep", "spin")
 
 
@@ -85,14 +86,17 @@ class World:
         MPICH waits in a busy loop: a rank that finishes its shard first spins at full speed until the
         others arrive. On a quiet machine that costs nothing, since each rank has its own core; on a busy
         one the spinning rank takes CPU time that the rank it waits for needs (docs/distributed.md
-        measures it). So the ranks first meet in a non-blocking barrier polled with short sleeps, and the
-        collective itself then starts with everyone present. ZEROLLM_MPI_WAIT=spin keeps MPI's own wait.
+        measures it). So the ranks first meet in a non-blocking barrier, polled for a moment and then
+        with short sleeps, and the collective itself starts with everyone present.
+        ZEROLLM_MPI_WAIT=spin keeps MPI's own wait.
         """
         if self.polite:
             request, pause = self.comm.Ibarrier(), _FIRST_PAUSE
+            spin_until = time.perf_counter() + _SPIN
             while not request.Test():
-                time.sleep(pause)
-                pause = min(2 * pause, _LONGEST_PAUSE)
+                if time.perf_counter() > spin_until:
+                    time.sleep(pause)
+                    pause = min(2 * pause, _LONGEST_PAUSE)
 
     def check_same(self, fingerprint, what):
         """Stop every rank (with one line on rank 0) unless all ranks hold the same ``fingerprint``."""

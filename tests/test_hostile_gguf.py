@@ -98,6 +98,7 @@ BACKTRACKING = [
 ]
 
 
+@pytest.mark.slow           # a zerollm process per pattern, each with a timeout
 @pytest.mark.parametrize("pattern, prompt", BACKTRACKING, ids=[p for p, _ in BACKTRACKING])
 def test_a_backtracking_split_regex_in_a_gguf_file_is_refused_at_load(good, tmp_path, pattern, prompt):
     bad = rewritten(good["gpt2"], tmp_path / "regex.gguf", {"zerollm.split_regex": V(pattern, T.STRING)})
@@ -106,6 +107,7 @@ def test_a_backtracking_split_regex_in_a_gguf_file_is_refused_at_load(good, tmp_
     assert "--pattern gpt2 or gpt4" in err
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("pattern", BACKTRACKING[:4] + BACKTRACKING[-1:], ids=lambda p: p[0])
 def test_a_backtracking_split_regex_in_a_tokenizer_json_is_refused_at_load(tok, tmp_path, pattern):
     """zerollm's own tokenizer.json (its "regex") and a Hugging Face one (the pre_tokenizer's Split regex)."""

@@ -21,6 +21,8 @@ import pytest
 from tiny_runs import TINY_MODEL, random_base, tiny_run, tiny_text
 from zerollm.evaluate.taskfiles import MARKER
 
+pytestmark = pytest.mark.slow      # every case starts a zerollm process: the full suite's, not the fast loop's
+
 REPO = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
 TIMEOUT = 20

@@ -19,6 +19,8 @@ import pytest
 
 from serve_helpers import server, tiny_chat_model
 
+pytestmark = pytest.mark.slow      # real servers, and clients cut off after timeouts: the full suite's, not the fast loop's
+
 CHAT, COMPLETIONS = "/v1/chat/completions", "/v1/completions"
 GOOD = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}
 MAX_BODY = 2_000_000

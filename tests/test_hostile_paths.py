@@ -8,6 +8,8 @@ lies inside a run, a checkpoint or a model. Each case runs ``python -m zerollm``
 timeout: a command that hangs fails its case instead of hanging the suite.
 """
 
+import contextlib
+import io
 import json
 import os
 import shutil
@@ -30,15 +32,29 @@ REGULAR = "must be a regular file"
 NOT_REGULAR_OUT = "is not a regular file"
 
 
-def zerollm(*argv, cwd=None, stdin=subprocess.DEVNULL):
+def zerollm(*argv, cwd=None, stdin=subprocess.DEVNULL, blocks=True):
     """(exit code, stdout, stderr) of ``python -m zerollm ARGV``; a command still running after TIMEOUT
-    seconds (blocked on a pipe, reading a device without end) fails the test."""
+    seconds (blocked on a pipe, reading a device without end) fails the test. ``blocks=False``: a case that
+    cannot block (no pipe and no endless device in it) runs in this process, which is ~50 times faster."""
+    if not blocks:
+        return _in_process(argv)
     try:
         done = subprocess.run([sys.executable, "-m", "zerollm", *map(str, argv)], cwd=cwd, env=ENV, stdin=stdin,
                               capture_output=True, timeout=TIMEOUT)
     except subprocess.TimeoutExpired:
         pytest.fail(f"zerollm {' '.join(map(str, argv))} still ran after {TIMEOUT} s (blocked on a special file?)")
     return done.returncode, done.stdout.decode("utf-8", "replace"), done.stderr.decode("utf-8", "replace")
+
+
+def _in_process(argv):
+    from zerollm.cli.entry import main
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main([str(a) for a in argv])
+        except SystemExit as exc:
+            code = exc.code
+    return code, out.getvalue(), err.getvalue()
 
 
 def refused(result, fragment, progress=False):
@@ -197,7 +213,7 @@ FOLDERS_WANTED = {("report --results FILE", "folder"), ("train --data", "folder"
 @pytest.mark.parametrize("role, kind", [(r, k) for r in INPUTS for k in KINDS if (r, k) not in FOLDERS_WANTED])
 def test_a_special_file_read_as_a_file_is_refused(run, tmp_path, role, kind):
     path, argv = INPUTS[role](run, tmp_path, kind)
-    result = zerollm(*argv)
+    result = zerollm(*argv, blocks=kind == "fifo")
     refused(result, REGULAR, progress=argv[0] == "train")
     assert str(path) in result[2]
     assert not any((tmp_path / name).exists() for name in ("r.html", "prepared", "new"))
@@ -214,7 +230,7 @@ def test_a_device_given_as_an_input_is_refused_not_read_forever(run, tmp_path, c
     if command == "attention --x":          # its files are named .json or .npy: a link with that name
         os.symlink(device, tmp_path / "x.json")
         argv = ["attention", *[a for flag in ("--x", "--wq", "--wk", "--wv") for a in (flag, tmp_path / "x.json")]]
-    refused(zerollm(*argv), f"is a character device, not a")
+    refused(zerollm(*argv, blocks=device != "/dev/null"), f"is a character device, not a")
 
 
 @pytest.mark.parametrize("command", ["eval", "prepare", "tasks eval"])
@@ -306,7 +322,7 @@ def test_a_special_file_as_an_output_is_never_written(run, tmp_path, role, kind,
     special(path, kind)
     flag = "--force" if role != "convert --to FILE.gguf" else "--overwrite"
     argv = [a for a in argv if a != "--overwrite"] + ([flag] if force else [])
-    refused(zerollm(*argv), NOT_REGULAR_OUT)
+    refused(zerollm(*argv, blocks=kind == "fifo"), NOT_REGULAR_OUT)
     assert os.path.lexists(path) and not path.is_file()
 
 
@@ -418,7 +434,7 @@ def test_an_output_never_replaces_or_enters_an_input(run, tmp_path, hf_sharded, 
     if force:
         argv += ["--overwrite"] if argv[0] == "convert" else ["--force"]
     before, listing = snapshot(kept), sorted(os.listdir(kept.parent))
-    refused(zerollm(*argv), fragment)
+    refused(zerollm(*argv, blocks=False), fragment)
     assert snapshot(kept) == before and sorted(os.listdir(kept.parent)) == listing
 
 

@@ -14,6 +14,7 @@ import numpy as np
 
 from zerollm.model import budget
 from zerollm.io.errors import ZeroLLMError
+from zerollm.io.validate import require_finite
 from zerollm.interop import quant
 from zerollm.interop.gguf import _CONV1D, _EXPERTS, _gguf_name, _hf_name, _permute, _split, as_float, read_gguf
 from zerollm.interop.gguf_meta import REQUIRED, value
@@ -146,7 +147,6 @@ def hf_floats(tensors, arch, cfg, where):
 def _finite_float(t, name, where):
     """as_float(t), refused by its GGUF name when not finite: a float16 block scale of inf or NaN
     damages all 32 numbers of its block (inf times a zero code is NaN, no warning line wanted first)."""
-    from zerollm.io.validate import require_finite
     with np.errstate(invalid="ignore", over="ignore"):
         a = as_float(t)
     require_finite({name: a}, where)

@@ -20,6 +20,7 @@ import sys
 import time
 
 import numpy as np
+from zerollm.interop.opening import Source, open_model, save_zerollm
 
 SHAPES = {"shakespeare-modern": dict(preset="shakespeare-modern", corpus="shakespeare"),
           "tang": dict(preset="tang", corpus="tang"),
@@ -42,9 +43,9 @@ def make_model(name, out, train_iters):
             "--eval-interval", str(max(train_iters, 1)), "--eval-iters", "2", "--gelu", "tanh"]
     if not os.path.isdir(run) and main(argv) != 0:
         sys.exit(f"training {name} failed")
-    model = hf.load_zerollm(run)
+    model = open_model(Source(ckpt=run), tokenizer="skip").model
     note = f"trained {train_iters} steps" if train_iters else "random weights (1 step)"
-    return model, hf.load_zerollm_tokenizer(run), note
+    return model, open_model(Source(ckpt=run), tokenizer="may").tokenizer, note
 
 
 def validation_ids(tok, corpus, n_tokens):

@@ -26,6 +26,7 @@ import time
 
 from zerollm.io import docsmode
 from zerollm.training.runlog import read_log
+from zerollm.interop.opening import Source, open_model, save_zerollm
 
 
 def train(preset, out, threads):
@@ -50,13 +51,12 @@ def train(preset, out, threads):
 def full_val_loss(out):
     """The final checkpoint's mean loss over the whole validation split (windows of block_size)."""
     import numpy as np
-    from zerollm.training.checkpoint import load_model
     from zerollm.cli.commands.evaluate import evaluate_loss
     from zerollm.data.tokens import load_prepared
     val = np.asarray(load_prepared(os.path.join(out, "data"))[1], dtype=np.int64)
     if docsmode.active():                        # tests/test_docs_run.py: a slice, in a second
         val = val[:docsmode.limit("evaluation batches", len(val) // 64) * 64 + 1]
-    return float(evaluate_loss(load_model(out)[0], val)[0])
+    return float(evaluate_loss(open_model(Source(ckpt=out), tokenizer="skip").model, val)[0])
 
 
 def fmt_time(seconds):

@@ -19,6 +19,7 @@ import re
 import subprocess
 import sys
 import time
+from zerollm.interop.opening import Source, open_model, save_zerollm
 
 VARIANTS = {"full": [], "lora r=4": ["--lora-r", "4"], "lora r=8": ["--lora-r", "8"],
             "lora r=16": ["--lora-r", "16"]}
@@ -97,7 +98,7 @@ def gpt2(args):
     base = os.path.join(out, "base")
     if not os.path.isdir(base):
         cfg = GPTConfig(vocab_size=50257, block_size=args.block, n_layer=args.n_layer, n_head=12, n_embd=768)
-        hf.save_zerollm(GPT(cfg, seed=0), base, tokenizer=ByteTokenizer())
+        save_zerollm(GPT(cfg, seed=0), base, tokenizer=ByteTokenizer())
     zerollm("tasks", "make", "acrostic", "--out", os.path.join(out, "sft.jsonl"), "--n", 64, "--split", "train")
     zerollm("tasks", "make", "prefs", "--out", os.path.join(out, "prefs.jsonl"), "--n", 64, "--split", "train")
     rows = []

@@ -10,9 +10,15 @@ import argparse
 import numpy as np
 
 from zerollm.io import docsmode
-from zerollm.training.checkpoint import load_model
 from zerollm.align.tasks.poems import form_report
 from zerollm.generation.sample import generate
+from zerollm.interop.opening import Source, open_model, save_zerollm
+
+
+def opened(path):
+    """(model, tokenizer, checkpoint) of a zerollm run, step or model directory."""
+    o = open_model(Source(ckpt=str(path)), tokenizer="may")
+    return o.model, o.tokenizer, o.checkpoint
 
 
 def sample_poems(model, tok, n, seed, temperature=0.8, top_k=None, batch=50, max_len=60):
@@ -40,7 +46,7 @@ def main():
     p.add_argument("--temperature", type=float, default=0.8)
     p.add_argument("--show", type=int, default=10, help="print this many samples")
     args = p.parse_args()
-    model, tok, ckpt = load_model(args.ckpt)
+    model, tok, ckpt = opened(args.ckpt)
     poems = sample_poems(model, tok, docsmode.limit("poems", args.poems), args.seed, args.temperature)
     for poem in poems[:args.show]:
         print(poem)

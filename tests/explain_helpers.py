@@ -7,8 +7,14 @@ from pathlib import Path
 import numpy as np
 
 from zerollm.data import corpora
-from zerollm.training.checkpoint import load_model
 from zerollm.cli import main
+from zerollm.interop.opening import Source, open_model, save_zerollm
+
+
+def opened(path):
+    """(model, tokenizer, checkpoint) of a zerollm run, step or model directory."""
+    o = open_model(Source(ckpt=str(path)), tokenizer="may")
+    return o.model, o.tokenizer, o.checkpoint
 
 # a char model small enough to train in a couple of seconds, big enough to have learnt something
 TRAIN = ["--tokenizer", "char", "--n-layer", "2", "--n-head", "2", "--n-embd", "32", "--block-size", "32",
@@ -55,7 +61,7 @@ def page_data(html):
 def model_truth(run, text):
     """What the model itself says, computed here without the page's code: (ids, weights per layer
     (nh, T, T), probabilities (T, V), the tokenizer)."""
-    model, tok, _ = load_model(run)
+    model, tok, _ = opened(run)
     ids = tok.encode(text)[:model.config.block_size]
     logits, _ = model.forward(np.array([ids]), keep=True)
     weights = [w[0] for w in model.attention_weights()]

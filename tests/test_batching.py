@@ -15,6 +15,13 @@ from zerollm.model.kvcache import KVCache
 from zerollm.model.gpt import GPT, GPTConfig
 from zerollm.generation.sample import Sampling, filter_logits, generate, penalize, sample_next
 from tiny_runs import run_main, tiny_run
+from zerollm.interop.opening import Source, open_model, save_zerollm
+
+
+def opened(path):
+    """(model, tokenizer, checkpoint) of a zerollm run, step or model directory."""
+    o = open_model(Source(ckpt=str(path)), tokenizer="may")
+    return o.model, o.tokenizer, o.checkpoint
 
 
 def _model(pos="learned", dtype="float32", V=61, block=48):
@@ -228,9 +235,8 @@ def test_repetition_penalty_greedy_equals_transformers(tmp_path):
 
 def test_zerollm_sample_greedy_equals_the_scheduler(tmp_path_factory, capsys):
     """`zerollm sample --temperature 0` (and with --repetition-penalty) prints what the scheduler makes."""
-    from zerollm.training.checkpoint import load_model
     run = tiny_run(tmp_path_factory, "char")
-    model, tok, _ = load_model(str(run))
+    model, tok, _ = opened(str(run))
     for extra, sampling in (([], Sampling(0)), (["--repetition-penalty", "1.5"], Sampling(0, repetition_penalty=1.5))):
         code, out, err = run_main(["sample", "--ckpt", run, "--prompt", "ROMEO:", "--temperature", "0",
                                    "--max-new-tokens", "10", *extra], capsys)

@@ -15,6 +15,7 @@ from zerollm.cli import main
 from zerollm.io.errors import ZeroLLMError
 from zerollm.model.gpt import GPT, GPTConfig
 from zerollm.tokenizers import ENDOFTEXT, BPETokenizer, ByteTokenizer, CharTokenizer
+from zerollm.interop.opening import Source, open_model, save_zerollm
 
 POEM = {"prompt": "藏头诗：春夏秋冬", "completion": "春眠不觉晓，夏...。秋...，冬...。"}
 CONVERSATION = {"messages": [
@@ -133,10 +134,10 @@ def test_apply_chat_template_gives_our_ids_both_ways(tok, tmp_path):
 def test_convert_writes_the_template_of_a_chat_run(tmp_path):
     tok = chat.prepare_tokenizer(CharTokenizer.train(CORPUS), ["藏头诗："])
     model = GPT(GPTConfig(vocab_size=tok.vocab_size, block_size=32, n_layer=1, n_head=2, n_embd=8))
-    hf.save_zerollm(model, tmp_path / "z", tokenizer=tok)
+    save_zerollm(model, tmp_path / "z", tokenizer=tok)
     assert main(["convert", "--from", str(tmp_path / "z"), "--to", str(tmp_path / "h")]) == 0
     settings = json.loads((tmp_path / "h" / "tokenizer_config.json").read_text(encoding="utf-8"))
     assert settings["chat_template"] == chat.chat_template_jinja() and settings["eos_token"] == chat.END
     assert main(["convert", "--from", str(tmp_path / "h"), "--to", str(tmp_path / "z2")]) == 0   # and back
-    assert hf.load_zerollm_tokenizer(tmp_path / "z2").encode("藏头诗：春") == tok.encode("藏头诗：春")
+    assert open_model(Source(ckpt=tmp_path / "z2"), tokenizer="may").tokenizer.encode("藏头诗：春") == tok.encode("藏头诗：春")
     assert main(["sample", "--hf", str(tmp_path / "h"), "--prompt", "春夏", "--max-new-tokens", "3", "--seed", "0"]) == 0

@@ -19,6 +19,13 @@ from zerollm.teach.attention_walkthrough import SEED_WQ, SEED_X
 from zerollm.tokenizers import ByteTokenizer, CharTokenizer, train_tokenizer
 
 from explain_helpers import TEXT, bidirectional_view, flash_copy, model_truth, page_data, tiny_run
+from zerollm.interop.opening import Source, open_model, save_zerollm
+
+
+def opened(path):
+    """(model, tokenizer, checkpoint) of a zerollm run, step or model directory."""
+    o = open_model(Source(ckpt=str(path)), tokenizer="may")
+    return o.model, o.tokenizer, o.checkpoint
 
 
 @pytest.fixture(scope="module")
@@ -103,8 +110,7 @@ def test_bpe_token_labels_show_their_text():
 
 
 def test_model_view_equals_the_model(run):
-    from zerollm.training.checkpoint import load_model
-    model, tok, _ = load_model(run)
+    model, tok, _ = opened(run)
     view, notes = mv.model_view(model, tok, TEXT, name="x")
     ids, weights, probs, _ = model_truth(run, TEXT)
     assert view["ids"] == ids and notes == [] and len(view["att"]) == 2

@@ -21,6 +21,7 @@ from zerollm.interop.gguf_load import load_gguf
 from zerollm.model.gpt import GPT, GPTConfig
 from zerollm.nn.linear import quantized_matmul
 from zerollm.tokenizers import BPETokenizer, ByteTokenizer, CharTokenizer
+from zerollm.interop.opening import Source, open_model, save_zerollm
 
 GGML = {"q8_0": gguf.GGMLQuantizationType.Q8_0, "q4_0": gguf.GGMLQuantizationType.Q4_0}
 LLAMA = dict(norm="rmsnorm", pos="rope", mlp="swiglu", bias=False, n_kv_head=1, tie_embeddings=False, n_inner=96)
@@ -168,7 +169,7 @@ def test_fast_engine_runs_the_blocks_with_the_same_logits(tmp_path, layout):
 
 @pytest.fixture
 def model_dir(tmp_path, bpe):
-    return hf.save_zerollm(tiny(GPT2), tmp_path / "model", tokenizer=bpe)
+    return save_zerollm(tiny(GPT2), tmp_path / "model", tokenizer=bpe)
 
 
 def test_convert_sample_and_eval(tmp_path, model_dir, capsys, shakespeare_path):
@@ -304,10 +305,10 @@ def test_export_refusals(tmp_path, capsys, model_dir):
     not_gguf.write_text("my notes")
     code, _, err = run_main(["convert", "--from", model_dir, "--to", not_gguf, "--overwrite"], capsys)
     assert code == 1 and "not a GGUF file" in err and not_gguf.read_text() == "my notes"
-    char = hf.save_zerollm(tiny(GPT2, vocab=40), tmp_path / "char", tokenizer=CharTokenizer.train("abcdefg hij"))
+    char = save_zerollm(tiny(GPT2, vocab=40), tmp_path / "char", tokenizer=CharTokenizer.train("abcdefg hij"))
     code, _, err = run_main(["convert", "--from", char, "--to", tmp_path / "c.gguf"], capsys)
     assert code == 1 and "--tokenizer bpe" in err and not (tmp_path / "c.gguf").exists()
-    erf = hf.save_zerollm(tiny(dict(GPT2, gelu="erf")), tmp_path / "erf", tokenizer=ByteTokenizer())
+    erf = save_zerollm(tiny(dict(GPT2, gelu="erf")), tmp_path / "erf", tokenizer=ByteTokenizer())
     code, _, err = run_main(["convert", "--from", erf, "--to", tmp_path / "e.gguf"], capsys)
     assert code == 1 and "gelu='erf'" in err
 
@@ -328,7 +329,7 @@ def test_a_full_disk_keeps_the_old_file_and_says_the_disk_is_full(tmp_path, mode
     must say what the HF writer says, the old file must stay whole, and no temporary file may be left."""
     import os
     out = tmp_path / "m.gguf"
-    export_gguf(hf.load_zerollm(model_dir), out, quant_kind="q8_0")
+    export_gguf(open_model(Source(ckpt=model_dir), tokenizer="skip").model, out, quant_kind="q8_0")
     before = out.read_bytes()
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     for target, extra in ((out, ["--overwrite"]), (tmp_path / "new.gguf", [])):

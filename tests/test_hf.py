@@ -28,6 +28,13 @@ from zerollm.tokenizers import train_tokenizer
 from zerollm.teach.torch_ref import random_state
 
 from tiny_runs import run_main
+from zerollm.interop.opening import Source, open_model, save_zerollm
+
+
+def opened(path):
+    """(model, tokenizer, checkpoint) of a zerollm run, step or model directory."""
+    o = open_model(Source(ckpt=str(path)), tokenizer="may")
+    return o.model, o.tokenizer, o.checkpoint
 
 TOL = 1e-4
 NO_SPECIAL = dict(bos_token_id=None, eos_token_id=None, pad_token_id=None)
@@ -424,11 +431,11 @@ def test_shard_index_cannot_point_outside_the_directory(tmp_path):
 def test_save_and_load_zerollm_model_directory(tmp_path):
     tok = train_tokenizer("byte", "")
     model = random_gpt(EXPORT_CASES["llama-gqa-untied"][0])
-    hf.save_zerollm(model, tmp_path / "z", tokenizer=tok)
-    back = hf.load_zerollm(tmp_path / "z")
+    save_zerollm(model, tmp_path / "z", tokenizer=tok)
+    back = open_model(Source(ckpt=tmp_path / "z"), tokenizer="skip").model
     assert back.config == model.config and not back.training
     assert all(np.array_equal(back.params[n], v) for n, v in model.params.items())
-    assert hf.load_zerollm_tokenizer(tmp_path / "z").name == "byte"
+    assert open_model(Source(ckpt=tmp_path / "z"), tokenizer="may").tokenizer.name == "byte"
     assert not hf.is_hf_dir(tmp_path / "z")
 
 
@@ -437,10 +444,10 @@ def test_load_zerollm_reads_a_training_run(tmp_path):
     save_checkpoint(tmp_path / "run", step=3, model_config=model.config.to_dict(), train_config={},
                     params=model.params, optimizer_state={"m": {}, "v": {}, "t": 3}, rng_state={},
                     tokenizer_path=None)
-    back = hf.load_zerollm(tmp_path / "run")
+    back = open_model(Source(ckpt=tmp_path / "run"), tokenizer="skip").model
     idx = ids(37)
     assert np.array_equal(back.forward(idx)[0], model.forward(idx)[0])
-    assert hf.load_zerollm_tokenizer(tmp_path / "run") is None
+    assert open_model(Source(ckpt=tmp_path / "run"), tokenizer="may").tokenizer is None
 
 
 @pytest.mark.parametrize("make, case", [(llama, LLAMA_CASES["mqa-tied-theta500"]),
@@ -505,7 +512,7 @@ def test_convert_overwrite_replaces_the_model_and_keeps_everything_else(tmp_path
     before = clone_of_a_hub_repo(clone, random_gpt(GPTConfig(vocab_size=12, block_size=8, n_layer=1, n_head=2,
                                                              n_embd=8)))
     new = random_gpt(GPTConfig(vocab_size=12, block_size=8, n_layer=2, n_head=2, n_embd=8), seed=1)
-    hf.save_zerollm(new, tmp_path / "new", tokenizer=train_tokenizer("char", "abcdefgh\n"))
+    save_zerollm(new, tmp_path / "new", tokenizer=train_tokenizer("char", "abcdefgh\n"))
     code, out, err = run_main(["convert", "--from", tmp_path / "new", "--to", clone], capsys)
     assert code == 1 and len(err.strip().splitlines()) == 1 and err.rstrip().endswith("with --overwrite"), err
     assert "overwrite=True" not in err
@@ -546,9 +553,9 @@ def test_a_zerollm_directory_over_an_export_leaves_no_stale_tokenizer_config(tmp
     tok = train_tokenizer("char", "abcdefgh\n")
     hf.export(model, tmp_path / "m", tokenizer=tok)
     (tmp_path / "m" / "notes.txt").write_text("mine")
-    hf.save_zerollm(model, tmp_path / "m", tokenizer=tok, overwrite=True)
+    save_zerollm(model, tmp_path / "m", tokenizer=tok, overwrite=True)
     assert sorted(os.listdir(tmp_path / "m")) == ["config.json", "model.safetensors", "notes.txt", "tokenizer.json"]
-    assert hf.load_zerollm(tmp_path / "m").config.n_layer == 1
+    assert open_model(Source(ckpt=tmp_path / "m"), tokenizer="skip").model.config.n_layer == 1
 
 
 # ----------------------------------------------------------------------------
@@ -561,7 +568,6 @@ def test_a_reward_model_exports_as_a_sequence_classifier_with_the_same_rewards(t
     from transformers import AutoModelForSequenceClassification
     from tiny_runs import tiny_stage_base
     from zerollm.align.objectives.reward import read_rewards
-    from zerollm.interop.hf.native import load_run
     from zerollm.model.heads import split_head_params
     tiny_stage_base(tmp_path)
     run = tmp_path / "rm"
@@ -576,7 +582,7 @@ def test_a_reward_model_exports_as_a_sequence_classifier_with_the_same_rewards(t
     assert not (tmp_path / "rm-hf" / "adapter").exists()
     theirs = AutoModelForSequenceClassification.from_pretrained(tmp_path / "rm-hf", dtype=torch.float64).eval()
     assert theirs.config.num_labels == 1
-    model, tok, ckpt = load_run(run)                              # a LoRA run: with its base, adapters on
+    model, tok, ckpt = opened(run)                              # a LoRA run: with its base, adapters on
     head = split_head_params(ckpt.params)[1]
     assert (model.lora is not None) == lora
     assert np.abs(head["score.weight"]).max() > 0                 # trained: not the zero head it starts as

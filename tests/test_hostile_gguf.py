@@ -21,10 +21,11 @@ import pytest
 from tests.tiny_runs import run_main
 from zerollm.data import corpora
 from zerollm.interop.gguf import export_gguf
-from zerollm.interop.hf import export, save_zerollm
+from zerollm.interop.hf import export
 from zerollm.model.gpt import GPT, GPTConfig
 from zerollm.tokenizers import BPETokenizer
 from zerollm.tokenizers.patterns import GPT2_PATTERN, GPT4_PATTERN
+from zerollm.interop.opening import Source, open_model, save_zerollm
 
 T, V = gguf.GGUFValueType, gguf.GGUFValue
 LAYOUTS = {"gpt2": dict(gelu="tanh"),

@@ -19,6 +19,7 @@ import pytest
 
 from tiny_runs import TINY_MODEL, run_main, step_dir, tiny_run, tiny_text
 from zerollm.io.safetensors import load_file, load_metadata, save_file
+from zerollm.interop.opening import Source, open_model, save_zerollm
 
 BAD = {"nan": np.nan, "+inf": np.inf, "-inf": -np.inf}
 SPREAD = ("one", "all")
@@ -46,7 +47,7 @@ def made(tmp_path_factory):
     folder = tmp_path_factory.mktemp("weights")
     # n_embd 32: rows of whole 32-number blocks, so the GGUF matrices are really stored as q8_0 / q4_0
     model = GPT(GPTConfig(vocab_size=256, block_size=16, n_layer=1, n_head=2, n_embd=32), seed=0)
-    hf.save_zerollm(model, folder / "base", tokenizer=ByteTokenizer())
+    save_zerollm(model, folder / "base", tokenizer=ByteTokenizer())
     model.add_lora(LoRAConfig(r=2, alpha=4.0, targets=("c_attn", "c_proj", "c_fc")), np.random.default_rng(0))
     rng = np.random.default_rng(1)
     for a in model.lora.adapters.values():

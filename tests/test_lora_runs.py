@@ -15,10 +15,16 @@ from zerollm.interop import hf
 from zerollm.training.checkpoint import load_checkpoint
 from zerollm.cli.entry import main
 from zerollm.data.formats import write_jsonl
-from zerollm.interop.hf.native import load_run
 from zerollm.training.runlog import read_log
 
 from tiny_runs import acrostic_base, run_main
+from zerollm.interop.opening import Source, open_model, save_zerollm
+
+
+def opened(path):
+    """(model, tokenizer, checkpoint) of a zerollm run, step or model directory."""
+    o = open_model(Source(ckpt=str(path)), tokenizer="may")
+    return o.model, o.tokenizer, o.checkpoint
 
 pytestmark = pytest.mark.slow   # LoRA trainings of every stage through the CLI: not in the fast loop
 
@@ -59,8 +65,8 @@ def test_checkpoint_holds_adapters_and_new_rows_only_and_the_base_stays_frozen(l
     assert "wte.new_rows" in names                                 # the chat template's rows train
     assert set(ckpt.optimizer_state["m"]) == names                 # no AdamW state for the base
     assert ckpt.objective["lora"]["r"] == 4 and ckpt.objective["start"]["digest"]
-    model, _, _ = load_run(lora_run)
-    base = hf.load_zerollm(setup / "base")
+    model, _, _ = opened(lora_run)
+    base = open_model(Source(ckpt=setup / "base"), tokenizer="skip").model
     V0 = base.config.vocab_size
     for name, value in base.params.items():                        # bit-identical base after training
         assert np.array_equal(model.params[name][:V0] if name == "wte.weight" else model.params[name], value), name
@@ -102,12 +108,12 @@ def test_merge_equals_unmerged_and_sample_works(lora_run, setup, tmp_path, capsy
     merged_dir = tmp_path / "merged"
     code, out, err = run_main(["merge", "--from", lora_run, "--to", merged_dir], capsys)
     assert code == 0, err
-    model, _, _ = load_run(lora_run)
-    merged, _, _ = load_run(merged_dir)
+    model, _, _ = opened(lora_run)
+    merged, _, _ = opened(merged_dir)
     assert merged.lora is None and model.lora is not None
     idx = np.arange(1, 20)[None] % model.config.vocab_size
     a, b = model.forward(idx)[0], merged.forward(idx)[0]
-    base = hf.load_zerollm(setup / "base")
+    base = open_model(Source(ckpt=setup / "base"), tokenizer="skip").model
     assert np.abs(a - b).max() < 1e-5                               # merged == unmerged after training
     assert np.abs(a[..., :base.config.vocab_size] - base.forward(idx)[0]).max() > 1e-3   # and training changed it
     texts = []
@@ -149,7 +155,7 @@ def test_convert_writes_a_peft_adapter_that_sample_and_eval_read_back(lora_run, 
 
 def test_dpo_with_lora_uses_the_base_as_reference(lora_run, setup, tmp_path):
     from zerollm.align.stage import frozen_reference
-    model, _, _ = load_run(lora_run)
+    model, _, _ = opened(lora_run)
     ref = frozen_reference(model, None, None, 0)
     assert ref.lora is None and ref.params["h.0.attn.c_attn.weight"] is model.params["h.0.attn.c_attn.weight"]
     out = tmp_path / "dpo"
@@ -180,9 +186,9 @@ def test_a_changed_base_and_merging_into_its_own_run_are_refused(lora_run, setup
     shutil.copytree(setup / "base", base)
     assert main(["sft", "--init", str(base), "--data", str(setup / "train.jsonl"), "--out", str(run),
                  "--max-iters", "1", "--batch-size", "2", "--no-progress", "--lora-r", "2"]) == 0
-    model = hf.load_zerollm(base)
+    model = open_model(Source(ckpt=base), tokenizer="skip").model
     model.params["ln_f.weight"] += 1
-    hf.save_zerollm(model, base, tokenizer=hf.load_zerollm_tokenizer(base), overwrite=True)
+    save_zerollm(model, base, tokenizer=open_model(Source(ckpt=base), tokenizer="may").tokenizer, overwrite=True)
     for argv in (["sft", "--out", run, "--resume", "--max-iters", "2", "--no-progress"],
                  ["sample", "--ckpt", run, "--max-new-tokens", "2"]):
         code, out, err = run_main(argv, capsys)

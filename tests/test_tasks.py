@@ -15,6 +15,7 @@ from zerollm.model.gpt import GPT, GPTConfig
 from zerollm.align.tasks import TASKS, acrostic, addition, get_task, prefs
 from zerollm.align.tasks.evaluate import score, wilson
 from zerollm.tokenizers import CharTokenizer
+from zerollm.interop.opening import Source, open_model, save_zerollm
 
 HEADS = "春夏秋冬"
 PROMPT = "藏头诗：" + HEADS
@@ -154,7 +155,7 @@ def tiny_models(tmp_path_factory):
     base = CharTokenizer.train("\n0123456789+=" + "".join(p for _, p in acrostic.pool("heldout")))
     for name, tok in (("chat", chat.prepare_tokenizer(base, ["藏头诗："])), ("base", base)):
         model = GPT(GPTConfig(vocab_size=tok.vocab_size, block_size=48, n_layer=1, n_head=2, n_embd=16), seed=0)
-        hf.save_zerollm(model, folder / name, tokenizer=tok)
+        save_zerollm(model, folder / name, tokenizer=tok)
     return folder
 
 

@@ -9,6 +9,7 @@ import shutil
 from zerollm.data import corpora
 from zerollm.training.checkpoint import latest_checkpoint
 from zerollm.cli.entry import main
+from zerollm.interop.opening import Source, open_model, save_zerollm
 
 TINY_MODEL = ["--n-layer", "1", "--n-head", "2", "--n-embd", "8", "--block-size", "16", "--batch-size", "2",
               "--max-iters", "2", "--eval-interval", "1", "--eval-iters", "1", "--checkpoint-interval", "1",
@@ -58,7 +59,7 @@ def random_base(folder, chars, block_size):
     from zerollm.tokenizers import CharTokenizer
     tok = CharTokenizer.train(chars)
     model = GPT(GPTConfig(vocab_size=tok.vocab_size, block_size=block_size, n_layer=1, n_head=2, n_embd=16), seed=0)
-    hf.save_zerollm(model, folder / "base", tokenizer=tok)
+    save_zerollm(model, folder / "base", tokenizer=tok)
 
 
 def tiny_stage_base(folder):

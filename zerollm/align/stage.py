@@ -94,22 +94,17 @@ def _given(args, cls, skip=()):
 # the starting model
 
 def load_start(path=None, hf=None, force=None, adapter=None):
-    """(model, tokenizer, {"path", "hf", "digest"[, "adapter"]}) from --init DIR or --hf DIR, in eval mode;
-    ``adapter``: a PEFT adapter directory merged into it first."""
-    from zerollm.interop.hf.native import start_model
-    if hf:
-        from zerollm.interop.hf import load_tokenizer_dir
-        model, tok = start_model(hf=hf, adapter=adapter, force=force), load_tokenizer_dir(hf)
-    elif path:
-        from zerollm.interop.hf import load_zerollm_tokenizer
-        model, tok = start_model(path, adapter=adapter, force=force), load_zerollm_tokenizer(path)   # run or model dir
-        if tok is None:
-            raise ZeroLLMError(f"{path} has no tokenizer.json; a stage needs the tokenizer the model was trained with")
-    else:
+    """(model, tokenizer, {"path", "hf", "digest"[, "adapter"]}) from --init DIR or --hf DIR, in eval mode
+    (zerollm.interop.opening), every adapter folded in: a LoRA run's own, and ``adapter``, a PEFT adapter
+    directory."""
+    from zerollm.interop.opening import Source, open_model
+    if not (hf or path):
         raise ZeroLLMError("give --init DIR (a zerollm run) or --hf DIR (a Hugging Face model) to start from")
+    opened = open_model(Source(ckpt=None if hf else path, hf=hf, adapter=adapter, force=force), merged=True)
+    model = opened.model
     extra = {"adapter": os.path.abspath(adapter)} if adapter else {}
-    return model.eval(), tok, {"path": os.path.abspath(hf or path), "hf": bool(hf),
-                               "digest": weights_digest(model.params), **extra}
+    return model, opened.tokenizer, {"path": os.path.abspath(hf or path), "hf": bool(hf),
+                                     "digest": weights_digest(model.params), **extra}
 
 
 def frozen_reference(policy, tok, start, seed):

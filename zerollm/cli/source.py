@@ -1,8 +1,10 @@
 """Where the model of `zerollm sample`, `chat` and `serve` comes from: ``--ckpt DIR`` (a zerollm run),
 ``--hf DIR`` (a Hugging Face directory) or ``--gguf FILE``, with an optional ``--adapter``; the same
-flags and the same loading for all three."""
+flags for all three (and `zerollm eval`), and the one opener of zerollm.interop.opening."""
 
-from zerollm.io.errors import ZeroLLMError
+import sys
+
+from zerollm.interop.opening import Source, open_model
 
 
 def add_source_arguments(p):
@@ -16,23 +18,9 @@ def add_source_arguments(p):
 
 
 def load_source(args, prog="zerollm sample"):
-    """(model in eval mode, tokenizer) from args.ckpt, args.hf or args.gguf (args.force: the memory check);
-    ``prog`` names the command in what a GGUF load says on stderr."""
-    from zerollm.interop.hf.native import load_run, with_adapter
-    adapter = getattr(args, "adapter", None)
-    if args.gguf:
-        if adapter:
-            raise ZeroLLMError("--adapter goes on --ckpt or --hf models, not on a GGUF file; convert the model "
-                               "with its adapters merged (zerollm merge) instead")
-        from zerollm.interop.gguf_load import load_gguf_for
-        return load_gguf_for(args.gguf, prog, force=args.force)
-    if args.hf:
-        from zerollm.interop.hf import load, load_tokenizer_dir
-        return with_adapter(load(args.hf, force=args.force), adapter).eval(), load_tokenizer_dir(args.hf)
-    if not args.ckpt:
-        raise ZeroLLMError("give --ckpt DIR (a zerollm training run), --hf DIR (a Hugging Face model) "
-                           "or --gguf FILE (a GGUF file)")
-    model, tok, _ = load_run(args.ckpt, force=args.force)      # a LoRA run comes with its base
-    if tok is None:
-        raise ZeroLLMError(f"{args.ckpt} has no tokenizer.json, so text cannot be encoded")
-    return with_adapter(model, adapter).eval(), tok
+    """(model in eval mode, tokenizer) from args.ckpt, args.hf or args.gguf, with args.adapter on it
+    (zerollm.interop.opening.open_model); ``prog`` names the command in the notes it prints on stderr."""
+    opened = open_model(Source.of(args), prog=prog)
+    for note in opened.notes:
+        print(note, file=sys.stderr)
+    return opened.model, opened.tokenizer

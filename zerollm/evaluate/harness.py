@@ -61,16 +61,12 @@ def check_unknown(extra):
 
 
 def load(ckpt=None, hf=None):
-    """(model, tokenizer) of a zerollm directory or a Hugging Face directory."""
-    from zerollm.interop import hf as hf_io
+    """(model, tokenizer) of a zerollm directory or a Hugging Face directory (zerollm.interop.opening)."""
+    from zerollm.interop.opening import Source, open_model
     if (ckpt is None) == (hf is None):
         raise ZeroLLMError("give exactly one of model_args ckpt=DIR (zerollm) or hf=DIR (Hugging Face)")
-    if hf is not None:
-        return hf_io.load(str(hf)), hf_io.load_tokenizer_dir(str(hf))
-    model, tok = hf_io.load_zerollm(str(ckpt)), hf_io.load_zerollm_tokenizer(str(ckpt))
-    if tok is None:
-        raise ZeroLLMError(f"{ckpt} has no tokenizer.json, so lm-eval's texts cannot be encoded")
-    return model, tok
+    opened = open_model(Source(ckpt=None if ckpt is None else str(ckpt), hf=None if hf is None else str(hf)))
+    return opened.model, opened.tokenizer
 
 
 @register_model("zerollm")

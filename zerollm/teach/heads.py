@@ -254,12 +254,11 @@ def trained_maps(args):
     directory (``zerollm convert`` or ``merge``; a LoRA run comes with its base) reads --text."""
     from dataclasses import replace
 
-    from zerollm.interop.hf.native import load_run
+    from zerollm.interop.opening import Source, open_model
     if args.text is None:
         raise ZeroLLMError("--ckpt needs --text: the trained model reads your text")
-    model, tok, ckpt = load_run(args.ckpt, force=args.force)
-    if tok is None:
-        raise ZeroLLMError(f"{args.ckpt} has no tokenizer.json, so --text cannot be encoded")
+    opened = open_model(Source(ckpt=args.ckpt, force=args.force or None))
+    model, tok, ckpt = opened.model, opened.tokenizer, opened.checkpoint
     try:
         ids = tok.encode(args.text)
     except UnknownCharacters as err:

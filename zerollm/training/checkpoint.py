@@ -407,36 +407,6 @@ def _load_optimizer(path, dtype=None):
     return state
 
 
-def lora_base_digest(objective):
-    """The digest of the base a LoRA run's adapters belong to (its start, or the seeded model of `train`)."""
-    return (objective.get("start") or {}).get("digest") or objective.get("base_digest")
-
-
-def adapted_model(base, trainable, cfg, ckpt):
-    """The model of a LoRA checkpoint: ``base`` (checked by digest), its adapters, and the embedding rows the
-    run added ("wte.new_rows") appended to the base's table."""
-    from zerollm.model.gpt import GPT
-    from zerollm.nn.lora import LoRAConfig
-    if weights_digest(base.params) != lora_base_digest(ckpt.objective):
-        raise ZeroLLMError(f"{ckpt.path}: its adapters were trained on another base model (the base's weights "
-                           "digest differs); put back the model the run started from")
-    saved = ckpt.objective["lora"]
-    model = GPT(cfg, init=False)
-    V0 = base.config.vocab_size
-    for name, value in base.params.items():
-        if name in ("wte.weight", "lm_head.weight") and cfg.vocab_size > V0:
-            value = np.concatenate([value, trainable[name.split(".")[0] + ".new_rows"]], axis=0)
-        np.copyto(model.params[name], value)
-    model.add_lora(LoRAConfig(**{**saved, "targets": tuple(saved["targets"])}), np.random.default_rng(0))
-    model.lora.base_vocab = V0
-    for name, value in model.trainable().items():
-        if name not in trainable:
-            raise ZeroLLMError(f"{ckpt.path}: model.safetensors lacks {name}; {_DAMAGED}")
-        np.copyto(value, trainable[name])
-    model.lora.check_fold(model.params, os.path.join(ckpt.path, "model.safetensors"))
-    return model
-
-
 def weights_digest(params):
     """sha256 over every parameter's name, dtype, shape and bytes, in name order: the model's identity."""
     h = hashlib.sha256()
@@ -445,51 +415,3 @@ def weights_digest(params):
         h.update(f"{name}:{a.dtype.str}:{a.shape};".encode())
         h.update(a.tobytes())
     return h.hexdigest()
-
-
-# ----------------------------------------------------------------------------
-# a trained model, ready to use
-
-def load_model(path, *, force=None, base=None):
-    """(GPT in eval mode, tokenizer or None, Checkpoint) from a run directory or a step directory.
-
-    Parameters that are not the GPT's own (a reward or value head, zerollm.model.heads) stay in ckpt.params.
-    force=True: load even when the memory estimate says it will not fit (zerollm.model.budget).
-    base: for a LoRA run (its checkpoint holds adapters, not the base), base(ckpt) -> the base GPT it was
-    trained on (zerollm.interop.hf.load_zerollm finds it); checked against the digest saved with the run."""
-    from zerollm.model import budget
-    from zerollm.model.config import GPTConfig
-    from zerollm.model.heads import split_head_params
-    from zerollm.model.gpt import GPT
-    from zerollm.tokenizers import load_tokenizer
-    ckpt = load_checkpoint(path, optimizer=False, force=force)
-    cfg = GPTConfig.from_dict(ckpt.model_config, ckpt.config_path, "model")
-    budget.require(budget.loading(cfg, what=f"the model of {ckpt.path}"), force=force)   # before allocating it
-    trunk, _ = split_head_params(ckpt.params)
-    if (ckpt.objective or {}).get("lora"):
-        if base is None:
-            raise ZeroLLMError(f"{ckpt.path} holds LoRA adapters, not the base model; load it with "
-                               "zerollm.interop.hf.load_zerollm (it finds the base), or fold them in with `zerollm merge`")
-        model = adapted_model(base(ckpt), trunk, cfg, ckpt)
-    else:
-        model = GPT(cfg, init=False)
-        model.load_state_dict(trunk)
-    tokenizer = load_tokenizer(ckpt.tokenizer_path) if ckpt.tokenizer_path else None
-    if tokenizer is not None:
-        check_tokenizer(tokenizer, cfg, ckpt)
-    return model.eval(), tokenizer, ckpt
-
-
-def check_tokenizer(tokenizer, cfg, ckpt):
-    """The step's tokenizer.json must be the one the model was trained with: the kind config.json names, and
-    no more tokens than the model has rows for (a model may have more: vocabularies are padded). A file that
-    was replaced or damaged would otherwise turn ids into the wrong text without a word."""
-    fix = (f"the file was replaced or damaged: restore it (the run's data/tokenizer.json, or the one the run "
-           "was prepared with, is the same file)")
-    kind = ckpt.tokenizer_kind
-    if kind is not None and tokenizer.name != kind:
-        raise ZeroLLMError(f"{ckpt.tokenizer_path} is a {tokenizer.name} tokenizer, but {ckpt.config_path} says "
-                           f"this model was trained with a {kind} tokenizer; {fix}")
-    if tokenizer.vocab_size > cfg.vocab_size:
-        raise ZeroLLMError(f"{ckpt.tokenizer_path} has {tokenizer.vocab_size:,} tokens, but the model has only "
-                           f"{cfg.vocab_size:,} (vocab_size in {ckpt.config_path}); {fix}")

@@ -213,13 +213,11 @@ def format_pair_report(report):
 
 
 def load_reward_model(path):
-    """(GPT trunk in eval mode, {"score.weight", "score.bias"}, tokenizer) of a reward-model checkpoint."""
-    from zerollm.training.checkpoint import load_model
-    from zerollm.model.heads import split_head_params
-    model, tok, ckpt = load_model(path)
-    _, heads = split_head_params(ckpt.params)
+    """(GPT trunk in eval mode, {"score.weight", "score.bias"}, tokenizer) of a reward-model checkpoint
+    (zerollm.interop.opening; a LoRA reward run comes with its base)."""
+    from zerollm.interop.opening import Source, open_model
+    opened = open_model(Source(ckpt=path), tokenizer="may")
+    heads = opened.heads
     if not {"score.weight", "score.bias"} <= set(heads):
         raise ZeroLLMError(f"{path} is not a reward model (it has no score head); train one with 'zerollm reward'")
-    if tok is None:
-        raise ZeroLLMError(f"{path} has no tokenizer.json; the reward model cannot read text without it")
-    return model, {k: heads[k] for k in ("score.weight", "score.bias")}, tok
+    return opened.model, {k: heads[k] for k in ("score.weight", "score.bias")}, opened.need_tokenizer()

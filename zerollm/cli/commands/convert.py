@@ -48,16 +48,6 @@ def _describe(model):
     return f"{kind}, n_layer={cfg.n_layer}, {model.num_params():,} parameters"
 
 
-def _try_tokenizer(loader, src):
-    """Weights convert even when the tokenizer cannot (e.g. Llama's SentencePiece): warn and go on."""
-    try:
-        return loader(src)
-    except ZeroLLMError as err:
-        print(f"zerollm convert: warning: tokenizer not converted: {' '.join(str(err).split())}",
-              file=sys.stderr)
-        return None
-
-
 def _adapter_writer(model, dst):
     """A LoRA run converts to its base plus a PEFT adapter directory DST/adapter (zerollm.interop.peft)."""
     if model.lora is None:
@@ -114,21 +104,35 @@ def run(args):
     return code
 
 
+def _open(args):
+    """The model of --from (a Hugging Face or a zerollm directory) with its tokenizer (None with --no-tokenizer).
+    A Hugging Face model's weights convert even when its tokenizer cannot (e.g. Llama's SentencePiece): a
+    warning; a zerollm tokenizer.json that cannot be read is damaged, and an error."""
+    from zerollm.interop import hf
+    from zerollm.interop.opening import Source, open_model
+    foreign = hf.is_hf_dir(args.src)
+    where = {"hf": args.src} if foreign else {"ckpt": args.src}
+    mode = "skip" if args.no_tokenizer else "try" if foreign else "may"
+    opened = open_model(Source(**where, force=args.force), tokenizer=mode)
+    if opened.tokenizer_error:
+        print(f"zerollm convert: warning: tokenizer not converted: {opened.tokenizer_error}", file=sys.stderr)
+    return opened
+
+
 def _convert(args):
     from zerollm.interop import hf
+    from zerollm.interop.opening import save_zerollm
 
+    opened = _open(args)
+    model, tokenizer, heads = opened.model, opened.tokenizer, opened.heads
     to_zerollm = hf.is_hf_dir(args.src)
     if to_zerollm:
-        model = hf.load(args.src, force=args.force)
-        tokenizer = None if args.no_tokenizer else _try_tokenizer(hf.load_tokenizer_dir, args.src)
-        path = hf.save_zerollm(model, args.dst, tokenizer=tokenizer, overwrite=args.overwrite)
+        path = save_zerollm(model, args.dst, tokenizer=tokenizer, overwrite=args.overwrite)
         target = "zerollm model directory"
     else:
-        model, heads = hf.load_zerollm_and_heads(args.src, force=args.force)
         score = _reward_head(heads)
         if score is not None and model.lora is not None:
             model = model.merged()                       # the classifier is one model: adapters folded in
-        tokenizer = None if args.no_tokenizer else _try_tokenizer(hf.load_zerollm_tokenizer, args.src)
         path = hf.export(model, args.dst, tokenizer=tokenizer, overwrite=args.overwrite,
                          also=_adapter_writer(model, args.dst), score=score)
         if score is not None:
@@ -154,12 +158,8 @@ def _to_gguf(args):
 
     check_gguf_target(args.dst, args.overwrite)          # fail before loading a big model
     with writing(args.dst, beside=True):
-        if hf.is_hf_dir(args.src):
-            model, heads = hf.load(args.src, force=args.force), {}
-            tokenizer = None if args.no_tokenizer else _try_tokenizer(hf.load_tokenizer_dir, args.src)
-        else:
-            model, heads = hf.load_zerollm_and_heads(args.src, force=args.force)
-            tokenizer = None if args.no_tokenizer else hf.load_zerollm_tokenizer(args.src)
+        opened = _open(args)
+        model, tokenizer, heads = opened.model, opened.tokenizer, opened.heads
         done = export_gguf(model, args.dst, tokenizer=tokenizer, quant_kind=args.quant or "f32",
                            overwrite=args.overwrite)
     if _reward_head(heads) is not None:

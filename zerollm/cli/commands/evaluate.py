@@ -7,6 +7,7 @@ models with different tokenizers (zerollm.evaluate.bpb).
 """
 
 import os
+import sys
 
 import numpy as np
 
@@ -53,17 +54,13 @@ def run(args):
     keep_freed_memory()             # reuse freed activation memory step after step (zerollm.engine.memory)
     apply_engine_argument(args)     # --engine numpy|fast (zerollm.engine)
     from zerollm.data.tokens import read_corpus
-    if args.gguf:
-        from zerollm.interop.gguf_load import load_gguf_for
-        (model, tok), source = load_gguf_for(args.gguf, "zerollm eval", force=args.force), args.gguf
-    else:
-        from zerollm.interop.hf.native import load_run
-        model, tok, ckpt = load_run(args.ckpt, force=args.force)
-        source = f"checkpoint step {ckpt.step}" if ckpt is not None else "a model directory"
-    from zerollm.interop.hf.native import with_adapter
-    model = with_adapter(model, args.adapter)
-    if tok is None:
-        raise ZeroLLMError(f"{args.ckpt} has no tokenizer.json, so the text cannot be encoded")
+    from zerollm.interop.opening import Source, open_model
+    opened = open_model(Source.of(args), prog="zerollm eval")
+    for note in opened.notes:
+        print(note, file=sys.stderr)
+    model, tok, ckpt = opened.model, opened.tokenizer, opened.checkpoint
+    source = (args.gguf if args.gguf else f"checkpoint step {ckpt.step}" if ckpt is not None
+              else "a model directory")
     cfg = model.config
     budget.require(budget.tokenizing(_file_size(args.data), hint="--data (a shorter file)"), force=args.force)
     text, _ = read_corpus(args.data)

@@ -25,7 +25,7 @@ def add_arguments(p):
 def merged_run(src, dst, force=None):
     """Load the LoRA run ``src`` (from its base), fold the adapters in, save a checkpoint at ``dst``."""
     from zerollm.training.checkpoint import latest_checkpoint, save_checkpoint
-    from zerollm.interop.hf.native import load_run
+    from zerollm.interop.opening import Source, open_model
     from zerollm.io.outdir import check_outside_runs, check_separate
     check_separate(dst, [src], "--to", "--from")              # merging into its own run would destroy it
     check_outside_runs(dst, "--to")                           # nor into another run, checkpoint or model
@@ -38,7 +38,8 @@ def merged_run(src, dst, force=None):
         raise ZeroLLMError(f"--to {dst} is a folder that already holds files ({', '.join(held[:3])}"
                            f"{' ...' if len(held) > 3 else ''}); merge writes a new run directory: choose a new or "
                            "empty one")
-    model, tok, ckpt = load_run(src, force=force)
+    opened = open_model(Source(ckpt=src, force=force), tokenizer="may")    # read to check it; its file is copied
+    model, ckpt = opened.model, opened.checkpoint
     if model.lora is None:
         raise ZeroLLMError(f"{src} was not trained with LoRA (no --lora-r): there are no adapters to merge")
     merged = model.merged()

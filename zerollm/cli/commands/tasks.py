@@ -121,11 +121,9 @@ def _make_lm_eval(args):
 
 
 def _load(path):
-    from zerollm.interop.hf import load_zerollm, load_zerollm_tokenizer
-    model, tok = load_zerollm(path), load_zerollm_tokenizer(path)
-    if tok is None:
-        raise ZeroLLMError(f"{path} has no tokenizer.json, so prompts cannot be encoded")
-    return model, tok
+    from zerollm.interop.opening import Source, open_model
+    opened = open_model(Source(ckpt=path))
+    return opened.model, opened.tokenizer
 
 
 def _eval(args):

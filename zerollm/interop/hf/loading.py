@@ -48,7 +48,8 @@ def load(path, dtype="float32", *, force=None):
     hf = read_json(where, what="Hugging Face config")
     if isinstance(hf, dict) and "format" in hf:
         raise ZeroLLMError(f"{path} is a zerollm directory ({hf['format']}), not a Hugging Face one; "
-                           "give it as --ckpt DIR on the command line (in Python: zerollm.interop.hf.load_zerollm)")
+                           "give it as --ckpt DIR on the command line (in Python: zerollm.interop.opening.open_model"
+                           "(Source(ckpt=DIR)))")
     family, cfg = hf_to_config(hf, where, dtype)
     budget.require(budget.loading(cfg, what=f"loading {path}"), force=force)   # before reading any weight
     tensors = read_tensors(path, family, np.dtype(dtype))       # each one checked finite (as dtype)

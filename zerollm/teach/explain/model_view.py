@@ -32,19 +32,13 @@ VISIBLE = {" ": "␣", "\n": "↵", "\t": "⇥", "\r": "␍"}
 
 def load_source(ckpt=None, hf=None):
     """(model in eval mode, tokenizer, display name, log.jsonl path or None) from --ckpt or --hf."""
-    if hf is not None:
-        from zerollm.interop.hf import load, load_tokenizer_dir
-        return load(hf), load_tokenizer_dir(hf), os.path.basename(os.path.normpath(hf)), None
-    from zerollm.interop.hf.native import load_run
-    model, tok, checkpoint = load_run(ckpt)          # a run, a step, or a model directory (convert, merge)
-    if tok is None:
-        raise ZeroLLMError(f"{ckpt} has no tokenizer.json, so --text cannot be encoded; point --ckpt at a "
-                           "run directory written by `zerollm train`")
+    from zerollm.interop.opening import Source, open_model
+    opened = open_model(Source(ckpt=ckpt, hf=hf))     # a run, a step, a model directory (convert, merge), or HF
+    checkpoint = opened.checkpoint
     if checkpoint is None:                           # a model directory: no steps, no log
-        return model.eval(), tok, os.path.basename(os.path.normpath(ckpt)), None
+        return opened.model, opened.tokenizer, opened.name, None
     log = os.path.join(os.path.dirname(checkpoint.path), "log.jsonl")   # RUN/log.jsonl beside RUN/step-N
-    name = f"{os.path.normpath(ckpt)} (step {checkpoint.step})"
-    return model, tok, name, log if os.path.isfile(log) else None
+    return opened.model, opened.tokenizer, opened.name, log if os.path.isfile(log) else None
 
 
 def naive_twin(model):

@@ -187,3 +187,65 @@ def test_a_module_marked_slow_leaves_the_fast_loop(tmp_path):
     (tmp_path / "test_c.py").write_text("import pytest\nfrom zerollm import model\n"
                                         "@pytest.mark.slow\ndef test_x():\n    pass\ndef test_y():\n    pass\n")
     assert fast_test_modules(tmp_path) == {"test_c.py": {"model"}}
+
+
+# ----------------------------------------------------------------------------
+# one way to open a model (issue #56): the readers behind open_model have one caller
+
+OPENERS = {                     # (module, function): what reads a saved model or its tokenizer
+    ("zerollm.training.modeldir", "load_trained"), ("zerollm.training.modeldir", "read_tokenizer"),
+    ("zerollm.interop.hf.loading", "load"), ("zerollm.interop.hf.loading", "load_tokenizer_dir"),
+    ("zerollm.interop.hf", "load"), ("zerollm.interop.hf", "load_tokenizer_dir"),
+    ("zerollm.interop.gguf_load", "load_gguf"), ("zerollm.tokenizers", "load_tokenizer"),
+}
+OPENER_MAY_CALL = {
+    "zerollm.interop.opening": {f for _, f in OPENERS},          # the one opener
+    "zerollm.interop.hf": {"load", "load_tokenizer_dir"},          # re-exports its own loader
+    "zerollm.data.tokens": {"load_tokenizer"},                     # a prepared data folder, not a model
+}
+
+
+def opener_uses(name, source):
+    """The OPENERS functions that module ``name`` reaches: imported by name (``from M import f``) or called
+    through an imported module (``from P import m; m.f()``, ``import M as m; m.f()``)."""
+    tree = ast.parse(source)
+    used, aliases = set(), {}
+    openers = {m for m, _ in OPENERS}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            for a in node.names:
+                if (node.module, a.name) in OPENERS:
+                    used.add(a.name)
+                if f"{node.module}.{a.name}" in openers:
+                    aliases[a.asname or a.name] = f"{node.module}.{a.name}"
+        elif isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name in openers and a.asname:
+                    aliases[a.asname] = a.name
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in aliases:
+            if (aliases[node.value.id], node.attr) in OPENERS:
+                used.add(node.attr)
+    return used
+
+
+def test_only_open_model_reads_a_saved_model_or_its_tokenizer():
+    bad = {}
+    for name, path in arch.modules().items():
+        if any(name == m for m, _ in OPENERS):
+            continue                                  # where a reader is defined
+        used = opener_uses(name, Path(path).read_text(encoding="utf-8")) - OPENER_MAY_CALL.get(name, set())
+        if used:
+            bad[name] = sorted(used)
+    assert not bad, f"open models with zerollm.interop.opening.open_model, not these readers: {bad}"
+
+
+def test_the_opener_check_sees_a_second_opener():
+    # the check above can fail: each way a module could reach a reader is caught
+    assert opener_uses("zerollm.cli.commands.x", "from zerollm.training.modeldir import load_trained\n") \
+        == {"load_trained"}
+    assert opener_uses("zerollm.teach.x", "from zerollm.interop import hf\nm = hf.load(p)\n") == {"load"}
+    assert opener_uses("zerollm.align.x", "from zerollm.training import modeldir as md\nt = md.read_tokenizer(p)\n") \
+        == {"read_tokenizer"}
+    assert opener_uses("zerollm.serve.x", "import zerollm.interop.gguf_load as g\ng.load_gguf(f)\n") == {"load_gguf"}
+    assert opener_uses("zerollm.cli.x", "from zerollm.interop import hf\nhf.is_hf_dir(p)\n") == set()

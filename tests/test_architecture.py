@@ -194,6 +194,7 @@ def test_a_module_marked_slow_leaves_the_fast_loop(tmp_path):
 
 OPENERS = {                     # (module, function): what reads a saved model or its tokenizer
     ("zerollm.training.modeldir", "load_trained"), ("zerollm.training.modeldir", "read_tokenizer"),
+    ("zerollm.training.modeldir", "saved_checkpoint"),
     ("zerollm.interop.hf.loading", "load"), ("zerollm.interop.hf.loading", "load_tokenizer_dir"),
     ("zerollm.interop.hf", "load"), ("zerollm.interop.hf", "load_tokenizer_dir"),
     ("zerollm.interop.gguf_load", "load_gguf"), ("zerollm.tokenizers", "load_tokenizer"),

@@ -128,7 +128,9 @@ def _open_hf(source, tokenizer):
 
 def _open_zerollm(source, tokenizer):
     path = os.fspath(source.ckpt)
-    model, heads, ckpt = modeldir.load_trained(path, force=source.force, base=lambda c: lora_base(c, source.force))
+    ckpt = modeldir.saved_checkpoint(path, force=source.force)
+    base = lora_base(ckpt, source.force) if modeldir.needs_base(ckpt) else None     # opened first, here: the
+    model, heads = modeldir.load_trained(path, ckpt, force=source.force, base=base)  # readers never call back up
     opened = Opened(model, None, os.path.basename(os.path.normpath(path)), heads=heads, checkpoint=ckpt)
     if ckpt is not None:
         opened.name = f"{os.path.normpath(path)} (step {ckpt.step})"

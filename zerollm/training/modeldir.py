@@ -58,18 +58,32 @@ def write_model_dir(folder, model, tokenizer=None):
         tokenizer.save(os.path.join(folder, "tokenizer.json"))
 
 
-def load_trained(path, *, force=None, base=None):
-    """(GPT in eval mode, {scalar head parameters}, Checkpoint or None) from a model directory, a run or a step.
+def saved_checkpoint(path, *, force=None):
+    """The Checkpoint (without optimizer moments) of a run or step directory, or None for a model directory."""
+    path = os.fspath(path)
+    if model_dir_config(path) is not None:       # None for anything else: a run, a step, or nothing (said here)
+        return None
+    return load_checkpoint(path, optimizer=False, force=force)
+
+
+def needs_base(ckpt):
+    """Does this checkpoint hold LoRA adapters (and no base)? Then load_trained needs the base model."""
+    return ckpt is not None and bool((ckpt.objective or {}).get("lora"))
+
+
+def load_trained(path, ckpt=None, *, force=None, base=None):
+    """(GPT in eval mode, {scalar head parameters}) of a model directory (ckpt None) or of the run or step
+    whose saved_checkpoint is ``ckpt``.
 
     The config is checked field by field, the model's memory against what is available (zerollm.model.budget;
     force=True only warns), and the weights must be finite. A reward run's "score.weight" / "score.bias" or a
     PPO run's value head (zerollm.model.heads) come back as the heads; a model directory holds none.
-    base: for a LoRA run (its checkpoint holds adapters, not the base), base(ckpt) -> the base GPT it was
-    trained on; checked against the digest saved with the run.
+    base: the base GPT of a LoRA checkpoint (needs_base), which holds adapters only; checked against the
+    digest saved with the run.
     """
     path = os.fspath(path)
-    config = model_dir_config(path)              # None for anything else: a run, a step, or nothing (said below)
-    if config is not None:
+    if ckpt is None:
+        config = model_dir_config(path)
         cfg = GPTConfig.from_dict(config, os.path.join(path, "config.json"), "model")
         budget.require(budget.loading(cfg), force=force)
         weights = os.path.join(path, "model.safetensors")
@@ -77,21 +91,20 @@ def load_trained(path, *, force=None, base=None):
         require_finite(state, weights, cfg.dtype)
         model = GPT(cfg, init=False)
         model.load_state_dict(state)
-        return model.eval(), {}, None
-    ckpt = load_checkpoint(path, optimizer=False, force=force)
+        return model.eval(), {}
     cfg = GPTConfig.from_dict(ckpt.model_config, ckpt.config_path, "model")
     budget.require(budget.loading(cfg, what=f"the model of {ckpt.path}"), force=force)   # before allocating it
     trunk, heads = split_head_params(ckpt.params)
-    if (ckpt.objective or {}).get("lora"):
+    if needs_base(ckpt):
         if base is None:
             raise ZeroLLMError(f"{ckpt.path} holds LoRA adapters, not the base model; open it with "
                                "zerollm.interop.opening.open_model (it finds the base), or fold them in with "
                                "`zerollm merge`")
-        model = adapted_model(base(ckpt), trunk, cfg, ckpt)
+        model = adapted_model(base, trunk, cfg, ckpt)
     else:
         model = GPT(cfg, init=False)
         model.load_state_dict(trunk)
-    return model.eval(), heads, ckpt
+    return model.eval(), heads
 
 
 def read_tokenizer(path, ckpt=None):

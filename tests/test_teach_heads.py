@@ -94,7 +94,16 @@ def test_long_inputs_drop_the_tick_labels():
     (["--random", "--seq", "12", "--n-layer", "3", "--n-head", "1", "--bidirectional"], 3, 1, "zh",
      ["已写入", "双向", "行 = 层"]),
 ])
-def test_writes_a_png_of_the_grid(capsys, tmp_path, argv, n_layer, n_head, lang, words):
+def test_writes_a_png_of_the_grid(capsys, tmp_path, monkeypatch, argv, n_layer, n_head, lang, words):
+    # the fonts are fixed to DejaVu Sans, which matplotlib always ships: on a machine with a CJK font
+    # installed the code-point note for 或 would otherwise not appear (the test must not depend on fonts)
+    from zerollm.teach import heads
+    from zerollm.training import runlog
+
+    def dejavu_only(font_manager):
+        base = font_manager.findfont(font_manager.FontProperties(family="DejaVu Sans"), fallback_to_default=True)
+        return ["DejaVu Sans"], runlog._charmap(base)
+    monkeypatch.setattr(heads, "find_fonts", dejavu_only)
     out_path = tmp_path / "heads.png"
     with warnings.catch_warnings():
         warnings.simplefilter("error")          # e.g. matplotlib's "Glyph ... missing from font(s)"

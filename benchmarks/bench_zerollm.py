@@ -17,7 +17,8 @@ from zerollm.engine import get_engine, set_engine
 from zerollm.model.gpt import GPT
 from zerollm.training.optim import AdamW, clip_grad_norm
 from zerollm.training.parallel import ShardedModel
-from zerollm.generation.sample import generate
+from zerollm.generation.decode import generate
+from zerollm.generation.sample import Sampling
 
 # ----------------------------------------------------------------------------
 # the model: training step, forward only, generation
@@ -117,7 +118,7 @@ def generate_step(params):
     rng = np.random.default_rng(params["seed"])            # unused by greedy decoding
 
     def step():
-        tokens = generate(model, ids, params["new_tokens"], temperature=0.0, rng=rng, use_cache=True)
+        tokens = generate(model, ids, params["new_tokens"], Sampling(0.0), rng=rng)
         return [int(t[0]) for t in tokens]
     return step
 

@@ -58,12 +58,13 @@ def validation_ids(tok, corpus, n_tokens):
 
 def decode_speed(model, new_tokens):
     """Tokens per second of KV-cache generation at B = 1 after a 16-token prompt (one warm-up run first)."""
-    from zerollm.generation.sample import generate
+    from zerollm.generation.decode import generate
+    from zerollm.generation.sample import Sampling
     prompt = np.arange(16)[None] % model.config.vocab_size
-    for _ in generate(model, prompt, 2, temperature=0.0):
+    for _ in generate(model, prompt, 2, Sampling(0.0)):
         pass
     start = time.perf_counter()
-    for _ in generate(model, prompt, new_tokens, temperature=0.0):
+    for _ in generate(model, prompt, new_tokens, Sampling(0.0)):
         pass
     return new_tokens / (time.perf_counter() - start)
 

@@ -122,11 +122,12 @@ def _pct(values, q):
 def sequential(model, tok, n, new_tokens):
     """The prompts one after another in this process, as `zerollm sample` generates (tokens/s)."""
     from zerollm.data import chat
-    from zerollm.generation.sample import generate
+    from zerollm.generation.decode import generate
+    from zerollm.generation.sample import Sampling
     t0, total = time.perf_counter(), 0
     for i in range(n):
         ids = chat.encode_prompt(tok, PROMPTS[i % len(PROMPTS)])
-        for _ in generate(model, np.array([ids]), new_tokens, temperature=0.8, rng=np.random.default_rng(i)):
+        for _ in generate(model, np.array([ids]), new_tokens, Sampling(0.8), rng=np.random.default_rng(i)):
             total += 1
     return total / (time.perf_counter() - t0)
 

@@ -11,7 +11,8 @@ import numpy as np
 
 from zerollm.io import docsmode
 from zerollm.align.tasks.poems import form_report
-from zerollm.generation.sample import generate
+from zerollm.generation.decode import generate
+from zerollm.generation.sample import Sampling
 from zerollm.interop.opening import Source, open_model, save_zerollm
 
 
@@ -29,7 +30,7 @@ def sample_poems(model, tok, n, seed, temperature=0.8, top_k=None, batch=50, max
         b = min(batch, n - len(poems))
         rows = np.array([newline] * b)
         out = [[] for _ in range(b)]
-        for ids in generate(model, rows, max_len, temperature=temperature, top_k=top_k, rng=rng):
+        for ids in generate(model, rows, max_len, Sampling(temperature, top_k), rng=rng):
             for row, t in zip(out, ids):
                 row.append(int(t))
         for row in out:

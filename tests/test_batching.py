@@ -13,7 +13,8 @@ from zerollm.io.errors import ZeroLLMError
 from zerollm.generation.batching import Done, QueueFull, Request, Scheduler, Token
 from zerollm.model.kvcache import KVCache
 from zerollm.model.gpt import GPT, GPTConfig
-from zerollm.generation.sample import Sampling, filter_logits, generate, penalize, sample_next
+from zerollm.generation.decode import generate
+from zerollm.generation.sample import Sampling, filter_logits, penalize, sample_next
 from tiny_runs import run_main, tiny_run
 from zerollm.interop.opening import Source, open_model, save_zerollm
 
@@ -62,7 +63,7 @@ def _run(model, reqs, arrivals=None, max_batch=16):
 
 def _alone(model, prompt, n, sampling, seed, stop=()):
     ids = []
-    for t in generate(model, np.array([prompt]), n, rng=np.random.default_rng(seed), **vars(sampling)):
+    for t in generate(model, np.array([prompt]), n, sampling, rng=np.random.default_rng(seed)):
         t = int(t[0])
         if t in stop:
             break

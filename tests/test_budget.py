@@ -10,7 +10,7 @@ from tiny_runs import copy_run, run_main, step_dir, tiny_run, tiny_text
 from zerollm.model import budget
 from zerollm.model.config import GPTConfig
 from zerollm.model.gpt import GPT
-from zerollm.generation.sample import generate
+from zerollm.generation.decode import generate
 from zerollm.training.trainer import TrainConfig, lm_trainer
 
 

@@ -17,7 +17,8 @@ from serve_helpers import ROOT, tiny_chat_model
 from zerollm.data import chat
 from zerollm.generation.display import StreamDecoder
 from zerollm.interop.hf import load, load_tokenizer_dir
-from zerollm.generation.sample import generate
+from zerollm.generation.decode import generate
+from zerollm.generation.sample import Sampling
 
 
 class Terminal:
@@ -91,7 +92,7 @@ def models(tmp_path_factory):
 def _greedy(folder, messages, n):
     model, tok = load(str(folder)), load_tokenizer_dir(str(folder))
     ids, stream, out = chat.encode_prompt(tok, messages), StreamDecoder(tok), ""
-    for t in generate(model, np.array([ids]), n, temperature=0):
+    for t in generate(model, np.array([ids]), n, Sampling(temperature=0)):
         if int(t[0]) == chat.end_id(tok):
             break
         out += stream.push(t[0])
@@ -174,8 +175,7 @@ def test_a_base_model_is_refused_without_raw(models):
 def _run_repl(folder, lines):
     """Feed ``lines`` to the REPL of the model in ``folder`` (greedy, 3-token answers) -> what it wrote."""
     import io
-    from zerollm.generation.sample import Sampling
-    from zerollm.serve.repl import Conversation, repl
+    from zerollm.serve.repl import Answers, Conversation, repl
     model, tok = load(str(folder)), load_tokenizer_dir(str(folder))
     conv, out, feed = Conversation(tok, model.config.block_size), io.StringIO(), iter(lines)
 
@@ -185,7 +185,7 @@ def _run_repl(folder, lines):
         except StopIteration:
             raise EOFError from None
 
-    assert repl(model, tok, conv, sampling=Sampling(0), max_new=3, rng=np.random.default_rng(0), read=read,
+    assert repl(model, tok, conv, Answers(Sampling(0), 3, np.random.default_rng(0)), read=read,
                 out=out) == 0
     return out.getvalue()
 

@@ -23,7 +23,8 @@ from zerollm.generation.display import printable, token_bytes
 from zerollm.io.errors import ZeroLLMError
 from zerollm.model.gpt import GPT, GPTConfig
 from zerollm.io.safetensors import load_file, save_file
-from zerollm.generation.sample import generate
+from zerollm.generation.decode import generate
+from zerollm.generation.sample import Sampling
 from zerollm.tokenizers import train_tokenizer
 from zerollm.teach.torch_ref import random_state
 
@@ -337,7 +338,7 @@ def test_greedy_generation_matches_transformers(tmp_path, family):
     with torch.no_grad():
         out = theirs.generate(torch.tensor(prompt), do_sample=False, max_new_tokens=20)
     expected = out[0, 5:].tolist()
-    ours = [int(t[0]) for t in generate(hf.load(tmp_path), prompt, 20, temperature=0)]
+    ours = [int(t[0]) for t in generate(hf.load(tmp_path), prompt, 20, Sampling(temperature=0))]
     assert len(set(expected)) > 3, "a degenerate model would test nothing"
     assert ours == expected
 

@@ -10,7 +10,9 @@ from zerollm.model.config import GPTConfig
 from zerollm.io.errors import ZeroLLMError
 from zerollm.model.kvcache import KVCache, visible, window_mask
 from zerollm.model.gpt import GPT
-from zerollm.generation.sample import filter_logits, generate, sample_next
+from zerollm.generation.batching import Context
+from zerollm.generation.decode import generate
+from zerollm.generation.sample import Sampling, filter_logits, sample_next
 
 ARCHS = {
     "gpt2": dict(),
@@ -85,14 +87,14 @@ def test_rolling_cache_generates_past_block_size_with_rope():
     model = model_for("llama-gqa", block_size=16)
     with warnings.catch_warnings():
         warnings.simplefilter("error")              # no "context full" fallback with a rolling cache
-        ids = list(generate(model, [1, 2, 3], 40, temperature=0, window=8, sinks=2))
+        ids = list(generate(model, [1, 2, 3], 40, Sampling(temperature=0), context=Context(window=8, sinks=2)))
     assert len(ids) == 40
 
 
 def test_full_cache_falls_back_to_recomputation_when_full():
     model = model_for("gpt2", block_size=12)
     with pytest.warns(UserWarning, match="context is full"):
-        ids = [int(t[0]) for t in generate(model, [1, 2, 3], 20, temperature=0)]
+        ids = [int(t[0]) for t in generate(model, [1, 2, 3], 20, Sampling(temperature=0))]
     # the same tokens as nanoGPT-style generation that recomputes every step on the last block
     idx = [1, 2, 3]
     for _ in range(20):
@@ -104,7 +106,7 @@ def test_full_cache_falls_back_to_recomputation_when_full():
 def test_long_prompt_is_truncated_with_a_warning():
     model = model_for("gpt2", block_size=8)
     with pytest.warns(UserWarning, match="keeping its last 8 tokens"):
-        first = next(generate(model, np.arange(20) % 50, 1, temperature=0))
+        first = next(generate(model, np.arange(20) % 50, 1, Sampling(temperature=0)))
     logits, _ = model.forward(np.array([np.arange(12, 20)]))
     assert first[0] == np.argmax(logits[0, -1])
 
@@ -145,8 +147,8 @@ def test_generate_is_reproducible_and_validates():
     model = model_for("gpt2")
     a = [int(t[0]) for t in generate(model, [1, 2], 15, rng=np.random.default_rng(5))]
     b = [int(t[0]) for t in generate(model, [1, 2], 15, rng=np.random.default_rng(5))]
-    c = [int(t[0]) for t in generate(model, [1, 2], 15, rng=np.random.default_rng(5), use_cache=False)]
+    c = [int(t[0]) for t in generate(model, [1, 2], 15, rng=np.random.default_rng(5), context=Context(cache=False))]
     assert a == b == c
     for kwargs in (dict(temperature=-1), dict(top_k=0), dict(top_p=0.0), dict(top_p=1.5)):
         with pytest.raises(ZeroLLMError):
-            next(generate(model, [1], 1, **kwargs))
+            next(generate(model, [1], 1, Sampling(**kwargs)))

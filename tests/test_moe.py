@@ -16,7 +16,8 @@ from zerollm.training.objective import ShardResult, reduce_shards
 from zerollm.training.optim import AdamW
 from zerollm.training.parallel import ShardedModel
 from zerollm.training.runlog import JsonlLog, read_log
-from zerollm.generation.sample import generate
+from zerollm.generation.decode import generate
+from zerollm.generation.sample import Sampling
 from zerollm.teach.torch_ref import random_state
 
 MOE = GPTConfig(vocab_size=23, block_size=8, n_layer=2, n_head=2, n_embd=16, n_inner=12, n_expert=4,
@@ -140,7 +141,7 @@ def test_kv_cache_generation_equals_recomputation():
     model, x, _ = model_and_batch(replace(MOE, capacity_factor=0.5, dtype="float32"), B=1)
     model.eval()
     prompt = x[:, :3]
-    cached = [int(t[0]) for t in generate(model, prompt, 5, temperature=0)]
+    cached = [int(t[0]) for t in generate(model, prompt, 5, Sampling(temperature=0))]
     ids = list(prompt[0])
     for _ in range(5):
         ids.append(int(np.argmax(model.forward(np.array([ids]))[0][0, -1])))

@@ -26,10 +26,9 @@ def chat_run(tmp_path_factory):
 
 def rigged(monkeypatch, favourite):
     """Load models so that decoding always picks the token ``favourite(tokenizer)`` (its logit raised by
-    100); records the prompts given to generate()."""
-    from zerollm.generation import sample
+    100); records the prompts given to the scheduler."""
     from zerollm.cli.commands import sample as command
-    load, generate, prompts = command.load_source, sample.generate, []
+    load, stream, prompts = command.load_source, command.Scheduler.stream, []
 
     def load_rigged(args):
         model, tok = load(args)
@@ -43,12 +42,12 @@ def rigged(monkeypatch, favourite):
         model.forward = forward_rigged
         return model, tok
 
-    def generate_spy(model, idx, *a, **kw):
-        prompts.append(np.asarray(idx).ravel().tolist())
-        return generate(model, idx, *a, **kw)
+    def stream_spy(scheduler, reqs):
+        prompts.extend(list(r.prompt) for r in reqs)
+        return stream(scheduler, reqs)
 
     monkeypatch.setattr(command, "load_source", load_rigged)
-    monkeypatch.setattr(sample, "generate", generate_spy)
+    monkeypatch.setattr(command.Scheduler, "stream", stream_spy)
     return prompts
 
 

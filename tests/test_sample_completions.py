@@ -8,7 +8,8 @@ import pytest
 
 from zerollm.io.errors import ZeroLLMError
 from zerollm.model.gpt import GPT, GPTConfig
-from zerollm.generation.sample import generate, sample_completions
+from zerollm.generation.decode import Completions, generate, sample_completions
+from zerollm.generation.sample import Sampling
 
 V = 23
 
@@ -29,29 +30,29 @@ def _prompts(n=9, seed=0):
 @pytest.mark.parametrize("sampling", [dict(temperature=1.0), dict(temperature=0.7, top_k=5),
                                       dict(temperature=1.3, top_p=0.8)])
 def test_completions_do_not_depend_on_the_batching(model, sampling):
-    prompts, seeds = _prompts(), [(7, i) for i in range(9)]
-    together = sample_completions(model, prompts, 12, stop_ids=[3], seeds=seeds, **sampling)
-    alone = [sample_completions(model, [p], 12, stop_ids=[3], seeds=[s], **sampling)[0] for p, s in zip(prompts, seeds)]
-    halves = (sample_completions(model, prompts[:4], 12, stop_ids=[3], seeds=seeds[:4], **sampling)
-              + sample_completions(model, prompts[4:], 12, stop_ids=[3], seeds=seeds[4:], **sampling))
-    backwards = sample_completions(model, prompts[::-1], 12, stop_ids=[3], seeds=seeds[::-1], **sampling)[::-1]
+    prompts, seeds, how = _prompts(), [(7, i) for i in range(9)], Completions(12, Sampling(**sampling), (3,))
+    together = sample_completions(model, prompts, how, seeds=seeds)
+    alone = [sample_completions(model, [p], how, seeds=[s])[0] for p, s in zip(prompts, seeds)]
+    halves = (sample_completions(model, prompts[:4], how, seeds=seeds[:4])
+              + sample_completions(model, prompts[4:], how, seeds=seeds[4:]))
+    backwards = sample_completions(model, prompts[::-1], how, seeds=seeds[::-1])[::-1]
     assert together == alone == halves == backwards
     assert len({tuple(c) for c in together}) > 5                            # and the rows really differ
 
 
 def test_greedy_equals_generate_one_prompt_at_a_time(model):
     prompts = _prompts(6, seed=1)
-    ours = sample_completions(model, prompts, 10, temperature=0, seeds=range(6))
+    ours = sample_completions(model, prompts, Completions(10, Sampling(temperature=0)), seeds=range(6))
     for prompt, completion in zip(prompts, ours):
-        theirs = [int(t[0]) for t in generate(model, np.array(prompt), 10, temperature=0)]
+        theirs = [int(t[0]) for t in generate(model, np.array(prompt), 10, Sampling(temperature=0))]
         assert completion == theirs
 
 
 def test_rows_stop_after_their_first_stop_id(model):
     prompts, seeds = _prompts(12, seed=2), [(1, i) for i in range(12)]
-    free = sample_completions(model, prompts, 15, seeds=seeds)
+    free = sample_completions(model, prompts, Completions(15), seeds=seeds)
     stop = {free[0][3], free[1][2]}
-    stopped = sample_completions(model, prompts, 15, stop_ids=stop, seeds=seeds)
+    stopped = sample_completions(model, prompts, Completions(15, stop_ids=tuple(stop)), seeds=seeds)
     for full, cut in zip(free, stopped):
         first = next((k for k, t in enumerate(full) if t in stop), None)
         assert cut == (full if first is None else full[:first + 1])         # the stop id is kept, then nothing
@@ -62,11 +63,11 @@ def test_the_context_is_respected(model):
     block = model.config.block_size
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        out = sample_completions(model, [[1] * (block - 2), [2] * block, [3]], 10, seeds=[0, 1, 2])
+        out = sample_completions(model, [[1] * (block - 2), [2] * block, [3]], Completions(10), seeds=[0, 1, 2])
     assert [len(c) for c in out] == [3, 1, 10]                               # prompt + completion <= block + 1
     assert "leave room for only 1 new tokens" in str(caught[0].message)
     with pytest.raises(ZeroLLMError, match=f"prompt 1 is {block + 1} tokens long but the model's context is {block}"):
-        sample_completions(model, [[1], [1] * (block + 1)], 5, seeds=[0, 1])
+        sample_completions(model, [[1], [1] * (block + 1)], Completions(5), seeds=[0, 1])
 
 
 @pytest.mark.parametrize("kwargs, fragment", [
@@ -79,7 +80,8 @@ def test_the_context_is_respected(model):
 def test_bad_arguments(model, kwargs, fragment):
     kwargs = {"max_new_tokens": 4, **kwargs}
     with pytest.raises(ZeroLLMError, match=fragment):
-        sample_completions(model, kwargs.pop("prompts"), kwargs.pop("max_new_tokens"), **kwargs)
+        how = Completions(kwargs.pop("max_new_tokens"), Sampling(temperature=kwargs.pop("temperature", 1.0)))
+        sample_completions(model, kwargs.pop("prompts"), how, **kwargs)
 
 
 def test_should_stop_is_asked_between_tokens_and_the_mode_is_restored(model):
@@ -90,6 +92,6 @@ def test_should_stop_is_asked_between_tokens_and_the_mode_is_restored(model):
         return len(asked) >= 3
 
     model.train()
-    out = sample_completions(model, [[1], [2, 3]], 20, seeds=[0, 1], should_stop=stop)
+    out = sample_completions(model, [[1], [2, 3]], Completions(20), seeds=[0, 1], should_stop=stop)
     assert [len(c) for c in out] == [3, 0] and model.training
     model.eval()

@@ -19,7 +19,7 @@ import pytest
 
 from serve_helpers import ROOT, greedy_reference, seeds, server, tiny_chat_model
 from zerollm.generation.display import printable
-from zerollm.serve.text import TextStream
+from zerollm.generation.text import TextStream
 from zerollm.tokenizers import ByteTokenizer
 
 KEY = "sk-test-0123456789"

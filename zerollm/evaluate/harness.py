@@ -15,7 +15,7 @@ model_arg is refused by name, and so is a value out of range, before the model i
 The three request types run on zerollm's own parts:
     loglikelihood            zerollm.evaluate.loglik.loglikelihoods (one forward over context+continuation)
     loglikelihood_rolling    zerollm.evaluate.loglik.rolling_loglikelihood (lm-eval's rolling windows)
-    generate_until           zerollm.generation.sample.sample_completions (the one sampler, KV cache), cut at the
+    generate_until           zerollm.generation.decode.sample_completions (the one decode loop), cut at the
                              first ``until`` string
 Texts are split into context and continuation ids as lm-eval's ``hf`` model does (trailing spaces of the
 context move to the continuation; the continuation's ids are those of context+continuation after the
@@ -131,7 +131,8 @@ class ZeroLLMLM(LM):
 
     def _generate(self, contexts, rows, until, max_new, temperature):
         from zerollm.data import chat as chat_io
-        from zerollm.generation.sample import sample_completions
+        from zerollm.generation.decode import Completions, sample_completions
+        from zerollm.generation.sample import Sampling
         from zerollm.align.tasks.evaluate import newline_ids
         T = self.model.config.block_size
         stop = {chat_io.end_id(self.tok)} if self.chat else set()
@@ -141,8 +142,8 @@ class ZeroLLMLM(LM):
             stop.add(self.prefix)
         keep = max(1, T - max_new)                  # room for the new tokens (what lm-eval's hf model keeps)
         prompts = [(chat_io.encode_prompt(self.tok, c) if self.chat else self.encode(c))[-keep:] for c in contexts]
-        ids = sample_completions(self.model, prompts, min(max_new, T + 1 - max(map(len, prompts))),
-                                 stop_ids=sorted(stop), temperature=temperature, seeds=[(self.seed, i) for i in rows])
+        how = Completions(min(max_new, T + 1 - max(map(len, prompts))), Sampling(temperature), tuple(sorted(stop)))
+        ids = sample_completions(self.model, prompts, how, seeds=[(self.seed, i) for i in rows])
         texts = [chat_io.decode_completion(self.tok, c) if self.chat else self.tok.decode(c) for c in ids]
         for u in until:
             texts = [t.split(u)[0] for t in texts]

@@ -1,8 +1,15 @@
-"""Continuous batching: many requests' next tokens in ONE forward pass over one KV cache.
+"""The one decode loop: add requests, then ``step()`` until they are done (nano-vllm's engine).
 
-    scheduler = Scheduler(model, max_batch=16, max_queue=64)
-    threading.Thread(target=scheduler.run, daemon=True).start()
+    scheduler = Scheduler(model, max_batch=16, max_queue=64)                   # the server's thread
+    threading.Thread(target=scheduler.run, args=(stop_event,), daemon=True).start()
     scheduler.submit(Request(prompt_ids, 50, Sampling(temperature=0.8), np.random.default_rng(7), emit=print))
+
+    for events in Scheduler(model).stream(requests):                           # or in the caller's thread
+        ...    # one step's [(request index, Token | Done)]
+
+Every client decodes here: the HTTP server, and through zerollm.generation.decode `zerollm sample`,
+`zerollm chat`, the samples printed while training, RL rollouts, task evaluation and lm-eval. No other
+code calls the model with a KV cache in a loop.
 
 One step (Yu et al. 2022, "Orca: iteration-level scheduling"; the loop vLLM and TGI run):
 
@@ -11,7 +18,7 @@ One step (Yu et al. 2022, "Orca: iteration-level scheduling"; the loop vLLM and 
        together) into a per-row cache (zerollm.model.kvcache), which is appended to the batch's cache
     3. every row chooses its next token from its own logits with zerollm.generation.sample.choose, drawing from
        its OWN generator: what a row samples cannot depend on which other rows share the batch
-    4. rows that ended (a stop id, max_new_tokens) leave at once
+    4. rows that ended (a stop id, a stop string, max_new_tokens) leave at once
     5. one forward of the (A, 1) new tokens, each row at its own position -> the next (A, V) logits
 
 So a batch costs one (A, C) @ (C, V)-shaped pass per layer instead of A passes of (1, C). The only
@@ -19,11 +26,24 @@ difference between a row in a batch and the same request alone is floating-point
 product of A rows may add in another order than one of 1 row); tests/test_batching.py measures it.
 Learned positions, sinusoidal and RoPE all work: each row reads its own position table entries.
 
-Shapes: A active rows, P prompt length, V vocabulary.
+Requests given to ``stream`` run as a group instead: prompts of one length, one plain KV cache, rows
+in lockstep until each ends, so a row's numbers do not depend on requests outside its group. A group's
+requests may carry a ``Context``: then the prompt is cut to its last block_size tokens, and generation
+past the context either rolls a window cache (RoPE or sinusoidal positions) or recomputes the last
+block_size tokens for every further token, as nanoGPT does (slower; each warned once, ContextWarning).
+Such a group takes its logits from model.forward (the head over every prompt position), the same
+computation its recomputed steps use. A request without a Context must fit: prompt + max_new_tokens
+<= block_size (``check``, the one place that says so).
+
+A request may carry a zerollm.generation.text.TextStream: each Token then brings the whole characters
+it completes (``text``), a stop string ends the row with Done("stop"), and Done brings what was held back.
+
+Shapes: A active rows, P prompt length, T tokens so far, V vocabulary.
 """
 
 import collections
 import threading
+import warnings
 from dataclasses import dataclass, field
 from typing import Callable, NamedTuple
 
@@ -35,20 +55,43 @@ from zerollm.generation.sample import Sampling, choose, token_counts
 
 
 class Token(NamedTuple):
-    """One generated id; with logprobs asked for: its log-probability and the top (id, logprob) pairs."""
+    """One generated id; with logprobs asked for: its log-probability and the top (id, logprob) pairs;
+    with a TextStream: ``text``, the whole characters it completes (stop strings cut out)."""
     id: int
     logprob: float | None = None
     top: tuple = ()
+    text: str = ""
 
 
 class Done(NamedTuple):
-    """The end of a request: reason 'stop' (a stop id), 'length' (max_new_tokens), 'cancelled', or 'error'."""
+    """The end of a request: reason 'stop' (a stop id or stop string), 'length' (max_new_tokens),
+    'cancelled', or 'error'; ``text``: what its TextStream held back until the end."""
     reason: str
     message: str = ""
+    text: str = ""
 
 
 class QueueFull(ZeroLLMError):
     """submit() found no room: the free rows and max_queue places beyond the batch are taken."""
+
+
+class BeyondContext(ZeroLLMError):
+    """A request that must fit the context does not (Scheduler.check)."""
+
+
+class ContextWarning(UserWarning):
+    """The prompt or the generation does not fit the context (see context_notes)."""
+
+
+@dataclass(frozen=True)
+class Context:
+    """How a request of a group meets the end of the context: its prompt is cut to the last block_size
+    tokens, and past the context ``window`` rolls a cache of ``sinks`` + ``window`` slots (RoPE or
+    sinusoidal positions), or else each token recomputes the last block_size tokens. ``cache=False``
+    recomputes every token from the start (the reference a cached run is checked against)."""
+    window: int | None = None
+    sinks: int = 0
+    cache: bool = True
 
 
 @dataclass(eq=False)
@@ -59,11 +102,14 @@ class Request:
     max_new_tokens: int
     sampling: Sampling
     rng: np.random.Generator
-    emit: Callable
+    emit: Callable | None = None
     stop_ids: frozenset = frozenset()
     top_logprobs: int | None = None
+    text: object = None                        # a zerollm.generation.text.TextStream, or None: ids only
+    context: Context | None = None             # None: prompt + max_new_tokens must fit the context
     keep_logits: bool = False                  # keep every step's (V,) logits in .logits (tests, measurements)
     logits: list = field(default_factory=list)
+    ids: list = field(default_factory=list)    # every id generated so far, a stop id included
     cancelled: bool = False
 
     def cancel(self):
@@ -76,12 +122,57 @@ class _Row:
     req: Request
     counts: np.ndarray                          # (V,) how often each id was generated
     seen: np.ndarray | None                     # (V,) bool, ids in the prompt (repetition_penalty)
-    n: int = 0                                  # tokens generated
 
+
+@dataclass(eq=False)
+class _Batch:
+    """Rows that step together over one KV cache."""
+    rows: list
+    cache: KVCache | None                       # None: each step recomputes the last block_size tokens
+    logits: np.ndarray                          # (A, V) each row's next logits
+    context: Context | None = None              # a group's; None for the shared batch
+    tokens: np.ndarray | None = None            # (A, T) prompt and output, kept where recomputing may come
+    warned: bool = False                        # "the context is full" said
+
+
+# ----------------------------------------------------------------------------
+# what the context allows
+
+def context_notes(cfg, n_prompt, max_new_tokens, window=None):
+    """The ContextWarnings a group with Context(window) will give, known before it starts: a command prints
+    them before any text, so they never land in the middle of the streamed output."""
+    if window is not None and cfg.pos != "learned":
+        return []                              # a rolling cache: any length fits
+    if n_prompt > cfg.block_size:             # one line: the context is full from the start
+        crop = (f"prompt of {n_prompt} tokens is longer than the context ({cfg.block_size}); keeping its last "
+                f"{cfg.block_size} tokens")
+        return [crop + (f", so {_recomputed(cfg)}" if max_new_tokens > 1 else "")]
+    if n_prompt + max_new_tokens - 1 > cfg.block_size:
+        return [_full_message(cfg)]
+    return []
+
+
+def _full_message(cfg):
+    return f"the context is full ({cfg.block_size} tokens) before the last new token: {_recomputed(cfg)}"
+
+
+def _recomputed(cfg):
+    how = ("use --window for a rolling cache" if cfg.pos != "learned" else
+           "this model's positions are learned, so its context cannot roll")
+    return f"each further token recomputes the last block_size tokens (slower); {how}"
+
+
+def _rolls(cfg, context):
+    return context.window is not None and cfg.pos != "learned"
+
+
+# ----------------------------------------------------------------------------
+# the scheduler
 
 class Scheduler:
     """The loop of the module docstring. ``submit`` and ``cancel`` may be called from any thread;
-    ``run`` (or ``step``) from one thread only, the one that owns the model."""
+    ``run``, ``step`` or ``stream`` from one thread only, the one that owns the model. ``allowed``: (V,)
+    bool, the ids that may be chosen (those the tokenizer can decode); None = all."""
 
     def __init__(self, model, *, max_batch=16, max_queue=64, allowed=None):
         if max_batch < 1 or max_queue < 0:
@@ -90,26 +181,42 @@ class Scheduler:
         self.cfg = model.config
         self.waiting = collections.deque()
         self.wake = threading.Condition()
-        self.rows = []
         self.joining = []                      # taken from waiting, being prefilled: not yet in rows
-        self.cache = KVCache(self.cfg, 0, max_len=1, per_row=True)
-        self.logits = np.zeros((0, self.cfg.vocab_size), self.cfg.dtype)   # (A, V) each row's next logits
-        self.steps = 0                                                     # forward passes of the batch
+        self.shared = self._empty_batch()      # the continuous batch (submit)
+        self.groups = []                       # batches of stream()
+        self.steps = 0                         # steps that ran a forward pass
+
+    def _empty_batch(self):
+        return _Batch([], KVCache(self.cfg, 0, max_len=1, per_row=True),
+                      np.zeros((0, self.cfg.vocab_size), self.cfg.dtype))
+
+    @property
+    def rows(self):
+        """Every active row, the shared batch's first."""
+        return self.shared.rows + [row for g in self.groups for row in g.rows]
+
+    @property
+    def cache(self):
+        """The shared batch's per-row KV cache."""
+        return self.shared.cache
 
     # ------------------------------------------------------------------
     # the client side
 
-    def check(self, req):
-        """Refuse what can never run: an empty prompt, or a prompt + max_new_tokens beyond the context."""
+    def check(self, req, grouped=False):
+        """Refuse what can never run: an empty prompt, no new token, or (without a Context) a prompt +
+        max_new_tokens beyond the context. A ``grouped`` request may end one token past it (its last
+        token is never read: sample_completions' rule); the shared batch's answers fit whole (OpenAI's)."""
         P, cfg = len(req.prompt), self.cfg
         if P == 0:
             raise ZeroLLMError("the prompt is empty: give at least one token")
         if req.max_new_tokens < 1:
             raise ZeroLLMError(f"max_new_tokens must be >= 1, got {req.max_new_tokens}")
-        if P + req.max_new_tokens > cfg.block_size:
-            raise ZeroLLMError(f"the prompt ({P} tokens) + max_new_tokens ({req.max_new_tokens}) is more than the "
-                               f"model's context of {cfg.block_size} tokens; ask for at most "
-                               f"{max(cfg.block_size - P, 0)} new tokens or shorten the prompt")
+        if req.context is None and P + req.max_new_tokens > cfg.block_size + grouped:
+            room = cfg.block_size + grouped - P
+            fix = f"ask for at most {room} new tokens or shorten the prompt" if room > 0 else "shorten the prompt"
+            raise BeyondContext(f"the prompt ({P} tokens) + max_new_tokens ({req.max_new_tokens}) is more than the "
+                                f"model's context of {cfg.block_size} tokens; {fix}")
 
     @property
     def capacity(self):
@@ -120,9 +227,12 @@ class Scheduler:
         self.submit_all([req])
 
     def submit_all(self, reqs):
-        """Queue all of ``reqs`` or none: they fit if the free rows plus the room left beyond the batch
-        (max_queue) hold them; else QueueFull. More than ``capacity`` can never fit: ZeroLLMError."""
+        """Queue all of ``reqs`` for the shared batch or none: they fit if the free rows plus the room
+        left beyond the batch (max_queue) hold them; else QueueFull. More than ``capacity`` can never
+        fit: ZeroLLMError."""
         for req in reqs:
+            if req.context is not None:
+                raise ZeroLLMError("a request with a Context runs in a group: give it to stream()")
             self.check(req)
         if len(reqs) > self.capacity:
             raise ZeroLLMError(f"{len(reqs)} requests at once can never fit: at most {self.capacity} are held "
@@ -149,12 +259,30 @@ class Scheduler:
                     continue
             self.step()
 
+    def stream(self, reqs):
+        """Run ``reqs`` as one group in the caller's thread: yield each step's [(index in reqs, Token | Done)]
+        until all are done. The caller may stop between steps (Ctrl-C, should_stop) by leaving the loop:
+        the group is dropped then. Errors are raised here, not emitted."""
+        events = []
+        for i, req in enumerate(reqs):
+            req.emit = (lambda ev, i=i: events.append((i, ev)))
+            self.check(req, grouped=True)
+        group = self._group(reqs)
+        self.groups.append(group)
+        try:
+            while group.rows:
+                self._step()
+                done, events[:] = list(events), []
+                yield done
+        finally:
+            self.groups = [g for g in self.groups if g is not group]
+
     def cancel_all(self, message="the server is shutting down"):
         """End every waiting and active request (SIGTERM after the grace period)."""
         with self.wake:
             waiting, self.waiting = list(self.waiting), collections.deque()
         for req in waiting:
-            req.emit(Done("cancelled", message))
+            req.emit(_done(req, "cancelled", message))
         for row in self.rows:
             row.req.cancel()
 
@@ -165,36 +293,62 @@ class Scheduler:
         """Steps 1-5 of the module docstring. A failure (out of memory, say) ends the requests in the
         batch with Done('error') and leaves the scheduler ready for the next ones."""
         try:
-            self._leave([not row.req.cancelled for row in self.rows], "cancelled")
-            self._join()
-            if not self.rows:
-                return
-            ids, keep = self._choose()
-            self._leave(keep, None)
-            if self.rows:
-                self.logits = self._forward(ids[np.asarray(keep)][:, None], self.cache)   # (A, 1) -> (A, V)
-                self.steps += 1
+            self._step()
         except Exception as err:       # noqa: BLE001 - the scheduler serves everyone else afterwards
             for req in [row.req for row in self.rows] + self.joining:
-                req.emit(Done("error", f"{type(err).__name__}: {err}"))
-            self.rows, self.joining = [], []
-            self.cache = KVCache(self.cfg, 0, max_len=1, per_row=True)
-            self.logits = np.zeros((0, self.cfg.vocab_size), self.cfg.dtype)
+                req.emit(_done(req, "error", f"{type(err).__name__}: {err}"))
+            self.shared, self.groups, self.joining = self._empty_batch(), [], []
 
-    def _forward(self, idx, cache):
+    def _step(self):
+        for batch in [self.shared, *self.groups]:
+            self._leave(batch, [not row.req.cancelled for row in batch.rows], "cancelled")
+        self._join()
+        forwards = 0
+        for batch in [self.shared, *self.groups]:
+            if not batch.rows:
+                continue
+            ids, keep = self._choose(batch)
+            self._leave(batch, keep, None)
+            if batch.rows:
+                self._advance(batch, ids[np.asarray(keep)])
+                forwards = 1
+        self.steps += forwards
+        self.groups = [g for g in self.groups if g.rows]
+
+    def _last_logits(self, idx, cache):
         """(A, T) ids -> (A, V) the logits after each row's last token, without the head on earlier tokens."""
         h = self.model.forward_hidden(idx, kv_cache=cache)[:, -1]           # (A, C)
         return h @ self.model.head_weight.T                                  # (A, C) @ (C, V)
+
+    def _full_logits(self, idx, cache=None):
+        """As _last_logits through model.forward: the head over all T tokens (a Context group's numbers)."""
+        return self.model.forward(idx, kv_cache=cache)[0][:, -1]            # (A, T, V) -> (A, V)
+
+    def _advance(self, batch, nxt):
+        """Step 5: the (A,) new ids through the model -> batch.logits. A Context group whose cache is full
+        recomputes the last block_size tokens from now on (said once)."""
+        if batch.context is None:
+            batch.logits = self._last_logits(nxt[:, None], batch.cache)      # (A, 1) -> (A, V)
+            return
+        batch.tokens = np.concatenate([batch.tokens, nxt[:, None]], axis=1)  # (A, T + 1)
+        if batch.cache is not None and (_rolls(self.cfg, batch.context) or batch.cache.pos < self.cfg.block_size):
+            batch.logits = self._full_logits(nxt[:, None], batch.cache)
+            return
+        if batch.cache is not None and not batch.warned:
+            warnings.warn(_full_message(self.cfg), ContextWarning, stacklevel=4)
+            batch.warned = True
+        batch.cache = None
+        batch.logits = self._full_logits(batch.tokens[:, -self.cfg.block_size:])
 
     def _join(self):
         """Take waiting requests into free rows: prompts of one length are prefilled together (each row
         still alone in its attention), then all join the batch's cache in one copy."""
         new = []
         with self.wake:
-            while self.waiting and len(self.rows) + len(new) < self.max_batch:
+            while self.waiting and len(self.shared.rows) + len(new) < self.max_batch:
                 req = self.waiting.popleft()
                 if req.cancelled:
-                    req.emit(Done("cancelled"))
+                    req.emit(_done(req, "cancelled"))
                 else:
                     new.append(req)
             self.joining = new                 # still counted by busy while their prompts are prefilled
@@ -203,64 +357,97 @@ class Scheduler:
         groups = {}
         for req in new:
             groups.setdefault(len(req.prompt), []).append(req)
-        caches, logits = [], [self.logits]
+        caches, logits = [], [self.shared.logits]
         for P, reqs in groups.items():
             slots = max(P + r.max_new_tokens - 1 for r in reqs)
             cache = KVCache(self.cfg, len(reqs), max_len=max(slots, 1), per_row=True)
-            logits.append(self._forward(np.array([r.prompt for r in reqs], dtype=np.int64), cache))   # (k, V)
+            logits.append(self._last_logits(np.array([r.prompt for r in reqs], dtype=np.int64), cache))   # (k, V)
             caches.append(cache)
-        self.cache.add_rows(*caches)
-        self.logits = np.concatenate(logits).astype(self.logits.dtype)                              # (A, V)
-        rows = [_Row(r, np.zeros(self.cfg.vocab_size, np.int64), self._seen(r)) for reqs in groups.values()
-                for r in reqs]
+        self.shared.cache.add_rows(*caches)
+        self.shared.logits = np.concatenate(logits).astype(self.shared.logits.dtype)                    # (A, V)
+        rows = [self._row(r, r.prompt) for reqs in groups.values() for r in reqs]
         with self.wake:
-            self.rows, self.joining = self.rows + rows, []
+            self.shared.rows, self.joining = self.shared.rows + rows, []
 
-    def _seen(self, req):
-        """(V,) bool: the ids in the prompt, for repetition_penalty; None when unpenalized."""
-        return token_counts(req.prompt, self.cfg.vocab_size)[0] > 0 if req.sampling.penalized else None
+    def _group(self, reqs):
+        """A batch of its own for ``reqs`` (prompts of one length), prefilled now."""
+        cfg, context = self.cfg, reqs[0].context
+        if len({len(r.prompt) for r in reqs}) != 1 or len({r.context for r in reqs}) != 1:
+            raise ZeroLLMError("the requests of one group need prompts of one length and one Context")
+        idx = np.array([r.prompt for r in reqs], dtype=np.int64)                                     # (A, P)
+        if context is None:
+            cache = KVCache(cfg, len(reqs), max_len=idx.shape[1] + max(r.max_new_tokens for r in reqs) - 1)
+            return _Batch([self._row(r, r.prompt) for r in reqs], cache, self._last_logits(idx, cache))
+        if idx.shape[1] > cfg.block_size and not _rolls(cfg, context):
+            warnings.warn(context_notes(cfg, idx.shape[1], 1)[0], ContextWarning, stacklevel=4)
+            idx = idx[:, -cfg.block_size:]
+        cache = None
+        if context.cache:
+            cache = (KVCache(cfg, len(reqs), window=context.window, sinks=context.sinks) if context.window is not None
+                     else KVCache(cfg, len(reqs), max_len=cfg.block_size))
+        logits = self._full_logits(idx, cache) if cache else self._full_logits(idx[:, -cfg.block_size:])
+        return _Batch([self._row(r, p) for r, p in zip(reqs, idx)], cache, logits, context, idx)
 
-    def _choose(self):
+    def _row(self, req, prompt):
+        """A new row; ``seen``: the ids of its (cut) prompt, for repetition_penalty, None when unpenalized."""
+        seen = token_counts(prompt, self.cfg.vocab_size)[0] > 0 if req.sampling.penalized else None
+        return _Row(req, np.zeros(self.cfg.vocab_size, np.int64), seen)
+
+    def _choose(self, batch):
         """Each row's next id from its own logits and generator -> ((A,) ids, (A,) still going). Rows that
-        sample alike go through the sampler together; each still draws from its own generator."""
-        ids = np.zeros(len(self.rows), np.int64)
-        groups = {}
-        for a, row in enumerate(self.rows):
-            groups.setdefault(row.req.sampling, []).append(a)
+        sample alike go through the sampler together; each still draws from its own generator (rows
+        given one generator draw from it in row order)."""
+        ids = np.zeros(len(batch.rows), np.int64)
+        kinds = {}
+        for a, row in enumerate(batch.rows):
+            kinds.setdefault(row.req.sampling, []).append(a)
             if row.req.keep_logits:
-                row.req.logits.append(self.logits[a].copy())
-        for sampling, rows in groups.items():
-            rs = [self.rows[a] for a in rows]
+                row.req.logits.append(batch.logits[a].copy())
+        for sampling, rows in kinds.items():
+            rs = [batch.rows[a] for a in rows]
             counts = np.stack([r.counts for r in rs]) if sampling.penalized else None                # (k, V)
             seen = np.stack([r.seen for r in rs]) if sampling.penalized else None
-            ids[rows] = choose(self.logits[rows], [r.req.rng for r in rs], sampling, counts, seen, self.allowed)
-        keep = []
-        for a, row in enumerate(self.rows):
-            req, t = row.req, int(ids[a])
-            row.n += 1
-            row.counts[t] += 1
-            if t in req.stop_ids:
-                req.emit(Done("stop"))
-                keep.append(False)
-                continue
-            req.emit(Token(t, *_logprobs(self.logits[a], t, req.top_logprobs)))
-            if row.n >= req.max_new_tokens:
-                req.emit(Done("length"))
-            keep.append(row.n < req.max_new_tokens)
-        return ids, keep
+            ids[rows] = choose(batch.logits[rows], [r.req.rng for r in rs], sampling, counts, seen, self.allowed)
+        return ids, [self._emit(row, int(t), batch.logits[a]) for a, (row, t) in enumerate(zip(batch.rows, ids))]
 
-    def _leave(self, keep, reason):
+    def _emit(self, row, t, logits):
+        """Step 4 for one row: send its new id t (and Done if it ended) -> whether it goes on."""
+        req = row.req
+        req.ids.append(t)
+        row.counts[t] += 1
+        if t in req.stop_ids:
+            req.emit(_done(req, "stop"))
+            return False
+        piece = req.text.push(t) if req.text is not None else ""
+        req.emit(Token(t, *_logprobs(logits, t, req.top_logprobs), piece))
+        if req.text is not None and req.text.stopped:
+            req.emit(_done(req, "stop"))
+            return False
+        if len(req.ids) >= req.max_new_tokens:
+            req.emit(_done(req, "length"))
+            return False
+        return True
+
+    def _leave(self, batch, keep, reason):
         """Rows with keep False leave the batch (and its cache) now."""
         if all(keep):
             return
         if reason is not None:
-            for row, k in zip(self.rows, keep):
+            for row, k in zip(batch.rows, keep):
                 if not k:
-                    row.req.emit(Done(reason))
+                    row.req.emit(_done(row.req, reason))
         rows = np.flatnonzero(keep)
-        self.rows = [self.rows[a] for a in rows]
-        self.cache.keep_rows(rows)
-        self.logits = self.logits[rows]
+        batch.rows = [batch.rows[a] for a in rows]
+        if batch.cache is not None:
+            batch.cache.keep_rows(rows)
+        batch.logits = batch.logits[rows]
+        if batch.tokens is not None:
+            batch.tokens = batch.tokens[rows]
+
+
+def _done(req, reason, message=""):
+    """Done, with what the request's TextStream held back."""
+    return Done(reason, message, req.text.flush() if req.text is not None else "")
 
 
 def _logprobs(logits, t, k):

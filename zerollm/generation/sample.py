@@ -1,16 +1,11 @@
-"""Sampling text from a model: temperature, top-k, top-p, with a KV cache.
+"""Choosing the next token from logits: temperature, top-k, top-p, min-p and the repetition penalties.
 
-    for tokens in generate(model, prompt_ids, 100, temperature=0.8, top_k=40, rng=rng):
-        ...   # tokens: (B,) the next id of every sequence, as soon as it is chosen
+    sampling = Sampling(temperature=0.8, top_k=40)
+    ids = choose(logits, rng, sampling)       # (B, V) -> (B,), one uniform number per row from rng
 
-Context length: a prompt longer than block_size is cut to its last block_size tokens (with a
-warning). When generation fills the context, a full KV cache cannot take more tokens; we then do
-what nanoGPT does: recompute on the last block_size tokens for every further token (slower, warned
-once). With ``window=W`` (RoPE or sinusoidal positions) a rolling cache of sinks + W slots keeps
-generation cheap for any length, under the sliding-window rule of zerollm.model.kvcache.
+The one decode loop that calls it step after step is zerollm.generation.batching.Scheduler.
 """
 
-import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -18,7 +13,6 @@ import numpy as np
 from zerollm.io.argtypes import Range
 from zerollm.nn.self_attention import softmax
 from zerollm.io.errors import ZeroLLMError
-from zerollm.model.kvcache import KVCache
 
 
 # ----------------------------------------------------------------------------
@@ -169,175 +163,3 @@ def sampling_of(args):
     """The zerollm.generation.sample.Sampling the command-line flags describe."""
     return Sampling(args.temperature, args.top_k, args.top_p, args.min_p, args.repetition_penalty,
                     args.presence_penalty, args.frequency_penalty)
-
-
-# ----------------------------------------------------------------------------
-# generation
-
-class ContextWarning(UserWarning):
-    """The prompt or the generation does not fit the context (see context_notes)."""
-
-
-def context_notes(cfg, n_prompt, max_new_tokens, window=None):
-    """The context warnings generate() will give, known before it starts: a command prints them before
-    any text, so they never land in the middle of the streamed output."""
-    if window is not None and cfg.pos != "learned":
-        return []                              # a rolling cache: any length fits
-    if n_prompt > cfg.block_size:             # one line: the context is full from the start
-        crop = (f"prompt of {n_prompt} tokens is longer than the context ({cfg.block_size}); keeping its last "
-                f"{cfg.block_size} tokens")
-        return [crop + (f", so {_recomputed(cfg)}" if max_new_tokens > 1 else "")]
-    if n_prompt + max_new_tokens - 1 > cfg.block_size:
-        return [_full_message(cfg)]
-    return []
-
-
-def _full_message(cfg):
-    return f"the context is full ({cfg.block_size} tokens) before the last new token: {_recomputed(cfg)}"
-
-
-def _recomputed(cfg):
-    how = ("use --window for a rolling cache" if cfg.pos != "learned" else
-           "this model's positions are learned, so its context cannot roll")
-    return f"each further token recomputes the last block_size tokens (slower); {how}"
-
-
-def generate(model, idx, max_new_tokens, *, temperature=1.0, top_k=None, top_p=None, rng=None,
-             window=None, sinks=0, use_cache=True, allowed=None, min_p=None, repetition_penalty=1.0,
-             presence_penalty=0.0, frequency_penalty=0.0):
-    """Yield (B,) next-token ids, max_new_tokens times. idx: (B, T) or (T,) prompt ids.
-    allowed: (V,) bool, the ids that may be chosen (e.g. those the tokenizer can decode); None = all.
-    min_p and the penalties: see filter_logits and penalize (the prompt counts for repetition_penalty)."""
-    sampling = Sampling(temperature, top_k, top_p, min_p, repetition_penalty, presence_penalty, frequency_penalty)
-    cfg = model.config
-    rng = rng if rng is not None else np.random.default_rng()
-    idx = np.atleast_2d(np.asarray(idx, dtype=np.int64))
-    if idx.shape[1] == 0:
-        raise ZeroLLMError("the prompt is empty: give at least one token")
-    if idx.shape[1] > cfg.block_size and not (window is not None and cfg.pos != "learned"):
-        warnings.warn(context_notes(cfg, idx.shape[1], 1, window)[0], ContextWarning, stacklevel=2)
-        idx = idx[:, -cfg.block_size:]
-    model.eval()
-    cache = _new_cache(model, idx.shape[0], window, sinks) if use_cache else None
-    logits, _ = model.forward(idx, kv_cache=cache) if cache else model.forward(idx[:, -cfg.block_size:])
-    warned = False
-    seen = token_counts(idx, cfg.vocab_size) > 0 if sampling.penalized else None      # (B, V) the prompt's ids
-    counts = np.zeros((idx.shape[0], cfg.vocab_size), dtype=np.int64)                 # (B, V) the output's
-    for step in range(max_new_tokens):
-        nxt = choose(logits[:, -1], rng, sampling, counts, seen, allowed)        # (B, V) -> (B,)
-        counts[np.arange(len(nxt)), nxt] += 1
-        yield nxt
-        if step == max_new_tokens - 1:
-            break
-        idx = np.concatenate([idx, nxt[:, None]], axis=1)
-        if cache is not None and _fits(cache, cfg):
-            logits, _ = model.forward(nxt[:, None], kv_cache=cache)
-        else:
-            if cache is not None and not warned:
-                warnings.warn(_full_message(cfg), ContextWarning, stacklevel=2)
-                warned = True
-            cache = None
-            logits, _ = model.forward(idx[:, -cfg.block_size:])
-
-
-def _new_cache(model, batch, window, sinks):
-    cfg = model.config
-    if window is not None:
-        return KVCache(cfg, batch, window=window, sinks=sinks)
-    return KVCache(cfg, batch, max_len=cfg.block_size)
-
-
-def _fits(cache, cfg):
-    """Can the cache take one more token? Rolling caches always can, unless positions are learned."""
-    if cache.rolling and cfg.pos != "learned":
-        return True
-    return cache.pos < cfg.block_size
-
-
-# ----------------------------------------------------------------------------
-# many prompts at once, each with its own random stream (evaluation, RL rollouts)
-
-MAX_ROWS = 256      # rows per forward pass; results do not depend on it (each row has its own generator)
-
-
-def sample_completions(model, prompts, max_new_tokens, *, stop_ids=(), temperature=1.0, top_k=None, top_p=None,
-                       seeds, should_stop=None):
-    """Sample one completion for each prompt -> a list of id lists (the completions only).
-
-    prompts: a list of id lists, of any lengths. seeds: one per prompt (an int or a tuple of ints);
-    row i draws from its own np.random.default_rng(seeds[i]), so its completion is the same however
-    the prompts are batched, split across processes or resumed. Prompts of equal length go through
-    the KV cache together, each at positions 0..P-1 as in training. A row ends after its first id in
-    ``stop_ids`` (kept as the completion's last id) or after max_new_tokens ids. The prompt and its
-    completion must fit in one forward pass of the context (block_size + 1 tokens: the model reads all
-    but the last), so a long prompt gets fewer new tokens (warned once) and one longer than the
-    context is an error. ``should_stop()`` is asked between tokens (Ctrl-C); when it says True the
-    completions so far are returned and prompts not started yet get [].
-    """
-    check_sampling_args(temperature, top_k, top_p)
-    cfg = model.config
-    prompts = [_prompt_ids(p, i, cfg) for i, p in enumerate(prompts)]
-    seeds = list(seeds)
-    if len(seeds) != len(prompts):
-        raise ZeroLLMError(f"give one seed per prompt: {len(prompts)} prompts but {len(seeds)} seeds")
-    if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, (int, np.integer)) or max_new_tokens < 1:
-        raise ZeroLLMError(f"max_new_tokens must be a whole number >= 1, got {max_new_tokens!r}")
-    longest = max((len(p) for p in prompts), default=0)
-    if longest + max_new_tokens > cfg.block_size + 1:
-        warnings.warn(f"prompts of up to {longest} tokens leave room for only {cfg.block_size + 1 - longest} new "
-                      f"tokens in the context of {cfg.block_size}; those completions are cut there", stacklevel=2)
-    groups = {}
-    for i, p in enumerate(prompts):
-        groups.setdefault(len(p), []).append(i)
-    out = [[] for _ in prompts]
-    was_training = model.training
-    model.eval()
-    try:
-        for length in sorted(groups):
-            rows = groups[length]
-            for start in range(0, len(rows), MAX_ROWS):
-                chunk = rows[start:start + MAX_ROWS]
-                n_new = min(int(max_new_tokens), cfg.block_size + 1 - length)
-                done = _sample_rows(model, np.array([prompts[i] for i in chunk]), n_new,
-                                    [np.random.default_rng(seeds[i]) for i in chunk], set(int(s) for s in stop_ids),
-                                    (temperature, top_k, top_p), should_stop)
-                for i, ids in zip(chunk, done):
-                    out[i] = ids
-                if should_stop is not None and should_stop():
-                    return out
-    finally:
-        model.training = was_training
-    return out
-
-
-def _prompt_ids(prompt, i, cfg):
-    ids = [int(t) for t in prompt]
-    if not ids:
-        raise ZeroLLMError(f"prompt {i} is empty: give at least one token")
-    if len(ids) > cfg.block_size:
-        raise ZeroLLMError(f"prompt {i} is {len(ids)} tokens long but the model's context is {cfg.block_size} "
-                           "tokens, which leaves no room for a completion; shorten the prompt")
-    return ids
-
-
-def _sample_rows(model, idx, n_new, rngs, stop, sampling, should_stop):
-    """Rows of one prompt length through one KV cache; finished rows leave the batch."""
-    B, P = idx.shape
-    cache = KVCache(model.config, B, max_len=P + n_new - 1)
-    h = model.forward_hidden(idx, kv_cache=cache)[:, -1]                    # (B, C) the last position
-    logits = h @ model.head_weight.T                                        # (B, V)
-    out = [[] for _ in range(B)]
-    active = np.arange(B)
-    for step in range(n_new):
-        nxt = sample_next(logits, [rngs[a] for a in active], *sampling)     # (A,)
-        for a, t in zip(active, nxt):
-            out[a].append(int(t))
-        keep = np.array([int(t) not in stop for t in nxt])
-        if step == n_new - 1 or not keep.any() or (should_stop is not None and should_stop()):
-            break
-        if not keep.all():
-            cache.keep_rows(np.flatnonzero(keep))
-            active, nxt = active[keep], nxt[keep]
-        h = model.forward_hidden(nxt[:, None], kv_cache=cache)[:, -1]        # (A, C)
-        logits = h @ model.head_weight.T                                    # (A, V)
-    return out

@@ -1,6 +1,6 @@
 """Generated ids -> text for a client: whole UTF-8 characters only, and stop strings cut out.
 
-    stream = TextStream(tokenizer, stop=["\\n\\n"])
+    stream = TextStream(tokenizer, stop=["\\n\\n"])       # escape=True: for a terminal (zerollm sample, chat)
     piece = stream.push(token_id)     # text safe to send now ("" while a character or a stop is unsure)
     if stream.stopped: ...            # a stop string was written: the answer ends before it
     rest = stream.flush()             # at the end: what was held back
@@ -8,7 +8,8 @@
 Two things are held back: the bytes of a UTF-8 character that a byte-level token cut in two
 (zerollm.generation.display.StreamDecoder waits for the rest), and a tail that may be the start of a stop
 string (sent once the next tokens show it is not). So a streamed answer is exactly the answer
-that is not streamed, and never shows a broken character or a piece of a stop string.
+that is not streamed, and never shows a broken character or a piece of a stop string. A request of
+zerollm.generation.batching carries one: the scheduler pushes each id and ends the row at a stop string.
 
 Stop strings are matched as in Knuth-Morris-Pratt (1977): each keeps how much of it the text so far ends
 with, updated character by character, so a token costs O(its characters x stop strings), amortized, whatever the
@@ -37,8 +38,11 @@ def border_table(s):
 
 
 class TextStream:
-    def __init__(self, tokenizer, stop=()):
-        self.decoder = StreamDecoder(tokenizer, escape=False)
+    """``escape``: control characters and bytes that are not UTF-8 shown as escapes, for a terminal
+    (zerollm.generation.display.StreamDecoder); False (the default): the text for a program (JSON)."""
+
+    def __init__(self, tokenizer, stop=(), escape=False):
+        self.decoder = StreamDecoder(tokenizer, escape=escape)
         self.stop = [s for s in stop if s]
         self.fail = [border_table(s) for s in self.stop]
         self.matched = [0] * len(self.stop)  # per stop string: how many of its first characters the text ends with

@@ -27,12 +27,12 @@ from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect
 
 from zerollm.io.errors import ZeroLLMError
-from zerollm.generation.batching import Done, QueueFull
+from zerollm.generation.batching import BeyondContext, Done, QueueFull
 from zerollm.generation.sample import Sampling
+from zerollm.serve.backend import Choices
 from zerollm.serve.guard import (RETRY_AFTER_S, SHUTDOWN, STREAM_END, ApiError, Ending, Framing, Guard,
                                  error_response, sse, stream_cut)
 from zerollm.serve.schemas import ChatRequest, CompletionRequest, first_problem
-from zerollm.serve.text import TextStream
 
 PAGE = Path(__file__).with_name("page.html")
 PARSERS = 4                  # bodies parsed at once: each may hold tens of MB of Python objects for a moment
@@ -201,10 +201,11 @@ def unreadable_body(cause):
 # completions
 
 class _Choice:
-    """One answer being put together: its text (stop strings cut out), token count, logprobs, ending."""
+    """One answer being put together: its text (the scheduler cut out the stop strings), token count,
+    logprobs, ending."""
 
-    def __init__(self, backend, stops):
-        self.text, self.tokens, self.logprobs, self.finish = TextStream(backend.tok, stops), 0, [], None
+    def __init__(self):
+        self.text, self.tokens, self.logprobs, self.finish = "", 0, [], None
 
 
 def _sampling(body):
@@ -215,21 +216,21 @@ def _sampling(body):
         raise ApiError(400, str(err)) from None
 
 
-def _max_tokens(backend, body, prompt, chat):
-    room = backend.block_size - len(prompt)
-    if room < 1:
-        raise ApiError(400, f"the prompt is {len(prompt)} tokens but the model's context is {backend.block_size}: "
-                            "no room for an answer; shorten it", param="messages" if chat else "prompt",
-                       code="context_length_exceeded")
+def _max_tokens(backend, body, prompt):
+    """The new tokens asked for; unasked, what the context leaves (at least one: the scheduler's check
+    then says that the prompt alone fills the context)."""
     n = body.new_tokens()
-    if n is None:
-        return room
-    if n > room:
-        name = "max_completion_tokens" if chat and body.max_completion_tokens is not None else "max_tokens"
-        raise ApiError(400, f"{name}={n} does not fit: the prompt is {len(prompt)} tokens and the context "
-                            f"{backend.block_size}, so at most {room} new tokens", param=name,
-                       code="context_length_exceeded")
-    return n
+    return max(backend.block_size - len(prompt), 1) if n is None else n
+
+
+def _beyond_context(err, backend, body, prompt, chat):
+    """The scheduler's BeyondContext as a 400 naming the field to change: the prompt when it leaves no
+    room, else the max tokens asked for."""
+    if len(prompt) >= backend.block_size:
+        param = "messages" if chat else "prompt"
+    else:
+        param = "max_completion_tokens" if chat and body.max_completion_tokens is not None else "max_tokens"
+    return ApiError(400, str(err), param=param, code="context_length_exceeded")
 
 
 def _check_n(backend, n):
@@ -243,17 +244,19 @@ def _check_n(backend, n):
 
 
 async def _complete(backend, body, prompt, request, chat):
-    sampling, n_new = _sampling(body), _max_tokens(backend, body, prompt, chat)
+    asked = Choices(body.n, _sampling(body), _max_tokens(backend, body, prompt), body.seed, tuple(body.stops()),
+                    body.logprob_count())
     _check_n(backend, body.n)
     try:
-        run = backend.submit(prompt, n=body.n, sampling=sampling, seed=body.seed, max_tokens=n_new,
-                             top_logprobs=body.logprob_count())
+        run = backend.submit(prompt, asked)
     except QueueFull as err:
         raise ApiError(429, str(err), "rate_limit_error", code="queue_full",
                        headers={"Retry-After": str(RETRY_AFTER_S)}) from None
+    except BeyondContext as err:
+        raise _beyond_context(err, backend, body, prompt, chat) from None
     meta = {"id": ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex, "created": int(time.time()),
             "model": backend.name}
-    choices = [_Choice(backend, body.stops()) for _ in range(body.n)]
+    choices = [_Choice() for _ in range(body.n)]
     if body.stream:
         usage = body.stream_options is not None and body.stream_options.include_usage
         return StreamingResponse(_stream(backend, run, choices, meta, len(prompt), chat, usage),
@@ -274,18 +277,12 @@ def _take(backend, run, choices, i, ev, chat):
     if c.finish is not None:
         return ""
     if isinstance(ev, Done):
-        piece = c.text.flush()
-        c.tokens += ev.reason == "stop"            # the stop id was generated too
-        c.finish = "stop" if c.text.stopped else ev.reason       # stop, length, cancelled, error
-        return piece
-    c.tokens += 1
-    if ev.logprob is not None:
+        c.tokens = len(run.reqs[i].ids)            # a stop id was generated too
+        c.finish = ev.reason                       # stop (an id or a string), length, cancelled, error
+    elif ev.logprob is not None:
         c.logprobs.append(_logprob_entry(backend, ev, chat))
-    piece = c.text.push(ev.id)
-    if c.text.stopped:
-        c.finish = "stop"
-        run.cancel(i)
-    return piece
+    c.text += ev.text
+    return ev.text
 
 
 def _logprob_entry(backend, ev, chat):
@@ -324,11 +321,11 @@ def _offsets(entries):
 
 def _whole(choices, meta, n_prompt, chat):
     if chat:
-        body = [{"index": i, "message": {"role": "assistant", "content": c.text.text},
+        body = [{"index": i, "message": {"role": "assistant", "content": c.text},
                  "logprobs": _choice_logprobs(c, chat), "finish_reason": c.finish} for i, c in enumerate(choices)]
         return {**meta, "object": "chat.completion", "choices": body, "usage": _usage(choices, n_prompt),
                 "system_fingerprint": None}
-    body = [{"index": i, "text": c.text.text, "logprobs": _choice_logprobs(c, chat), "finish_reason": c.finish}
+    body = [{"index": i, "text": c.text, "logprobs": _choice_logprobs(c, chat), "finish_reason": c.finish}
             for i, c in enumerate(choices)]
     return {**meta, "object": "text_completion", "choices": body, "usage": _usage(choices, n_prompt)}
 

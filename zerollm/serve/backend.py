@@ -3,8 +3,9 @@ from that thread to asyncio (the web server's event loop).
 
     backend = Backend(model, tok, name="tang", max_batch=16, max_queue=64)
     backend.start()
-    async for index, event in backend.generate(prompt_ids, n=2, sampling=..., seed=7, max_tokens=50):
-        ...    # event: batching.Token or batching.Done, of choice ``index``
+    run = backend.submit(prompt_ids, Choices(n=2, sampling=Sampling(0.8), max_tokens=50, seed=7, stops=("\n",)))
+    async for index, event in run.events():
+        ...    # event: batching.Token (its text) or batching.Done, of choice ``index``
     backend.close()
 
 The scheduler thread runs the NumPy work (matrix products release the GIL), so the event loop keeps
@@ -14,6 +15,7 @@ answering other clients while a batch is computed.
 import asyncio
 import contextlib
 import threading
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -21,6 +23,8 @@ from zerollm.data import chat
 from zerollm.generation.display import decodable, token_bytes
 from zerollm.io.errors import ZeroLLMError
 from zerollm.generation.batching import Done, Request, Scheduler
+from zerollm.generation.sample import Sampling
+from zerollm.generation.text import TextStream
 from zerollm.tokenizers.bpe import ENDOFTEXT
 from zerollm.tokenizers.char import UnknownCharacters
 
@@ -79,24 +83,38 @@ class Backend:
     # ------------------------------------------------------------------
     # generation
 
-    def requests(self, prompt, *, n, sampling, seed, max_tokens, top_logprobs, emit):
-        """``n`` scheduler requests for one prompt; choice i draws from np.random.default_rng(seed + i)
-        (choice 0 from default_rng(seed): the same stream as `zerollm sample --seed SEED`)."""
-        reqs = []
-        for i in range(n):
-            rng = np.random.default_rng(None if seed is None else seed + i)
-            reqs.append(Request(list(prompt), max_tokens, sampling, rng, emit=(lambda ev, i=i: emit((i, ev))),
-                                stop_ids=self.stop_ids, top_logprobs=top_logprobs))
+    def requests(self, prompt, choices, emit):
+        """``choices.n`` scheduler requests for one prompt; choice i draws from np.random.default_rng(seed + i)
+        (choice 0 from default_rng(seed): the same stream as `zerollm sample --seed SEED`), its text
+        decoded and cut at the stop strings by a TextStream of its own."""
+        c, reqs = choices, []
+        for i in range(c.n):
+            rng = np.random.default_rng(None if c.seed is None else c.seed + i)
+            reqs.append(Request(list(prompt), c.max_tokens, c.sampling, rng, emit=(lambda ev, i=i: emit((i, ev))),
+                                stop_ids=self.stop_ids, top_logprobs=c.top_logprobs,
+                                text=TextStream(self.tok, c.stops)))
         return reqs
 
-    def submit(self, prompt, *, n, sampling, seed, max_tokens, top_logprobs=None):
-        """Queue ``n`` choices for ``prompt`` -> a Run (call from the event loop). Raises QueueFull, or
-        ZeroLLMError for a request that cannot run (beyond the context), before anything is queued."""
+    def submit(self, prompt, choices):
+        """Queue ``choices.n`` choices for ``prompt`` -> a Run (call from the event loop). Raises QueueFull,
+        or ZeroLLMError for a request that cannot run (BeyondContext: past the context), before anything
+        is queued."""
         run = Run(asyncio.get_running_loop())
-        run.reqs = self.requests(prompt, n=n, sampling=sampling, seed=seed, max_tokens=max_tokens,
-                                 top_logprobs=top_logprobs, emit=run.emit)
+        run.reqs = self.requests(prompt, choices, run.emit)
         self.scheduler.submit_all(run.reqs)                  # all n choices or none
         return run
+
+
+@dataclass(frozen=True)
+class Choices:
+    """What one HTTP request asks for: ``n`` answers of at most ``max_tokens`` tokens, chosen with
+    ``sampling`` (choice i from the seed seed + i), ended by the ``stops`` strings, with ``top_logprobs``."""
+    n: int
+    sampling: Sampling
+    max_tokens: int
+    seed: int | None = None
+    stops: tuple = ()
+    top_logprobs: int | None = None
 
 
 class Run:
@@ -111,9 +129,9 @@ class Run:
         except RuntimeError:                   # the loop is closed: nobody is listening any more
             pass
 
-    def cancel(self, i=None):
-        """Stop choice i (a stop string was written), or all of them (the client went away)."""
-        for r in self.reqs if i is None else [self.reqs[i]]:
+    def cancel(self):
+        """Stop every choice (the client went away)."""
+        for r in self.reqs:
             r.cancel()
 
     async def events(self, disconnected=None):

@@ -17,15 +17,17 @@ import json
 import os
 import re
 import sys
+from dataclasses import dataclass
 
 import numpy as np
 
 from zerollm.data import chat
-from zerollm.generation.display import StreamDecoder
+from zerollm.generation.batching import Context, Request, Scheduler
+from zerollm.generation.sample import Sampling
+from zerollm.generation.text import TextStream
 from zerollm.io.errors import ZeroLLMError
 from zerollm.io.fileio import atomic_write, refuse_non_regular
 from zerollm.io.outdir import check_outside_runs
-from zerollm.generation.sample import generate
 
 HELP = "commands: /reset  /system TEXT  /save FILE  /help  /exit   (Ctrl-C stops an answer)"
 
@@ -100,31 +102,42 @@ def valid_text(text):
 SURROGATES = re.compile("[\ud800-\udfff]")
 
 
-def answer(model, tok, ids, max_new, stop, sampling, rng, allowed, out):
-    """Stream one answer to ``out`` -> (its text, stopped by Ctrl-C)."""
-    stream, text = StreamDecoder(tok), []
+@dataclass(frozen=True)
+class Answers:
+    """How the REPL's answers are sampled: ``sampling`` (zerollm.generation.sample.Sampling), at most
+    ``max_new`` tokens, from the one generator ``rng`` (answer after answer), only ``allowed`` ids."""
+    sampling: Sampling
+    max_new: int
+    rng: np.random.Generator
+    allowed: np.ndarray | None = None
+
+
+def answer(model, tok, ids, stop, answers, out):
+    """Stream one answer to ``out`` -> (its text, stopped by Ctrl-C). ``stop``: the id that ends it, or None."""
+    text = TextStream(tok, escape=True)
+    req = Request(list(ids), answers.max_new, answers.sampling, answers.rng, text=text, context=Context(),
+                  stop_ids=frozenset(() if stop is None else (stop,)))
+    pieces = []
     try:
-        for nxt in generate(model, np.array([ids]), max_new, rng=rng, allowed=allowed, **vars(sampling)):
-            t = int(nxt[0])
-            if stop is not None and t == stop:
-                break
-            text.append(stream.push(t))
-            out.write(text[-1])
-            out.flush()
+        for events in Scheduler(model, max_batch=1, allowed=answers.allowed).stream([req]):
+            for _, ev in events:                      # each Token's text, then Done's held-back rest
+                pieces.append(ev.text)
+                out.write(ev.text)
+                out.flush()
     except KeyboardInterrupt:
-        text.append(stream.flush())
-        out.write(text[-1] + " [stopped]\n")
+        pieces.append(text.flush())
+        out.write(pieces[-1] + " [stopped]\n")
         out.flush()
-        return "".join(text), True
-    text.append(stream.flush())
-    out.write(text[-1] + "\n")
+        return "".join(pieces), True
+    out.write("\n")
     out.flush()
-    return "".join(text), False
+    return "".join(pieces), False
 
 
-def repl(model, tok, conv, *, sampling, max_new, rng, allowed=None, read=input, out=sys.stdout):
-    """Read a line, answer it, until /exit or the end of input. Returns 0."""
+def repl(model, tok, conv, answers, *, read=input, out=sys.stdout):
+    """Read a line, answer it (as ``answers`` says), until /exit or the end of input. Returns 0."""
     stop = None if conv.raw else chat.end_id(tok)
+    max_new = answers.max_new
     out.write(f"zerollm chat: {HELP}\n")
     while True:
         try:
@@ -152,7 +165,7 @@ def repl(model, tok, conv, *, sampling, max_new, rng, allowed=None, read=input, 
         if dropped:
             out.write(f"(the conversation outgrew the context of {conv.block_size} tokens: dropped the oldest "
                       f"{dropped} turn{'s' if dropped > 1 else ''})\n")
-        text, _ = answer(model, tok, ids, max_new, stop, sampling, rng, allowed, out)
+        text, _ = answer(model, tok, ids, stop, answers, out)
         conv.add(line, text)
 
 

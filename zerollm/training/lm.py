@@ -109,14 +109,15 @@ class LMObjective(Objective):
 
     def sample(self, trainer):
         """A short sample from the start of the validation text (for the eval printout)."""
-        from zerollm.generation.sample import generate
+        from zerollm.generation.decode import generate
+        from zerollm.generation.sample import Sampling
         prompt = np.asarray(self.val_data[:1], dtype=np.int64)
         rng = np.random.default_rng([self.seed, 3, trainer.iter])
         ids = [int(prompt[0])]
         with warnings.catch_warnings():          # a sample longer than the context is expected here
             warnings.simplefilter("ignore")
             n = docsmode.limit("sample tokens", self.sample_tokens)
-            for t in generate(self.model, prompt, n, temperature=0.8, rng=rng):
+            for t in generate(self.model, prompt, n, Sampling(temperature=0.8), rng=rng):
                 ids.append(int(t[0]))
                 if trainer.stop_requested():
                     break

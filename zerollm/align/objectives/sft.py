@@ -185,10 +185,10 @@ class SFTObjective(Objective):
         return total / count if count else float("nan")
 
     def task_success(self, trainer):
-        from zerollm.align.tasks.evaluate import sample_task, score
-        completions, _ = sample_task(self.model, self.tokenizer, self.task, self.prompts, fmt="chat",
-                                     max_new_tokens=self.cfg.eval_max_new_tokens,
-                                     temperature=self.cfg.eval_temperature, seed=self.seed,
+        from zerollm.align.tasks.evaluate import TaskSampling, sample_task, score
+        from zerollm.generation.sample import Sampling
+        how = TaskSampling("chat", self.cfg.eval_max_new_tokens, Sampling(self.cfg.eval_temperature), self.seed)
+        completions, _ = sample_task(self.model, self.tokenizer, self.task, self.prompts, how,
                                      should_stop=trainer.stop_requested)
         summary, results = score(self.task, self.prompts, completions)
         shown = "\n".join(f"  {r['prompt']} -> {r['completion']}  (reward {r['reward']:.2f})" for r in results[:3])

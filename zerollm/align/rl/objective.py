@@ -134,8 +134,11 @@ class RolloutObjective(Objective):
         self.rollouts_done += 1
 
     def _sampling(self, temperature):
-        return dict(max_new_tokens=self.cfg.max_new_tokens, stop_ids=self.stop_ids, temperature=temperature,
-                    top_k=self.cfg.top_k, top_p=self.cfg.top_p, should_stop=self._stopping)
+        from zerollm.generation.decode import Completions
+        from zerollm.generation.sample import Sampling
+        how = Completions(self.cfg.max_new_tokens, Sampling(temperature, self.cfg.top_k, self.cfg.top_p),
+                          tuple(self.stop_ids))
+        return dict(how=how, should_stop=self._stopping)
 
     def _stopping(self):
         return self.trainer.stop_requested()

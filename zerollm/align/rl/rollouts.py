@@ -1,6 +1,6 @@
 """Rollouts: let the policy answer a batch of prompts, then score every token it chose.
 
-    completions = sample(engine, prompt_ids, seeds, ...)          # one list of ids per row
+    completions = sample(engine, prompt_ids, seeds, Completions(64, Sampling(0.8), (end,)))   # ids per row
     ids, mask = sequences(prompt_ids, completions)                 # (B, T) right-padded, mask = answer tokens
     logp = logprobs(engine, model, ids, mask)                      # (B, T), no activations kept
 
@@ -14,15 +14,13 @@ from zerollm.align.objectives.pairs import pad_rows
 from zerollm.model.policy import token_logprobs
 
 
-def sample(engine, prompt_ids, seeds, *, max_new_tokens, stop_ids, temperature=1.0, top_k=None, top_p=None,
-           should_stop=None):
-    """Completions of every prompt (lists of ids, the stop id included when reached), rows in parallel."""
-    from zerollm.generation.sample import sample_completions
+def sample(engine, prompt_ids, seeds, how, should_stop=None):
+    """Completions of every prompt (lists of ids, the stop id included when reached), rows in parallel.
+    how: zerollm.generation.decode.Completions (max_new_tokens, sampling, stop_ids)."""
+    from zerollm.generation.decode import sample_completions
 
     def run(model, rows):
-        return sample_completions(model, list(rows["prompts"]), max_new_tokens, stop_ids=stop_ids,
-                                  temperature=temperature, top_k=top_k, top_p=top_p, seeds=list(rows["seeds"]),
-                                  should_stop=should_stop)
+        return sample_completions(model, list(rows["prompts"]), how, seeds=list(rows["seeds"]), should_stop=should_stop)
     parts = engine.map(run, {"prompts": list(prompt_ids), "seeds": list(seeds)})
     return [c for part in parts for c in part]
 

@@ -9,10 +9,12 @@ Two ways to prompt (``fmt``):
 """
 
 import math
+from dataclasses import dataclass
 
 from zerollm.data import chat
 from zerollm.io.errors import ZeroLLMError
 from zerollm.data.formats import prompt_text
+from zerollm.generation.sample import Sampling
 
 FORMATS = ("auto", "chat", "plain")
 TEXT_KEYS = ("prompt", "completion", "chosen", "rejected", "messages")
@@ -68,12 +70,22 @@ def default_max_new_tokens(task, tokenizer):
         return 64
 
 
-def sample_task(model, tokenizer, task, rows, *, fmt="auto", max_new_tokens=None, temperature=1.0, top_k=None,
-                top_p=None, seed=0, should_stop=None):
-    """One completion text per row (row i samples with the seed (seed, i)), and the format used."""
-    from zerollm.generation.sample import sample_completions
-    fmt = resolve_format(fmt, tokenizer)
-    max_new_tokens = max_new_tokens or default_max_new_tokens(task, tokenizer)
+@dataclass(frozen=True)
+class TaskSampling:
+    """How sample_task samples: the prompt format (FORMATS), at most ``max_new_tokens`` per completion
+    (None: default_max_new_tokens), ``sampling`` (zerollm.generation.sample.Sampling), row i drawing
+    with the seed (seed, i)."""
+    fmt: str = "auto"
+    max_new_tokens: int | None = None
+    sampling: Sampling = Sampling()
+    seed: int = 0
+
+
+def sample_task(model, tokenizer, task, rows, how=TaskSampling(), should_stop=None):
+    """One completion text per row (row i samples with the seed (how.seed, i)), and the format used."""
+    from zerollm.generation.decode import Completions, sample_completions
+    fmt = resolve_format(how.fmt, tokenizer)
+    max_new_tokens = how.max_new_tokens or default_max_new_tokens(task, tokenizer)
     if fmt == "chat":
         prompts = [chat.encode_prompt(tokenizer, row["prompt"]) for row in rows]
         stop, prefixes = [chat.end_id(tokenizer)], [""] * len(rows)
@@ -81,8 +93,8 @@ def sample_task(model, tokenizer, task, rows, *, fmt="auto", max_new_tokens=None
         plain = [task.plain_prompt(prompt_text(row["prompt"]), **fields_of(row)) for row in rows]
         prompts = [tokenizer.encode(text) for text, _ in plain]
         stop, prefixes = newline_ids(tokenizer), [prefix for _, prefix in plain]
-    ids = sample_completions(model, prompts, max_new_tokens, stop_ids=stop, temperature=temperature, top_k=top_k,
-                             top_p=top_p, seeds=[(seed, i) for i in range(len(rows))], should_stop=should_stop)
+    ids = sample_completions(model, prompts, Completions(max_new_tokens, how.sampling, tuple(stop)),
+                             seeds=[(how.seed, i) for i in range(len(rows))], should_stop=should_stop)
     if fmt == "chat":
         return [chat.decode_completion(tokenizer, c) for c in ids], fmt
     return [prefix + tokenizer.decode(c).split("\n")[0] for prefix, c in zip(prefixes, ids)], fmt
@@ -112,9 +124,9 @@ def score(task, rows, completions):
     return summary, results
 
 
-def evaluate(model, tokenizer, task, rows, **sampling):
+def evaluate(model, tokenizer, task, rows, how=TaskSampling()):
     """sample_task + score -> (summary with the format, results); the rows are checked first."""
     check_examples(task, rows)
-    completions, fmt = sample_task(model, tokenizer, task, rows, **sampling)
+    completions, fmt = sample_task(model, tokenizer, task, rows, how)
     summary, results = score(task, rows, completions)
     return {**summary, "format": fmt}, results

@@ -55,7 +55,7 @@ def _conversation(tok, block_size, system, raw):
 
 
 def run(args):
-    from zerollm.serve.repl import repl
+    from zerollm.serve.repl import Answers, repl
     apply_engine_argument(args)
     sampling = sampling_of(args)
     with limit_threads(args.threads):
@@ -69,5 +69,5 @@ def run(args):
         conv.check_system(max_new, how="give a shorter --system")
         allowed = decodable(tok, model.config.vocab_size)
         # out: the sys.stdout of now (repl's default is the one of when it was imported)
-        return repl(model, tok, conv, sampling=sampling, max_new=max_new, rng=np.random.default_rng(args.seed),
-                    allowed=None if allowed.all() else allowed, out=sys.stdout)
+        answers = Answers(sampling, max_new, np.random.default_rng(args.seed), None if allowed.all() else allowed)
+        return repl(model, tok, conv, answers, out=sys.stdout)

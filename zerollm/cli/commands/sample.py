@@ -17,11 +17,13 @@ import numpy as np
 from zerollm.model import budget
 from zerollm.io.argtypes import MAX_SIZE, PROBABILITY, SAMPLING_SEED, SIZE, Range
 from zerollm.model.budget import add_force_argument
-from zerollm.generation.display import StreamDecoder, decodable
+from zerollm.generation.display import decodable
 from zerollm.engine import add_engine_argument, apply_engine_argument
 from zerollm.io.errors import ZeroLLMError
 from zerollm.engine.memory import keep_freed_memory
+from zerollm.generation.batching import Context, ContextWarning, Request, Scheduler, Token, context_notes
 from zerollm.generation.sample import add_penalty_arguments, sampling_of
+from zerollm.generation.text import TextStream
 from zerollm.cli.source import add_source_arguments, load_source
 from zerollm.engine.threads import add_threads_argument, limit_threads
 
@@ -63,8 +65,8 @@ def generation_estimate(cfg, n_prompt, args):
     """Memory of generating: the KV cache (block_size slots, or sinks + window) and the prompt's forward."""
     T = min(n_prompt, cfg.block_size) if args.window is None or cfg.pos == "learned" else n_prompt
     slots = cfg.block_size if args.window is None else args.sinks + args.window
-    return budget.inference(cfg, 1, T, cache_slots=slots, what="sampling",
-                            hint="--window, --sinks or the --prompt length")
+    return budget.inference(cfg, 1, T, budget.Purpose("sampling", "--window, --sinks or the --prompt length"),
+                            cache_slots=slots)
 
 
 def run(args):
@@ -75,7 +77,6 @@ def run(args):
 
 
 def _run(args):
-    from zerollm.generation.sample import ContextWarning, context_notes, generate
     sampling = sampling_of(args)
     if args.sinks < 0 or (args.sinks and args.window is None):
         raise ZeroLLMError("--sinks needs --window and must be >= 0")
@@ -93,33 +94,29 @@ def _run(args):
     for note in context_notes(model.config, len(prompt), args.max_new_tokens, args.window):
         if stop is None or not note.startswith("the context is full"):   # a reply may end long before
             warnings.warn(note, ContextWarning)    # now, on a line of its own, not in the middle of the text
-    allowed = _decodable_ids(model, tok)
+    scheduler = Scheduler(model, max_batch=1, allowed=_decodable_ids(model, tok))
     rng = np.random.default_rng(args.seed)
     out = sys.stdout
     for n in range(args.num_samples):
         if n:
             out.write("\n---------------\n")
-        stream = StreamDecoder(tok)
         out.write(args.prompt if stop is None else "")
+        req = Request(prompt, args.max_new_tokens, sampling, rng, stop_ids=frozenset(() if stop is None else (stop,)),
+                      text=TextStream(tok, escape=True), context=Context(args.window, args.sinks))
         with warnings.catch_warnings(record=True) as said:
             warnings.simplefilter("always", ContextWarning)
-            for ids in generate(model, np.array([prompt]), args.max_new_tokens, rng=rng, window=args.window,
-                                sinks=args.sinks, allowed=allowed, **vars(sampling)):
-                if stop is not None and int(ids[0]) == stop:
-                    break                                     # the end of the assistant's turn
-                out.write(stream.push(ids[0]))
-                out.flush()
-        out.write(stream.flush() + "\n")
-        out.flush()
+            for events in scheduler.stream([req]):
+                for _, ev in events:                   # a Token's text, then Done's held-back rest and the end
+                    out.write(ev.text if isinstance(ev, Token) else ev.text + "\n")
+                    out.flush()
         # a chat reply's "the context is full" comes when it happens, unless the prompt already filled it
         _warn_again(said, chat=stop is not None and len(prompt) <= model.config.block_size)
     return 0
 
 
 def _warn_again(said, chat):
-    """The warnings generate() gave, less the context notes already printed before the text: for a chat
+    """The warnings the scheduler gave, less the context notes already printed before the text: for a chat
     reply, "the context is full" only now, when the reply really reached the end of the context."""
-    from zerollm.generation.sample import ContextWarning
     with warnings.catch_warnings():
         warnings.simplefilter("always")            # each sample's own: not "once per place in the code"
         for w in said:

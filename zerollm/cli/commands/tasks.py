@@ -128,9 +128,9 @@ def _load(path):
 
 def _eval(args):
     from zerollm.data.formats import read_prompts
-    from zerollm.generation.sample import check_sampling_args
+    from zerollm.generation.sample import Sampling, check_sampling_args
     from zerollm.align.tasks import get_task
-    from zerollm.align.tasks.evaluate import evaluate
+    from zerollm.align.tasks.evaluate import TaskSampling, evaluate
     from zerollm.tokenizers.char import UnknownCharacters
     if args.name == "lm-eval":
         raise ZeroLLMError("lm-eval tasks are run by lm_eval, not by tasks eval: zerollm tasks make lm-eval --out "
@@ -145,9 +145,9 @@ def _eval(args):
     rows = rows[:docsmode.limit("examples evaluated", len(rows))]
     model, tok = _load(args.ckpt)
     try:
-        summary, results = evaluate(model, tok, task, rows, fmt=args.format, max_new_tokens=args.max_new_tokens,
-                                    temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
-                                    seed=args.seed)
+        how = TaskSampling(args.format, args.max_new_tokens, Sampling(args.temperature, args.top_k, args.top_p),
+                           args.seed)
+        summary, results = evaluate(model, tok, task, rows, how)
     except UnknownCharacters as err:
         raise ZeroLLMError(err.command_line(f"a prompt of --data {args.data}")) from None
     summary = {"task": args.name, "ckpt": args.ckpt, "data": args.data, "temperature": args.temperature,

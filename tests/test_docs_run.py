@@ -25,7 +25,9 @@ only the rest, in a copy of the English tour's folder taken after its k-th comma
 the 中文 half stands after the same k commands.
 """
 
+import ast
 import json
+import re
 import os
 import resource
 import shutil
@@ -324,3 +326,88 @@ def test_the_docs_mode_teaches_a_bpe_the_texts_start_and_encodes_all_of_it(tmp_p
     assert tok.merges == head.merges != whole.merges
     assert meta["source"]["characters"] == len(text)
     assert meta["train_tokens"] + meta["val_tokens"] == len(tok.encode(text, allowed_special="all"))
+
+
+# ----------------------------------------------------------------------------
+# a snippet imports only what its page installs
+
+def _imports(body):
+    """Top-level names a python block imports (not the standard library's, not zerollm)."""
+    try:
+        tree = ast.parse(body)
+    except SyntaxError:
+        return set()
+    names = set()
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Import):
+            names |= {a.name.split(".")[0] for a in n.names}
+        elif isinstance(n, ast.ImportFrom) and n.module and not n.level:
+            names.add(n.module.split(".")[0])
+    return names - set(sys.stdlib_module_names) - {"zerollm"}
+
+
+def _installed_by(requirements, seen=None):
+    """Every distribution that ``pip install REQUIREMENTS`` brings, read from the installed metadata:
+    the named ones with their extras, and what they require, all the way down."""
+    from importlib import metadata
+
+    from packaging.requirements import Requirement
+    seen = set() if seen is None else seen
+    for text in requirements:
+        req = Requirement(text)
+        try:
+            name = metadata.distribution(req.name).metadata["Name"].lower().replace("_", "-")
+        except metadata.PackageNotFoundError:
+            continue                    # not installed here: it provides nothing the check can see
+        key = (name, tuple(sorted(req.extras)))
+        if key in seen:
+            continue
+        seen.add(key)
+        wanted = []
+        for dep in metadata.requires(name) or []:
+            dep_req = Requirement(dep)
+            if dep_req.marker is None or any(dep_req.marker.evaluate({"extra": e}) for e in ("", *req.extras)):
+                try:
+                    metadata.distribution(dep_req.name)
+                except metadata.PackageNotFoundError:
+                    continue            # a dependency for another platform or Python
+                wanted.append(f"{dep_req.name}{'[' + ','.join(sorted(dep_req.extras)) + ']' if dep_req.extras else ''}")
+        _installed_by(wanted, seen)
+    return {name for name, _ in seen}
+
+
+def page_installs(text):
+    """What a page's `pip install` lines (in blocks or in the prose) name; `-e .` is zerollm."""
+    names = ["zerollm"]
+    for line in re.findall(r"pip install ([^`\n]+)", text):
+        for word in re.split(r"#|&&|;|\|", line)[0].split():
+            word = word.strip("\"'()")
+            if word.startswith("-e"):
+                continue
+            if word.startswith("."):
+                word = "zerollm" + word[1:]            # -e ".[serve]"
+            if re.fullmatch(r"[A-Za-z0-9_.-]+(\[[a-z,]+\])?", word):
+                names.append(word)
+    return names
+
+
+@pytest.mark.parametrize("page", docs_blocks.pages(REPO))
+def test_a_pages_snippets_import_only_what_it_installs(page):
+    # docs/serving.md's openai snippet imported httpx, which the openai release of the day no longer brings:
+    # a reader who ran the page's pip line got "No module named 'httpx'" on the snippet's first line
+    from importlib import metadata
+    text = (REPO / page).read_text(encoding="utf-8")
+    wanted = set().union(*[_imports(body) for lang, body, _ in docs_blocks.blocks(text) if lang == "python"])
+    if not wanted:
+        return
+    installed, provides = _installed_by(page_installs(text)), metadata.packages_distributions()
+    missing = {name for name in wanted
+               if not {d.lower().replace("_", "-") for d in provides.get(name, [])} & installed}
+    assert not missing, f"{page}: snippets import {sorted(missing)}, which no pip install line of the page brings"
+
+
+def test_the_snippet_check_sees_an_import_nothing_installs():
+    assert _imports("import httpx, openai\nfrom os import path\nimport zerollm.io\n") == {"httpx", "openai"}
+    assert "fastapi" in _installed_by(["zerollm[serve]"]) and "fastapi" not in _installed_by(["zerollm"])
+    assert page_installs('run `pip install "zerollm[serve]" openai`, or pip install -e ".[viz]"') == \
+        ["zerollm", "zerollm[serve]", "openai", "zerollm[viz]"]

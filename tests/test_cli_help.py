@@ -87,3 +87,19 @@ def test_an_os_error_names_the_path_without_errno_noise(tmp_path, capsys):
     code, _, err = run_main(["train", "--data", "shakespeare", "--out", tmp_path / "afile" / "run"], capsys)
     assert code == 1 and f"{tmp_path / 'afile' / 'run'}: Not a directory" in err and "[Errno" not in err, err
     assert len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("argv, guess", [
+    (["sampel"], "'sample'"), (["trian"], "'train'"), (["xyzzy"], None), (["chta"], "'chat'"),
+    (["train", "--preset", "shakespear"], "'shakespeare-cpu'"), (["train", "--norm", "rmsnrom"], "'rmsnorm'"),
+])
+def test_a_mistyped_choice_gets_a_did_you_mean(capsys, argv, guess):
+    from zerollm.cli import main
+    with pytest.raises(SystemExit) as stop:
+        main(argv)
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and len(err.strip().splitlines()) == 1 and "invalid choice" in err, err
+    if guess is None:
+        assert "did you mean" not in err
+    else:
+        assert f"(did you mean {guess}?)" in err

@@ -426,3 +426,18 @@ def test_cache_dir_default_is_in_home(monkeypatch, tmp_path):
 
 def test_module_docstrings_match_the_commands():
     assert "zerollm prepare" in data_mod.__doc__ and "zerollm download" in dl.__doc__
+
+
+@pytest.mark.parametrize("argv", [["prepare", "--data"], ["eval", "--ckpt", "RUN", "--data"]])
+def test_a_missing_data_file_points_at_the_corpora_that_ship(capsys, tmp_path, tmp_path_factory, argv):
+    # it used to suggest `zerollm download shakespeare`, a download of what the package already holds
+    from tiny_runs import tiny_run
+    from zerollm.data import corpora
+    argv = [str(tiny_run(tmp_path_factory, "char")) if a == "RUN" else a for a in argv]
+    capsys.readouterr()                                  # what training the tiny run printed
+    code = main([*argv, str(tmp_path / "nofile.txt")])
+    err = capsys.readouterr().err
+    assert code == 1 and len(err.strip().splitlines()) == 1, err
+    assert "data file not found" in err and "download" not in err
+    assert str(corpora.HERE) in err and "tinyshakespeare.txt" in err and "tang_poems.txt" in err
+    assert corpora.path("shakespeare").parent == corpora.HERE          # the folder named is where they are

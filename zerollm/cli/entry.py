@@ -81,7 +81,19 @@ class OneLineParser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
 
     def error(self, message):
-        self.exit(2, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
+        self.exit(2, f"{self.prog}: error: {message}{_nearest_choice(message)} (see '{self.prog} --help')\n")
+
+
+def _nearest_choice(message):
+    """" (did you mean 'sample'?)" for argparse's "invalid choice: 'sampel' (choose from ...)", else ""."""
+    import difflib
+    import re
+    m = re.search(r"invalid choice: '(.*)' \(choose from (.*)\)$", message)
+    if m is None:
+        return ""
+    choices = re.findall(r"'([^']*)'", m.group(2))
+    guess = difflib.get_close_matches(m.group(1), choices, n=1, cutoff=0.6)
+    return f" (did you mean {guess[0]!r}?)" if guess else ""
 
 
 def build_parser():

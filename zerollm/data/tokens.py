@@ -49,8 +49,10 @@ def read_corpus(path):
     path = Path(path)
     require_regular(path, "text file")            # /dev/zero, /dev/stdin from a pipe, a FIFO: never read
     if not path.is_file():
-        raise ZeroLLMError(f"data file not found: {path}; check the path, or get a corpus with "
-                           "'zerollm download shakespeare'")
+        from zerollm.data import corpora
+        shipped = ", ".join(name for name, _ in corpora.CORPORA.values())
+        raise ZeroLLMError(f"data file not found: {path}; check the path (the corpora that ship with zerollm "
+                           f"lie in {corpora.HERE}: {shipped})")
     with open_regular(path, "rb", what="text file") as f:
         raw = f.read()
     try:

@@ -118,3 +118,20 @@ def test_a_closed_standard_stream_is_one_line_not_a_traceback(stream, words, cha
         code, _, err = run_main(argv, capsys)
         lines = err.strip().splitlines()
         assert code == 1 and words in lines[-1] and "Traceback" not in err, err
+
+
+@pytest.mark.parametrize("command", ["chat", "serve"])
+def test_a_missing_chat_model_points_at_sft_not_train(capsys, tmp_path, command):
+    # `zerollm chat --ckpt runs/tang-sft` before the SFT run exists used to say "train first with zerollm train"
+    from zerollm.cli import main
+    code = main([command, "--ckpt", str(tmp_path / "tang-sft")])
+    err = capsys.readouterr().err
+    assert code == 1 and len(err.strip().splitlines()) == 1, err
+    assert "checkpoint directory not found" in err and "zerollm sft --init" in err
+
+
+def test_a_missing_base_model_still_points_at_train(capsys, tmp_path):
+    from zerollm.cli import main
+    code = main(["sample", "--ckpt", str(tmp_path / "shakespeare")])
+    err = capsys.readouterr().err
+    assert code == 1 and "train first with `zerollm train`" in err and "sft" not in err

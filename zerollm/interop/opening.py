@@ -16,6 +16,7 @@ import os
 from dataclasses import dataclass, field
 
 from zerollm.io.errors import ZeroLLMError
+from zerollm.io.fileio import folder_not_found
 from zerollm.training import modeldir
 
 TOKENIZER_MODES = ("need", "may", "try", "skip")
@@ -88,7 +89,7 @@ def open_model(source, *, tokenizer="need", merged=False, prog="zerollm"):
     elif source.hf:
         opened = _open_hf(source, tokenizer)
     else:
-        opened = _open_zerollm(source, tokenizer)
+        opened = _open_zerollm(source, tokenizer, prog)
     opened.path = os.fspath(source.path)
     if tokenizer == "need":
         opened.need_tokenizer()
@@ -126,8 +127,15 @@ def _open_hf(source, tokenizer):
     return opened
 
 
-def _open_zerollm(source, tokenizer):
+# what a chat command says when its --ckpt names no folder: a chat model is what `zerollm sft` makes
+CHATTING = ("zerollm chat", "zerollm serve")
+
+
+def _open_zerollm(source, tokenizer, prog):
     path = os.fspath(source.ckpt)
+    if prog in CHATTING and not os.path.isdir(path):
+        raise folder_not_found(path, "checkpoint directory", "a chat model comes from `zerollm sft --init RUN "
+                               "--data FILE --out DIR` (docs/alignment.md), a base model from `zerollm train`")
     ckpt = modeldir.saved_checkpoint(path, force=source.force)
     base = lora_base(ckpt, source.force) if modeldir.needs_base(ckpt) else None     # opened first, here: the
     model, heads = modeldir.load_trained(path, ckpt, force=source.force, base=base)  # readers never call back up

@@ -280,3 +280,17 @@ def test_text_with_characters_an_sft_run_added(tmp_path, run, capsys):
     out = tmp_path / "sft.html"
     assert explain("--ckpt", sft, "--text", "藏头诗：春夏秋冬", "--out", out, "--lang", "zh") == 0, capsys.readouterr().err
     assert "".join(page_data(out.read_text())["model"]["tokens"]) == "藏头诗：春夏秋冬"
+
+
+def test_the_size_the_docs_give_for_the_walkthrough_page_is_its_size(tmp_path, capsys):
+    from conftest import REPO
+    # README and docs/explain.md said 68 KB when the page was 70 KB
+    import re
+    from zerollm.cli import main
+    assert main(["explain", "--out", str(tmp_path / "walk.html")]) == 0
+    kb = round((tmp_path / "walk.html").stat().st_size / 1024)
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    page = (REPO / "docs" / "explain.md").read_text(encoding="utf-8")
+    stated = [int(n) for n in re.findall(r"(\d+) KB for the walkthrough alone", readme)]
+    stated += [int(n) for n in re.findall(r"\| (?:the walkthrough alone|只有手算部分)[^|]*\| (\d+) KB", page)]
+    assert len(stated) == 3 and set(stated) == {kb}, (stated, kb)

@@ -3,6 +3,7 @@ console error, no request; 中文 switches every label; the Chinese labels are a
 
 import json
 import os
+import re
 import shutil
 
 import pytest
@@ -113,6 +114,10 @@ def test_report_numbers_equal_the_run_files_in_a_browser(report, tmp_path):
         labels = page.eval_on_selector_all("[data-zh]", "ls => ls.map(l => l.textContent)")
         assert labels and all(any(t == zh for _, zh in LABELS.values()) for t in labels)
         assert page.eval_on_selector_all("#curves polyline", "ps => ps.length") == 2
+        # both axes are named (the chart used to show "4.06 @ 0" and nothing else), in the page's language
+        assert page.eval_on_selector_all("#curves text[data-zh]", "ts => ts.map(t => t.textContent)") == \
+            [LABELS["axis_loss"][1], LABELS["axis_step"][1]]
+        assert "@" not in page.text_content("#curves")
         assert page.eval_on_selector_all("#curves circle", "cs => cs.length") == sum(
             sum("val_loss" in r for r in read_jsonl(run / "log.jsonl")) for run in (char, byte))
         page.screenshot(path=str(tmp_path / "report-zh.png"), full_page=True)
@@ -341,3 +346,14 @@ def test_a_log_of_garbage_is_reported_with_a_warning(tmp_path, tmp_path_factory,
     (run / "log.jsonl").write_text((run / "log.jsonl").read_text().replace("garbage\n", ""))
     code, _, err = run_main(["report", run, "--out", tmp_path / "r2.html"], capsys)
     assert code == 0 and "lines are not JSON records" not in err, err       # one cut line: no warning
+
+
+def test_the_loss_chart_names_its_axes_and_keeps_their_ends_apart():
+    from zerollm.evaluate.report import _curves
+    runs = [{"name": "a", "curve": [(0, 4.06), (50, 2.5), (100, 2.0)], "val_curve": [(100, 2.1)]}]
+    svg = _curves(runs)
+    for key in ("axis_loss", "axis_step"):
+        en, zh = LABELS[key]
+        assert f'data-en="{en}" data-zh="{zh}"' in svg and f">{en}</text>" in svg
+    texts = re.findall(r">([^<>]*)</text>", svg)
+    assert "@" not in svg and {"4.06", "2.00", "0", "100"} <= set(texts), texts

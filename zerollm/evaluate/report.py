@@ -45,6 +45,8 @@ LABELS = {       # key: (English, 中文); the Chinese uses only characters of t
     "val_loss": ("validation loss", "验证损失"),
     "val_bpb": ("validation bits per byte", "验证 bpb"),
     "curves": ("loss curves (training steps; dots: validation)", "损失曲线（训练每一步；点：验证）"),
+    "axis_loss": ("loss", "损失"),
+    "axis_step": ("training step", "训练步"),
     "scores": ("lm-eval scores, 95% interval", "lm-eval 评测结果，95% CI"),
     "task": ("task", "评测"),
     "metric": ("metric", "度量"),
@@ -351,9 +353,16 @@ def _curves(runs, width=720, height=300, pad=40):
     Y = lambda y: height - pad - (y - y0) / span * (height - 2 * pad)
     parts = [f'<line x1="{pad}" y1="{height - pad}" x2="{width - pad}" y2="{height - pad}" stroke="#999"/>',
              f'<line x1="{pad}" y1="{pad}" x2="{pad}" y2="{height - pad}" stroke="#999"/>',
-             f'<text x="{pad}" y="{pad - 8}" font-size="11">{y1:.2f}</text>',
-             f'<text x="{pad}" y="{height - pad + 14}" font-size="11">{y0:.2f} @ {x0}</text>',
-             f'<text x="{width - pad}" y="{height - pad + 14}" font-size="11" text-anchor="end">{x1}</text>']
+             # the loss axis: its two ends, and its name turned along it
+             f'<text x="{pad - 4}" y="{pad + 4}" font-size="11" text-anchor="end">{y1:.2f}</text>',
+             f'<text x="{pad - 4}" y="{height - pad}" font-size="11" text-anchor="end">{y0:.2f}</text>',
+             _label("axis_loss", "text").replace("<text ", f'<text x="12" y="{height / 2:.0f}" font-size="11" '
+                                                 f'text-anchor="middle" transform="rotate(-90 12 {height / 2:.0f})" ', 1),
+             # the step axis: its two ends, and its name under it
+             f'<text x="{pad}" y="{height - pad + 14}" font-size="11" text-anchor="middle">{x0}</text>',
+             f'<text x="{width - pad}" y="{height - pad + 14}" font-size="11" text-anchor="middle">{x1}</text>',
+             _label("axis_step", "text").replace("<text ", f'<text x="{width / 2:.0f}" y="{height - pad + 28}" '
+                                                 'font-size="11" text-anchor="middle" ', 1)]
     for k, r in enumerate(runs):
         colour = COLOURS[k % len(COLOURS)]
         line = " ".join(f"{X(s):.1f},{Y(v):.1f}" for s, v in r["curve"] if v is not None)

@@ -143,3 +143,30 @@ def test_good_model_args_and_lm_evals_own_are_accepted(setup):
     sampled = SimpleNamespace(args=("To be", {"until": ["\n"], "max_gen_toks": 3, "do_sample": True}))
     assert isinstance(lm.generate_until([sampled])[0], str)
     assert ZeroLLMLM(ckpt=str(run), seed="5").seed == 5          # a dict of model_args from Python: text
+
+
+# ----------------------------------------------------------------------------
+# a character tokenizer meets characters it has no id for
+
+def test_a_char_model_scores_texts_with_characters_it_lacks(tmp_path_factory, capsys):
+    """`lm_eval --model zerollm` on a char model (README Part 6) ended in a traceback (UnknownCharacters) on the
+    shipped English tasks and on zerollm_acrostic's '：'. The characters it has no id for are left out, said
+    once on stderr, and what is left is scored as that text."""
+    from types import SimpleNamespace
+    from tiny_runs import tiny_run
+    from zerollm.evaluate.harness import ZeroLLMLM
+    lm = ZeroLLMLM(ckpt=str(tiny_run(tmp_path_factory, "char")))
+    capsys.readouterr()
+    known = "".join(lm.tok.decode([i]) for i in range(lm.tok.vocab_size) if lm.tok.decode([i]).isalpha())[:6]
+    a, b = known[:3], known[3:6]
+    pairs = [SimpleNamespace(args=(f"{a}：é", f" {b}€")), SimpleNamespace(args=(f"{a}", f" {b}"))]
+    (ll_odd, _), (ll_plain, _) = lm.loglikelihood(pairs)
+    assert ll_odd == pytest.approx(ll_plain, abs=1e-6)          # scored as the text without them (one batch:
+                                                                # rows of other lengths round a little apart)
+    err = capsys.readouterr().err
+    assert err.count("note: the tokenizer has no id for") == 1 and all(c in err for c in "é€："), err
+    lm.loglikelihood(pairs)
+    assert capsys.readouterr().err == ""                        # said once
+    rolling = lm.loglikelihood_rolling([SimpleNamespace(args=(f"{a}：{b}",))])
+    assert rolling == pytest.approx(lm.loglikelihood_rolling([SimpleNamespace(args=(f"{a}{b}",))]), abs=1e-6)
+

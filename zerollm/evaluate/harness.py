@@ -32,6 +32,7 @@ from lm_eval.api.model import LM
 from lm_eval.api.registry import register_model
 
 import argparse
+import sys
 
 from zerollm.io.argtypes import SAMPLING_SEED, THREADS
 from zerollm.io.errors import ZeroLLMError
@@ -83,10 +84,34 @@ class ZeroLLMLM(LM):
         from zerollm.data import chat as chat_io
         self.chat = chat == "yes" or (chat == "auto" and chat_io.has_template(self.tok))
         self.prefix = self.tok.special_tokens.get(EOT)
+        self.left_out = set()                            # characters readable() has said it leaves out
 
     # ------------------------------------------------------------------
+    def readable(self, text):
+        """``text`` without the characters this tokenizer has no id for (a character tokenizer knows only
+        the characters of its corpus), each left out as a byte-level backend's unknown token would carry
+        nothing; which ones were left out is said once on stderr."""
+        from zerollm.tokenizers.char import UnknownCharacters, describe_char
+        try:
+            self.tok.encode(text, allowed_special="all")
+            return text
+        except UnknownCharacters as err:
+            unknown = set(err.chars)
+        new = sorted(unknown - self.left_out)
+        if new:
+            self.left_out |= set(new)
+            more = f" and {len(new) - 12} more" if len(new) > 12 else ""
+            shown = ", ".join(describe_char(c) for c in new[:12]) + more
+            print(f"zerollm (lm-eval): note: the tokenizer has no id for {shown}; these characters are left out "
+                  "of the texts it scores and continues", file=sys.stderr)
+        return "".join(c for c in text if c not in unknown)
+
     def encode(self, text):
-        return self.tok.encode(text, allowed_special="all")
+        from zerollm.tokenizers.char import UnknownCharacters
+        try:
+            return self.tok.encode(text, allowed_special="all")
+        except UnknownCharacters:
+            return self.tok.encode(self.readable(text), allowed_special="all")
 
     def encode_pair(self, context, continuation):
         """(context ids, continuation ids) as lm-eval's hf model splits them."""

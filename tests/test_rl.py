@@ -11,12 +11,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from zerollm.data.chat import encode_prompt, end_id, prepare_tokenizer
+from zerollm.data.chat import encode_prompt, prepare_tokenizer
 from zerollm.cli import main
 from zerollm.model.config import GPTConfig
 from zerollm.io.errors import ZeroLLMError
 from zerollm.model.gpt import GPT
 from zerollm.align.rl.grpo import GRPOConfig, GRPOObjective
+from zerollm.align.rl.objective import Prompts
 from zerollm.align.rl.ppo import PPOConfig, PPOObjective
 from zerollm.align.rl.rewards import RewardSource, check_rewards, score_all
 from zerollm.training.runlog import read_log
@@ -34,13 +35,14 @@ def bandit(kind, threads=1, seed=0):
     tok = prepare_tokenizer(train_tokenizer("char", "abcd"))        # 4 letters + the template's 4 tokens
     model = GPT(GPTConfig(vocab_size=tok.vocab_size, block_size=16, n_layer=1, n_head=2, n_embd=16), seed=seed)
     source = RewardSource("bandit", lambda prompts, answers, fields, seqs: [float(a == "a") for a in answers])
-    common = dict(sources=[source], seed=seed, stop_ids=(end_id(tok),), prompt_ids=[encode_prompt(tok, "d")])
+    prompts = Prompts(({"prompt": "d"},), (encode_prompt(tok, "d"),))       # answers end at the template's end id
+    common = dict(sources=[source], seed=seed)
     if kind == "grpo":
         cfg = GRPOConfig(group_size=8, prompts_per_step=2, max_new_tokens=1, beta=0.0)
-        objective = GRPOObjective(model, copy.deepcopy(model), tok, [{"prompt": "d"}], config=cfg, **common)
+        objective = GRPOObjective(model, copy.deepcopy(model), tok, prompts, config=cfg, **common)
     else:
         cfg = PPOConfig(prompts_per_step=16, max_new_tokens=1, epochs=2, minibatches=2, kl_coef=0.0)
-        objective = PPOObjective(model, copy.deepcopy(model), tok, [{"prompt": "d"}], config=cfg, **common)
+        objective = PPOObjective(model, copy.deepcopy(model), tok, prompts, config=cfg, **common)
     train_cfg = TrainConfig(lr=3e-2, min_lr=3e-2, warmup_iters=0, max_iters=60, weight_decay=0.0, seed=seed)
     return Trainer(objective, train_cfg, threads=threads), tok
 
@@ -72,7 +74,7 @@ def test_thread_shards_sample_and_differentiate_the_same(kind):
         trainer, _ = bandit(kind, threads=threads)
         batch = trainer.objective.next_batch()
         trainer.model.train()
-        results.append((batch, trainer.engine.run(trainer.objective.shard_loss, batch)))
+        results.append((batch, trainer.sharded.run(trainer.objective.shard_loss, batch)))
     (b1, r1), (b2, r2) = results
     assert np.array_equal(b1["ids"], b2["ids"]) and np.array_equal(b1["reward"], b2["reward"])
     assert r1.loss == pytest.approx(r2.loss, rel=1e-5, abs=1e-9)

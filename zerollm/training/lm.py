@@ -79,25 +79,25 @@ class LMObjective(Objective):
         return {**super().fingerprint(), "train_data": digest(self.train_data), "val_data": digest(self.val_data)}
 
     # ------------------------------------------------------------------
-    def evaluate(self, trainer):
-        metrics = self.estimate_loss(trainer)
+    def evaluate(self, context):
+        metrics = self.estimate_loss(context)
         text = None
-        if self.sample_tokens and self.tokenizer is not None and not trainer.stop_requested():
-            text = "--- sample ---\n" + self.sample(trainer) + "\n--------------"
+        if self.sample_tokens and self.tokenizer is not None and not context.stop_requested():
+            text = "--- sample ---\n" + self.sample(context) + "\n--------------"
         return metrics, text
 
-    def estimate_loss(self, trainer):
+    def estimate_loss(self, context):
         """Mean loss over eval_iters random batches of each split, from an RNG seeded by the step."""
         self.model.eval()
         out = {}
         for split, data in (("train", self.train_data), ("val", self.val_data)):
-            rng = np.random.default_rng([self.seed, 2, trainer.iter])
+            rng = np.random.default_rng([self.seed, 2, context.step])
             losses, bits, nbytes = [], 0.0, 0
             for _ in range(docsmode.limit("evaluation batches", self.eval_iters)):
-                if trainer.stop_requested():          # Ctrl-C: a partial estimate, then the loop stops
+                if context.stop_requested():          # Ctrl-C: a partial estimate, then the loop stops
                     break
                 x, y = self._batch(data, rng)
-                logits = trainer.engine.forward(x)
+                logits = context.sharded.forward(x)
                 losses.append(cross_entropy_forward(logits, y)[0])
                 if split == "val" and self.byte_lengths is not None:
                     b, n = bits_and_bytes(token_nll(logits, y), y, self.byte_lengths)
@@ -107,18 +107,18 @@ class LMObjective(Objective):
             out["val_bpb"] = bits / nbytes            # the same batches in bits per UTF-8 byte (zerollm.evaluate.bpb)
         return out
 
-    def sample(self, trainer):
+    def sample(self, context):
         """A short sample from the start of the validation text (for the eval printout)."""
         from zerollm.generation.decode import generate
         from zerollm.generation.sample import Sampling
         prompt = np.asarray(self.val_data[:1], dtype=np.int64)
-        rng = np.random.default_rng([self.seed, 3, trainer.iter])
+        rng = np.random.default_rng([self.seed, 3, context.step])
         ids = [int(prompt[0])]
         with warnings.catch_warnings():          # a sample longer than the context is expected here
             warnings.simplefilter("ignore")
             n = docsmode.limit("sample tokens", self.sample_tokens)
             for t in generate(self.model, prompt, n, Sampling(temperature=0.8), rng=rng):
                 ids.append(int(t[0]))
-                if trainer.stop_requested():
+                if context.stop_requested():
                     break
         return printable(self.tokenizer.decode(ids))     # an untrained model emits control bytes too

@@ -11,7 +11,8 @@ run is reproducible for a given number of shards). The weight is whatever the lo
 target tokens for cross-entropy, pairs for DPO, sequences for GRPO.
 """
 
-from typing import NamedTuple
+from dataclasses import dataclass
+from typing import Callable, NamedTuple
 
 import numpy as np
 
@@ -27,6 +28,15 @@ class ShardResult(NamedTuple):
     metrics: dict          # name -> float or array, averaged over shards with the same weights
 
 
+@dataclass(frozen=True)
+class RunContext:
+    """What an objective sees of the run that trains it, never the Trainer itself: the policy on the run's
+    thread shards, and whether a stop was asked for. attach() gets it once; evaluate() gets it with ``step``."""
+    sharded: object                       # zerollm.training.parallel.ShardedModel: forward / map over a batch's rows
+    stop_requested: Callable[[], bool]    # Ctrl-C or SIGTERM arrived: long evaluations and rollouts check it
+    step: int | None = None               # optimizer steps done, at an evaluation (seeds its draws)
+
+
 class Objective:
     """Base class. Subclasses set ``kind`` and implement next_batch, shard_loss and evaluate."""
 
@@ -36,11 +46,12 @@ class Objective:
     def __init__(self, model):
         self.model = model
         self.saved = {}        # what the command records to rebuild this objective on resume (config.json)
-        self.trainer = None    # the Trainer running it (attach)
+        self.context = None    # the RunContext of the run training it (attach)
 
-    def attach(self, trainer):
-        """Called by the Trainer that runs this objective (rollouts use its thread shards and stop flag)."""
-        self.trainer = trainer
+    def attach(self, context):
+        """Called by the Trainer that runs this objective with its RunContext (rollouts sample on its thread
+        shards and stop when it asks)."""
+        self.context = context
 
     # -- what is trained -------------------------------------------------------
     def params(self):
@@ -75,9 +86,9 @@ class Objective:
         return 0
 
     # -- evaluation --------------------------------------------------------------
-    def evaluate(self, trainer):
-        """-> (metrics dict for log.jsonl, text to print or None). Checks trainer.stop_requested()
-        inside long loops so Ctrl-C is honoured quickly."""
+    def evaluate(self, context):
+        """context: a RunContext with this evaluation's step -> (metrics dict for log.jsonl, text to print or
+        None). Checks context.stop_requested() inside long loops so Ctrl-C is honoured quickly."""
         return {}, None
 
     # -- exact resume ------------------------------------------------------------

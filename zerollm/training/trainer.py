@@ -38,6 +38,7 @@ from zerollm.training.dist import SINGLE
 from zerollm.io.errors import ZeroLLMError
 from zerollm.model.gpt import GPT
 from zerollm.training.lm import LMObjective
+from zerollm.training.objective import RunContext
 from zerollm.training.optim import AdamW, clip_grad_norm, lr_at
 from zerollm.training.parallel import ShardedModel
 from zerollm.io.validate import dataclass_from_dict, restore_generator
@@ -121,7 +122,7 @@ class Trainer:
         self.threads = threads
         self.tokenizer_path = tokenizer_path
         self.world = world or SINGLE
-        self.engine = ShardedModel(self.model, threads, self.world)
+        self.sharded = ShardedModel(self.model, threads, self.world)     # the model on its thread shards
         self.optimizer = AdamW(self.params, lr=train_cfg.lr, betas=(train_cfg.beta1, train_cfg.beta2),
                                weight_decay=train_cfg.weight_decay)
         self.model.amp = check_format(train_cfg.amp)
@@ -130,7 +131,8 @@ class Trainer:
         self.iter = 0                   # optimizer steps done
         self.best_val_loss = float("inf")
         self.stop = None                # set by fit(): Ctrl-C / SIGTERM requests
-        objective.attach(self)
+        self.context = RunContext(self.sharded, self.stop_requested)    # all an objective sees of the run
+        objective.attach(self.context)
         self.world.check_same({"model": self.model_cfg.to_dict(), "train": asdict(train_cfg), "threads": threads,
                                "objective": objective.fingerprint()}, "settings, weights or data")
 
@@ -160,7 +162,7 @@ class Trainer:
                 total, grads, tokens, metrics = self._accumulate()
         # only the model's own gradients were scaled (a head's come from the objective, unscaled)
         skip = scaler is not None and scaler.unscale({name: grads[name] for name in self.model.trainable()})
-        pool = self.engine.pool          # the shard threads share the per-parameter work too
+        pool = self.sharded.pool         # the shard threads share the per-parameter work too
         norm = clip_grad_norm(grads, cfg.grad_clip, pool) if cfg.grad_clip > 0 and not skip else float("nan")
         if not np.isfinite(total) or (cfg.grad_clip > 0 and not skip and not np.isfinite(norm)):
             raise ZeroLLMError(f"training diverged at step {self.iter} (loss {total}, gradient norm {norm}); "
@@ -181,7 +183,7 @@ class Trainer:
         for _ in range(cfg.grad_accum):
             batch = self.objective.next_batch()    # may sample from the model (RL rollouts) in eval mode
             self.model.train()
-            result = self.engine.run(self.objective.shard_loss, batch)
+            result = self.sharded.run(self.objective.shard_loss, batch)
             total += result.loss
             tokens += self.objective.tokens(batch)
             for name, value in {**batch.get("_metrics", {}), **result.metrics}.items():
@@ -189,15 +191,15 @@ class Trainer:
             if grads is None:
                 grads = result.grads
             else:                                           # gradient accumulation: sum the micro-batches
-                by_name_in_parts(self.engine.pool, grads, functools.partial(_add_into, grads, result.grads))
+                by_name_in_parts(self.sharded.pool, grads, functools.partial(_add_into, grads, result.grads))
         if cfg.grad_accum > 1:
             share = 1.0 / cfg.grad_accum
-            by_name_in_parts(self.engine.pool, grads, lambda name: _scale(grads[name], share))
+            by_name_in_parts(self.sharded.pool, grads, lambda name: _scale(grads[name], share))
         return total, grads, tokens, metrics
 
     def evaluate(self):
         """The objective's evaluation -> (metrics, text or None); keeps best_val_loss up to date."""
-        metrics, text = self.objective.evaluate(self)
+        metrics, text = self.objective.evaluate(replace(self.context, step=self.iter))
         if np.isfinite(metrics.get("val_loss", np.nan)):
             self.best_val_loss = min(self.best_val_loss, metrics["val_loss"])
         return metrics, text

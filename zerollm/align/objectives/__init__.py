@@ -6,7 +6,7 @@ only for what is particular to it:
 
     batch = objective.next_batch()                         # from the objective's own RNGs
     result = objective.shard_loss(model, batch_rows)       # loss, gradients, weight, metrics
-    metrics, text = objective.evaluate(trainer)            # at each eval interval
+    metrics, text = objective.evaluate(context)            # at each eval interval (a RunContext)
 
 See zerollm.training.objective for the full contract and zerollm.training.lm for the simplest one.
 """

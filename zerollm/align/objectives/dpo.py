@@ -115,16 +115,16 @@ class DPOObjective(Objective):
         return ShardResult(loss + model.moe_loss(), grads, B, metrics)   # backward added the MoE terms
 
     # ------------------------------------------------------------------
-    def evaluate(self, trainer):
+    def evaluate(self, context):
         if not self.eval_pairs:
             return {}, None
         pairs = self.eval_pairs[:docsmode.limit("examples evaluated", len(self.eval_pairs))]
-        report = self.implicit_rewards(trainer.engine, pairs, trainer.stop_requested)
+        report = self.implicit_rewards(context.sharded, pairs, context.stop_requested)
         text = (f"implicit-reward accuracy {report['val_accuracy']:.4f} on {report['pairs']} heldout pairs, "
                 f"DPO loss {report['val_loss']:.4f}")
         return report, text
 
-    def implicit_rewards(self, engine, pairs, should_stop=lambda: False, batch_size=32):
+    def implicit_rewards(self, sharded, pairs, should_stop=lambda: False, batch_size=32):
         """Heldout: DPO loss and the share of pairs whose chosen answer has the larger implicit reward."""
         self.model.eval()
         parts = []
@@ -137,7 +137,7 @@ class DPOObjective(Objective):
                 pi, _ = self._logps(model, rows["ids"], rows["mask"], keep=False)
                 ref, _ = self._logps(self.ref, rows["ids"], rows["mask"], keep=False)
                 return pi - ref
-            diff = np.concatenate(engine.map(seq, {"ids": ids, "mask": mask}))
+            diff = np.concatenate(sharded.map(seq, {"ids": ids, "mask": mask}))
             parts.append((diff[:len(part)], diff[len(part):]))
         c = np.concatenate([p[0] for p in parts])
         r = np.concatenate([p[1] for p in parts])

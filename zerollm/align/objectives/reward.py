@@ -126,14 +126,14 @@ class RewardObjective(Objective):
         return ShardResult(loss + model.moe_loss(), grads, B, metrics)   # backward added the MoE terms
 
     # ------------------------------------------------------------------
-    def evaluate(self, trainer):
+    def evaluate(self, context):
         if not self.eval_pairs:
             return {}, None
         pairs = self.eval_pairs[:docsmode.limit("examples evaluated", len(self.eval_pairs))]
-        result = self.score_pairs(trainer.engine, pairs, trainer.stop_requested)
+        result = self.score_pairs(context.sharded, pairs, context.stop_requested)
         return {k: v for k, v in result.items() if not isinstance(v, dict)}, format_pair_report(result)
 
-    def score_pairs(self, engine, pairs, should_stop=lambda: False, batch_size=32):
+    def score_pairs(self, sharded, pairs, should_stop=lambda: False, batch_size=32):
         """Rewards of every pair (chosen, rejected) -> accuracy, mean margin, loss, and per corruption."""
         self.model.eval()
         r_c, r_r = [], []
@@ -141,7 +141,7 @@ class RewardObjective(Objective):
             if should_stop():
                 break
             ids, _, last = both_sides(pair_batch(part))
-            r = batch_rewards(engine, self.head, ids, last)
+            r = batch_rewards(sharded, self.head, ids, last)
             r_c.append(r[:len(part)])
             r_r.append(r[len(part):])
         return pair_report(pairs[:sum(len(c) for c in r_c)], np.concatenate(r_c), np.concatenate(r_r))
@@ -156,20 +156,20 @@ def read_rewards(model, head, ids, last, keep=False):
     return scalar_head_forward(h, head["score.weight"], head["score.bias"], last)
 
 
-def batch_rewards(engine, head, ids, last):
-    """Rewards of a padded batch, its rows spread over the engine's threads."""
-    parts = engine.map(lambda m, rows: read_rewards(m, head, rows["ids"], rows["last"])[0], {"ids": ids, "last": last})
+def batch_rewards(sharded, head, ids, last):
+    """Rewards of a padded batch, its rows spread over the thread shards (a ShardedModel)."""
+    parts = sharded.map(lambda m, rows: read_rewards(m, head, rows["ids"], rows["last"])[0], {"ids": ids, "last": last})
     return np.concatenate(parts)
 
 
-def sequence_rewards(engine, head, sequences, batch_size=32, should_stop=lambda: False):
+def sequence_rewards(sharded, head, sequences, batch_size=32, should_stop=lambda: False):
     """Rewards of token sequences (lists of ids, each read at its last token), batch by batch."""
     out = []
     for part in chunks(sequences, batch_size):
         if should_stop():
             break
         ids, real = pad_rows(part)
-        out.append(batch_rewards(engine, head, ids, real.sum(axis=1) - 1))
+        out.append(batch_rewards(sharded, head, ids, real.sum(axis=1) - 1))
     return np.concatenate(out) if out else np.zeros(0)
 
 

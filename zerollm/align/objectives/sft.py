@@ -62,6 +62,14 @@ class SFTConfig:
             raise ZeroLLMError(f"--eval-max-new-tokens must be >= 1, got {self.eval_max_new_tokens}")
 
 
+@dataclass(frozen=True)
+class Heldout:
+    """What SFT evaluates on besides the training examples: the heldout file's examples (its val_loss) and
+    those of its rows that have a "prompt" the model can answer (the task's success rate)."""
+    examples: tuple = ()       # [(ids, loss_mask)]
+    prompts: tuple = ()        # rows {"prompt", ...fields the task's verifier reads}
+
+
 # ----------------------------------------------------------------------------
 # examples -> batches
 
@@ -104,15 +112,14 @@ def fitting(examples, block_size, what="examples"):
 class SFTObjective(Objective):
     kind = "sft"
 
-    def __init__(self, model, tokenizer, train, *, batch_size, seed, cfg=SFTConfig(), heldout=(), prompts=(),
-                 task=None):
-        """train / heldout: [(ids, loss_mask)]; prompts: heldout rows with a "prompt" (for the task's success)."""
+    def __init__(self, model, tokenizer, train, *, batch_size, seed, cfg=SFTConfig(), heldout=Heldout(), task=None):
+        """train: [(ids, loss_mask)]; heldout: a Heldout; task: a task module (zerollm.align.tasks) or None."""
         super().__init__(model)
         if not train:
             raise ZeroLLMError("no training examples")
-        self.tokenizer, self.train, self.heldout = tokenizer, list(train), list(heldout)
+        self.tokenizer, self.train, self.heldout = tokenizer, list(train), list(heldout.examples)
         n = docsmode.limit("examples evaluated", cfg.eval_examples)
-        self.prompts, self.task, self.cfg = list(prompts)[:n], task, cfg
+        self.prompts, self.task, self.cfg = list(heldout.prompts)[:n], task, cfg
         self.batch_size, self.seed = batch_size, seed
         self.data_rng = np.random.default_rng([seed, 1])
         self.order, self.cursor, self.epoch = self._epoch_order(0), 0, 0
@@ -160,36 +167,36 @@ class SFTObjective(Objective):
         self.order = np.asarray(arrays["order"], dtype=np.int64)
 
     # -- evaluation ----------------------------------------------------------------
-    def evaluate(self, trainer):
+    def evaluate(self, context):
         self.model.eval()
         n = docsmode.limit("examples evaluated", self.cfg.eval_examples)
-        metrics = {"train_loss": self.loss_on(trainer, self.train[:n])}
+        metrics = {"train_loss": self.loss_on(context, self.train[:n])}
         if self.heldout:
-            metrics["val_loss"] = self.loss_on(trainer, self.heldout[:n])
+            metrics["val_loss"] = self.loss_on(context, self.heldout[:n])
         text = None
-        if self.task is not None and self.prompts and not trainer.stop_requested():
-            success, text = self.task_success(trainer)
+        if self.task is not None and self.prompts and not context.stop_requested():
+            success, text = self.task_success(context)
             metrics.update(success)
         return metrics, text
 
-    def loss_on(self, trainer, examples):
+    def loss_on(self, context, examples):
         """Mean cross-entropy over every learned token of ``examples`` (batches of batch_size)."""
         total, count = 0.0, 0
         for start in range(0, len(examples), self.batch_size):
-            if trainer.stop_requested():
+            if context.stop_requested():
                 break
             batch = collate(examples[start:start + self.batch_size])
             n = int(np.count_nonzero(batch["y"] != IGNORE_INDEX))
-            total += cross_entropy_forward(trainer.engine.forward(batch["x"]), batch["y"])[0] * n
+            total += cross_entropy_forward(context.sharded.forward(batch["x"]), batch["y"])[0] * n
             count += n
         return total / count if count else float("nan")
 
-    def task_success(self, trainer):
+    def task_success(self, context):
         from zerollm.align.tasks.evaluate import TaskSampling, sample_task, score
         from zerollm.generation.sample import Sampling
         how = TaskSampling("chat", self.cfg.eval_max_new_tokens, Sampling(self.cfg.eval_temperature), self.seed)
         completions, _ = sample_task(self.model, self.tokenizer, self.task, self.prompts, how,
-                                     should_stop=trainer.stop_requested)
+                                     should_stop=context.stop_requested)
         summary, results = score(self.task, self.prompts, completions)
         shown = "\n".join(f"  {r['prompt']} -> {r['completion']}  (reward {r['reward']:.2f})" for r in results[:3])
         metrics = {"success": summary["success_rate"], "success_low": summary["ci95"][0],

@@ -5,14 +5,15 @@ its frozen reference extended alike, and the reward sources named by the flags.
 import math
 import sys
 
+from zerollm.align.rl.objective import Prompts
 from zerollm.align.stage import Stage, frozen_reference
 from zerollm.align.tasks.evaluate import check_examples
 from zerollm.data.chat import chat_model
 from zerollm.io.errors import ZeroLLMError
 
 
-def rollout_inputs(model, tok, inputs, cfg, seed):
-    """Prompts and their chat-template ids, the tokenizer and model extended for the template, the stop id."""
+def rollout_inputs(model, tok, inputs, seed):
+    """The model and tokenizer extended for the chat template, and the Prompts to train on and to evaluate."""
     from zerollm.data import chat
     from zerollm.data.formats import read_prompts
     rows = read_prompts(inputs["data"])
@@ -21,8 +22,8 @@ def rollout_inputs(model, tok, inputs, cfg, seed):
         print("note: no --eval-data, so no heldout evaluations (log.jsonl still has each step's rollout "
               "rewards)", file=sys.stderr)
     model, tok = chat_model(model, tok, rows + eval_rows, seed)
-    encode = lambda rs: [chat.encode_prompt(tok, r["prompt"]) for r in rs]
-    return model, tok, rows, encode(rows), eval_rows, encode(eval_rows), (chat.end_id(tok),)
+    encode = lambda rs: Prompts(tuple(rs), tuple(chat.encode_prompt(tok, r["prompt"]) for r in rs))
+    return model, tok, encode(rows), encode(eval_rows)
 
 
 def reward_sources(cfg, tok):
@@ -40,15 +41,15 @@ def reward_sources(cfg, tok):
 
 
 def build_rollout_objective(cls, model, tok, inputs, train_cfg, cfg, start, **kw):
-    model, tok, rows, ids, eval_rows, eval_ids, stop = rollout_inputs(model, tok, inputs, cfg, train_cfg.seed)
+    model, tok, prompts, heldout = rollout_inputs(model, tok, inputs, train_cfg.seed)
     reference = frozen_reference(model, tok, start, train_cfg.seed)      # the same new rows as the policy
     sources = reward_sources(cfg, tok)
     for src in sources:                 # a task verifier reads every prompt's fields before any rollout
         if src.task is not None:
-            check_examples(src.task, rows, f"--data {inputs['data']} example")
-            check_examples(src.task, eval_rows, f"--eval-data {inputs['eval_data']} example")
-    objective = cls(model, reference, tok, rows, sources=sources, config=cfg, seed=train_cfg.seed,
-                    stop_ids=stop, prompt_ids=ids, eval_prompts=eval_rows, eval_prompt_ids=eval_ids, **kw)
+            check_examples(src.task, prompts.rows, f"--data {inputs['data']} example")
+            check_examples(src.task, heldout.rows, f"--eval-data {inputs['eval_data']} example")
+    objective = cls(model, reference, tok, prompts, sources=sources, config=cfg, seed=train_cfg.seed, heldout=heldout,
+                    **kw)
     return objective, tok
 
 

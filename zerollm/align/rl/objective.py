@@ -16,7 +16,7 @@ import numpy as np
 
 from zerollm.io import docsmode
 from zerollm.io.argtypes import Range
-from zerollm.data.chat import decode_completion
+from zerollm.data.chat import decode_completion, end_id
 from zerollm.io.errors import ZeroLLMError
 from zerollm.training.objective import Objective
 from zerollm.align.rl import rollouts
@@ -58,6 +58,14 @@ class RolloutConfig:
             raise ZeroLLMError("--temperature must be > 0 (rollouts sample) and --eval-temperature >= 0")
 
 
+@dataclass(frozen=True)
+class Prompts:
+    """Prompts to answer: the rows ({"prompt", ...fields a verifier reads}) and the same prompts through the
+    chat template (lists of token ids, zerollm.data.chat.encode_prompt), in the same order."""
+    rows: tuple = ()
+    ids: tuple = ()
+
+
 class RolloutObjective(Objective):
     """Subclasses set ``group`` (answers per prompt) and implement ``advantages``, ``shard_loss``."""
 
@@ -66,14 +74,14 @@ class RolloutObjective(Objective):
     group = 1
     BUFFER = ("ids", "mask", "old_logp", "ref_logp", "reward")
 
-    def __init__(self, model, reference, tokenizer, prompts, *, sources, config, seed, stop_ids,
-                 prompt_ids, eval_prompts=(), eval_prompt_ids=()):
-        """prompts: rows {"prompt", ...extra fields}; prompt_ids: the same through the chat template."""
+    def __init__(self, model, reference, tokenizer, prompts, *, sources, config, seed, heldout=Prompts()):
+        """prompts: the Prompts to train on; heldout: the Prompts answered at each evaluation. An answer ends at
+        the chat template's end-of-turn token."""
         super().__init__(model)
         self.ref, self.tok, self.sources, self.cfg, self.seed = reference.eval(), tokenizer, sources, config, seed
-        self.stop_ids = tuple(stop_ids)
-        self.prompts, self.prompt_ids = list(prompts), [list(p) for p in prompt_ids]
-        self.eval_rows, self.eval_ids = list(eval_prompts)[:config.eval_prompts], list(eval_prompt_ids)
+        self.stop_ids = (end_id(tokenizer),)
+        self.prompts, self.prompt_ids = list(prompts.rows), [list(p) for p in prompts.ids]
+        self.eval_rows, self.eval_ids = list(heldout.rows)[:config.eval_prompts], list(heldout.ids)
         self._check_room(self.prompt_ids + self.eval_ids)
         self.task = config.task or next((s.name for s in sources if _is_task(s.name)), None)
         self.pick_rng = np.random.default_rng([seed, 1])
@@ -110,13 +118,13 @@ class RolloutObjective(Objective):
 
     def collect(self):
         """One rollout batch into the buffer, and its minibatch schedule."""
-        engine = self.trainer.engine
+        sharded = self.context.sharded
         n = docsmode.limit("rollout prompts per step", self.cfg.prompts_per_step)   # tests/test_docs_run.py
         picks = self.pick_rng.integers(0, len(self.prompts), size=n)
         rows = np.repeat(picks, self.group)                                # G answers per prompt, consecutive
         seeds = [(self.seed, 5, self.rollouts_done, i) for i in range(len(rows))]
         prompt_ids = [self.prompt_ids[i] for i in rows]
-        completions = rollouts.sample(engine, prompt_ids, seeds, **self._sampling(self.cfg.temperature))
+        completions = rollouts.sample(sharded, prompt_ids, seeds, **self._sampling(self.cfg.temperature))
         ids, mask = rollouts.sequences(prompt_ids, completions)
         texts = [decode_completion(self.tok, c) for c in completions]
         prompts = [self.prompts[i]["prompt"] for i in rows]
@@ -124,8 +132,8 @@ class RolloutObjective(Objective):
         reward, each = score_all(self.sources, prompts, texts, fields, [list(p) + list(c) for p, c in
                                                                        zip(prompt_ids, completions)])
         buffer = {"ids": ids, "mask": mask, "reward": reward,
-                  "old_logp": rollouts.logprobs(engine, self.model, ids, mask),
-                  "ref_logp": rollouts.logprobs(engine, self.ref, ids, mask)}
+                  "old_logp": rollouts.logprobs(sharded, self.model, ids, mask),
+                  "ref_logp": rollouts.logprobs(sharded, self.ref, ids, mask)}
         buffer.update(self.advantages(buffer))
         self.buffer = buffer
         self.rollout_metrics = self._rollout_metrics(reward, each, prompts, texts, fields, completions)
@@ -141,7 +149,7 @@ class RolloutObjective(Objective):
         return dict(how=how, should_stop=self._stopping)
 
     def _stopping(self):
-        return self.trainer.stop_requested()
+        return self.context.stop_requested()
 
     def _schedule(self, B):
         """epochs x minibatches row sets, each epoch a fresh shuffle (groups are not kept together: the
@@ -174,12 +182,12 @@ class RolloutObjective(Objective):
     # ------------------------------------------------------------------
     # evaluation: answer heldout prompts with a fixed seed
 
-    def evaluate(self, trainer):
+    def evaluate(self, context):
         if not self.eval_rows:
             return {}, None
         rows = self.eval_rows[:docsmode.limit("examples evaluated", len(self.eval_rows))]
         seeds = [(self.seed, 3, i) for i in range(len(rows))]
-        completions = rollouts.sample(trainer.engine, self.eval_ids[:len(rows)], seeds,
+        completions = rollouts.sample(context.sharded, self.eval_ids[:len(rows)], seeds,
                                       **self._sampling(self.cfg.eval_temperature))
         texts = [decode_completion(self.tok, c) for c in completions]
         prompts = [r["prompt"] for r in rows]

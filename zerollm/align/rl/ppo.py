@@ -73,7 +73,7 @@ class PPOObjective(RolloutObjective):
 
     def advantages(self, buffer):
         ids, mask = buffer["ids"], buffer["mask"]
-        parts = self.trainer.engine.map(lambda m, rows: self.values(m.eval(), rows["ids"])[0], {"ids": ids})
+        parts = self.context.sharded.map(lambda m, rows: self.values(m.eval(), rows["ids"])[0], {"ids": ids})
         old_values = np.concatenate(parts) * mask
         kl = (buffer["old_logp"] - buffer["ref_logp"]) * mask             # k1 per token, as in InstructGPT
         rewards = -self.kl_coef * kl

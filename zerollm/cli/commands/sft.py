@@ -8,7 +8,7 @@ The tokenizer gets the chat template's special tokens (and, for a char tokenizer
 data it lacks), the model the matching new embedding rows (zerollm.data.chat); the run directory and every
 checkpoint hold that extended tokenizer, so ``zerollm sample`` and ``zerollm tasks eval`` work on it.
 The run itself (flags, inputs copied into RUN/inputs/, resume) is the one every post-training command
-shares (zerollm/cli/commands/stage.py); SFT's own settings are SFTConfig (zerollm/align/objectives/sft.py).
+shares (zerollm/align/stage.py); SFT's own settings are SFTConfig (zerollm/align/objectives/sft.py).
 """
 
 import numpy as np
@@ -25,7 +25,7 @@ def build(model, tok, inputs, train_cfg, cfg, start):
     """The SFT objective on the chat-template encoding of the data; the extended tokenizer."""
     from zerollm.data import chat
     from zerollm.data.formats import read_sft
-    from zerollm.align.objectives.sft import SFTObjective, fitting
+    from zerollm.align.objectives.sft import Heldout, SFTObjective, fitting
     from zerollm.align.tasks import get_task
     task = get_task(cfg.task) if cfg.task is not None else None
     rows = read_sft(inputs["data"])
@@ -39,7 +39,7 @@ def build(model, tok, inputs, train_cfg, cfg, start):
     held = fitting([chat.encode_example(tok, row) for row in heldout], block, "heldout examples") if heldout else []
     prompts = [row for row in heldout if "prompt" in row and len(chat.encode_prompt(tok, row["prompt"])) < block]
     objective = SFTObjective(model, tok, train, batch_size=train_cfg.batch_size, seed=train_cfg.seed, cfg=cfg,
-                             heldout=held, prompts=prompts, task=task)
+                             heldout=Heldout(tuple(held), tuple(prompts)), task=task)
     return objective, tok
 
 

@@ -19,6 +19,7 @@ import os
 import re
 import warnings
 from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 from zerollm.io.errors import ZeroLLMError
 from zerollm.nn.flash import DEFAULT_TILE as FLASH_TILE
@@ -273,7 +274,15 @@ def post_training(cfg, batch_size, *, grad_accum=1, threads=1, trainable=None, r
     return Estimate(base.what, tuple(parts), hint)
 
 
-def inference(cfg, batch, T, *, cache_slots=0, keep=False, fresh=False, loss=False, what="sampling", hint=None):
+class Purpose(NamedTuple):
+    """What an estimate is for and the flags that make it smaller: the two ends of its refusal,
+    "{what} needs about ... ; lower {hint}"."""
+    what: str
+    hint: str
+
+
+def inference(cfg, batch, T, purpose=Purpose("sampling", "the sizes"), *, cache_slots=0, keep=False, fresh=False,
+              loss=False):
     """Peak memory of a forward pass over T tokens (generation: plus a KV cache of ``cache_slots``).
 
     keep=False (eval mode) holds one layer's activations at a time; keep=True all of them.
@@ -290,7 +299,7 @@ def inference(cfg, batch, T, *, cache_slots=0, keep=False, fresh=False, loss=Fal
              ("logits (B, T, V)", 2 * batch * T * cfg.vocab_size * it     # the head's product, and its copy
               + 3 * batch * cfg.vocab_size * 8),                            # sampling: the last row in float64
              ("cross-entropy (B, T, V)", 2 * batch * T * cfg.vocab_size * it if loss else 0))
-    return Estimate(what, parts, hint or "the sizes")
+    return Estimate(purpose.what, parts, purpose.hint)
 
 
 def tokenizing(n_bytes, what="tokenizing the text", hint="a smaller text file (split it into parts)"):

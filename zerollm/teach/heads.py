@@ -242,8 +242,8 @@ def attention_maps(ids, args):
     T = len(ids)
     cfg = GPTConfig(vocab_size=256, block_size=max(T, 64), n_layer=args.n_layer, n_head=args.n_head,
                     n_embd=args.n_embd, causal=not args.bidirectional)
-    budget.require(budget.inference(cfg, 1, T, keep=True, fresh=True, what="this random model",
-                                    hint="--n-embd or --n-layer"), force=args.force)
+    budget.require(budget.inference(cfg, 1, T, budget.Purpose("this random model", "--n-embd or --n-layer"),
+                                    keep=True, fresh=True), force=args.force)
     model = GPT(cfg, seed=args.seed).eval()
     model.forward(np.array([ids]), keep=True)            # (1, T); keep the weights
     return [w[0] for w in model.attention_weights()]     # (B=1, nh, T, T) -> (nh, T, T) per layer

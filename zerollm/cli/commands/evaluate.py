@@ -69,8 +69,8 @@ def run(args):
     except UnknownCharacters as err:
         raise ZeroLLMError(err.command_line(f"--data {args.data}")) from None
     windows = min(args.batch_size, max(1, len(ids) // cfg.block_size))
-    budget.require(budget.inference(cfg, windows, cfg.block_size, loss=True, what="evaluation", hint="--batch-size"),
-                   force=args.force)
+    budget.require(budget.inference(cfg, windows, cfg.block_size, budget.Purpose("evaluation", "--batch-size"),
+                                    loss=True), force=args.force)
     from zerollm.evaluate.bpb import bpb, score_text, token_byte_lengths
     with limit_threads(args.threads):
         loss, count, bits = score_text(model, ids, token_byte_lengths(tok), args.batch_size)

@@ -13,7 +13,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from zerollm.nn.moe import capacity_of, dispatch, moe_backward, moe_forward, route  # noqa: E402
+from zerollm.nn.mlp import MLPWeights  # noqa: E402
+from zerollm.nn.moe import MoEConfig, capacity_of, dispatch, moe_backward, moe_forward, route  # noqa: E402
 from zerollm.teach.fmt import matrix  # noqa: E402
 
 X = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 0.5], [0.5, -1.0]])             # (N, C) = (4, 2)
@@ -49,7 +50,8 @@ def main():
 
     rng = np.random.default_rng(0)
     w_fc, w_proj = rng.standard_normal((E, 2, 3)), rng.standard_normal((E, 3, 2))       # tiny GELU experts
-    y, cache = moe_forward(X, W_ROUTER, w_fc, None, w_proj, None, k=K, capacity_factor=CAPACITY_FACTOR)
+    experts, config = MLPWeights(w_fc, None, w_proj, None), MoEConfig(K, capacity_factor=CAPACITY_FACTOR)
+    y, cache = moe_forward(X, W_ROUTER, experts, config)
     show("6. y = sum_j g_j * expert_j(x), random tiny experts; token 3 lost both pairs, so its row is 0:", y)
 
     P = probs.mean(axis=0)

@@ -13,7 +13,7 @@ import zerollm.engine.fast.flash as fast
 from zerollm.engine.fast import microkernel
 from zerollm.engine import use_engine
 from zerollm.engine.amp import autocast
-from zerollm.nn.flash import flash_sdpa_backward, flash_sdpa_forward
+from zerollm.nn.flash import FlashOptions, flash_sdpa_backward, flash_sdpa_forward
 
 TOL = 2e-6       # float32 against float64 torch, relative to the largest reference value
 
@@ -141,8 +141,8 @@ def test_what_the_kernel_was_not_written_for_runs_the_reference_loops():
                 out, cache = flash_sdpa_forward(run["q"], run["k"], run["v"], mask=run["mask"], tile=8)
                 results.append([out, *flash_sdpa_backward(dout.astype(out.dtype), cache)])
                 if engine == "fast":
-                    assert fast.flash_forward_tiles(run["q"], run["k"], run["v"], True, cache.mask, 8,
-                                                    cache.scale, 0.0, None) is NotImplemented
+                    options = FlashOptions(True, cache.mask, 8, cache.scale, 0.0, None)
+                    assert fast.flash_forward_tiles(run["q"], run["k"], run["v"], options) is NotImplemented
                     assert fast.flash_sdpa_backward(dout.astype(out.dtype), cache) is NotImplemented
         for a, b in zip(*results):
             assert a.dtype == b.dtype and rel(a, b) <= 1e-6

@@ -10,8 +10,10 @@ from threadpoolctl import threadpool_limits
 import zerollm.engine.fast.sdpa as fast
 from zerollm.engine import use_engine
 from zerollm.engine.amp import autocast
-from zerollm.nn.attention import (mha_backward, mha_forward, sdpa_backward, sdpa_forward, softmax_attention,
-                                  softmax_attention_backward, split_qkv)
+from zerollm.nn.attention import (AttentionConfig, AttentionWeights, ForwardPass, mha_backward, mha_forward,
+                                  sdpa_backward, sdpa_forward, softmax_attention, softmax_attention_backward,
+                                  split_qkv)
+from zerollm.nn.dropout import Dropout
 from tests.test_fast_flash import TOL, inputs, on_one_and_two_threads, products, rel, torch_sdpa  # noqa: F401
 
 CASES = {                                      # B, nkv, g, T, Tk, hs, causal
@@ -115,7 +117,8 @@ def test_mha_on_the_fast_engine_follows_the_numpy_engine():
         results = []
         for engine in ("numpy", "fast"):
             with use_engine(engine):
-                y, cache = mha_forward(x, w_attn, None, w_proj, None, n_head=nh, n_kv_head=nh, rope=rp)
+                y, cache = mha_forward(x, AttentionWeights(w_attn, None, w_proj, None), AttentionConfig(nh, nh),
+                                       ForwardPass(rope=rp))
                 results.append([y, *(g for g in mha_backward(dout, cache) if g is not None)])
         for a, b in zip(*results):
             assert rel(b, a) <= 1e-5
@@ -135,13 +138,15 @@ def test_what_the_kernel_was_not_written_for_runs_the_reference():
     mask = np.zeros((1, 1, 1, 1, 20), bool)
     mask[..., -3:] = True
     runs = [dict(args=(q64, k64, v64), kw={}, amp=None), dict(args=(q, k, v), kw=dict(mask=mask), amp=None),
-            dict(args=(q, k, v), kw=dict(dropout=0.5, training=True), amp=None),
+            dict(args=(q, k, v), kw=dict(dropout=0.5), amp=None),
             dict(args=(q, k, v), kw={}, amp="bf16")]
     for run in runs:
         results = []
         for engine in ("numpy", "fast"):
             with use_engine(engine), autocast(run["amp"]):
-                kw = dict(run["kw"], rng=np.random.default_rng(0)) if "dropout" in run["kw"] else run["kw"]
+                kw = run["kw"]
+                if "dropout" in kw:        # the same mask for both engines: a fresh generator each
+                    kw = dict(dropout=Dropout(kw["dropout"], np.random.default_rng(0), training=True))
                 out, cache = sdpa_forward(*run["args"], **kw)
                 results.append([out, *sdpa_backward(dout.astype(out.dtype), cache)])
         for a, b in zip(*results):

@@ -13,7 +13,8 @@ from zerollm.io.errors import ZeroLLMError
 from zerollm.teach.gradcheck import OpCase, check_case
 from zerollm.model.kvcache import KVCache
 from zerollm.model.gpt import GPT
-from zerollm.nn.attention import mha_forward, sdpa_backward, sdpa_forward
+from zerollm.nn.attention import AttentionConfig, AttentionWeights, mha_forward, sdpa_backward, sdpa_forward
+from zerollm.nn.dropout import Dropout
 from zerollm.nn.flash import flash_sdpa_backward, flash_sdpa_forward, tile_dropout
 
 TOL = {np.float32: 1e-5, np.float64: 1e-10}
@@ -104,8 +105,8 @@ def test_skipped_tiles_are_really_skipped():
 # dropout: per-tile masks regenerated in the backward
 
 def dropped(seed_rng=0, **kw):
-    return lambda q, k, v: flash_sdpa_forward(q, k, v, dropout=0.3, rng=np.random.default_rng(seed_rng),
-                                              training=True, tile=3, **kw)
+    return lambda q, k, v: flash_sdpa_forward(q, k, v, dropout=Dropout(0.3, np.random.default_rng(seed_rng),
+                                                                       training=True), tile=3, **kw)
 
 
 def test_dropout_forward_is_naive_attention_with_the_tile_masks():
@@ -130,7 +131,7 @@ def test_dropout_backward_passes_finite_differences():
 
 def test_dropout_off_in_eval():
     q, k, v, _ = qkv(1, 1, 6, 6)
-    out, cache = flash_sdpa_forward(q, k, v, dropout=0.3, rng=None, training=False, tile=2)
+    out, cache = flash_sdpa_forward(q, k, v, dropout=Dropout(0.3, rng=None, training=False), tile=2)
     assert cache.seed is None
     np.testing.assert_allclose(out, sdpa_forward(q, k, v)[0], atol=1e-12)
 
@@ -204,10 +205,10 @@ def test_errors_name_the_fix():
     with pytest.raises(ZeroLLMError, match="does not broadcast"):
         flash_sdpa_forward(q, k, v, mask=np.zeros((3, 4), dtype=bool))
     with pytest.raises(ZeroLLMError, match="rng"):
-        flash_sdpa_forward(q, k, v, dropout=0.1, training=True)
+        flash_sdpa_forward(q, k, v, dropout=Dropout(0.1, training=True))
     with pytest.raises(ZeroLLMError, match="attn_impl must be"):
-        mha_forward(np.zeros((1, 4, 8)), np.zeros((8, 24)), None, np.zeros((8, 8)), None,
-                    n_head=2, n_kv_head=2, attn_impl="fast")
+        mha_forward(np.zeros((1, 4, 8)), AttentionWeights(np.zeros((8, 24)), None, np.zeros((8, 8)), None),
+                    AttentionConfig(n_head=2, n_kv_head=2, attn_impl="fast"))
 
 
 # ----------------------------------------------------------------------------

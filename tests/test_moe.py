@@ -11,7 +11,8 @@ import pytest
 from zerollm.model.config import GPTConfig
 from zerollm.io.errors import ZeroLLMError
 from zerollm.model.gpt import GPT, param_shapes
-from zerollm.nn.moe import capacity_of, dispatch, moe_backward, moe_forward
+from zerollm.nn.mlp import MLPWeights
+from zerollm.nn.moe import MoEConfig, capacity_of, dispatch, moe_backward, moe_forward
 from zerollm.training.objective import ShardResult, reduce_shards
 from zerollm.training.optim import AdamW
 from zerollm.training.parallel import ShardedModel
@@ -48,16 +49,18 @@ def test_capacity_keeps_first_choices_first_then_token_order():
 
 
 def _layer(E=3, k=1, C=6, H=5, N=12, seed=0):
+    """x, the router, and the experts' MLPWeights (no biases)."""
     rng = np.random.default_rng(seed)
     x = rng.standard_normal((N, C))
-    return x, rng.standard_normal((C, E)), rng.standard_normal((E, C, H)), rng.standard_normal((E, H, C))
+    return x, rng.standard_normal((C, E)), MLPWeights(rng.standard_normal((E, C, H)), None,
+                                                      rng.standard_normal((E, H, C)), None)
 
 
 def test_dropped_tokens_get_exactly_zero_and_eval_drops_nothing():
-    x, wr, wf, wp = _layer()
-    kw = dict(k=1, capacity_factor=0.5, mlp="gelu")
-    y, cache = moe_forward(x, wr, wf, None, wp, None, **kw)
-    y_eval, cache_eval = moe_forward(x, wr, wf, None, wp, None, training=False, **kw)
+    x, wr, experts = _layer()
+    config = MoEConfig(k=1, capacity_factor=0.5, mlp="gelu")
+    y, cache = moe_forward(x, wr, experts, config)
+    y_eval, cache_eval = moe_forward(x, wr, experts, config, training=False)
     kept = np.zeros(12, bool)
     kept[cache.order % 12] = True
     assert cache.dropped == 12 - kept.sum() > 0 and cache_eval.dropped == 0
@@ -68,22 +71,23 @@ def test_dropped_tokens_get_exactly_zero_and_eval_drops_nothing():
 
 
 def test_all_experts_active_with_renormalised_gates_is_the_softmax_mixture():
-    x, wr, wf, wp = _layer(E=3, k=3)
-    y, _ = moe_forward(x, wr, wf, None, wp, None, k=3, norm_topk=True, mlp="gelu")
+    x, wr, experts = _layer(E=3, k=3)
+    y, _ = moe_forward(x, wr, experts, MoEConfig(k=3, norm_topk=True, mlp="gelu"))
     p = np.exp(x @ wr)
     p /= p.sum(axis=1, keepdims=True)
     from zerollm.nn.mlp import gelu_mlp_forward
-    expected = sum(p[:, e:e + 1] * gelu_mlp_forward(x, wf[e], None, wp[e], None)[0] for e in range(3))
+    expected = sum(p[:, e:e + 1] * gelu_mlp_forward(x, MLPWeights(experts.w_fc[e], None, experts.w_proj[e], None))[0]
+                   for e in range(3))
     np.testing.assert_allclose(y, expected, rtol=1e-12, atol=1e-12)
 
 
 def test_aux_loss_is_one_when_balanced_and_large_when_collapsed():
-    x, wr, wf, wp = _layer(E=4, k=1, N=400)
-    _, spread = moe_forward(x, wr * 0.0, wf, None, wp, None, k=1)       # uniform probs: aux = E * sum f / E = 1
+    x, wr, experts = _layer(E=4, k=1, N=400)
+    _, spread = moe_forward(x, wr * 0.0, experts, MoEConfig(k=1))       # uniform probs: aux = E * sum f / E = 1
     assert spread.aux == pytest.approx(1.0) and spread.z == pytest.approx(np.log(4) ** 2)
     collapsed = np.zeros_like(wr)
     collapsed[:, 2] = 50.0 * np.sign(x.mean(axis=0))                    # expert 2 wins for (almost) everyone
-    _, one = moe_forward(np.abs(x) * np.sign(x.mean(axis=0)), collapsed, wf, None, wp, None, k=1)
+    _, one = moe_forward(np.abs(x) * np.sign(x.mean(axis=0)), collapsed, experts, MoEConfig(k=1))
     assert one.frac[2] == 1.0 and one.aux == pytest.approx(4.0, rel=1e-6)
 
 

@@ -38,6 +38,7 @@ import numpy as np
 from zerollm.engine.amp import autocast, cast
 from zerollm.model.config import GPTConfig
 from zerollm.io.errors import ZeroLLMError
+from zerollm.nn.attention import ForwardPass
 from zerollm.nn.block import block_backward, block_forward, norm_backward, norm_forward
 from zerollm.nn.dropout import dropout_backward, dropout_forward
 from zerollm.nn.embedding import embedding_backward, embedding_forward
@@ -362,9 +363,9 @@ class GPT:
         # 2. the blocks
         keep = (self.training and kv_cache is None) if keep is None else keep
         blocks, routing = [], []
+        run = ForwardPass(rope=rope, mask=mask, kv=kv_cache, rng=self.rng, training=training)
         for i in range(cfg.n_layer):
-            x, c = block_forward(x, p, f"h.{i}.", cfg, rope=rope, mask=mask, rng=self.rng,
-                                 training=training, kv=kv_cache, layer=i, lora=self.lora)
+            x, c = block_forward(x, p, f"h.{i}.", cfg, run, layer=i, lora=self.lora)
             if c.moe:
                 routing.append(c.mlp)
             if keep:

@@ -20,7 +20,7 @@ from zerollm.nn.self_attention import causal_mask, softmax, softmax_backward, so
 from zerollm.engine import accelerated
 from zerollm.engine.memory import cache_blocks
 from zerollm.io.errors import ZeroLLMError
-from zerollm.nn.dropout import DropoutCache, dropout_backward, dropout_forward
+from zerollm.nn.dropout import Dropout, DropoutCache, dropout_backward, dropout_forward
 from zerollm.nn.flash import FlashCache, flash_sdpa_backward, flash_sdpa_forward, sum_groups
 from zerollm.nn.lora import adapted_backward, adapted_forward
 from zerollm.nn.position import rope_backward, rope_forward
@@ -40,16 +40,17 @@ class SDPACache(NamedTuple):
     causal: bool = True   # the keys after each query were hidden (their weights are 0)
 
 
-def sdpa_forward(q, k, v, *, causal=True, mask=None, dropout=0.0, rng=None, training=False):
+def sdpa_forward(q, k, v, *, causal=True, mask=None, dropout=Dropout()):
     """softmax(q k^T / sqrt(hs) + mask) v on grouped heads. mask: bool, broadcastable to
-    (B, 1, 1, T, Tk) after the caller inserted the head axes, True = hidden."""
+    (B, 1, 1, T, Tk) after the caller inserted the head axes, True = hidden. dropout: a Dropout
+    (zerollm.nn.dropout) on the attention weights."""
     scale = 1.0 / np.sqrt(q.shape[-1])
-    if is_plain(mask, dropout, training):
+    if is_plain(mask, dropout.p, dropout.training):
         out, att = softmax_attention(q, k, v, scale, causal)   # the common case: one kernel on the fast engine
         return out, SDPACache(q, k, v, att, att, DropoutCache(None), scale, causal)
     att = attention_scores(q, k, scale)                     # (B, nkv, g, T, Tk)
     masked_softmax(att, causal=causal, mask=mask)           # in place; rows of all -inf give 0, not NaN
-    att_used, drop = dropout_forward(att, dropout, rng, training)
+    att_used, drop = dropout_forward(att, dropout.p, dropout.rng, dropout.training)
     att_used = cast(att_used)                               # mixed precision: att @ v reads 16-bit weights
     out = att_used @ v                                      # (B,nkv,g,T,Tk) @ (B,nkv,1,Tk,hs) -> (B,nkv,g,T,hs)
     return out, SDPACache(q, k, v, att, att_used, drop, scale, causal)
@@ -380,6 +381,32 @@ def merge_heads(x):
 # ----------------------------------------------------------------------------
 # the whole attention sub-layer
 
+class AttentionWeights(NamedTuple):
+    """The two linears of the layer, named as in GPT-2's checkpoints (attn.c_attn, attn.c_proj)."""
+    w_attn: np.ndarray          # (C, (nh + 2 nkv) hs): q, k and v in one matmul
+    b_attn: np.ndarray | None   # ((nh + 2 nkv) hs,)
+    w_proj: np.ndarray          # (C, C)
+    b_proj: np.ndarray | None   # (C,)
+
+
+class AttentionConfig(NamedTuple):
+    """How the layer is built: the same for every call (the model's GPTConfig has each field)."""
+    n_head: int
+    n_kv_head: int
+    causal: bool = True         # False: every query sees every key (an encoder)
+    dropout: float = 0.0        # on the attention weights and on the output, in training
+    attn_impl: str = "naive"    # 'naive' (sdpa_forward, full T x Tk scores) or 'flash' (zerollm.nn.flash, O(T))
+
+
+class ForwardPass(NamedTuple):
+    """What one forward pass of the model tells each layer besides its input and weights."""
+    rope: tuple | None = None       # (cos, sin) tables of shape (T, hs) for these positions
+    mask: np.ndarray | None = None  # bool (B, T, T) or (T, T), True = hidden (e.g. padding), on top of causal
+    kv: object = None               # KVCache (zerollm.model.kvcache): keys and values of earlier tokens
+    rng: np.random.Generator | None = None   # dropout's random numbers
+    training: bool = False          # dropout is on in training only
+
+
 class MHACache(NamedTuple):
     attn: tuple             # LinearCache of c_attn
     rope_q: tuple | None
@@ -391,17 +418,18 @@ class MHACache(NamedTuple):
     n_kv_head: int
 
 
-def mha_forward(x, w_attn, b_attn, w_proj, b_proj, *, n_head, n_kv_head, causal=True, mask=None,
-                rope=None, dropout=0.0, rng=None, training=False, kv=None, layer=0, attn_impl="naive", lora=None):
+def mha_forward(x, weights, config, run=ForwardPass(), *, layer=0, lora=None):
     """Multi-head self-attention: x (B, T, C) -> (B, T, C).
 
-    rope: optional (cos, sin) tables of shape (T, hs) for these positions.
-    mask: optional bool (B, T, T) or (T, T), True = hidden (e.g. padding), on top of causal.
-    kv: optional KVCache (zerollm.model.kvcache): the new keys/values are stored in it, the queries attend
-        to everything it holds, and its own mask (causal + window rule) replaces ``causal``.
-    attn_impl: 'naive' (sdpa_forward, full T x Tk scores) or 'flash' (zerollm.nn.flash, tiled, O(T) memory).
+    weights: AttentionWeights; config: AttentionConfig; run: ForwardPass (RoPE tables, padding mask,
+    KV cache, dropout's rng and training). With a KV cache the new keys/values are stored in it under
+    ``layer``, the queries attend to everything it holds, and its own mask (causal + window rule)
+    replaces ``config.causal``.
     lora: optional (Adapted of c_attn, Adapted of c_proj) (zerollm.nn.lora): frozen projections with adapters.
     """
+    w_attn, b_attn, w_proj, b_proj = weights
+    n_head, n_kv_head, causal, dropout, attn_impl = config
+    rope, mask, kv, rng, training = run
     lora_attn, lora_proj = lora or (None, None)
     if attn_impl not in ("naive", "flash"):
         raise ZeroLLMError(f"attn_impl must be 'naive' or 'flash', got {attn_impl!r}")
@@ -418,7 +446,7 @@ def mha_forward(x, w_attn, b_attn, w_proj, b_proj, *, n_head, n_kv_head, causal=
     if mask is not None and mask.ndim == 3:
         mask = mask[:, None, None]                         # (B, T, Tk) -> (B, 1, 1, T, Tk)
     sdpa = flash_sdpa_forward if attn_impl == "flash" else sdpa_forward
-    y, sd = sdpa(q, k, v, causal=causal, mask=mask, dropout=dropout, rng=rng, training=training)
+    y, sd = sdpa(q, k, v, causal=causal, mask=mask, dropout=Dropout(dropout, rng, training))
     y = merge_heads(y)                                     # (B, nkv, g, T, hs) -> (B, T, C)
     out, proj = adapted_forward(y, w_proj, b_proj, lora_proj, rng, training)   # (B, T, C) -> (B, T, C)
     out, drop = dropout_forward(out, dropout, rng, training)

@@ -11,10 +11,10 @@ In the blocks ``cfg.is_moe(layer)`` picks, the MLP is a mixture of experts (zero
 
 from typing import NamedTuple
 
-from zerollm.nn.attention import mha_backward, mha_forward
+from zerollm.nn.attention import AttentionConfig, AttentionWeights, ForwardPass, mha_backward, mha_forward
 from zerollm.nn.dropout import dropout_backward, dropout_forward
-from zerollm.nn.mlp import gelu_mlp_backward, gelu_mlp_forward, swiglu_backward, swiglu_forward
-from zerollm.nn.moe import moe_backward, moe_forward
+from zerollm.nn.mlp import MLPWeights, gelu_mlp_backward, gelu_mlp_forward, swiglu_backward, swiglu_forward
+from zerollm.nn.moe import MoEConfig, moe_backward, moe_forward
 from zerollm.nn.norm import layernorm_backward, layernorm_forward, rmsnorm_backward, rmsnorm_forward
 
 
@@ -41,26 +41,26 @@ def norm_backward(dy, cache, name, cfg, grads):
 
 
 def _mlp_weights(params, name):
-    return (params[name + ".c_fc.weight"], params.get(name + ".c_fc.bias"),
-            params[name + ".c_proj.weight"], params.get(name + ".c_proj.bias"))
+    return MLPWeights(params[name + ".c_fc.weight"], params.get(name + ".c_fc.bias"),
+                      params[name + ".c_proj.weight"], params.get(name + ".c_proj.bias"))
 
 
 def mlp_forward(x, params, name, cfg, lora=None, rng=None, training=False):
     """lora: the model's LoRA (zerollm.nn.lora) or None; its adapters on c_fc / c_proj join in."""
-    args = _mlp_weights(params, name)
+    weights = _mlp_weights(params, name)
     kw = {} if lora is None else dict(lora=(lora.on(name + ".c_fc"), lora.on(name + ".c_proj")), rng=rng,
                                       training=training)
     if cfg.mlp == "swiglu":
-        return swiglu_forward(x, *args, **kw)
-    return gelu_mlp_forward(x, *args, gelu=cfg.gelu, **kw)
+        return swiglu_forward(x, weights, **kw)
+    return gelu_mlp_forward(x, weights, gelu=cfg.gelu, **kw)
 
 
 def experts_forward(x, params, name, cfg, training):
     """The mixture of experts at ``name`` ("h.3.mlp"): router, stacked experts, shared expert(s)."""
     shared = _mlp_weights(params, name + ".shared") if cfg.n_shared_expert else None
-    return moe_forward(x, params[name + ".router.weight"], *_mlp_weights(params, name + ".experts"), shared,
-                       k=cfg.n_expert_active, norm_topk=cfg.moe_norm_topk, capacity_factor=cfg.capacity_factor,
-                       mlp=cfg.mlp, gelu=cfg.gelu, training=training)
+    config = MoEConfig(cfg.n_expert_active, cfg.moe_norm_topk, cfg.capacity_factor, cfg.mlp, cfg.gelu)
+    return moe_forward(x, params[name + ".router.weight"], _mlp_weights(params, name + ".experts"), config,
+                       shared=shared, training=training)
 
 
 def experts_backward(dy, cache, name, cfg, grads, loss_scale=1.0):
@@ -107,25 +107,23 @@ class BlockCache(NamedTuple):
     moe: bool = False
 
 
-def block_forward(x, params, prefix, cfg, *, rope=None, mask=None, rng=None, training=False, kv=None, layer=0,
-                  lora=None):
-    """One block: (B, T, C) -> (B, T, C). ``prefix`` is e.g. "h.3."; kv/layer: see mha_forward.
-    lora: the model's LoRA (zerollm.nn.lora): the linears are frozen and their adapters join in."""
+def block_forward(x, params, prefix, cfg, run=ForwardPass(), *, layer=0, lora=None):
+    """One block: (B, T, C) -> (B, T, C). ``prefix`` is e.g. "h.3."; run (a ForwardPass) and layer: see
+    mha_forward. lora: the model's LoRA (zerollm.nn.lora): the linears are frozen and their adapters join in."""
     attn_lora = None if lora is None else (lora.on(prefix + "attn.c_attn"), lora.on(prefix + "attn.c_proj"))
+    weights = AttentionWeights(params[prefix + "attn.c_attn.weight"], params.get(prefix + "attn.c_attn.bias"),
+                               params[prefix + "attn.c_proj.weight"], params.get(prefix + "attn.c_proj.bias"))
+    config = AttentionConfig(cfg.n_head, cfg.n_kv_head, cfg.causal, cfg.dropout, cfg.attn_impl)
     h, ln_1 = norm_forward(x, params, prefix + "ln_1", cfg)
-    a, attn = mha_forward(
-        h, params[prefix + "attn.c_attn.weight"], params.get(prefix + "attn.c_attn.bias"),
-        params[prefix + "attn.c_proj.weight"], params.get(prefix + "attn.c_proj.bias"),
-        n_head=cfg.n_head, n_kv_head=cfg.n_kv_head, causal=cfg.causal, mask=mask, rope=rope,
-        dropout=cfg.dropout, rng=rng, training=training, kv=kv, layer=layer, attn_impl=cfg.attn_impl, lora=attn_lora)
+    a, attn = mha_forward(h, weights, config, run, layer=layer, lora=attn_lora)
     x = x + a                                   # residual 1 (a new array: the caller's x is kept)
     h, ln_2 = norm_forward(x, params, prefix + "ln_2", cfg)
     moe = cfg.is_moe(layer)
     if moe:
-        m, mlp = experts_forward(h, params, prefix + "mlp", cfg, training)
+        m, mlp = experts_forward(h, params, prefix + "mlp", cfg, run.training)
     else:
-        m, mlp = mlp_forward(h, params, prefix + "mlp", cfg, lora, rng, training)
-    m, drop = dropout_forward(m, cfg.dropout, rng, training)
+        m, mlp = mlp_forward(h, params, prefix + "mlp", cfg, lora, run.rng, run.training)
+    m, drop = dropout_forward(m, cfg.dropout, run.rng, run.training)
     x += m                                      # residual 2
     return x, BlockCache(ln_1, attn, ln_2, mlp, drop, moe)
 

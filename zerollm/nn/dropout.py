@@ -7,6 +7,14 @@ from typing import NamedTuple
 import numpy as np
 
 
+class Dropout(NamedTuple):
+    """A dropout as a layer is told it: the rate p, the generator of its masks, and whether this is
+    training (dropout is the identity otherwise, and the generator is not touched)."""
+    p: float = 0.0
+    rng: np.random.Generator | None = None
+    training: bool = False
+
+
 class DropoutCache(NamedTuple):
     mask: np.ndarray | None   # (same as x) 0 or 1/(1-p); None when dropout was the identity
 

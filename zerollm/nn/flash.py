@@ -35,6 +35,7 @@ import numpy as np
 from zerollm.engine.amp import cast
 from zerollm.engine import accelerated
 from zerollm.io.errors import ZeroLLMError
+from zerollm.nn.dropout import Dropout
 from zerollm.nn.reductions import row_sums
 
 # tile sizes (measured with benchmarks/attention_memory.py and the benchmark's attention rows, 2-core CPU):
@@ -46,6 +47,16 @@ SHORT_UNTIL = 512       #   diagonal are skipped (at T = 256 one 256-tile is abo
 def default_tile(Tk):
     """The tile size used when none is given, for Tk keys."""
     return SHORT_TILE if Tk <= SHORT_UNTIL else DEFAULT_TILE
+
+
+class FlashOptions(NamedTuple):
+    """What the tile loops need besides q, k and v."""
+    causal: bool
+    mask: np.ndarray | None  # the padding mask broadcast to (..., T, Tk): a view, no copy
+    tile: int                # queries and keys per tile
+    scale: float             # 1 / sqrt(hs)
+    dropout: float           # the rate, applied when seed is not None
+    seed: int | None         # dropout masks are generated from it per tile, forward and backward alike
 
 
 class FlashCache(NamedTuple):
@@ -177,13 +188,13 @@ def sum_groups(x):
     return x if x.shape[2] == 1 else x.sum(axis=2, keepdims=True)
 
 
-def _check(q, k, v, mask, tile, dropout, rng, training):
+def _check(q, k, v, mask, tile, dropout):
     if q.ndim != 5 or k.ndim != 5 or v.shape != k.shape or q.shape[-1] != k.shape[-1]:
         raise ZeroLLMError(f"flash attention needs q (B, nkv, g, T, hs) and k, v (B, nkv, 1, Tk, hs); "
                            f"got q {q.shape}, k {k.shape}, v {v.shape}")
     if isinstance(tile, bool) or not isinstance(tile, (int, np.integer)) or tile < 1:
         raise ZeroLLMError(f"tile must be a positive integer (e.g. {DEFAULT_TILE}), got {tile!r}")
-    if training and dropout > 0 and rng is None:
+    if dropout.training and dropout.p > 0 and dropout.rng is None:
         raise ZeroLLMError("attention dropout in training needs rng=np.random.default_rng(seed)")
     if mask is None:
         return None
@@ -201,7 +212,7 @@ def _check(q, k, v, mask, tile, dropout, rng, training):
 # ----------------------------------------------------------------------------
 # forward
 
-def flash_sdpa_forward(q, k, v, *, causal=True, mask=None, tile=None, dropout=0.0, rng=None, training=False):
+def flash_sdpa_forward(q, k, v, *, causal=True, mask=None, tile=None, dropout=Dropout()):
     """softmax(q k^T / sqrt(hs) + mask) v, one (tile x tile) block of scores at a time.
 
     Same arguments and result as ``sdpa_forward``, plus ``tile``: queries and keys per tile
@@ -215,17 +226,18 @@ def flash_sdpa_forward(q, k, v, *, causal=True, mask=None, tile=None, dropout=0.
     True
     """
     tile = default_tile(k.shape[-2]) if tile is None else tile
-    mask = _check(q, k, v, mask, tile, dropout, rng, training)
+    mask = _check(q, k, v, mask, tile, dropout)
     scale = 1.0 / np.sqrt(q.shape[-1])
-    seed = int(rng.integers(2**63)) if training and dropout > 0 else None
-    out, lse = flash_forward_tiles(q, k, v, causal, mask, tile, scale, dropout, seed)
-    return out, FlashCache(q, k, v, out, lse, causal, mask, tile, scale, dropout, seed)
+    seed = int(dropout.rng.integers(2**63)) if dropout.training and dropout.p > 0 else None
+    out, lse = flash_forward_tiles(q, k, v, FlashOptions(causal, mask, tile, scale, dropout.p, seed))
+    return out, FlashCache(q, k, v, out, lse, causal, mask, tile, scale, dropout.p, seed)
 
 
 @accelerated
-def flash_forward_tiles(q, k, v, causal, mask, tile, scale, dropout, seed):
+def flash_forward_tiles(q, k, v, options):
     """The tile loops of the forward: returns (out, lse). The fast engine runs all of it in one
     kernel (zerollm/engine/fast/flash.py), with tile sizes of its own."""
+    causal, mask, tile, scale, dropout, seed = options
     T, Tk = q.shape[-2], k.shape[-2]
     dt, offset = q.dtype, Tk - T
     out = np.empty_like(q)                                     # (B, nkv, g, T, hs)

@@ -15,6 +15,15 @@ from zerollm.nn.lora import adapted_backward, adapted_forward
 _GELU = {"tanh": (gelu_tanh_forward, gelu_tanh_backward), "erf": (gelu_erf_forward, gelu_erf_backward)}
 
 
+class MLPWeights(NamedTuple):
+    """The two linears of an MLP, named as in GPT-2's checkpoints (mlp.c_fc, mlp.c_proj); H = F for GELU,
+    F = 2H for SwiGLU ([gate | up])."""
+    w_fc: np.ndarray            # (C, F)
+    b_fc: np.ndarray | None     # (F,)
+    w_proj: np.ndarray          # (H, C)
+    b_proj: np.ndarray | None   # (C,)
+
+
 class MLPCache(NamedTuple):
     fc: tuple        # LinearCache of c_fc
     act: tuple       # activation cache(s)
@@ -25,8 +34,10 @@ class MLPCache(NamedTuple):
 # ----------------------------------------------------------------------------
 # GPT-2: c_fc (C -> 4C), GELU, c_proj (4C -> C)
 
-def gelu_mlp_forward(x, w_fc, b_fc, w_proj, b_proj, gelu="tanh", lora=None, rng=None, training=False):
-    """lora: optional (Adapted of c_fc, Adapted of c_proj) (zerollm.nn.lora); rng, training: its dropout."""
+def gelu_mlp_forward(x, weights, gelu="tanh", lora=None, rng=None, training=False):
+    """weights: MLPWeights; lora: optional (Adapted of c_fc, Adapted of c_proj) (zerollm.nn.lora);
+    rng, training: its dropout."""
+    w_fc, b_fc, w_proj, b_proj = weights
     lora_fc, lora_proj = lora or (None, None)
     h, fc = adapted_forward(x, w_fc, b_fc, lora_fc, rng, training)          # (..., C) -> (..., H)
     a, act = _GELU[gelu][0](h)                                              # (..., H)
@@ -54,7 +65,9 @@ class SwiGLUCache(NamedTuple):
     proj: tuple
 
 
-def swiglu_forward(x, w_fc, b_fc, w_proj, b_proj, lora=None, rng=None, training=False):
+def swiglu_forward(x, weights, lora=None, rng=None, training=False):
+    """weights: MLPWeights, c_fc of width 2H; lora, rng, training: as in gelu_mlp_forward."""
+    w_fc, b_fc, w_proj, b_proj = weights
     lora_fc, lora_proj = lora or (None, None)
     gu, fc = adapted_forward(x, w_fc, b_fc, lora_fc, rng, training)        # (..., C) -> (..., 2H)
     H = gu.shape[-1] // 2

@@ -41,7 +41,17 @@ from typing import NamedTuple
 
 import numpy as np
 
-from zerollm.nn.mlp import gelu_mlp_backward, gelu_mlp_forward, swiglu_backward, swiglu_forward
+from zerollm.nn.mlp import MLPWeights, gelu_mlp_backward, gelu_mlp_forward, swiglu_backward, swiglu_forward
+
+
+class MoEConfig(NamedTuple):
+    """How the layer routes and what its experts are (the model's GPTConfig: n_expert_active, moe_norm_topk,
+    capacity_factor, mlp, gelu)."""
+    k: int                        # experts per token
+    norm_topk: bool = False       # gates renormalised over the k chosen (Mixtral) or raw (Switch)
+    capacity_factor: float = 0.0  # 0: no expert ever drops a pair
+    mlp: str = "gelu"             # each expert's MLP: 'gelu' or 'swiglu'
+    gelu: str = "tanh"
 
 
 class MoECache(NamedTuple):
@@ -67,18 +77,19 @@ class MoECache(NamedTuple):
     pairs: int             # N * k
 
 
-def _expert_forward(x, w_fc, b_fc, w_proj, b_proj, mlp, gelu):
+def _expert_forward(x, weights, mlp, gelu):
     if mlp == "swiglu":
-        return swiglu_forward(x, w_fc, b_fc, w_proj, b_proj)
-    return gelu_mlp_forward(x, w_fc, b_fc, w_proj, b_proj, gelu=gelu)
+        return swiglu_forward(x, weights)
+    return gelu_mlp_forward(x, weights, gelu=gelu)
 
 
 def _expert_backward(dy, cache, mlp):
     return (swiglu_backward if mlp == "swiglu" else gelu_mlp_backward)(dy, cache)
 
 
-def _pick(b, e):
-    return None if b is None else b[e]
+def _expert(experts, e):
+    """Expert e's MLPWeights out of the stacked ones; a missing bias stays None."""
+    return MLPWeights(*(None if a is None else a[e] for a in experts))
 
 
 # ----------------------------------------------------------------------------
@@ -136,11 +147,12 @@ def capacity_of(capacity_factor, N, k, E):
 # ----------------------------------------------------------------------------
 # the layer
 
-def moe_forward(x, w_router, w_fc, b_fc, w_proj, b_proj, shared=None, *, k, norm_topk=False,
-                capacity_factor=0.0, mlp="gelu", gelu="tanh", training=True):
-    """x (..., C) -> (y (..., C), MoECache). ``shared``: (w_fc, b_fc, w_proj, b_proj) of the shared
-    expert(s) or None. The cache carries the auxiliary losses (cache.aux, cache.z) and the routing
-    statistics (cache.frac, cache.dropped)."""
+def moe_forward(x, w_router, experts, config, *, shared=None, training=True):
+    """x (..., C) -> (y (..., C), MoECache). ``experts``: MLPWeights stacked over the E experts;
+    ``config``: MoEConfig; ``shared``: MLPWeights of the shared expert(s) or None. The cache carries
+    the auxiliary losses (cache.aux, cache.z) and the routing statistics (cache.frac, cache.dropped)."""
+    k, norm_topk, capacity_factor, mlp, gelu = config
+    w_fc, b_fc, w_proj, b_proj = experts
     C = x.shape[-1]
     x2 = x.reshape(-1, C)                                        # (N, C)
     N, E = x2.shape[0], w_router.shape[1]
@@ -159,7 +171,7 @@ def moe_forward(x, w_router, w_fc, b_fc, w_proj, b_proj, shared=None, *, k, norm
         if lo == hi:
             caches.append(None)
             continue
-        outs[lo:hi], c = _expert_forward(xs[lo:hi], w_fc[e], _pick(b_fc, e), w_proj[e], _pick(b_proj, e), mlp, gelu)
+        outs[lo:hi], c = _expert_forward(xs[lo:hi], _expert(experts, e), mlp, gelu)
         caches.append(c)
     # 4. combine: y_n = sum_j g_j * expert_{e_j}(x_n); dropped pairs add nothing
     pairs = np.zeros((k * N, C), x2.dtype)
@@ -167,7 +179,7 @@ def moe_forward(x, w_router, w_fc, b_fc, w_proj, b_proj, shared=None, *, k, norm
     y2 = pairs.reshape(k, N, C).sum(axis=0)                      # (k, N, C) -> (N, C)
     shared_cache = None
     if shared is not None:
-        ys, shared_cache = _expert_forward(x2, *shared, mlp, gelu)
+        ys, shared_cache = _expert_forward(x2, shared, mlp, gelu)
         y2 += ys
     # 5. the auxiliary losses
     frac = (counts / (k * N)).astype(x2.dtype)                   # (E,) f_e, sums to 1

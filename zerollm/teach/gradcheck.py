@@ -21,7 +21,8 @@ from zerollm.model.heads import scalar_head_backward, scalar_head_forward
 from zerollm.model.gpt import param_shapes
 from zerollm.nn.activation import (gelu_erf_backward, gelu_erf_forward, gelu_tanh_backward,
                                    gelu_tanh_forward, silu_backward, silu_forward)
-from zerollm.nn.attention import mha_backward, mha_forward, sdpa_backward, sdpa_forward
+from zerollm.nn.attention import (AttentionConfig, AttentionWeights, ForwardPass, mha_backward, mha_forward,
+                                  sdpa_backward, sdpa_forward)
 from zerollm.nn.block import block_backward, block_forward
 from zerollm.nn.dropout import dropout_backward, dropout_forward
 from zerollm.nn.embedding import embedding_backward, embedding_forward
@@ -30,8 +31,8 @@ from zerollm.nn.linear import linear_backward, linear_forward
 from zerollm.nn.lora import Adapted, adapted_backward, adapted_forward
 from zerollm.nn.logprobs import token_logprobs_backward, token_logprobs_forward
 from zerollm.nn.loss import cross_entropy_backward, cross_entropy_forward
-from zerollm.nn.mlp import gelu_mlp_backward, gelu_mlp_forward, swiglu_backward, swiglu_forward
-from zerollm.nn.moe import moe_backward, moe_forward
+from zerollm.nn.mlp import MLPWeights, gelu_mlp_backward, gelu_mlp_forward, swiglu_backward, swiglu_forward
+from zerollm.nn.moe import MoEConfig, moe_backward, moe_forward
 from zerollm.nn.norm import layernorm_backward, layernorm_forward, rmsnorm_backward, rmsnorm_forward
 from zerollm.nn.position import rope_backward, rope_forward, rope_tables
 
@@ -143,8 +144,10 @@ def _mlp(kind):
         ins = [_n(rng, dt, B, T, C), _n(rng, dt, C, width, scale=0.3), _n(rng, dt, width, scale=0.1),
                _n(rng, dt, H, C, scale=0.3), _n(rng, dt, C, scale=0.1)]
         if kind == "swiglu":
-            return _case("swiglu mlp", ins, (0, 1, 2, 3, 4), swiglu_forward, swiglu_backward)
-        return _case("gelu mlp", ins, (0, 1, 2, 3, 4), gelu_mlp_forward, gelu_mlp_backward, gelu="tanh")
+            return _case("swiglu mlp", ins, (0, 1, 2, 3, 4), lambda x, *w: swiglu_forward(x, MLPWeights(*w)),
+                         swiglu_backward)
+        return _case("gelu mlp", ins, (0, 1, 2, 3, 4), lambda x, *w: gelu_mlp_forward(x, MLPWeights(*w), gelu="tanh"),
+                     gelu_mlp_backward)
     return build
 
 
@@ -186,9 +189,13 @@ def _mha(n_head, n_kv_head, rope=False):
         kw = dict(n_head=n_head, n_kv_head=n_kv_head, causal=True)
         if rope:
             kw["rope"] = rope_tables(T, hs, dtype=dt)
+
+        def fwd(x, *weights, n_head, n_kv_head, causal, rope=None):
+            return mha_forward(x, AttentionWeights(*weights), AttentionConfig(n_head, n_kv_head, causal),
+                               ForwardPass(rope=rope))
         kind = "multi-head" if n_kv_head == n_head else "multi-query" if n_kv_head == 1 else "grouped-query"
         name = f"{kind} attention (nh={n_head}, nkv={n_kv_head}{', rope' if rope else ''})"
-        return _case(name, ins, (0, 1, 2, 3, 4), mha_forward, mha_backward, **kw)
+        return _case(name, ins, (0, 1, 2, 3, 4), fwd, mha_backward, **kw)
     return build
 
 
@@ -252,7 +259,7 @@ def _block(**cfg_kw):
         rope = rope_tables(T, cfg.head_size, cfg.rope_theta, dtype=dt) if cfg.pos == "rope" else None
 
         def fwd(x, *ws):
-            return block_forward(x, dict(zip(names, ws)), "h.0.", cfg, rope=rope)
+            return block_forward(x, dict(zip(names, ws)), "h.0.", cfg, ForwardPass(rope=rope))
 
         def bwd(dy, cache):
             grads = {}
@@ -293,10 +300,10 @@ def _moe(k, norm_topk=False, capacity_factor=0.0, shared=False, mlp="gelu", bias
         if shared:
             ins += [_n(rng, dt, C, 2 * F, scale=0.3), _n(rng, dt, 2 * F, scale=0.1) if bias else None,
                     _n(rng, dt, 2 * H, C, scale=0.3), _n(rng, dt, C, scale=0.1) if bias else None]
-        kw = dict(k=k, norm_topk=norm_topk, capacity_factor=capacity_factor, mlp=mlp, gelu="tanh")
+        config = MoEConfig(k, norm_topk, capacity_factor, mlp, gelu="tanh")
 
         def fwd(x, wr, wf, bf, wp, bp, *sh):
-            y, cache = moe_forward(x, wr, wf, bf, wp, bp, tuple(sh) if sh else None, **kw)
+            y, cache = moe_forward(x, wr, MLPWeights(wf, bf, wp, bp), config, shared=MLPWeights(*sh) if sh else None)
             return np.concatenate([y.reshape(-1), np.array([cache.aux, cache.z], y.dtype)]), cache
 
         def bwd(d, cache):
@@ -306,7 +313,7 @@ def _moe(k, norm_topk=False, capacity_factor=0.0, shared=False, mlp="gelu", bias
         wrt = tuple(i for i, a in enumerate(ins) if a is not None)
         parts = [f"top-{k} of {E}", "renormalised" if norm_topk else "raw gates", mlp]
         parts += [f"capacity {capacity_factor:g}"] * (capacity_factor > 0) + ["shared expert"] * shared
-        return _case("moe (" + ", ".join(parts) + ") + aux + z", ins, wrt, fwd, bwd, info=kw)
+        return _case("moe (" + ", ".join(parts) + ") + aux + z", ins, wrt, fwd, bwd, info=config._asdict())
     return build
 
 

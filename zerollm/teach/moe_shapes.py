@@ -16,8 +16,8 @@ from zerollm.model.config import GPTConfig
 from zerollm.io.errors import ZeroLLMError
 from zerollm.io.i18n import translator
 from zerollm.model.gpt import param_shapes
-from zerollm.nn.mlp import gelu_mlp_forward, swiglu_forward
-from zerollm.nn.moe import moe_forward
+from zerollm.nn.mlp import MLPWeights, gelu_mlp_forward, swiglu_forward
+from zerollm.nn.moe import MoEConfig, moe_forward
 from zerollm.teach.fmt import heading, pad
 
 MAX_EXPERT_NUMBERS = 2 ** 24      # E * C * F: stacked expert weights this demo is willing to allocate
@@ -177,10 +177,10 @@ def measure_moe(cfg, batch, seed=0):
     a = {"x": rng.standard_normal((B, T, C), dtype=np.float32), "router": n(C, E, fan_in=C),
          "c_fc": n(E, C, F, fan_in=C), "c_proj": n(E, H, C, fan_in=H)}
     S = cfg.n_shared_expert
-    shared = (n(C, S * F, fan_in=C), None, n(S * H, C, fan_in=S * H), None) if S else None
-    a["y"], cache = moe_forward(a["x"], a["router"], a["c_fc"], None, a["c_proj"], None, shared,
-                                k=cfg.n_expert_active, norm_topk=cfg.moe_norm_topk, mlp=cfg.mlp, gelu=cfg.gelu,
-                                training=False)
+    shared = MLPWeights(n(C, S * F, fan_in=C), None, n(S * H, C, fan_in=S * H), None) if S else None
+    config = MoEConfig(cfg.n_expert_active, cfg.moe_norm_topk, mlp=cfg.mlp, gelu=cfg.gelu)
+    a["y"], cache = moe_forward(a["x"], a["router"], MLPWeights(a["c_fc"], None, a["c_proj"], None), config,
+                                shared=shared, training=False)
     a["x2"] = a["x"].reshape(-1, C)                                   # (N, C)
     a["logits"] = a["x2"] @ a["router"]                               # (N, E)
     a["probs"], a["idx"], a["gates"] = cache.probs, cache.idx, cache.gates
@@ -202,14 +202,14 @@ def _every_expert_on_every_token(a, cache, shared, cfg):
     np.put_along_axis(combine, cache.idx, cache.gates, axis=1)       # 0 where an expert was not chosen
     y = sum(combine[:, e:e + 1] * _mlp(a["x2"], a["c_fc"][e], a["c_proj"][e], cfg) for e in range(E))
     if shared is not None:
-        y = y + _mlp(a["x2"], shared[0], shared[2], cfg)
+        y = y + _mlp(a["x2"], shared.w_fc, shared.w_proj, cfg)
     return y.reshape(a["y"].shape)
 
 
 def _mlp(x, w_fc, w_proj, cfg):
     if cfg.mlp == "swiglu":
-        return swiglu_forward(x, w_fc, None, w_proj, None)[0]
-    return gelu_mlp_forward(x, w_fc, None, w_proj, None, gelu=cfg.gelu)[0]
+        return swiglu_forward(x, MLPWeights(w_fc, None, w_proj, None))[0]
+    return gelu_mlp_forward(x, MLPWeights(w_fc, None, w_proj, None), gelu=cfg.gelu)[0]
 
 
 def layer_costs(cfg):

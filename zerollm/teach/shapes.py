@@ -23,7 +23,8 @@ from zerollm.io.argtypes import FIELD_RANGES, SIZE
 from zerollm.model.config import GPTConfig
 from zerollm.io.errors import ZeroLLMError
 from zerollm.io.i18n import add_lang_argument, resolve_lang, translator
-from zerollm.nn.attention import merge_heads, mha_forward, sdpa_forward, split_qkv
+from zerollm.nn.attention import (AttentionConfig, AttentionWeights, merge_heads, mha_forward, sdpa_forward,
+                                  split_qkv)
 from zerollm.nn.linear import linear_forward
 from zerollm.teach.fmt import display_width, heading, pad
 from zerollm.teach.moe_shapes import add_moe_arguments, make_moe_config, print_moe
@@ -256,8 +257,8 @@ def measure(cfg, batch, seed=0):
     a["q4"] = a["q"].reshape(B, nh, T, hs)
     a["k4"] = np.repeat(a["k"], g, axis=2).reshape(B, nh, T, hs)
     a["scores4"] = a["q4"] @ np.swapaxes(a["k4"], -1, -2) * np.float32(1 / math.sqrt(hs))   # (B, nh, T, T)
-    a["mha_out"], _ = mha_forward(a["x"], a["c_attn.weight"], None, a["c_proj.weight"], None,
-                                  n_head=nh, n_kv_head=nkv, causal=True)
+    a["mha_out"], _ = mha_forward(a["x"], AttentionWeights(a["c_attn.weight"], None, a["c_proj.weight"], None),
+                                  AttentionConfig(n_head=nh, n_kv_head=nkv, causal=True))
     return a
 
 

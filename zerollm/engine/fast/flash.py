@@ -433,7 +433,8 @@ def _run(serial, threaded, n_threads, *args):
         _THREADED.release()
 
 
-def flash_forward_tiles(q, k, v, causal, mask, tile, scale, dropout, seed):
+def flash_forward_tiles(q, k, v, options):
+    causal, mask, scale, seed = options.causal, options.mask, options.scale, options.seed   # nn.flash.FlashOptions
     if not _supported(q, k, v, mask, seed):
         return NotImplemented
     B, nkv, g, T, hs = q.shape

@@ -67,7 +67,7 @@ def test_gelu_and_masked_softmax_in_blocks_are_bit_identical_to_one_pass(monkeyp
 
 
 def test_adamw_in_blocks_is_bit_identical_to_one_pass(monkeypatch):
-    from zerollm.training.optim import adamw_update
+    from zerollm.training.optim import AdamWStep, adamw_update
     rng = np.random.default_rng(1)
     start = [rng.standard_normal((5, 13)).astype(np.float32) for _ in range(4)]      # p, g, m, v
     start[3] = np.abs(start[3])
@@ -75,8 +75,9 @@ def test_adamw_in_blocks_is_bit_identical_to_one_pass(monkeypatch):
     def run():
         p, g, m, v = (a.copy() for a in start)
         for step in (1, 2):
-            adamw_update(p, g, m, v, np.empty_like(p), lr=1e-2, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1,
-                         step_size=1e-2 / (1 - 0.9 ** step), bc2_sqrt=(1 - 0.95 ** step) ** 0.5)
+            adamw_update(p, g, m, v, np.empty_like(p), AdamWStep(
+                lr=1e-2, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1, step_size=1e-2 / (1 - 0.9 ** step),
+                bc2_sqrt=(1 - 0.95 ** step) ** 0.5))
         return p, m, v
     small, whole = _blocked_and_whole(monkeypatch, run)
     for s, w, before in zip(small, whole, (start[0], start[2], start[3])):

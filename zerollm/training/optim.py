@@ -11,6 +11,7 @@ several micro-batches into one dict and passes that to ``clip_grad_norm`` and ``
 import math
 import numbers
 import threading
+from typing import NamedTuple
 
 import numpy as np
 
@@ -87,14 +88,15 @@ class AdamW:
         lr = self.lr if lr is None else float(lr)
         self.step_count += 1
         t, (b1, b2) = self.step_count, self.betas
-        step_size = lr / (1 - b1 ** t)                # bias correction of m, folded into lr
-        bc2_sqrt = math.sqrt(1 - b2 ** t)             # bias correction of v, under the sqrt
+        decayed = AdamWStep(lr=lr, betas=(b1, b2), eps=self.eps, weight_decay=self.weight_decay,
+                            step_size=lr / (1 - b1 ** t),           # bias correction of m, folded into lr
+                            bc2_sqrt=math.sqrt(1 - b2 ** t))       # bias correction of v, under the sqrt
+        plain = decayed._replace(weight_decay=0.0)
 
         def update(name):
             p = self.params[name]
-            decay = self.weight_decay if name in self.decay_names else 0.0
-            adamw_update(p, grads[name], self.m[name], self.v[name], self._buffer(p), lr=lr, betas=(b1, b2),
-                         eps=self.eps, weight_decay=decay, step_size=step_size, bc2_sqrt=bc2_sqrt)
+            step = decayed if name in self.decay_names else plain
+            adamw_update(p, grads[name], self.m[name], self.v[name], self._buffer(p), step)
         by_name_in_parts(pool, self.params, update)
 
     def _buffer(self, p):
@@ -136,25 +138,34 @@ class AdamW:
             np.copyto(self.v[name], sd["v"][name])
 
 
-@accelerated
-def adamw_update(p, g, m, v, buf, *, lr, betas, eps, weight_decay, step_size, bc2_sqrt):
-    """One AdamW update of one parameter, in place in p, m and v; ``buf`` is scratch of p's shape.
+class AdamWStep(NamedTuple):
+    """The numbers of one AdamW step of one parameter (all but weight_decay are the same for every parameter)."""
+    lr: float
+    betas: tuple            # (b1, b2)
+    eps: float
+    weight_decay: float     # 0.0 for the parameters that are not decayed
+    step_size: float        # lr / (1 - b1^t): the bias correction of m, folded into lr
+    bc2_sqrt: float         # sqrt(1 - b2^t): the bias correction of v, under the sqrt
 
-    step_size = lr / (1 - b1^t) and bc2_sqrt = sqrt(1 - b2^t) are the bias corrections of this step.
+
+@accelerated
+def adamw_update(p, g, m, v, buf, step):
+    """One AdamW update of one parameter, in place in p, m and v; ``buf`` is scratch of p's shape and
+    ``step`` an AdamWStep.
+
     Speed: the thirteen steps below run block by block (engine.memory.cache_blocks), so that a block of
     p, g, m, v and buf stays in the CPU cache from the first step to the last.
     """
     arrays = (p, g, m, v, buf)
-    settings = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, step_size=step_size, bc2_sqrt=bc2_sqrt)
     if not all(a.flags.c_contiguous and a.shape == p.shape for a in arrays):
-        return _adamw_steps(*arrays, **settings)
+        return _adamw_steps(*arrays, step)
     flat = [a.reshape(-1) for a in arrays]                     # views: every array is C-contiguous
     for part in cache_blocks(p.size, p.itemsize):
-        _adamw_steps(*(a[part] for a in flat), **settings)
+        _adamw_steps(*(a[part] for a in flat), step)
 
 
-def _adamw_steps(p, g, m, v, buf, *, lr, betas, eps, weight_decay, step_size, bc2_sqrt):
-    b1, b2 = betas
+def _adamw_steps(p, g, m, v, buf, step):
+    lr, (b1, b2), eps, weight_decay, step_size, bc2_sqrt = step
     # 1. decoupled weight decay: not added to g, so Adam's scaling does not weaken it
     if weight_decay:
         p *= 1 - lr * weight_decay

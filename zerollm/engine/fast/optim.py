@@ -50,11 +50,11 @@ def add_scaled(g, a, other, b):
     return None
 
 
-def adamw_update(p, g, m, v, buf, *, lr, betas, eps, weight_decay, step_size, bc2_sqrt):
+def adamw_update(p, g, m, v, buf, step):
     if not float32_arrays(p, g, m, v):
         return NotImplemented
     f = np.float32
-    b1, b2 = betas
+    lr, (b1, b2), eps, weight_decay, step_size, bc2_sqrt = step     # training.optim.AdamWStep
     decay = f(1 - lr * weight_decay) if weight_decay else f(1.0)
     _adamw(p.reshape(-1), g.reshape(-1), m.reshape(-1), v.reshape(-1), decay, f(b1), f(1 - b1), f(b2), f(1 - b2),
            f(eps), f(bc2_sqrt), f(step_size))

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from zerollm.training import checkpoint as ckpt
-from zerollm.training.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
+from zerollm.training.checkpoint import Snapshot, latest_checkpoint, load_checkpoint, save_checkpoint
 from zerollm.io.errors import ZeroLLMError
 from zerollm.training.optim import AdamW
 
@@ -35,13 +35,14 @@ class Run:
             self.opt.step({k: self.rng.standard_normal(p.shape).astype(p.dtype)
                            for k, p in self.params.items()})
 
-    def save(self, step=None, **kwargs):
+    def save(self, step=None, keep=2, **fields):
+        """save_checkpoint of this run; ``fields``: the Snapshot's extra, tokenizer_path, objective..."""
         step = self.opt.step_count if step is None else step
-        kwargs.setdefault("extra", {"best_val_loss": 2.5, "history": [3.0, 2.5]})
-        kwargs.setdefault("tokenizer_path", self.tokenizer)
-        return save_checkpoint(self.dir, step=step, model_config=MODEL_CONFIG, train_config=TRAIN_CONFIG,
-                               params=self.params, optimizer_state=self.opt.state_dict(),
-                               rng_state=self.rng.bit_generator.state, **kwargs)
+        fields.setdefault("extra", {"best_val_loss": 2.5, "history": [3.0, 2.5]})
+        fields.setdefault("tokenizer_path", self.tokenizer)
+        return save_checkpoint(self.dir, Snapshot(step=step, model_config=MODEL_CONFIG, train_config=TRAIN_CONFIG,
+                                                  params=self.params, optimizer_state=self.opt.state_dict(),
+                                                  rng_state=self.rng.bit_generator.state, **fields), keep=keep)
 
     def snapshot(self):
         return {k: p.copy() for k, p in self.params.items()}
@@ -106,8 +107,9 @@ def test_load_step_dir_directly_and_without_optimizer(tmp_path):
 
 def test_generator_accepted_as_rng_state(tmp_path):
     run = Run(tmp_path)
-    path = save_checkpoint(run.dir, step=0, model_config={}, train_config={}, params=run.params,
-                           optimizer_state=run.opt.state_dict(), rng_state=run.rng, tokenizer_path=None)
+    path = save_checkpoint(run.dir, Snapshot(step=0, model_config={}, train_config={}, params=run.params,
+                                             optimizer_state=run.opt.state_dict(), rng_state=run.rng,
+                                             tokenizer_path=None))
     assert load_checkpoint(path).rng_state == run.rng.bit_generator.state
 
 
@@ -292,8 +294,8 @@ def test_bad_save_arguments(tmp_path, kwargs, words):
 def test_bad_optimizer_state_and_foreign_config(tmp_path):
     run = Run(tmp_path)
     with pytest.raises(ZeroLLMError, match="optimizer_state"):
-        save_checkpoint(run.dir, step=1, model_config={}, train_config={}, params=run.params,
-                        optimizer_state={"step": 1}, rng_state={}, tokenizer_path=None)
+        save_checkpoint(run.dir, Snapshot(step=1, model_config={}, train_config={}, params=run.params,
+                                          optimizer_state={"step": 1}, rng_state={}, tokenizer_path=None))
     path = run.save(1)
     with open(os.path.join(path, "config.json"), "w") as f:
         json.dump({"architectures": ["GPT2LMHeadModel"]}, f)     # a Hugging Face config

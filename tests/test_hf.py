@@ -17,7 +17,7 @@ from transformers import (AutoModelForCausalLM, AutoTokenizer, GPT2Config, GPT2L
                           MixtralForCausalLM)
 
 from zerollm.interop import hf
-from zerollm.training.checkpoint import save_checkpoint
+from zerollm.training.checkpoint import Snapshot, save_checkpoint
 from zerollm.cli import main
 from zerollm.generation.display import printable, token_bytes
 from zerollm.io.errors import ZeroLLMError
@@ -442,9 +442,9 @@ def test_save_and_load_zerollm_model_directory(tmp_path):
 
 def test_load_zerollm_reads_a_training_run(tmp_path):
     model = random_gpt(EXPORT_CASES["gpt2-tied"][0])
-    save_checkpoint(tmp_path / "run", step=3, model_config=model.config.to_dict(), train_config={},
-                    params=model.params, optimizer_state={"m": {}, "v": {}, "t": 3}, rng_state={},
-                    tokenizer_path=None)
+    save_checkpoint(tmp_path / "run", Snapshot(step=3, model_config=model.config.to_dict(), train_config={},
+                                               params=model.params, optimizer_state={"m": {}, "v": {}, "t": 3},
+                                               rng_state={}, tokenizer_path=None))
     back = open_model(Source(ckpt=tmp_path / "run"), tokenizer="skip").model
     idx = ids(37)
     assert np.array_equal(back.forward(idx)[0], model.forward(idx)[0])

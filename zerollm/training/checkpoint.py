@@ -29,7 +29,7 @@ import os
 import re
 import shutil
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -68,6 +68,21 @@ class Checkpoint:
         return os.path.join(self.path, "config.json")
 
 
+@dataclass(frozen=True)
+class Snapshot:
+    """What ``save_checkpoint`` writes: a run at one step (``Checkpoint`` is what loading gives back)."""
+    step: int
+    model_config: dict
+    train_config: dict
+    params: dict                  # name -> np.ndarray
+    optimizer_state: dict         # AdamW.state_dict() layout
+    rng_state: object             # rng.bit_generator.state, or the np.random.Generator itself
+    tokenizer_path: str | None    # the tokenizer file to copy in, or None
+    extra: dict | None = None     # state.json without "step" (best_val_loss, ...)
+    objective: dict | None = None          # the objective's settings; None = pre-training ({"kind": "lm"})
+    objective_arrays: dict | None = None   # the objective's arrays (objective.safetensors)
+
+
 def step_dir_name(step):
     """Zero-padded, so names sort like numbers in a file browser.
 
@@ -80,23 +95,21 @@ def step_dir_name(step):
 # ----------------------------------------------------------------------------
 # saving
 
-def save_checkpoint(run_dir, *, step, model_config, train_config, params, optimizer_state, rng_state,
-                    tokenizer_path, extra=None, keep=2, objective=None, objective_arrays=None):
-    """Save one checkpoint as RUN/step-NNNNNNN/, point latest.json at it, keep the newest ``keep``.
+def save_checkpoint(run_dir, snapshot, *, keep=2):
+    """Save ``snapshot`` (a Snapshot) as RUN/step-NNNNNNN/, point latest.json at it, keep the newest ``keep``.
 
-    Returns the new step directory. ``rng_state`` may also be the np.random.Generator itself.
-    ``objective``: the objective's settings (default pre-training); ``objective_arrays``: its arrays.
+    Returns the new step directory.
     """
-    extra = _check_save_args(run_dir, step, keep, extra, optimizer_state)
-    run_dir, step = os.fspath(run_dir), int(step)
+    extra = _check_save_args(run_dir, snapshot.step, keep, snapshot.extra, snapshot.optimizer_state)
+    snapshot = replace(snapshot, step=int(snapshot.step), extra=extra, objective=snapshot.objective or {"kind": "lm"})
+    run_dir, step = os.fspath(run_dir), snapshot.step
     os.makedirs(run_dir, exist_ok=True)
     _remove_leftovers(run_dir)
     name = step_dir_name(step)
     tmp = os.path.join(run_dir, ".tmp-" + name)
     os.mkdir(tmp)
     try:
-        _write_step_files(tmp, step, model_config, train_config, params, optimizer_state,
-                          rng_state, tokenizer_path, extra, objective or {"kind": "lm"}, objective_arrays)
+        _write_step_files(tmp, snapshot)
         fsync_dir(tmp)
         _move_into_place(run_dir, tmp, name)
     except BaseException:      # incl. Ctrl-C: the previous checkpoint stays the latest
@@ -121,22 +134,23 @@ def _check_save_args(run_dir, step, keep, extra, optimizer_state):
     return extra
 
 
-def _write_step_files(d, step, model_config, train_config, params, optimizer_state, rng_state,
-                      tokenizer_path, extra, objective, objective_arrays):
+def _write_step_files(d, s):
+    """The files of Snapshot ``s`` (its step an int, its extra checked) into the directory ``d``."""
     kind = None
-    if tokenizer_path is not None:
-        kind = _copy_tokenizer(tokenizer_path, os.path.join(d, "tokenizer.json"))
+    if s.tokenizer_path is not None:
+        kind = _copy_tokenizer(s.tokenizer_path, os.path.join(d, "tokenizer.json"))
     write_json(os.path.join(d, "config.json"), {"format": FORMAT, "version": VERSION,
-                                                "model": model_config, "train": train_config,
-                                                "tokenizer": kind, "objective": objective})
-    save_file(params, os.path.join(d, "model.safetensors"), {"format": "np", "step": str(step)})
-    if objective_arrays:
-        save_file(objective_arrays, os.path.join(d, "objective.safetensors"), {"format": "np"})
-    _save_optimizer(optimizer_state, os.path.join(d, "optimizer.safetensors"))
+                                                "model": s.model_config, "train": s.train_config,
+                                                "tokenizer": kind, "objective": s.objective})
+    save_file(s.params, os.path.join(d, "model.safetensors"), {"format": "np", "step": str(s.step)})
+    if s.objective_arrays:
+        save_file(s.objective_arrays, os.path.join(d, "objective.safetensors"), {"format": "np"})
+    _save_optimizer(s.optimizer_state, os.path.join(d, "optimizer.safetensors"))
+    rng_state = s.rng_state
     if isinstance(rng_state, np.random.Generator):
         rng_state = rng_state.bit_generator.state
     write_json(os.path.join(d, "rng.json"), rng_state)
-    write_json(os.path.join(d, "state.json"), {"step": step, **extra})   # written last
+    write_json(os.path.join(d, "state.json"), {"step": s.step, **s.extra})   # written last
 
 
 def _save_optimizer(state, path):

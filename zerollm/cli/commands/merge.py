@@ -24,7 +24,7 @@ def add_arguments(p):
 
 def merged_run(src, dst, force=None):
     """Load the LoRA run ``src`` (from its base), fold the adapters in, save a checkpoint at ``dst``."""
-    from zerollm.training.checkpoint import latest_checkpoint, save_checkpoint
+    from zerollm.training.checkpoint import Snapshot, latest_checkpoint, save_checkpoint
     from zerollm.interop.opening import Source, open_model
     from zerollm.io.outdir import check_outside_runs, check_separate
     check_separate(dst, [src], "--to", "--from")              # merging into its own run would destroy it
@@ -49,9 +49,10 @@ def merged_run(src, dst, force=None):
                   "m": {}, "v": {}}
     created = not os.path.exists(dst)
     try:
-        save_checkpoint(dst, step=ckpt.step, model_config=merged.config.to_dict(), train_config=ckpt.train_config,
-                        params=merged.params, optimizer_state=no_moments, rng_state=merged.rng,
-                        tokenizer_path=ckpt.tokenizer_path, objective=objective, extra={"merged": True})
+        save_checkpoint(dst, Snapshot(step=ckpt.step, model_config=merged.config.to_dict(),
+                                      train_config=ckpt.train_config, params=merged.params,
+                                      optimizer_state=no_moments, rng_state=merged.rng,
+                                      tokenizer_path=ckpt.tokenizer_path, objective=objective, extra={"merged": True}))
     except BaseException:          # a full disk, Ctrl-C: no empty or half-made --to is left behind
         if created:
             shutil.rmtree(dst, ignore_errors=True)

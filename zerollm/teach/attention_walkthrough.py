@@ -10,6 +10,7 @@ for B=1 and d_k=4; the printed walkthrough has no such cap.
 import json
 import math
 import sys
+from typing import NamedTuple
 
 import numpy as np
 
@@ -290,8 +291,20 @@ def _files_example(args):
     return x, wq, wk, wv
 
 
+class Example(NamedTuple):
+    """The numbers the walkthrough runs on, and where they came from."""
+    kind: str           # 'seed' | 'random' | 'files'
+    x: np.ndarray       # (B, T, C)
+    wq: np.ndarray      # (C, K)
+    wk: np.ndarray      # (C, K)
+    wv: np.ndarray      # (C, Kv)
+
+    def astype(self, dtype):
+        return Example(self.kind, *(a.astype(dtype) for a in (self.x, self.wq, self.wk, self.wv)))
+
+
 def choose_example(args):
-    """Return (kind, x, wq, wk, wv) with kind in 'seed' | 'random' | 'files'."""
+    """Return an Example."""
     sizes = (args.batch, args.seq, args.d_model, args.d_k)
     files = (args.x, args.wq, args.wk, args.wv)
     wants_random = args.random or any(s is not None for s in sizes)
@@ -299,10 +312,10 @@ def choose_example(args):
     if wants_random and wants_files:
         raise ZeroLLMError("choose one example: --random (with sizes) OR your files --x --wq --wk --wv")
     if wants_files:
-        return ("files",) + _files_example(args)
+        return Example("files", *_files_example(args))
     if wants_random:
-        return ("random",) + _random_example(args)
-    return "seed", np.array(SEED_X), np.array(SEED_WQ), np.array(SEED_WK), np.array(SEED_WV)
+        return Example("random", *_random_example(args))
+    return Example("seed", np.array(SEED_X), np.array(SEED_WQ), np.array(SEED_WK), np.array(SEED_WV))
 
 
 # ----------------------------------------------------------------------------
@@ -406,10 +419,13 @@ def _print_comparison(x, wq, wk, wv, r, lang, p):
     print("\n" + say("compare", lang, T=x.shape[1], row=row, delta=number(change[row], p), last=last))
 
 
-def print_walkthrough(kind, x, wq, wk, wv, r, causal, lang, p, seed):
+def print_walkthrough(example, r, causal, lang, p, seed):
+    """The walkthrough of ``r`` = self_attention(x, wq, wk, wv) on ``example`` (an Example), in ``lang``,
+    numbers to ``p`` digits; ``seed`` made a random example."""
+    x, wq, wk, wv = example.x, example.wq, example.wk, example.wv
     B, T, C = x.shape
     source = {"seed": say("source_seed", lang), "files": say("source_files", lang),
-              "random": say("source_random", lang, seed=seed)}[kind]
+              "random": say("source_random", lang, seed=seed)}[example.kind]
     heading(say("title", lang, B=B, T=T, C=C, K=r.q.shape[-1], source=source))
     _print_inputs(x, r, [_shape(w) for w in (wq, wk, wv)], lang, p)
     _print_projections(x, r, lang, p)
@@ -434,14 +450,12 @@ def as_json(r):
 
 
 def run(args):
-    kind, x, wq, wk, wv = choose_example(args)
-    dtype = np.dtype(args.dtype)
-    x, wq, wk, wv = (a.astype(dtype) for a in (x, wq, wk, wv))
+    example = choose_example(args).astype(np.dtype(args.dtype))
     causal = not args.bidirectional
-    r = self_attention(x, wq, wk, wv, causal=causal)
+    r = self_attention(example.x, example.wq, example.wk, example.wv, causal=causal)
     if args.json:
         json.dump(as_json(r), sys.stdout, ensure_ascii=False)
         print()
         return 0
-    print_walkthrough(kind, x, wq, wk, wv, r, causal, resolve_lang(args.lang), args.precision, args.seed)
+    print_walkthrough(example, r, causal, resolve_lang(args.lang), args.precision, args.seed)
     return 0

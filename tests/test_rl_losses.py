@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from zerollm.io.errors import ZeroLLMError
-from zerollm.align.rl import gae, group_advantages, grpo_loss, policy_stats, ppo_loss, whiten
+from zerollm.align.rl import Critic, PPOSettings, gae, group_advantages, grpo_loss, policy_stats, ppo_loss, whiten
 
 TOL = 1e-10
 
@@ -124,8 +124,8 @@ def test_ppo_loss_and_gradients_match_torch(seed):
     adv, v_old = rng.standard_normal(logp.shape), rng.standard_normal(logp.shape)
     v = v_old + rng.normal(0, 0.3, logp.shape)          # some values move past the 0.2 clip, some not
     R, H = rng.standard_normal(logp.shape), rng.random(logp.shape) * 2
-    kw = dict(epsilon=0.2, epsilon_value=0.2, vf_coef=0.1, ent_coef=0.01)
-    loss, dlogp, dv, dH = ppo_loss(logp, old, adv, mask, values=v, old_values=v_old, returns=R, entropy=H, **kw)
+    settings = PPOSettings(epsilon=0.2, epsilon_value=0.2, vf_coef=0.1, ent_coef=0.01)
+    loss, dlogp, dv, dH = ppo_loss(logp, old, adv, mask, critic=Critic(v, v_old, R), entropy=H, settings=settings)
     t = [torch.tensor(a, requires_grad=True) for a in (logp, v, H)]
     t_loss = torch_ppo(t[0], torch.from_numpy(old), torch.from_numpy(adv), torch.from_numpy(mask), t[1],
                        torch.from_numpy(v_old), torch.from_numpy(R), t[2], 0.2, 0.2, 0.1, 0.01)

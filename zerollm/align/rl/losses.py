@@ -11,6 +11,8 @@ one batch of samples; clipping it to [1 - eps, 1 + eps] keeps each step close to
 Its gradient w.r.t. logp is rho A where the unclipped term is the smaller one, else 0.
 """
 
+from typing import NamedTuple
+
 import numpy as np
 
 from zerollm.io.errors import ZeroLLMError
@@ -78,17 +80,34 @@ def policy_stats(logp, old_logp, ref_logp, advantages, mask, epsilon=0.2):
             "approx_kl": float((((rho - 1.0) - np.log(rho)) * mask).sum() / n)}
 
 
-def ppo_loss(logp, old_logp, advantages, mask, *, values=None, old_values=None, returns=None, entropy=None,
-             epsilon=0.2, epsilon_value=0.2, vf_coef=0.1, ent_coef=0.0):
+class Critic(NamedTuple):
+    """What PPO's value loss reads, each (B, T): the value head's estimates now and at sampling time, and
+    the returns they regress to."""
+    values: np.ndarray
+    old_values: np.ndarray
+    returns: np.ndarray
+
+
+class PPOSettings(NamedTuple):
+    """PPO's clip ranges and loss weights."""
+    epsilon: float = 0.2          # clip range of the ratio rho
+    epsilon_value: float = 0.2    # clip range of the value update
+    vf_coef: float = 0.1          # weight of the value loss
+    ent_coef: float = 0.0         # weight of the entropy bonus
+
+
+def ppo_loss(logp, old_logp, advantages, mask, *, critic=None, entropy=None, settings=PPOSettings()):
     """PPO for language models (Ziegler et al. 2019, Ouyang et al. 2022) -> (loss, dlogp, dvalues, dentropy).
 
-    advantages (B, T) per token (GAE). Averages are over every answer token of the batch:
+    advantages (B, T) per token (GAE); critic: a Critic or None; settings: PPOSettings. Averages are over
+    every answer token of the batch:
         policy:  mean -min(rho A, clip(rho) A)
         value:   0.5 mean max((V - R)^2, (V_clip - R)^2),  V_clip = old_V + clip(V - old_V, +-epsilon_value)
         entropy: mean H (the exact entropy of the whole next-token distribution), a bonus: - ent_coef H
-    loss = policy + vf_coef value - ent_coef entropy. Without values (no critic) the value terms vanish;
-    dvalues / dentropy are None when values / entropy are not given.
+    loss = policy + vf_coef value - ent_coef entropy. Without a critic the value terms vanish;
+    dvalues / dentropy are None when critic / entropy are not given.
     """
+    epsilon, epsilon_value, vf_coef, ent_coef = settings
     logp, old_logp = np.asarray(logp, np.float64), np.asarray(old_logp, np.float64)
     mask = np.asarray(mask, dtype=bool)
     w = mask / max(mask.sum(), 1)                                     # (B, T) the masked mean's weights
@@ -96,8 +115,8 @@ def ppo_loss(logp, old_logp, advantages, mask, *, values=None, old_values=None, 
     loss = float((per_token * w).sum())
     dlogp = dlogp * w
     dvalues = dentropy = None
-    if values is not None:
-        v, v_old, R = (np.asarray(a, np.float64) for a in (values, old_values, returns))
+    if critic is not None:
+        v, v_old, R = (np.asarray(a, np.float64) for a in critic)
         v_clip = v_old + np.clip(v - v_old, -epsilon_value, epsilon_value)
         plain, clipped = (v - R) ** 2, (v_clip - R) ** 2
         use_plain = plain >= clipped

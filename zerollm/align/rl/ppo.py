@@ -22,7 +22,7 @@ from zerollm.model.heads import head_params, scalar_head_backward, scalar_head_f
 from zerollm.training.objective import ShardResult
 from zerollm.model.policy import token_logprobs, token_logprobs_backward
 from zerollm.align.rl.advantages import gae, whiten
-from zerollm.align.rl.losses import policy_stats, ppo_loss
+from zerollm.align.rl.losses import Critic, PPOSettings, policy_stats, ppo_loss
 from zerollm.align.rl.objective import RolloutConfig, RolloutObjective
 
 
@@ -102,9 +102,9 @@ class PPOObjective(RolloutObjective):
         v, vcache = scalar_head_forward(x_f, self.head["v_head.weight"], self.head["v_head.bias"])
         values = np.concatenate([np.zeros((len(ids), 1), v.dtype), v], axis=1)
         loss, dlogp, dvalues, dH = ppo_loss(
-            logp, batch["old_logp"], batch["adv"], mask, values=values, old_values=batch["old_values"],
-            returns=batch["returns"], entropy=H, epsilon=self.cfg.epsilon, epsilon_value=self.cfg.epsilon_value,
-            vf_coef=self.cfg.vf_coef, ent_coef=self.cfg.ent_coef)
+            logp, batch["old_logp"], batch["adv"], mask, critic=Critic(values, batch["old_values"], batch["returns"]),
+            entropy=H, settings=PPOSettings(self.cfg.epsilon, self.cfg.epsilon_value, self.cfg.vf_coef,
+                                            self.cfg.ent_coef))
         dh, dw, db = scalar_head_backward(dvalues[:, 1:], vcache)
         grads = dict(token_logprobs_backward(model, dlogp, cache, dentropy=dH, dhidden=dh))
         grads["v_head.weight"], grads["v_head.bias"] = dw, db

@@ -218,7 +218,8 @@ def cli_cases(api, folder):
                                   "--presence-penalty", "0.5", "--max-new-tokens", "20"],
         "plain/past-the-context": [base24, "--prompt", "ab", "--temperature", "0.8", "--seed", "1",
                                    "--max-new-tokens", "40", "--min-p", "0.05"],
-        "plain/prompt-beyond-the-context": [base24, "--prompt", "x" * 30, "--temperature", "0", "--max-new-tokens", "5"],
+        "plain/prompt-beyond-the-context": [base24, "--prompt", "x" * 30, "--temperature", "0",
+                                            "--max-new-tokens", "5"],
         "plain/window": [rope24, "--prompt", "ab", "--temperature", "0.8", "--seed", "2", "--window", "8",
                          "--sinks", "2", "--max-new-tokens", "50"],
     }

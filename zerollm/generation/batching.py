@@ -261,8 +261,9 @@ class Scheduler:
 
     def stream(self, reqs):
         """Run ``reqs`` as one group in the caller's thread: yield each step's [(index in reqs, Token | Done)]
-        until all are done. The caller may stop between steps (Ctrl-C, should_stop) by leaving the loop:
-        the group is dropped then. Errors are raised here, not emitted."""
+        until all are done (their ``emit`` is set here). A group runs whole, whatever max_batch. The caller
+        may stop between steps (Ctrl-C, should_stop) by leaving the loop: the group is dropped then.
+        Errors are raised here, not emitted."""
         events = []
         for i, req in enumerate(reqs):
             req.emit = (lambda ev, i=i: events.append((i, ev)))
@@ -300,6 +301,7 @@ class Scheduler:
             self.shared, self.groups, self.joining = self._empty_batch(), [], []
 
     def _step(self):
+        """Steps 1-5 for the shared batch and every group; an error is raised to the caller."""
         for batch in [self.shared, *self.groups]:
             self._leave(batch, [not row.req.cancelled for row in batch.rows], "cancelled")
         self._join()
@@ -385,7 +387,7 @@ class Scheduler:
         if context.cache:
             cache = (KVCache(cfg, len(reqs), window=context.window, sinks=context.sinks) if context.window is not None
                      else KVCache(cfg, len(reqs), max_len=cfg.block_size))
-        logits = self._full_logits(idx, cache) if cache else self._full_logits(idx[:, -cfg.block_size:])
+        logits = self._full_logits(idx, cache) if cache is not None else self._full_logits(idx[:, -cfg.block_size:])
         return _Batch([self._row(r, p) for r, p in zip(reqs, idx)], cache, logits, context, idx)
 
     def _row(self, req, prompt):

@@ -27,6 +27,8 @@ def generate(model, idx, max_new_tokens, sampling=Sampling(), *, rng=None, conte
     """Yield (B,) next-token ids, max_new_tokens times. idx: (B, T) or (T,) prompt ids.
     allowed: (V,) bool, the ids that may be chosen (e.g. those the tokenizer can decode); None = all.
     The penalties of ``sampling`` count the prompt for repetition_penalty (zerollm.generation.sample)."""
+    if max_new_tokens < 1:
+        return                                 # nothing to yield (the scheduler refuses a request for none)
     idx = np.atleast_2d(np.asarray(idx, dtype=np.int64))
     rng = rng if rng is not None else np.random.default_rng()
     reqs = [Request(row.tolist(), max_new_tokens, sampling, rng, context=context) for row in idx]

@@ -1,8 +1,12 @@
 """The terminal chat of ``zerollm chat``: a conversation kept in the chat template, answers streamed.
 
     conv = Conversation(tok, block_size=256, system="You write poems.")
-    ids, dropped = conv.prompt(max_new=100)    # the template's prompt; oldest turns dropped to fit
+    ids, dropped = conv.prompt("藏头诗：春夏秋冬", max_new=100)   # the prompt; oldest turns dropped to fit
     conv.add("藏头诗：春夏秋冬", answer)
+    repl(model, tok, conv, Answers(Sampling(temperature=0.7), 100, np.random.default_rng(0)))   # zerollm chat
+
+Each answer is one request of zerollm.generation.batching.Scheduler, streamed as a batch of one: its
+TextStream writes whole characters (escaped for the terminal), the end-of-turn id ends it.
 
 Commands: /reset (forget the turns), /system TEXT (set or, without TEXT, clear the system message),
 /save FILE (the conversation as one TRL "messages" JSONL row), /exit. Ctrl-C while an answer is

@@ -4,7 +4,6 @@ end of the context, ``--prompt -`` reads stdin, ``--system TEXT`` is the system 
 import io
 import json
 
-import numpy as np
 import pytest
 
 from tests.tiny_runs import run_main, tiny_run

@@ -1,5 +1,7 @@
 """What every post-training command shares (reward, dpo, ppo, grpo, ...): the flags, loading the starting
-model, copying the inputs into the run, resuming, and handing an objective to the one training loop.
+model, copying the inputs into the run, resuming. ``StageRun`` hands all that to the one run recipe
+(zerollm.training.run.run_recipe), which plans, locks, builds the Trainer, fits and reports as it does for
+``zerollm train``; a stage supplies only its Stage: settings, defaults, inputs and objective builder.
 
     zerollm dpo --init runs/sft --data prefs.jsonl --out runs/dpo
     zerollm dpo --out runs/dpo --resume
@@ -26,15 +28,14 @@ from zerollm.training.checkpoint import weights_digest
 from zerollm.model import budget
 from zerollm.training import dist
 from zerollm.training.flags import add_config_flags, add_lora_arguments, lora_config, saved_lora
-from zerollm.training.run import locked_run_dir, train_and_report
+from zerollm.training.run import RunCommand, Setup, run_recipe
 from zerollm.io.errors import ZeroLLMError
 from zerollm.io.fileio import atomic_write, open_regular, require_regular
 from zerollm.io.fileio import sha256_file as file_digest
 from zerollm.io.outdir import STAGE_FILES, check_inputs_apart, check_stage_out
-from zerollm.engine.memory import keep_freed_memory
 from zerollm.engine.threads import add_threads_argument
-from zerollm.training.trainer import (CHANGEABLE_ON_RESUME, TrainConfig, Trainer, check_max_iters, check_schedule,
-                                     lora_rng, resume_point)
+from zerollm.training.trainer import (CHANGEABLE_ON_RESUME, TrainConfig, check_max_iters, check_schedule, lora_rng,
+                                     resume_point)
 from zerollm.io.validate import dataclass_from_dict
 
 LM_ONLY = {"tokenizer", "vocab_size"}          # TrainConfig fields that only pre-training uses
@@ -202,19 +203,121 @@ def check_resume_flags(args, stage, inputs, start):
 # the run
 
 def run_stage(args, stage):
-    keep_freed_memory()
-    if getattr(args, "dry_run", False):
-        return _dry_run(args, stage)
-    run_dir = args.out or os.path.join("runs", stage.name)
-    if not args.resume:            # before anything is created (zerollm.io.outdir's rule)
-        _check_data_outside(args, stage, run_dir)      # first: the input named, --force or not
-        check_stage_out(run_dir, force=args.force, sources=[("--init", args.init), ("--hf", args.hf)])
-    world = dist.world()
-    with locked_run_dir(run_dir, world) as started:   # one writer per run directory (zerollm.io.lock)
-        trainer = (_resumed if args.resume else _fresh)(args, stage, run_dir, args.threads or 1, world)
-        started()                                      # a run that failed before this leaves nothing behind
-        return train_and_report(trainer, run_dir, stage.name, resumed=args.resume, progress=not args.no_progress,
-                                blas_threads=args.threads)
+    """Run a post-training command: the one run recipe (zerollm.training.run) with this stage's steps."""
+    return run_recipe(StageRun(args, stage))
+
+
+@dataclasses.dataclass(frozen=True)
+class StagePlan:
+    """What a stage run is built from: its settings and its starting model (with LoRA, its adapters on)."""
+    train_cfg: TrainConfig
+    stage_cfg: object              # an instance of the stage's config_cls
+    model: object                  # zerollm.model.gpt.GPT
+    tok: object                    # its tokenizer
+    start: dict                    # the starting model's record: {"path", "hf", "digest"[, "adapter"]}
+
+
+class StageRun(RunCommand):
+    """A post-training stage in the one run recipe: its checks before the lock, its plan and dry run, its
+    inputs copied into RUN/inputs/, its starting model, its objective (Stage.build)."""
+
+    def __init__(self, args, stage):
+        super().__init__(stage.name, args, args.out or os.path.join("runs", stage.name))
+        self.stage = stage
+
+    def check_out(self):
+        args, stage = self.args, self.stage
+        if not args.resume:            # before anything is created (zerollm.io.outdir's rule)
+            _check_data_outside(args, stage, self.run_dir)      # first: the input named, --force or not
+            check_stage_out(self.run_dir, force=args.force, sources=[("--init", args.init), ("--hf", args.hf)])
+
+    def dry_run(self):
+        """--dry-run: the starting model, what trains, and the memory estimate of a step; nothing is written."""
+        plan = _plan(self.args, self.stage)
+        model = plan.model
+        estimate = _estimate(self.stage, plan, self.args.threads or 1, 1)
+        trains = (f"LoRA r={model.lora.config.r} on {len(model.lora.sites)} modules: {model.lora.num_params():,} of "
+                  f"{model.num_params():,} parameters train" if model.lora is not None else
+                  f"all {model.num_params():,} parameters train")
+        print(f"dry run: nothing is written. {self.stage.name} from {plan.start['path']}; {trains}")
+        print("memory of one training step (estimate):")
+        print(estimate.table(budget.available_memory()))
+
+    def fresh(self, world):
+        args, stage, run_dir = self.args, self.stage, self.run_dir
+        from zerollm.training.checkpoint import latest_checkpoint
+        if os.path.isdir(run_dir) and latest_checkpoint(run_dir):
+            raise ZeroLLMError(f"{run_dir} already holds a run; continue it with --resume, or choose another --out")
+        if args.data is None:
+            raise ZeroLLMError(f"give --data FILE: the JSONL file to train on (see 'zerollm {stage.name} --help')")
+        plan = _plan(args, stage)                        # the starting model checked before anything is written
+        budget.require(_estimate(stage, plan, (args.threads or 1) * world.size, world.size), force=args.force)
+        inputs = None
+        try:
+            if world.is_main:         # one process copies the inputs; the others wait and read the copies
+                os.makedirs(run_dir, exist_ok=True)
+                inputs = copy_inputs(args, stage, run_dir)
+            inputs = world.allgather(inputs)[0]
+            digests = {flag: file_digest(p) for flag, p in inputs.items() if p is not None}
+            return self._setup(plan, inputs, digests, world)
+        except ZeroLLMError as err:   # bad data: name the user's file, not its copy in RUN/inputs/
+            message = str(err)
+            for flag, copy in (inputs or {}).items():
+                if copy is not None:
+                    message = message.replace(copy, getattr(args, flag))
+            raise ZeroLLMError(message) from None
+
+    def resume(self, world):
+        args, stage, run_dir = self.args, self.stage, self.run_dir
+        ckpt = resume_point(run_dir, force=args.force)
+        saved = ckpt.objective or {}
+        if saved.get("stage") != stage.name:
+            raise ZeroLLMError(f"{run_dir} was not written by 'zerollm {stage.name}' (its objective is "
+                               f"{saved.get('stage') or saved.get('kind')!r}); resume it with the command that "
+                               "wrote it")
+        where = ckpt.config_path
+        given = _given(args, TrainConfig, LM_ONLY)
+        changeable = CHANGEABLE_ON_RESUME
+        train_cfg = dataclasses.replace(dataclass_from_dict(TrainConfig, ckpt.train_config, where, "train"),
+                                        **{k: v for k, v in given.items() if k in changeable})
+        check_max_iters(ckpt, train_cfg)
+        lora = saved_lora(ckpt, lora_config(args))           # --lora-* may only repeat the run's own
+        ignored = sorted({*given, *_given(args, stage.config_cls)} - set(changeable))
+        if ignored and world.is_main:
+            print("note: on --resume the saved configuration is used; ignoring "
+                  + ", ".join("--" + k.replace("_", "-") for k in ignored), file=sys.stderr)
+        if not isinstance(saved.get("start"), dict) or not {"path", "hf", "digest"} <= set(saved["start"]):
+            raise ZeroLLMError(f"{where}: objective.start must name the starting model (path, hf, digest); "
+                               "the checkpoint is damaged")
+        stage_cfg = dataclass_from_dict(stage.config_cls, saved.get("settings"), where, "objective.settings")
+        digests = saved.get("inputs")
+        if digests is not None and not (isinstance(digests, dict)
+                                        and all(isinstance(v, str) for v in digests.values())):
+            raise ZeroLLMError(f"{where}: objective.inputs must map each input to its SHA-256; the checkpoint is "
+                               "damaged")
+        inputs = saved_inputs(run_dir, stage, digests)
+        check_resume_flags(args, stage, inputs, saved["start"])
+        model, tok = reload_start(saved["start"])
+        if lora is not None:
+            model.add_lora(lora, lora_rng(train_cfg.seed))
+        plan = StagePlan(train_cfg, stage_cfg, model, tok, saved["start"])
+        setup = self._setup(plan, inputs, digests if digests is not None else
+                            {f: file_digest(p) for f, p in inputs.items() if p}, world)
+        return dataclasses.replace(setup, ckpt=ckpt)
+
+    def _setup(self, plan, inputs, digests, world):
+        """The stage's objective, recorded to be rebuilt on resume, and its tokenizer saved as RUN/tokenizer.json."""
+        stage = self.stage
+        objective, tok = stage.build(plan.model, plan.tok, inputs, plan.train_cfg, plan.stage_cfg, plan.start)
+        objective.saved = {"stage": stage.name, "settings": dataclasses.asdict(plan.stage_cfg), "start": plan.start,
+                           "inputs": digests}
+        if objective.model.lora is not None:     # the checkpoint holds the adapters; the base is "start", by digest
+            objective.saved["lora"] = objective.model.lora.config.to_dict()
+        tokenizer_path = os.path.join(self.run_dir, "tokenizer.json")
+        if world.is_main:
+            tok.save(tokenizer_path)
+        world.barrier()
+        return Setup(objective, plan.train_cfg, tokenizer_path)
 
 
 def _check_data_outside(args, stage, run_dir):
@@ -223,111 +326,29 @@ def _check_data_outside(args, stage, run_dir):
                        [(f"--{flag.replace('_', '-')}", getattr(args, flag, None)) for flag in stage.inputs])
 
 
-def _fresh(args, stage, run_dir, threads, world):
-    from zerollm.training.checkpoint import latest_checkpoint
-    if os.path.isdir(run_dir) and latest_checkpoint(run_dir):
-        raise ZeroLLMError(f"{run_dir} already holds a run; continue it with --resume, or choose another --out")
-    if args.data is None:
-        raise ZeroLLMError(f"give --data FILE: the JSONL file to train on (see 'zerollm {stage.name} --help')")
-    train_cfg = TrainConfig(**{**stage.defaults, **_given(args, TrainConfig, LM_ONLY)})
-    check_schedule(train_cfg, given=_given(args, TrainConfig, LM_ONLY))
+def _plan(args, stage):
+    """A new run's StagePlan from the flags and the stage's defaults: its settings checked, then the starting
+    model loaded (and given adapters with --lora-r)."""
+    given = _given(args, TrainConfig, LM_ONLY)
+    train_cfg = TrainConfig(**{**stage.defaults, **given})
+    check_schedule(train_cfg, given=given)
     stage_cfg = stage.config_cls(**_given(args, stage.config_cls))
-    model, tok, start = load_start(args.init, args.hf, args.force, args.adapter)   # checked before anything is written
+    model, tok, start = load_start(args.init, args.hf, args.force, args.adapter)
     lora = lora_config(args)
     if lora is not None:
         model.add_lora(lora, lora_rng(train_cfg.seed))
-    budget.require(_estimate(stage, model, train_cfg, stage_cfg, threads * world.size, world.size),
-                   force=args.force)
-    inputs = None
-    try:
-        if world.is_main:             # one process copies the inputs; the others wait and read the copies
-            os.makedirs(run_dir, exist_ok=True)
-            inputs = copy_inputs(args, stage, run_dir)
-        inputs = world.allgather(inputs)[0]
-        digests = {flag: file_digest(p) for flag, p in inputs.items() if p is not None}
-        return _trainer(stage, model, tok, inputs, train_cfg, stage_cfg, start, run_dir, threads, world, digests)
-    except ZeroLLMError as err:       # bad data: name the user's file, not its copy in RUN/inputs/
-        message = str(err)
-        for flag, copy in (inputs or {}).items():
-            if copy is not None:
-                message = message.replace(copy, getattr(args, flag))
-        raise ZeroLLMError(message) from None
+    return StagePlan(train_cfg, stage_cfg, model, tok, start)
 
 
-def _estimate(stage, model, train_cfg, stage_cfg, threads, ranks):
+def _estimate(stage, plan, threads, ranks):
     """The memory of one step (zerollm.model.budget.post_training): with LoRA only the adapters have gradients
     and moments; DPO, PPO and GRPO hold a second copy of the weights as their reference unless LoRA's base
     serves as one; a pair is two sequences; PPO and GRPO also hold a rollout batch of prompts_per_step x
     group_size answers (split over the ranks), trained on in --minibatches parts."""
+    model, train_cfg, stage_cfg = plan.model, plan.train_cfg, plan.stage_cfg
     trainable = model.lora.num_params() if model.lora is not None else None
     rows = getattr(stage_cfg, "prompts_per_step", 0) * getattr(stage_cfg, "group_size", 1)
     batch = -(-rows // stage_cfg.minibatches) if rows else train_cfg.batch_size * stage.rows_per_example
     return budget.post_training(model.config, max(-(-batch // ranks), 1), grad_accum=train_cfg.grad_accum,
                                 threads=threads, trainable=trainable, reference=stage.reference and model.lora is None,
                                 rollout_rows=-(-rows // ranks), value_head=stage.name == "ppo")
-
-
-def _dry_run(args, stage):
-    """--dry-run: the starting model, what trains, and the memory estimate of a step; nothing is written."""
-    train_cfg = TrainConfig(**{**stage.defaults, **_given(args, TrainConfig, LM_ONLY)})
-    check_schedule(train_cfg, given=_given(args, TrainConfig, LM_ONLY))
-    model, _, start = load_start(args.init, args.hf, args.force, args.adapter)
-    lora = lora_config(args)
-    if lora is not None:
-        model.add_lora(lora, lora_rng(train_cfg.seed))
-    estimate = _estimate(stage, model, train_cfg, stage.config_cls(**_given(args, stage.config_cls)),
-                         args.threads or 1, 1)
-    trains = (f"LoRA r={lora.r} on {len(model.lora.sites)} modules: {model.lora.num_params():,} of "
-              f"{model.num_params():,} parameters train" if lora else f"all {model.num_params():,} parameters train")
-    print(f"dry run: nothing is written. {stage.name} from {start['path']}; {trains}")
-    print("memory of one training step (estimate):")
-    print(estimate.table(budget.available_memory()))
-    return 0
-
-
-def _trainer(stage, model, tok, inputs, train_cfg, stage_cfg, start, run_dir, threads, world, digests):
-    objective, tok = stage.build(model, tok, inputs, train_cfg, stage_cfg, start)
-    objective.saved = {"stage": stage.name, "settings": dataclasses.asdict(stage_cfg), "start": start,
-                       "inputs": digests}
-    if objective.model.lora is not None:     # the checkpoint holds the adapters; the base is "start", by digest
-        objective.saved["lora"] = objective.model.lora.config.to_dict()
-    tokenizer_path = os.path.join(run_dir, "tokenizer.json")
-    if world.is_main:
-        tok.save(tokenizer_path)
-    world.barrier()
-    return Trainer(objective, train_cfg, threads=threads, tokenizer_path=tokenizer_path, world=world)
-
-
-def _resumed(args, stage, run_dir, threads, world):
-    ckpt = resume_point(run_dir, force=args.force)
-    saved = ckpt.objective or {}
-    if saved.get("stage") != stage.name:
-        raise ZeroLLMError(f"{run_dir} was not written by 'zerollm {stage.name}' (its objective is "
-                           f"{saved.get('stage') or saved.get('kind')!r}); resume it with the command that wrote it")
-    where = ckpt.config_path
-    given = _given(args, TrainConfig, LM_ONLY)
-    changeable = CHANGEABLE_ON_RESUME
-    train_cfg = dataclasses.replace(dataclass_from_dict(TrainConfig, ckpt.train_config, where, "train"),
-                                    **{k: v for k, v in given.items() if k in changeable})
-    check_max_iters(ckpt, train_cfg)
-    lora = saved_lora(ckpt, lora_config(args))           # --lora-* may only repeat the run's own
-    ignored = sorted({*given, *_given(args, stage.config_cls)} - set(changeable))
-    if ignored and world.is_main:
-        print("note: on --resume the saved configuration is used; ignoring "
-              + ", ".join("--" + k.replace("_", "-") for k in ignored), file=sys.stderr)
-    if not isinstance(saved.get("start"), dict) or not {"path", "hf", "digest"} <= set(saved["start"]):
-        raise ZeroLLMError(f"{where}: objective.start must name the starting model (path, hf, digest); "
-                           "the checkpoint is damaged")
-    stage_cfg = dataclass_from_dict(stage.config_cls, saved.get("settings"), where, "objective.settings")
-    digests = saved.get("inputs")
-    if digests is not None and not (isinstance(digests, dict) and all(isinstance(v, str) for v in digests.values())):
-        raise ZeroLLMError(f"{where}: objective.inputs must map each input to its SHA-256; the checkpoint is damaged")
-    inputs = saved_inputs(run_dir, stage, digests)
-    check_resume_flags(args, stage, inputs, saved["start"])
-    model, tok = reload_start(saved["start"])
-    if lora is not None:
-        model.add_lora(lora, lora_rng(train_cfg.seed))
-    trainer = _trainer(stage, model, tok, inputs, train_cfg, stage_cfg, saved["start"], run_dir, threads, world,
-                       digests if digests is not None else {f: file_digest(p) for f, p in inputs.items() if p})
-    trainer.restore(ckpt)
-    return trainer

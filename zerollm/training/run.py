@@ -1,15 +1,23 @@
-"""Running a built Trainer as every command does: the run directory locked, fit() with log.jsonl,
-Ctrl-C answered with a checkpoint and exit code 130, the final plots. ``zerollm train`` and every
-post-training stage (zerollm.align.stage) call ``train_and_report`` once their Trainer is built.
+"""The one run recipe of ``zerollm train`` and every post-training stage (``run_recipe``):
+
+    plan -> --dry-run: print it, write nothing
+         -> lock the run directory -> a fresh run or a resumed one -> the Trainer -> fit() -> the report
+
+A command supplies what differs as a RunCommand: zerollm.cli.commands.train its plan, its data and the
+language-modelling objective; zerollm.align.stage a stage's inputs, starting model and objective. The
+recipe does the rest, once: one writer per run directory, fit() with log.jsonl, Ctrl-C answered with a
+checkpoint and exit code 130, the final line and plots.
 """
 
 import contextlib
 import os
 import sys
+from dataclasses import dataclass
 
 import numpy as np
 
 from zerollm.engine import get_engine
+from zerollm.engine.memory import keep_freed_memory
 from zerollm.engine.threads import limit_threads
 from zerollm.io.errors import ZeroLLMError
 from zerollm.io.lock import run_directory
@@ -17,8 +25,81 @@ from zerollm.training import dist
 from zerollm.training.outlets import closed_pipes_tolerated
 from zerollm.io.i18n import default_lang
 from zerollm.training.runlog import JsonlLog, find_fonts, import_font_manager, plot_expert_load, plot_losses
-from zerollm.training.trainer import TrainingInterrupted, fit
+from zerollm.training.trainer import Trainer, TrainingInterrupted, fit
 
+
+# ----------------------------------------------------------------------------
+# the recipe
+
+@dataclass(frozen=True)
+class Setup:
+    """What a command's fresh() or resume() hands the recipe to build the Trainer from."""
+    objective: object          # zerollm.training.objective.Objective, its model built (and adapted, with LoRA)
+    train_cfg: object          # zerollm.training.trainer.TrainConfig
+    tokenizer_path: str        # the tokenizer.json every checkpoint records
+    ckpt: object = None        # on --resume: the Checkpoint the Trainer is restored from
+
+
+class RunCommand:
+    """What a command supplies to the recipe: its name (as its messages say it), its parsed flags (the
+    recipe reads resume, threads and no_progress), its run directory, and the steps below."""
+
+    def __init__(self, name, args, run_dir):
+        self.name, self.args, self.run_dir = name, args, run_dir
+
+    def dry(self):
+        """Does this command only print its plan (--dry-run)?"""
+        return getattr(self.args, "dry_run", False)
+
+    def dry_run(self):
+        """Plan, print the plan; write nothing."""
+        raise NotImplementedError
+
+    def check_out(self):
+        """The run directory's checks that come before the lock creates it."""
+
+    def fresh(self, world):
+        """A new run, under the lock: plan, check, build the objective -> Setup."""
+        raise NotImplementedError
+
+    def resume(self, world):
+        """--resume, under the lock: the last checkpoint and the objective it was trained with -> Setup."""
+        raise NotImplementedError
+
+    def ready(self, trainer):
+        """Once the Trainer is built (and restored): a command's own line about it, say."""
+
+
+def run_recipe(command):
+    """Run ``command`` (a RunCommand) the way every training command runs -> the exit code.
+
+    1. --dry-run: plan and print, nothing is written
+    2. lock the run directory: a second writer stops here (zerollm.io.lock)
+    3. the command's fresh run, or on --resume its checkpoint's
+    4. the Trainer, restored from that checkpoint on --resume
+    5. fit() with log.jsonl, Ctrl-C and the final report (train_and_report)
+    """
+    args = command.args
+    keep_freed_memory()            # reuse freed activation memory step after step (zerollm.engine.memory)
+    if command.dry():
+        command.dry_run()
+        return 0
+    command.check_out()
+    world = dist.world()
+    with locked_run_dir(command.run_dir, world) as started:
+        setup = command.resume(world) if args.resume else command.fresh(world)
+        trainer = Trainer(setup.objective, setup.train_cfg, threads=args.threads or 1,
+                          tokenizer_path=setup.tokenizer_path, world=world)
+        if setup.ckpt is not None:
+            trainer.restore(setup.ckpt)
+        command.ready(trainer)
+        started()                  # from here on the run directory is kept; a run that failed before leaves nothing
+        return train_and_report(trainer, command.run_dir, command.name, resumed=args.resume,
+                                progress=not args.no_progress, blas_threads=args.threads)
+
+
+# ----------------------------------------------------------------------------
+# its parts
 
 @contextlib.contextmanager
 def locked_run_dir(run_dir, world):
@@ -46,8 +127,8 @@ def say(message):
 
 
 def train_and_report(trainer, run_dir, name, *, resumed, progress, blas_threads):
-    """Run fit() with log.jsonl, Ctrl-C and the final plot: what `zerollm train` and every post-training
-    command do once their Trainer is built. Returns the exit code. Output to a pipe nobody reads any more
+    """Run fit() with log.jsonl, Ctrl-C and the final plot: the recipe's last step, once the Trainer is
+    built. Returns the exit code. Output to a pipe nobody reads any more
     (``| tee log`` ended by the same Ctrl-C) is dropped, never an error (zerollm.training.outlets)."""
     with closed_pipes_tolerated():
         return _train_and_report(trainer, run_dir, name, resumed=resumed, progress=progress,

@@ -32,7 +32,7 @@ import numpy as np
 from zerollm.io import docsmode
 from zerollm.engine.amp import FORMATS, OFF, GradScaler, check_format
 from zerollm.engine.threads import by_name_in_parts
-from zerollm.training.checkpoint import Snapshot, latest_checkpoint, load_checkpoint, save_checkpoint
+from zerollm.training.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from zerollm.model.config import GPTConfig
 from zerollm.training.dist import SINGLE
 from zerollm.io.errors import ZeroLLMError
@@ -214,12 +214,12 @@ class Trainer:
         if not self.world.is_main:
             return None
         state, arrays = self.objective.state()
-        return save_checkpoint(run_dir, Snapshot(
-            step=self.iter, model_config=self.model_cfg.to_dict(), train_config=asdict(self.cfg),
+        return save_checkpoint(
+            run_dir, step=self.iter, model_config=self.model_cfg.to_dict(), train_config=asdict(self.cfg),
             params=self.params, optimizer_state=self.optimizer.state_dict(), rng_state=self.rng_state(),
             tokenizer_path=self.tokenizer_path, objective=self.objective.config(), objective_arrays=arrays,
             extra={"best_val_loss": self.best_val_loss, "threads": self.threads, "objective_state": state,
-                   **({"grad_scaler": self.scaler.state_dict()} if self.scaler is not None else {})}))
+                   **({"grad_scaler": self.scaler.state_dict()} if self.scaler is not None else {})})
 
     def restore(self, ckpt):
         missing, unexpected = sorted(set(self.params) - set(ckpt.params)), sorted(set(ckpt.params) - set(self.params))
@@ -261,9 +261,8 @@ def _scale(g, factor):
     g *= g.dtype.type(factor)
 
 
-def lm_trainer(model_cfg, train_cfg, train_data, val_data, *, threads=1, tokenizer=None, tokenizer_path=None,
-               world=None, lora=None):
-    """A pre-training run: a fresh GPT (seeded by train_cfg.seed) and the language-modelling objective.
+def lm_objective(model_cfg, train_cfg, train_data, val_data, *, tokenizer=None, lora=None):
+    """Pre-training's objective: a fresh GPT (seeded by train_cfg.seed) and the language-modelling loss.
     lora (zerollm.nn.lora.LoRAConfig): freeze that seeded model and train adapters on it."""
     model = GPT(model_cfg, seed=train_cfg.seed)
     objective = LMObjective(model, train_data, val_data, batch_size=train_cfg.batch_size, seed=train_cfg.seed,
@@ -273,7 +272,14 @@ def lm_trainer(model_cfg, train_cfg, train_data, val_data, *, threads=1, tokeniz
         from zerollm.training.checkpoint import weights_digest
         objective.saved = {"lora": lora.to_dict(), "base_digest": weights_digest(model.params)}
         model.add_lora(lora, lora_rng(train_cfg.seed))
-    return Trainer(objective, train_cfg, threads=threads, tokenizer_path=tokenizer_path, world=world)
+    return objective
+
+
+def lm_trainer(model_cfg, train_cfg, train_data, val_data, *, threads=1, tokenizer=None):
+    """A pre-training Trainer in one call, for a library caller or a test (``zerollm train`` builds its
+    Trainer in the one run recipe, zerollm.training.run)."""
+    return Trainer(lm_objective(model_cfg, train_cfg, train_data, val_data, tokenizer=tokenizer), train_cfg,
+                   threads=threads)
 
 
 def lora_rng(seed):

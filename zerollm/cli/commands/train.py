@@ -27,12 +27,11 @@ from zerollm.training.plan import make_plan, print_config, print_plan
 from zerollm.model.config import GPTConfig
 from zerollm.engine import add_engine_argument, apply_engine_argument
 from zerollm.io.errors import ZeroLLMError
-from zerollm.engine.memory import keep_freed_memory
 from zerollm.engine.threads import add_threads_argument
 from zerollm.training.presets import DEFAULT_PRESET, MODEL_FIELDS, PRESETS, build_configs, preset_values
 from zerollm.training.flags import add_config_flags, add_lora_arguments
-from zerollm.training.run import _moe_line, locked_run_dir, say, train_and_report
-from zerollm.training.trainer import TrainConfig, lm_trainer
+from zerollm.training.run import RunCommand, Setup, _moe_line, run_recipe, say
+from zerollm.training.trainer import TrainConfig, lm_objective
 
 
 def add_arguments(p):
@@ -144,62 +143,71 @@ def _load_data(folder, tokenizer_kind):
 # ----------------------------------------------------------------------------
 
 def run(args):
-    keep_freed_memory()             # reuse freed activation memory step after step (zerollm.engine.memory)
     apply_engine_argument(args)     # --engine numpy|fast (zerollm.engine)
-    world = dist.world()
-    run_dir = args.out or os.path.join("runs", args.preset or "run")
-    overrides = _overrides(args)
-    if args.dry_run or args.show_config:
-        plan = make_plan(args, run_dir, overrides, world)
+    return run_recipe(Pretraining(args))
+
+
+class Pretraining(RunCommand):
+    """``zerollm train`` in the one run recipe (zerollm.training.run): its plan (zerollm.training.plan), its
+    data, prepared into RUN/data when it is a text file, and the language-modelling objective."""
+
+    def __init__(self, args):
+        super().__init__("train", args, args.out or os.path.join("runs", args.preset or "run"))
+        self.overrides = _overrides(args)
+
+    def dry(self):
+        return self.args.dry_run or self.args.show_config
+
+    def dry_run(self):
+        args, world = self.args, dist.world()
+        plan = make_plan(args, self.run_dir, self.overrides, world)
         if world.is_main:
-            print_config(plan, run_dir, args.preset) if args.show_config else print_plan(plan, run_dir)
+            print_config(plan, self.run_dir, args.preset) if args.show_config else print_plan(plan, self.run_dir)
         if args.dry_run:
             budget.require(plan.estimate, force=args.force)
-        return 0
-    if os.path.lexists(run_dir) and not os.path.isdir(run_dir):     # before the lock makes the folder
-        raise ZeroLLMError(f"--out {run_dir} is a file, not a folder; training writes a run directory there: "
-                           "choose a new directory name")
-    with locked_run_dir(run_dir, world) as started:     # one writer at a time; a second stops here
-        trainer = _setup(args, run_dir, overrides, world)
-        started()                                       # from here on the run directory is kept
-        return train_and_report(trainer, run_dir, "train", resumed=args.resume, progress=not args.no_progress,
-                                blas_threads=args.threads)
+
+    def check_out(self):
+        if os.path.lexists(self.run_dir) and not os.path.isdir(self.run_dir):     # before the lock makes the folder
+            raise ZeroLLMError(f"--out {self.run_dir} is a file, not a folder; training writes a run directory "
+                               "there: choose a new directory name")
+
+    def fresh(self, world):
+        """Plan, check the memory, prepare the data (rank 0), build the objective (and on --resume check it
+        against the checkpoint's)."""
+        args, run_dir = self.args, self.run_dir
+        plan = make_plan(args, run_dir, self.overrides, world)
+        if not args.resume:
+            from zerollm.training.checkpoint import latest_checkpoint
+            if latest_checkpoint(run_dir):
+                raise ZeroLLMError(f"{run_dir} already holds a training run; continue it with --resume, "
+                                   "or choose another --out")
+            check_fresh_out(run_dir, force=args.force, data=plan.data)
+        dist.check_divisible(plan.train_cfg.batch_size, world)
+        budget.require(plan.estimate, force=args.force)      # before preparing data or building anything
+        folder = None
+        if world.is_main:               # one process prepares the data; the others wait and then read it
+            folder = _prepared_dir(plan, run_dir, args.force)
+        folder = world.allgather(folder)[0]
+        train, val, tok, tok_path = _load_data(folder, plan.train_cfg.tokenizer)
+        model_cfg, train_cfg = plan.model_cfg, plan.train_cfg
+        if not args.resume:
+            model_cfg, train_cfg = build_configs(args.preset, plan.overrides, vocab_size=tok.vocab_size)
+        objective = lm_objective(model_cfg, train_cfg, train, val, tokenizer=tok, lora=plan.lora)
+        if args.resume:
+            _check_base(objective, plan.ckpt)
+        return Setup(objective, train_cfg, tok_path, plan.ckpt)
+
+    resume = fresh          # on --resume the plan is the checkpoint's (zerollm.training.plan.make_plan)
+
+    def ready(self, trainer):
+        cfg = trainer.model_cfg
+        say(f"model: {trainer.model.num_params():,} parameters ({cfg.n_layer} layers, {cfg.n_head} heads, "
+            f"{cfg.n_embd} dims, block {cfg.block_size}, vocab {cfg.vocab_size})" + _moe_line(trainer.model))
 
 
-
-def _setup(args, run_dir, overrides, world):
-    """Plan, check the memory, prepare the data (rank 0), build (or restore) the trainer."""
-    plan = make_plan(args, run_dir, overrides, world)
-    if not args.resume:
-        from zerollm.training.checkpoint import latest_checkpoint
-        if latest_checkpoint(run_dir):
-            raise ZeroLLMError(f"{run_dir} already holds a training run; continue it with --resume, "
-                               "or choose another --out")
-        check_fresh_out(run_dir, force=args.force, data=plan.data)
-    dist.check_divisible(plan.train_cfg.batch_size, world)
-    budget.require(plan.estimate, force=args.force)      # before preparing data or building anything
-    folder = None
-    if world.is_main:               # one process prepares the data; the others wait and then read it
-        folder = _prepared_dir(plan, run_dir, args.force)
-    folder = world.allgather(folder)[0]
-    train, val, tok, tok_path = _load_data(folder, plan.train_cfg.tokenizer)
-    model_cfg, train_cfg = plan.model_cfg, plan.train_cfg
-    if not args.resume:
-        model_cfg, train_cfg = build_configs(args.preset, plan.overrides, vocab_size=tok.vocab_size)
-    trainer = lm_trainer(model_cfg, train_cfg, train, val, threads=args.threads or 1, tokenizer=tok,
-                         tokenizer_path=tok_path, world=world, lora=plan.lora)
-    if args.resume:
-        _check_base(trainer, plan.ckpt)
-        trainer.restore(plan.ckpt)
-    say(f"model: {trainer.model.num_params():,} parameters ({model_cfg.n_layer} layers, {model_cfg.n_head} heads, "
-        f"{model_cfg.n_embd} dims, block {model_cfg.block_size}, vocab {model_cfg.vocab_size})"
-        + _moe_line(trainer.model))
-    return trainer
-
-
-def _check_base(trainer, ckpt):
+def _check_base(objective, ckpt):
     """A LoRA run's base is the seeded initial model; its digest must be the one the run began from."""
     saved = (ckpt.objective or {}).get("base_digest")
-    if saved is not None and saved != trainer.objective.saved.get("base_digest"):
+    if saved is not None and saved != objective.saved.get("base_digest"):
         raise ZeroLLMError(f"{ckpt.path}: the base model rebuilt from the seed has another digest than the one "
                            "these adapters were trained on; resume with the zerollm version that started the run")

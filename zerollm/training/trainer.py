@@ -32,7 +32,7 @@ import numpy as np
 from zerollm.io import docsmode
 from zerollm.engine.amp import FORMATS, OFF, GradScaler, check_format
 from zerollm.engine.threads import by_name_in_parts
-from zerollm.training.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
+from zerollm.training.checkpoint import Snapshot, latest_checkpoint, load_checkpoint, save_checkpoint
 from zerollm.model.config import GPTConfig
 from zerollm.training.dist import SINGLE
 from zerollm.io.errors import ZeroLLMError
@@ -214,12 +214,12 @@ class Trainer:
         if not self.world.is_main:
             return None
         state, arrays = self.objective.state()
-        return save_checkpoint(
-            run_dir, step=self.iter, model_config=self.model_cfg.to_dict(), train_config=asdict(self.cfg),
+        return save_checkpoint(run_dir, Snapshot(
+            step=self.iter, model_config=self.model_cfg.to_dict(), train_config=asdict(self.cfg),
             params=self.params, optimizer_state=self.optimizer.state_dict(), rng_state=self.rng_state(),
             tokenizer_path=self.tokenizer_path, objective=self.objective.config(), objective_arrays=arrays,
             extra={"best_val_loss": self.best_val_loss, "threads": self.threads, "objective_state": state,
-                   **({"grad_scaler": self.scaler.state_dict()} if self.scaler is not None else {})})
+                   **({"grad_scaler": self.scaler.state_dict()} if self.scaler is not None else {})}))
 
     def restore(self, ckpt):
         missing, unexpected = sorted(set(self.params) - set(ckpt.params)), sorted(set(ckpt.params) - set(self.params))

@@ -301,7 +301,7 @@ def test_two_threads_learn_and_resume_bit_identically(tmp_path, corpus, engine):
 
 
 def test_stream_decoder_holds_back_half_characters():
-    from zerollm.cli.commands.sample import StreamDecoder
+    from zerollm.generation.display import StreamDecoder
     from zerollm.tokenizers import train_tokenizer
     tok = train_tokenizer("byte", "")
     text = "春眠 a😀b"

@@ -13,11 +13,12 @@ import numpy as np
 import pytest
 
 from tests.tiny_runs import run_main
-from zerollm.data import corpora
+from zerollm.data import chat, corpora
 from zerollm.engine import use_engine
 from zerollm.interop import hf, quant
 from zerollm.interop.gguf import export_gguf, gguf_tensors
 from zerollm.interop.gguf_load import load_gguf
+from zerollm.io.errors import ZeroLLMError
 from zerollm.model.gpt import GPT, GPTConfig
 from zerollm.nn.linear import quantized_matmul
 from zerollm.tokenizers import BPETokenizer, ByteTokenizer, CharTokenizer
@@ -305,12 +306,30 @@ def test_export_refusals(tmp_path, capsys, model_dir):
     not_gguf.write_text("my notes")
     code, _, err = run_main(["convert", "--from", model_dir, "--to", not_gguf, "--overwrite"], capsys)
     assert code == 1 and "not a GGUF file" in err and not_gguf.read_text() == "my notes"
-    char = save_zerollm(tiny(GPT2, vocab=40), tmp_path / "char", tokenizer=CharTokenizer.train("abcdefg hij"))
-    code, _, err = run_main(["convert", "--from", char, "--to", tmp_path / "c.gguf"], capsys)
-    assert code == 1 and "--tokenizer bpe" in err and not (tmp_path / "c.gguf").exists()
     erf = save_zerollm(tiny(dict(GPT2, gelu="erf")), tmp_path / "erf", tokenizer=ByteTokenizer())
     code, _, err = run_main(["convert", "--from", erf, "--to", tmp_path / "e.gguf"], capsys)
-    assert code == 1 and "gelu='erf'" in err
+    assert code == 1 and "gelu='erf'" in err and "--gelu tanh" in err and not (tmp_path / "e.gguf").exists()
+
+
+def test_every_problem_is_named_in_one_line(tmp_path, capsys):
+    """shakespeare-cpu's erf GELU with its char tokenizer is one problem (the tokenizer is carried); erf with a
+    BPE tokenizer of a custom regex, and a Llama layout with biases, are named together, numbered."""
+    char = CharTokenizer.train("ROMEO: what light")
+    shakespeare_cpu = save_zerollm(tiny(dict(GPT2, gelu="erf"), vocab=char.vocab_size), tmp_path / "s", tokenizer=char)
+    code, _, err = run_main(["convert", "--from", shakespeare_cpu, "--to", tmp_path / "s.gguf"], capsys)
+    assert code == 1 and len(err.strip().splitlines()) == 1 and "gelu='erf'" in err and "tokenizer" not in err
+    with_tanh = save_zerollm(tiny(GPT2, vocab=char.vocab_size), tmp_path / "t", tokenizer=char)   # what it says to do
+    code, out, _ = run_main(["convert", "--from", with_tanh, "--to", tmp_path / "t.gguf"], capsys)
+    assert code == 0 and "tokenizer: char" in out
+    custom = BPETokenizer.train("low lower lowest " * 20, 260, pattern=r"\w+| ")
+    with pytest.raises(ZeroLLMError) as err:
+        export_gguf(tiny(dict(GPT2, gelu="erf")), tmp_path / "b.gguf", tokenizer=custom)
+    said = str(err.value)
+    assert "\n" not in said and not (tmp_path / "b.gguf").exists()
+    assert "for 2 reasons: (1) GGUF's gpt2 architecture computes the tanh GELU" in said and "--gelu tanh" in said
+    assert "(2) the BPE tokenizer splits text with a custom regex" in said and "--pattern gpt2 or gpt4" in said
+    with pytest.raises(ZeroLLMError, match=r"for 2 reasons: \(1\) GGUF's llama .* bias=True.*\(2\) .*custom regex"):
+        export_gguf(tiny(dict(LLAMA, bias=True)), tmp_path / "l.gguf", tokenizer=custom)
 
 
 def _limited(limit_bytes):
@@ -341,6 +360,22 @@ def test_a_full_disk_keeps_the_old_file_and_says_the_disk_is_full(tmp_path, mode
         assert "requested and" not in proc.stderr and "Traceback" not in proc.stderr
     assert out.read_bytes() == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m.gguf", "model"]
+
+
+@pytest.mark.parametrize("layout", [GPT2, LLAMA], ids=["gpt2", "llama"])
+def test_a_char_tokenizer_is_carried(tmp_path, layout, tang_path):
+    """The same ids for the characters, an unk token, and the characters and special tokens added later (a chat
+    model's); the same text back (tests/test_gguf_llamacpp.py: llama.cpp's ids are these too)."""
+    text = tang_path.read_text()[:5000]
+    tok = chat.prepare_tokenizer(CharTokenizer.train(text, unk="<unk>"), ["藏头诗：春夏秋冬"])
+    model = tiny(layout, vocab=tok.vocab_size + 3)                         # padded: unused tokens at the end
+    back, got, _ = load_gguf(written(tmp_path, model, "f32", tok))
+    prompt = "藏头诗：春夏秋冬" + text[:200] + "\u2603"
+    assert got.name == "char" and got.unk == "<unk>" and got.special_tokens == tok.special_tokens
+    assert got.encode(prompt) == tok.encode(prompt) and got.decode(tok.encode(prompt)) == tok.decode(tok.encode(prompt))
+    ids = chat.encode_prompt(tok, "藏头诗：春夏秋冬")
+    assert chat.encode_prompt(got, "藏头诗：春夏秋冬") == ids
+    assert np.array_equal(back.forward(np.array([ids]))[0], model.forward(np.array([ids]))[0])
 
 
 def test_a_byte_tokenizer_is_carried(tmp_path):

@@ -38,7 +38,7 @@ from zerollm.io.errors import ZeroLLMError
 from zerollm.io.fileio import non_file_kind, open_regular, refuse_non_regular
 from zerollm.interop import quant
 from zerollm.interop.gguf_meta import value as meta_value
-from zerollm.interop.gguf_tokenizer import SPLIT_KEY, tokenizer_fields
+from zerollm.interop.gguf_tokenizer import SPLIT_KEY, tokenizer_fields, tokenizer_problems
 
 QUANTS = ("f32", "f16", "q8_0", "q4_0")
 MAGIC = b"GGUF"
@@ -110,16 +110,40 @@ def _permute(rows, n_head, inverse=False):
 # ----------------------------------------------------------------------------
 # export
 
-def gguf_arch(cfg):
-    """('gpt2' | 'llama', family) for a config, or a ZeroLLMError naming what GGUF cannot express."""
+def gguf_problems(cfg, tokenizer=None):
+    """Every reason GGUF cannot carry a model of config ``cfg`` with ``tokenizer``, each with its fix
+    ([] when it can): named all at once, so that one retraining fixes them all."""
     from zerollm.interop.hf.configs import export_family
+    try:
+        family, problems = export_family(cfg), []
+    except ZeroLLMError as err:
+        family, problems = None, [str(err)]
+    # no llama.cpp graph calls ggml_gelu_erf (llama-cpp-python 0.3.36's): gpt2's calls ggml_gelu, the tanh form.
+    # A MoE model goes to Mixtral's SwiGLU layout instead, where the GELU plays no part.
+    if cfg.mlp == "gelu" and cfg.n_expert == 0 and cfg.gelu != "tanh":
+        problems.append("GGUF's gpt2 architecture computes the tanh GELU, but this model uses gelu='erf'; "
+                        "train with --gelu tanh to export it as GGUF")
+    if family == "llama" and cfg.bias:
+        problems.append("GGUF's llama architecture has no biases, but this model has bias=True; "
+                        "train the Llama layout with bias off (--no-bias) to export it as GGUF")
+    return problems + (tokenizer_problems(tokenizer) if tokenizer is not None else [])
+
+
+def check_gguf(cfg, tokenizer=None):
+    """A ZeroLLMError naming every one of gguf_problems, in one line, when there are any."""
+    problems = gguf_problems(cfg, tokenizer)
+    if len(problems) == 1:
+        raise ZeroLLMError(problems[0])
+    if problems:
+        listed = "; ".join(f"({n}) {p.rstrip('.')}" for n, p in enumerate(problems, 1))
+        raise ZeroLLMError(f"this model cannot be written as GGUF, for {len(problems)} reasons: {listed}")
+
+
+def gguf_arch(cfg):
+    """('gpt2' | 'llama', family) for a config, or a ZeroLLMError naming everything GGUF cannot express."""
+    from zerollm.interop.hf.configs import export_family
+    check_gguf(cfg)
     family = export_family(cfg)
-    if family == "gpt2" and cfg.gelu != "tanh":
-        raise ZeroLLMError("GGUF's gpt2 architecture computes the tanh GELU, but this model uses gelu='erf'; "
-                           "train with --gelu tanh to export it as GGUF")
-    if family != "gpt2" and cfg.bias:
-        raise ZeroLLMError("GGUF's llama architecture has no biases, but this model has bias=True; "
-                           "train the Llama layout with bias off to export it as GGUF")
     return ("gpt2" if family == "gpt2" else "llama"), family
 
 
@@ -190,7 +214,7 @@ def check_gguf_target(path, overwrite=False):
 
 
 def export_gguf(model, path, *, tokenizer=None, quant_kind="f32", overwrite=False, name="zerollm"):
-    """Write ``model`` (and its byte-level ``tokenizer``) as one GGUF file, atomically. Returns a dict
+    """Write ``model`` (and its byte, char or BPE ``tokenizer``) as one GGUF file, atomically. Returns a dict
     with the path, the architecture and {storage kind: tensor count}.
 
     >>> export_gguf(model, "tiny-q8.gguf", tokenizer=tok, quant_kind="q8_0")   # doctest: +SKIP
@@ -199,6 +223,7 @@ def export_gguf(model, path, *, tokenizer=None, quant_kind="f32", overwrite=Fals
     if quant_kind not in QUANTS:
         raise ZeroLLMError(f"--quant must be one of {', '.join(QUANTS)}, got {quant_kind!r}")
     path = check_gguf_target(path, overwrite)
+    check_gguf(model.config, tokenizer)
     arch, tensors = gguf_tensors(model)
     fields = tokenizer_fields(tokenizer, model.config.vocab_size) if tokenizer is not None else None
     kinds = {n: storage_kind(n, a, quant_kind) for n, a in tensors.items()}
@@ -253,7 +278,6 @@ def _short_write_cause(files, path):
 def _writer(file, arch, model, tokenizer, fields, quant_kind):
     gguf = _gguf()
     from zerollm.data import chat
-    from zerollm.interop.hf.exporting import _special_ids
     cfg = model.config
     w = gguf.GGUFWriter(file, arch)
     w.add_name(name_of(model))
@@ -282,11 +306,11 @@ def _writer(file, arch, model, tokenizer, fields, quant_kind):
         w.add_tokenizer_pre(fields["pre"])
         w.add_token_list(fields["tokens"])
         w.add_token_types(fields["types"])
-        if fields["merges"]:
-            w.add_token_merges(fields["merges"])
-        w.add_string(SPLIT_KEY, fields["regex"])
+        w.add_token_merges(fields["merges"])
+        if fields["regex"] is not None:
+            w.add_string(SPLIT_KEY, fields["regex"])
         w.add_add_bos_token(False)
-        ids = _special_ids(tokenizer)
+        ids = fields["special"]
         if "bos" in ids:
             w.add_bos_token_id(ids["bos"])
         if "eos" in ids:

@@ -5,8 +5,8 @@ KV-cache decoding speed, at f32 / f16 / q8_0 / q4_0, for three model shapes.
     python benchmarks/gguf_table.py --out /tmp/gguf-bench --only shakespeare-modern --train-iters 0 --new-tokens 8
 
 Models: the shakespeare-modern (Llama layout) and tang (GPT-2 layout) presets' shapes with a byte
-tokenizer (GGUF carries no character tokenizer), trained for --train-iters steps (0: random
-weights); and a GPT-2-124M-shaped model with random weights (V = 50257, byte tokenizer, padded).
+tokenizer, trained for --train-iters steps (0: random weights); and a GPT-2-124M-shaped model with
+random weights (V = 50257, byte tokenizer, padded).
 Loss and bits per byte are on the last 10% of the preset's corpus (up to --eval-tokens tokens; 256
 for the 124M shape, whose random weights make every loss about ln 50257).
 Decoding: the fast engine, one thread; q8_0 / q4_0 run through the quantized matmul kernel,

@@ -149,5 +149,5 @@ def test_every_model_the_readme_trains_runs_in_llama_cpp(tmp_path, preset, token
         want = back.forward(np.array([prompt]))[0][0]
     got = np.array(llm.scores[:len(prompt)])
     # llama.cpp rounds the activations to 8 bits too before a q8_0 matmul (its vec_dot_q8_0_q8_0), where
-    # zerollm multiplies float32 activations by the dequantized weights: 0.2-0.4% of the spread measured
+    # zerollm multiplies float32 activations by the dequantized weights: 0.2-0.6% of the spread measured
     assert np.abs(got - want).max() <= 1e-2 * (want.max() - want.min())

@@ -357,3 +357,47 @@ def test_text_stream_with_long_stop_strings_stays_fast():
     pieces = [stream.push(i) for i in range(len(tokens))] + [stream.flush()]
     assert time.monotonic() - start < 2
     assert "".join(pieces) == "".join(tokens) and not stream.stopped
+
+
+# ----------------------------------------------------------------------------
+# fit_context: the conversation fits the context as in `zerollm chat` (the chat page asks for it)
+
+def test_fit_context_leaves_out_the_oldest_turns_as_the_repl_does(tmp_path_factory):
+    from zerollm.data import chat
+    from zerollm.interop.opening import Source, open_model
+    from zerollm.serve.repl import Conversation
+    folder = tiny_chat_model(tmp_path_factory.mktemp("fit"), block_size=64, seed=3)
+    tok = open_model(Source(hf=str(folder))).tokenizer
+    with server(folder) as (url, _):
+        card = httpx.get(url + "/v1/models").json()["data"][0]
+        assert card["max_model_len"] == 64
+        turns = [("第一问：春", "答一"), ("第二问：夏天", "答二答二"), ("第三问：秋", "答三")]
+        messages = [{"role": r, "content": t} for u, a in turns for r, t in (("user", u), ("assistant", a))]
+        messages.append({"role": "user", "content": "第四问：冬"})
+        drops = []
+        for asked in (8, 20, 40, None):
+            body = {"messages": messages, "temperature": 0, "fit_context": True,
+                    **({"max_tokens": asked} if asked else {})}
+            r = httpx.post(url + "/v1/chat/completions", json=body, timeout=30)
+            assert r.status_code == 200, r.text
+            fitted, usage = r.json()["zerollm"], r.json()["usage"]
+            conv = Conversation(tok, 64)                       # `zerollm chat` with the same turns and room
+            conv.turns = list(turns)
+            room = asked if asked else 64 // 4
+            ids, dropped = conv.prompt("第四问：冬", min(room, 64 - len(chat.encode_prompt(tok, "第四问：冬"))))
+            assert (fitted["dropped_turns"], fitted["prompt_tokens"]) == (dropped, len(ids)) == \
+                (fitted["dropped_turns"], usage["prompt_tokens"])
+            assert fitted["context"] == 64 and fitted["prompt_tokens"] + fitted["max_tokens"] <= 64
+            assert fitted["max_tokens"] == (min(asked, 64 - len(ids)) if asked else 64 - len(ids))
+            drops.append(dropped)
+        assert len(set(drops)) > 1, drops                              # more room asked, more turns left out
+        plain = httpx.post(url + "/v1/chat/completions", json={"messages": messages, "max_tokens": 60}, timeout=30)
+        assert plain.status_code == 400 and "zerollm" not in plain.text      # without it: OpenAI's behaviour
+        alone = httpx.post(url + "/v1/chat/completions", timeout=30,
+                           json={"messages": [{"role": "user", "content": "长" * 80}], "fit_context": True})
+        err = alone.json()["error"]
+        assert alone.status_code == 400 and err["code"] == "context_length_exceeded" and err["param"] == "messages"
+        assert "leaves no room for an answer in the context of 64 tokens" in err["message"]
+        stream = httpx.post(url + "/v1/chat/completions", timeout=30, json={**body, "stream": True})
+        first = json.loads(stream.text.split("\n\n")[0][len("data: "):])
+        assert first["zerollm"] == fitted                              # a stream says it in its first chunk

@@ -105,3 +105,67 @@ def test_chinese_interface(page):
     labels = (page.text_content("#send"), page.text_content("#stop"))
     page.click("#lang")
     assert {labels, (page.text_content("#send"), page.text_content("#stop"))} == {("发送", "停止"), ("Send", "Stop")}
+
+
+# ----------------------------------------------------------------------------
+# a small context, a phone, 中文
+
+@pytest.fixture(scope="module")
+def small(tmp_path_factory):
+    """A 64-token chat model, the context every shipped preset has."""
+    model = tiny_chat_model(tmp_path_factory.mktemp("small-page"), block_size=64, seed=2)
+    with server(model) as (url, _):
+        yield url
+
+
+def _open(browser, url, width, height, locale):
+    page = browser.new_page(viewport={"width": width, "height": height}, locale=locale)
+    page.errors = []
+    page.on("console", lambda m: page.errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: page.errors.append(str(e)))
+    page.goto(url + "/")
+    return page
+
+
+@pytest.mark.parametrize("width, height", [(390, 844), (1280, 800)])
+def test_a_long_conversation_fits_a_64_token_context_at_its_defaults(browser, small, width, height):
+    # the page used to ask for 200 new tokens of a 64-token model: its first message failed, on every preset
+    page = _open(browser, small, width, height, "zh-CN")
+    assert page.text_content("#send") == "发送"                         # 中文 from the browser's language
+    page.wait_for_function("document.getElementById('used').textContent.includes('/ 64')")
+    for i in range(6):
+        _send(page, f"第{i}个问题：春眠不觉晓")
+        page.locator(".msg.assistant[data-done]").nth(i).wait_for()
+    assert [d for _, d in _answers(page)] == ["finished"] * 6, _answers(page)
+    assert page.locator(".note").count() == 0
+    notes = page.locator(".info").all_text_contents()                  # the REPL's note, in 中文
+    assert notes and all(n.startswith("（对话超出了 64 个词元的上下文：丢掉了最早的") for n in notes), notes
+    assert page.locator(".msg.forgotten").count() >= 2                 # the turns it left out, faded
+    used = page.text_content("#used")
+    assert used.endswith("/ 64 个词元") and 0 < int(used.split("/")[0]) <= 64, used
+    page.click("#regenerate")                                          # again, on what is still remembered
+    page.locator(".msg.assistant[data-done]").nth(5).wait_for()
+    assert _answers(page)[-1][1] == "finished"
+    page.click("#lang")
+    assert page.locator(".info").first.text_content().startswith("(the conversation outgrew the context of 64 tokens")
+    overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
+    assert overflow <= 0                                               # nothing wider than the screen
+    folded = page.evaluate("!document.getElementById('settings').open")
+    log = page.locator("#log").bounding_box()
+    if width < 700:                    # a phone: settings folded away, the conversation has the screen
+        assert folded and log["height"] > 0.5 * height, log
+    else:
+        assert not folded and log["width"] > 0.6 * width, log
+    assert page.errors == []
+    page.close()
+
+
+def test_errors_are_shown_in_the_pages_language(browser, small):
+    page = _open(browser, small, 1280, 800, "zh-CN")
+    _send(page, "长" * 80)                                              # alone longer than the 64-token context
+    page.wait_for_selector(".msg.assistant[data-done=error]")
+    assert page.text_content(".note").strip() == "错误：这条消息对这个模型的上下文来说太长了：请缩短它（或缩短系统提示）"
+    page.click("#lang")
+    assert page.text_content(".note").strip() == ("Error: the message is too long for this model's context: shorten "
+                                                  "it (or the system prompt)")
+    page.close()

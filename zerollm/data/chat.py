@@ -160,6 +160,28 @@ def encode_prompt(tokenizer, prompt_or_messages):
     return ids + [special_id(tokenizer, ASSISTANT)]
 
 
+def fit_turns(ids_of, n_turns, room, block_size):
+    """Drop the oldest turns until a prompt leaves ``room`` new tokens in the context.
+
+    ids_of(k) -> the prompt's ids without its first k turns (a turn: a user message and the answer after
+    it; the system message and the message being answered always stay). -> (ids, k) for the smallest k
+    with len(ids) + room <= block_size, or (ids with every droppable turn gone, n_turns) when even that
+    does not fit: the caller says what leaves no room. `zerollm chat` and the server's fit_context (the
+    chat page) both fit this way, so both forget the same turns.
+    """
+    for k in range(n_turns + 1):
+        ids = ids_of(k)
+        if len(ids) + room <= block_size:
+            return ids, k
+    return ids, n_turns
+
+
+def turn_starts(messages):
+    """Where each turn begins among ``messages`` (after any leading system messages): the index of each
+    user message. The last turn is the one being answered."""
+    return [i for i, m in enumerate(messages) if m["role"] == "user"]
+
+
 def decode_completion(tokenizer, ids):
     """The text of a generated completion: everything before its first end-of-turn token."""
     ids = [int(i) for i in ids]

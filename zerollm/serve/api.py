@@ -18,6 +18,7 @@ import sys
 import time
 import uuid
 from pathlib import Path
+from typing import NamedTuple
 
 import anyio
 import pydantic
@@ -78,11 +79,15 @@ def build_app(backend, *, api_key=None, max_body=1 << 20, body_timeout=30.0):
     async def chat_completions(request: Request):
         body = await off_loop(parse_body, await _body_bytes(request), ChatRequest)
         _check_model(backend, body.model)
+        messages = [{"role": m.role, "content": m.text()} for m in body.messages]
         try:
-            prompt = await off_loop(backend.chat_prompt, [{"role": m.role, "content": m.text()} for m in body.messages])
+            if body.fit_context:
+                prompt, fitted = await off_loop(_fit, backend, body, messages)
+            else:
+                prompt, fitted = await off_loop(backend.chat_prompt, messages), None
         except ZeroLLMError as err:
             raise ApiError(400, str(err), param="messages") from None
-        return await _complete(backend, body, prompt, request, chat=True)
+        return await _complete(backend, body, prompt, request, chat=True, fitted=fitted)
 
     @app.post("/v1/completions")
     async def completions(request: Request):
@@ -97,7 +102,9 @@ def build_app(backend, *, api_key=None, max_body=1 << 20, body_timeout=30.0):
 
 
 def _model_card(backend):
-    return {"id": backend.name, "object": "model", "created": 0, "owned_by": "zerollm"}
+    # max_model_len: the context in tokens, named as vLLM names it (the chat page's context meter reads it)
+    return {"id": backend.name, "object": "model", "created": 0, "owned_by": "zerollm",
+            "max_model_len": backend.block_size}
 
 
 def _check_model(backend, name):
@@ -223,6 +230,32 @@ def _max_tokens(backend, body, prompt):
     return max(backend.block_size - len(prompt), 1) if n is None else n
 
 
+# fit_context without max_tokens: the oldest turns go until this share of the context is left for the answer
+FIT_ANSWER_SHARE = 4
+
+
+class Fitted(NamedTuple):
+    """What fit_context did, returned as the response's "zerollm" object (the chat page shows it)."""
+    dropped_turns: int            # the oldest turns left out of the prompt
+    context: int                  # the model's context, in tokens
+    prompt_tokens: int
+    max_tokens: int               # the new tokens this answer may have
+
+
+def _fit(backend, body, messages):
+    """(prompt ids, Fitted) for fit_context: the oldest turns left out until the answer's room fits (the
+    max tokens asked for, else a quarter of the context), and max tokens lowered to the room left."""
+    block, asked = backend.block_size, body.new_tokens()
+    room = min(asked if asked is not None else max(block // FIT_ANSWER_SHARE, 1), block)
+    ids, dropped = backend.fit_chat_prompt(messages, room)
+    left = block - len(ids)
+    if left < 1:
+        raise ApiError(400, f"the message being answered (with the system message) takes {len(ids)} tokens and leaves "
+                            f"no room for an answer in the context of {block} tokens; shorten it",
+                       param="messages", code="context_length_exceeded")
+    return ids, Fitted(dropped, block, len(ids), min(asked if asked is not None else left, left))
+
+
 def _beyond_context(err, backend, body, prompt, chat):
     """The scheduler's BeyondContext as a 400 naming the field to change: the prompt when it leaves no
     room, else the max tokens asked for."""
@@ -243,9 +276,9 @@ def _check_n(backend, n):
                        param="n")
 
 
-async def _complete(backend, body, prompt, request, chat):
-    asked = Choices(body.n, _sampling(body), _max_tokens(backend, body, prompt), body.seed, tuple(body.stops()),
-                    body.logprob_count())
+async def _complete(backend, body, prompt, request, chat, fitted=None):
+    max_tokens = fitted.max_tokens if fitted is not None else _max_tokens(backend, body, prompt)
+    asked = Choices(body.n, _sampling(body), max_tokens, body.seed, tuple(body.stops()), body.logprob_count())
     _check_n(backend, body.n)
     try:
         run = backend.submit(prompt, asked)
@@ -255,7 +288,7 @@ async def _complete(backend, body, prompt, request, chat):
     except BeyondContext as err:
         raise _beyond_context(err, backend, body, prompt, chat) from None
     meta = {"id": ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex, "created": int(time.time()),
-            "model": backend.name}
+            "model": backend.name, **({"zerollm": fitted._asdict()} if fitted is not None else {})}
     choices = [_Choice() for _ in range(body.n)]
     if body.stream:
         usage = body.stream_options is not None and body.stream_options.include_usage

@@ -68,6 +68,17 @@ class Backend:
         with _known_characters():
             return chat.encode_prompt(self.tok, messages)
 
+    def fit_chat_prompt(self, messages, room):
+        """(ids, turns dropped) for fit_context: the chat prompt of ``messages`` with its oldest turns left out
+        until ``room`` new tokens fit the context (zerollm.data.chat.fit_turns, as `zerollm chat` does);
+        leading system messages and the turn being answered always stay."""
+        starts = chat.turn_starts(messages)
+        head = messages[:starts[0]] if starts else messages
+        if not starts:
+            return self.chat_prompt(messages), 0
+        return chat.fit_turns(lambda k: self.chat_prompt(head + messages[starts[k]:]), len(starts) - 1, room,
+                              self.block_size)
+
     def text_prompt(self, text):
         with _known_characters():
             return self.tok.encode(text)

@@ -62,11 +62,11 @@ class Conversation:
     def prompt(self, user, max_new):
         """(ids of the prompt for the next answer, how many old turns were dropped to fit). The turns
         dropped are forgotten, so the next prompt does not drop them again."""
-        for dropped in range(len(self.turns) + 1):
-            ids = self._ids(self.turns[dropped:], user)
-            if len(ids) + max_new <= self.block_size:
-                self.turns = self.turns[dropped:]
-                return ids, dropped
+        ids, dropped = chat.fit_turns(lambda k: self._ids(self.turns[k:], user), len(self.turns), max_new,
+                                      self.block_size)
+        if len(ids) + max_new <= self.block_size:
+            self.turns = self.turns[dropped:]
+            return ids, dropped
         self.check_system(max_new)                 # the system message may be what leaves no room
         raise ZeroLLMError(f"this message alone ({len(ids)} tokens) leaves no room for a {max_new}-token answer "
                            f"in the context of {self.block_size} tokens; write a shorter one (or lower "

@@ -126,6 +126,9 @@ class ChatRequest(_Generation):
     max_completion_tokens: Annotated[int, Field(ge=1)] | None = None
     logprobs: bool = False
     top_logprobs: Annotated[int, Field(ge=0, le=20)] | None = None
+    # zerollm's extension (the chat page sends it): fit the context as `zerollm chat` does, leaving out the
+    # oldest turns and asking for no more new tokens than the context has room for
+    fit_context: bool = False
 
     @field_validator("max_completion_tokens")
     @classmethod

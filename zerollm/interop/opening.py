@@ -37,7 +37,7 @@ class Source:
     def of(cls, args):
         """The Source that a command's --ckpt/--hf/--gguf/--adapter/--force flags name (absent flags: None)."""
         return cls(*(getattr(args, k, None) for k in ("ckpt", "hf", "gguf", "adapter")),
-                   force=getattr(args, "force", None) or None)
+                   force=getattr(args, "force", None))
 
     @property
     def path(self):

@@ -257,7 +257,7 @@ def trained_maps(args):
     from zerollm.interop.opening import Source, open_model
     if args.text is None:
         raise ZeroLLMError("--ckpt needs --text: the trained model reads your text")
-    opened = open_model(Source(ckpt=args.ckpt, force=args.force or None))
+    opened = open_model(Source(ckpt=args.ckpt, force=args.force))
     model, tok, ckpt = opened.model, opened.tokenizer, opened.checkpoint
     try:
         ids = tok.encode(args.text)

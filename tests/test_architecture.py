@@ -250,3 +250,52 @@ def test_the_opener_check_sees_a_second_opener():
         == {"read_tokenizer"}
     assert opener_uses("zerollm.serve.x", "import zerollm.interop.gguf_load as g\ng.load_gguf(f)\n") == {"load_gguf"}
     assert opener_uses("zerollm.cli.x", "from zerollm.interop import hf\nhf.is_hf_dir(p)\n") == set()
+
+
+# ----------------------------------------------------------------------------
+# one decode loop (issue #56): only the Scheduler runs the model over a KV cache and samples
+
+DECODE_LOOP = "zerollm.generation.batching"
+DECODE_CALLS = {"KVCache", "choose", "sample_next"}
+
+
+def decoding_calls(name, source):
+    """What module ``name`` does that only the decode loop may: a call passing a kv_cache (other than None),
+    a KVCache built, or the sampler (choose / sample_next) called."""
+    found = set()
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.Call):
+            continue
+        for kw in node.keywords:
+            if kw.arg == "kv_cache" and not (isinstance(kw.value, ast.Constant) and kw.value.value is None):
+                found.add("kv_cache=")
+        callee = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", None)
+        if callee in DECODE_CALLS:
+            found.add(callee)
+    return found
+
+
+DECODE_MAY = {
+    "zerollm.model.gpt": {"kv_cache="},                  # forward hands its own cache on to forward_hidden
+    "zerollm.model.kvcache": {"KVCache"},                # the class itself (its docstring's examples)
+    "zerollm.generation.sample": {"sample_next"},        # choose ends in sample_next
+}
+
+
+def test_only_the_scheduler_decodes():
+    bad = {}
+    for name, path in arch.modules().items():
+        if name == DECODE_LOOP or name.startswith("zerollm.engine.fast"):
+            continue
+        found = decoding_calls(name, Path(path).read_text(encoding="utf-8")) - DECODE_MAY.get(name, set())
+        if found:
+            bad[name] = sorted(found)
+    assert not bad, f"decode through zerollm.generation.batching.Scheduler, not a loop of your own: {bad}"
+
+
+def test_the_decode_check_sees_a_second_loop():
+    loop = ("def gen(model, idx, n, rng):\n    cache = KVCache(model.config, 1, max_len=64)\n"
+            "    for _ in range(n):\n        logits, _ = model.forward(idx, kv_cache=cache)\n"
+            "        idx = choose(logits[:, -1], rng, s)\n")
+    assert decoding_calls("zerollm.serve.x", loop) == {"KVCache", "kv_cache=", "choose"}
+    assert decoding_calls("zerollm.evaluate.x", "model.forward(idx, kv_cache=None)\n") == set()

@@ -262,3 +262,27 @@ def test_the_smallest_repetition_penalty_keeps_the_probabilities_finite():
     with np.errstate(over="raise", invalid="raise", divide="raise"):
         ids = sample_next(logits, np.random.default_rng(0), temperature=1e-5)
     assert ids.tolist() == [1] and np.isfinite(logits).all()
+
+
+def test_the_scheduler_runs_a_gguf_models_quantized_head_on_the_fast_engine(tmp_path):
+    # with --engine fast a GGUF model keeps its head as Q8_0 blocks; the scheduler multiplied h @ head_weight.T
+    # and failed (AttributeError) in the server, rollouts, tasks eval and lm-eval. model.head() is the one head.
+    from zerollm.engine import use_engine
+    from zerollm.generation.decode import Completions, sample_completions
+    from zerollm.interop.gguf import export_gguf
+    from zerollm.interop.gguf_load import load_gguf
+    from zerollm.tokenizers import ByteTokenizer
+    cfg = GPTConfig(vocab_size=256, block_size=32, n_layer=1, n_head=2, n_embd=32)
+    export_gguf(GPT(cfg, seed=0), tmp_path / "m.gguf", tokenizer=ByteTokenizer(), quant_kind="q8_0")
+    with use_engine("fast"):
+        model, _, _ = load_gguf(tmp_path / "m.gguf")
+        assert not isinstance(model.head_weight, np.ndarray)          # the head stays quantized
+        prompts = [[1, 2, 3], [4, 5, 6, 7, 8]]
+        got = sample_completions(model, prompts, Completions(6, Sampling(0)), seeds=[0, 1])
+        want = []
+        for p in prompts:                                            # greedy by hand, through forward()
+            ids = list(p)
+            for _ in range(6):
+                ids.append(int(np.argmax(model.forward(np.array([ids]))[0][0, -1])))
+            want.append(ids[len(p):])
+    assert got == want

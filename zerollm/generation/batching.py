@@ -320,7 +320,7 @@ class Scheduler:
     def _last_logits(self, idx, cache):
         """(A, T) ids -> (A, V) the logits after each row's last token, without the head on earlier tokens."""
         h = self.model.forward_hidden(idx, kv_cache=cache)[:, -1]           # (A, C)
-        return h @ self.model.head_weight.T                                  # (A, C) @ (C, V)
+        return self.model.head(h)                                            # (A, C) -> (A, V)
 
     def _full_logits(self, idx, cache=None):
         """As _last_logits through model.forward: the head over all T tokens (a Context group's numbers)."""

@@ -318,12 +318,7 @@ class GPT:
         """
         x = self.forward_hidden(idx, kv_cache=kv_cache, mask=mask, keep=keep)
         B, T, C = x.shape
-        # 4. the head: logits = x W^T
-        head = self.head_weight
-        if isinstance(head, np.ndarray):
-            logits = (cast(x.reshape(B * T, C)) @ cast(head).T).reshape(B, T, -1)   # (B*T, C) @ (C, V)
-        else:                                   # Q8_0 / Q4_0 blocks from a GGUF file (zerollm.interop.quant)
-            logits = quantized_matmul(np.ascontiguousarray(x.reshape(B * T, C)), head).reshape(B, T, -1)
+        logits = self.head(x)                   # 4. the head: logits = x W^T
         loss = ce = None
         if targets is not None:
             targets = np.asarray(targets)
@@ -333,6 +328,18 @@ class GPT:
         if self._cache is not None:
             self._cache.update(head=True, ce=ce)
         return logits, loss
+
+    def head(self, x):
+        """Hidden states (..., C) -> logits (..., V) = x W^T, with the head's float weights or, from a GGUF file,
+        its Q8_0 / Q4_0 blocks (zerollm.interop.quant). forward() ends with it, and so does a decode step
+        that needs only the last position's logits (zerollm.generation.batching)."""
+        *lead, C = x.shape
+        head = self.head_weight
+        if isinstance(head, np.ndarray):
+            logits = cast(x.reshape(-1, C)) @ cast(head).T                               # (N, C) @ (C, V)
+        else:
+            logits = quantized_matmul(np.ascontiguousarray(x.reshape(-1, C)), head)
+        return logits.reshape(*lead, -1)
 
     @_in_precision
     def forward_hidden(self, idx, *, kv_cache=None, mask=None, keep=None):

@@ -2,6 +2,7 @@
 through it, and nothing else in zerollm/ locks a run directory, builds a command's Trainer or fits it."""
 
 import ast
+import importlib
 from pathlib import Path
 
 import pytest
@@ -45,6 +46,14 @@ def test_the_recipe_alone_locks_builds_and_fits(name, only):
 
 def test_train_and_the_stages_call_the_recipe():
     assert {"zerollm.cli.commands.train:run", "zerollm.align.stage:run_stage"} <= callers()["run_recipe"]
+
+
+@pytest.mark.parametrize("command", ["sft", "reward", "dpo", "ppo", "grpo"])
+def test_a_stage_builds_its_objective_in_align_not_in_its_command(command):
+    """align.stage calls the Stage's builder: one in the command's module would take the run back up into
+    the cli room it came from."""
+    stage = importlib.import_module(f"zerollm.cli.commands.{command}").STAGE
+    assert stage.build.__module__.startswith("zerollm.align."), stage.build.__module__
 
 
 # ----------------------------------------------------------------------------

@@ -1,5 +1,6 @@
 """align: from a language model to an assistant. The chat template, the post-training objectives (SFT,
-reward models, DPO), reinforcement learning (PPO, GRPO), tasks a program can check, and what a stage
-hands the one run recipe of zerollm.training.run (align.stage).
+reward models, DPO), reinforcement learning (PPO, GRPO), tasks a program can check, each stage's defaults and
+objective builder (align.stages), and what a stage hands the one run recipe of zerollm.training.run
+(align.stage).
 
 May import every room below it, up to training."""

@@ -1,7 +1,8 @@
 """What every post-training command shares (reward, dpo, ppo, grpo, ...): the flags, loading the starting
 model, copying the inputs into the run, resuming. ``StageRun`` hands all that to the one run recipe
 (zerollm.training.run.run_recipe), which plans, locks, builds the Trainer, fits and reports as it does for
-``zerollm train``; a stage supplies only its Stage: settings, defaults, inputs and objective builder.
+``zerollm train``; a stage supplies only its Stage (zerollm.align.stages): settings, defaults, inputs and
+objective builder.
 
     zerollm dpo --init runs/sft --data prefs.jsonl --out runs/dpo
     zerollm dpo --out runs/dpo --resume

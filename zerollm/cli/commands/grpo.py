@@ -8,11 +8,8 @@ Each step samples --prompts-per-step prompts, --group-size answers each, scores 
 sources, and turns each answer's reward into an advantage relative to its group (zerollm.align.rl).
 """
 
-from zerollm.align.rl.build import rollout_stage
-from zerollm.align.rl.grpo import GRPOConfig, GRPOObjective
 from zerollm.align.stage import add_stage_arguments, run_stage
-
-STAGE = rollout_stage("grpo", GRPOConfig, GRPOObjective)
+from zerollm.align.stages import GRPO as STAGE
 
 
 def add_arguments(p):
@@ -21,5 +18,3 @@ def add_arguments(p):
 
 def run(args):
     return run_stage(args, STAGE)
-
-

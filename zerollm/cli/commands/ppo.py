@@ -8,11 +8,8 @@ logs the verifier's verdict beside it, so a policy that fools the reward model s
 reward with a flat or falling success.
 """
 
-from zerollm.align.rl.build import rollout_stage
-from zerollm.align.rl.ppo import PPOConfig, PPOObjective
 from zerollm.align.stage import add_stage_arguments, run_stage
-
-STAGE = rollout_stage("ppo", PPOConfig, PPOObjective)
+from zerollm.align.stages import PPO as STAGE
 
 
 def add_arguments(p):

@@ -9,24 +9,8 @@ real token of "prompt + answer" (the end-of-turn token of the chat template). Lo
 (-log sigmoid(r_chosen - r_rejected - margin)) or --loss margin (a hinge).
 """
 
-from zerollm.data.chat import chat_model
-from zerollm.align.objectives.pairs import encode_pairs, read_pairs
-from zerollm.align.stage import Stage, add_stage_arguments, run_stage
-from zerollm.align.objectives.reward import RewardConfig, RewardObjective
-
-
-
-def build(model, tok, inputs, train_cfg, cfg, start):
-    rows, eval_rows = read_pairs(inputs)
-    model, tok = chat_model(model, tok, rows + eval_rows, train_cfg.seed)
-    objective = RewardObjective(model, encode_pairs(tok, rows), batch_size=train_cfg.batch_size,
-                                seed=train_cfg.seed, config=cfg, eval_pairs=encode_pairs(tok, eval_rows))
-    return objective, tok
-
-
-STAGE = Stage("reward", RewardConfig, build=build, rows_per_example=2,
-              defaults=dict(lr=1e-4, min_lr=1e-5, warmup_iters=20, max_iters=400, batch_size=16, weight_decay=0.0,
-                            eval_interval=100, checkpoint_interval=100, sample_tokens=0))
+from zerollm.align.stage import add_stage_arguments, run_stage
+from zerollm.align.stages import REWARD as STAGE
 
 
 def add_arguments(p):

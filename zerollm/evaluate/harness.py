@@ -114,21 +114,32 @@ class ZeroLLMLM(LM):
             return self.tok.encode(self.readable(text), allowed_special="all")
 
     def encode_pair(self, context, continuation):
-        """(context ids, continuation ids) as lm-eval's hf model splits them."""
+        """(context ids, continuation ids) as lm-eval's hf model splits them. An empty context (or one made only
+        of characters the tokenizer lacks) starts with <|endoftext|>; a tokenizer without one makes the
+        continuation's first token context only, as a rolling text's is (an answer of one token then
+        cannot be scored: see loglikelihood)."""
         n_spaces = len(context) - len(context.rstrip())
         if n_spaces:
             context, continuation = context[:-n_spaces], context[-n_spaces:] + continuation
+        context, continuation = self.readable(context), self.readable(continuation)
         if not context:
-            if self.prefix is None:
-                raise ZeroLLMError("an empty context needs a <|endoftext|> token, which this tokenizer lacks")
-            return [self.prefix], self.encode(continuation)
+            cont = self.encode(continuation)
+            return ([self.prefix], cont) if self.prefix is not None else (cont[:1], cont[1:])
         whole, ctx = self.encode(context + continuation), self.encode(context)
         return ctx, whole[len(ctx):]
 
     def loglikelihood(self, requests, disable_tqdm=False):
         from zerollm.evaluate.loglik import loglikelihoods
         pairs = [self.encode_pair(*req.args) for req in requests]
-        return loglikelihoods(self.model, pairs, batch_size=self.batch_size, threads=self.threads)
+        scored = [i for i, (_, cont) in enumerate(pairs) if cont]
+        # nothing to score: a continuation made only of characters the tokenizer lacks (one the model can never
+        # write), or one token with no context before it (a tokenizer without <|endoftext|>)
+        out = [(float("-inf"), False)] * len(pairs)
+        done = loglikelihoods(self.model, [pairs[i] for i in scored], batch_size=self.batch_size,
+                              threads=self.threads) if scored else []
+        for i, result in zip(scored, done):
+            out[i] = result
+        return out
 
     def loglikelihood_rolling(self, requests, disable_tqdm=False):
         from zerollm.evaluate.loglik import rolling_loglikelihood
@@ -166,10 +177,19 @@ class ZeroLLMLM(LM):
         if self.prefix is not None:
             stop.add(self.prefix)
         keep = max(1, T - max_new)                  # room for the new tokens (what lm-eval's hf model keeps)
-        prompts = [(chat_io.encode_prompt(self.tok, c) if self.chat else self.encode(c))[-keep:] for c in contexts]
-        how = Completions(min(max_new, T + 1 - max(map(len, prompts))), Sampling(temperature), tuple(sorted(stop)))
-        ids = sample_completions(self.model, prompts, how, seeds=[(self.seed, i) for i in rows])
-        texts = [chat_io.decode_completion(self.tok, c) if self.chat else self.tok.decode(c) for c in ids]
+        prompts = [(chat_io.encode_prompt(self.tok, self.readable(c)) if self.chat else self.encode(c))[-keep:]
+                   for c in contexts]
+        if not self.chat and self.prefix is not None:
+            prompts = [p or [self.prefix] for p in prompts]  # a context of characters it lacks only: as lm-eval's
+        asked = [i for i, p in enumerate(prompts) if p]      # empty context; without <|endoftext|>, no answer
+        texts = [""] * len(prompts)
+        if asked:
+            longest = max(len(prompts[i]) for i in asked)
+            how = Completions(min(max_new, T + 1 - longest), Sampling(temperature), tuple(sorted(stop)))
+            ids = sample_completions(self.model, [prompts[i] for i in asked], how,
+                                     seeds=[(self.seed, rows[i]) for i in asked])
+            for i, c in zip(asked, ids):
+                texts[i] = chat_io.decode_completion(self.tok, c) if self.chat else self.tok.decode(c)
         for u in until:
             texts = [t.split(u)[0] for t in texts]
         return [t.replace(EOT, "") for t in texts]

@@ -2,7 +2,7 @@
 back up: a function of a higher room called from a function of a lower one.
 
     python scripts/room_trace.py sft --init runs/sft-base --data train.jsonl --out /tmp/t --max-iters 1
-    python scripts/room_trace.py --chat RUN        # one chat request to the server's app, in this process
+    python scripts/room_trace.py --chat RUN --prompt "1+2="   # one chat request to the server's app
 
 The import rule (tests/test_architecture.py) says which modules a room may import; this says where the
 calls go while a command runs. Every call and return of a zerollm function, on every thread, is seen
@@ -130,22 +130,30 @@ def trace_command(argv):
 
 
 def trace_chat(run, prompt="ROMEO:", max_tokens=8):
-    """One streamed chat request to the server's app (zerollm.serve.api) for the model of ``run``, in this
-    process (FastAPI's test client: no socket) -> (the streamed text, Trace). The model is opened, the app
-    built and its scheduler thread started inside the trace, as `zerollm serve` does."""
+    """One chat request to the server's app (zerollm.serve.api) for the model of ``run``, in this process
+    (FastAPI's test client: no socket) -> (the answer, Trace). Inside the trace, as `zerollm serve` does:
+    the model opened from --ckpt, the backend and app built, the scheduler's thread started and stopped."""
     import argparse as ap
 
     from fastapi.testclient import TestClient
 
-    from zerollm.cli.commands import serve as command
+    from zerollm.cli.source import add_source_arguments, load_source
+    from zerollm.serve.api import build_app
+    from zerollm.serve.backend import Backend
     parser = ap.ArgumentParser()
-    command.add_arguments(parser)
+    add_source_arguments(parser)
     args = parser.parse_args(["--ckpt", str(run)])
+    args.force = False
     with Trace() as trace:
-        app = command.build_app(args)
-        with TestClient(app) as client:
-            r = client.post("/v1/chat/completions", json={"messages": [{"role": "user", "content": prompt}],
-                                                          "max_tokens": max_tokens, "temperature": 0})
+        model, tok = load_source(args, "zerollm serve")
+        backend = Backend(model, tok, name="traced")
+        backend.start()
+        try:
+            with TestClient(build_app(backend)) as client:
+                r = client.post("/v1/chat/completions", json={"messages": [{"role": "user", "content": prompt}],
+                                                              "max_tokens": max_tokens, "temperature": 0})
+        finally:
+            backend.close()
     r.raise_for_status()
     return r.json()["choices"][0]["message"]["content"], trace
 
@@ -153,10 +161,11 @@ def trace_chat(run, prompt="ROMEO:", max_tokens=8):
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--chat", metavar="RUN", help="trace one chat request to a server of this run's model")
+    p.add_argument("--prompt", default="ROMEO:", help="the chat request's user message (default ROMEO:)")
     p.add_argument("command", nargs=argparse.REMAINDER, help="a zerollm command line to trace")
     args = p.parse_args(argv)
     if args.chat:
-        text, trace = trace_chat(args.chat)
+        text, trace = trace_chat(args.chat, args.prompt)
         print(f"answer: {text!r}")
     else:
         code, trace = trace_command(args.command)

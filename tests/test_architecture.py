@@ -299,3 +299,43 @@ def test_the_decode_check_sees_a_second_loop():
             "        idx = choose(logits[:, -1], rng, s)\n")
     assert decoding_calls("zerollm.serve.x", loop) == {"KVCache", "kv_cache=", "choose"}
     assert decoding_calls("zerollm.evaluate.x", "model.forward(idx, kv_cache=None)\n") == set()
+
+
+# ----------------------------------------------------------------------------
+# the paths of #56 go down the rooms: traced call by call (scripts/room_trace.py)
+
+trace_spec = importlib.util.spec_from_file_location("room_trace", REPO / "scripts" / "room_trace.py")
+room_trace = importlib.util.module_from_spec(trace_spec)
+trace_spec.loader.exec_module(room_trace)
+
+
+@pytest.mark.slow
+def test_sft_init_and_a_chat_request_never_call_back_up_a_room(tmp_path, capsys):
+    """`zerollm sft --init RUN` (RUN a LoRA run, so its base is opened too) and one chat request to the
+    server's app, from the command to the model and back: every call into a higher room goes through an
+    object or a function handed down (a contract, a callback), never to a module-level function of a
+    room the path had left. On e7f1a09 align.stage called its command's objective builder back up in cli."""
+    from tiny_runs import run_main, tiny_stage_base
+    tiny_stage_base(tmp_path)
+    sft = ["--data", tmp_path / "sft.jsonl", "--max-iters", "2", "--batch-size", "2", "--no-progress"]
+    code, _, err = run_main(["sft", "--init", tmp_path / "base", "--out", tmp_path / "lora", "--lora-r", "2", *sft],
+                            capsys)
+    assert code == 0, err
+    code, trace = room_trace.trace_command(["sft", "--init", tmp_path / "lora", "--out", tmp_path / "sft", *sft])
+    assert code == 0 and trace.rooms["nn"] > 0 and trace.rooms["interop"] > 0      # it reached the model
+    assert dict(trace.up) == {}, trace.up
+    answer, trace = room_trace.trace_chat(tmp_path / "sft", "1+2=")
+    assert trace.rooms["serve"] > 0 and trace.rooms["nn"] > 0 and isinstance(answer, str)
+    assert dict(trace.up) == {}, trace.up
+
+
+def test_the_trace_sees_a_call_back_up():
+    # the check above can fail: a function of a lower room calling a module-level function of a higher one
+    code = compile("def upper():\n    return 1\n", "zerollm/cli/fake.py", "exec")
+    scope = {"__name__": "zerollm.cli.fake"}
+    exec(code, scope)
+    low_scope = {"__name__": "zerollm.io.fake"}
+    exec(compile("def lower(f):\n    return f()\n", "zerollm/io/fake.py", "exec"), low_scope)
+    with room_trace.Trace() as trace:
+        low_scope["lower"](scope["upper"])
+    assert list(trace.up) == [("io: zerollm.io.fake.lower", "cli: zerollm.cli.fake.upper")]

@@ -27,7 +27,6 @@ import sys
 from zerollm.data.chat import chat_model
 from zerollm.training.checkpoint import weights_digest
 from zerollm.model import budget
-from zerollm.training import dist
 from zerollm.training.flags import add_config_flags, add_lora_arguments, lora_config, saved_lora
 from zerollm.training.run import RunCommand, Setup, run_recipe
 from zerollm.io.errors import ZeroLLMError

@@ -147,6 +147,11 @@ def test_ctrl_c_stops_the_answer_not_the_session(models):
         term.send("\x03")                          # Ctrl-C: SIGINT from the terminal, mid-answer
         term.expect("[stopped]")
         term.expect("> ")
+        end = time.monotonic() + 1.0                # one prompt, not a second empty one after it
+        while time.monotonic() < end:
+            if select.select([term.fd], [], [], 0.05)[0]:
+                term.seen += os.read(term.fd, 4096).decode("utf-8", "replace")
+        assert "> " not in term.seen, repr(term.seen)
 
 
 def test_overflow_drops_the_oldest_turn_with_a_note(models):
@@ -202,7 +207,7 @@ def test_save_refuses_names_no_file_can_have_in_one_line(models, tmp_path):
 def test_bytes_a_terminal_sent_that_are_not_utf8_are_read_as_replacement_characters(models, tmp_path):
     broken = b"caf\xe9 ok".decode("utf-8", "surrogateescape")     # what input() gives for Latin-1 bytes
     said = _run_repl(models[0], [broken, f"/system be \udcff brief", f"/save {tmp_path}/talk.jsonl"])
-    assert "are read as \ufffd" in said and "saved 1 turns" in said
+    assert "are read as \ufffd" in said and "(saved 1 turn to " in said     # one turn, not "1 turns"
     messages = json.loads((tmp_path / "talk.jsonl").read_text(encoding="utf-8"))["messages"]
     assert messages[0] == {"role": "system", "content": "be \ufffd brief"}
     assert messages[1] == {"role": "user", "content": "caf\ufffd ok"}

@@ -197,7 +197,8 @@ def _command(conv, line, out, max_new):
     elif name == "/save" and arg.strip():
         try:
             conv.save(arg.strip())
-            out.write(f"(saved {len(conv.turns)} turns to {arg.strip()})\n")
+            n = len(conv.turns)
+            out.write(f"(saved {n} turn{'' if n == 1 else 's'} to {arg.strip()})\n")
         except (ZeroLLMError, OSError) as err:
             out.write(f"zerollm chat: {err}\n")
     else:

@@ -146,7 +146,7 @@ def _adapter_dir(tmp_path, **config):
 
 
 @pytest.mark.parametrize("option, value", [("use_dora", True), ("rank_pattern", {"c_attn": 4}),
-                                           ("use_rslora", True), ("modules_to_save", ["lm_head"])])
+                                           ("use_rslora", True), ("modules_to_save", ["ln_f"])])
 def test_unsupported_peft_options_are_refused_by_name(tmp_path, option, value):
     from zerollm.interop.peft import load_adapter
     folder = _adapter_dir(tmp_path, **{option: value})

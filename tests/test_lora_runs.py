@@ -325,3 +325,43 @@ def test_merge_on_a_full_disk_leaves_no_empty_folder(lora_run, tmp_path):
     assert res.returncode == 1 and "the disk (or your quota, or ulimit -f) is full" in res.stderr, res.stderr
     assert len(res.stderr.strip().splitlines()) == 1 and not dst.exists()
     assert [p.name for p in tmp_path.iterdir()] == []
+
+
+def test_modules_to_save_train_whole_resume_merge_and_go_to_peft_and_back(lora_run, setup, tmp_path, capsys):
+    """--lora-modules-to-save wte: the checkpoint holds the whole table (the chat template's rows in it) beside
+    the adapters; resume is bit-identical; merge = unmerged; convert writes a PEFT adapter with the table under
+    peft's name, peft gives zerollm's logits on the exported base, and --adapter reads it back."""
+    save = ["--lora-modules-to-save", "wte"]
+    whole, half = tmp_path / "whole", tmp_path / "half"
+    assert sft(setup, whole, "--max-iters", "4", *save) == 0
+    assert sft(setup, half, "--max-iters", "2", *save) == 0
+    assert main(["sft", "--out", str(half), "--resume", "--max-iters", "4", "--no-progress"]) == 0
+    assert losses(half) == losses(whole)
+    ckpt = load_checkpoint(whole)
+    assert {n for n in ckpt.params if not n.endswith((".lora_A", ".lora_B"))} == {"wte.weight"}
+    assert ckpt.objective["lora"]["modules_to_save"] == ["wte"]
+    assert all(np.array_equal(load_checkpoint(half).params[k], v) for k, v in ckpt.params.items())
+    model, _, _ = opened(whole)
+    base = open_model(Source(ckpt=setup / "base"), tokenizer="skip").model
+    V0 = base.config.vocab_size
+    assert np.array_equal(model.params["wte.weight"], ckpt.params["wte.weight"])
+    assert not np.array_equal(model.params["wte.weight"][:V0], base.params["wte.weight"])   # the base rows trained
+    code, _, err = run_main(["merge", "--from", whole, "--to", tmp_path / "merged"], capsys)
+    assert code == 0, err
+    idx = np.arange(1, 20)[None] % model.config.vocab_size
+    logits = model.forward(idx)[0]
+    assert np.abs(opened(tmp_path / "merged")[0].forward(idx)[0] - logits).max() < 1e-5
+    code, _, err = run_main(["convert", "--from", whole, "--to", tmp_path / "hf"], capsys)
+    assert code == 0, err
+    config = json.loads((tmp_path / "hf" / "adapter" / "adapter_config.json").read_text())
+    assert config["modules_to_save"] == ["wte", "lm_head"]
+    back = open_model(Source(hf=tmp_path / "hf", adapter=tmp_path / "hf" / "adapter"), tokenizer="skip").model
+    assert back.lora.config.modules_to_save == ("wte",) and np.abs(back.forward(idx)[0] - logits).max() < 1e-5
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("peft")
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM
+    twin = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(tmp_path / "hf"),
+                                     tmp_path / "hf" / "adapter").eval()
+    theirs = twin(input_ids=torch.from_numpy(idx)).logits.detach().numpy()
+    assert np.abs(theirs - logits).max() < 1e-5

@@ -195,24 +195,36 @@ class GPT:
         return self
 
     def trainable(self):
-        """name -> array of what the optimizer updates: every parameter, or with LoRA the adapters plus the
-        embedding rows added since they were attached ("wte.new_rows", views into the table)."""
+        """name -> array of what the optimizer updates: every parameter, or with LoRA the adapters, the tables
+        of modules_to_save whole ("wte.weight", the model's own arrays), and of the other tables the embedding
+        rows added since the adapters were attached ("wte.new_rows", views into the table)."""
         if self.lora is None:
             return self.params
         out = dict(self.lora.adapters)
+        out.update({name: self.params[name] for name in self.lora.saved})
         V0 = self.lora.base_vocab
         if self.config.vocab_size > V0:
-            out["wte.new_rows"] = self.params["wte.weight"][V0:]               # (V - V0, C) view
-            if not self.config.tie_embeddings:
-                out["lm_head.new_rows"] = self.params["lm_head.weight"][V0:]
+            tables = ("wte",) if self.config.tie_embeddings else ("wte", "lm_head")
+            for table in tables:
+                if table + ".weight" not in self.lora.saved:
+                    out[table + ".new_rows"] = self.params[table + ".weight"][V0:]      # (V - V0, C) view
         return out
+
+    def _head_rows_from(self):
+        """The first row of the head that trains: 0 without LoRA or when the head table is saved whole
+        (modules_to_save), else the first row added since the adapters were attached."""
+        if self.lora is None:
+            return 0
+        head = "wte.weight" if self.config.tie_embeddings else "lm_head.weight"
+        return 0 if head in self.lora.saved else self.lora.base_vocab
 
     def without_adapters(self):
         """The base model (a frozen reference for DPO, PPO, GRPO): the same weight arrays, no adapters, its
-        own activations. Embedding rows that train get their own copy, so the reference keeps their start."""
+        own activations. Tables that train (new rows, modules_to_save) get their own copy, so the reference keeps
+        their start."""
         twin = self.replica(np.random.default_rng(0))
         twin.lora = None
-        if self.lora is not None and self.config.vocab_size > self.lora.base_vocab:
+        if self.lora is not None and (self.config.vocab_size > self.lora.base_vocab or self.lora.saved):
             twin.params = dict(self.params)
             for name in ("wte.weight", "lm_head.weight"):
                 if name in twin.params:
@@ -413,7 +425,7 @@ class GPT:
         B, T, C = x_f.shape
 
         # 4. head: logits = x_f W^T  =>  dx_f = dlogits W,  dW = dlogits^T x_f
-        V0 = 0 if self.lora is None else self.lora.base_vocab           # with LoRA only rows V0.. train
+        V0 = self._head_rows_from()                                     # with LoRA often only rows V0.. train
         if dlogits is not None:
             dlogits2 = cast(dlogits.reshape(B * T, -1))                 # (N, V); 16-bit under autocast
             dx = (dlogits2 @ cast(self.head_weight)).reshape(B, T, C)   # (N, V) @ (V, C) -> (B, T, C)
@@ -449,17 +461,20 @@ class GPT:
         return self.grads
 
     def _adapter_grads(self, grads, dx, dhead, cache):
-        """The end of backward() with LoRA: the adapters' gradients are in ``grads``; the embedding rows added
-        since they were attached get theirs (lookup + head); nothing else of the base is differentiated."""
-        V0 = self.lora.base_vocab
-        if self.config.vocab_size > V0:
+        """The end of backward() with LoRA: the adapters' gradients are in ``grads``; the tables of
+        modules_to_save get theirs whole, and of the others the rows added since the adapters were attached
+        (lookup + head); nothing else of the base is differentiated. ``dhead``: rows _head_rows_from().. ."""
+        V0, saved, tied = self.lora.base_vocab, self.lora.saved, self.config.tie_embeddings
+        if self.config.vocab_size > V0 or "wte.weight" in saved:
             dx = dropout_backward(dx, cache["drop"])
-            dwte = embedding_backward(dx, cache["emb"])[V0:]            # (V - V0, C)
-            if self.config.tie_embeddings:
-                dwte += dhead
-            else:
-                grads["lm_head.new_rows"] = dhead
-            grads["wte.new_rows"] = dwte
+            dwte = embedding_backward(dx, cache["emb"])                 # (V, C)
+            if "wte.weight" not in saved:
+                dwte = dwte[V0:]                                        # (V - V0, C)
+            if tied:
+                dwte += dhead                                           # the same rows: lookup and head
+            grads["wte.weight" if "wte.weight" in saved else "wte.new_rows"] = dwte
+        if not tied:
+            grads["lm_head.weight" if "lm_head.weight" in saved else "lm_head.new_rows"] = dhead
         self._cache = None
         self.grads = {name: grads[name] for name in self.trainable()}
         return self.grads

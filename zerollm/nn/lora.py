@@ -122,14 +122,28 @@ def adapted_backward(dy, cache, grads=None):
 # ----------------------------------------------------------------------------
 # where adapters go: the named linears of a GPT
 
+ALL_LINEAR = "all-linear"     # PEFT's word for every linear layer but the output head
+
+# modules that may train whole beside the adapters (PEFT's modules_to_save) -> the parameter each one is;
+# embed_tokens is Llama's (and PEFT's) name for the token table
+SAVABLE = {"wte": "wte.weight", "embed_tokens": "wte.weight", "lm_head": "lm_head.weight"}
+
+
 @dataclass(frozen=True)
 class LoRAConfig:
     """Rank, scale, dropout and the modules that get adapters (names as PEFT matches them: a module
-    is chosen when its name is a target or ends with "." + a target)."""
+    is chosen when its name is a target or ends with "." + a target; "all-linear", the default, chooses
+    every linear layer of attention and MLP, as PEFT's "all-linear" does).
+
+    modules_to_save: whole modules that train beside the adapters (PEFT's ``modules_to_save``): "wte" (the
+    token table; with tied embeddings also the head) and "lm_head" (an untied head). A small model's token
+    table is most of its parameters; frozen, it can keep a fine-tune from learning a new format at all
+    (docs/lora.md)."""
     r: int = 8
     alpha: float = 16.0
     dropout: float = 0.0
-    targets: tuple = field(default=("c_attn",))
+    targets: tuple = field(default=(ALL_LINEAR,))
+    modules_to_save: tuple = ()
 
     def __post_init__(self):
         if isinstance(self.r, bool) or not isinstance(self.r, int) or self.r < 1:
@@ -142,13 +156,26 @@ class LoRAConfig:
         if not targets or not all(isinstance(t, str) and t for t in targets):
             raise ZeroLLMError(f"--lora-targets must name at least one module, got {self.targets!r}")
         object.__setattr__(self, "targets", targets)
+        saved = tuple(self.modules_to_save)
+        unknown = [m for m in saved if m not in SAVABLE]
+        if unknown:
+            raise ZeroLLMError(f"--lora-modules-to-save: {unknown[0]!r} is not a module that can train beside the "
+                               f"adapters; choose from {', '.join(SAVABLE)}")
+        object.__setattr__(self, "modules_to_save", saved)
 
     @property
     def scale(self):
         return self.alpha / self.r
 
     def to_dict(self):
-        return {"r": self.r, "alpha": self.alpha, "dropout": self.dropout, "targets": list(self.targets)}
+        return {"r": self.r, "alpha": self.alpha, "dropout": self.dropout, "targets": list(self.targets),
+                "modules_to_save": list(self.modules_to_save)}
+
+    @classmethod
+    def from_dict(cls, saved):
+        """The config ``to_dict`` wrote (a checkpoint's; one written before modules_to_save existed has none)."""
+        return cls(**{**saved, "targets": tuple(saved["targets"]),
+                      "modules_to_save": tuple(saved.get("modules_to_save") or ())})
 
 
 class Site(NamedTuple):
@@ -185,6 +212,8 @@ def sites(cfg):
 
 
 def _matches(site, target):
+    if target == ALL_LINEAR:
+        return site.name == site.linear          # each linear whole: c_attn, not its q_proj part as well
     return any(n == target or n.endswith("." + target) for n in (site.name, *site.aliases))
 
 
@@ -197,7 +226,7 @@ def choose_sites(cfg, targets):
         if not any(_matches(s, t) for s in everything):
             known = sorted({n.rsplit(".", 1)[1] for s in everything for n in (s.name, *s.aliases)})
             raise ZeroLLMError(f"--lora-targets: {t!r} matches no linear layer of this model; choose from "
-                               f"{', '.join(known)}")
+                               f"{', '.join(known)}, or {ALL_LINEAR} (every one)")
     by_linear = {}
     for s in chosen:
         for other in by_linear.get(s.linear, []):
@@ -208,10 +237,21 @@ def choose_sites(cfg, targets):
     return chosen
 
 
+def saved_params(cfg, modules):
+    """The parameter names the modules_to_save of a model of ``cfg`` train whole, in a fixed order; an error
+    for an lm_head that is the token table itself (tied embeddings)."""
+    if "lm_head" in modules and cfg.tie_embeddings:
+        raise ZeroLLMError("--lora-modules-to-save lm_head: this model ties its head to the token table (one "
+                           "array); name wte, which trains both")
+    return tuple(p for p in ("wte.weight", "lm_head.weight") if p in {SAVABLE[m] for m in modules})
+
+
 def adapter_count(cfg, config):
-    """How many numbers the adapters of ``config`` (a LoRAConfig) hold on a model of ``cfg``, without
-    building them: r (n_in + n_out) per chosen site. Errors as choose_sites for targets that do not fit."""
-    return sum(config.r * (s.n_in + s.n_out) for s in choose_sites(cfg, config.targets))
+    """How many numbers train with ``config`` (a LoRAConfig) on a model of ``cfg``, without building them:
+    r (n_in + n_out) per chosen site, plus the tables of modules_to_save (V x C each). Errors as choose_sites
+    for targets that do not fit, and as saved_params."""
+    tables = len(saved_params(cfg, config.modules_to_save)) * cfg.vocab_size * cfg.n_embd
+    return tables + sum(config.r * (s.n_in + s.n_out) for s in choose_sites(cfg, config.targets))
 
 
 def init_adapters(chosen, r, dtype, rng):
@@ -228,13 +268,16 @@ class LoRA:
     """The adapters a GPT carries (``model.lora``): config, arrays, and for each base linear what adds to it.
 
     ``base_vocab``: the vocabulary when the adapters were attached; embedding rows a chat template adds
-    after it stay trainable (``GPT.trainable``)."""
+    after it stay trainable (``GPT.trainable``). ``saved``: the parameters that train whole
+    (config.modules_to_save, as saved_params names them); they stay in the model's params."""
 
     def __init__(self, config, model_cfg, rng):
         self.config = config
+        self.saved = saved_params(model_cfg, config.modules_to_save)
         self.sites = choose_sites(model_cfg, config.targets)
         self.adapters = init_adapters(self.sites, config.r, np.dtype(model_cfg.dtype), rng)
         self.base_vocab = model_cfg.vocab_size
+        self._saved_size = len(self.saved) * model_cfg.vocab_size * model_cfg.n_embd
 
     def on(self, linear):
         """The Adapted bundle for base linear "h.0.attn.c_attn" (an empty one: frozen, no adapters)."""
@@ -245,7 +288,8 @@ class LoRA:
                        self.config.scale, self.config.dropout)
 
     def num_params(self):
-        return sum(a.size for a in self.adapters.values())
+        """The numbers that train: the adapters and the tables of modules_to_save."""
+        return self._saved_size + sum(a.size for a in self.adapters.values())
 
     def check_fold(self, params, where, label=None):
         """ZeroLLMError naming ``where`` when an adapter folded into its weight (W + s A B, what ``merged``

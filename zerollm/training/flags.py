@@ -55,36 +55,50 @@ def add_config_flags(parser, cls, skip=(), defaults=None):
 
 
 def add_lora_arguments(p):
-    """--lora-r/--lora-alpha/--lora-dropout/--lora-targets (zerollm.nn.lora): train low-rank adapters only."""
+    """--lora-r/--lora-alpha/--lora-dropout/--lora-targets/--lora-modules-to-save (zerollm.nn.lora): train
+    low-rank adapters (and the modules named whole) only."""
     g = p.add_argument_group("LoRA (low-rank adapters; the base weights stay frozen, see docs/lora.md)")
-    g.add_argument("--lora-r", type=Range(int, 1, 65536), metavar="R", help="rank of the adapters; giving it turns LoRA on")
+    g.add_argument("--lora-r", type=Range(int, 1, 65536), metavar="R", help="rank of the adapters; giving it turns "
+                   "LoRA on. LoRA wants a higher --lr than a full fine-tune (about 3x)")
     g.add_argument("--lora-alpha", type=Range(float, 0, 1e6, low_open=True), metavar="A", help="scale alpha: the update is A B * alpha / r "
                    "(default 2 r)")
     g.add_argument("--lora-dropout", type=Range(float, 0, 1, high_open=True), metavar="P", help="dropout on the adapters' input (default 0)")
     g.add_argument("--lora-targets", metavar="NAMES", help="comma-separated modules to adapt, PEFT's names: "
-                   "c_attn, c_proj, c_fc, q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj "
-                   "(default c_attn)")
+                   "all-linear, c_attn, c_proj, c_fc, q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, "
+                   "down_proj (default all-linear: every linear layer of attention and MLP)")
+    g.add_argument("--lora-modules-to-save", metavar="NAMES", help="comma-separated modules that train whole "
+                   "beside the adapters, as PEFT's modules_to_save: wte (the token table; tied, also the head), "
+                   "lm_head (an untied head) (default none)")
 
 
 def lora_config(args):
     """The LoRAConfig the --lora-* flags ask for, or None without --lora-r."""
-    given = {k: getattr(args, "lora_" + k, None) for k in ("alpha", "dropout", "targets")}
+    given = {k: getattr(args, "lora_" + k, None) for k in ("alpha", "dropout", "targets", "modules_to_save")}
     r = getattr(args, "lora_r", None)
     if r is None:
-        extra = [f"--lora-{k}" for k, v in given.items() if v is not None]
+        extra = [f"--lora-{k.replace('_', '-')}" for k, v in given.items() if v is not None]
         if extra:
             verb = "needs" if len(extra) == 1 else "need"
             raise ZeroLLMError(f"{', '.join(extra)} {verb} --lora-r R (the rank) to turn LoRA on")
         return None
-    targets = tuple(t.strip() for t in given["targets"].split(",")) if given["targets"] is not None else ("c_attn",)
+    chosen = {}                                  # what is not given takes LoRAConfig's defaults
+    if given["targets"] is not None:
+        chosen["targets"] = _names(given["targets"]) or ("",)
+    if given["modules_to_save"] is not None:
+        chosen["modules_to_save"] = _names(given["modules_to_save"])
     return LoRAConfig(r=r, alpha=given["alpha"] if given["alpha"] is not None else 2.0 * r,
-                      dropout=given["dropout"] or 0.0, targets=tuple(t for t in targets if t) or ("",))
+                      dropout=given["dropout"] or 0.0, **chosen)
+
+
+def _names(text):
+    """"c_attn, c_fc" -> ("c_attn", "c_fc"): a comma-separated list, blanks dropped."""
+    return tuple(t.strip() for t in text.split(",") if t.strip())
 
 
 def saved_lora(ckpt, asked):
     """On resume the checkpoint's LoRA settings win (the --lora-* flags may only repeat them)."""
     saved = (ckpt.objective or {}).get("lora")
-    config = LoRAConfig(**{**saved, "targets": tuple(saved["targets"])}) if saved else None
+    config = LoRAConfig.from_dict(saved) if saved else None
     if asked is not None and asked != config:
         raise ZeroLLMError(f"{ckpt.path} was trained {'with LoRA ' + str(saved) if saved else 'without LoRA'}; "
                            "resume it without --lora-* flags")

@@ -149,20 +149,23 @@ def lora_base_digest(objective):
 
 
 def adapted_model(base, trainable, cfg, ckpt):
-    """The model of a LoRA checkpoint: ``base`` (checked by digest), its adapters, and the embedding rows the
-    run added ("wte.new_rows") appended to the base's table."""
+    """The model of a LoRA checkpoint: ``base`` (checked by digest), its adapters, the tables it trained whole
+    (modules_to_save: "wte.weight") in place of the base's, and the embedding rows the run added to the others
+    ("wte.new_rows") appended to the base's table."""
     from zerollm.nn.lora import LoRAConfig
     if weights_digest(base.params) != lora_base_digest(ckpt.objective):
         raise ZeroLLMError(f"{ckpt.path}: its adapters were trained on another base model (the base's weights "
                            "digest differs); put back the model the run started from")
-    saved = ckpt.objective["lora"]
+    config = LoRAConfig.from_dict(ckpt.objective["lora"])
     model = GPT(cfg, init=False)
+    model.add_lora(config, np.random.default_rng(0))
     V0 = base.config.vocab_size
     for name, value in base.params.items():
+        if name in model.lora.saved:
+            continue                             # trained whole: the checkpoint's copy below replaces it
         if name in ("wte.weight", "lm_head.weight") and cfg.vocab_size > V0:
             value = np.concatenate([value, trainable[name.split(".")[0] + ".new_rows"]], axis=0)
         np.copyto(model.params[name], value)
-    model.add_lora(LoRAConfig(**{**saved, "targets": tuple(saved["targets"])}), np.random.default_rng(0))
     model.lora.base_vocab = V0
     for name, value in model.trainable().items():
         if name not in trainable:

@@ -62,7 +62,8 @@ def fake_gpt2(folder):
     from zerollm.tokenizers.bpe import BPETokenizer
     text = corpora.path("shakespeare").read_text(encoding="utf-8")[:20_000]
     tok = BPETokenizer.train(text, 300, pattern="gpt2")
-    model = GPT(GPTConfig(vocab_size=tok.vocab_size, block_size=64, n_layer=2, n_head=2, n_embd=32), seed=0)
+    # block 128: room for the pages' --max-new-tokens 50 after a prompt (GPT-2's own context is 1024)
+    model = GPT(GPTConfig(vocab_size=tok.vocab_size, block_size=128, n_layer=2, n_head=2, n_embd=32), seed=0)
     hf.export(model, folder, tokenizer=tok)
     spec = json.loads((folder / "tokenizer.json").read_text(encoding="utf-8"))["model"]
     (folder / "vocab.json").write_text(json.dumps(spec["vocab"], ensure_ascii=False), encoding="utf-8")

@@ -2,13 +2,18 @@
 
     python scripts/lora_experiment.py acrostic --out runs/lora-exp          # part 1
     python scripts/lora_experiment.py gpt2 --out runs/lora-exp-124m         # part 2
+    python scripts/lora_experiment.py recipe --out runs/lora-recipe         # part 3
 
 Part 1 pre-trains one small base on the Tang poems, then fine-tunes it on acrostic poems with the same
 steps and seed: full fine-tuning, LoRA r = 4, 8, 16 on every linear, and r = 8 on attention only. Each
 run is evaluated on heldout prompts (`zerollm tasks eval acrostic`: success with its 95% interval, and
 the mean reward, which gives partial credit). Part 2 runs a few SFT and DPO steps of a random model with
 GPT-2-124M's shape, full vs LoRA r = 8, and reports each run's step time and peak RSS beside the
-`--dry-run` estimate. Every run is its own process, so its peak RSS is its own (os.wait4).
+`--dry-run` estimate. Part 3 checks the recipe docs/lora.md prints, on the `tang` preset at the docs
+test's small size (2 layers x 64 dims): full fine-tuning at --full-lr against LoRA r = 8 on c_attn only
+at that same rate (what the docs once taught), on every linear at --lora-lr, and on every linear with
+the token table trained whole (--lora-modules-to-save wte). Every run is its own process, so its peak
+RSS is its own (os.wait4).
 Sizes are flags: the numbers in docs/lora.md were made at the reduced sizes it states.
 """
 
@@ -68,15 +73,19 @@ def acrostic(args):
     for split, n in (("train", 600), ("heldout", args.heldout)):
         zerollm("tasks", "make", "acrostic", "--out", os.path.join(out, f"{split}.jsonl"), "--n", n, "--split", split)
     runs = {**VARIANTS, "lora r=8 attention only": ["--lora-r", "8", "--lora-targets", "c_attn,attn.c_proj"]}
+    runs = {name: flags + (ALL_LINEARS if flags and "--lora-targets" not in flags else []) +
+            (["--lr", args.lora_lr] if flags else []) for name, flags in runs.items()}
+    return sft_rows(out, base, runs, ["--max-iters", args.steps, "--eval-interval", args.steps, "--batch-size", 16])
+
+
+def sft_rows(out, base, runs, common):
+    """{name: flags} of SFT runs from ``base`` on OUT/train.jsonl, each scored on OUT/heldout.jsonl, greedy."""
     rows = []
     for name, flags in runs.items():
         run = os.path.join(out, re.sub(r"\W+", "-", name))
-        flags = flags + (ALL_LINEARS if flags and "--lora-targets" not in flags else [])
         _, seconds, rss = zerollm("sft", "--init", base, "--data", os.path.join(out, "train.jsonl"), "--out", run,
                                   "--eval-data", os.path.join(out, "heldout.jsonl"), "--eval-examples", 16,
-                                  "--max-iters", args.steps, "--eval-interval", args.steps, "--batch-size", 16,
-                                  *(["--lr", args.lora_lr] if flags else []), "--threads", 1, "--no-progress",
-                                  *flags)
+                                  *common, "--threads", 1, "--no-progress", *flags)
         text, _, _ = zerollm("tasks", "eval", "acrostic", "--ckpt", run, "--data",
                              os.path.join(out, "heldout.jsonl"), "--temperature", 0, "--json", capture=True)
         summary = json.loads(text)["summary"]
@@ -86,6 +95,27 @@ def acrostic(args):
                          seconds=seconds))
         print(json.dumps(rows[-1], ensure_ascii=False), flush=True)
     return rows
+
+
+def recipe(args):
+    """docs/lora.md's recipe against what it replaced, from the `tang` preset at the docs test's small size
+    (2 layers x 64 dims, zerollm.io.docsmode.SMALL_MODEL), as issue #57 measured it."""
+    out = args.out
+    os.makedirs(out, exist_ok=True)
+    base = os.path.join(out, "base")
+    if not os.path.isdir(base):
+        zerollm("train", "--preset", "tang", "--out", base, "--n-layer", 2, "--n-embd", 64, "--max-iters",
+                args.base_steps, "--eval-interval", args.base_steps, "--sample-tokens", 0, "--threads", 1,
+                "--no-progress")
+    for split, n in (("train", 15000), ("heldout", args.heldout)):       # docs/alignment.md's 15,000: 800 steps
+        zerollm("tasks", "make", "acrostic", "--out", os.path.join(out, f"{split}.jsonl"), "--n", n, "--split", split,
+                "--seed", 0)                                              # of 16 see each example about once
+    full, lora = ["--lr", args.full_lr], ["--lr", args.lora_lr]
+    runs = {f"full lr {args.full_lr}": full,
+            f"lora r=8 c_attn lr {args.full_lr}": ["--lora-r", "8", "--lora-targets", "c_attn", *full],
+            f"lora r=8 all-linear lr {args.lora_lr}": ["--lora-r", "8", *lora],
+            f"lora r=8 all-linear + wte lr {args.lora_lr}": ["--lora-r", "8", "--lora-modules-to-save", "wte", *lora]}
+    return sft_rows(out, base, runs, ["--max-iters", args.steps, "--eval-interval", args.steps, "--seed", args.seed])
 
 
 def gpt2(args):
@@ -119,13 +149,16 @@ def gpt2(args):
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("part", choices=("acrostic", "gpt2"))
+    p.add_argument("part", choices=("acrostic", "gpt2", "recipe"))
     p.add_argument("--out", required=True)
     p.add_argument("--n-layer", type=int, default=None, help="acrostic base: 2; gpt2: 12")
     p.add_argument("--n-embd", type=int, default=96)
     p.add_argument("--base-steps", type=int, default=600)
     p.add_argument("--steps", type=int, default=150)
-    p.add_argument("--lora-lr", default="2e-3", help="LoRA's learning rate (full fine-tuning keeps SFT's 5e-4)")
+    p.add_argument("--lora-lr", default=None, help="LoRA's learning rate (default 2e-3; recipe: 6e-3)")
+    p.add_argument("--full-lr", default="2e-3", help="recipe: full fine-tuning's learning rate (acrostic keeps "
+                   "SFT's 5e-4)")
+    p.add_argument("--seed", type=int, default=1337, help="recipe: the SFT runs' seed")
     p.add_argument("--heldout", type=int, default=64)
     p.add_argument("--block", type=int, default=128)
     p.add_argument("--batch", type=int, default=2)
@@ -133,7 +166,9 @@ def main(argv=None):
     args = p.parse_args(argv)
     if args.n_layer is None:
         args.n_layer = 2 if args.part == "acrostic" else 12
-    rows = acrostic(args) if args.part == "acrostic" else gpt2(args)
+    if args.lora_lr is None:
+        args.lora_lr = "6e-3" if args.part == "recipe" else "2e-3"
+    rows = {"acrostic": acrostic, "gpt2": gpt2, "recipe": recipe}[args.part](args)
     with open(os.path.join(args.out, "results.json"), "w", encoding="utf-8") as f:
         json.dump(rows, f, ensure_ascii=False, indent=1)
 

@@ -22,7 +22,8 @@ The model side: which linears of a GPT can carry adapters (``sites``), and the `
 holds (``model.lora``): the adapters' arrays, named like "h.0.attn.c_attn.lora_A", and which base linear
 each one adds to. zerollm fuses some projections that Llama keeps apart (c_attn = [q | k | v],
 SwiGLU's c_fc = [gate | up]); an adapter on q_proj adds only to c_attn's q columns, so one adapter
-per Hugging Face module, as PEFT has them.
+per Hugging Face module, as PEFT has them. Beside the adapters, whole modules may train (PEFT's
+modules_to_save): the token table and an untied head, which stay the model's own arrays (``LoRA.saved``).
 """
 
 import math

@@ -252,8 +252,11 @@ def print_plan(plan, run_dir):
           f"block {m.block_size}, vocab {m.vocab_size}, {m.dtype}, {m.attn_impl} attention)")
     if plan.lora is not None:
         from zerollm.nn.lora import adapter_count
+        whole = getattr(plan.lora, "modules_to_save", ())
+        n = adapter_count(m, plan.lora)
         print(f"trains: LoRA r={plan.lora.r} on {', '.join(plan.lora.targets)}: "
-              f"{adapter_count(m, plan.lora):,} adapter numbers; the {param_count(m):,} base parameters stay frozen")
+              + (f"{n:,} numbers, the adapters and all of {', '.join(whole)}; the other base parameters stay frozen"
+                 if whole else f"{n:,} adapter numbers; the {param_count(m):,} base parameters stay frozen"))
     print(f"data: {source}")
     print(f"steps: {t.max_iters} of batch {t.batch_size} x {m.block_size} tokens"
           + (f" x {t.grad_accum} micro-batches" if t.grad_accum > 1 else ""))

@@ -118,14 +118,21 @@ class ZeroLLMLM(LM):
         of characters the tokenizer lacks) starts with <|endoftext|>; a tokenizer without one makes the
         continuation's first token context only, as a rolling text's is (an answer of one token then
         cannot be scored: see loglikelihood)."""
+        from zerollm.tokenizers.char import UnknownCharacters
         n_spaces = len(context) - len(context.rstrip())
         if n_spaces:
             context, continuation = context[:-n_spaces], context[-n_spaces:] + continuation
-        context, continuation = self.readable(context), self.readable(continuation)
+        try:
+            return self._split(context, continuation)
+        except UnknownCharacters:
+            return self._split(self.readable(context), self.readable(continuation))
+
+    def _split(self, context, continuation):
+        encode = lambda text: self.tok.encode(text, allowed_special="all")
         if not context:
-            cont = self.encode(continuation)
+            cont = encode(continuation)
             return ([self.prefix], cont) if self.prefix is not None else (cont[:1], cont[1:])
-        whole, ctx = self.encode(context + continuation), self.encode(context)
+        whole, ctx = encode(context + continuation), encode(context)
         return ctx, whole[len(ctx):]
 
     def loglikelihood(self, requests, disable_tqdm=False):

@@ -287,9 +287,9 @@ def fmt(field, value):
             "val_bpb": "{:.4f}", "score": "{:.4f}", "n": "{:,}"}[field].format(value)
 
 
-def _label(key, tag="span"):
+def _label(key, tag="span", attrs=""):
     en, zh = LABELS[key]
-    return f'<{tag} data-en="{html.escape(en)}" data-zh="{html.escape(zh)}">{html.escape(en)}</{tag}>'
+    return f'<{tag} {attrs}data-en="{html.escape(en)}" data-zh="{html.escape(zh)}">{html.escape(en)}</{tag}>'
 
 
 def _cell(run, field, value, cls="num"):
@@ -356,13 +356,13 @@ def _curves(runs, width=720, height=300, pad=40):
              # the loss axis: its two ends, and its name turned along it
              f'<text x="{pad - 4}" y="{pad + 4}" font-size="11" text-anchor="end">{y1:.2f}</text>',
              f'<text x="{pad - 4}" y="{height - pad}" font-size="11" text-anchor="end">{y0:.2f}</text>',
-             _label("axis_loss", "text").replace("<text ", f'<text x="12" y="{height / 2:.0f}" font-size="11" '
-                                                 f'text-anchor="middle" transform="rotate(-90 12 {height / 2:.0f})" ', 1),
+             _label("axis_loss", "text", f'x="12" y="{height / 2:.0f}" font-size="11" text-anchor="middle" '
+                                         f'transform="rotate(-90 12 {height / 2:.0f})" '),
              # the step axis: its two ends, and its name under it
              f'<text x="{pad}" y="{height - pad + 14}" font-size="11" text-anchor="middle">{x0}</text>',
              f'<text x="{width - pad}" y="{height - pad + 14}" font-size="11" text-anchor="middle">{x1}</text>',
-             _label("axis_step", "text").replace("<text ", f'<text x="{width / 2:.0f}" y="{height - pad + 28}" '
-                                                 'font-size="11" text-anchor="middle" ', 1)]
+             _label("axis_step", "text", f'x="{width / 2:.0f}" y="{height - pad + 28}" font-size="11" '
+                                         'text-anchor="middle" ')]
     for k, r in enumerate(runs):
         colour = COLOURS[k % len(COLOURS)]
         line = " ".join(f"{X(s):.1f},{Y(v):.1f}" for s, v in r["curve"] if v is not None)

@@ -73,9 +73,9 @@ class Backend:
         until ``room`` new tokens fit the context (zerollm.data.chat.fit_turns, as `zerollm chat` does);
         leading system messages and the turn being answered always stay."""
         starts = chat.turn_starts(messages)
-        head = messages[:starts[0]] if starts else messages
-        if not starts:
+        if not starts:                             # no user message: nothing to leave out
             return self.chat_prompt(messages), 0
+        head = messages[:starts[0]]
         return chat.fit_turns(lambda k: self.chat_prompt(head + messages[starts[k]:]), len(starts) - 1, room,
                               self.block_size)
 

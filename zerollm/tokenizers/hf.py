@@ -248,8 +248,9 @@ def check_tokenizer_json(data, path):
         raise wrong('"pre_tokenizer.pretokenizers[0].pattern"', "a JSON object")
 
 
-def read_hf_tokenizer_json(path):
-    data = read_json_file(path, "tokenizer.json")
+def read_hf_tokenizer_json(path, data=None):
+    """The byte-level BPE of ``path``; ``data``: its JSON when the caller has read it already."""
+    data = read_json_file(path, "tokenizer.json") if data is None else data
     check_tokenizer_json(data, path)
     model = data.get("model") or {}
     if model.get("type") != "BPE":

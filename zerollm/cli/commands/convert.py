@@ -104,13 +104,12 @@ def run(args):
     return code
 
 
-def _open(args):
-    """The model of --from (a Hugging Face or a zerollm directory) with its tokenizer (None with --no-tokenizer).
+def _open(args, foreign):
+    """The model of --from (``foreign``: a Hugging Face directory, else a zerollm one) with its tokenizer (None
+    with --no-tokenizer).
     A Hugging Face model's weights convert even when its tokenizer cannot (e.g. Llama's SentencePiece): a
     warning; a zerollm tokenizer.json that cannot be read is damaged, and an error."""
-    from zerollm.interop import hf
     from zerollm.interop.opening import Source, open_model
-    foreign = hf.is_hf_dir(args.src)
     where = {"hf": args.src} if foreign else {"ckpt": args.src}
     mode = "skip" if args.no_tokenizer else "try" if foreign else "may"
     opened = open_model(Source(**where, force=args.force), tokenizer=mode)
@@ -123,9 +122,9 @@ def _convert(args):
     from zerollm.interop import hf
     from zerollm.interop.opening import save_zerollm
 
-    opened = _open(args)
-    model, tokenizer, heads = opened.model, opened.tokenizer, opened.heads
     to_zerollm = hf.is_hf_dir(args.src)
+    opened = _open(args, to_zerollm)
+    model, tokenizer, heads = opened.model, opened.tokenizer, opened.heads
     if to_zerollm:
         path = save_zerollm(model, args.dst, tokenizer=tokenizer, overwrite=args.overwrite)
         target = "zerollm model directory"
@@ -158,7 +157,7 @@ def _to_gguf(args):
 
     check_gguf_target(args.dst, args.overwrite)          # fail before loading a big model
     with writing(args.dst, beside=True):
-        opened = _open(args)
+        opened = _open(args, hf.is_hf_dir(args.src))
         model, tokenizer, heads = opened.model, opened.tokenizer, opened.heads
         done = export_gguf(model, args.dst, tokenizer=tokenizer, quant_kind=args.quant or "f32",
                            overwrite=args.overwrite)

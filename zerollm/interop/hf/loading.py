@@ -73,10 +73,11 @@ def load_tokenizer_dir(path):
     """
     from zerollm.tokenizers import BPETokenizer
     from zerollm.tokenizers.base import read_json_file
+    from zerollm.tokenizers.hf import read_hf_tokenizer_json
     from zerollm.tokenizers.hf_import import tokenizer_from_json
     file = os.path.join(os.fspath(path), "tokenizer.json")
-    if os.path.isfile(file):
-        tok = tokenizer_from_json(read_json_file(file, "tokenizer.json"), file)
-        if tok is not None:
-            return tok
-    return BPETokenizer.from_hf_dir(os.fspath(path))
+    if not os.path.isfile(file):
+        return BPETokenizer.from_hf_dir(os.fspath(path))      # vocab.json + merges.txt, or an error naming both
+    data = read_json_file(file, "tokenizer.json")             # read once, whichever form it is
+    tok = tokenizer_from_json(data, file)
+    return tok if tok is not None else BPETokenizer(**read_hf_tokenizer_json(file, data))

@@ -84,9 +84,9 @@ ZH = {
     "reward {0} returned {1} values for {2} answers; return one per answer":
         "奖励 {0} 返回了 {1} 个值，但回答有 {2} 个；每个回答返回一个值",
     "reward {0} returned {1} for answer {2} ({3} non-finite values); rewards must be finite numbers":
-        "奖励 {0} 对第 {2} 个回答返回了 {1}（共 {3} 个非有限值）；奖励必须是有限的数",
+        "奖励 {0} 给回答 {2} 返回了 {1}（共有 {3} 个不是有限数的值）；奖励必须是有限的数",
     "reward {0} returned {1} for answer {2}; rewards must be numbers up to {3} in size (scale them down)":
-        "奖励 {0} 对第 {2} 个回答返回了 {1}；奖励的绝对值最多为 {3}（请把它们缩小）",
+        "奖励 {0} 给回答 {2} 返回了 {1}；奖励的绝对值最多为 {3}（请把它们缩小）",
     "give --init DIR (a zerollm run) or --hf DIR (a Hugging Face model) to start from":
         "请用 --init DIR（zerollm 运行目录）或 --hf DIR（Hugging Face 模型）指定起始模型",
     "the starting model {0} has changed since this run began (its weights' digest differs), so the frozen reference cannot be restored; put the original back":

@@ -1,0 +1,40 @@
+"""中文 of the generation room's error messages (see zerollm/io/zh/__init__.py)."""
+
+ZH = {
+    "max_batch must be >= 1 and max_queue >= 0; got {0}, {1}":
+        "max_batch 必须 >= 1，max_queue 必须 >= 0；收到的是 {0}、{1}",
+    "the prompt is empty: give at least one token":
+        "提示词是空的：至少给一个 token",
+    "max_new_tokens must be >= 1, got {0}":
+        "max_new_tokens 必须 >= 1，收到的是 {0}",
+    "the prompt ({0} tokens) + max_new_tokens ({1}) is more than the model's context of {2} tokens; {3}":
+        "提示词（{0} 个 token）加上 max_new_tokens（{1}）超过了模型 {2} 个 token 的上下文；{3}",
+    "a request with a Context runs in a group: give it to stream()":
+        "带 Context 的请求要成组运行：请把它交给 stream()",
+    "{0} requests at once can never fit: at most {1} are held (--max-batch {2} + --max-queue {3})":
+        "一次 {0} 个请求永远放不下：最多只能容纳 {1} 个（--max-batch {2} + --max-queue {3}）",
+    "all {0} rows are busy and {1} requests wait beyond them (--max-batch {2}, --max-queue {3}); try again shortly":
+        "全部 {0} 行都在忙，另外还有 {1} 个请求在排队（--max-batch {2}，--max-queue {3}）；请稍后再试",
+    "the requests of one group need prompts of one length and one Context":
+        "同一组的请求必须有同样长度的提示词和同一个 Context",
+    "give one seed per prompt: {0} prompts but {1} seeds":
+        "每个提示词要一个种子：有 {0} 个提示词，却有 {1} 个种子",
+    "max_new_tokens must be a whole number >= 1, got {0}":
+        "max_new_tokens 必须是 >= 1 的整数，收到的是 {0}",
+    "prompt {0} is empty: give at least one token":
+        "提示词 {0} 是空的：至少给一个 token",
+    "prompt {0} is {1} tokens long but the model's context is {2} tokens, which leaves no room for a completion; shorten the prompt":
+        "提示词 {0} 长 {1} 个 token，而模型的上下文只有 {2} 个 token，没有留给续写的位置；请缩短这个提示词",
+    "temperature must be >= 0 (0 = greedy), got {0}":
+        "temperature 必须 >= 0（0 表示贪心解码），收到的是 {0}",
+    "top_k must be >= 1, got {0}":
+        "top_k 必须 >= 1，收到的是 {0}",
+    "top_p must be in (0, 1], got {0}":
+        "top_p 必须在 (0, 1] 之内，收到的是 {0}",
+    "min_p must be in [0, 1], got {0}":
+        "min_p 必须在 [0, 1] 之内，收到的是 {0}",
+    "repetition_penalty must be in [{0}, {1}] (1 = none, > 1 discourages repeats), got {2}":
+        "repetition_penalty 必须在 [{0}, {1}] 之内（1 表示不惩罚，> 1 会抑制重复），收到的是 {2}",
+    "{0} must be in [-2, 2] (0 = none), got {1}":
+        "{0} 必须在 [-2, 2] 之内（0 表示不惩罚），收到的是 {1}",
+}

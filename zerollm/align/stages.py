@@ -27,14 +27,16 @@ def build_sft(model, tok, inputs, train_cfg, cfg, start):
     task = get_task(cfg.task) if cfg.task is not None else None
     rows = read_sft(inputs["data"])
     heldout = read_sft(inputs["eval_data"]) if inputs["eval_data"] else []
-    tok = chat.prepare_tokenizer(tok, [text for row in rows + heldout for text in chat.example_texts(row)])
+    tok = chat.prepare_tokenizer(tok, [text for row in rows + heldout for text in chat.example_texts(row)],
+                                 needs=chat.template_needs(rows + heldout))   # tool/think tokens only for such data
     model = chat.resize_model(model, max(model.config.vocab_size, tok.vocab_size),
                               np.random.default_rng([train_cfg.seed, 6]))
     model.rng = np.random.default_rng([train_cfg.seed, 5])          # dropout: decided by the run's seed
     block = model.config.block_size
     train = fitting([chat.encode_example(tok, row) for row in rows], block, "training examples")
     held = fitting([chat.encode_example(tok, row) for row in heldout], block, "heldout examples") if heldout else []
-    prompts = [row for row in heldout if "prompt" in row and len(chat.encode_prompt(tok, row["prompt"])) < block]
+    prompts = [row for row in heldout
+               if "prompt" in row and len(chat.encode_prompt(tok, row["prompt"], tools=row.get("tools"))) < block]
     objective = SFTObjective(model, tok, train, batch_size=train_cfg.batch_size, seed=train_cfg.seed, cfg=cfg,
                              heldout=Heldout(tuple(held), tuple(prompts)), task=task)
     return objective, tok

@@ -6,7 +6,9 @@
                  {"chosen": [{"role": "user", ...}, {"role": "assistant", ...}], "rejected": [...same user..., ...]}
     prompts      {"prompt": "...", ...}     (RL: the reward function gets the other fields too)
 
-A prompt may also be a list of messages (TRL's conversational form). Roles: system, user, assistant.
+A prompt may also be a list of messages (TRL's conversational form). Roles: system, user, assistant, and
+tool (a tool's result; with OpenAI's "tool_calls" and "reasoning_content" on assistant messages and a
+row's "tools", see zerollm.data.chat).
 
 Extra fields are kept, in every kind of file: reward functions read them ("heads", "answer",
 "corruption"), and an SFT file made by ``zerollm tasks make`` doubles as an eval file. For SFT an
@@ -32,7 +34,9 @@ import os
 from zerollm.io.errors import ZeroLLMError
 from zerollm.io.fileio import atomic_write, not_utf8_advice, open_regular, require_regular
 
-ROLES = ("system", "user", "assistant")
+ROLES = ("system", "user", "assistant", "tool")
+MESSAGE_KEYS = {"system": ("content",), "user": ("content",), "tool": ("content", "tool_call_id", "name"),
+                "assistant": ("content", "reasoning_content", "tool_calls")}   # the keys each role may have
 MAX_LINE_BYTES = 16 * 2 ** 20      # one example; a longer line is almost surely not one
 MAX_DEPTH = 64                     # objects/lists inside each other (a chat is 3 deep)
 MAX_INT_DIGITS = 30                # integers up to 10**30: any count or answer a task can have
@@ -163,21 +167,64 @@ def _json_type(value):
 
 
 def check_messages(messages, where, what="messages"):
-    """A list of {"role", "content"} dicts with known roles and string contents; returns it."""
+    """A list of {"role", "content"} dicts with known roles and string contents; returns it. OpenAI's
+    thinking and tool fields are read too (#58): an assistant message may have "reasoning_content" and
+    "tool_calls" (then its content may be null), a "tool" message has the result as its content and may
+    name its "tool_call_id"."""
     if not isinstance(messages, list) or not messages:
         raise ZeroLLMError(f"{where}: '{what}' must be a non-empty list of {{\"role\": ..., \"content\": ...}}")
     for k, m in enumerate(messages):
-        if not isinstance(m, dict) or set(m) != {"role", "content"}:
+        if not isinstance(m, dict) or not isinstance(m.get("role"), str) or not set(m) <= {"role", *MESSAGE_KEYS.get(m["role"], ())}:
+            if isinstance(m, dict) and m.get("role") in ("assistant", "tool"):
+                allowed = " and ".join(repr(key) for key in ("role", *MESSAGE_KEYS[m["role"]]))
+                raise ZeroLLMError(f"{where}: {what}[{k}] ({m['role']}) may have only the keys {allowed}, "
+                                   f"got {sorted(m)}")
+            if isinstance(m, dict) and isinstance(m.get("role"), str) and m["role"] not in ROLES and "content" in m:
+                raise ZeroLLMError(f"{where}: {what}[{k}] has the unknown role {m['role']!r}; "
+                                   f"roles are {', '.join(ROLES)}")
             got = sorted(m) if isinstance(m, dict) else type(m).__name__
             raise ZeroLLMError(f"{where}: {what}[{k}] must have exactly the keys 'role' and 'content', got {got}")
-        if m["role"] not in ROLES:
-            raise ZeroLLMError(f"{where}: {what}[{k}] has the unknown role {m['role']!r}; "
-                               f"roles are {', '.join(ROLES)}")
-        if not isinstance(m["content"], str):
+        if "content" not in m and not (m["role"] == "assistant" and m.get("tool_calls")):
+            raise ZeroLLMError(f"{where}: {what}[{k}] has no 'content'")
+        content = m.get("content")
+        if not isinstance(content, str) and not (content is None and m["role"] == "assistant" and m.get("tool_calls")):
             raise ZeroLLMError(f"{where}: {what}[{k}] content must be a string")
         if m["role"] == "system" and k != 0:
             raise ZeroLLMError(f"{where}: {what}[{k}] is a system message; it may only come first")
+        for key in ("reasoning_content", "tool_call_id", "name"):
+            if key in m and not isinstance(m[key], str):
+                raise ZeroLLMError(f"{where}: {what}[{k}] '{key}' must be a string, got {_json_type(m[key])}")
+        if "tool_calls" in m:
+            _check_tool_calls(m["tool_calls"], f"{where}: {what}[{k}]")
     return messages
+
+
+def _check_tool_calls(calls, where):
+    """OpenAI's tool_calls: [{"id", "type": "function", "function": {"name", "arguments"}}]."""
+    form = ('[{"id": "call_1", "type": "function", "function": {"name": "calculator", '
+            '"arguments": {"expression": "2*3"}}}]')
+    if not isinstance(calls, list):
+        raise ZeroLLMError(f"{where}: 'tool_calls' must be a list like {form}")
+    for j, call in enumerate(calls):
+        ok = (isinstance(call, dict) and set(call) <= {"id", "type", "function"} and call.get("type", "function") == "function"
+              and isinstance(call.get("id", ""), str) and isinstance(call.get("function"), dict)
+              and set(call["function"]) <= {"name", "arguments"} and isinstance(call["function"].get("name"), str)
+              and isinstance(call["function"].get("arguments", {}), (dict, str)))
+        if not ok:
+            raise ZeroLLMError(f"{where}: tool_calls[{j}] must be like {form} (arguments an object or a JSON "
+                               f"string of one)")
+
+
+def check_tools(tools, where):
+    """OpenAI's tools list: [{"type": "function", "function": {"name", "description", "parameters"}}]."""
+    form = '[{"type": "function", "function": {"name": "calculator", "description": "...", "parameters": {...}}}]'
+    if not isinstance(tools, list):
+        raise ZeroLLMError(f"{where}: 'tools' must be a list like {form}")
+    for j, tool in enumerate(tools):
+        if not (isinstance(tool, dict) and tool.get("type") == "function" and isinstance(tool.get("function"), dict)
+                and isinstance(tool["function"].get("name"), str) and tool["function"]["name"]):
+            raise ZeroLLMError(f"{where}: tools[{j}] must be like {form}")
+    return tools
 
 
 def _need(row, keys, where):
@@ -210,10 +257,12 @@ def check_sft_row(row, where):
         if both:
             raise ZeroLLMError(f"{where}: has 'messages' and {both}; give either messages or prompt + completion")
         messages = check_messages(row["messages"], where)
+        if "tools" in row:
+            check_tools(row["tools"], where)
         replies = [m for m in messages if m["role"] == "assistant"]
         if not replies:
             raise ZeroLLMError(f"{where}: no assistant message, so nothing would be learned from it")
-        if any(not m["content"] for m in replies):
+        if any(not (m.get("content") or m.get("tool_calls") or m.get("reasoning_content")) for m in replies):
             raise ZeroLLMError(f"{where}: an assistant message is empty (an empty completion teaches nothing)")
         return row
     if "prompt" not in row and "completion" not in row:

@@ -152,6 +152,7 @@ FIELD_RANGES = {
     "aux_loss_coef": Range(float, 0, 1e6),
     "z_loss_coef": Range(float, 0, 1e6),
     "n_shared_expert": Range(int, 0, 2 ** 16),
+    "head_dim": Range(int, 1, 2 ** 16),                 # None (C // nh) is not checked
     # TrainConfig
     "batch_size": Range(int, 1, 2 ** 24),
     "max_iters": COUNT,

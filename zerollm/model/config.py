@@ -3,7 +3,9 @@
 One frozen dataclass covers GPT-2 (layernorm, learned positions, GELU MLP, biases, tied
 embeddings), Llama-style models (rmsnorm, RoPE, SwiGLU, grouped-query attention), Mixtral-style
 mixtures of experts (n_expert > 0, zerollm.nn.moe), plus the in-between combinations the course
-explores. ``zerollm.model.gpt`` re-exports it.
+explores. Qwen2 (biases on q, k and v only: qkv_bias) and Qwen3 (RMSNorm on each head's queries and
+keys before RoPE: qk_norm; a head size of its own: head_dim) are three more fields any model can use.
+``zerollm.model.gpt`` re-exports it.
 """
 
 from dataclasses import asdict, dataclass, fields
@@ -17,13 +19,14 @@ MLPS = ("gelu", "swiglu")
 GELUS = ("tanh", "erf")
 ATTN_IMPLS = ("naive", "flash")
 DTYPES = ("float32", "float64")
+QWEN_OPTIONS = {"qkv_bias": False, "qk_norm": False, "head_dim": None}   # field -> the default to_dict leaves out
 
 
 @dataclass(frozen=True)
 class GPTConfig:
     """Architecture of a decoder-only (or, with causal=False, encoder-only) Transformer.
 
-    Sizes: C = n_embd, nh = n_head, hs = C // nh (head size), V = vocab_size.
+    Sizes: C = n_embd, nh = n_head, hs = head_dim or C // nh (head size), V = vocab_size.
     """
     vocab_size: int = 50257
     block_size: int = 1024          # longest sequence (context length)
@@ -54,6 +57,11 @@ class GPTConfig:
     aux_loss_coef: float = 0.01     # Switch load-balancing loss weight (Fedus et al. 2021)
     z_loss_coef: float = 0.001      # router z-loss weight (Zoph et al. 2022, ST-MoE)
     n_shared_expert: int = 0        # experts every token goes through as well (DeepSeek-MoE, Qwen-MoE)
+    # attention options of the Qwen family; the defaults are GPT-2's and Llama's (and are left out of to_dict,
+    # so the config.json of every model without them stays byte for byte what it was)
+    qkv_bias: bool = False          # biases on c_attn (q, k, v) even when bias=False; c_proj keeps none (Qwen2)
+    qk_norm: bool = False           # RMSNorm over each head's q and k before RoPE (Qwen3, OLMo 2)
+    head_dim: int | None = None     # None = n_embd // n_head; Qwen3 sets it (0.6B: 16 heads of 128 on C = 1024)
 
     def __post_init__(self):
         if self.n_kv_head is None:
@@ -73,10 +81,13 @@ class GPTConfig:
             if getattr(self, name) not in allowed:
                 raise ZeroLLMError(f"GPTConfig.{name} must be one of {', '.join(allowed)}; "
                                    f"got {getattr(self, name)!r}")
-        for name in ("bias", "tie_embeddings", "causal"):
+        for name in ("bias", "tie_embeddings", "causal", "qkv_bias", "qk_norm"):
             if not isinstance(getattr(self, name), bool):
                 raise ZeroLLMError(f"GPTConfig.{name} must be True or False, got {getattr(self, name)!r}")
-        if self.n_embd % self.n_head:
+        if self.head_dim is not None and (isinstance(self.head_dim, bool) or not isinstance(self.head_dim, int)
+                                          or self.head_dim <= 0):
+            raise ZeroLLMError(f"GPTConfig.head_dim must be a positive integer or None, got {self.head_dim!r}")
+        if self.head_dim is None and self.n_embd % self.n_head:
             raise ZeroLLMError(f"n_embd={self.n_embd} is not divisible by n_head={self.n_head}; "
                                "pick n_embd = n_head * head_size")
         if self.n_head % self.n_kv_head:
@@ -84,14 +95,14 @@ class GPTConfig:
                                "(each group of query heads shares one key/value head)")
         if self.pos == "rope" and self.head_size % 2:
             raise ZeroLLMError(f"RoPE rotates pairs of dimensions, so the head size must be even; "
-                               f"got n_embd/n_head = {self.head_size}")
+                               f"got a head size of {self.head_size}")
         if not 0.0 <= self.dropout < 1.0:
             raise ZeroLLMError(f"dropout must be in [0, 1), got {self.dropout}")
         if not self.norm_eps > 0 or not self.init_std > 0 or not self.rope_theta > 0:
             raise ZeroLLMError("norm_eps, init_std and rope_theta must be positive")
         for f in fields(self):                  # the declared ranges (zerollm.io.argtypes): finite, not absurd
             declared = field_range(GPTConfig, f)
-            if declared is not None:
+            if declared is not None and getattr(self, f.name) is not None:      # head_dim=None: C // nh
                 declared.check(getattr(self, f.name), f"GPTConfig.{f.name}")
         self._validate_moe()
 
@@ -117,7 +128,18 @@ class GPTConfig:
     # ------------------------------------------------------------------
     @property
     def head_size(self):
-        return self.n_embd // self.n_head
+        """hs: C // nh, unless head_dim says otherwise (then q, k and v are nh * hs wide, not C)."""
+        return self.head_dim if self.head_dim is not None else self.n_embd // self.n_head
+
+    @property
+    def attn_width(self):
+        """nh * hs: the width of the attention's output before c_proj (C unless head_dim is set)."""
+        return self.n_head * self.head_size
+
+    @property
+    def qkv_has_bias(self):
+        """c_attn has a bias: with every linear's (bias) or on its own (qkv_bias, Qwen2)."""
+        return self.bias or self.qkv_bias
 
     def is_moe(self, layer):
         """True if block ``layer`` (0-based) has a mixture of experts instead of a dense MLP.
@@ -137,7 +159,13 @@ class GPTConfig:
         return [i for i in range(self.n_layer) if self.is_moe(i)]
 
     def to_dict(self):
-        return asdict(self)
+        """Every field, but the Qwen attention options only when set: a file written without them is
+        unchanged, and an older zerollm still reads it."""
+        d = asdict(self)
+        for name in QWEN_OPTIONS:
+            if d[name] == QWEN_OPTIONS[name]:
+                del d[name]
+        return d
 
     @classmethod
     def from_dict(cls, d, where="GPTConfig", section=""):

@@ -9,7 +9,8 @@ Parameters live in one flat dict named exactly as Hugging Face's GPT-2 checkpoin
 
     wte.weight (V, C)              wpe.weight (block_size, C)      [pos == 'learned']
     h.{i}.ln_1.weight/.bias        h.{i}.attn.c_attn.weight (C, (nh + 2 nkv) hs)  [.bias]
-    h.{i}.attn.c_proj.weight (C, C) [.bias]                        h.{i}.ln_2.weight/.bias
+    h.{i}.attn.c_proj.weight (nh hs, C) [.bias]                    h.{i}.ln_2.weight/.bias
+    h.{i}.attn.q_norm.weight (hs,), h.{i}.attn.k_norm.weight (hs,) [qk_norm only: Qwen3]
     h.{i}.mlp.c_fc.weight (C, H) or (C, 2H) for SwiGLU [.bias]     h.{i}.mlp.c_proj.weight (H, C) [.bias]
     ln_f.weight/.bias              lm_head.weight (V, C)           [untied embeddings only]
 
@@ -22,7 +23,8 @@ A mixture-of-experts block (config.is_moe(i), zerollm.nn.moe) has instead of mlp
     h.{i}.mlp.shared.c_proj.weight (S*H, C) [.bias]                S shared experts as one S*H-wide MLP
 
 Linear weights are (in, out), as GPT-2's Conv1D stores them. Norm biases exist only for layernorm
-with bias=True; linear biases only with bias=True.
+with bias=True; linear biases only with bias=True, but c_attn's also with qkv_bias=True (Qwen2).
+nh hs = C unless head_dim is set.
 
 The loss of forward(idx, targets) is the cross-entropy alone, comparable between dense and MoE
 models. A mixture of experts also has its auxiliary losses (``moe_stats``, ``moe_loss()``); every
@@ -69,9 +71,9 @@ def param_shapes(cfg):
         if norm_bias:
             shapes[name + ".bias"] = (C,)
 
-    def linear(name, n_in, n_out):
+    def linear(name, n_in, n_out, bias=cfg.bias):
         shapes[name + ".weight"] = (n_in, n_out)
-        if cfg.bias:
+        if bias:
             shapes[name + ".bias"] = (n_out,)
 
     def experts(name, n_in, n_out):
@@ -83,8 +85,11 @@ def param_shapes(cfg):
     for i in range(cfg.n_layer):
         p = f"h.{i}."
         norm(p + "ln_1")
-        linear(p + "attn.c_attn", C, qkv)
-        linear(p + "attn.c_proj", C, C)
+        linear(p + "attn.c_attn", C, qkv, bias=cfg.qkv_has_bias)
+        if cfg.qk_norm:
+            shapes[p + "attn.q_norm.weight"] = (hs,)
+            shapes[p + "attn.k_norm.weight"] = (hs,)
+        linear(p + "attn.c_proj", cfg.attn_width, C)
         norm(p + "ln_2")
         if cfg.is_moe(i):
             shapes[p + "mlp.router.weight"] = (C, cfg.n_expert)

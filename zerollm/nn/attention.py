@@ -9,6 +9,11 @@ Heads are an array axis, never a Python loop. Queries are kept as (B, nkv, g, T,
 values as (B, nkv, 1, Tk, hs): matmul broadcasting then lets every group of g query heads share
 one key/value head (grouped-query attention, Ainslie et al. 2023) without copying k and v.
 nkv == nh is ordinary multi-head attention, nkv == 1 is multi-query attention (Shazeer 2019).
+
+QK-norm (Qwen3, OLMo 2; Dehghani et al. 2023): an RMSNorm over each head's hs numbers of q and of k,
+with a gain of hs numbers shared by every head, before RoPE. It bounds the logits q.k, which keeps
+big or long trainings from blowing up the softmax. The head size hs may differ from C // nh (Qwen3's
+head_dim): c_attn is then (C, (nh + 2 nkv) hs) and c_proj (nh hs, C).
 """
 
 from typing import NamedTuple
@@ -23,6 +28,7 @@ from zerollm.io.errors import ZeroLLMError
 from zerollm.nn.dropout import Dropout, DropoutCache, dropout_backward, dropout_forward
 from zerollm.nn.flash import FlashCache, flash_sdpa_backward, flash_sdpa_forward, sum_groups
 from zerollm.nn.lora import adapted_backward, adapted_forward
+from zerollm.nn.norm import rmsnorm_backward, rmsnorm_forward
 from zerollm.nn.position import rope_backward, rope_forward
 
 
@@ -382,11 +388,14 @@ def merge_heads(x):
 # the whole attention sub-layer
 
 class AttentionWeights(NamedTuple):
-    """The two linears of the layer, named as in GPT-2's checkpoints (attn.c_attn, attn.c_proj)."""
+    """The two linears of the layer, named as in GPT-2's checkpoints (attn.c_attn, attn.c_proj), and the
+    gains of QK-norm when the layer has it (attn.q_norm, attn.k_norm)."""
     w_attn: np.ndarray          # (C, (nh + 2 nkv) hs): q, k and v in one matmul
     b_attn: np.ndarray | None   # ((nh + 2 nkv) hs,)
-    w_proj: np.ndarray          # (C, C)
+    w_proj: np.ndarray          # (nh hs, C)
     b_proj: np.ndarray | None   # (C,)
+    q_norm: np.ndarray | None = None   # (hs,): RMSNorm gain over each query head (Qwen3); None = no QK-norm
+    k_norm: np.ndarray | None = None   # (hs,): the same for each key head
 
 
 class AttentionConfig(NamedTuple):
@@ -396,6 +405,7 @@ class AttentionConfig(NamedTuple):
     causal: bool = True         # False: every query sees every key (an encoder)
     dropout: float = 0.0        # on the attention weights and on the output, in training
     attn_impl: str = "naive"    # 'naive' (sdpa_forward, full T x Tk scores) or 'flash' (zerollm.nn.flash, O(T))
+    norm_eps: float = 1e-6      # QK-norm's epsilon (the model's norm_eps)
 
 
 class ForwardPass(NamedTuple):
@@ -416,6 +426,7 @@ class MHACache(NamedTuple):
     drop: tuple             # DropoutCache of the residual dropout
     n_head: int
     n_kv_head: int
+    qk_norm: tuple | None = None    # (NormCache of q, NormCache of k) with QK-norm
 
 
 def mha_forward(x, weights, config, run=ForwardPass(), *, layer=0, lora=None):
@@ -427,14 +438,15 @@ def mha_forward(x, weights, config, run=ForwardPass(), *, layer=0, lora=None):
     replaces ``config.causal``.
     lora: optional (Adapted of c_attn, Adapted of c_proj) (zerollm.nn.lora): frozen projections with adapters.
     """
-    w_attn, b_attn, w_proj, b_proj = weights
-    n_head, n_kv_head, causal, dropout, attn_impl = config
+    w_attn, b_attn, w_proj, b_proj = weights[:4]
+    n_head, n_kv_head, causal, dropout, attn_impl = config[:5]
     rope, mask, kv, rng, training = run
     lora_attn, lora_proj = lora or (None, None)
     if attn_impl not in ("naive", "flash"):
         raise ZeroLLMError(f"attn_impl must be 'naive' or 'flash', got {attn_impl!r}")
     qkv, attn = adapted_forward(x, w_attn, b_attn, lora_attn, rng, training)   # (B, T, C) -> (B, T, (nh + 2 nkv) hs)
     q, k, v = split_qkv(qkv, n_head, n_kv_head)            # (B,nkv,g,T,hs), (B,nkv,1,T,hs) x2
+    q, k, qk_norm = qk_norm_forward(q, k, weights, config.norm_eps)
     rope_q = rope_k = None
     if rope is not None:
         q, rope_q = rope_forward(q, *rope)
@@ -450,15 +462,37 @@ def mha_forward(x, weights, config, run=ForwardPass(), *, layer=0, lora=None):
     y = merge_heads(y)                                     # (B, nkv, g, T, hs) -> (B, T, C)
     out, proj = adapted_forward(y, w_proj, b_proj, lora_proj, rng, training)   # (B, T, C) -> (B, T, C)
     out, drop = dropout_forward(out, dropout, rng, training)
-    return out, MHACache(attn, rope_q, rope_k, sd, proj, drop, n_head, n_kv_head)
+    return out, MHACache(attn, rope_q, rope_k, sd, proj, drop, n_head, n_kv_head, qk_norm)
+
+
+def qk_norm_forward(q, k, weights, eps):
+    """q, k <- RMSNorm over the last axis (each head's hs numbers), with the gains weights.q_norm and
+    weights.k_norm; unchanged (and no cache) when the layer has no QK-norm. Returns (q, k, cache)."""
+    if weights.q_norm is None:
+        return q, k, None
+    q, q_cache = rmsnorm_forward(q, weights.q_norm, eps)      # (B, nkv, g, T, hs)
+    k, k_cache = rmsnorm_forward(k, weights.k_norm, eps)      # (B, nkv, 1, T, hs)
+    return q, k, (q_cache, k_cache)
+
+
+def qk_norm_backward(dq, dk, cache):
+    """forward was q' = rmsnorm(q) * w_q per head (and k' likewise), so each head's gradient goes through
+    rmsnorm_backward, and the gain's gradient sums over every head and position. Returns
+    (dq, dk, (dw_q, dw_k)); (dq, dk, None) without QK-norm."""
+    if cache is None:
+        return dq, dk, None
+    dq, dw_q = rmsnorm_backward(dq, cache[0])
+    dk, dw_k = rmsnorm_backward(dk, cache[1])
+    return dq, dk, (dw_q, dw_k)
 
 
 def mha_backward(dout, cache, grads=None):
-    """Returns (dx, dw_attn, db_attn, dw_proj, db_proj): the forward steps in reverse. With LoRA the
-    weight gradients are None and the adapters' go into ``grads``."""
+    """Returns (dx, dw_attn, db_attn, dw_proj, db_proj, dq_norm, dk_norm): the forward steps in reverse.
+    With LoRA the weight gradients are None and the adapters' go into ``grads``; without QK-norm the
+    last two are None."""
     dout = dropout_backward(dout, cache.drop)
     dy, dw_proj, db_proj = adapted_backward(dout, cache.proj, grads)           # (B, T, C)
-    B, T, C = dy.shape
+    B, T, C = dy.shape                                     # C here: nh hs, c_proj's input
     nkv, g = cache.n_kv_head, cache.n_head // cache.n_kv_head
     dy = cast(dy).reshape(B, T, nkv, g, C // cache.n_head).transpose(0, 2, 3, 1, 4)   # (B,nkv,g,T,hs)
     # the inverse of split_qkv: split_qkv on the gradient buffer gives views of the right places,
@@ -468,12 +502,14 @@ def mha_backward(dout, cache, grads=None):
     if isinstance(cache.sdpa, FlashCache):
         dq, dk, dv = flash_sdpa_backward(dy, cache.sdpa)
     else:                                                  # without RoPE the gradients go into dqkv at once
-        dq, dk, dv = sdpa_backward(dy, cache.sdpa, out=views if cache.rope_q is None else None)
+        direct = cache.rope_q is None and cache.qk_norm is None
+        dq, dk, dv = sdpa_backward(dy, cache.sdpa, out=views if direct else None)
     if cache.rope_q is not None:
         dq = rope_backward(dq, cache.rope_q)
         dk = rope_backward(dk, cache.rope_k)
+    dq, dk, dnorm = qk_norm_backward(dq, dk, cache.qk_norm)
     for view, grad in zip(views, (dq, dk, dv)):
         if grad is not view:
             view[...] = grad
     dx, dw_attn, db_attn = adapted_backward(dqkv, cache.attn, grads)
-    return dx, dw_attn, db_attn, dw_proj, db_proj
+    return (dx, dw_attn, db_attn, dw_proj, db_proj, *(dnorm or (None, None)))

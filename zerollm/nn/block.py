@@ -112,8 +112,9 @@ def block_forward(x, params, prefix, cfg, run=ForwardPass(), *, layer=0, lora=No
     mha_forward. lora: the model's LoRA (zerollm.nn.lora): the linears are frozen and their adapters join in."""
     attn_lora = None if lora is None else (lora.on(prefix + "attn.c_attn"), lora.on(prefix + "attn.c_proj"))
     weights = AttentionWeights(params[prefix + "attn.c_attn.weight"], params.get(prefix + "attn.c_attn.bias"),
-                               params[prefix + "attn.c_proj.weight"], params.get(prefix + "attn.c_proj.bias"))
-    config = AttentionConfig(cfg.n_head, cfg.n_kv_head, cfg.causal, cfg.dropout, cfg.attn_impl)
+                               params[prefix + "attn.c_proj.weight"], params.get(prefix + "attn.c_proj.bias"),
+                               params.get(prefix + "attn.q_norm.weight"), params.get(prefix + "attn.k_norm.weight"))
+    config = AttentionConfig(cfg.n_head, cfg.n_kv_head, cfg.causal, cfg.dropout, cfg.attn_impl, cfg.norm_eps)
     h, ln_1 = norm_forward(x, params, prefix + "ln_1", cfg)
     a, attn = mha_forward(h, weights, config, run, layer=layer, lora=attn_lora)
     x = x + a                                   # residual 1 (a new array: the caller's x is kept)
@@ -138,8 +139,10 @@ def block_backward(dx, cache, prefix, cfg, grads, loss_scale=1.0):
     else:
         dh = mlp_backward(dm, cache.mlp, prefix + "mlp", cfg, grads)
     dx = dx + norm_backward(dh, cache.ln_2, prefix + "ln_2", cfg, grads)
-    dh, dw_attn, db_attn, dw_proj, db_proj = mha_backward(dx, cache.attn, grads)
+    dh, dw_attn, db_attn, dw_proj, db_proj, dq_norm, dk_norm = mha_backward(dx, cache.attn, grads)
     _put(grads, prefix + "attn.c_attn", dw_attn, db_attn)
     _put(grads, prefix + "attn.c_proj", dw_proj, db_proj)
+    if dq_norm is not None:                     # QK-norm's gains (Qwen3)
+        grads[prefix + "attn.q_norm.weight"], grads[prefix + "attn.k_norm.weight"] = dq_norm, dk_norm
     dx += norm_backward(dh, cache.ln_1, prefix + "ln_1", cfg, grads)
     return dx

@@ -200,7 +200,7 @@ def sites(cfg):
         out.append(Site(p + "attn.c_attn", p + "attn.c_attn", slice(0, qkv), C, qkv, ()))
         for name, lo, hi in (("q_proj", 0, nq), ("k_proj", nq, nq + nkv), ("v_proj", nq + nkv, qkv)):
             out.append(Site(p + "attn." + name, p + "attn.c_attn", slice(lo, hi), C, hi - lo, ()))
-        out.append(Site(p + "attn.c_proj", p + "attn.c_proj", slice(0, C), C, C, (p + "attn.o_proj",)))
+        out.append(Site(p + "attn.c_proj", p + "attn.c_proj", slice(0, C), nq, C, (p + "attn.o_proj",)))
         if cfg.is_moe(i):
             continue
         fc = 2 * H if cfg.mlp == "swiglu" else H

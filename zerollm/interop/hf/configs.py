@@ -1,4 +1,9 @@
-"""transformers ``config.json`` <-> GPTConfig, for the families zerollm can run: GPT-2, Llama, Mixtral.
+"""transformers ``config.json`` <-> GPTConfig, for the families zerollm can run: GPT-2, Llama (Mistral,
+SmolLM2), Qwen2, Qwen3, Mixtral.
+
+Qwen2 is Llama with biases on q_proj, k_proj and v_proj only (GPTConfig.qkv_bias); Qwen3 drops them and
+adds an RMSNorm over each head's queries and keys before RoPE (qk_norm), with a head size of its own
+(head_dim: Qwen3-0.6B has 16 heads of 128 on a width of 1024).
 
 Reading, every option that would change what the network computes is checked; one we do not
 implement is a ZeroLLMError naming it (never a silently different model). Dropout is not carried
@@ -15,16 +20,25 @@ from zerollm.io.errors import ZeroLLMError
 
 ARCHITECTURES = {"GPT2LMHeadModel": "gpt2", "GPT2Model": "gpt2", "LlamaForCausalLM": "llama",
                  "LlamaModel": "llama", "MistralForCausalLM": "llama", "MistralModel": "llama",
-                 "MixtralForCausalLM": "mixtral", "MixtralModel": "mixtral"}
-MODEL_TYPES = {"gpt2": "gpt2", "llama": "llama", "mistral": "llama", "mixtral": "mixtral"}
+                 "MixtralForCausalLM": "mixtral", "MixtralModel": "mixtral",
+                 "Qwen2ForCausalLM": "qwen2", "Qwen2Model": "qwen2", "Qwen3ForCausalLM": "qwen3", "Qwen3Model": "qwen3"}
+MODEL_TYPES = {"gpt2": "gpt2", "llama": "llama", "mistral": "llama", "mixtral": "mixtral", "qwen2": "qwen2",
+               "qwen3": "qwen3"}
 GPT2_ACTIVATIONS = {"gelu_new": "tanh", "gelu_pytorch_tanh": "tanh", "gelu_fast": "tanh", "gelu": "erf"}
 # what each exported layout can express (anything else in GPTConfig is a size, or free)
-LAYOUT_NEEDS = {"gpt2": dict(norm="layernorm", pos="learned", mlp="gelu", causal=True, n_expert=0),
-                "llama": dict(norm="rmsnorm", pos="rope", mlp="swiglu", causal=True, n_expert=0),
+# (tried in this order: a plain Llama-shaped config exports as Llama, not as Qwen)
+_DENSE_ROPE = dict(norm="rmsnorm", pos="rope", mlp="swiglu", causal=True, n_expert=0)
+LAYOUT_NEEDS = {"gpt2": dict(norm="layernorm", pos="learned", mlp="gelu", causal=True, n_expert=0, qkv_bias=False,
+                             qk_norm=False, head_dim=None),
+                "llama": dict(_DENSE_ROPE, qkv_bias=False, qk_norm=False),
+                # Qwen2: biases on q, k and v only, never on o_proj or the MLP
+                "qwen2": dict(_DENSE_ROPE, bias=False, qkv_bias=True, qk_norm=False),
+                # Qwen3: QK-norm, no biases
+                "qwen3": dict(_DENSE_ROPE, bias=False, qkv_bias=False, qk_norm=True),
                 # Mixtral (Jiang et al. 2024): every block MoE, top-k renormalised, SwiGLU experts, no biases
                 "mixtral": dict(norm="rmsnorm", pos="rope", mlp="swiglu", causal=True, bias=False, moe_every=1,
-                                moe_norm_topk=True, n_shared_expert=0)}
-FAMILY_NAMES = {"gpt2": "GPT-2", "llama": "Llama", "mixtral": "Mixtral"}
+                                moe_norm_topk=True, n_shared_expert=0, qkv_bias=False, qk_norm=False)}
+FAMILY_NAMES = {"gpt2": "GPT-2", "llama": "Llama", "qwen2": "Qwen2", "qwen3": "Qwen3", "mixtral": "Mixtral"}
 
 
 # ----------------------------------------------------------------------------
@@ -43,14 +57,14 @@ def family_of(hf, where="config.json"):
     family = known[0] if known else MODEL_TYPES.get(model_type) if isinstance(model_type, str) else None
     if family is None:
         raise ZeroLLMError(f"{where}: model_type {hf.get('model_type')!r} is not supported; zerollm "
-                           f"loads model types {', '.join(MODEL_TYPES)} (GPT-2, Llama and Mixtral-style models)")
+                           f"loads model types {', '.join(MODEL_TYPES)} (GPT-2, Llama, Qwen and Mixtral-style models)")
     return family
 
 
 def _refuse(where, problems):
     if problems:
         raise ZeroLLMError(f"{where}: zerollm cannot run this model because of {'; '.join(problems)}; "
-                           "only plain GPT-2, Llama and Mixtral architectures are implemented")
+                           "only plain GPT-2, Llama, Qwen2, Qwen3 and Mixtral architectures are implemented")
 
 
 def _gpt2_fields(hf, where):
@@ -78,14 +92,18 @@ def _rope_theta(hf, where):
     return float(params.get("rope_theta", hf.get("rope_theta", 10000.0)))
 
 
+def _head_dim(hf):
+    """head_dim, or None when it is hidden_size / num_attention_heads (zerollm's default head size)."""
+    C, nh, head_dim = hf["hidden_size"], hf["num_attention_heads"], hf.get("head_dim")
+    return None if head_dim is None or (C % nh == 0 and head_dim == C // nh) else head_dim
+
+
 def _llama_fields(hf, where):
     C, nh = hf["hidden_size"], hf["num_attention_heads"]
     attn_bias, mlp_bias = hf.get("attention_bias", False), hf.get("mlp_bias", False)
-    act, head_dim, window = hf.get("hidden_act", "silu"), hf.get("head_dim"), hf.get("sliding_window")
+    act, window = hf.get("hidden_act", "silu"), hf.get("sliding_window")
     checks = [
         (act not in ("silu", "swish"), f"hidden_act={act!r} (needs 'silu')"),
-        (head_dim not in (None, C // nh),
-         f"head_dim={head_dim} (needs hidden_size/num_attention_heads = {C // nh})"),
         (attn_bias != mlp_bias,
          f"attention_bias={attn_bias} with mlp_bias={mlp_bias} (zerollm has one bias switch)"),
         (window is not None and window < hf.get("max_position_embeddings", 2048), f"sliding_window={window}"),
@@ -95,7 +113,24 @@ def _llama_fields(hf, where):
                 n_layer=hf["num_hidden_layers"], n_head=nh, n_kv_head=hf.get("num_key_value_heads") or nh,
                 n_embd=C, n_inner=hf["intermediate_size"], norm="rmsnorm",
                 norm_eps=hf.get("rms_norm_eps", 1e-6), pos="rope", rope_theta=_rope_theta(hf, where),
-                mlp="swiglu", bias=attn_bias, tie_embeddings=hf.get("tie_word_embeddings", False))
+                mlp="swiglu", bias=attn_bias, tie_embeddings=hf.get("tie_word_embeddings", False),
+                head_dim=_head_dim(hf))
+
+
+def _qwen_fields(hf, where, family):
+    """Qwen2 / Qwen3 = Llama's fields with the attention options of the family. Their configs name a
+    sliding_window even when it is off (use_sliding_window false): only a window in use is refused."""
+    sliding = hf.get("use_sliding_window", False) or "sliding_attention" in (hf.get("layer_types") or [])
+    act, attn_bias = hf.get("hidden_act", "silu"), hf.get("attention_bias", False)
+    checks = [(bool(sliding), f"use_sliding_window={hf.get('use_sliding_window')} (sliding-window attention "
+                              "is not implemented)"),
+              (family == "qwen3" and bool(attn_bias),
+               "attention_bias=true (a bias on o_proj as well; zerollm's Qwen3 has none)")]
+    _refuse(where, [problem for bad, problem in checks if bad])
+    fields = _llama_fields({**hf, "attention_bias": False, "mlp_bias": False, "sliding_window": None,
+                            "hidden_act": act}, where)
+    return dict(fields, qkv_bias=family == "qwen2", qk_norm=family == "qwen3",
+                tie_embeddings=hf.get("tie_word_embeddings", False))
 
 
 def _mixtral_fields(hf, where):
@@ -119,9 +154,10 @@ def hf_to_config(hf, where="config.json", dtype="float32"):
     if not isinstance(hf, dict):
         raise ZeroLLMError(f"{where} must hold a JSON object")
     family = family_of(hf, where)
-    read = {"gpt2": _gpt2_fields, "llama": _llama_fields, "mixtral": _mixtral_fields}[family]
+    read = {"gpt2": _gpt2_fields, "llama": _llama_fields, "mixtral": _mixtral_fields,
+            "qwen2": lambda h, w: _qwen_fields(h, w, "qwen2"), "qwen3": lambda h, w: _qwen_fields(h, w, "qwen3")}
     try:
-        fields = read(hf, where)
+        fields = read[family](hf, where)
     except ZeroLLMError:                         # an architecture zerollm does not implement: said as is
         raise
     except KeyError as err:
@@ -141,7 +177,7 @@ def hf_to_config(hf, where="config.json", dtype="float32"):
 # writing: GPTConfig -> config.json
 
 def export_family(cfg):
-    """'gpt2', 'llama' or 'mixtral': the transformers layout that computes exactly this config."""
+    """'gpt2', 'llama', 'qwen2', 'qwen3' or 'mixtral': the transformers layout that computes exactly this config."""
     wrong = {family: [f"{k}={getattr(cfg, k)!r} (needs {v!r})"
                       for k, v in needs.items() if getattr(cfg, k) != v]
              for family, needs in LAYOUT_NEEDS.items()}
@@ -182,5 +218,9 @@ def config_to_hf(cfg, family, special=None):
         return dict(architectures=["MixtralForCausalLM"], model_type="mixtral", num_local_experts=cfg.n_expert,
                     num_experts_per_tok=k, router_aux_loss_coef=cfg.aux_loss_coef / k, output_router_logits=False,
                     router_jitter_noise=0.0, sliding_window=None, **rope_llama)
+    if family in ("qwen2", "qwen3"):
+        arch = "Qwen2ForCausalLM" if family == "qwen2" else "Qwen3ForCausalLM"
+        return dict(architectures=[arch], model_type=family, attention_bias=False, use_sliding_window=False,
+                    sliding_window=None, max_window_layers=cfg.n_layer, **rope_llama)
     return dict(architectures=["LlamaForCausalLM"], model_type="llama", attention_bias=cfg.bias, mlp_bias=cfg.bias,
                 **rope_llama)

@@ -1,12 +1,14 @@
 """Export a zerollm GPT as a transformers directory that ``AutoModelForCausalLM`` loads unchanged.
 
-    export(model, "out")      ->  out/config.json          GPT2LMHeadModel, LlamaForCausalLM or MixtralForCausalLM
+    export(model, "out")      ->  out/config.json          GPT2LMHeadModel, LlamaForCausalLM, Qwen2ForCausalLM,
+                                                           Qwen3ForCausalLM or MixtralForCausalLM
                                   out/model.safetensors    float32, transformers' names
                                   out/tokenizer.json       (+ tokenizer_config.json) for any tokenizer:
                                                            byte, char or BPE (zerollm.tokenizers.hf_export)
 
-Layernorm + learned positions + GELU -> GPT-2; rmsnorm + RoPE + SwiGLU -> Llama, or Mixtral when every
-block is a mixture of experts with renormalised top-k gates (see configs.py).
+Layernorm + learned positions + GELU -> GPT-2; rmsnorm + RoPE + SwiGLU -> Llama (Qwen2 with biases on
+q, k and v only, Qwen3 with QK-norm), or Mixtral when every block is a mixture of experts with
+renormalised top-k gates (see configs.py).
 GPT-2 always has biases and no grouped-query attention, so a bias-free model gets zero biases and
 shared key/value heads are repeated, one copy per query head: both compute exactly the same logits.
 
@@ -238,7 +240,8 @@ def _write_tokenizer(tokenizer, folder, cfg):
 # a reward model: transformers' sequence classifier with one label
 
 SEQUENCE_CLASSIFIERS = {"gpt2": "GPT2ForSequenceClassification", "llama": "LlamaForSequenceClassification",
-                        "mixtral": "MixtralForSequenceClassification"}
+                        "mixtral": "MixtralForSequenceClassification", "qwen2": "Qwen2ForSequenceClassification",
+                        "qwen3": "Qwen3ForSequenceClassification"}
 
 
 def as_sequence_classifier(arrays, hf_config, family, score):

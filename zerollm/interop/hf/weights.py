@@ -1,4 +1,5 @@
-"""Weights between our layout and transformers' GPT-2 / Llama / Mixtral layouts, and reading them from disk.
+"""Weights between our layout and transformers' GPT-2 / Llama / Qwen2 / Qwen3 / Mixtral layouts, and reading
+them from disk.
 
 Each of our parameters is one HF tensor, or several laid side by side along our last axis:
 
@@ -10,6 +11,9 @@ Each of our parameters is one HF tensor, or several laid side by side along our 
     h.{i}.mlp.c_fc        h.{i}.mlp.c_fc                       [gate_proj | up_proj]
     h.{i}.mlp.c_proj      h.{i}.mlp.c_proj                     down_proj
     ln_f, lm_head         ln_f, lm_head                        norm, lm_head
+
+Qwen2 and Qwen3 use Llama's names. Qwen2's c_attn bias is [q_proj.bias | k_proj.bias | v_proj.bias];
+Qwen3 adds the QK-norm gains h.{i}.attn.q_norm / k_norm = self_attn.q_norm / k_norm (hs,) each.
 
 Mixtral is Llama's layout with a mixture of experts in place of each MLP. Our experts are stacked on
 a leading axis; in the checkpoint each expert j has its own tensors (the hub's layout, which
@@ -38,7 +42,7 @@ from zerollm.model.gpt import param_shapes
 from zerollm.io.safetensors import load_file
 from zerollm.io.validate import require_finite
 
-PREFIX = {"gpt2": "transformer.", "llama": "model.", "mixtral": "model."}
+PREFIX = {"gpt2": "transformer.", "llama": "model.", "mixtral": "model.", "qwen2": "model.", "qwen3": "model."}
 _TABLES = ("wte.weight", "wpe.weight", "lm_head.weight")    # (rows, C) in every layout
 # buffers, not parameters: GPT-2's causal-mask tables, old Llama checkpoints' RoPE frequency cache
 _BUFFER = re.compile(r"h\.\d+\.attn\.(bias|masked_bias)|.*rotary_emb\.inv_freq")
@@ -66,7 +70,8 @@ def pieces(cfg, family):
     layer = {"ln_1": [("input_layernorm", C)], "ln_2": [("post_attention_layernorm", C)],
              "attn.c_attn": [("self_attn.q_proj", q), ("self_attn.k_proj", kv), ("self_attn.v_proj", kv)],
              "attn.c_proj": [("self_attn.o_proj", C)],
-             "mlp.c_fc": [("mlp.gate_proj", H), ("mlp.up_proj", H)], "mlp.c_proj": [("mlp.down_proj", C)]}
+             "mlp.c_fc": [("mlp.gate_proj", H), ("mlp.up_proj", H)], "mlp.c_proj": [("mlp.down_proj", C)],
+             "attn.q_norm": [("self_attn.q_norm", hs)], "attn.k_norm": [("self_attn.k_norm", hs)]}
     for i in range(cfg.n_layer):
         for ours, theirs in layer.items():
             for kind in ("weight", "bias"):

@@ -1,7 +1,9 @@
 """generation: text out of a model. The sampler (temperature, top-k, top-p, min-p, penalties: sample),
 the one decode loop that every client runs (batching: the Scheduler, continuous batching for the server
 and groups of requests in the caller's thread, with rolling caches, the context limit, stop ids and stop
-strings), generate and sample_completions over it (decode), ids made into whole characters with stop
+strings; prefix cache, chunked prefill and speculation for the server's batch), the prefix cache's
+blocks of prompt keys and values (prefix), prompt-lookup guesses for speculative decoding (speculate),
+generate and sample_completions over it (decode), ids made into whole characters with stop
 strings cut out (text), and generated text made safe to print (display).
 
 May import io, engine, tokenizers, nn, model and data."""

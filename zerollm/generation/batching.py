@@ -51,7 +51,9 @@ import numpy as np
 
 from zerollm.io.errors import ZeroLLMError
 from zerollm.model.kvcache import KVCache
-from zerollm.generation.sample import Sampling, choose, token_counts
+from zerollm.generation.prefix import PrefixCache
+from zerollm.generation.sample import GREEDY_BELOW, Sampling, choose, probabilities, token_counts
+from zerollm.generation.speculate import Speculation, lookup
 
 
 class Token(NamedTuple):
@@ -117,11 +119,43 @@ class Request:
         self.cancelled = True
 
 
+@dataclass(frozen=True)
+class Features:
+    """What the shared batch (``submit``) does beyond plain continuous batching; groups (``stream``) never
+    use them. ``prefix_cache``: bytes of prompt keys and values kept for later prompts that begin alike
+    (0 = off; zerollm.generation.prefix); ``prefill_chunk``: at most this many prompt tokens prefilled per
+    step, between the running rows' steps (None = each prompt whole when it joins); ``speculation``:
+    tokens guessed and checked in one forward (zerollm.generation.speculate)."""
+    prefix_cache: int = 0
+    prefill_chunk: int | None = None
+    speculation: Speculation = Speculation()
+
+    def __post_init__(self):
+        if self.prefix_cache < 0 or (self.prefill_chunk is not None and self.prefill_chunk < 1):
+            raise ZeroLLMError(f"prefix_cache must be >= 0 bytes and prefill_chunk >= 1 token; got "
+                               f"{self.prefix_cache}, {self.prefill_chunk}")
+        if self.speculation.method not in ("off", "ngram") or self.speculation.tokens < 1:
+            raise ZeroLLMError(f"speculation must be 'off' or 'ngram' with >= 1 token; got "
+                               f"{self.speculation.method!r}, {self.speculation.tokens}")
+
+
 @dataclass(eq=False)
 class _Row:
     req: Request
     counts: np.ndarray                          # (V,) how often each id was generated
     seen: np.ndarray | None                     # (V,) bool, ids in the prompt (repetition_penalty)
+    blocks: list = field(default_factory=list)  # prefix-cache blocks held for its prompt
+    forced: int | None = None                   # its next id, already drawn (a refused guess's replacement)
+    ended: bool = False                         # Done sent while its guesses were emitted: leaves next step
+
+
+@dataclass(eq=False)
+class _Prefill:
+    """Requests with prompts of one length (and one prefix-cache hit) being prefilled, ``done`` tokens so far."""
+    reqs: list
+    cache: KVCache
+    done: int
+    blocks: list                                # per request, the prefix-cache blocks held for it
 
 
 @dataclass(eq=False)
@@ -174,17 +208,20 @@ class Scheduler:
     ``run``, ``step`` or ``stream`` from one thread only, the one that owns the model. ``allowed``: (V,)
     bool, the ids that may be chosen (those the tokenizer can decode); None = all."""
 
-    def __init__(self, model, *, max_batch=16, max_queue=64, allowed=None):
+    def __init__(self, model, *, max_batch=16, max_queue=64, allowed=None, features=Features()):
         if max_batch < 1 or max_queue < 0:
             raise ZeroLLMError(f"max_batch must be >= 1 and max_queue >= 0; got {max_batch}, {max_queue}")
         self.model, self.max_batch, self.max_queue, self.allowed = model.eval(), max_batch, max_queue, allowed
-        self.cfg = model.config
+        self.cfg, self.features = model.config, features
         self.waiting = collections.deque()
         self.wake = threading.Condition()
         self.joining = []                      # taken from waiting, being prefilled: not yet in rows
+        self.prefills = []                     # their _Prefill groups, oldest first
+        self.prefix = PrefixCache(features.prefix_cache) if features.prefix_cache else None
         self.shared = self._empty_batch()      # the continuous batch (submit)
         self.groups = []                       # batches of stream()
         self.steps = 0                         # steps that ran a forward pass
+        self.drafted = self.accepted = 0       # tokens guessed and kept (speculation)
 
     def _empty_batch(self):
         return _Batch([], KVCache(self.cfg, 0, max_len=1, per_row=True),
@@ -254,7 +291,7 @@ class Scheduler:
         """Step until the threading.Event ``stop`` is set, sleeping while there is nothing to do."""
         while not stop.is_set():
             with self.wake:
-                if not self.rows and not self.waiting:
+                if not self.rows and not self.waiting and not self.prefills:
                     self.wake.wait(timeout=0.1)
                     continue
             self.step()
@@ -284,8 +321,8 @@ class Scheduler:
             waiting, self.waiting = list(self.waiting), collections.deque()
         for req in waiting:
             req.emit(_done(req, "cancelled", message))
-        for row in self.rows:
-            row.req.cancel()
+        for req in [row.req for row in self.rows] + self.joining:
+            req.cancel()
 
     # ------------------------------------------------------------------
     # one step
@@ -298,10 +335,12 @@ class Scheduler:
         except Exception as err:       # noqa: BLE001 - the scheduler serves everyone else afterwards
             for req in [row.req for row in self.rows] + self.joining:
                 req.emit(_done(req, "error", f"{type(err).__name__}: {err}"))
-            self.shared, self.groups, self.joining = self._empty_batch(), [], []
+            self._release([row.blocks for row in self.shared.rows] + [b for p in self.prefills for b in p.blocks])
+            self.shared, self.groups, self.joining, self.prefills = self._empty_batch(), [], [], []
 
     def _step(self):
         """Steps 1-5 for the shared batch and every group; an error is raised to the caller."""
+        self._leave(self.shared, [not row.ended for row in self.shared.rows], None)
         for batch in [self.shared, *self.groups]:
             self._leave(batch, [not row.req.cancelled for row in batch.rows], "cancelled")
         self._join()
@@ -330,6 +369,10 @@ class Scheduler:
         """Step 5: the (A,) new ids through the model -> batch.logits. A Context group whose cache is full
         recomputes the last block_size tokens from now on (said once)."""
         if batch.context is None:
+            guesses = [self._guess(row) for row in batch.rows] if batch is self.shared else []
+            if any(guesses):
+                self._verify(batch, nxt, guesses)
+                return
             batch.logits = self._last_logits(nxt[:, None], batch.cache)      # (A, 1) -> (A, V)
             return
         batch.tokens = np.concatenate([batch.tokens, nxt[:, None]], axis=1)  # (A, T + 1)
@@ -342,34 +385,157 @@ class Scheduler:
         batch.cache = None
         batch.logits = self._full_logits(batch.tokens[:, -self.cfg.block_size:])
 
+    # ------------------------------------------------------------------
+    # speculation (zerollm.generation.speculate)
+
+    def _guess(self, row):
+        """The tokens guessed to follow a row's text; none past what its max_new_tokens leaves."""
+        s, req = self.features.speculation, row.req
+        room = req.max_new_tokens - len(req.ids) - 1
+        if s.method == "off" or room < 1:
+            return []
+        return lookup(req.prompt + req.ids, min(s.tokens, room), s.ngram, s.min_ngram)
+
+    def _verify(self, batch, nxt, guesses):
+        """Step 5 with guesses: each row's new id and its guesses (up to G) in one forward, (A, 1 + G); each
+        row keeps the guesses its own distribution accepts and goes on after the last one kept."""
+        A, G = len(batch.rows), max(len(g) for g in guesses)
+        idx = np.zeros((A, 1 + G), np.int64)                          # rows with fewer guesses pad with 0
+        idx[:, 0] = nxt
+        for a, g in enumerate(guesses):
+            idx[a, 1:1 + len(g)] = g
+        cache = batch.cache
+        cache.reserve(int(cache.pos.max()) + 1 + G)
+        start = cache.pos.copy()
+        logits = self.model.head(self.model.forward_hidden(idx, kv_cache=cache))   # (A, 1 + G, V)
+        kept = np.array([self._check_guess(row, g, logits[a]) for a, (row, g) in enumerate(zip(batch.rows, guesses))],
+                        dtype=np.int64)
+        cache.pos = start + 1 + kept                  # a refused guess's keys are overwritten before any query sees them
+        batch.logits = logits[np.arange(A), kept]                                   # (A, V)
+
+    def _check_guess(self, row, guess, logits):
+        """Keep guess[j] with probability p(guess[j]), p from logits[j] as choose would make it; at the first
+        refusal draw the row's next id from p without the guess (it is ``forced`` on the next step) ->
+        the number of guesses kept. Every kept token is emitted now."""
+        req, seen = row.req, row.seen[None] if row.seen is not None else None
+        for j, g in enumerate(guess):
+            p = probabilities(logits[j][None], req.sampling, row.counts[None], seen, self.allowed)[0]  # (V,)
+            greedy = req.sampling.temperature < GREEDY_BELOW                    # p is then one-hot: no draw
+            self.drafted += 1
+            if (p[g] == 1.0) if greedy else (req.rng.random() < p[g]):
+                self.accepted += 1
+                if req.keep_logits:
+                    req.logits.append(logits[j].copy())
+                if not self._emit(row, g, logits[j]):
+                    row.ended = True
+                    return j + 1
+                continue
+            rest = p.copy()
+            rest[g] = 0.0
+            row.forced = int(np.argmax(rest)) if greedy else _draw(rest / rest.sum(), req.rng)
+            self.drafted += len(guess) - j - 1
+            return j
+        return len(guess)
+
     def _join(self):
-        """Take waiting requests into free rows: prompts of one length are prefilled together (each row
-        still alone in its attention), then all join the batch's cache in one copy."""
+        """Step 2: take waiting requests into free rows and prefill their prompts (those of one length and
+        one prefix-cache hit together, each row still alone in its attention; with a prefill_chunk, at most
+        that many prompt tokens this step, oldest first). Rows whose prompt is done join the batch's
+        cache in one copy."""
         new = []
         with self.wake:
-            while self.waiting and len(self.shared.rows) + len(new) < self.max_batch:
+            while self.waiting and len(self.shared.rows) + len(self.joining) + len(new) < self.max_batch:
                 req = self.waiting.popleft()
                 if req.cancelled:
                     req.emit(_done(req, "cancelled"))
                 else:
                     new.append(req)
-            self.joining = new                 # still counted by busy while their prompts are prefilled
-        if not new:
+            self.joining = self.joining + new  # still counted by busy while their prompts are prefilled
+        self.prefills += self._prefill_groups(new)
+        self._drop_cancelled_prefills()
+        ready = self._prefill_step()
+        if not ready:
             return
-        groups = {}
-        for req in new:
-            groups.setdefault(len(req.prompt), []).append(req)
-        caches, logits = [], [self.shared.logits]
-        for P, reqs in groups.items():
-            slots = max(P + r.max_new_tokens - 1 for r in reqs)
-            cache = KVCache(self.cfg, len(reqs), max_len=max(slots, 1), per_row=True)
-            logits.append(self._last_logits(np.array([r.prompt for r in reqs], dtype=np.int64), cache))   # (k, V)
-            caches.append(cache)
+        caches, logits, rows = [], [self.shared.logits], []
+        for pre, last in ready:
+            caches.append(pre.cache)
+            logits.append(last)
+            rows += [self._row(r, r.prompt, blocks) for r, blocks in zip(pre.reqs, pre.blocks)]
         self.shared.cache.add_rows(*caches)
         self.shared.logits = np.concatenate(logits).astype(self.shared.logits.dtype)                    # (A, V)
-        rows = [self._row(r, r.prompt) for reqs in groups.values() for r in reqs]
+        joined = {id(row.req) for row in rows}
         with self.wake:
-            self.shared.rows, self.joining = self.shared.rows + rows, []
+            self.shared.rows = self.shared.rows + rows
+            self.joining = [r for r in self.joining if id(r) not in joined]
+
+    def _prefill_groups(self, reqs):
+        """_Prefill groups for new requests: each row's cache starts with the keys and values of the
+        prefix-cache blocks found for its prompt."""
+        groups = {}
+        for req in reqs:
+            blocks = self.prefix.lookup(req.prompt) if self.prefix is not None else []
+            groups.setdefault((len(req.prompt), len(blocks)), []).append((req, blocks))
+        out = []
+        for (P, n), members in groups.items():
+            slots = max(P + r.max_new_tokens - 1 for r, _ in members)
+            cache = KVCache(self.cfg, len(members), max_len=max(slots, 1), per_row=True)
+            for b, (_, blocks) in enumerate(members):
+                for i, block in enumerate(blocks):
+                    cache.put(b, i * self.prefix.block, block.k, block.v)
+            hit = n * self.prefix.block if n else 0
+            cache.pos[:] = hit
+            out.append(_Prefill([r for r, _ in members], cache, hit, [blocks for _, blocks in members]))
+        return out
+
+    def _drop_cancelled_prefills(self):
+        """Requests cancelled while their prompt is prefilled end now and give back their prefix blocks."""
+        for pre in self.prefills:
+            keep = [not r.cancelled for r in pre.reqs]
+            if all(keep):
+                continue
+            for req, k, blocks in zip(pre.reqs, keep, pre.blocks):
+                if not k:
+                    req.emit(_done(req, "cancelled"))
+                    self._release([blocks])
+            rows = np.flatnonzero(keep)
+            pre.reqs, pre.blocks = [pre.reqs[i] for i in rows], [pre.blocks[i] for i in rows]
+            pre.cache.keep_rows(rows)
+        self.prefills = [pre for pre in self.prefills if pre.reqs]
+        with self.wake:
+            self.joining = [r for r in self.joining if not r.cancelled]
+
+    def _prefill_step(self):
+        """Prefill the next part of each waiting prompt (all of it without a prefill_chunk) -> [(_Prefill,
+        (k, V) the logits after its last prompt token)] for the groups whose prompt is now done."""
+        budget, ready = self.features.prefill_chunk, []
+        for pre in list(self.prefills):
+            P, k = len(pre.reqs[0].prompt), len(pre.reqs)
+            n = P - pre.done if budget is None else min(P - pre.done, max(budget // k, 1))
+            idx = np.array([r.prompt[pre.done:pre.done + n] for r in pre.reqs], dtype=np.int64)         # (k, n)
+            h = self.model.forward_hidden(idx, kv_cache=pre.cache)                                      # (k, n, C)
+            pre.done += n
+            if pre.done == P:
+                self._store(pre)
+                ready.append((pre, self.model.head(h[:, -1])))                                          # (k, V)
+                self.prefills.remove(pre)
+            if budget is not None:
+                budget -= n * k
+                if budget <= 0:
+                    break
+        return ready
+
+    def _store(self, pre):
+        """Keep the full blocks of each prefilled prompt in the prefix cache."""
+        if self.prefix is None:
+            return
+        for b, req in enumerate(pre.reqs):
+            pre.blocks[b] = self.prefix.store(req.prompt, pre.blocks[b], [k[b] for k in pre.cache.k],
+                                              [v[b] for v in pre.cache.v])
+
+    def _release(self, block_lists):
+        if self.prefix is not None:
+            for blocks in block_lists:
+                self.prefix.release(blocks)
 
     def _group(self, reqs):
         """A batch of its own for ``reqs`` (prompts of one length), prefilled now."""
@@ -390,10 +556,10 @@ class Scheduler:
         logits = self._full_logits(idx, cache) if cache is not None else self._full_logits(idx[:, -cfg.block_size:])
         return _Batch([self._row(r, p) for r, p in zip(reqs, idx)], cache, logits, context, idx)
 
-    def _row(self, req, prompt):
+    def _row(self, req, prompt, blocks=()):
         """A new row; ``seen``: the ids of its (cut) prompt, for repetition_penalty, None when unpenalized."""
         seen = token_counts(prompt, self.cfg.vocab_size)[0] > 0 if req.sampling.penalized else None
-        return _Row(req, np.zeros(self.cfg.vocab_size, np.int64), seen)
+        return _Row(req, np.zeros(self.cfg.vocab_size, np.int64), seen, list(blocks))
 
     def _choose(self, batch):
         """Each row's next id from its own logits and generator -> ((A,) ids, (A,) still going). Rows that
@@ -402,7 +568,10 @@ class Scheduler:
         ids = np.zeros(len(batch.rows), np.int64)
         kinds = {}
         for a, row in enumerate(batch.rows):
-            kinds.setdefault(row.req.sampling, []).append(a)
+            if row.forced is not None:                 # drawn when its guess was refused (_check_guess)
+                ids[a], row.forced = row.forced, None
+            else:
+                kinds.setdefault(row.req.sampling, []).append(a)
             if row.req.keep_logits:
                 row.req.logits.append(batch.logits[a].copy())
         for sampling, rows in kinds.items():
@@ -438,6 +607,7 @@ class Scheduler:
             for row, k in zip(batch.rows, keep):
                 if not k:
                     row.req.emit(_done(row.req, reason))
+        self._release([row.blocks for row, k in zip(batch.rows, keep) if not k])
         rows = np.flatnonzero(keep)
         batch.rows = [batch.rows[a] for a in rows]
         if batch.cache is not None:
@@ -445,6 +615,11 @@ class Scheduler:
         batch.logits = batch.logits[rows]
         if batch.tokens is not None:
             batch.tokens = batch.tokens[rows]
+
+
+def _draw(probs, rng):
+    """One id from the (V,) ``probs`` by the inverse CDF, as the sampler draws (one uniform number)."""
+    return int(min((np.cumsum(probs) < rng.random()).sum(), len(probs) - 1))
 
 
 def _done(req, reason, message=""):

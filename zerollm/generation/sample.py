@@ -77,7 +77,7 @@ def sample_next(logits, rng, temperature=1.0, top_k=None, top_p=None, min_p=None
     one generator for all rows, or a list of one per row (then row b's draw depends on rngs[b] only)."""
     if temperature < GREEDY_BELOW:
         return np.argmax(logits, axis=-1)
-    probs = softmax(filter_logits(np.asarray(logits, np.float64) / temperature, top_k, top_p, min_p))
+    probs = _probabilities(logits, temperature, top_k, top_p, min_p)
     # inverse-CDF sampling with one uniform number per row: reproducible from the rng alone
     if isinstance(rng, (list, tuple)):
         u = np.array([r.random() for r in rng])[:, None]                  # (B, 1) each from its own row's
@@ -85,6 +85,11 @@ def sample_next(logits, rng, temperature=1.0, top_k=None, top_p=None, min_p=None
         u = rng.random((probs.shape[0], 1))
     ids = (np.cumsum(probs, axis=-1) < u).sum(axis=-1)
     return np.minimum(ids, probs.shape[-1] - 1)
+
+
+def _probabilities(logits, temperature, top_k, top_p, min_p):
+    """(B, V) logits -> (B, V) the distribution sample_next draws from (temperature >= GREEDY_BELOW)."""
+    return softmax(filter_logits(np.asarray(logits, np.float64) / temperature, top_k, top_p, min_p))
 
 
 @dataclass(frozen=True)
@@ -113,12 +118,30 @@ def choose(logits, rng, sampling, counts=None, seen=None, allowed=None):
     ids only, then temperature, top-k, top-p, min-p and one uniform number per row from ``rng`` (one
     generator, or one per row as in sample_next)."""
     s = sampling
+    return sample_next(_processed(logits, s, counts, seen, allowed), rng, s.temperature, s.top_k, s.top_p, s.min_p)
+
+
+def probabilities(logits, sampling, counts=None, seen=None, allowed=None):
+    """(B, V) logits -> (B, V) the distribution ``choose`` draws from with the same arguments; greedy
+    (temperature below GREEDY_BELOW): all the mass on the id choose picks. Speculative decoding's
+    acceptance rule (zerollm.generation.batching) needs it whole, not one draw from it."""
+    logits = _processed(logits, sampling, counts, seen, allowed)
+    if sampling.temperature < GREEDY_BELOW:
+        probs = np.zeros(logits.shape)
+        np.put_along_axis(probs, np.argmax(logits, axis=-1)[:, None], 1.0, axis=-1)
+        return probs
+    return _probabilities(logits, sampling.temperature, sampling.top_k, sampling.top_p, sampling.min_p)
+
+
+def _processed(logits, sampling, counts, seen, allowed):
+    """The logits after the penalties and the ``allowed`` mask: what temperature and the filters act on."""
+    s = sampling
     if s.penalized:
         logits = penalize(logits, counts, seen, repetition_penalty=s.repetition_penalty,
                           presence_penalty=s.presence_penalty, frequency_penalty=s.frequency_penalty)
     if allowed is not None:
         logits = np.where(allowed, logits, -np.inf)
-    return sample_next(logits, rng, s.temperature, s.top_k, s.top_p, s.min_p)
+    return logits
 
 
 def check_sampling_args(temperature, top_k, top_p, min_p=None, repetition_penalty=1.0, presence_penalty=0.0,

@@ -148,6 +148,22 @@ class KVCache:
         self.slots = slots
         self.slot_pos = np.full(slots, -1)
 
+    def put(self, row, start, keys, values):
+        """Write L layers' keys and values (nkv, 1, n, hs) into ``row``'s slots start..start+n-1 (a per-row
+        cache being filled from zerollm.generation.prefix's stored blocks)."""
+        n = keys[0].shape[-2]
+        for layer in range(len(self.k)):
+            self.k[layer][row, ..., start:start + n, :] = keys[layer]
+            self.v[layer][row, ..., start:start + n, :] = values[layer]
+
+    def reserve(self, slots):
+        """Grow a per-row cache to at least ``slots`` slots (speculative decoding writes a few guesses
+        past what the longest row needs; the new slots hold zeros, which the mask hides)."""
+        if slots > self.slots:
+            self.k = [_pad_slots(k, slots) for k in self.k]
+            self.v = [_pad_slots(v, slots) for v in self.v]
+            self.slots, self.slot_pos = slots, np.full(slots, -1)
+
     @property
     def batch_size(self):
         return self.k[0].shape[0]

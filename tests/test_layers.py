@@ -45,21 +45,24 @@ def t_flash(case, q, k, v):
     return F.scaled_dot_product_attention(q, k, v, attn_mask=torch.from_numpy(~hidden))
 
 
-def t_mha(x, w_attn, b_attn, w_proj, b_proj, n_head, n_kv_head, rope=None, causal=True):
+def t_mha(x, w_attn, b_attn, w_proj, b_proj, n_head, n_kv_head, rope=None, causal=True, qk_norm=None, eps=1e-6):
+    """qk_norm: (q gain, k gain) of QK-norm, F.rms_norm over each head before RoPE (Qwen3's order)."""
     B, T, C = x.shape
-    hs = C // n_head
+    hs = w_proj.shape[0] // n_head
     q, k, v = (x @ w_attn + (0 if b_attn is None else b_attn)).split(
         [n_head * hs, n_kv_head * hs, n_kv_head * hs], dim=-1)
     q = q.view(B, T, n_head, hs).transpose(1, 2)
     k = k.view(B, T, n_kv_head, hs).transpose(1, 2)
     v = v.view(B, T, n_kv_head, hs).transpose(1, 2)
+    if qk_norm is not None:
+        q, k = F.rms_norm(q, (hs,), qk_norm[0], eps=eps), F.rms_norm(k, (hs,), qk_norm[1], eps=eps)
     if rope is not None:
         cos, sin = rope
         q, k = apply_rotary_pos_emb(q, k, cos[None], sin[None])     # Hugging Face's Llama code
     rep = n_head // n_kv_head
     k, v = k.repeat_interleave(rep, dim=1), v.repeat_interleave(rep, dim=1)
     y = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
-    y = y.transpose(1, 2).reshape(B, T, C)
+    y = y.transpose(1, 2).reshape(B, T, n_head * hs)
     return y @ w_proj + (0 if b_proj is None else b_proj)
 
 
@@ -85,18 +88,20 @@ def t_block(case, x, *ws):
     g = lambda name: p.get("h.0." + name)
     rope = t_rope_tables(x.shape[1], cfg.head_size, cfg.rope_theta) if cfg.pos == "rope" else None
     h = t_norm(cfg, x, g("ln_1.weight"), g("ln_1.bias"))
+    qk_norm = (g("attn.q_norm.weight"), g("attn.k_norm.weight")) if cfg.qk_norm else None
     x = x + t_mha(h, g("attn.c_attn.weight"), g("attn.c_attn.bias"), g("attn.c_proj.weight"),
-                  g("attn.c_proj.bias"), cfg.n_head, cfg.n_kv_head, rope, cfg.causal)
+                  g("attn.c_proj.bias"), cfg.n_head, cfg.n_kv_head, rope, cfg.causal, qk_norm, cfg.norm_eps)
     h = t_norm(cfg, x, g("ln_2.weight"), g("ln_2.bias"))
     return x + t_mlp(cfg, h, g("mlp.c_fc.weight"), g("mlp.c_fc.bias"), g("mlp.c_proj.weight"), g("mlp.c_proj.bias"))
 
 
-def t_mha_case(case, x, w_attn, b_attn, w_proj, b_proj):
+def t_mha_case(case, x, w_attn, b_attn, w_proj, b_proj, *qk_norm):
     kw = case.kwargs
     rope = None
     if "rope" in kw:
-        rope = t_rope_tables(x.shape[1], x.shape[2] // kw["n_head"], 10000.0)
-    return t_mha(x, w_attn, b_attn, w_proj, b_proj, kw["n_head"], kw["n_kv_head"], rope, kw["causal"])
+        rope = t_rope_tables(x.shape[1], w_proj.shape[0] // kw["n_head"], 10000.0)
+    return t_mha(x, w_attn, b_attn, w_proj, b_proj, kw["n_head"], kw["n_kv_head"], rope, kw["causal"],
+                 qk_norm or None)
 
 
 def t_rope(case, x, cos, sin):
@@ -187,6 +192,7 @@ TORCH = {
     "mha": t_mha_case,
     "gqa": t_mha_case,
     "mqa": t_mha_case,
+    "mha_qk_norm": t_mha_case,
     "dropout": t_dropout,
     "cross_entropy": t_cross_entropy,
     "token_logprobs": t_token_logprobs,
@@ -195,6 +201,8 @@ TORCH = {
     "value_head": t_scalar_head,
     "block_gpt2": t_block,
     "block_llama": t_block,
+    "block_qwen2": t_block,
+    "block_qwen3": t_block,
     "moe_top1": t_moe,
     "moe_top2": t_moe,
     "moe_top2_norm_capacity": t_moe,

@@ -180,12 +180,15 @@ def _flash(nkv, g, Tq, Tk, tile, causal=True, padded=False):
     return build
 
 
-def _mha(n_head, n_kv_head, rope=False):
+def _mha(n_head, n_kv_head, rope=False, qk_norm=False, head_dim=None):
+    """qk_norm: QK-norm's gains are inputs 5 and 6 (Qwen3); head_dim: a head size other than C // nh."""
     def build(rng, dt):
-        hs = C // n_head
+        hs = head_dim or C // n_head
         width = (n_head + 2 * n_kv_head) * hs
         ins = [_n(rng, dt, B, T, C), _n(rng, dt, C, width, scale=0.4), _n(rng, dt, width, scale=0.1),
-               _n(rng, dt, C, C, scale=0.3), _n(rng, dt, C, scale=0.1)]
+               _n(rng, dt, n_head * hs, C, scale=0.3), _n(rng, dt, C, scale=0.1)]
+        if qk_norm:
+            ins += [1.0 + _n(rng, dt, hs, scale=0.3), 1.0 + _n(rng, dt, hs, scale=0.3)]
         kw = dict(n_head=n_head, n_kv_head=n_kv_head, causal=True)
         if rope:
             kw["rope"] = rope_tables(T, hs, dtype=dt)
@@ -194,8 +197,10 @@ def _mha(n_head, n_kv_head, rope=False):
             return mha_forward(x, AttentionWeights(*weights), AttentionConfig(n_head, n_kv_head, causal),
                                ForwardPass(rope=rope))
         kind = "multi-head" if n_kv_head == n_head else "multi-query" if n_kv_head == 1 else "grouped-query"
-        name = f"{kind} attention (nh={n_head}, nkv={n_kv_head}{', rope' if rope else ''})"
-        return _case(name, ins, (0, 1, 2, 3, 4), fwd, mha_backward, **kw)
+        extra = (", rope" if rope else "") + (", qk-norm" if qk_norm else "") + (f", hs={hs}" if head_dim else "")
+        name = f"{kind} attention (nh={n_head}, nkv={n_kv_head}{extra})"
+        wrt = tuple(range(len(ins)))
+        return _case(name, ins, wrt, fwd, lambda d, c: mha_backward(d, c)[:len(wrt)], **kw)
     return build
 
 
@@ -255,7 +260,7 @@ def _block(**cfg_kw):
         names = [n for n in param_shapes(cfg) if n.startswith("h.0.")]
         shapes = param_shapes(cfg)
         values = [_n(rng, dt, *shapes[n], scale=0.3) + (1.0 if len(shapes[n]) == 1 and "ln" in n else 0.0)
-                  for n in names]
+                  + (1.0 if n.endswith("_norm.weight") else 0.0) for n in names]
         rope = rope_tables(T, cfg.head_size, cfg.rope_theta, dtype=dt) if cfg.pos == "rope" else None
 
         def fwd(x, *ws):
@@ -265,7 +270,8 @@ def _block(**cfg_kw):
             grads = {}
             dx = block_backward(dy, cache, "h.0.", cfg, grads)
             return (dx, *(grads[n] for n in names))
-        label = f"block ({cfg.norm}, {cfg.mlp}, {cfg.pos}{', gqa' if cfg.n_kv_head != cfg.n_head else ''})"
+        qwen = ", qkv bias" if cfg.qkv_bias else ", qk-norm" if cfg.qk_norm else ""
+        label = f"block ({cfg.norm}, {cfg.mlp}, {cfg.pos}{', gqa' if cfg.n_kv_head != cfg.n_head else ''}{qwen})"
         return _case(label, [_n(rng, dt, B, T, C), *values], tuple(range(1 + len(names))), fwd, bwd,
                      info=dict(config=cfg, names=names))
     return build
@@ -342,6 +348,7 @@ CASES = {
     "mha": _mha(3, 3),
     "gqa": _mha(6, 3, rope=True),
     "mqa": _mha(4, 1),
+    "mha_qk_norm": _mha(2, 1, rope=True, qk_norm=True, head_dim=4),
     "dropout": _dropout,
     "cross_entropy": _cross_entropy,
     "token_logprobs": _token_logprobs(False),
@@ -354,6 +361,10 @@ CASES = {
     "moe_top3_capacity_shared": _moe(3, capacity_factor=0.8, shared=True, E=5),
     "block_gpt2": _block(),
     "block_llama": _block(norm="rmsnorm", pos="rope", mlp="swiglu", bias=False, n_head=2, n_kv_head=1),
+    "block_qwen2": _block(norm="rmsnorm", pos="rope", mlp="swiglu", bias=False, qkv_bias=True, n_head=2,
+                          n_kv_head=1),
+    "block_qwen3": _block(norm="rmsnorm", pos="rope", mlp="swiglu", bias=False, qk_norm=True, head_dim=4,
+                          n_head=3, n_kv_head=1),
 }
 
 

@@ -31,4 +31,8 @@ ZH = {
         "{0} 里有不是 'zerollm tasks make lm-eval' 写的文件（{1}），替换这个目录会把它们删掉；先把它们移走，或者给 --out 换一个新的或空的目录",
     "{0} already holds lm-eval tasks {1}; pass --force to replace them with --n {2} --seed {3}, or choose another --out":
         "{0} 里已经有 lm-eval 任务 {1}；加 --force 用 --n {2} --seed {3} 替换它们，或者换一个 --out",
+    "{0}: {1} lines are not JSON records of a run (edited by hand, or another file?); the report leaves them out":
+        "{0}: 有 {1} 行不是一次运行的 JSON 记录（被手工改过，还是另一个文件？）；报告里不包括它们",
+    "{0}: task {1}, metric {2} {3}; it is left out of the report":
+        "{0}: 任务 {1} 的度量 {2} {3}；报告里不包括它",
 }

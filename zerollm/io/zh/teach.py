@@ -61,4 +61,6 @@ ZH = {
         "{0} 的形状是 {1}，而配置需要 {2}",
     "{0} has no gradient yet; call loss.backward() first":
         "{0} 还没有梯度；请先调用 loss.backward()",
+    "{0} Chinese character(s) of the page are beyond its embedded fonts (not in the shipped corpus, or over the {1} KB font budget) and need a CJK font on the reader's machine: {2}{3}":
+        "页面上有 {0} 个汉字超出了内嵌字体的范围（不在随包附带的语料里，或者超出了 {1} KB 的字体预算），读者的电脑上需要有 CJK 字体才能显示：{2}{3}",
 }

@@ -23,7 +23,7 @@ from typing import NamedTuple
 import anyio
 import pydantic
 from fastapi import FastAPI, Request
-from fastapi.responses import HTMLResponse, StreamingResponse
+from fastapi.responses import HTMLResponse, Response, StreamingResponse
 from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect
 
@@ -33,6 +33,7 @@ from zerollm.generation.sample import Sampling
 from zerollm.serve.backend import Choices
 from zerollm.serve.guard import (RETRY_AFTER_S, SHUTDOWN, STREAM_END, ApiError, Ending, Framing, Guard,
                                  error_response, sse, stream_cut)
+from zerollm.serve.metrics import CONTENT_TYPE as METRICS_TYPE
 from zerollm.serve.schemas import ChatRequest, CompletionRequest, first_problem
 
 PAGE = Path(__file__).with_name("page.html")
@@ -43,11 +44,12 @@ SHOWN_NAME = 100             # characters of a field's name an error repeats (a 
 # ----------------------------------------------------------------------------
 # the app
 
-def build_app(backend, *, api_key=None, max_body=1 << 20, body_timeout=30.0):
+def build_app(backend, *, api_key=None, max_body=1 << 20, body_timeout=30.0, metrics_public=False):
     app = FastAPI(title="zerollm", docs_url=None, redoc_url=None, openapi_url=None)
     app.state.backend, app.state.draining = backend, False
     parsers = anyio.CapacityLimiter(PARSERS)
-    app.add_middleware(Guard, state=app.state, api_key=api_key)       # before any body is read
+    app.add_middleware(Guard, state=app.state, api_key=api_key,       # before any body is read
+                       metrics_public=metrics_public)
     app.add_middleware(Framing, max_body=max_body, body_timeout=body_timeout)
     app.add_middleware(Ending)                                         # the outermost
     _add_error_handlers(app)
@@ -60,6 +62,11 @@ def build_app(backend, *, api_key=None, max_body=1 << 20, body_timeout=30.0):
         s = backend.scheduler
         return {"status": "draining" if app.state.draining else "ok", "active": len(s.rows),
                 "waiting": len(s.waiting), "max_batch": s.max_batch}
+
+    @app.get("/metrics")
+    async def metrics():
+        # Prometheus' text format (zerollm.serve.metrics); a scrape renders a few dozen lines
+        return Response(backend.metrics.render(), media_type=METRICS_TYPE)
 
     @app.get("/", response_class=HTMLResponse)
     async def page():

@@ -22,9 +22,10 @@ import numpy as np
 from zerollm.data import chat
 from zerollm.generation.display import decodable, token_bytes
 from zerollm.io.errors import ZeroLLMError
-from zerollm.generation.batching import Done, Request, Scheduler
+from zerollm.generation.batching import Done, Features, Request, Scheduler
 from zerollm.generation.sample import Sampling
 from zerollm.generation.text import TextStream
+from zerollm.serve.metrics import Metrics
 from zerollm.tokenizers.bpe import ENDOFTEXT
 from zerollm.tokenizers.char import UnknownCharacters
 
@@ -32,11 +33,12 @@ DISCONNECT_POLL_S = 0.5       # how often a request that is not streamed checks 
 
 
 class Backend:
-    def __init__(self, model, tokenizer, *, name, max_batch=16, max_queue=64):
+    def __init__(self, model, tokenizer, *, name, max_batch=16, max_queue=64, features=Features()):
         allowed = decodable(tokenizer, model.config.vocab_size)
         self.model, self.tok, self.name = model.eval(), tokenizer, name
         self.scheduler = Scheduler(model, max_batch=max_batch, max_queue=max_queue,
-                                   allowed=None if allowed.all() else allowed)
+                                   allowed=None if allowed.all() else allowed, features=features)
+        self.metrics = Metrics(self.scheduler, name)          # GET /metrics (zerollm.serve.metrics)
         self.has_chat = chat.has_template(tokenizer)
         specials = getattr(tokenizer, "special_tokens", {}) or {}
         self.stop_ids = frozenset(specials[s] for s in (chat.END, ENDOFTEXT) if s in specials)
@@ -112,7 +114,9 @@ class Backend:
         is queued."""
         run = Run(asyncio.get_running_loop())
         run.reqs = self.requests(prompt, choices, run.emit)
+        self.metrics.watch(run.reqs)
         self.scheduler.submit_all(run.reqs)                  # all n choices or none
+        self.metrics.taken(run.reqs)
         return run
 
 

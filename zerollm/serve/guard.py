@@ -185,15 +185,19 @@ class Framing:
 # the key and the shutdown
 
 class Guard:
-    """ASGI middleware in front of /v1: 503 from the first shutdown signal on, then 401 without the key.
-    Both come before the body is read, so a client without the key gets 401 whatever it sends."""
+    """ASGI middleware in front of /v1 and /metrics (unless ``metrics_public``): 503 from the first shutdown
+    signal on, then 401 without the key. Both come before the body is read, so a client without the key
+    gets 401 whatever it sends."""
 
-    def __init__(self, app, state, api_key):
-        self.app, self.state = app, state
+    def __init__(self, app, state, api_key, metrics_public=False):
+        self.app, self.state, self.metrics_public = app, state, metrics_public
         self.key = None if api_key is None else api_key.encode()
 
+    def _guarded(self, path):
+        return path == "/v1" or path.startswith("/v1/") or (path == "/metrics" and not self.metrics_public)
+
     async def __call__(self, scope, receive, send):
-        if scope["type"] == "http" and (scope["path"] == "/v1" or scope["path"].startswith("/v1/")):
+        if scope["type"] == "http" and self._guarded(scope["path"]):
             refused = self._refusal(dict(scope["headers"]).get(b"authorization", b""))
             if refused is not None:
                 return await error_response(refused)(scope, receive, send)

@@ -50,9 +50,36 @@ def add_arguments(p):
     p.add_argument("--body-timeout", type=Range(float, 0.1, 3600), default=30.0,
                    help="seconds a client has to send a request's whole body after its headers; later: 408 "
                         "and the connection is closed (default 30)")
+    add_feature_arguments(p)
     add_force_argument(p)
     add_threads_argument(p)
     add_engine_argument(p)
+
+
+def add_feature_arguments(p):
+    """The serving engine's features (docs/serving.md): each can be switched off; the defaults give the same
+    greedy tokens as without them."""
+    p.add_argument("--prefix-cache", type=Range(float, 0, 1 << 20), default=256, metavar="MIB",
+                   help="MiB of prompt keys and values kept so that later prompts beginning alike skip that part "
+                        "of their prefill (default 256; 0: off)")
+    p.add_argument("--prefill-chunk", type=Range(int, 0, 1 << 20), default=256, metavar="TOKENS",
+                   help="prompt tokens prefilled per step between the running streams' tokens, so a long prompt "
+                        "does not stall them (default 256; 0: each prompt whole at once)")
+    p.add_argument("--speculate", choices=("off", "ngram"), default="off",
+                   help="guess tokens by prompt lookup and check them in one forward: the same tokens at "
+                        "greedy, the same distribution when sampling (default off: it pays on repetitive text)")
+    p.add_argument("--speculate-tokens", type=Range(int, 1, 64), default=4,
+                   help="tokens guessed per step with --speculate ngram (default 4)")
+    p.add_argument("--metrics-public", action="store_true",
+                   help="serve GET /metrics without the API key (default: it needs the key as /v1 does)")
+
+
+def features_of(args):
+    """The scheduler's Features (zerollm.generation.batching) the flags describe."""
+    from zerollm.generation.batching import Features
+    from zerollm.generation.speculate import Speculation
+    return Features(prefix_cache=int(args.prefix_cache * (1 << 20)), prefill_chunk=args.prefill_chunk or None,
+                    speculation=Speculation(args.speculate, args.speculate_tokens))
 
 
 def _name_of(path):
@@ -104,14 +131,16 @@ def run(args):
         from zerollm.serve.backend import Backend
         from zerollm.serve.guard import Protocol
     except ImportError as err:
-        raise ZeroLLMError(f"zerollm serve needs FastAPI and uvicorn ({err}); install them with "
+        raise ZeroLLMError(f"zerollm serve needs FastAPI, uvicorn and prometheus-client ({err}); install them with "
                            "pip install \"zerollm[serve]\"") from None
     apply_engine_argument(args)
     with limit_threads(args.threads):
         model, tok = load_source(args, "zerollm serve")
         name = args.model_name if args.model_name is not None else _name_of(args.ckpt or args.hf or args.gguf)
-        backend = Backend(model, tok, name=name, max_batch=args.max_batch, max_queue=args.max_queue)
-        app = build_app(backend, api_key=api_key, max_body=args.max_body, body_timeout=args.body_timeout)
+        backend = Backend(model, tok, name=name, max_batch=args.max_batch, max_queue=args.max_queue,
+                          features=features_of(args))
+        app = build_app(backend, api_key=api_key, max_body=args.max_body, body_timeout=args.body_timeout,
+                        metrics_public=args.metrics_public)
         config = uvicorn.Config(app, host=args.host, port=args.port, log_level="warning", lifespan="off",
                                 timeout_graceful_shutdown=args.grace, ws="none",     # pinned: guard.py knows h11
                                 http=functools.partial(Protocol, header_timeout=args.header_timeout))

@@ -74,15 +74,16 @@ def _signals(timeout):
         signal.signal(signal.SIGTERM, old_term)
 
 
-def call_user(what, fn, timeout=DEFAULT_TIMEOUT):
+def call_user(what, fn, timeout=DEFAULT_TIMEOUT, flag="--reward-timeout"):
     """fn() for user code described by ``what`` ("reward my_mod:fn"): any failure -> one ZeroLLMError line;
-    SIGTERM -> KeyboardInterrupt (the run stops at once, the last checkpoint kept)."""
+    SIGTERM -> KeyboardInterrupt (the run stops at once, the last checkpoint kept). ``flag``: the option
+    that sets ``timeout``, named in the message (user tools, zerollm.align.tools, have their own)."""
     try:
         with _signals(timeout):
             return fn()
     except _TimeUp:
-        raise ZeroLLMError(f"{what} did not finish within --reward-timeout {timeout:g} s; make it faster, or "
-                           "raise --reward-timeout (0 = no limit)") from None
+        raise ZeroLLMError(f"{what} did not finish within {flag} {timeout:g} s; make it faster, or "
+                           f"raise {flag} (0 = no limit)") from None
     except _Terminated:
         raise KeyboardInterrupt from None
     except SystemExit as err:

@@ -4,7 +4,7 @@ ZH = {
     "the text has fewer than 2 tokens: nothing to predict":
         "这段文本不到 2 个 token：没有可以预测的东西",
     "model_args {0} must be {1}, got {2}":
-        "model_args {0} 必须是{1}，收到的是 {2}",
+        "model_args {0} 必须是 {1}，收到的是 {2}",
     "model_args {0}: not known to --model zerollm; the known ones are {1} (and lm_eval's own --batch_size)":
         "model_args {0}: --model zerollm 不认识；认识的有 {1}（以及 lm_eval 自己的 --batch_size）",
     "give exactly one of model_args ckpt=DIR (zerollm) or hf=DIR (Hugging Face)":

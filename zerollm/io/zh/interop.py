@@ -18,7 +18,7 @@ ZH = {
     "GGUF file not found: {0}":
         "找不到 GGUF 文件：{0}",
     "{0} is not a GGUF file but a {1}; give the path of a .gguf file":
-        "{0} 不是 GGUF 文件，而是{1}；请给出一个 .gguf 文件的路径",
+        "{0} 不是 GGUF 文件，而是 {1}；请给出一个 .gguf 文件的路径",
     "{0} is not a readable GGUF file ({1}: {2}); it may be truncated or damaged: write or download it again":
         "{0} 不是可读的 GGUF 文件（{1}: {2}）；它可能被截断或损坏了：请重新写出或重新下载",
     "{0}: tensor {1} is of type {2}; zerollm reads F32, F16, Q8_0 and Q4_0 (requantize the file, e.g. llama.cpp's llama-quantize ... Q8_0)":
@@ -56,9 +56,9 @@ ZH = {
     "{0}: the metadata lacks {1}, which a {2} model needs; the file is incomplete":
         "{0}: 元数据里缺少 {1}，而 {2} 模型需要它；文件不完整",
     "{0}: metadata key {1} must be {2}, but item {3} is {4}; the file is damaged":
-        "{0}: 元数据键 {1} 必须是{2}，但第 {3} 项是 {4}；文件已损坏",
+        "{0}: 元数据键 {1} 必须是 {2}，但其中下标为 {3} 的一项是 {4}；文件已损坏",
     "{0}: metadata key {1} must be {2}, got {3}; the file is damaged":
-        "{0}: 元数据键 {1} 必须是{2}，收到的是 {3}；文件已损坏",
+        "{0}: 元数据键 {1} 必须是 {2}，收到的是 {3}；文件已损坏",
     "{0}: tokenizer.ggml.model is {1}; zerollm reads only byte-level BPE ('gpt2', as GPT-2 and Llama 3 files have), not SentencePiece or other kinds":
         "{0}: tokenizer.ggml.model 是 {1}；zerollm 只读字节级 BPE（'gpt2'，GPT-2 和 Llama 3 的文件就是这种），不读 SentencePiece 或其他类型",
     "{0}: tokenizer.ggml.tokens / token_type are missing or of different lengths":
@@ -140,9 +140,9 @@ ZH = {
     "{0}: PEFT options zerollm does not implement: {1}; train the adapter without them":
         "{0}: 用了 zerollm 没有实现的 PEFT 选项：{1}；训练适配器时请不要用它们",
     "{0}: {1} must be {2}, got {3}; {4}":
-        "{0}: {1} 必须是{2}，收到的是 {3}；{4}",
+        "{0}: {1} 必须是 {2}，收到的是 {3}；{4}",
     "{0}: r must be {1}, got {2}; {3}":
-        "{0}: r 必须是{1}，收到的是 {2}；{3}",
+        "{0}: r 必须是 {1}，收到的是 {2}；{3}",
     "{0}: lora_alpha must be a number > 0, got {1}; {2}":
         "{0}: lora_alpha 必须是 > 0 的数，收到的是 {1}；{2}",
     "{0}: lora_dropout must be in [0, 1), got {1}; {2}":

@@ -18,11 +18,11 @@ ZH = {
     "{0} is a damaged {1} tokenizer file ({2}: {3}); re-create it, e.g. with 'zerollm prepare'":
         "{0} 是一个损坏的 {1} 分词器文件（{2}: {3}）；请重新生成它，例如用 'zerollm prepare'",
     "{0} is not a valid {1}: expected a JSON object at the top":
-        "{0} 不是有效的{1}：最外层应该是一个 JSON 对象",
+        "{0} 不是有效的 {1}：最外层应该是一个 JSON 对象",
     "encode takes a str, got {0}; decode bytes first, e.g. data.decode('utf-8')":
         "encode 接受的是 str，收到的是 {0}；请先把字节解码，例如 data.decode('utf-8')",
     "the text holds {0} at character {1}, half of a UTF-16 surrogate pair, which is not a character; give valid Unicode text":
-        "文本在第 {1} 个字符处有 {0}，它是 UTF-16 代理对的一半，不是一个字符；请给出合法的 Unicode 文本",
+        "文本在下标 {1} 处有 {0}，它是 UTF-16 代理对的一半，不是一个字符；请给出合法的 Unicode 文本",
     "decode takes a 1-D sequence of ids, got shape {0}; decode one row at a time, e.g. [tok.decode(row) for row in ids]":
         "decode 接受一维的 id 序列，收到的形状是 {0}；请一次解码一行，例如 [tok.decode(row) for row in ids]",
     "decode takes integer ids, got {0} values such as {1}":
@@ -124,7 +124,7 @@ ZH = {
     "{0}: unsupported pre_tokenizer; zerollm imports ByteLevel (add_prefix_space false) or Split(regex, isolated) + ByteLevel(use_regex false)":
         "{0}: 不支持的 pre_tokenizer；zerollm 能导入 ByteLevel（add_prefix_space false），或 Split(regex, isolated) + ByteLevel(use_regex false)",
     "{0}: {1} must be {2}; the file is damaged or not a Hugging Face tokenizer.json":
-        "{0}: {1} 必须是{2}；文件已损坏，或者不是 Hugging Face 的 tokenizer.json",
+        "{0}: {1} 必须是 {2}；文件已损坏，或者不是 Hugging Face 的 tokenizer.json",
     "{0}: model type is {1}; only BPE can be imported":
         "{0}: 模型类型是 {1}；只能导入 BPE",
     "{0}: has a normalizer, which zerollm does not implement":
@@ -145,4 +145,12 @@ ZH = {
         "{0}{1} 是 zerollm 不运行的预切分正则（{2}）：从文件读入的分词器只能用 GPT-2、GPT-4 或 Llama 3 的预切分正则；请用 --pattern gpt2 或 gpt4 重新训练分词器",
     "the split pattern {0} is not a valid regex ({1}); use 'gpt2', 'gpt4' or fix the regex":
         "预切分模式 {0} 不是合法的正则（{1}）；请用 'gpt2'、'gpt4'，或者改正这个正则",
+    "normalizer must be None or one of {0}, got {1}":
+        "normalizer 必须是 None 或 {0} 之一，收到的是 {1}",
+    "'normalizer' must be one of {0} or absent, got {1}":
+        "'normalizer' 必须是 {0} 之一，或者不写，收到的是 {1}",
+    "{0}: has a normalizer zerollm does not implement ({1}); only NFC (Qwen2's and Qwen3's) is":
+        "{0}: 带有 zerollm 没有实现的 normalizer（{1}）；只支持 NFC（Qwen2 和 Qwen3 用的就是它）",
+    "{0}{1} is a split regex zerollm does not run ({2}): a tokenizer read from a file may only use GPT-2's, GPT-4's, Llama 3's or Qwen2's split regex; retrain the tokenizer with --pattern gpt2 or gpt4":
+        "{0}{1} 是 zerollm 不运行的预切分正则（{2}）：从文件读入的分词器只能用 GPT-2、GPT-4、Llama 3 或 Qwen2 的预切分正则；请用 --pattern gpt2 或 gpt4 重新训练分词器",
 }

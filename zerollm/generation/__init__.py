@@ -2,7 +2,8 @@
 the one decode loop that every client runs (batching: the Scheduler, continuous batching for the server
 and groups of requests in the caller's thread, with rolling caches, the context limit, stop ids and stop
 strings; prefix cache, chunked prefill and speculation for the server's batch), the prefix cache's
-blocks of prompt keys and values (prefix), prompt-lookup guesses for speculative decoding (speculate),
+blocks of prompt keys and values (prefix), prompt-lookup guesses for speculative decoding (speculate), grammar-constrained decoding
+(grammar/: regex and JSON Schema -> byte automaton -> the token ids each state allows, a row's mask),
 generate and sample_completions over it (decode), ids made into whole characters with stop
 strings cut out (text), and generated text made safe to print (display).
 

@@ -38,6 +38,11 @@ computation its recomputed steps use. A request without a Context must fit: prom
 A request may carry a zerollm.generation.text.TextStream: each Token then brings the whole characters
 it completes (``text``), a stop string ends the row with Done("stop"), and Done brings what was held back.
 
+A request may carry a grammar (``grammar``: a zerollm.generation.grammar TokenIndex): its row keeps a state
+in the grammar's automaton, chooses only among the ids that state allows (its stop ids only where the text
+is complete), and ends with Done("stop") once nothing more may follow; max_new_tokens reached first gives
+Done("length") with a message saying the text is incomplete. Grammar rows are not speculated.
+
 Shapes: A active rows, P prompt length, T tokens so far, V vocabulary.
 """
 
@@ -110,6 +115,7 @@ class Request:
     text: object = None                        # a zerollm.generation.text.TextStream, or None: ids only
     context: Context | None = None             # None: prompt + max_new_tokens must fit the context
     keep_logits: bool = False                  # keep every step's (V,) logits in .logits (tests, measurements)
+    grammar: object = None                     # a zerollm.generation.grammar TokenIndex: the text must match it
     logits: list = field(default_factory=list)
     ids: list = field(default_factory=list)    # every id generated so far, a stop id included
     cancelled: bool = False
@@ -147,6 +153,7 @@ class _Row:
     blocks: list = field(default_factory=list)  # prefix-cache blocks held for its prompt
     forced: int | None = None                   # its next id, already drawn (a refused guess's replacement)
     ended: bool = False                         # Done sent while its guesses were emitted: leaves next step
+    state: int = 0                              # where its text is in its grammar's automaton (Request.grammar)
 
 
 @dataclass(eq=False)
@@ -392,7 +399,7 @@ class Scheduler:
         """The tokens guessed to follow a row's text; none past what its max_new_tokens leaves."""
         s, req = self.features.speculation, row.req
         room = req.max_new_tokens - len(req.ids) - 1
-        if s.method == "off" or room < 1:
+        if s.method == "off" or room < 1 or req.grammar is not None:    # a guess would need the grammar's mask too
             return []
         return lookup(req.prompt + req.ids, min(s.tokens, room), s.ngram, s.min_ngram)
 
@@ -578,24 +585,38 @@ class Scheduler:
             rs = [batch.rows[a] for a in rows]
             counts = np.stack([r.counts for r in rs]) if sampling.penalized else None                # (k, V)
             seen = np.stack([r.seen for r in rs]) if sampling.penalized else None
-            ids[rows] = choose(batch.logits[rows], [r.req.rng for r in rs], sampling, counts, seen, self.allowed)
+            ids[rows] = choose(batch.logits[rows], [r.req.rng for r in rs], sampling, counts, seen, self._masks(rs))
         return ids, [self._emit(row, int(t), batch.logits[a]) for a, (row, t) in enumerate(zip(batch.rows, ids))]
 
+    def _masks(self, rows):
+        """The ids each of ``rows`` may choose: the scheduler's ``allowed``, and where a row has a grammar, what
+        its state allows ((k, V) then; the stop ids only where the state accepts)."""
+        if all(r.req.grammar is None for r in rows):
+            return self.allowed
+        V = self.cfg.vocab_size
+        base = np.ones(V, bool) if self.allowed is None else self.allowed
+        return np.stack([base if r.req.grammar is None else base & r.req.grammar.allowed(r.state, r.req.stop_ids)
+                         for r in rows])                                                           # (k, V)
+
     def _emit(self, row, t, logits):
-        """Step 4 for one row: send its new id t (and Done if it ended) -> whether it goes on."""
+        """Step 4 for one row: send its new id t (and Done if it ended) -> whether it goes on. A grammar row
+        moves to its next state; it ends with 'stop' once its text is complete (accepted, nothing may follow)."""
         req = row.req
         req.ids.append(t)
         row.counts[t] += 1
         if t in req.stop_ids:
             req.emit(_done(req, "stop"))
             return False
+        if req.grammar is not None:
+            row.state = req.grammar.next_state(row.state, t)
         piece = req.text.push(t) if req.text is not None else ""
         req.emit(Token(t, *_logprobs(logits, t, req.top_logprobs), piece))
-        if req.text is not None and req.text.stopped:
+        if (req.text is not None and req.text.stopped) or (req.grammar is not None and req.grammar.finished(row.state)):
             req.emit(_done(req, "stop"))
             return False
         if len(req.ids) >= req.max_new_tokens:
-            req.emit(_done(req, "length"))
+            unfinished = req.grammar is not None and not req.grammar.accepting(row.state)
+            req.emit(_done(req, "length", INCOMPLETE if unfinished else ""))
             return False
         return True
 
@@ -620,6 +641,9 @@ class Scheduler:
 def _draw(probs, rng):
     """One id from the (V,) ``probs`` by the inverse CDF, as the sampler draws (one uniform number)."""
     return int(min((np.cumsum(probs) < rng.random()).sum(), len(probs) - 1))
+
+
+INCOMPLETE = "max_new_tokens was reached before the text matched its grammar: the output is incomplete"
 
 
 def _done(req, reason, message=""):

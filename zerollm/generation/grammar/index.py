@@ -1,0 +1,189 @@
+"""Where the automaton meets the vocabulary: which token ids may come next in each state, and where each leads.
+
+    index = grammar_for_regex(r"-?[0-9]+").index(tokenizer, vocab_size)
+    mask = index.allowed(state, end_ids)     # (V,) bool: the text tokens whose bytes keep the walk alive,
+                                             # and the end ids when ``state`` accepts
+    state = index.next_state(state, t)       # after token t
+
+A token is allowed in state s when walking its bytes from s through the DFA never reaches DEAD; it leads
+to the state where the walk ends. A state's row is worked out the first time a walk comes there (all
+tokens at once: the tokens sorted longest first in a padded (N, L) byte matrix, so step j of the walk
+moves only the tokens longer than j; about the vocabulary's total bytes of NumPy work), so the first
+token comes after one row, not after every state of a big schema.
+
+Special tokens (a chat template's <|user|>, <|end|>, <|endoftext|>) are not text: no state allows them as
+text. The ids that end the text (a request's stop ids: the end-of-turn id of a chat model) are allowed in
+an accepting state only, and a state that accepts with no text token left to follow ends the row.
+
+No dead state: the DFA keeps only states that can reach acceptance; with every single byte a token (byte
+and byte-level BPE vocabularies) each such state has a token too. A vocabulary without all 256 bytes (a
+character tokenizer) gets every row at once and the tokens into states that no TOKEN path can finish are
+taken away; if the start is one of them, the tokenizer cannot write any accepted text (ZeroLLMError).
+"""
+
+import threading
+import weakref
+from dataclasses import dataclass
+
+import numpy as np
+
+from zerollm.io.errors import ZeroLLMError
+from zerollm.generation.grammar.automaton import DEAD
+
+
+# ----------------------------------------------------------------------------
+# the vocabulary as bytes
+
+def token_pieces(tokenizer, vocab_size=None):
+    """[bytes | None] per id: the bytes of each text token; None for special tokens, a character
+    tokenizer's unknown-character id, ids the tokenizer does not use, and ids beyond it (up to vocab_size)."""
+    V = tokenizer.vocab_size if vocab_size is None else vocab_size
+    specials = set(tokenizer.special_tokens.values())
+    unk = getattr(tokenizer, "unk_id", None)
+    pieces = []
+    for i in range(V):
+        if i >= tokenizer.vocab_size or i in specials or i == unk:
+            pieces.append(None)
+            continue
+        piece = _piece(tokenizer, i)
+        pieces.append(piece or None)    # an empty token would allow itself forever: never text
+    return pieces
+
+
+def _piece(tokenizer, i):
+    """The bytes of text token i: a byte tokenizer's id is its byte (decode would turn a lone byte of a
+    longer character into U+FFFD); a BPE token's bytes may hold part of a character."""
+    if tokenizer.name == "byte":
+        return bytes([i])
+    try:
+        return tokenizer.token_bytes(i) if hasattr(tokenizer, "token_bytes") else tokenizer.decode([i]).encode()
+    except ZeroLLMError:                # an id a vocabulary leaves unused
+        return None
+
+
+class Vocab:
+    """The text tokens, longest first: ids (N,), a padded byte matrix (N, L), and for every byte position j
+    how many tokens are longer than j (those that still walk at step j)."""
+
+    def __init__(self, pieces):
+        self.size = len(pieces)
+        text = sorted(((p, i) for i, p in enumerate(pieces) if p), key=lambda pi: -len(pi[0]))
+        self.ids = np.array([i for _, i in text], np.int64)                              # (N,)
+        lengths = np.array([len(p) for p, _ in text], np.int64)
+        L = int(lengths.max()) if len(text) else 0
+        self.bytes = np.zeros((len(text), L), np.uint8)                                 # (N, L)
+        for k, (p, _) in enumerate(text):
+            self.bytes[k, :len(p)] = np.frombuffer(p, np.uint8)
+        self.walking = [(int((lengths > j).sum())) for j in range(L)]
+        singles = {p[0] for p, _ in text if len(p) == 1}
+        self.byte_complete = len(singles) == 256
+
+
+_VOCABS = weakref.WeakKeyDictionary()
+_LOCK = threading.Lock()
+
+
+def vocab_of(tokenizer, vocab_size=None):
+    """The Vocab of ``tokenizer`` padded to ``vocab_size`` ids, built once per tokenizer."""
+    V = tokenizer.vocab_size if vocab_size is None else vocab_size
+    with _LOCK:
+        per = _VOCABS.setdefault(tokenizer, {})
+        if V not in per:
+            per[V] = Vocab(token_pieces(tokenizer, V))
+        return per[V]
+
+
+# ----------------------------------------------------------------------------
+# the index
+
+@dataclass(frozen=True)
+class _Row:
+    ids: np.ndarray          # (n,) allowed text token ids, sorted
+    nxt: np.ndarray          # (n,) the state each leads to
+    mask: np.ndarray         # (V,) bool
+
+
+class TokenIndex:
+    """The rows of one DFA over one Vocab, each made the first time it is asked for (thread-safe)."""
+
+    def __init__(self, dfa, vocab):
+        self.dfa, self.vocab = dfa, vocab
+        self.delta = np.vstack([dfa.delta, np.full((1, 256), DEAD, np.int32)])   # row -1: DEAD stays DEAD
+        self.rows = {}
+        self.lock = threading.Lock()
+        self.start = dfa.start
+        if not vocab.byte_complete:
+            self._all_rows_token_live()
+
+    @property
+    def n_states(self):
+        return self.dfa.n_states
+
+    def walk(self, states):
+        """(k,) states -> (k, N) the state after each text token's bytes from each (DEAD: not allowed)."""
+        v = self.vocab
+        cur = np.repeat(np.asarray(states, np.int32)[:, None], len(v.ids), axis=1)     # (k, N)
+        for j, n in enumerate(v.walking):
+            cur[:, :n] = self.delta[cur[:, :n], v.bytes[:n, j]]
+        return cur
+
+    def _row_from(self, after, live=None):
+        ok = after >= 0 if live is None else (after >= 0) & live[after.clip(0)]
+        ids, nxt = self.vocab.ids[ok], after[ok]
+        order = np.argsort(ids)
+        mask = np.zeros(self.vocab.size, bool)
+        mask[ids] = True
+        return _Row(ids[order], nxt[order].astype(np.int32), mask)
+
+    def row(self, state):
+        row = self.rows.get(state)
+        if row is None:
+            with self.lock:
+                row = self.rows.get(state)
+                if row is None:
+                    row = self.rows[state] = self._row_from(self.walk([state])[0])
+        return row
+
+    def _all_rows_token_live(self):
+        """Every row at once, keeping only the tokens into states from which some TOKEN path accepts."""
+        S = self.n_states
+        after = self.walk(np.arange(S))                                             # (S, N)
+        live = self.dfa.accepting.copy()
+        while True:
+            more = live | ((after >= 0) & live[after.clip(0)]).any(axis=1)
+            if (more == live).all():
+                break
+            live = more
+        if not live[self.start]:
+            raise ZeroLLMError("this tokenizer's vocabulary cannot write any text the pattern accepts (it lacks "
+                               "characters the pattern needs); pick a pattern within the tokenizer's characters")
+        self.rows = {s: self._row_from(after[s], live) for s in range(S) if live[s]}
+        if self.finished(self.start):
+            raise ZeroLLMError("this tokenizer's vocabulary can write only the empty text under the pattern")
+
+    # ------------------------------------------------------------------
+    # what the decode loop asks
+
+    def accepting(self, state):
+        return bool(self.dfa.accepting[state])
+
+    def finished(self, state):
+        """Accepted, and no text token can follow: the text is complete."""
+        return self.accepting(state) and len(self.row(state).ids) == 0
+
+    def allowed(self, state, end_ids=()):
+        """(V,) bool: the text tokens allowed in ``state``, and ``end_ids`` when it accepts."""
+        mask = self.row(state).mask.copy()
+        if self.accepting(state):
+            mask[[i for i in end_ids if i < len(mask)]] = True
+        return mask
+
+    def next_state(self, state, token):
+        """The state after ``token``; DEAD if it was not allowed."""
+        row = self.row(state)
+        k = np.searchsorted(row.ids, token)
+        return int(row.nxt[k]) if k < len(row.ids) and row.ids[k] == token else DEAD
+
+    def count(self, state):
+        """How many text tokens are allowed in ``state``."""
+        return len(self.row(state).ids)

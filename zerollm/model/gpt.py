@@ -553,9 +553,8 @@ class GPT:
             parts = [f"missing keys {missing}" if missing else "",
                      f"unexpected keys {unexpected}" if unexpected else "",
                      f"shape mismatches [{'; '.join(wrong)}]" if wrong else ""]
-            raise ZeroLLMError("state dict does not fit this model's config: "
-                               + ", ".join(x for x in parts if x)
-                               + "; build the model with the config the weights were saved with")
+            raise ZeroLLMError(f"state dict does not fit this model's config: {', '.join(x for x in parts if x)}"
+                               "; build the model with the config the weights were saved with")
         for name, value in state.items():
             np.copyto(self.params[name], np.asarray(value), casting="same_kind")
         return self

@@ -85,4 +85,6 @@ ZH = {
         "mask[:, 0] 必须是 False：第一个 token 没有可以打分的预测",
     "token_logprobs ran without keeping activations; call it in train mode or with keep=True before backward":
         "token_logprobs 运行时没有保留激活值；在 backward 之前，请在训练模式下或加上 keep=True 调用它",
+    "state dict does not fit this model's config: {0}; build the model with the config the weights were saved with":
+        "state dict 和这个模型的配置对不上：{0}；请用保存这些权重时的那个配置构建模型",
 }

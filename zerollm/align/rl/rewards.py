@@ -176,7 +176,7 @@ def sources_from_flags(rewards, weights, rm, tokenizer, engine_factory, timeout=
     """--reward NAME|module:fn (repeatable), --reward-weights, --rm DIR -> [RewardSource]."""
     specs = list(rewards or []) + ([f"rm:{rm}"] if rm else [])
     if not specs:
-        raise ZeroLLMError("give --reward NAME (a task: " + ", ".join(reward_tasks()) + "; or module:function) "
+        raise ZeroLLMError(f"give --reward NAME (a task: {', '.join(reward_tasks())}; or module:function) "
                            "and/or --rm DIR (a reward model)")
     weights = list(weights) if weights else [1.0] * len(specs)
     if len(weights) != len(specs):

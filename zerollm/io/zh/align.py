@@ -141,4 +141,6 @@ ZH = {
         "{0} {1}: {2}",
     "{0} did not finish within {1} {2} s; make it faster, or raise {3} (0 = no limit)":
         "{0} 没有在 {1} 规定的 {2} 秒内完成；让它更快一些，或者调大 {3}（0 表示不限）",
+    "give --reward NAME (a task: {0}; or module:function) and/or --rm DIR (a reward model)":
+        "请给出 --reward NAME（一个任务：{0}；或者 module:function），或者 --rm DIR（一个奖励模型），也可以两者都给",
 }

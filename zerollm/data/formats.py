@@ -269,7 +269,15 @@ def check_sft_row(row, where):
         raise ZeroLLMError(f"{where}: an SFT row needs 'prompt' and 'completion', or 'messages'; "
                            f"the row has {sorted(row)}")
     _need(row, ("prompt", "completion"), where)
-    _text(row, "prompt", where)                  # empty is refused, as in every other kind of file
+    _prompt(row, where)                          # empty is refused, as in every other kind of file
+    if "tools" in row:
+        check_tools(row["tools"], where)
+    if isinstance(row["completion"], list):      # TRL's conversational completion: the assistant's turns,
+        turns = check_messages(row["completion"], where, "completion")     # with tool calls and results
+        if turns[0]["role"] != "assistant" or any(m["role"] in ("system", "user") for m in turns):
+            raise ZeroLLMError(f"{where}: a 'completion' list holds the assistant's messages (and tool results "
+                               "between them), beginning with an assistant message")
+        return row
     _text(row, "completion", where)
     return row
 

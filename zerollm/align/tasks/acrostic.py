@@ -10,6 +10,9 @@ Examples come from real poems of the shipped tang_poems.txt (zerollm.data.corpor
 lines. A poem is heldout when the SHA-256 of its head set says so (about 10%): every poem with a given
 head set lands in the same split, so the heldout split shares no poem and no head set with train.
 
+``--think`` (``with_thinking``) writes the heads into the reasoning, one by one ("1:春 2:夏 3:秋 4:冬"),
+before the poem.
+
 The verifier (``reward``) accepts lines separated by 「，」, 「。」 and newlines, in any mix and number
 (「春眠不觉晓，夏...」, one line per row, a trailing 「。」 or none); spaces around a line are ignored.
 Any other separator (an ASCII comma, 「；」, 「？」) is not one, so the text around it counts as one line.
@@ -75,6 +78,13 @@ def make(n, split, seed):
     check_make_args(n, split, seed)
     return [{"prompt": prompt_for(h), "completion": p, "heads": h}
             for h, p in pick(pool(split), n, seed, f"acrostic {split} split")]
+
+
+def with_thinking(row):
+    """The row as a thinking trace (``tasks make acrostic --think``): the four heads, one by one, inside
+    <think>, then the poem."""
+    thought = " ".join(f"{k}:{h}" for k, h in enumerate(row["heads"], 1))
+    return {**row, "completion": [{"role": "assistant", "reasoning_content": thought, "content": row["completion"]}]}
 
 
 # ----------------------------------------------------------------------------

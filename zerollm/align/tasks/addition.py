@@ -9,6 +9,9 @@ many digits, so short sums are not drowned by three-digit ones. The pair (a, b) 
 SHA-256 of "a+b" says so (about 10% of pairs), so heldout prompts never appear in train; a make() call
 never repeats a pair. (b, a) is a different pair and may land in the other split.
 
+``--think`` (``with_thinking``) writes a program's steps into the reasoning: the column sums from the ones
+up, "8+5=13 1+1+1=3" for 18+15 (a carry shows as "+1"), then the sum as the answer.
+
 Verifier: 1.0 when the completion, spaces and newlines trimmed, is exactly the decimal sum (no sign, no
 leading zeros); 0.0 otherwise. No partial credit: a sum with one wrong digit is wrong.
 """
@@ -68,6 +71,24 @@ def make(n, split, seed):
     if len(rows) < n:
         raise ZeroLLMError(f"could only draw {len(rows)} distinct {split} pairs; ask for fewer than {n}")
     return rows
+
+
+def steps(a, b):
+    """The column sums of a+b, ones first, as a pupil writes them: "8+5=13 1+1+1=3" (a carry is "+1")."""
+    out, carry = [], 0
+    while a or b or carry:
+        x, y = a % 10, b % 10
+        total = x + y + carry
+        out.append(f"{x}+{y}{'+1' if carry else ''}={total}")
+        a, b, carry = a // 10, b // 10, total // 10
+    return " ".join(out) or "0+0=0"
+
+
+def with_thinking(row):
+    """The row as a thinking trace (``tasks make addition --think``): the column sums inside <think>, then
+    the sum."""
+    a, b = (int(x) for x in row["prompt"].rstrip("=").split("+"))
+    return {**row, "completion": [{"role": "assistant", "reasoning_content": steps(a, b), "content": str(a + b)}]}
 
 
 def answer_from(prompt, answer=None):

@@ -3,6 +3,8 @@
     zerollm tasks list
     zerollm tasks make acrostic --out acrostic-train.jsonl --n 5000 --split train --seed 0
     zerollm tasks make addition --out sums.txt --n 50000 --split train --seed 0 --format text
+    zerollm tasks make calc --out calc-tools.jsonl --n 2000 --tools       # traces that call the calculator
+    zerollm tasks make addition --out sums-think.jsonl --n 2000 --think   # the steps inside <think>
     zerollm tasks make lm-eval --out lm-eval-tasks --n 200 --seed 0      # a folder of lm-eval task YAML + data
     zerollm tasks eval acrostic --ckpt runs/sft --data acrostic-heldout.jsonl [--json] [--n 500] [--answers FILE]
 
@@ -25,7 +27,7 @@ def add_arguments(p):
     sub.add_parser("list", help="the tasks and what they are")
     make = sub.add_parser("make", help="write a task's examples as JSONL (or plain text)")
     make.add_argument("name", metavar="NAME",
-                      help="acrostic, addition or prefs; or lm-eval: a folder of offline lm-evaluation-harness "
+                      help="acrostic, addition, calc or prefs; or lm-eval: a folder of offline lm-evaluation-harness "
                            "tasks (YAML + JSONL, heldout data only; zerollm.evaluate.taskfiles)")
     make.add_argument("--out", required=True, metavar="FILE", help="the file to write (lm-eval: a folder)")
     make.add_argument("--n", type=Range(int, 1, 10 ** 7), required=True, help="number of examples")
@@ -36,6 +38,10 @@ def add_arguments(p):
                       help="jsonl: one example a line (SFT / prefs / prompts); text: one plain line per example, "
                            "for pre-training a base model (default jsonl; lm-eval: YAML and JSONL, no choice)")
     make.add_argument("--force", action="store_true", help="replace --out if it already exists")
+    make.add_argument("--tools", action="store_true",
+                      help="calc: each example as a trace that calls the calculator tool and uses its result")
+    make.add_argument("--think", action="store_true",
+                      help="addition, acrostic: a program's steps (carries, the heads) inside <think> before the answer")
     ev = sub.add_parser("eval", help="sample one completion per prompt and print the success rate")
     ev.add_argument("name", metavar="NAME", help="acrostic, addition or prefs")
     ev.add_argument("--ckpt", required=True, metavar="DIR", help="a training run, checkpoint step or zerollm model directory")
@@ -92,8 +98,20 @@ def _make(args):
     from zerollm.io.outdir import check_output_file
     task = get_task(args.name)
     split, fmt = args.split or "train", args.format or "jsonl"
+    variants = [(flag, attr) for flag, attr, on in (("--tools", "with_tools", args.tools),
+                                                    ("--think", "with_thinking", args.think)) if on]
+    for flag, attr in variants:
+        if not hasattr(task, attr):
+            from zerollm.align.tasks import TASKS
+            have = [name for name, module in TASKS.items() if hasattr(module, attr)]
+            raise ZeroLLMError(f"tasks make {args.name} has no {flag} variant; {flag} is for {', '.join(have)}")
+    if variants and fmt == "text":
+        raise ZeroLLMError(f"{variants[0][0]} makes chat traces (JSONL for zerollm sft), not plain text: leave out "
+                           "--format text")
     check_output_file(args.out, force=args.force)      # before minutes of drawing examples
     rows = task.make(args.n, split, args.seed)
+    for _, attr in variants:
+        rows = [getattr(task, attr)(row) for row in rows]
     if fmt == "jsonl":
         write_jsonl(args.out, rows)
     else:

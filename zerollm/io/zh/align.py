@@ -55,8 +55,6 @@ ZH = {
         "--vf-coef、--epsilon-value、--ent-coef 和 --kl-coef 必须 >= 0",
     "--target-kl must be > 0 and --kl-horizon >= 1":
         "--target-kl 必须 > 0，--kl-horizon 必须 >= 1",
-    "{0} did not finish within --reward-timeout {1} s; make it faster, or raise --reward-timeout (0 = no limit)":
-        "{0} 没有在 --reward-timeout 规定的 {1} 秒内完成；让它更快一些，或者调大 --reward-timeout（0 表示不限）",
     "{0} called sys.exit({1}); a reward function must return its rewards (raise an exception to report a problem)":
         "{0} 调用了 sys.exit({1})；奖励函数必须返回奖励值（要报告问题，请抛出异常）",
     "{0}: {1}":

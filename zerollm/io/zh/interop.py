@@ -75,10 +75,6 @@ ZH = {
         "{0}: \"architectures\" 必须是类名的列表，收到的是 {1}",
     "{0}: architecture {1} is not supported; zerollm loads {2}":
         "{0}: 不支持架构 {1}；zerollm 能加载 {2}",
-    "{0}: model_type {1} is not supported; zerollm loads model types {2} (GPT-2, Llama and Mixtral-style models)":
-        "{0}: 不支持 model_type {1}；zerollm 能加载的模型类型是 {2}（GPT-2、Llama 和 Mixtral 式的模型）",
-    "{0}: zerollm cannot run this model because of {1}; only plain GPT-2, Llama and Mixtral architectures are implemented":
-        "{0}: zerollm 无法运行这个模型，原因是 {1}；zerollm 只实现了普通的 GPT-2、Llama 和 Mixtral 架构",
     "{0} must hold a JSON object":
         "{0} 里必须是一个 JSON 对象",
     "{0} lacks {1}, which a {2} config needs; the file is incomplete":

@@ -90,13 +90,13 @@ ZH = {
     "the starting model {0} has changed since this run began (its weights' digest differs), so the frozen reference cannot be restored; put the original back":
         "起始模型 {0} 在这次运行开始之后被改动过（权重的摘要不一样了），冻结的参考模型无法恢复；请把原来的模型放回去",
     "--{0}: no such file: {1}":
-        "--{0}: 没有这个文件: {1}",
+        "--{0}: 没有这个文件：{1}",
     "{0} (the copy of --{1} this run trains on) is missing; put the file the run began with back there, or start a new run with another --out":
         "{0}（这次运行训练所用的 --{1} 的副本）不见了；把运行开始时的那个文件放回原处，或者换一个 --out 开始新的运行",
     "{0} (the copy of --{1} this run trains on) has changed since the run began (cut short or edited); put the original back, or start a new run":
         "{0}（这次运行训练所用的 --{1} 的副本）在运行开始后被改动过（被截短或编辑）；请放回原来的文件，或者开始新的运行",
     "{0}: no such file: {1}":
-        "{0}: 没有这个文件: {1}",
+        "{0}: 没有这个文件：{1}",
     "--resume trains on the run's own copy of its data; {0} {1} is not the file the run began with: leave out {2}, or start a new run with another --out":
         "--resume 训练的是运行目录里自己保存的数据副本；{0} {1} 不是运行开始时的那个文件：去掉 {2}，或者换一个 --out 开始新的运行",
     "--resume continues from the run's own start ({0}); --{1} {2} is another model: leave out --{3}, or start a new run with another --out":

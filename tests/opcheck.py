@@ -11,14 +11,9 @@ finite differences. Errors are measured relative to the largest reference value 
 import numpy as np
 import torch
 
-from zerollm.teach.gradcheck import CASES, check_case
+from zerollm.teach.gradcheck import CASES, check_case, rel_err
 
 TOL = {np.float64: 1e-8, np.float32: 1e-4}
-
-
-def rel_err(ours, ref):
-    ours, ref = np.asarray(ours, dtype=np.float64), np.asarray(ref, dtype=np.float64)
-    return float(np.abs(ours - ref).max() / max(np.abs(ref).max(), 1e-30))
 
 
 def _to_torch(a, requires_grad):

@@ -39,6 +39,8 @@ COMMANDS = {
     "gradcheck": ("zerollm.teach.gradcheck_cmd",
                   "check every layer's hand-written backward against finite differences"),
     "download": ("zerollm.data.download",
+    "exercise": ("zerollm.teach.exercises.command",
+                 "exercises along the course that grade themselves: list, start, check, hint, solution"),
                  "fetch a public corpus (tiny Shakespeare) into the cache, verified; prints its path"),
     "prepare": ("zerollm.data.tokens",
                 "tokenize a text file (byte, char or BPE) into train.bin/val.bin + tokenizer.json"),

@@ -379,6 +379,15 @@ class CheckResult:
     ok: bool
 
 
+def rel_err(ours, ref):
+    """max |ours - ref| over the largest |ref|: the error measure of the parity tests (tests/opcheck.py)
+    and of ``zerollm exercise check``, scale-free so one tolerance fits every tensor."""
+    ours, ref = np.asarray(ours, dtype=np.float64), np.asarray(ref, dtype=np.float64)
+    if ours.size == 0:
+        return 0.0
+    return float(np.abs(ours - ref).max() / max(np.abs(ref).max(), 1e-30))
+
+
 def _loss(case, dy):
     out, _ = case.forward(*case.inputs, **case.kwargs)
     return float(np.sum(out * dy))

@@ -1,0 +1,269 @@
+"""The serving engine's features (#60): prefix cache, chunked prefill, prompt-lookup speculation, /metrics.
+
+The claims: each feature gives the tokens the plain scheduler gives (greedy, and seeded sampling where
+the feature does not change what is drawn); speculation at temperature 1 keeps the model's distribution
+(a chi-square test over every 3-token answer of a 4-token vocabulary); the prefix cache stays under its
+byte limit and a cancelled request gives its blocks back; /metrics, read with prometheus_client's own
+parser, counts what was sent, and needs the API key unless --metrics-public.
+"""
+
+import math
+import sys
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from zerollm.generation.batching import Done, Features, Request, Scheduler, Token
+from zerollm.generation.prefix import PrefixCache
+from zerollm.generation.sample import Sampling
+from zerollm.generation.speculate import Speculation, lookup
+from zerollm.model.gpt import GPT, GPTConfig
+
+sys.path.insert(0, str(Path(__file__).parent))
+from serve_helpers import server, tiny_chat_model  # noqa: E402
+
+PREFIX = Features(prefix_cache=1 << 20)
+CHUNKED = Features(prefill_chunk=5)
+NGRAM = Features(speculation=Speculation("ngram", tokens=3))
+ALL = Features(prefix_cache=1 << 20, prefill_chunk=7, speculation=Speculation("ngram"))
+
+
+def _model(V=61, scale=1.0, seed=3):
+    model = GPT(GPTConfig(vocab_size=V, block_size=96, n_layer=2, n_head=2, n_embd=16, pos="rope",
+                          dtype="float64"), seed=seed).eval()
+    for value in model.params.values():
+        if value.ndim == 2:
+            value *= scale                 # sharper logits: a random model's answers then repeat less evenly
+    return model
+
+
+def _prompts():
+    """Prompts sharing a 37-token system prefix (2 whole blocks), then diverging; one repeats the first
+    whole (a prompt entirely cached but its last token); one is shorter than a block."""
+    rng = np.random.default_rng(0)
+    system = rng.integers(0, 61, 37).tolist()
+    out = [system + rng.integers(0, 61, int(rng.integers(1, 12))).tolist() for _ in range(6)]
+    return out + [list(out[0]), system[:5]]
+
+
+def _run(model, prompts, features, sampling, max_batch=3, n=12, seed=5):
+    """Every prompt through one Scheduler (all submitted at once, max_batch rows) -> ([ids per prompt], scheduler)."""
+    sched = Scheduler(model, max_batch=max_batch, max_queue=64, features=features)
+    got = [[] for _ in prompts]
+    for i, p in enumerate(prompts):
+        sched.submit(Request(list(p), n, sampling, np.random.default_rng(seed + i), emit=got[i].append))
+    for _ in range(500):
+        if all(g and isinstance(g[-1], Done) for g in got):
+            break
+        sched.step()
+    assert all(g[-1].reason == "length" for g in got)
+    return [[ev.id for ev in g if isinstance(ev, Token)] for g in got], sched
+
+
+# ----------------------------------------------------------------------------
+# exactness in the scheduler
+
+GREEDY, SEEDED = Sampling(0), Sampling(0.9, top_k=20)
+# speculation changes what a seeded row draws (its distribution is tested below), so it runs greedy only here
+CASES = [(PREFIX, GREEDY), (CHUNKED, GREEDY), (ALL, GREEDY), (PREFIX, SEEDED), (CHUNKED, SEEDED),
+         (Features(prefix_cache=1 << 20, prefill_chunk=7), SEEDED)]
+
+
+@pytest.mark.parametrize("features, sampling", CASES, ids=["prefix", "chunked", "all", "prefix-seeded",
+                                                           "chunked-seeded", "prefix-chunked-seeded"])
+def test_each_feature_gives_the_tokens_of_the_plain_scheduler(features, sampling):
+    model, prompts = _model(), _prompts()
+    plain, _ = _run(model, prompts, Features(), sampling)
+    got, sched = _run(model, prompts, features, sampling)
+    assert got == plain
+    if features.prefix_cache:
+        assert sched.prefix.hits >= 4 * 32              # later rows found the 2 system blocks
+        assert all(b.refs == 0 for b in sched.prefix.blocks.values())    # every request gave its blocks back
+
+
+def test_prompt_lookup_greedy_gives_the_same_tokens_and_accepts_guesses():
+    model, prompts = _model(), _prompts()
+    plain, _ = _run(model, prompts, Features(), Sampling(0), n=30)
+    got, sched = _run(model, prompts, NGRAM, Sampling(0), n=30)
+    assert got == plain
+    assert sched.accepted > 0 and sched.drafted > sched.accepted     # guesses were kept, and refused
+    assert sched.steps < sum(len(g) for g in got) / 3                 # kept guesses saved forwards
+
+
+def test_chunked_prefill_interleaves_a_long_prompt_with_running_rows():
+    """A 60-token prompt joining while a row decodes: with 8-token chunks the running row gets a token on
+    each of the steps the long prompt is prefilled in; without, the prompt is prefilled in one step."""
+    model = _model()
+    for features, most in ((Features(prefill_chunk=8), 1), (Features(), 0)):
+        sched = Scheduler(model, max_batch=4, features=features)
+        short, long_ = [], []
+        sched.submit(Request([1, 2, 3], 20, Sampling(0), np.random.default_rng(0), emit=short.append))
+        sched.step()
+        sched.submit(Request(list(range(60)), 5, Sampling(0), np.random.default_rng(0), emit=long_.append))
+        between = 0
+        while not long_:
+            before = len(short)
+            sched.step()
+            between += len(short) - before
+        assert between >= (60 // 8 if most else 1)
+        assert between <= (60 // 8 + 1 if most else 1)
+
+
+# ----------------------------------------------------------------------------
+# speculation keeps the distribution
+
+def _exact(model, prompt, n):
+    """{answer of n tokens: its probability} by enumeration, temperature 1."""
+    V, probs = model.config.vocab_size, {(): 1.0}
+    for _ in range(n):
+        nxt = {}
+        for seq, p in probs.items():
+            logits, _ = model.forward(np.array([prompt + list(seq)]))
+            z = logits[0, -1] - logits[0, -1].max()
+            q = np.exp(z) / np.exp(z).sum()
+            nxt.update({seq + (t,): p * float(q[t]) for t in range(V)})
+        probs = nxt
+    return probs
+
+
+def _chi_square_ok(counts, probs, N):
+    """Pearson's chi-square against probs (bins under 5 expected merged): below the 0.1% critical value
+    (Wilson-Hilferty) -> (ok, statistic, degrees of freedom)."""
+    big = [s for s, p in probs.items() if p * N >= 5]
+    obs = [counts.get(s, 0) for s in big] + [N - sum(counts.get(s, 0) for s in big)]
+    exp = [probs[s] * N for s in big] + [N * (1 - sum(probs[s] for s in big))]
+    stat = sum((o - e) ** 2 / e for o, e in zip(obs, exp) if e > 0)
+    df = len(obs) - 1
+    crit = df * (1 - 2 / (9 * df) + 3.09 * math.sqrt(2 / (9 * df))) ** 3
+    return stat < crit, stat, df
+
+
+def test_speculative_sampling_keeps_the_distribution():
+    """4000 answers of 3 tokens at temperature 1 with prompt lookup on a 4-token vocabulary: their counts
+    fit the model's exact probabilities (chi-square, p > 0.001), while guesses were both kept and refused.
+    Keeping every guess instead (the rule broken) is caught by the same test."""
+    model, prompt, N = _model(V=4, scale=3.0, seed=1), [0, 1, 2, 3, 0, 1, 2, 3, 0, 1], 4000
+    probs = _exact(model, prompt, 3)
+    sched = Scheduler(model, max_batch=64, max_queue=N, features=Features(speculation=Speculation("ngram", 2)))
+    answers = [[] for _ in range(N)]
+    for i in range(N):
+        sched.submit(Request(list(prompt), 3, Sampling(1.0), np.random.default_rng(100 + i), emit=answers[i].append))
+    while sched.busy:
+        sched.step()
+    counts = {}
+    for a in answers:
+        key = tuple(ev.id for ev in a if isinstance(ev, Token))
+        counts[key] = counts.get(key, 0) + 1
+    ok, stat, df = _chi_square_ok(counts, probs, N)
+    print(f"chi-square {stat:.1f} on {df} df; accepted {sched.accepted} of {sched.drafted} guesses")
+    assert ok
+    assert 0 < sched.accepted < sched.drafted
+    always = {}                                         # what "keep every guess" would give: the lookup's text
+    for a in answers:
+        first = next(ev.id for ev in a if isinstance(ev, Token))
+        key = tuple([first] + lookup(prompt + [first], 2))
+        always[key] = always.get(key, 0) + 1
+    assert not _chi_square_ok(always, probs, N)[0]
+
+
+def test_lookup_finds_the_latest_earlier_tail():
+    assert lookup([1, 2, 3, 9, 1, 2], 2) == [3, 9]
+    assert lookup([1, 2, 3, 1, 2, 4, 1, 2], 1) == [4]     # the latest occurrence wins
+    assert lookup([5, 6, 7], 3) == []                      # no tail seen before
+    assert lookup([4], 3) == [] and lookup([4, 4], 0) == []
+
+
+# ----------------------------------------------------------------------------
+# the prefix cache's memory and references
+
+def _kv(n_tokens, fill):
+    """One layer's keys/values (nkv=1, 1, S, hs=4) with every slot set to fill."""
+    return [np.full((1, 1, n_tokens, 4), fill, np.float64)], [np.full((1, 1, n_tokens, 4), fill, np.float64)]
+
+
+def test_prefix_cache_evicts_free_blocks_under_its_limit_and_keeps_held_ones():
+    block_bytes = 2 * 4 * 4 * 8                        # k and v of 4 tokens x hs 4, float64
+    cache = PrefixCache(max_bytes=3 * block_bytes, block=4)
+    held = cache.store(list(range(8)), [], *_kv(8, 1.0))                       # 2 blocks, held
+    for i in range(5):
+        cache.release(cache.store([100 + i] * 4, [], *_kv(4, 2.0)))          # free ones, one after another
+        assert cache.nbytes <= 3 * block_bytes
+    assert len(cache) == 3 and all(b in cache.blocks.values() for b in held)
+    again = cache.lookup(list(range(8)) + [50])        # the held prefix is found whole, its keys as stored
+    assert again == held and float(again[1].k[0][0, 0, 0, 0]) == 1.0 and cache.hits == 8
+    cache.release(held)
+    cache.release(again)
+    cache.release(cache.store([7] * 16, [], *_kv(16, 3.0)))        # 4 new free blocks: the old ones go
+    assert cache.nbytes <= 3 * block_bytes and cache.lookup(list(range(8)) + [50]) == []
+
+
+def test_a_cancelled_request_gives_its_shared_blocks_back():
+    model = _model()
+    sched = Scheduler(model, max_batch=4, features=Features(prefix_cache=1 << 20))
+    prompt = list(range(40))
+    first, second = [], []
+    sched.submit(Request(prompt, 30, Sampling(0), np.random.default_rng(0), emit=first.append))
+    sched.step()
+    sched.submit(b := Request(prompt + [1], 30, Sampling(0), np.random.default_rng(0), emit=second.append))
+    sched.step()
+    blocks = list(sched.prefix.blocks.values())
+    assert len(blocks) == 2 and all(blk.refs == 2 for blk in blocks)       # both rows hold both blocks
+    b.cancel()
+    sched.step()
+    assert second[-1] == Done("cancelled") and all(blk.refs == 1 for blk in blocks)
+    while sched.busy:
+        sched.step()
+    assert all(blk.refs == 0 for blk in blocks)
+
+
+# ----------------------------------------------------------------------------
+# through the real server
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory):
+    return tiny_chat_model(tmp_path_factory.mktemp("engine"), block_size=96, chat_tokens=False)
+
+
+PROMPTS = ["The same long system prompt, then question one", "The same long system prompt, then question two",
+           "The same long system prompt, then question one", "abcabcabcabcabc"]
+
+
+def _answers(base, headers, **kw):
+    out = []
+    for p in PROMPTS:
+        r = httpx.post(f"{base}/v1/completions", headers=headers, timeout=60,
+                       json={"prompt": p, "max_tokens": 12, **kw})
+        assert r.status_code == 200, r.text
+        out.append(r.json())
+    return out
+
+
+@pytest.mark.slow
+def test_server_features_give_the_same_answers_and_metrics_count_them(model_dir):
+    """One server with every feature on (speculation too), one with every one off: the same greedy and
+    seeded texts; /metrics parsed by prometheus_client counts the requests, tokens and cache hits."""
+    key = {"Authorization": "Bearer k"}
+    with server(model_dir, "--prefix-cache", "0", "--prefill-chunk", "0") as (base, _):
+        plain = [_answers(base, None, temperature=0), _answers(base, None, seed=7)]
+    with server(model_dir, "--api-key", "k", "--speculate", "ngram", "--prefill-chunk", "8") as (base, _):
+        greedy = _answers(base, key, temperature=0)
+        assert httpx.get(f"{base}/metrics").status_code == 401
+        text = httpx.get(f"{base}/metrics", headers=key).text
+    assert [a["choices"][0]["text"] for a in greedy] == [a["choices"][0]["text"] for a in plain[0]]
+    found = {s.name: s.value for fam in text_string_to_metric_families(text) for s in fam.samples}
+    assert found["vllm:prompt_tokens_total"] == sum(a["usage"]["prompt_tokens"] for a in greedy)
+    assert found["vllm:generation_tokens_total"] == sum(a["usage"]["completion_tokens"] for a in greedy)
+    assert found["vllm:e2e_request_latency_seconds_count"] == len(PROMPTS)
+    assert found["vllm:time_to_first_token_seconds_count"] == len(PROMPTS)
+    assert found["vllm:request_success_total"] == len(PROMPTS)
+    assert found["vllm:prefix_cache_hits_total"] >= 32                  # the repeated prompt's blocks
+    assert found["vllm:prefix_cache_queries_total"] == found["vllm:prompt_tokens_total"]
+    assert 0 < found["vllm:spec_decode_num_accepted_tokens_total"] <= found["vllm:spec_decode_num_draft_tokens_total"]
+    assert found["vllm:num_requests_running"] == 0
+    with server(model_dir, "--metrics-public") as (base, _):           # seeded: prefix cache and chunks on
+        seeded = _answers(base, None, seed=7)
+        assert httpx.get(f"{base}/metrics").status_code == 200
+    assert [a["choices"][0]["text"] for a in seeded] == [a["choices"][0]["text"] for a in plain[1]]

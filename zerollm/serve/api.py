@@ -35,6 +35,7 @@ from zerollm.serve.guard import (RETRY_AFTER_S, SHUTDOWN, STREAM_END, ApiError, 
                                  error_response, sse, stream_cut)
 from zerollm.serve.metrics import CONTENT_TYPE as METRICS_TYPE
 from zerollm.serve.schemas import ChatRequest, CompletionRequest, first_problem
+from zerollm.serve.structured import response_grammar
 
 PAGE = Path(__file__).with_name("page.html")
 PARSERS = 4                  # bodies parsed at once: each may hold tens of MB of Python objects for a moment
@@ -285,7 +286,8 @@ def _check_n(backend, n):
 
 async def _complete(backend, body, prompt, request, chat, fitted=None):
     max_tokens = fitted.max_tokens if fitted is not None else _max_tokens(backend, body, prompt)
-    asked = Choices(body.n, _sampling(body), max_tokens, body.seed, tuple(body.stops()), body.logprob_count())
+    asked = Choices(body.n, _sampling(body), max_tokens, body.seed, tuple(body.stops()), body.logprob_count(),
+                    await response_grammar(backend, body))
     _check_n(backend, body.n)
     try:
         run = backend.submit(prompt, asked)

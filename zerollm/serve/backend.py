@@ -105,7 +105,7 @@ class Backend:
             rng = np.random.default_rng(None if c.seed is None else c.seed + i)
             reqs.append(Request(list(prompt), c.max_tokens, c.sampling, rng, emit=(lambda ev, i=i: emit((i, ev))),
                                 stop_ids=self.stop_ids, top_logprobs=c.top_logprobs,
-                                text=TextStream(self.tok, c.stops)))
+                                text=TextStream(self.tok, c.stops), grammar=c.grammar))
         return reqs
 
     def submit(self, prompt, choices):
@@ -131,6 +131,7 @@ class Choices:
     stops: tuple = ()
     top_logprobs: int | None = None
 
+    grammar: object = None             # a zerollm.generation.grammar TokenIndex every choice's text must match
 
 class Run:
     """The choices of one HTTP request, on their way from the scheduler's thread to the event loop."""

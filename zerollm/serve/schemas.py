@@ -80,6 +80,7 @@ class _Generation(_Body):
     top_k: Annotated[int, Field(ge=1)] | None = None
     min_p: Annotated[Float, Field(ge=0, le=1)] | None = None
     repetition_penalty: Annotated[Float, Field(ge=PENALTY_RANGE[0], le=PENALTY_RANGE[1])] = 1.0
+    response_format: dict | None = None          # text, json_object or json_schema: zerollm.serve.structured
 
     @field_validator("stop", mode="before")
     @classmethod

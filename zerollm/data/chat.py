@@ -39,6 +39,10 @@ the Jinja template can do too. The eight new special tokens (THINK_TOKENS, TOOL_
 only to tokenizers of models trained on such data (``prepare_tokenizer(..., needs=template_needs(rows))``),
 so older models keep their ids; ``has_thinking`` / ``has_tools`` say whether a model knows them.
 
+A Qwen2 / Qwen3 tokenizer (one with <|im_start|> and <|im_end|>) gets Qwen's own template instead, written
+in Python in zerollm.data.chatml (never run from the model directory's Jinja): every function below that
+takes a tokenizer picks the template by its tokens (``chatml.is_chatml``).
+
 What a model writes is read back by ``parse_reply`` (the one parser: the server, ``zerollm chat`` and
 RL rollouts use it): a leading think block is the reasoning, each well-formed ``<tool_call>`` naming a
 known tool is a call, everything else is content; a malformed call stays in the content as text.
@@ -50,6 +54,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from zerollm.io.errors import ZeroLLMError
+from zerollm.data import chatml
 from zerollm.data.formats import check_messages, check_sft_row, check_tools
 
 SYSTEM, USER, ASSISTANT, END = "<|system|>", "<|user|>", "<|assistant|>", "<|end|>"
@@ -70,13 +75,13 @@ NEW_ROW_NOISE = 0.01      # new embedding rows: the mean row plus this much of t
 # the tokenizer and the model
 
 def has_template(tokenizer):
-    """True when ``tokenizer`` has the template's four special tokens."""
+    """True when ``tokenizer`` has the template's four special tokens, or Qwen's two (zerollm.data.chatml)."""
     specials = getattr(tokenizer, "special_tokens", {}) or {}
-    return all(s in specials for s in SPECIALS)
+    return all(s in specials for s in SPECIALS) or chatml.is_chatml(tokenizer)
 
 
 def has_thinking(tokenizer):
-    """True when ``tokenizer`` knows <think> and </think> (a model trained on thinking data)."""
+    """True when ``tokenizer`` knows <think> and </think> (a model trained on thinking data; Qwen3)."""
     specials = getattr(tokenizer, "special_tokens", {}) or {}
     return has_template(tokenizer) and all(s in specials for s in THINK_TOKENS)
 
@@ -168,8 +173,8 @@ def special_id(tokenizer, token):
 
 
 def end_id(tokenizer):
-    """The id of the end-of-turn token: where generation stops."""
-    return special_id(tokenizer, END)
+    """The id of the end-of-turn token: where generation stops (<|im_end|> for a Qwen tokenizer)."""
+    return special_id(tokenizer, chatml.IM_END if chatml.is_chatml(tokenizer) else END)
 
 
 # ----------------------------------------------------------------------------
@@ -241,6 +246,8 @@ def _segments(messages, tools=None):
 
 
 def _encode_segments(tokenizer, segments, allowed_special="none"):
+    if chatml.is_chatml(tokenizer):
+        segments = chatml.merged(segments, tokenizer.special_tokens)
     ids, mask = [], []
     for text, special, learned in segments:
         piece = [special_id(tokenizer, text)] if special else tokenizer.encode(text, allowed_special=allowed_special)
@@ -267,18 +274,24 @@ def encode_example(tokenizer, example, allowed_special="none"):
     [False, False, False, False, False, False, False, True, True]
     """
     messages = as_messages(example)
+    if chatml.is_chatml(tokenizer):
+        return _encode_segments(tokenizer, chatml.segments(messages, example.get("tools")), allowed_special)
     return _encode_segments(tokenizer, _segments(messages, example.get("tools")), allowed_special)
 
 
-def encode_prompt(tokenizer, prompt_or_messages, tools=None):
+def encode_prompt(tokenizer, prompt_or_messages, tools=None, enable_thinking=True):
     """The generation prompt: a text (one user turn) or a list of messages (with the ``tools`` they may
-    call), then the assistant marker."""
+    call), then the assistant marker. ``enable_thinking=False``: Qwen3's switch, an empty think block
+    after the marker (a tokenizer without Qwen's template ignores it)."""
     if isinstance(prompt_or_messages, str):
         messages = [{"role": "user", "content": prompt_or_messages}]
     else:
         messages = check_messages(prompt_or_messages, "prompt")
     if tools:
         check_tools(tools, "prompt")
+    if chatml.is_chatml(tokenizer):
+        pieces = chatml.segments(messages, tools, add_generation_prompt=True, enable_thinking=enable_thinking)
+        return _encode_segments(tokenizer, pieces)[0]
     return _encode_segments(tokenizer, _segments(messages, tools))[0] + [special_id(tokenizer, ASSISTANT)]
 
 

@@ -18,6 +18,8 @@ token's text is encoded like any other text, so user input cannot forge one (``e
 special-token handling live in tokenizers/base.py, shared with the byte and char tokenizers).
 """
 
+import unicodedata
+
 from zerollm.engine import accelerated
 from zerollm.io.errors import ZeroLLMError
 from zerollm.tokenizers.base import Tokenizer, as_id_list, text_bytes
@@ -57,6 +59,9 @@ def token_from_json(t):
 # ----------------------------------------------------------------------------
 # the tokenizer
 
+NORMALIZERS = (None, "NFC")        # the Unicode normalizations a BPETokenizer can apply first
+
+
 class BPETokenizer(Tokenizer):
     """A byte-level BPE tokenizer.
 
@@ -68,10 +73,16 @@ class BPETokenizer(Tokenizer):
     vocab:          {id: bytes} of the non-special tokens. Default: id i is byte i (0..255) and
                     each merge's new_id is the bytes of left + right (what ``train`` makes).
                     Imported GPT-2 files bring their own numbering.
+    normalizer:     None, or "NFC": text (not special tokens) is put in Unicode normal form C before
+                    it is split, as Qwen2's and Qwen3's tokenizer.json ask ("é" typed as e + U+0301 is then
+                    the one character U+00E9, and encodes as it does).
     """
     name = "bpe"
 
-    def __init__(self, pattern="gpt4", merges=(), special_tokens=(), vocab=None):
+    def __init__(self, pattern="gpt4", merges=(), special_tokens=(), vocab=None, normalizer=None):
+        if normalizer not in NORMALIZERS:
+            raise ZeroLLMError(f"normalizer must be None or one of {', '.join(NORMALIZERS[1:])}, got {normalizer!r}")
+        self.normalizer = normalizer
         self.pattern_name, self.pattern = resolve_pattern(pattern)
         self._regex = compile_pattern(self.pattern)
         self.merges = [tuple(int(x) for x in m) for m in merges]
@@ -107,7 +118,7 @@ class BPETokenizer(Tokenizer):
         tokens it already has are skipped. Merges, vocabulary and existing ids are unchanged."""
         new = self._new_specials(tokens)
         specials = {**self.special_tokens, **{s: self.vocab_size + k for k, s in enumerate(new)}}
-        return BPETokenizer(self.pattern, self.merges, specials, self.vocab)
+        return BPETokenizer(self.pattern, self.merges, specials, self.vocab, self.normalizer)
 
     # ------------------------------------------------------------------
     # training
@@ -138,6 +149,8 @@ class BPETokenizer(Tokenizer):
     def _encode_ordinary(self, text):
         """Split into chunks; BPE each distinct chunk once (most chunks repeat: " the", "，").
         Chunks not seen before are encoded together (one call of ``encode_chunks``), a block at a time."""
+        if self.normalizer is not None:
+            text = unicodedata.normalize(self.normalizer, text)
         chunks = split_text(text, self._regex, self.pattern_name is not None)
         out = []
         for start in range(0, len(chunks), BLOCK):
@@ -187,13 +200,16 @@ class BPETokenizer(Tokenizer):
 
     def _payload(self):
         tokens = {i: token_to_json(b) for i, b in self.vocab.items()}
-        return {
+        payload = {
             "pattern": self.pattern_name or "custom",
             "regex": self.pattern,
             "special_tokens": self.special_tokens,
             "vocab": [[i, tokens[i]] for i in sorted(tokens)],
             "merges": [[tokens[a], tokens[b]] for a, b, _ in self.merges],
         }
+        if self.normalizer is not None:          # only then: files without one stay as they were
+            payload["normalizer"] = self.normalizer
+        return payload
 
     @classmethod
     def _from_payload(cls, data):
@@ -211,7 +227,10 @@ class BPETokenizer(Tokenizer):
         specials = data["special_tokens"]
         if not isinstance(specials, dict):
             raise ZeroLLMError("'special_tokens' must be an object {text: id}")
-        return cls(known_pattern(data["regex"], '"regex"'), merges, specials, vocab)
+        normalizer = data.get("normalizer")
+        if normalizer not in NORMALIZERS:
+            raise ZeroLLMError(f"'normalizer' must be one of {', '.join(NORMALIZERS[1:])} or absent, got {normalizer!r}")
+        return cls(known_pattern(data["regex"], '"regex"'), merges, specials, vocab, normalizer)
 
     @classmethod
     def from_gpt2_files(cls, vocab_json, merges_txt):

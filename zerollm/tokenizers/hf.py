@@ -77,7 +77,7 @@ def hf_tokenizer_dict(tok):
         "added_tokens": [{"id": i, "content": s, "single_word": False, "lstrip": False,
                           "rstrip": False, "normalized": False, "special": True}
                          for s, i in sorted(tok.special_tokens.items(), key=lambda kv: kv[1])],
-        "normalizer": None,
+        "normalizer": {"type": tok.normalizer} if tok.normalizer else None,
         # split with our regex ("isolated": matches and the text between them become pieces),
         # then map bytes to GPT-2 characters without splitting again (use_regex False)
         "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
@@ -255,8 +255,10 @@ def read_hf_tokenizer_json(path, data=None):
     model = data.get("model") or {}
     if model.get("type") != "BPE":
         raise ZeroLLMError(f"{path}: model type is {model.get('type')!r}; only BPE can be imported")
-    if data.get("normalizer") is not None:
-        raise ZeroLLMError(f"{path}: has a normalizer, which zerollm does not implement")
+    normalizer = data.get("normalizer")
+    if normalizer is not None and normalizer != {"type": "NFC"}:
+        raise ZeroLLMError(f"{path}: has a normalizer zerollm does not implement ({str(normalizer)[:60]}); "
+                           "only NFC (Qwen2's and Qwen3's) is")
     for key in ("continuing_subword_prefix", "end_of_word_suffix", "dropout", "byte_fallback",
                 "ignore_merges"):
         if model.get(key):
@@ -264,7 +266,8 @@ def read_hf_tokenizer_json(path, data=None):
     pattern = _pattern_of(data.get("pre_tokenizer"), path)
     merges = [tuple(m.split(" ")) if isinstance(m, str) else tuple(m) for m in model.get("merges", [])]
     specials = {t["content"]: t["id"] for t in data.get("added_tokens", [])}
-    return _build(model.get("vocab", {}), merges, pattern, specials, where=os.fspath(path))
+    return dict(_build(model.get("vocab", {}), merges, pattern, specials, where=os.fspath(path)),
+                normalizer="NFC" if normalizer else None)
 
 
 def read_hf_dir(folder):

@@ -28,9 +28,15 @@ GPT4_PATTERN = (r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}+|\p{N}{1,3}|"
 LLAMA3_PATTERN = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}"
                   r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
 
+# Qwen2's, Qwen2.5's and Qwen3's (transformers' tokenization_qwen2.py, llama.cpp's "qwen2" pre-tokenizer): Llama 3's
+# with every digit a chunk of its own ("\p{N}" where Llama 3 groups up to three), so numbers are read digit by digit
+QWEN2_PATTERN = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}"
+                 r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+
 PATTERNS = {"gpt2": GPT2_PATTERN, "gpt4": GPT4_PATTERN}
 # every split regex zerollm runs when a file names it: each takes time in proportion to the text it splits
-KNOWN_PATTERNS = (GPT2_PATTERN, GPT4_PATTERN, LLAMA3_PATTERN)
+# (tests/test_qwen.py times none but checks that long runs of spaces, newlines and marks split at once)
+KNOWN_PATTERNS = (GPT2_PATTERN, GPT4_PATTERN, LLAMA3_PATTERN, QWEN2_PATTERN)
 
 
 def resolve_pattern(pattern):
@@ -60,7 +66,7 @@ def known_pattern(text, key, where=None):
     shown = repr(text) if len(repr(text)) <= 80 else repr(text)[:77] + "..."
     file = f"{where}: " if where else ""
     raise ZeroLLMError(f"{file}{key} is a split regex zerollm does not run ({shown}): "
-                       "a tokenizer read from a file may only use GPT-2's, GPT-4's or Llama 3's split regex; "
+                       "a tokenizer read from a file may only use GPT-2's, GPT-4's, Llama 3's or Qwen2's split regex; "
                        "retrain the tokenizer with --pattern gpt2 or gpt4")
 
 

@@ -1,0 +1,294 @@
+"""Qwen2 / Qwen3 in and out (#64): small random Qwen2ForCausalLM and Qwen3ForCausalLM models built offline
+in transformers (odd sizes, GQA, tied and untied, a head size other than C // nh), their byte-level BPE
+tokenizer with the Qwen2 split regex and NFC, and Qwen3's chat template, each against transformers."""
+
+import json
+
+import numpy as np
+import pytest
+import torch
+from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
+from transformers import (AutoModelForCausalLM, PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM, Qwen3Config,
+                          Qwen3ForCausalLM)
+
+from zerollm.data import chat
+from zerollm.interop import hf
+from zerollm.io.errors import ZeroLLMError
+from zerollm.model.gpt import GPTConfig
+from zerollm.tokenizers.patterns import QWEN2_PATTERN
+
+from test_hf import NO_SPECIAL, TOL, gap, hf_logits, ids, jitter
+
+QWEN2_CASES = {
+    "gqa5to1-untied": dict(vocab_size=37, hidden_size=20, intermediate_size=14, num_hidden_layers=2,
+                           num_attention_heads=5, num_key_value_heads=1, max_position_embeddings=16),
+    "mha-tied-theta1e6": dict(vocab_size=41, hidden_size=12, intermediate_size=18, num_hidden_layers=1,
+                              num_attention_heads=3, num_key_value_heads=3, max_position_embeddings=16,
+                              tie_word_embeddings=True, rope_theta=1e6),
+}
+QWEN3_CASES = {
+    "gqa-headdim6-tied": dict(vocab_size=37, hidden_size=20, intermediate_size=14, num_hidden_layers=2,
+                              num_attention_heads=4, num_key_value_heads=2, head_dim=6, max_position_embeddings=16,
+                              tie_word_embeddings=True),
+    "mqa-untied-odd": dict(vocab_size=29, hidden_size=18, intermediate_size=10, num_hidden_layers=2,
+                           num_attention_heads=3, num_key_value_heads=1, max_position_embeddings=16,
+                           rms_norm_eps=1e-5),
+}
+
+
+def qwen(family, **kw):
+    cls, config = (Qwen2ForCausalLM, Qwen2Config) if family == "qwen2" else (Qwen3ForCausalLM, Qwen3Config)
+    return jitter(cls(config(**kw, **NO_SPECIAL)))
+
+
+CASES = [("qwen2", name) for name in QWEN2_CASES] + [("qwen3", name) for name in QWEN3_CASES]
+
+
+def _kw(family, name):
+    return (QWEN2_CASES if family == "qwen2" else QWEN3_CASES)[name]
+
+
+# ----------------------------------------------------------------------------
+# models
+
+@pytest.mark.parametrize("family, name", CASES)
+def test_load_and_export_match_transformers(tmp_path, family, name):
+    theirs = qwen(family, **_kw(family, name))
+    theirs.save_pretrained(tmp_path / "hf")
+    ours = hf.load(tmp_path / "hf")
+    cfg = ours.config
+    assert (cfg.qkv_bias, cfg.qk_norm, cfg.bias) == (family == "qwen2", family == "qwen3", False)
+    idx = ids(cfg.vocab_size)
+    assert gap(ours, theirs, idx) <= TOL
+    hf.export(ours, tmp_path / "out")
+    saved = json.loads((tmp_path / "out" / "config.json").read_text())
+    assert saved["model_type"] == family
+    back = AutoModelForCausalLM.from_pretrained(tmp_path / "out").eval()
+    assert type(back) is type(theirs)
+    assert np.abs(hf_logits(back, idx) - hf_logits(theirs, idx)).max() <= TOL
+
+
+@pytest.mark.parametrize("family, name", [("qwen2", "gqa5to1-untied"), ("qwen3", "gqa-headdim6-tied")])
+def test_gradient_float64_matches_finite_differences(tmp_path, family, name):
+    """d loss / d params . u for a random direction u, against (L(p + eps u) - L(p - eps u)) / 2 eps."""
+    qwen(family, **_kw(family, name)).save_pretrained(tmp_path)
+    model = hf.load(tmp_path, dtype="float64").train()
+    idx, targets = ids(model.config.vocab_size, T=6), ids(model.config.vocab_size, T=6, seed=1)
+    model.forward(idx, targets)
+    grads = model.backward()
+    rng = np.random.default_rng(0)
+    u = {n: rng.standard_normal(p.shape) for n, p in model.params.items()}
+    assert {"h.0.attn.q_norm.weight", "h.0.attn.c_attn.bias"} & set(grads)
+    exact = sum(float(np.sum(grads[n] * u[n])) for n in grads)
+    base = {n: p.copy() for n, p in model.params.items()}
+
+    def loss_at(step):
+        for n, p in model.params.items():
+            p[...] = base[n] + step * u[n]
+        return float(model.forward(idx, targets)[1])
+    eps = 1e-6
+    numeric = (loss_at(eps) - loss_at(-eps)) / (2 * eps)
+    assert abs(exact - numeric) <= 1e-6 * max(1.0, abs(numeric))
+
+
+def test_config_defaults_leave_existing_files_unchanged():
+    plain = GPTConfig(n_layer=1, n_head=2, n_embd=8).to_dict()
+    assert not {"qkv_bias", "qk_norm", "head_dim"} & set(plain)
+    qwen3 = GPTConfig(n_layer=1, n_head=2, n_embd=8, head_dim=6, qk_norm=True, norm="rmsnorm", pos="rope")
+    assert GPTConfig.from_dict(qwen3.to_dict()) == qwen3
+    with pytest.raises(ZeroLLMError, match="head_dim must be a positive integer"):
+        GPTConfig(n_layer=1, n_head=2, n_embd=8, head_dim=0)
+
+
+# ----------------------------------------------------------------------------
+# the tokenizer: byte-level BPE, Qwen2's split regex, NFC
+
+TEXT = ("Hello, world! It's 2024: I'LL pay $3.50 (or 12345 yen)...\n\n  \t indented\r\n"
+        "你好，世界。秦川雄帝宅，函谷壮皇居。春眠不觉晓，处处闻啼鸟。 naïve café 😀\n") * 3
+QWEN_SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<think>", "</think>", "<tool_call>",
+                 "</tool_call>", "<tool_response>", "</tool_response>"]
+
+
+@pytest.fixture(scope="module")
+def qwen_tokenizer_dir(tmp_path_factory):
+    """A small Qwen2-style tokenizer.json made with `tokenizers` (the layout of Qwen's own file)."""
+    folder = tmp_path_factory.mktemp("qwen_tok")
+    tok = Tokenizer(models.BPE())
+    tok.normalizer = normalizers.NFC()
+    tok.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(QWEN2_PATTERN), behavior="isolated", invert=False),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=420, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                                  show_progress=False)
+    tok.train_from_iterator([TEXT] * 4, trainer)
+    tok.add_special_tokens(QWEN_SPECIALS)
+    tok.save(str(folder / "tokenizer.json"))
+    return folder
+
+
+@pytest.mark.parametrize("text", ["", "a", TEXT, "数字 3.14159 和 2024年", "e\u0301 café = cafe\u0301",
+                                  "  spaces   and\n\n\nnewlines \r\n", "<|im_start|> typed as text"])
+def test_tokenizer_encodes_like_tokenizers(qwen_tokenizer_dir, text):
+    theirs = Tokenizer.from_file(str(qwen_tokenizer_dir / "tokenizer.json"))
+    ours = hf.load_tokenizer_dir(qwen_tokenizer_dir)
+    assert ours.normalizer == "NFC"
+    expected = [i for i in theirs.encode(text, add_special_tokens=False).ids]
+    if "<|im_start|>" in text:             # zerollm encodes typed markers as text, tokenizers as the token
+        expected = ours.encode(text)
+        assert ours.special_tokens["<|im_start|>"] not in expected
+        return
+    assert ours.encode(text) == expected
+    assert ours.decode(ours.encode(text)) == theirs.decode(expected, skip_special_tokens=False)
+
+
+def test_long_runs_split_in_one_pass():
+    """Long runs of spaces, newlines and marks: each is a chunk or two, found without backtracking over
+    every start (the split would take minutes otherwise; here it is a fraction of a second)."""
+    from zerollm.tokenizers.patterns import compile_pattern, split_text
+    regex = compile_pattern(QWEN2_PATTERN)
+    for text in (" " * 100_000 + "x", "\n" * 100_000, " \n" * 50_000, "!" * 100_000, " " * 50_000 + "\n" + " " * 5):
+        chunks = split_text(text, regex, covers_all=False)
+        assert "".join(chunks) == text and len(chunks) <= 3
+
+
+# ----------------------------------------------------------------------------
+# the chat template: Qwen3's public template (typed here as a fixture; transformers runs it, zerollm never)
+
+QWEN3_TEMPLATE = r"""{%- if tools %}
+    {{- '<|im_start|>system\n' }}
+    {%- if messages[0].role == 'system' %}
+        {{- messages[0].content + '\n\n' }}
+    {%- endif %}
+    {{- "# Tools\n\nYou may call one or more functions to assist with the user query.\n\nYou are provided with function signatures within <tools></tools> XML tags:\n<tools>" }}
+    {%- for tool in tools %}
+        {{- "\n" }}
+        {{- tool | tojson }}
+    {%- endfor %}
+    {{- "\n</tools>\n\nFor each function call, return a json object with function name and arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": <args-json-object>}\n</tool_call><|im_end|>\n" }}
+{%- else %}
+    {%- if messages[0].role == 'system' %}
+        {{- '<|im_start|>system\n' + messages[0].content + '<|im_end|>\n' }}
+    {%- endif %}
+{%- endif %}
+{%- set ns = namespace(multi_step_tool=true, last_query_index=messages|length - 1) %}
+{%- for message in messages[::-1] %}
+    {%- set index = (messages|length - 1) - loop.index0 %}
+    {%- if ns.multi_step_tool and message.role == "user" and message.content is string and not(message.content.startswith('<tool_response>') and message.content.endswith('</tool_response>')) %}
+        {%- set ns.multi_step_tool = false %}
+        {%- set ns.last_query_index = index %}
+    {%- endif %}
+{%- endfor %}
+{%- for message in messages %}
+    {%- if message.content is string %}
+        {%- set content = message.content %}
+    {%- else %}
+        {%- set content = '' %}
+    {%- endif %}
+    {%- if (message.role == "user") or (message.role == "system" and not loop.first) %}
+        {{- '<|im_start|>' + message.role + '\n' + content + '<|im_end|>' + '\n' }}
+    {%- elif message.role == "assistant" %}
+        {%- set reasoning_content = '' %}
+        {%- if message.reasoning_content is string %}
+            {%- set reasoning_content = message.reasoning_content %}
+        {%- else %}
+            {%- if '</think>' in content %}
+                {%- set reasoning_content = content.split('</think>')[0].rstrip('\n').split('<think>')[-1].lstrip('\n') %}
+                {%- set content = content.split('</think>')[-1].lstrip('\n') %}
+            {%- endif %}
+        {%- endif %}
+        {%- if loop.index0 > ns.last_query_index %}
+            {%- if loop.last or (not loop.last and reasoning_content) %}
+                {{- '<|im_start|>' + message.role + '\n<think>\n' + reasoning_content.strip('\n') + '\n</think>\n\n' + content.lstrip('\n') }}
+            {%- else %}
+                {{- '<|im_start|>' + message.role + '\n' + content }}
+            {%- endif %}
+        {%- else %}
+            {{- '<|im_start|>' + message.role + '\n' + content }}
+        {%- endif %}
+        {%- if message.tool_calls %}
+            {%- for tool_call in message.tool_calls %}
+                {%- if (loop.first and content) or (not loop.first) %}
+                    {{- '\n' }}
+                {%- endif %}
+                {%- if tool_call.function %}
+                    {%- set tool_call = tool_call.function %}
+                {%- endif %}
+                {{- '<tool_call>\n{"name": "' }}
+                {{- tool_call.name }}
+                {{- '", "arguments": ' }}
+                {%- if tool_call.arguments is string %}
+                    {{- tool_call.arguments }}
+                {%- else %}
+                    {{- tool_call.arguments | tojson }}
+                {%- endif %}
+                {{- '}\n</tool_call>' }}
+            {%- endfor %}
+        {%- endif %}
+        {{- '<|im_end|>\n' }}
+    {%- elif message.role == "tool" %}
+        {%- if loop.first or (messages[loop.index0 - 1].role != "tool") %}
+            {{- '<|im_start|>user' }}
+        {%- endif %}
+        {{- '\n<tool_response>\n' }}
+        {{- content }}
+        {{- '\n</tool_response>' }}
+        {%- if loop.last or (messages[loop.index0 + 1].role != "tool") %}
+            {{- '<|im_end|>\n' }}
+        {%- endif %}
+    {%- endif %}
+{%- endfor %}
+{%- if add_generation_prompt %}
+    {{- '<|im_start|>assistant\n' }}
+    {%- if enable_thinking is defined and enable_thinking is false %}
+        {{- '<think>\n\n</think>\n\n' }}
+    {%- endif %}
+{%- endif %}"""
+
+CALC = {"type": "function", "function": {"name": "calculator", "description": "算术",
+                                         "parameters": {"type": "object", "properties": {"expr": {"type": "string"}}}}}
+CONVERSATIONS = {
+    "one-turn": [{"role": "user", "content": "你好"}],
+    "system": [{"role": "system", "content": "You write poems."}, {"role": "user", "content": "藏头诗：春夏秋冬"}],
+    "history-with-thinking": [
+        {"role": "user", "content": "1+1?"}, {"role": "assistant", "content": "2", "reasoning_content": "one and one"},
+        {"role": "user", "content": "2+2?"}, {"role": "assistant", "content": "<think>\ntwo twos\n</think>\n\n4"}],
+    "tools": [{"role": "system", "content": "Be exact."}, {"role": "user", "content": "12*34="},
+              {"role": "assistant", "content": "",
+               "tool_calls": [{"id": "c1", "type": "function",
+                               "function": {"name": "calculator", "arguments": {"expr": "12*34"}}}]},
+              {"role": "tool", "content": "408"}, {"role": "tool", "content": "ok"}],
+}
+
+
+@pytest.fixture(scope="module")
+def hf_chat_tokenizer(qwen_tokenizer_dir):
+    return PreTrainedTokenizerFast(tokenizer_file=str(qwen_tokenizer_dir / "tokenizer.json"),
+                                   chat_template=QWEN3_TEMPLATE)
+
+
+def _their_ids(tok, messages, **kw):
+    text = tok.apply_chat_template(messages, tokenize=False, **kw)
+    return tok(text, add_special_tokens=False)["input_ids"]
+
+
+@pytest.mark.parametrize("name", sorted(CONVERSATIONS))
+@pytest.mark.parametrize("thinking", [True, False])
+def test_prompt_ids_match_apply_chat_template(qwen_tokenizer_dir, hf_chat_tokenizer, name, thinking):
+    ours = hf.load_tokenizer_dir(qwen_tokenizer_dir)
+    messages = CONVERSATIONS[name]
+    tools = [CALC] if name == "tools" else None
+    kw = dict(tools=tools, add_generation_prompt=True, enable_thinking=thinking)
+    assert chat.encode_prompt(ours, messages, tools=tools, enable_thinking=thinking) == \
+        _their_ids(hf_chat_tokenizer, messages, **kw)
+    assert chat.end_id(ours) == ours.special_tokens["<|im_end|>"]
+
+
+@pytest.mark.parametrize("name", ["system", "history-with-thinking"])
+def test_training_ids_and_mask_match_the_template(qwen_tokenizer_dir, hf_chat_tokenizer, name):
+    ours = hf.load_tokenizer_dir(qwen_tokenizer_dir)
+    messages = CONVERSATIONS[name] + ([{"role": "assistant", "content": "春风"}] if name == "system" else [])
+    ids_, mask = chat.encode_example(ours, {"messages": messages})
+    assert ids_ == _their_ids(hf_chat_tokenizer, messages)
+    learned = ours.decode([i for i, m in zip(ids_, mask) if m])
+    assert learned.endswith("<|im_end|>") and "user" not in learned

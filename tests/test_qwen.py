@@ -292,3 +292,24 @@ def test_training_ids_and_mask_match_the_template(qwen_tokenizer_dir, hf_chat_to
     assert ids_ == _their_ids(hf_chat_tokenizer, messages)
     learned = ours.decode([i for i, m in zip(ids_, mask) if m])
     assert learned.endswith("<|im_end|>") and "user" not in learned
+
+
+def test_export_with_its_tokenizer_keeps_qwens_end_of_turn(tmp_path, qwen_tokenizer_dir, hf_chat_tokenizer):
+    from transformers import AutoTokenizer
+    qwen("qwen3", **dict(QWEN3_CASES["gqa-headdim6-tied"], vocab_size=430)).save_pretrained(tmp_path / "hf")
+    model, tok = hf.load(tmp_path / "hf"), hf.load_tokenizer_dir(qwen_tokenizer_dir)
+    hf.export(model, tmp_path / "out", tokenizer=tok)
+    config = json.loads((tmp_path / "out" / "config.json").read_text())
+    assert config["eos_token_id"] == tok.special_tokens["<|im_end|>"]
+    theirs = AutoTokenizer.from_pretrained(tmp_path / "out")
+    messages = CONVERSATIONS["system"]
+    for thinking in (True, False):
+        assert chat.encode_prompt(tok, messages, enable_thinking=thinking) == _their_ids(
+            theirs, messages, add_generation_prompt=True, enable_thinking=thinking)
+
+
+def test_gguf_export_of_qwen_is_refused_in_one_line(tmp_path):
+    from zerollm.interop.gguf import check_gguf
+    qwen("qwen2", **QWEN2_CASES["gqa5to1-untied"]).save_pretrained(tmp_path)
+    with pytest.raises(ZeroLLMError, match="does not write GGUF's qwen2 architecture yet"):
+        check_gguf(hf.load(tmp_path).config)

@@ -39,6 +39,15 @@ TOOLS_OUTRO_END = " XML tags:\n"      # the tags between the two are tokens in t
 CALL_EXAMPLE = '\n{"name": <function-name>, "arguments": <args-json-object>}\n'
 
 
+# What an export writes into tokenizer_config.json for transformers (zerollm's own short template: the
+# turns and the thinking switch; tools and past reasoning are rendered by zerollm, not by this Jinja)
+CHATML_JINJA = (
+    "{%- for message in messages %}{{- '<|im_start|>' + message.role + '\n' + message.content + '<|im_end|>\n' }}"
+    "{%- endfor %}{%- if add_generation_prompt %}{{- '<|im_start|>assistant\n' }}"
+    "{%- if enable_thinking is defined and enable_thinking is false %}{{- '<think>\n\n</think>\n\n' }}{%- endif %}"
+    "{%- endif %}")
+
+
 def is_chatml(tokenizer):
     """True when ``tokenizer`` has <|im_start|> and <|im_end|> (Qwen2, Qwen2.5, Qwen3 and their kin)."""
     specials = getattr(tokenizer, "special_tokens", {}) or {}

@@ -123,6 +123,10 @@ def gguf_problems(cfg, tokenizer=None):
     if cfg.mlp == "gelu" and cfg.n_expert == 0 and cfg.gelu != "tanh":
         problems.append("GGUF's gpt2 architecture computes the tanh GELU, but this model uses gelu='erf'; "
                         "train with --gelu tanh to export it as GGUF")
+    if family in ("qwen2", "qwen3"):
+        problems.append(f"zerollm does not write GGUF's {family} architecture yet (q/k/v biases, QK-norm); "
+                        "export it as a Hugging Face directory (zerollm convert --to DIR) and use llama.cpp's "
+                        "convert_hf_to_gguf.py on it")
     if family == "llama" and cfg.bias:
         problems.append("GGUF's llama architecture has no biases, but this model has bias=True; "
                         "train the Llama layout with bias off (--no-bias) to export it as GGUF")

@@ -205,11 +205,11 @@ def hf_arrays(model):
 def _special_tokens(tokenizer):
     """{"bos"/"eos": token text}: GPT-2's <|endoftext|> for both; a chat model ends at the end of a turn,
     so its eos is the chat template's end-of-turn token (transformers' generate stops there)."""
-    from zerollm.data import chat
+    from zerollm.data import chat, chatml
     specials = getattr(tokenizer, "special_tokens", None) or {}
     out = {"bos": ENDOFTEXT, "eos": ENDOFTEXT} if ENDOFTEXT in specials else {}
     if chat.has_template(tokenizer):
-        out["eos"] = chat.END
+        out["eos"] = chatml.IM_END if chatml.is_chatml(tokenizer) else chat.END
     return out
 
 
@@ -221,7 +221,7 @@ def _special_ids(tokenizer):
 def _write_tokenizer(tokenizer, folder, cfg):
     """tokenizer.json + tokenizer_config.json (with the chat template when the tokenizer has its
     tokens), so ``AutoTokenizer.from_pretrained`` and ``apply_chat_template`` work."""
-    from zerollm.data import chat
+    from zerollm.data import chat, chatml
     if tokenizer.vocab_size > cfg.vocab_size:
         raise ZeroLLMError(f"the tokenizer has {tokenizer.vocab_size} tokens but the model only "
                            f"{cfg.vocab_size}; export with the tokenizer the model was trained with")
@@ -232,7 +232,8 @@ def _write_tokenizer(tokenizer, folder, cfg):
     if ENDOFTEXT in getattr(tokenizer, "special_tokens", {}):
         settings["unk_token"] = ENDOFTEXT
     if chat.has_template(tokenizer):
-        settings["chat_template"] = chat.chat_template_jinja()
+        settings["chat_template"] = (chatml.CHATML_JINJA if chatml.is_chatml(tokenizer)
+                                     else chat.chat_template_jinja())
     write_json(os.path.join(folder, "tokenizer_config.json"), settings)
 
 

@@ -242,3 +242,41 @@ def test_rows_of_one_batch_have_their_own_grammar_or_none_and_length_says_incomp
     assert re.fullmatch(rb"[0-9]{20}", bytes(reqs[2].ids)) and done[2] == Done("length", INCOMPLETE)
     assert not re.fullmatch(rb"[0-9]*", bytes(reqs[1].ids))             # the free row is not masked
     assert re.fullmatch(rb"[0-9]{5}", bytes(reqs[4].ids)) and done[4].message == INCOMPLETE
+
+
+# ----------------------------------------------------------------------------
+# the commands
+
+def test_zerollm_sample_regex_and_json_schema(tmp_path_factory, capsys):
+    from tiny_runs import run_main, tiny_run
+    run = tiny_run(tmp_path_factory, "bpe")
+    code, out, err = run_main(["sample", "--ckpt", run, "--prompt", "Age: ", "--regex", "[1-9][0-9]{0,2} years",
+                               "--temperature", "1.5", "--seed", "1", "--num-samples", "3"], capsys)
+    assert code == 0, err
+    answers = [a.strip().removeprefix("Age: ") for a in out.split("---------------")]
+    assert len(answers) == 3 and all(re.fullmatch(r"[1-9][0-9]{0,2} years", a) for a in answers), answers
+    schema = tmp_path_factory.mktemp("schema") / "s.json"
+    person = {"type": "object", "properties": {"name": {"type": "string", "pattern": "^[a-z ]{1,8}$"},
+                                               "age": {"type": "integer"}}, "required": ["name", "age"]}
+    schema.write_text(json.dumps(person))       # printable names: sample shows other characters escaped
+    code, out, err = run_main(["sample", "--ckpt", run, "--prompt", "x", "--json-schema", schema,
+                               "--temperature", "1.5", "--seed", "2", "--max-new-tokens", "150"], capsys)
+    assert code == 0, err
+    jsonschema.validate(json.loads(out.removeprefix("x")), person)
+    code, out, err = run_main(["sample", "--ckpt", run, "--prompt", "x", "--regex", "[0-9]{40}",
+                               "--max-new-tokens", "3"], capsys)
+    assert code == 0 and INCOMPLETE in err
+    code, out, err = run_main(["sample", "--ckpt", run, "--regex", "(?=x)y"], capsys)
+    assert code != 0 and "look-ahead" in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("lang, words", [("en", "accepting"), ("zh", "接受")])
+def test_zerollm_grammar_explain_walks_the_text(capsys, lang, words):
+    from tiny_runs import run_main
+    code, out, err = run_main(["grammar", "--regex", "(yes|no)!", "--text", "yes!", "--explain", "--lang", lang,
+                               "--tokenizer", "byte"], capsys)
+    assert code == 0, err
+    assert words in out and out.count("2/256") + out.count("1/256") == 4    # 'n' 'y', then one byte at a time
+    code, out, err = run_main(["grammar", "--regex", "(yes|no)!", "--text", "yep", "--explain", "--tokenizer", "byte"],
+                              capsys)
+    assert code == 0 and "NOT allowed" in out

@@ -36,6 +36,8 @@ COMMANDS = {
                 "one offline, interactive HTML page: the walkthrough you can edit, and a model's attention"),
     "quantize": ("zerollm.teach.quantize",
                  "Q8_0 / Q4_0 quantization by hand on a small matrix: blocks, scales, rounding, error (--explain)"),
+    "grammar": ("zerollm.teach.grammar",
+                "constrained decoding by hand: a regex as an automaton, and the token ids each state allows (--explain)"),
     "gradcheck": ("zerollm.teach.gradcheck_cmd",
                   "check every layer's hand-written backward against finite differences"),
     "exercise": ("zerollm.teach.exercises.command",

@@ -3,6 +3,7 @@
     zerollm sample --ckpt runs/shakespeare --prompt "ROMEO:" --max-new-tokens 300 --temperature 0.8 --top-k 40
     zerollm sample --ckpt runs/tang-sft --prompt "藏头诗：春夏秋冬"     # a fine-tuned model: the chat template
     echo "藏头诗：春夏秋冬" | zerollm sample --ckpt runs/tang-sft --prompt - --system "You write poems."
+    zerollm sample --ckpt runs/shakespeare --prompt "Age: " --regex "[1-9][0-9]?"     # only text the pattern matches
 
 With a tokenizer that has the chat template's tokens (a ``zerollm sft`` run) the prompt is the user's turn
 and only the assistant's reply is printed, up to its end-of-turn token (--no-chat: plain continuation).
@@ -20,8 +21,10 @@ from zerollm.model.budget import add_force_argument
 from zerollm.generation.display import decodable
 from zerollm.engine import add_engine_argument, apply_engine_argument
 from zerollm.io.errors import ZeroLLMError
+from zerollm.io.fileio import read_json
 from zerollm.engine.memory import keep_freed_memory
-from zerollm.generation.batching import Context, ContextWarning, Request, Scheduler, Token, context_notes
+from zerollm.generation.batching import Context, ContextWarning, Done, Request, Scheduler, Token, context_notes
+from zerollm.generation.grammar import grammar_for_regex, grammar_for_schema
 from zerollm.generation.sample import add_penalty_arguments, sampling_of
 from zerollm.generation.text import TextStream
 from zerollm.cli.source import add_source_arguments, load_source
@@ -44,6 +47,11 @@ def add_arguments(p):
     p.add_argument("--top-p", type=PROBABILITY, default=None,
                    help="nucleus sampling: the smallest set with probability >= p (default: off)")
     add_penalty_arguments(p)
+    shape = p.add_mutually_exclusive_group()
+    shape.add_argument("--regex", metavar="PATTERN", default=None,
+                       help="generate only text that this regular expression matches whole (docs/structured.md)")
+    shape.add_argument("--json-schema", metavar="FILE", default=None,
+                       help="generate only JSON that this JSON Schema file accepts (docs/structured.md)")
     p.add_argument("--seed", type=SAMPLING_SEED, default=None, help="random seed (default: different every run)")
     p.add_argument("--num-samples", type=Range(int, 1, 10_000), default=1,
                    help="how many samples of the same prompt, one after another (default 1)")
@@ -81,6 +89,7 @@ def _run(args):
     if args.sinks < 0 or (args.sinks and args.window is None):
         raise ZeroLLMError("--sinks needs --window and must be >= 0")
     model, tok = load_source(args)
+    grammar = _grammar(args, tok, model.config.vocab_size)       # a refused pattern before any other line
     if args.window is not None and model.config.pos == "learned":
         raise ZeroLLMError(f"--window needs RoPE or sinusoidal positions, but this model learned one embedding "
                            f"per position up to {model.config.block_size}, so its context cannot roll; leave "
@@ -102,13 +111,15 @@ def _run(args):
             out.write("\n---------------\n")
         out.write(args.prompt if stop is None else "")
         req = Request(prompt, args.max_new_tokens, sampling, rng, stop_ids=frozenset(() if stop is None else (stop,)),
-                      text=TextStream(tok, escape=True), context=Context(args.window, args.sinks))
+                      text=TextStream(tok, escape=True), context=Context(args.window, args.sinks), grammar=grammar)
         with warnings.catch_warnings(record=True) as said:
             warnings.simplefilter("always", ContextWarning)
             for events in scheduler.stream([req]):
                 for _, ev in events:                   # a Token's text, then Done's held-back rest and the end
                     out.write(ev.text if isinstance(ev, Token) else ev.text + "\n")
                     out.flush()
+                    if isinstance(ev, Done) and ev.message:
+                        print(f"zerollm sample: note: {ev.message}", file=sys.stderr)
         # a chat reply's "the context is full" comes when it happens, unless the prompt already filled it
         _warn_again(said, chat=stop is not None and len(prompt) <= model.config.block_size)
     return 0
@@ -137,6 +148,15 @@ def _encode(tok, args):
     if args.system is not None:
         messages.insert(0, {"role": "system", "content": args.system})
     return chat.encode_prompt(tok, messages), chat.end_id(tok)
+
+
+def _grammar(args, tok, vocab_size):
+    """The token index of --regex or --json-schema over the tokenizer, or None."""
+    if args.regex is not None:
+        return grammar_for_regex(args.regex).index(tok, vocab_size)
+    if args.json_schema is not None:
+        return grammar_for_schema(read_json(args.json_schema, "--json-schema file")).index(tok, vocab_size)
+    return None
 
 
 def _decodable_ids(model, tok):

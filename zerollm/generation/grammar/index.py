@@ -75,8 +75,15 @@ class Vocab:
         for k, (p, _) in enumerate(text):
             self.bytes[k, :len(p)] = np.frombuffer(p, np.uint8)
         self.walking = [(int((lengths > j).sum())) for j in range(L)]
+        self.lengths = lengths
         singles = {p[0] for p, _ in text if len(p) == 1}
         self.byte_complete = len(singles) == 256
+        self._where = {i: k for k, (_, i) in enumerate(text)}
+
+    def piece(self, i):
+        """The bytes of text token ``i``."""
+        k = self._where[i]
+        return self.bytes[k, :self.lengths[k]].tobytes()
 
 
 _VOCABS = weakref.WeakKeyDictionary()

@@ -280,3 +280,14 @@ def test_zerollm_grammar_explain_walks_the_text(capsys, lang, words):
     code, out, err = run_main(["grammar", "--regex", "(yes|no)!", "--text", "yep", "--explain", "--tokenizer", "byte"],
                               capsys)
     assert code == 0 and "NOT allowed" in out
+
+
+def test_rollouts_of_sample_completions_follow_the_grammar():
+    from zerollm.generation.decode import Completions, sample_completions
+    tok = ByteTokenizer().with_special_tokens(["<|end|>"])
+    end = tok.special_tokens["<|end|>"]
+    how = Completions(40, Sampling(temperature=1.5), (end,), grammar_for_regex(r"\d+ apples?").index(tok))
+    outs = sample_completions(_model(tok, 2), [[1, 2], [3], [4, 5, 6]], how, seeds=range(3))
+    for ids in outs:
+        text = bytes(t for t in ids if t != end)
+        assert re.fullmatch(rb"\d+ apples?", text) or (len(ids) == 40 and re.fullmatch(rb"\d+( a?p?p?l?e?s?)?", text))

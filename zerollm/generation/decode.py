@@ -41,10 +41,12 @@ def generate(model, idx, max_new_tokens, sampling=Sampling(), *, rng=None, conte
 @dataclass(frozen=True)
 class Completions:
     """What sample_completions makes of every prompt: up to ``max_new_tokens`` ids chosen with ``sampling``,
-    ending after the first id in ``stop_ids`` (kept as the completion's last id)."""
+    ending after the first id in ``stop_ids`` (kept as the completion's last id); with ``grammar`` (a
+    zerollm.generation.grammar TokenIndex) only text it matches, as for RL rollouts that must be JSON."""
     max_new_tokens: int
     sampling: Sampling = Sampling()
     stop_ids: tuple = ()
+    grammar: object = None
 
 
 def sample_completions(model, prompts, how, *, seeds, should_stop=None):
@@ -83,8 +85,8 @@ def sample_completions(model, prompts, how, *, seeds, should_stop=None):
             for start in range(0, len(rows), MAX_ROWS):
                 chunk = rows[start:start + MAX_ROWS]
                 n_new = min(int(max_new_tokens), cfg.block_size + 1 - length)
-                reqs = [Request(prompts[i], n_new, how.sampling, np.random.default_rng(seeds[i]), stop_ids=stop)
-                        for i in chunk]
+                reqs = [Request(prompts[i], n_new, how.sampling, np.random.default_rng(seeds[i]), stop_ids=stop,
+                                grammar=how.grammar) for i in chunk]
                 for i, req in zip(chunk, reqs):
                     out[i] = req.ids                   # filled step by step, the stop id included
                 for _ in scheduler.stream(reqs):

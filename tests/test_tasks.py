@@ -115,8 +115,8 @@ def test_addition_verifier(completion, expected):
 
 
 def test_registry():
-    assert set(TASKS) == {"acrostic", "addition", "prefs"} and get_task("addition") is addition
-    with pytest.raises(ZeroLLMError, match="unknown task 'poetry'; the tasks are acrostic, addition, prefs"):
+    assert set(TASKS) == {"acrostic", "addition", "calc", "prefs"} and get_task("addition") is addition
+    with pytest.raises(ZeroLLMError, match="unknown task 'poetry'; the tasks are acrostic, addition, calc, prefs"):
         get_task("poetry")
 
 
@@ -205,3 +205,57 @@ def test_addition_answer_is_a_whole_number_or_its_digits(answer, expected):
 def test_addition_answer_that_is_no_whole_number_is_one_clear_error(answer):
     with pytest.raises(ZeroLLMError, match="must be a whole number like 357"):
         addition.reward("1+2=", "3", answer=answer)
+
+
+# ----------------------------------------------------------------------------
+# #58: calc with the calculator, and the thinking variants
+
+def test_calc_problems_split_and_verify():
+    from zerollm.align.tasks import calc
+    train, held = calc.make(300, "train", 0), calc.make(100, "heldout", 0)
+    assert not {r["prompt"] for r in train} & {r["prompt"] for r in held}
+    row = train[0]
+    a, b = (int(x) for x in row["prompt"][:-1].split("*"))
+    assert 100 <= a < 1000 and 100 <= b < 1000 and row["answer"] == a * b == int(row["completion"])
+    assert calc.reward(row["prompt"], f" {a * b} ") == 1.0 and calc.reward(row["prompt"], str(a * b + 1)) == 0.0
+    assert calc.reward("12*3=", "36") == 1.0
+    with pytest.raises(ZeroLLMError, match="reads like '123\\*456='"):
+        calc.reward("12+3=", "15")
+
+
+def test_calc_tool_trace_calls_the_calculator_with_the_prompt():
+    from zerollm.align import tools
+    from zerollm.align.tasks import calc
+    from zerollm.data import chat
+    from zerollm.data.formats import check_sft_row
+    row = calc.with_tools(calc.make(1, "train", 3)[0])
+    check_sft_row(row, "row")
+    call = row["completion"][0]["tool_calls"][0]["function"]
+    assert tools.calculate(call["arguments"]["expression"]) == row["completion"][1]["content"] == str(row["answer"])
+    assert row["completion"][-1]["content"] == str(row["answer"]) and row["tools"] == [tools.CALCULATOR]
+    assert chat.template_needs([row]) == ("tools",)
+
+
+def test_thinking_variants_write_the_steps():
+    from zerollm.align.tasks import acrostic
+    assert addition.steps(18, 15) == "8+5=13 1+1+1=3" and addition.steps(999, 1) == "9+1=10 9+0+1=10 9+0+1=10 0+0+1=1"
+    row = addition.with_thinking({"prompt": "18+15=", "completion": "33", "answer": 33})
+    assert row["completion"] == [{"role": "assistant", "reasoning_content": "8+5=13 1+1+1=3", "content": "33"}]
+    poem = acrostic.with_thinking(acrostic.make(1, "train", 0)[0])
+    assert poem["completion"][0]["reasoning_content"] == " ".join(f"{k}:{h}" for k, h in enumerate(poem["heads"], 1))
+
+
+def test_tasks_make_tools_and_think_flags(tmp_path, capsys):
+    from zerollm.cli import main
+    assert main(["tasks", "make", "calc", "--out", str(tmp_path / "t.jsonl"), "--n", "3", "--tools"]) == 0
+    rows = [json.loads(line) for line in (tmp_path / "t.jsonl").read_text().splitlines()]
+    assert len(rows) == 3 and all(r["completion"][0]["tool_calls"] for r in rows)
+    assert main(["tasks", "make", "addition", "--out", str(tmp_path / "a.jsonl"), "--n", "2", "--think"]) == 0
+    assert "reasoning_content" in (tmp_path / "a.jsonl").read_text()
+    for args, fragment in [(["calc", "--think"], "tasks make calc has no --think variant; --think is for acrostic, addition"),
+                           (["addition", "--tools"], "no --tools variant; --tools is for calc"),
+                           (["addition", "--think", "--format", "text"], "leave out --format text")]:
+        capsys.readouterr()
+        code = main(["tasks", "make", *args[:1], "--out", str(tmp_path / "x"), "--n", "2", *args[1:]])
+        err = capsys.readouterr().err
+        assert code != 0 and fragment in err and len(err.strip().splitlines()) == 1 and not (tmp_path / "x").exists()

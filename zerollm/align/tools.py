@@ -301,3 +301,158 @@ def _user_tools(path, timeout, flag):
             raise ZeroLLMError(f"--tools {path}: TOOLS lists {name!r} but the module has no function of that name")
         tools.append(Tool(spec, fn, user=True))
     return tools
+
+
+# ----------------------------------------------------------------------------
+# a turn that calls tools: rollouts, evaluation
+
+@dataclass(frozen=True)
+class ToolLoop:
+    """How run_tool_loop answers: ``completions`` (zerollm.generation.decode.Completions: at most
+    max_new_tokens generated in all of a turn's segments together, the sampling, the stop ids = the
+    end-of-turn token), at most ``max_tool_calls`` tool calls run per answer, within ``block_size``."""
+    completions: object
+    block_size: int
+    max_tool_calls: int = 3
+
+
+@dataclass(frozen=True)
+class ToolRollout:
+    """One answer with its tool turns: ``ids`` everything after the prompt, ``learned`` True on the
+    tokens the model wrote (False on the tool responses and the markers around them: never learned,
+    never in the KL), ``reply`` the last assistant segment parsed (its content is the answer)."""
+    ids: tuple
+    learned: tuple
+    reply: object
+    calls: int = 0            # tool calls run
+    attempted: int = 0        # <tool_call> the model opened, in every segment
+    valid: int = 0            # of those, calls the parser accepted
+    think_tokens: int = 0     # tokens inside <think>...</think>, every segment
+    format_ok: bool = False   # every segment ended at <|end|>, every call parsed, every think block closed
+
+
+def _round_seed(seed, k):
+    """Segment k of an answer draws from (seed..., k); segment 0 from the seed itself, so an answer that
+    calls no tool is exactly what plain sampling gives."""
+    if k == 0:
+        return seed
+    return (*(seed if isinstance(seed, (tuple, list)) else (seed,)), 1000 + k)
+
+
+def _encode_known(tokenizer, text):
+    """A tool's response as ids: a char tokenizer drops the characters it has never seen (a tool may
+    answer with any text; the model can only read what its vocabulary holds)."""
+    try:
+        return tokenizer.encode(text)
+    except ZeroLLMError:
+        ids = []
+        for ch in text:
+            try:
+                ids += tokenizer.encode(ch)
+            except ZeroLLMError:
+                continue
+        return ids
+
+
+def tool_turn_ids(tokenizer, responses):
+    """The tool turn after a call, and the opening of the next assistant segment:
+    <|user|><tool_response>r1</tool_response>...<|end|><|assistant|> (the template's rendering)."""
+    from zerollm.data import chat
+    sid = lambda t: chat.special_id(tokenizer, t)
+    ids = [sid(chat.USER)]
+    for text in responses:
+        ids += [sid(chat.TOOL_RESPONSE), *_encode_known(tokenizer, text), sid(chat.TOOL_RESPONSE_END)]
+    return ids + [sid(chat.END), sid(chat.ASSISTANT)]
+
+
+def run_tool_loop(sample, tokenizer, prompts, seeds, box, loop):
+    """Answer every prompt, running the tools the answers call -> [ToolRollout].
+
+    ``sample(prompts, seeds, how)`` is the one decode loop's batch call (zerollm.generation.decode.
+    sample_completions, or rollouts.sample over the shard threads): every round submits the segment of
+    each unfinished answer as one request, all answers of a round batched together. A segment ends at
+    <|end|>; when its text (zerollm.data.chat.parse_reply) holds tool calls and fewer than
+    ``max_tool_calls`` have run, ``box`` runs them, the tool turn is appended and the answer goes on.
+    ``box``: a Toolbox, or a list of one per prompt; None: a plain turn, parsed, no tools run. The tools
+    run here, in the caller's thread."""
+    from dataclasses import replace as with_fields
+    from zerollm.data import chat
+    end, think, think_end = chat.end_id(tokenizer), None, None
+    if chat.has_thinking(tokenizer):
+        think, think_end = chat.special_id(tokenizer, chat.THINK), chat.special_id(tokenizer, chat.THINK_END)
+    boxes = list(box) if isinstance(box, (list, tuple)) else [box] * len(prompts)
+    state = [dict(ids=[], learned=[], calls=0, attempted=0, valid=0, think=0, ok=True, reply=None, done=False)
+             for _ in prompts]
+    budget = loop.completions.max_new_tokens
+    for k in range(loop.max_tool_calls + 1):
+        active = [i for i, s in enumerate(state) if not s["done"]]
+        groups = {}
+        for i in active:
+            used = sum(state[i]["learned"])
+            room = loop.block_size + 1 - len(prompts[i]) - len(state[i]["ids"])
+            n_new = min(budget - used, room)
+            if n_new < 1:
+                state[i]["done"] = True
+                continue
+            groups.setdefault(n_new, []).append(i)
+        if not groups:
+            break
+        for n_new, rows in sorted(groups.items()):
+            how = with_fields(loop.completions, max_new_tokens=n_new)
+            outs = sample([list(prompts[i]) + state[i]["ids"] for i in rows], [_round_seed(seeds[i], k) for i in rows], how)
+            for i, seg in zip(rows, outs):
+                names = boxes[i].names if boxes[i] is not None else ()
+                _segment_done(state[i], [int(t) for t in seg], tokenizer, (end, think, think_end), names)
+        for i in active:
+            s = state[i]
+            if s["done"] or boxes[i] is None:
+                s["done"] = True
+                continue
+            calls = s["reply"].tool_calls
+            if not calls or s["calls"] >= loop.max_tool_calls:
+                s["done"] = True
+                continue
+            calls = calls[:loop.max_tool_calls - s["calls"]]
+            turn = tool_turn_ids(tokenizer, [boxes[i].run(call) for call in calls])
+            s["calls"] += len(calls)
+            if len(prompts[i]) + len(s["ids"]) + len(turn) >= loop.block_size:
+                s["done"] = True          # no room for an answer after the tool's: the turn ends here
+                continue
+            s["ids"] += turn
+            s["learned"] += [False] * len(turn)
+    return [ToolRollout(tuple(s["ids"]), tuple(s["learned"]), s["reply"] or chat.Reply(""), s["calls"], s["attempted"],
+                        s["valid"], s["think"], s["ok"]) for s in state]
+
+
+def _segment_done(s, seg, tokenizer, specials, names):
+    """Append one generated segment to an answer's state and parse it."""
+    from zerollm.data import chat
+    end, think, think_end = specials
+    s["ids"] += seg
+    s["learned"] += [True] * len(seg)
+    ended = bool(seg) and seg[-1] == end
+    text = tokenizer.decode(seg[:-1] if ended else seg)
+    reply = chat.parse_reply(text, names)
+    opened = text.count(chat.TOOL_CALL)
+    s["attempted"] += opened
+    s["valid"] += len(reply.tool_calls)
+    if think is not None and think in seg:
+        start = seg.index(think)
+        stop = seg.index(think_end, start) if think_end in seg[start:] else len(seg)
+        s["think"] += stop - start - 1
+    closed = reply.reasoning is None or chat.THINK_END in text
+    s["ok"] = s["ok"] and ended and closed and opened == len(reply.tool_calls)
+    s["reply"] = reply
+    if not ended:
+        s["done"] = True
+
+
+def tool_stats(answers):
+    """What a batch of ToolRollouts did: mean tool calls run per answer, the share of opened calls that
+    parsed (1.0 when none was opened), the share of answers in the template's form, mean think tokens."""
+    n = max(len(answers), 1)
+    attempted = sum(a.attempted for a in answers)
+    return {"tool_calls": sum(a.calls for a in answers) / n,
+            "tool_call_valid": sum(a.valid for a in answers) / attempted if attempted else 1.0,
+            "format_ok": sum(a.format_ok for a in answers) / n,
+            "think_tokens": sum(a.think_tokens for a in answers) / n}

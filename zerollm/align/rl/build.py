@@ -12,8 +12,9 @@ from zerollm.data.chat import chat_model
 from zerollm.io.errors import ZeroLLMError
 
 
-def rollout_inputs(model, tok, inputs, seed):
-    """The model and tokenizer extended for the chat template, and the Prompts to train on and to evaluate."""
+def rollout_inputs(model, tok, inputs, seed, tools=()):
+    """The model and tokenizer extended for the chat template, and the Prompts to train on and to evaluate;
+    ``tools`` (OpenAI specs, from --tools) go into every prompt that lists none."""
     from zerollm.data import chat
     from zerollm.data.formats import read_prompts
     rows = read_prompts(inputs["data"])
@@ -21,8 +22,10 @@ def rollout_inputs(model, tok, inputs, seed):
     if not eval_rows:
         print("note: no --eval-data, so no heldout evaluations (log.jsonl still has each step's rollout "
               "rewards)", file=sys.stderr)
+    if tools:       # --tools: every prompt offers them (a row's own "tools" list stays as it is)
+        rows, eval_rows = ([{**r, "tools": r.get("tools") or tools} for r in rs] for rs in (rows, eval_rows))
     model, tok = chat_model(model, tok, rows + eval_rows, seed)
-    encode = lambda rs: Prompts(tuple(rs), tuple(chat.encode_prompt(tok, r["prompt"]) for r in rs))
+    encode = lambda rs: Prompts(tuple(rs), tuple(chat.encode_prompt(tok, r["prompt"], tools=r.get("tools")) for r in rs))
     return model, tok, encode(rows), encode(eval_rows)
 
 
@@ -41,7 +44,9 @@ def reward_sources(cfg, tok):
 
 
 def build_rollout_objective(cls, model, tok, inputs, train_cfg, cfg, start, **kw):
-    model, tok, prompts, heldout = rollout_inputs(model, tok, inputs, train_cfg.seed)
+    from zerollm.align.rl.objective import rollout_tools
+    box = rollout_tools(cfg)                  # a broken tools module stops here, before the model is extended
+    model, tok, prompts, heldout = rollout_inputs(model, tok, inputs, train_cfg.seed, box.specs() if box else ())
     reference = frozen_reference(model, tok, start, train_cfg.seed)      # the same new rows as the policy
     sources = reward_sources(cfg, tok)
     for src in sources:                 # a task verifier reads every prompt's fields before any rollout

@@ -16,7 +16,7 @@ import numpy as np
 
 from zerollm.io import docsmode
 from zerollm.io.argtypes import Range
-from zerollm.data.chat import decode_completion, end_id
+from zerollm.data.chat import decode_completion, end_id, has_thinking, has_tools
 from zerollm.io.errors import ZeroLLMError
 from zerollm.training.objective import Objective
 from zerollm.align.rl import rollouts
@@ -45,10 +45,23 @@ class RolloutConfig:
                                                              "evaluated (default: the --reward task, if any)"})
     eval_prompts: int = field(default=64, metadata={"help": "heldout prompts answered at each evaluation"})
     eval_temperature: float = field(default=0.0, metadata={"help": "0 = greedy answers at evaluation"})
+    tools: str | None = field(default=None, metadata={
+        "metavar": "MODULE", "help": "let answers call tools: 'calculator' (built in) or a .py module of your "
+                                     "own TOOLS (the calculator comes too); tool responses are never learned"})
+    max_tool_calls: int = field(default=3, metadata={"help": "tool calls run per answer (with --tools)",
+                                                     "range": Range(int, 0, 64)})
+    format_reward: float = field(default=0.0, metadata={
+        "help": "added to the reward of an answer in the template's form: it ends at <|end|>, every "
+                "<tool_call> parses and every <think> closes (0 = none)", "range": Range(float, 0, 100)})
 
     def __post_init__(self):
         if self.rm is not None:                  # saved with the run: an absolute path survives a cd
             object.__setattr__(self, "rm", os.path.abspath(self.rm))
+        if self.tools not in (None, "calculator"):
+            if not self.tools.endswith(".py") or not os.path.isfile(self.tools):
+                raise ZeroLLMError(f"--tools {self.tools}: no such file; give 'calculator' or a .py module of your "
+                                   "tools (TOOLS and a function for each, see zerollm.align.tools)")
+            object.__setattr__(self, "tools", os.path.abspath(self.tools))
         for name in ("prompts_per_step", "max_new_tokens", "epochs", "minibatches", "eval_prompts"):
             if getattr(self, name) < 1:
                 raise ZeroLLMError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(self, name)}")
@@ -85,6 +98,9 @@ class RolloutObjective(Objective):
         self._check_room(self.prompt_ids + self.eval_ids)
         self.task = config.task or next((s.name for s in sources if _is_task(s.name)), None)
         self.pick_rng = np.random.default_rng([seed, 1])
+        # thinking and tools (#58): answers go through the tool loop, their content is what is scored
+        self.toolbox = rollout_tools(config)
+        self.parses = has_tools(tokenizer) or has_thinking(tokenizer)
         self.buffer, self.order, self.cursor, self.rollouts_done, self.rollout_metrics = None, [], 0, 0, {}
 
     def _check_room(self, prompt_ids):
@@ -124,22 +140,42 @@ class RolloutObjective(Objective):
         rows = np.repeat(picks, self.group)                                # G answers per prompt, consecutive
         seeds = [(self.seed, 5, self.rollouts_done, i) for i in range(len(rows))]
         prompt_ids = [self.prompt_ids[i] for i in rows]
-        completions = rollouts.sample(sharded, prompt_ids, seeds, **self._sampling(self.cfg.temperature))
-        ids, mask = rollouts.sequences(prompt_ids, completions)
-        texts = [decode_completion(self.tok, c) for c in completions]
+        completions, learned, texts, answers = self._answer(sharded, prompt_ids, seeds, self.cfg.temperature)
+        ids, mask = rollouts.sequences(prompt_ids, completions, learned)
         prompts = [self.prompts[i]["prompt"] for i in rows]
         fields = [{k: v for k, v in self.prompts[i].items() if k != "prompt"} for i in rows]
         reward, each = score_all(self.sources, prompts, texts, fields, [list(p) + list(c) for p, c in
                                                                        zip(prompt_ids, completions)])
+        if answers is not None and self.cfg.format_reward:
+            reward = reward + self.cfg.format_reward * np.array([a.format_ok for a in answers], dtype=reward.dtype)
         buffer = {"ids": ids, "mask": mask, "reward": reward,
                   "old_logp": rollouts.logprobs(sharded, self.model, ids, mask),
                   "ref_logp": rollouts.logprobs(sharded, self.ref, ids, mask)}
         buffer.update(self.advantages(buffer))
         self.buffer = buffer
         self.rollout_metrics = self._rollout_metrics(reward, each, prompts, texts, fields, completions)
+        if answers is not None:
+            from zerollm.align.tools import tool_stats
+            self.rollout_metrics.update(tool_stats(answers))
         self.order = self._schedule(len(rows))
         self.cursor = 0
         self.rollouts_done += 1
+
+    def _answer(self, sharded, prompt_ids, seeds, temperature):
+        """-> (completions, learned masks or None, the texts the rewards read, ToolRollouts or None). A model
+        that knows the think or tool tokens answers through the tool loop (zerollm.align.tools): each
+        segment of every answer is one request of the one decode loop, the tools run between rounds, and
+        the tool turns are in the completion but not learned (mask False: no loss, no KL)."""
+        if not self.parses:
+            completions = rollouts.sample(sharded, prompt_ids, seeds, **self._sampling(temperature))
+            return completions, None, [decode_completion(self.tok, c) for c in completions], None
+        from zerollm.align.tools import ToolLoop, run_tool_loop
+        how = self._sampling(temperature)["how"]
+        sample = lambda ps, ss, h: rollouts.sample(sharded, ps, ss, h, self._stopping)
+        loop = ToolLoop(how, self.model.config.block_size, self.cfg.max_tool_calls if self.toolbox else 0)
+        answers = run_tool_loop(sample, self.tok, prompt_ids, seeds, self.toolbox, loop)
+        return ([list(a.ids) for a in answers], [list(a.learned) for a in answers],
+                [a.reply.content for a in answers], answers)
 
     def _sampling(self, temperature):
         from zerollm.generation.decode import Completions
@@ -187,15 +223,17 @@ class RolloutObjective(Objective):
             return {}, None
         rows = self.eval_rows[:docsmode.limit("examples evaluated", len(self.eval_rows))]
         seeds = [(self.seed, 3, i) for i in range(len(rows))]
-        completions = rollouts.sample(context.sharded, self.eval_ids[:len(rows)], seeds,
-                                      **self._sampling(self.cfg.eval_temperature))
-        texts = [decode_completion(self.tok, c) for c in completions]
+        completions, _, texts, answers = self._answer(context.sharded, self.eval_ids[:len(rows)], seeds,
+                                                      self.cfg.eval_temperature)
         prompts = [r["prompt"] for r in rows]
         fields = [{k: v for k, v in r.items() if k != "prompt"} for r in rows]
         sequences = [list(p) + list(c) for p, c in zip(self.eval_ids, completions)]
         reward, each = score_all(self.sources, prompts, texts, fields, sequences)
         metrics = {"eval_reward": float(reward.mean())}
         metrics.update({f"eval_reward_{k}": float(v.mean()) for k, v in each.items() if len(each) > 1})
+        if answers is not None:
+            from zerollm.align.tools import tool_stats
+            metrics.update({f"eval_{k}": v for k, v in tool_stats(answers).items()})
         if self.task:
             from zerollm.align.tasks.evaluate import wilson
             metrics["eval_success"] = self.success(prompts, texts, fields)
@@ -223,6 +261,16 @@ class RolloutObjective(Objective):
         self.buffer = {k[len("buffer."):]: v for k, v in arrays.items() if k.startswith("buffer.")}
         self.order = [arrays[f"order.{i}"] for i in range(state["steps_per_rollout"])]
         self.cursor, self.rollout_metrics = state["cursor"], state["metrics"]
+
+
+def rollout_tools(config):
+    """The tools of --tools (None without it): the calculator, and a module's TOOLS behind the guard of user
+    code, with --reward-timeout as their time limit."""
+    if not config.tools:
+        return None
+    from zerollm.align.tools import load_tools
+    path = None if config.tools == "calculator" else config.tools
+    return load_tools(path, config.reward_timeout, "--reward-timeout")
 
 
 def _is_task(name):

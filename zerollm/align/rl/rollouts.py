@@ -25,12 +25,16 @@ def sample(engine, prompt_ids, seeds, how, should_stop=None):
     return [c for part in parts for c in part]
 
 
-def sequences(prompt_ids, completions):
-    """prompt + completion per row -> (ids (B, T), mask (B, T) True on the completion's tokens)."""
+def sequences(prompt_ids, completions, learned=None):
+    """prompt + completion per row -> (ids (B, T), mask (B, T) True on the completion's tokens). ``learned``
+    (one list of bools per completion) leaves out what the model did not write: the tool responses of an
+    answer that called tools (zerollm.align.tools.run_tool_loop), out of the loss and the KL."""
     ids, real = pad_rows([list(p) + list(c) for p, c in zip(prompt_ids, completions)])
     mask = real.copy()
     for b, p in enumerate(prompt_ids):
         mask[b, :len(p)] = False
+        if learned is not None:
+            mask[b, len(p):len(p) + len(learned[b])] = learned[b]
     return ids, mask
 
 

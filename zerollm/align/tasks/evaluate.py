@@ -63,9 +63,15 @@ def newline_ids(tokenizer):
 
 
 def default_max_new_tokens(task, tokenizer):
-    """Twice the tokens of a typical completion, plus the end token: room for a model that rambles."""
+    """Twice the tokens of a typical completion, plus the end token: room for a model that rambles. A
+    model that thinks or calls tools gets twice the learned tokens of the task's own trace."""
     try:
-        return 2 * len(tokenizer.encode(task.EXAMPLE_COMPLETION)) + 1
+        n = len(tokenizer.encode(task.EXAMPLE_COMPLETION))
+        for attr, knows in (("with_tools", chat.has_tools), ("with_thinking", chat.has_thinking)):
+            if hasattr(task, attr) and knows(tokenizer):
+                ids, learned = chat.encode_example(tokenizer, getattr(task, attr)(task.make(1, "train", 0)[0]))
+                n = max(n, sum(learned))
+        return 2 * n + 1
     except ZeroLLMError:
         return 64
 
@@ -79,13 +85,28 @@ class TaskSampling:
     max_new_tokens: int | None = None
     sampling: Sampling = Sampling()
     seed: int = 0
+    max_tool_calls: int = 3          # tool calls run per answer, for rows that list "tools" (#58)
+    tools: object = None             # a zerollm.align.tools.Toolbox; None: the built-in tools
 
 
 def sample_task(model, tokenizer, task, rows, how=TaskSampling(), should_stop=None):
     """One completion text per row (row i samples with the seed (how.seed, i)), and the format used."""
+    texts, fmt, _ = answer_task(model, tokenizer, task, rows, how, should_stop)
+    return texts, fmt
+
+
+def answer_task(model, tokenizer, task, rows, how=TaskSampling(), should_stop=None):
+    """sample_task, and what the answers did with thinking and tools: (texts, format, stats). A chat model
+    that knows the tool or think tokens answers through zerollm.align.tools.run_tool_loop (a row that lists
+    "tools" gets them in its prompt and has its calls run); its answer is the parsed content, and
+    stats holds the mean tool calls, the share of valid calls and the mean think length."""
     from zerollm.generation.decode import Completions, sample_completions
     fmt = resolve_format(how.fmt, tokenizer)
     max_new_tokens = how.max_new_tokens or default_max_new_tokens(task, tokenizer)
+    seeds = [(how.seed, i) for i in range(len(rows))]
+    if fmt == "chat" and (chat.has_tools(tokenizer) or chat.has_thinking(tokenizer)):
+        how_each = Completions(max_new_tokens, how.sampling, (chat.end_id(tokenizer),))
+        return _answer_with_tools(model, tokenizer, rows, how, how_each, should_stop)
     if fmt == "chat":
         prompts = [chat.encode_prompt(tokenizer, row["prompt"]) for row in rows]
         stop, prefixes = [chat.end_id(tokenizer)], [""] * len(rows)
@@ -94,10 +115,22 @@ def sample_task(model, tokenizer, task, rows, how=TaskSampling(), should_stop=No
         prompts = [tokenizer.encode(text) for text, _ in plain]
         stop, prefixes = newline_ids(tokenizer), [prefix for _, prefix in plain]
     ids = sample_completions(model, prompts, Completions(max_new_tokens, how.sampling, tuple(stop)),
-                             seeds=[(how.seed, i) for i in range(len(rows))], should_stop=should_stop)
+                             seeds=seeds, should_stop=should_stop)
     if fmt == "chat":
-        return [chat.decode_completion(tokenizer, c) for c in ids], fmt
-    return [prefix + tokenizer.decode(c).split("\n")[0] for prefix, c in zip(prefixes, ids)], fmt
+        return [chat.decode_completion(tokenizer, c) for c in ids], fmt, {}
+    return [prefix + tokenizer.decode(c).split("\n")[0] for prefix, c in zip(prefixes, ids)], fmt, {}
+
+
+def _answer_with_tools(model, tokenizer, rows, how, completions, should_stop):
+    from zerollm.align.tools import ToolLoop, load_tools, run_tool_loop, tool_stats
+    from zerollm.generation.decode import sample_completions
+    box = how.tools or load_tools()
+    prompts = [chat.encode_prompt(tokenizer, row["prompt"], tools=row.get("tools")) for row in rows]
+    sample = lambda ps, seeds, c: sample_completions(model, ps, c, seeds=seeds, should_stop=should_stop)
+    loop = ToolLoop(completions, model.config.block_size, how.max_tool_calls if chat.has_tools(tokenizer) else 0)
+    boxes = [box if chat.has_tools(tokenizer) and row.get("tools") else None for row in rows]   # no tools listed: none run
+    answers = run_tool_loop(sample, tokenizer, prompts, [(how.seed, i) for i in range(len(rows))], boxes, loop)
+    return [a.reply.content for a in answers], "chat", tool_stats(answers)
 
 
 def check_examples(task, rows, where="example"):
@@ -127,6 +160,6 @@ def score(task, rows, completions):
 def evaluate(model, tokenizer, task, rows, how=TaskSampling()):
     """sample_task + score -> (summary with the format, results); the rows are checked first."""
     check_examples(task, rows)
-    completions, fmt = sample_task(model, tokenizer, task, rows, how)
+    completions, fmt, stats = answer_task(model, tokenizer, task, rows, how)
     summary, results = score(task, rows, completions)
-    return {**summary, "format": fmt}, results
+    return {**summary, "format": fmt, **stats}, results

@@ -1,0 +1,98 @@
+"""Answers that call tools (#58): the tool loop over the one decode loop, the tool turns kept out of the
+loss and the KL, evaluation with and without tools, and the GRPO flags."""
+
+import json
+
+import numpy as np
+import pytest
+
+from zerollm.align import tools
+from zerollm.align.rl import rollouts
+from zerollm.align.rl.losses import grpo_loss, policy_stats
+from zerollm.data import chat
+from zerollm.tokenizers import ByteTokenizer
+
+TOK = chat.prepare_tokenizer(ByteTokenizer(), needs=("think", "tools"))
+CALL = '<tool_call>{"name": "calculator", "arguments": {"expression": "6*7"}}</tool_call>'
+
+
+def _scripted(segments):
+    """A stand-in for the decode loop: answer k of every prompt is segments[k] (encoded, <|end|> added),
+    and each call is recorded (so the test sees what the loop submitted)."""
+    seen = []
+
+    def sample(prompts, seeds, how):
+        seen.append((prompts, seeds, how.max_new_tokens))
+        k = len(seen) - 1
+        return [TOK.encode(segments[k], allowed_special="all") + [chat.end_id(TOK)] for _ in prompts]
+    return sample, seen
+
+
+def _loop(max_new=200, calls=3):
+    from zerollm.generation.decode import Completions
+    return tools.ToolLoop(Completions(max_new, stop_ids=(chat.end_id(TOK),)), 512, calls)
+
+
+def test_a_tool_call_is_run_and_its_turn_is_context_only():
+    prompt = chat.encode_prompt(TOK, "6*7=", tools=[tools.CALCULATOR])
+    sample, seen = _scripted(["<think>mul</think>" + CALL, "42"])
+    [answer] = tools.run_tool_loop(sample, TOK, [prompt], [(0, 1)], tools.load_tools(), _loop())
+    assert answer.reply == chat.Reply("42") and (answer.calls, answer.attempted, answer.valid) == (1, 1, 1)
+    assert answer.format_ok and answer.think_tokens == 3
+    assert TOK.decode(list(answer.ids)) == ("<think>mul</think>" + CALL + "<|end|><|user|><tool_response>42"
+                                            "</tool_response><|end|><|assistant|>42<|end|>")
+    learned = TOK.decode([i for i, m in zip(answer.ids, answer.learned) if m])
+    assert learned == "<think>mul</think>" + CALL + "<|end|>42<|end|>"           # the tool turn: never learned
+    assert seen[1][0][0] == prompt + list(answer.ids[:len(answer.ids) - 3])      # segment 2 continues segment 1
+    assert seen[0][1] == [(0, 1)] and seen[1][1] == [(0, 1, 1001)]               # its own seed per segment
+    assert seen[1][2] == 200 - len(TOK.encode("<think>mul</think>" + CALL, allowed_special="all")) - 1   # one budget
+
+
+def test_tool_tokens_are_out_of_the_loss_and_the_kl():
+    prompt = chat.encode_prompt(TOK, "6*7=", tools=[tools.CALCULATOR])
+    sample, _ = _scripted([CALL, "42"])
+    answers = tools.run_tool_loop(sample, TOK, [prompt, prompt], [0, 1], tools.load_tools(), _loop())
+    ids, mask = rollouts.sequences([prompt] * 2, [list(a.ids) for a in answers], [list(a.learned) for a in answers])
+    tool_part = np.zeros_like(mask)
+    start = len(prompt) + len(TOK.encode(CALL, allowed_special="all")) + 1
+    tool_part[:, start:start + len(tools.tool_turn_ids(TOK, ["42"]))] = True
+    assert not (mask & tool_part).any() and mask[:, start - 1].all() and mask[:, -1].all()
+    rng = np.random.default_rng(0)
+    logp, old, ref = (rng.normal(-2, 0.5, ids.shape) for _ in range(3))
+    adv = np.array([1.0, -1.0])
+    loss, dlogp = grpo_loss(logp, old, ref, adv, mask, beta=0.1)
+    assert np.all(dlogp[tool_part] == 0) and np.all(dlogp[mask] != 0)
+    moved = ref.copy()
+    moved[tool_part] += 5.0                                   # the reference disagrees only on the tool's tokens
+    assert policy_stats(logp, old, moved, adv, mask)["kl"] == policy_stats(logp, old, ref, adv, mask)["kl"]
+    assert grpo_loss(logp, old, moved, adv, mask, beta=0.1)[0] == loss
+    without = rollouts.sequences([prompt] * 2, [list(a.ids) for a in answers])[1]   # what it was before #58
+    assert (without & tool_part).any()
+
+
+def test_the_loop_stops_at_max_tool_calls_and_leaves_malformed_calls_as_text():
+    prompt = chat.encode_prompt(TOK, "6*7=", tools=[tools.CALCULATOR])
+    sample, seen = _scripted([CALL, CALL, CALL])
+    [answer] = tools.run_tool_loop(sample, TOK, [prompt], [0], tools.load_tools(), _loop(calls=2))
+    assert answer.calls == 2 and len(seen) == 3 and answer.reply.content == ""   # the third call is not run
+    bad = '<tool_call>{"name": "calculator", "arguments": {"expression": "6*7"}</tool_call>'
+    sample, seen = _scripted([bad])
+    [answer] = tools.run_tool_loop(sample, TOK, [prompt], [0], tools.load_tools(), _loop())
+    assert (answer.calls, answer.attempted, answer.valid, answer.format_ok) == (0, 1, 0, False)
+    assert answer.reply.content == bad and len(seen) == 1
+    sample, seen = _scripted([CALL])
+    [answer] = tools.run_tool_loop(sample, TOK, [prompt], [0], None, _loop())     # no tools offered: none run
+    assert answer.calls == 0 and answer.reply.content == CALL and len(seen) == 1
+
+
+def test_grpo_tool_flags_refuse_bad_values_in_one_line(tmp_path, capsys):
+    from zerollm.cli import main
+    for flags, fragment in [(["--max-tool-calls", "-1"], "--max-tool-calls"), (["--format-reward", "nan"], "--format-reward"),
+                            (["--tools", str(tmp_path / "none.py")], "no such file")]:
+        try:
+            code = main(["grpo", "--init", str(tmp_path / "missing"), "--data", str(tmp_path / "p.jsonl"),
+                         "--reward", "calc", "--out", str(tmp_path / "r"), *flags])
+        except SystemExit as exit_:                  # argparse's own refusal: one line, status 2
+            code = exit_.code
+        err = capsys.readouterr().err.strip()
+        assert code != 0 and fragment in err and "Traceback" not in err, err

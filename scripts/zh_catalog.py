@@ -5,7 +5,8 @@
 
 A template is what a message looks like before its values are filled in. It is read from the source
 with ``ast`` (nothing is run): the first argument of every call of ZeroLLMError or one of its
-subclasses; a plain string is itself, an f-string's replacement fields become {0}, {1}, ... in the
+subclasses, of argparse.ArgumentTypeError, of warnings.warn and of a parser's .error (the lines the
+command line prints); a plain string is itself, an f-string's replacement fields become {0}, {1}, ... in the
 order they appear (their format specs and conversions are dropped), literal braces are doubled, and
 ``"a" + f"b{x}"`` is joined with its fields numbered on. Other first arguments (a variable, a call)
 give no template: they are listed as "built elsewhere" so someone looks at how that message is made.
@@ -64,8 +65,13 @@ def template(node, start=0):
     return None
 
 
+# calls whose first argument is a line the user reads, besides the error classes
+MESSAGE_CALLS = {"ArgumentTypeError", "warn", "error"}
+
+
 def error_templates():
-    """({template: [(relative path, line)]}, [(relative path, line) of messages built elsewhere])."""
+    """({template: [(relative path, line)]}, [(relative path, line, the message's expression) of messages
+    built elsewhere])."""
     trees = list(_modules())
     classes = error_classes(trees)
     found, elsewhere = {}, []
@@ -76,11 +82,11 @@ def error_templates():
                 continue
             func = node.func
             name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
-            if name not in classes:
+            if name not in classes and name not in MESSAGE_CALLS:
                 continue
             t = template(node.args[0])
             if t is None:
-                elsewhere.append((rel, node.lineno))
+                elsewhere.append((rel, node.lineno, ast.unparse(node.args[0])))
             else:
                 found.setdefault(t[0], []).append((rel, node.lineno))
     return found, elsewhere
@@ -114,9 +120,9 @@ def main(argv=None):
         if t in have or (args.room and room(where[0][0]) != args.room):
             continue
         print(f"{where[0][0]}:{where[0][1]}\t{t}")
-    for rel, line in elsewhere:
+    for rel, line, expression in elsewhere:
         if not args.room or room(rel) == args.room:
-            print(f"{rel}:{line}\t(built elsewhere)")
+            print(f"{rel}:{line}\t(built elsewhere) {expression}")
 
 
 if __name__ == "__main__":

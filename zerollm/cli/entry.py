@@ -21,6 +21,8 @@ import sys
 import warnings
 
 from zerollm import __version__
+from zerollm.cli.lang import (ERROR, WARNING, add_command_argument, add_global_argument, lang_of, say,
+                              translate_parser)
 from zerollm.io.errors import ZeroLLMError
 from zerollm.training.dist import launched_by_mpi
 
@@ -85,7 +87,12 @@ class OneLineParser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
 
     def error(self, message):
-        self.exit(2, f"{self.prog}: error: {message}{_nearest_choice(message)} (see '{self.prog} --help')\n")
+        lang = getattr(self, "lang", "en")     # set by translate_parser
+        hint = _nearest_choice(message)
+        if lang == "zh":
+            hint = hint and f"（{say(hint.strip()[1:-1], lang)}）"
+            self.exit(2, f"{self.prog}: {ERROR[lang]}{say(message, lang)}{hint}（见 '{self.prog} --help'）\n")
+        self.exit(2, f"{self.prog}: error: {message}{hint} (see '{self.prog} --help')\n")
 
 
 def _nearest_choice(message):
@@ -100,16 +107,20 @@ def _nearest_choice(message):
     return f" (did you mean {guess[0]!r}?)" if guess else ""
 
 
-def build_parser():
+def build_parser(lang="en"):
+    """The whole command line; ``lang`` 'zh' puts its help and usage errors in 中文 (cli.lang)."""
     parser = OneLineParser(prog="zerollm", description="zerollm: an LLM built from zero in NumPy.")
     parser.add_argument("--version", action="version", version=f"zerollm {__version__}")
+    add_global_argument(parser)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=OneLineParser)
     parser.commands = {}
     for name, (module_name, help_text) in COMMANDS.items():
         module = importlib.import_module(module_name)
         cmd = parser.commands[name] = sub.add_parser(name, help=help_text, description=help_text)
         module.add_arguments(cmd)
+        add_command_argument(cmd)
         cmd.set_defaults(_module=module)
+    translate_parser(parser, lang)
     return parser
 
 
@@ -177,11 +188,11 @@ def _one_line(message):
     return " ".join(str(message).split())
 
 
-def _one_line_warnings(prog):
+def _one_line_warnings(prog, lang="en"):
     """Warnings (e.g. "prompt truncated") as one plain line on stderr, without file/line noise.
     Returns the previous handler so main() can put it back."""
     def show(message, category, filename, lineno, file=None, line=None):
-        print(f"{prog}: warning: {_one_line(message)}", file=sys.stderr)
+        print(f"{prog}: {WARNING[lang]}{_one_line(say(message, lang))}", file=sys.stderr)
     old, warnings.showwarning = warnings.showwarning, show
     return old
 
@@ -252,7 +263,7 @@ def _out_of_memory(err, command=None):
     return f"out of memory{detail}; the estimate said it would fit, but it did not: {fix}"
 
 
-def _parse_under_mpi(parser, argv):
+def _parse_under_mpi(parser, argv, lang="en"):
     """(args, None) when every rank of the mpirun job parsed its command line and all agree; else
     (None, exit code) on every rank, the first failing rank's line printed once (zerollm.training.dist)."""
     from zerollm.training import dist
@@ -269,15 +280,16 @@ def _parse_under_mpi(parser, argv):
     try:
         code = dist.check_command(prog, sys.argv[1:] if argv is None else argv, args, failure)
     except ZeroLLMError as err:                    # mpi4py missing
-        print(f"{prog}: error: {_one_line(err)}", file=sys.stderr)
+        print(f"{prog}: {ERROR[lang]}{_one_line(say(err, lang))}", file=sys.stderr)
         return None, 1
     return (args, None) if code is None else (None, code)
 
 
-def _report(prog, text):
+def _report(prog, text, lang="en"):
     """One error line; under MPI it also ends the job (every rank exits, or MPI_Abort: dist.report_error)."""
     from zerollm.training.dist import report_error
-    report_error(lambda line: print(f"{prog}: error: {_one_line(line)}", file=sys.stderr, flush=True), text)
+    report_error(lambda line: print(f"{prog}: {ERROR[lang]}{_one_line(say(line, lang))}", file=sys.stderr,
+                                    flush=True), text)
 
 
 class _ClosedStream:
@@ -318,9 +330,10 @@ def _stand_in_for_closed_streams():
 
 def main(argv=None):
     _stand_in_for_closed_streams()
-    parser = build_parser()
+    lang = lang_of(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(lang)
     if launched_by_mpi():
-        args, code = _parse_under_mpi(parser, argv)
+        args, code = _parse_under_mpi(parser, argv, lang)
         if args is None:
             return code
     else:
@@ -328,16 +341,18 @@ def main(argv=None):
     if args.command is None:
         parser.print_help()
         return 0
+    if getattr(args, "lang", None) is None and args.global_lang:     # one flag: before or after the command
+        args.lang = args.global_lang
     prog = _innermost(parser, args).prog          # "zerollm tasks eval", as argparse's own errors name it
-    old_showwarning = _one_line_warnings(prog)
+    old_showwarning = _one_line_warnings(prog, lang)
     try:
         with _lenient_stdout():
             return args._module.run(args) or 0
     except ZeroLLMError as err:
-        _report(prog, _for_command_line(err, args))
+        _report(prog, _for_command_line(err, args), lang)
         return 1
     except MemoryError as err:
-        _report(prog, _out_of_memory(err, args.command))
+        _report(prog, _out_of_memory(err, args.command), lang)
         return 1
     except BrokenPipeError:
         # the reader stopped early. Point stdout at /dev/null so Python's final flush does not complain
@@ -348,15 +363,15 @@ def main(argv=None):
         # `zerollm train ... 2>&1 | head -1 && next-step`: the work was cut short before it was done,
         # and the pipeline must not go on as if it had been (128 + SIGPIPE, as a shell reports it)
         with contextlib.suppress(OSError, ValueError):
-            print(f"{prog}: error: the pipe that reads this command's output was closed before the work was "
-                  "done; nothing was finished: run it again with its output going to a reader that stays "
-                  "(or to a file)", file=sys.stderr, flush=True)
+            print(f"{prog}: {ERROR[lang]}" + say("the pipe that reads this command's output was closed before "
+                  "the work was done; nothing was finished: run it again with its output going to a reader "
+                  "that stays (or to a file)", lang), file=sys.stderr, flush=True)
         return 141
     except OSError as err:  # a file the user named could not be read or written
-        _report(prog, f"{_os_error(err)}{_disk_full_hint(err)}")
+        _report(prog, f"{_os_error(err)}{_disk_full_hint(err)}", lang)
         return 1
     except KeyboardInterrupt:
-        print(f"{prog}: interrupted", file=sys.stderr)
+        print(f"{prog}: {say('interrupted', lang)}", file=sys.stderr)
         return 130
     finally:
         warnings.showwarning = old_showwarning

@@ -1,7 +1,8 @@
 """Language choice for the teaching commands: 中文 (zh) or English (en).
 
-Every walkthrough takes ``--lang zh|en``. Without it we follow the user's locale:
-Chinese locales (zh_CN, zh_TW, zh_HK, ...) get ``zh``, everything else ``en``.
+Every walkthrough takes ``--lang zh|en`` (and every command, for its help and errors: zerollm.cli.lang).
+Without it we follow ZEROLLM_LANG (zh or en) if set, else the user's locale: Chinese locales (zh_CN,
+zh_TW, zh_HK, ...) get ``zh``, everything else ``en``.
 """
 
 import os
@@ -21,6 +22,8 @@ def default_lang(environ=None):
     'en'
     """
     env = os.environ if environ is None else environ
+    if env.get("ZEROLLM_LANG", "") in LANGS:       # zerollm's own choice, over the system's locale
+        return env["ZEROLLM_LANG"]
     for var in _LOCALE_VARS:
         value = env.get(var, "")
         if value:
@@ -33,7 +36,7 @@ def add_lang_argument(parser):
     """The shared ``--lang`` flag of every teaching command."""
     parser.add_argument(
         "--lang", choices=LANGS, default=None,
-        help="language of the explanations: zh (中文) or en; default follows the locale",
+        help="language of the explanations, help and errors: zh (中文) or en; default follows the locale",
     )
 
 

@@ -77,9 +77,10 @@ def lora_config(args):
     r = getattr(args, "lora_r", None)
     if r is None:
         extra = [f"--lora-{k.replace('_', '-')}" for k, v in given.items() if v is not None]
+        if len(extra) == 1:          # one whole sentence per case, so each has its 中文 (zerollm.io.zh)
+            raise ZeroLLMError(f"{extra[0]} needs --lora-r R (the rank) to turn LoRA on")
         if extra:
-            verb = "needs" if len(extra) == 1 else "need"
-            raise ZeroLLMError(f"{', '.join(extra)} {verb} --lora-r R (the rank) to turn LoRA on")
+            raise ZeroLLMError(f"{', '.join(extra)} need --lora-r R (the rank) to turn LoRA on")
         return None
     chosen = {}                                  # what is not given takes LoRAConfig's defaults
     if given["targets"] is not None:

@@ -18,7 +18,8 @@ def add_arguments(p):
     p.add_argument("--results", nargs="*", default=[], metavar="FILE|DIR",
                    help="lm-eval results_*.json files, or folders searched for them (lm_eval --output_path)")
     p.add_argument("--out", required=True, metavar="FILE", help="the .html file to write")
-    p.add_argument("--lang", choices=("en", "zh"), default="en", help="the language it opens in (default en)")
+    p.add_argument("--lang", choices=("en", "zh"), default=None,
+                   help="the language it opens in (default en), and of this command's help and errors")
     p.add_argument("--force", action="store_true", help="replace --out if it exists")
 
 
@@ -59,7 +60,7 @@ def run(args):
     check_distinct(args.runs)
     runs = [run_summary(r) for r in args.runs]
     results = match_results(read_result_files(results_files(args.results)), runs)   # each file to its run
-    size = write_page(args.out, build_report(runs, results, args.lang), force=args.force)
+    size = write_page(args.out, build_report(runs, results, args.lang or "en"), force=args.force)
     scored = sum(1 for r in runs if r["path"] in results)
     print(f"wrote {args.out} ({size:,} bytes): {len(runs)} runs, {scored} with lm-eval scores")
     return 0

@@ -38,11 +38,55 @@ def tiny_chat_model(folder, block_size=96, seed=1, n_embd=32, n_layer=2, name="t
     return path
 
 
+CALCULATOR = {"type": "function", "function": {     # zerollm.align.tools.CALCULATOR, as `zerollm chat` lists it
+    "name": "calculator", "description": "exact arithmetic on whole numbers: + - * / ( ) **",
+    "parameters": {"type": "object", "properties": {"expression": {"type": "string"}}, "required": ["expression"]}}}
+TOOL_PROBLEMS = (("12*34", "408"), ("56*78", "4368"))
+
+
+def tool_rows():
+    """Two conversations in which the assistant thinks, calls the calculator, reads its answer and says it."""
+    rows = []
+    for question, answer in TOOL_PROBLEMS:
+        call = {"id": "call_1", "type": "function", "function": {"name": "calculator",
+                                                                "arguments": {"expression": question}}}
+        rows.append({"tools": [CALCULATOR], "messages": [
+            {"role": "user", "content": question + "=?"},
+            {"role": "assistant", "reasoning_content": "calc", "content": "", "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": "call_1", "content": answer},
+            {"role": "assistant", "reasoning_content": "ok", "content": answer}]})
+    return rows
+
+
+def tiny_tool_run(folder, steps=400):
+    """FOLDER/run: a 2-layer byte model fine-tuned (in this process, about ten seconds) on ``tool_rows`` until
+    it says them by heart: greedy, it thinks "calc", calls the calculator with the question, and after the
+    tool's answer thinks "ok" and repeats it."""
+    from zerollm.cli.entry import main
+    from zerollm.data import chat
+    from zerollm.data.formats import write_jsonl
+    from zerollm.interop.opening import save_zerollm
+    from zerollm.model.gpt import GPT, GPTConfig
+    from zerollm.tokenizers import ByteTokenizer
+    folder = Path(folder)
+    tok = chat.prepare_tokenizer(ByteTokenizer(), needs=("think", "tools"))
+    model = GPT(GPTConfig(vocab_size=tok.vocab_size, block_size=384, n_layer=2, n_head=2, n_embd=32), seed=0)
+    save_zerollm(model, folder / "base", tokenizer=tok)
+    write_jsonl(folder / "tools.jsonl", tool_rows())
+    code = main(["sft", "--init", str(folder / "base"), "--data", str(folder / "tools.jsonl"), "--out",
+                 str(folder / "run"), "--max-iters", str(steps), "--batch-size", "2", "--lr", "3e-3",
+                 "--warmup-iters", "5", "--eval-interval", str(steps), "--checkpoint-interval", str(steps),
+                 "--no-progress", "--threads", "1"])
+    assert code == 0
+    return folder / "run"
+
+
 @contextlib.contextmanager
-def server(folder, *args, env=None):
-    """Start `zerollm serve --hf folder --port 0 ARGS`, wait until it listens; SIGTERM it afterwards."""
+def server(folder, *args, env=None, source="--hf"):
+    """Start `zerollm serve --hf folder --port 0 ARGS` (``source="--ckpt"``: a run), wait until it listens;
+    SIGTERM it afterwards."""
     environ = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
-    proc = subprocess.Popen([sys.executable, "-m", "zerollm", "serve", "--hf", str(folder), "--port", "0",
+    proc = subprocess.Popen([sys.executable, "-m", "zerollm", "serve", source, str(folder), "--port", "0",
                              "--threads", "1", *args], stderr=subprocess.PIPE, text=True, env=environ)
     try:
         base = _wait_for_url(proc)

@@ -36,6 +36,7 @@ from zerollm.serve.guard import (RETRY_AFTER_S, SHUTDOWN, STREAM_END, ApiError, 
 from zerollm.serve.metrics import CONTENT_TYPE as METRICS_TYPE
 from zerollm.serve.schemas import ChatRequest, CompletionRequest, first_problem
 from zerollm.serve.structured import response_grammar
+from zerollm.serve.tools import Answer, template_messages, tool_plan
 
 PAGE = Path(__file__).with_name("page.html")
 PARSERS = 4                  # bodies parsed at once: each may hold tens of MB of Python objects for a moment
@@ -87,15 +88,17 @@ def build_app(backend, *, api_key=None, max_body=1 << 20, body_timeout=30.0, met
     async def chat_completions(request: Request):
         body = await off_loop(parse_body, await _body_bytes(request), ChatRequest)
         _check_model(backend, body.model)
-        messages = [{"role": m.role, "content": m.text()} for m in body.messages]
+        plan = await off_loop(tool_plan, backend.tok, body, backend.model.config.vocab_size)
+        messages = template_messages(body)
         try:
             if body.fit_context:
-                prompt, fitted = await off_loop(_fit, backend, body, messages)
+                prompt, fitted = await off_loop(_fit, backend, body, messages, plan.tools)
             else:
-                prompt, fitted = await off_loop(backend.chat_prompt, messages), None
+                prompt, fitted = await off_loop(backend.chat_prompt, messages, plan.tools), None
         except ZeroLLMError as err:
             raise ApiError(400, str(err), param="messages") from None
-        return await _complete(backend, body, prompt, request, chat=True, fitted=fitted)
+        prompt = prompt + plan.forced_ids(backend.tok)         # tool_choice required or named: a call begun
+        return await _complete(backend, body, prompt, request, chat=plan, fitted=fitted)
 
     @app.post("/v1/completions")
     async def completions(request: Request):
@@ -250,12 +253,12 @@ class Fitted(NamedTuple):
     max_tokens: int               # the new tokens this answer may have
 
 
-def _fit(backend, body, messages):
+def _fit(backend, body, messages, tools=()):
     """(prompt ids, Fitted) for fit_context: the oldest turns left out until the answer's room fits (the
     max tokens asked for, else a quarter of the context), and max tokens lowered to the room left."""
     block, asked = backend.block_size, body.new_tokens()
     room = min(asked if asked is not None else max(block // FIT_ANSWER_SHARE, 1), block)
-    ids, dropped = backend.fit_chat_prompt(messages, room)
+    ids, dropped = backend.fit_chat_prompt(messages, room, tools)
     left = block - len(ids)
     if left < 1:
         raise ApiError(400, f"the message being answered (with the system message) takes {len(ids)} tokens and leaves "
@@ -285,9 +288,10 @@ def _check_n(backend, n):
 
 
 async def _complete(backend, body, prompt, request, chat, fitted=None):
+    """``chat``: False for /v1/completions, else the request's ToolPlan (zerollm.serve.tools)."""
     max_tokens = fitted.max_tokens if fitted is not None else _max_tokens(backend, body, prompt)
-    asked = Choices(body.n, _sampling(body), max_tokens, body.seed, tuple(body.stops()), body.logprob_count(),
-                    await response_grammar(backend, body))
+    grammar = chat.grammar if chat and chat.grammar is not None else await response_grammar(backend, body)
+    asked = Choices(body.n, _sampling(body), max_tokens, body.seed, tuple(body.stops()), body.logprob_count(), grammar)
     _check_n(backend, body.n)
     try:
         run = backend.submit(prompt, asked)
@@ -363,8 +367,8 @@ def _offsets(entries):
 
 def _whole(choices, meta, n_prompt, chat):
     if chat:
-        body = [{"index": i, "message": {"role": "assistant", "content": c.text},
-                 "logprobs": _choice_logprobs(c, chat), "finish_reason": c.finish} for i, c in enumerate(choices)]
+        body = [{"index": i, **dict(zip(("message", "finish_reason"), Answer(chat).message(c.text, c.finish))),
+                 "logprobs": _choice_logprobs(c, chat)} for i, c in enumerate(choices)]
         return {**meta, "object": "chat.completion", "choices": body, "usage": _usage(choices, n_prompt),
                 "system_fingerprint": None}
     body = [{"index": i, "text": c.text, "logprobs": _choice_logprobs(c, chat), "finish_reason": c.finish}
@@ -377,11 +381,15 @@ async def _stream(backend, run, choices, meta, n_prompt, chat, include_usage):
     finish_reason, the usage chunk if asked for, then [DONE]. Leaving (a disconnect) cancels the run."""
     obj = "chat.completion.chunk" if chat else "text_completion"
     extra = {"usage": None} if include_usage else {}
+    answers = [Answer(chat) for _ in choices] if chat else []
 
     def chunk(i, piece=None, finish=None, logprobs=None):
-        if chat:
-            delta = {} if piece is None else {"content": piece}
-            choice = {"index": i, "delta": delta, "logprobs": logprobs, "finish_reason": finish}
+        if chat:                # reasoning, content and whole tool calls, each its own delta (serve.tools)
+            deltas, finish = answers[i].stream(piece, finish)
+            events = [(d, logprobs if k == 0 else None, None) for k, d in enumerate(deltas or [{}] * bool(logprobs))]
+            events += [({}, None, finish)] if finish is not None else []
+            return "".join(sse({**meta, "object": obj, **extra, "choices": [
+                {"index": i, "delta": d, "logprobs": lp, "finish_reason": f}]}) for d, lp, f in events)
         else:
             choice = {"index": i, "text": piece or "", "logprobs": logprobs, "finish_reason": finish}
         return sse({**meta, "object": obj, "choices": [choice], **extra})

@@ -13,6 +13,7 @@ answering other clients while a batch is computed.
 """
 
 import asyncio
+import collections
 import contextlib
 import threading
 from dataclasses import dataclass
@@ -62,24 +63,25 @@ class Backend:
     # ------------------------------------------------------------------
     # text -> ids
 
-    def chat_prompt(self, messages):
-        """The chat template's generation prompt for ``messages`` (a list of {"role", "content"})."""
+    def chat_prompt(self, messages, tools=()):
+        """The chat template's generation prompt for ``messages`` (a list of {"role", "content"}, and the
+        tool fields of zerollm.serve.tools.template_messages), with ``tools`` listed in its system turn."""
         if not self.has_chat:
             raise ZeroLLMError(f"the model {self.name!r} has no chat template (it is a base model): use "
                                "/v1/completions, or fine-tune it first with `zerollm sft`")
         with _known_characters():
-            return chat.encode_prompt(self.tok, messages)
+            return chat.encode_prompt(self.tok, messages, tools=list(tools) or None)
 
-    def fit_chat_prompt(self, messages, room):
+    def fit_chat_prompt(self, messages, room, tools=()):
         """(ids, turns dropped) for fit_context: the chat prompt of ``messages`` with its oldest turns left out
         until ``room`` new tokens fit the context (zerollm.data.chat.fit_turns, as `zerollm chat` does);
         leading system messages and the turn being answered always stay."""
         starts = chat.turn_starts(messages)
         if not starts:                             # no user message: nothing to leave out
-            return self.chat_prompt(messages), 0
+            return self.chat_prompt(messages, tools), 0
         head = messages[:starts[0]]
-        return chat.fit_turns(lambda k: self.chat_prompt(head + messages[starts[k]:]), len(starts) - 1, room,
-                              self.block_size)
+        return chat.fit_turns(lambda k: self.chat_prompt(head + messages[starts[k]:], tools), len(starts) - 1,
+                              room, self.block_size)
 
     def text_prompt(self, text):
         with _known_characters():
@@ -130,20 +132,38 @@ class Choices:
     seed: int | None = None
     stops: tuple = ()
     top_logprobs: int | None = None
-
     grammar: object = None             # a zerollm.generation.grammar TokenIndex every choice's text must match
 
+
 class Run:
-    """The choices of one HTTP request, on their way from the scheduler's thread to the event loop."""
+    """The choices of one HTTP request, on their way from the scheduler's thread to the event loop.
+
+    Events go into a deque; the loop is woken only when no wake-up is pending already. Waking it is a
+    write to its self-pipe and a GIL handoff between the two threads, so tokens that come while the
+    loop is busy (or a step's several tokens of one request: n choices, kept guesses) cost one handoff."""
 
     def __init__(self, loop):
-        self.loop, self.queue, self.reqs = loop, asyncio.Queue(), []
+        self.loop, self.reqs = loop, []
+        self.items = collections.deque()       # appended on the scheduler's thread, taken on the loop's
+        self.ready = asyncio.Event()
+        self.waking = False                    # a wake-up is scheduled and has not run yet
+        self.lock = threading.Lock()
 
     def emit(self, item):                      # called on the scheduler's thread
+        self.items.append(item)
+        with self.lock:
+            if self.waking:
+                return
+            self.waking = True
         try:
-            self.loop.call_soon_threadsafe(self.queue.put_nowait, item)
+            self.loop.call_soon_threadsafe(self._wake)
         except RuntimeError:                   # the loop is closed: nobody is listening any more
             pass
+
+    def _wake(self):                           # on the loop
+        with self.lock:
+            self.waking = False
+        self.ready.set()
 
     def cancel(self):
         """Stop every choice (the client went away)."""
@@ -167,20 +187,24 @@ class Run:
                 if item is None:
                     return
                 batch = [item]
-                while not self.queue.empty():
-                    batch.append(self.queue.get_nowait())
+                while self.items:
+                    batch.append(self.items.popleft())
                 running -= sum(isinstance(ev, Done) for _, ev in batch)
                 yield batch
         finally:
             self.cancel()
 
     async def _next(self, disconnected):
-        while True:
+        while not self.items:
+            self.ready.clear()
+            if self.items:                     # came between the check and the clear
+                break
             try:
-                return await asyncio.wait_for(self.queue.get(), DISCONNECT_POLL_S if disconnected else None)
+                await asyncio.wait_for(self.ready.wait(), DISCONNECT_POLL_S if disconnected else None)
             except asyncio.TimeoutError:
                 if await disconnected():
                     return None
+        return self.items.popleft()
 
 
 @contextlib.contextmanager

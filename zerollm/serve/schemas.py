@@ -8,9 +8,10 @@ first one, and past it pydantic only sees a bounded body (at most MAX_MESSAGES m
 MAX_PARTS parts, every object with only its known keys).
 """
 
+import json
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from zerollm.generation.sample import PENALTY_RANGE
 
@@ -19,6 +20,8 @@ MAX_PARTS = 256                    # text parts in one message's content
 MAX_STOP = 4                       # as OpenAI
 MAX_STOP_CHARS = 256               # per stop string: a stop is a few characters ("\n\n", "</answer>")
 MAX_N = 16
+MAX_TOOLS = 128                    # tools in a request, and calls in one message (as OpenAI)
+MAX_TOOL_NAME = 64                 # characters of a function's name (OpenAI's limit) or a call's id
 
 Float = Annotated[float, Field(allow_inf_nan=False)]
 
@@ -32,9 +35,26 @@ class TextPart(_Body):
     text: str
 
 
+class FunctionCall(_Body):
+    """A call an assistant made, as OpenAI sends it back: ``arguments`` a JSON string of an object (an
+    object itself is taken too, as the chat template's own rows hold it)."""
+    name: Annotated[str, Field(min_length=1, max_length=MAX_TOOL_NAME)]
+    arguments: str | dict
+
+
+class ToolCall(_Body):
+    id: Annotated[str, Field(max_length=MAX_TOOL_NAME)]
+    type: Literal["function"] = "function"
+    function: FunctionCall
+
+
 class Message(_Body):
-    role: Literal["system", "user", "assistant"]
-    content: str | list[TextPart]
+    role: Literal["system", "user", "assistant", "tool"]
+    # None only for an assistant message that made tool calls (_content_needed says so otherwise)
+    content: str | list[TextPart] | None = None
+    tool_calls: Annotated[list[ToolCall], Field(max_length=MAX_TOOLS)] | None = None    # role assistant
+    tool_call_id: Annotated[str, Field(max_length=MAX_TOOL_NAME)] | None = None            # role tool
+    reasoning_content: str | None = None                                                 # role assistant
 
     @field_validator("content", mode="before")
     @classmethod
@@ -42,7 +62,7 @@ class Message(_Body):
         """Checked before the union (str | list[TextPart]), which would report only its first branch
         ('content.str: Input should be a valid string') for an image part or a number."""
         shape = "give a string or a list of text parts {\"type\": \"text\", \"text\": \"...\"}"
-        if isinstance(content, str):
+        if isinstance(content, str) or content is None:          # None: _content_needed checks the role
             return content
         if not isinstance(content, list):
             raise ValueError(f"{shape}, not {type(content).__name__}")
@@ -55,8 +75,56 @@ class Message(_Body):
                 raise ValueError(f"{shape}; part {i} has no string 'text'")
         return content
 
+    @model_validator(mode="after")
+    def _content_needed(self):
+        """Tool fields on the roles that carry them, and content everywhere but an assistant's tool calls."""
+        if self.tool_calls is not None and self.role != "assistant":
+            raise ValueError(f"tool_calls belong to assistant messages; this one's role is {self.role!r}")
+        if self.reasoning_content is not None and self.role != "assistant":
+            raise ValueError(f"reasoning_content belongs to assistant messages; this one's role is {self.role!r}")
+        if (self.role == "tool") != (self.tool_call_id is not None):
+            raise ValueError("a tool message needs the tool_call_id of the call it answers" if self.role == "tool"
+                             else f"tool_call_id belongs to tool messages; this one's role is {self.role!r}")
+        if self.content is None and not self.tool_calls:
+            raise ValueError("content is missing: every message needs one, except an assistant message "
+                             "with tool_calls")
+        return self
+
     def text(self):
+        if self.content is None:
+            return ""
         return self.content if isinstance(self.content, str) else "".join(p.text for p in self.content)
+
+
+class Function(_Body):
+    name: str
+    description: str | None = None
+    parameters: dict | None = None                                        # a JSON schema of the arguments
+    strict: bool | None = None
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, name):
+        """OpenAI's rule for a function's name (the model writes it inside a JSON string)."""
+        if not 1 <= len(name) <= MAX_TOOL_NAME or not all(c.isascii() and (c.isalnum() or c in "_-") for c in name):
+            raise ValueError(f"a function's name is 1 to {MAX_TOOL_NAME} letters, digits, '_' or '-' (the pattern "
+                             f"^[A-Za-z0-9_-]{{1,64}}$); got {name[:MAX_TOOL_NAME]!r}")
+        return name
+
+
+class Tool(_Body):
+    type: Literal["function"]
+    function: Function
+
+
+class ChosenFunction(_Body):
+    name: Annotated[str, Field(min_length=1, max_length=MAX_TOOL_NAME)]
+
+
+class NamedToolChoice(_Body):
+    """tool_choice {"type": "function", "function": {"name": ...}}: that function must be called."""
+    type: Literal["function"]
+    function: ChosenFunction
 
 
 class StreamOptions(_Body):
@@ -130,6 +198,19 @@ class ChatRequest(_Generation):
     # zerollm's extension (the chat page sends it): fit the context as `zerollm chat` does, leaving out the
     # oldest turns and asking for no more new tokens than the context has room for
     fit_context: bool = False
+    # tools the model may call, and whether it must (zerollm.serve.tools checks them against the model)
+    tools: Annotated[list[Tool], Field(max_length=MAX_TOOLS)] | None = None
+    tool_choice: Literal["auto", "none", "required"] | NamedToolChoice | None = None
+    parallel_tool_calls: bool = True
+
+    @field_validator("tool_choice", mode="before")
+    @classmethod
+    def _choice_shape(cls, choice):
+        """Checked before the union, which would name its first branch ("tool_choice.literal[...]")."""
+        if choice is None or isinstance(choice, dict) or choice in ("auto", "none", "required"):
+            return choice
+        raise ValueError(f'give "auto", "none", "required" or {{"type": "function", "function": {{"name": ...}}}}, '
+                         f"not {json.dumps(choice)[:80]}")
 
     @field_validator("max_completion_tokens")
     @classmethod
@@ -175,8 +256,8 @@ def first_problem(body, model):
     that costs pydantic work in proportion to the body, as an error in pydantic's form ({"type", "loc",
     "msg"}), or None. Keys are checked in the body's order, so the first unknown one is named.
 
-    >>> first_problem({"messages": [{"role": "user", "content": "hi", "name": "x"}], "tools": []}, ChatRequest)
-    {'type': 'extra_forbidden', 'loc': ('tools',), 'msg': 'unknown field'}
+    >>> first_problem({"messages": [{"role": "user", "content": "hi", "name": "x"}], "logit_bias": {}}, ChatRequest)
+    {'type': 'extra_forbidden', 'loc': ('logit_bias',), 'msg': 'unknown field'}
     """
     return next(_problems(body, model), None)
 
@@ -189,6 +270,9 @@ def _problems(body, model):
     options = body.get("stream_options")
     if isinstance(options, dict):
         yield from _unknown(options, StreamOptions, ("stream_options",))
+    tools = body.get("tools") if model is ChatRequest else None
+    if isinstance(tools, list):
+        yield from _too_many(tools, MAX_TOOLS, ("tools",), "tools")
     messages = body.get("messages") if model is ChatRequest else None
     if isinstance(messages, list):
         yield from _too_many(messages, MAX_MESSAGES, ("messages",), "messages (drop the oldest turns)")
@@ -199,6 +283,9 @@ def _problems(body, model):
 
 def _message_problems(message, loc):
     yield from _unknown(message, Message, loc)
+    calls = message.get("tool_calls")
+    if isinstance(calls, list):
+        yield from _too_many(calls, MAX_TOOLS, (*loc, "tool_calls"), "tool calls")
     parts = message.get("content")
     if isinstance(parts, list):
         yield from _too_many(parts, MAX_PARTS, (*loc, "content"), "text parts (join them into one string)")

@@ -3,6 +3,7 @@ in transformers (odd sizes, GQA, tied and untied, a head size other than C // nh
 tokenizer with the Qwen2 split regex and NFC, and Qwen3's chat template, each against transformers."""
 
 import json
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -308,8 +309,39 @@ def test_export_with_its_tokenizer_keeps_qwens_end_of_turn(tmp_path, qwen_tokeni
             theirs, messages, add_generation_prompt=True, enable_thinking=thinking)
 
 
-def test_gguf_export_of_qwen_is_refused_in_one_line(tmp_path):
-    from zerollm.interop.gguf import check_gguf
-    qwen("qwen2", **QWEN2_CASES["gqa5to1-untied"]).save_pretrained(tmp_path)
-    with pytest.raises(ZeroLLMError, match="does not write GGUF's qwen2 architecture yet"):
-        check_gguf(hf.load(tmp_path).config)
+# ----------------------------------------------------------------------------
+# GGUF: zerollm's export read back by zerollm and by llama.cpp
+
+GGUF_CASES = {"qwen2": dict(vocab_size=432, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+                            num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+                            tie_word_embeddings=True, rope_theta=1e6),
+              "qwen3": dict(vocab_size=432, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+                            num_attention_heads=4, num_key_value_heads=1, head_dim=24, max_position_embeddings=64)}
+
+
+@pytest.mark.parametrize("family", ["qwen2", "qwen3"])
+def test_gguf_round_trip_and_llama_cpp_greedy_tokens(tmp_path, qwen_tokenizer_dir, family):
+    llama_cpp = pytest.importorskip("llama_cpp", reason='llama.cpp\'s Python binding: pip install -e ".[test]"')
+    from zerollm.interop.gguf import export_gguf
+    from zerollm.interop.gguf_load import load_gguf
+    qwen(family, **GGUF_CASES[family]).save_pretrained(tmp_path / "hf")
+    model, tok = hf.load(tmp_path / "hf"), hf.load_tokenizer_dir(qwen_tokenizer_dir)
+    path = tmp_path / "m.gguf"
+    assert export_gguf(model, path, tokenizer=tok, quant_kind="f32")["arch"] == family
+    back, back_tok, _ = load_gguf(path)
+    assert replace(back.config, norm_eps=model.config.norm_eps) == model.config      # GGUF keeps eps as float32
+    prompt = tok.encode("春眠不觉晓, Hello 2024")
+    idx = np.array([prompt])
+    assert np.abs(back.forward(idx)[0] - model.forward(idx)[0]).max() <= TOL
+    assert back_tok.encode(TEXT) == tok.encode(TEXT)
+    llm = llama_cpp.Llama(model_path=str(path), n_threads=1, verbose=False, logits_all=True, n_ctx=64)
+    assert llm.tokenize("春眠不觉晓, Hello 2024".encode(), add_bos=False, special=True) == prompt
+    ours = list(prompt)
+    for _ in range(8):
+        ours.append(int(np.argmax(model.forward(np.array([ours]))[0][0, -1])))
+    llm.eval(prompt)
+    theirs = list(prompt)
+    for _ in range(8):
+        theirs.append(int(np.argmax(llm.scores[llm.n_tokens - 1])))
+        llm.eval(theirs[-1:])
+    assert theirs == ours

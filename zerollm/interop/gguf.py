@@ -2,7 +2,8 @@
 
 Written and read with the `gguf` package (llama.cpp's own Python writer and reader). The layouts:
 
-    ours (zerollm.model.gpt)          GGUF, arch "gpt2"                 GGUF, arch "llama" (Llama, Mixtral)
+    ours (zerollm.model.gpt)          GGUF, arch "gpt2"                 GGUF, arch "llama" (Llama, Mixtral),
+                                                                        "qwen2" or "qwen3"
     wte.weight (V, C)             token_embd.weight (V, C)          token_embd.weight
     wpe.weight                    position_embd.weight              -
     h.{i}.ln_1                    blk.{i}.attn_norm                 blk.{i}.attn_norm
@@ -13,13 +14,15 @@ Written and read with the `gguf` package (llama.cpp's own Python writer and read
     h.{i}.mlp.c_proj              blk.{i}.ffn_down                  blk.{i}.ffn_down
     h.{i}.mlp.router / experts    -                                 blk.{i}.ffn_gate_inp, ffn_{gate,up,down}_exps
     ln_f, lm_head                 output_norm, output               output_norm, output (absent when tied)
+    h.{i}.attn.q_norm / k_norm    -                                 blk.{i}.attn_q_norm / attn_k_norm (qwen3)
 
 (NumPy shapes; GGUF lists them reversed.) Every matrix is stored (out, in), one row per output, and a
 row is what Q8_0 / Q4_0 cut into blocks of 32 (zerollm.interop.quant). We go through transformers'
 names and layout (zerollm.interop.hf.weights) both ways, so the GPT-2 conventions (biases everywhere, no
 grouped-query attention) and the Mixtral expert split are the HF exporter's. llama.cpp rotates
-pairs (2i, 2i+1) where we and transformers rotate (i, i + hs/2), so attn_q / attn_k rows are
-permuted on writing and put back on reading, as llama.cpp's converter and transformers do.
+pairs (2i, 2i+1) in its "llama" graph where we and transformers rotate (i, i + hs/2), so attn_q / attn_k
+rows are permuted on writing and put back on reading, as llama.cpp's converter and transformers do. Its
+"qwen2" and "qwen3" graphs rotate (i, i + hs/2) (NeoX style): their rows are stored as they are.
 
 Reading, the metadata becomes a transformers config and goes through the same checks as config.json
 (zerollm.interop.hf.configs). Nothing in a file is executed: the chat template is stored as text only.
@@ -49,7 +52,8 @@ _LLAMA = {"token_embd": "embed_tokens", "output_norm": "norm", "output": "lm_hea
           "attn_norm": "input_layernorm", "attn_q": "self_attn.q_proj", "attn_k": "self_attn.k_proj",
           "attn_v": "self_attn.v_proj", "attn_output": "self_attn.o_proj", "ffn_norm": "post_attention_layernorm",
           "ffn_gate": "mlp.gate_proj", "ffn_up": "mlp.up_proj", "ffn_down": "mlp.down_proj",
-          "ffn_gate_inp": "block_sparse_moe.gate"}
+          "ffn_gate_inp": "block_sparse_moe.gate", "attn_q_norm": "self_attn.q_norm", "attn_k_norm": "self_attn.k_norm"}
+QWEN_ARCHS = ("qwen2", "qwen3")
 _EXPERTS = {"ffn_gate_exps": "w1", "ffn_up_exps": "w3", "ffn_down_exps": "w2"}    # Mixtral's names
 _CONV1D = ("attn_qkv", "attn_output", "ffn_up", "ffn_down")     # GPT-2 stores these (in, out): transposed
 
@@ -123,10 +127,6 @@ def gguf_problems(cfg, tokenizer=None):
     if cfg.mlp == "gelu" and cfg.n_expert == 0 and cfg.gelu != "tanh":
         problems.append("GGUF's gpt2 architecture computes the tanh GELU, but this model uses gelu='erf'; "
                         "train with --gelu tanh to export it as GGUF")
-    if family in ("qwen2", "qwen3"):
-        problems.append(f"zerollm does not write GGUF's {family} architecture yet (q/k/v biases, QK-norm); "
-                        "export it as a Hugging Face directory (zerollm convert --to DIR) and use llama.cpp's "
-                        "convert_hf_to_gguf.py on it")
     if family == "llama" and cfg.bias:
         problems.append("GGUF's llama architecture has no biases, but this model has bias=True; "
                         "train the Llama layout with bias off (--no-bias) to export it as GGUF")
@@ -144,11 +144,12 @@ def check_gguf(cfg, tokenizer=None):
 
 
 def gguf_arch(cfg):
-    """('gpt2' | 'llama', family) for a config, or a ZeroLLMError naming everything GGUF cannot express."""
+    """('gpt2' | 'llama' | 'qwen2' | 'qwen3', family) for a config, or a ZeroLLMError naming everything GGUF
+    cannot express."""
     from zerollm.interop.hf.configs import export_family
     check_gguf(cfg)
     family = export_family(cfg)
-    return ("gpt2" if family == "gpt2" else "llama"), family
+    return (family if family in ("gpt2", *QWEN_ARCHS) else "llama"), family
 
 
 def gguf_tensors(model):
@@ -168,9 +169,9 @@ def gguf_tensors(model):
         _, base, kind = _split(name)
         if arch == "gpt2" and base in _CONV1D and kind == "weight":
             a = a.T
-        elif base == "attn_q":
+        elif base == "attn_q" and arch == "llama" and kind == "weight":
             a = _permute(a, cfg.n_head)
-        elif base == "attn_k":
+        elif base == "attn_k" and arch == "llama" and kind == "weight":
             a = _permute(a, cfg.n_kv_head)
         out[name] = np.ascontiguousarray(a, dtype=np.float32)
     stacked = {w: base for base, w in _EXPERTS.items()}
@@ -281,7 +282,7 @@ def _short_write_cause(files, path):
 
 def _writer(file, arch, model, tokenizer, fields, quant_kind):
     gguf = _gguf()
-    from zerollm.data import chat
+    from zerollm.data import chat, chatml
     cfg = model.config
     w = gguf.GGUFWriter(file, arch)
     w.add_name(name_of(model))
@@ -302,6 +303,9 @@ def _writer(file, arch, model, tokenizer, fields, quant_kind):
         w.add_layer_norm_rms_eps(cfg.norm_eps)
         w.add_rope_freq_base(cfg.rope_theta)
         w.add_rope_dimension_count(cfg.head_size)
+        if arch in QWEN_ARCHS:                       # Qwen3's head size is not C / nh: say it
+            w.add_key_length(cfg.head_size)
+            w.add_value_length(cfg.head_size)
         if cfg.n_expert:
             w.add_expert_count(cfg.n_expert)
             w.add_expert_used_count(cfg.n_expert_active)
@@ -320,7 +324,7 @@ def _writer(file, arch, model, tokenizer, fields, quant_kind):
         if "eos" in ids:
             w.add_eos_token_id(ids["eos"])
         if chat.has_template(tokenizer):
-            w.add_chat_template(chat.chat_template_jinja())
+            w.add_chat_template(chatml.CHATML_JINJA if chatml.is_chatml(tokenizer) else chat.chat_template_jinja())
     return w
 
 

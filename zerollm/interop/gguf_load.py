@@ -16,11 +16,11 @@ from zerollm.model import budget
 from zerollm.io.errors import ZeroLLMError
 from zerollm.io.validate import require_finite
 from zerollm.interop import quant
-from zerollm.interop.gguf import _CONV1D, _EXPERTS, _gguf_name, _hf_name, _permute, _split, as_float, read_gguf
+from zerollm.interop.gguf import QWEN_ARCHS, _CONV1D, _EXPERTS, _gguf_name, _hf_name, _permute, _split, as_float, read_gguf
 from zerollm.interop.gguf_meta import REQUIRED, value
 from zerollm.interop.gguf_tokenizer import read_tokenizer
 
-ARCHS = ("gpt2", "llama")
+ARCHS = ("gpt2", "llama", "qwen2", "qwen3")
 _SIZES = ("block_count", "embedding_length", "feed_forward_length", "attention.head_count",
           "attention.head_count_kv", "expert_count")      # the metadata that sets the tensors' shapes
 _QUANTIZABLE = (".c_attn.weight", ".c_proj.weight", ".c_fc.weight")
@@ -35,7 +35,7 @@ def hf_config(meta, tensors, where):
     arch = value(meta, "general.architecture", where, None)
     if arch not in ARCHS:
         raise ZeroLLMError(f"{where}: architecture {arch!r} is not supported; zerollm runs GGUF files of "
-                           f"architecture {' and '.join(ARCHS)} (GPT-2, Llama, Mixtral-style Llama)")
+                           f"architecture {', '.join(ARCHS)} (GPT-2, Llama, Mixtral-style Llama, Qwen2, Qwen3)")
     if "token_embd.weight" not in tensors:
         raise ZeroLLMError(f"{where} has no token_embd.weight tensor; the file is incomplete")
     V = tensors["token_embd.weight"].shape[0]
@@ -44,22 +44,30 @@ def hf_config(meta, tensors, where):
                            f"token_embd.weight has {V} rows; the metadata disagrees with the tensors")
     k = lambda name, default=REQUIRED: value(meta, f"{arch}.{name}", where, default)    # noqa: E731
     C, nh = k("embedding_length"), k("attention.head_count")
-    _multiple(where, f"{arch}.embedding_length", C, f"{arch}.attention.head_count", nh)
+    if arch not in QWEN_ARCHS or f"{arch}.attention.key_length" not in meta:
+        _multiple(where, f"{arch}.embedding_length", C, f"{arch}.attention.head_count", nh)
     common = dict(vocab_size=V, tie_word_embeddings="output.weight" not in tensors)
     if arch == "gpt2":
         return dict(common, architectures=["GPT2LMHeadModel"], model_type="gpt2", n_positions=k("context_length"),
                     n_embd=C, n_layer=k("block_count"), n_head=nh, n_inner=k("feed_forward_length"),
                     layer_norm_epsilon=k("attention.layer_norm_epsilon"), activation_function="gelu_new")
-    rope_dims = k("rope.dimension_count", C // nh)
-    if rope_dims != C // nh:
-        raise ZeroLLMError(f"{where}: llama.rope.dimension_count={rope_dims} rotates part of each head; "
-                           f"zerollm's RoPE rotates the whole head ({C // nh} dims)")
+    hs = k("attention.key_length", C // nh) if arch in QWEN_ARCHS else C // nh
+    if arch in QWEN_ARCHS and k("attention.value_length", hs) != hs:
+        raise ZeroLLMError(f"{where}: {arch}.attention.value_length differs from {arch}.attention.key_length "
+                           f"({meta[f'{arch}.attention.value_length']} vs {hs}); zerollm's heads have one size")
+    rope_dims = k("rope.dimension_count", hs)
+    if rope_dims != hs:
+        raise ZeroLLMError(f"{where}: {arch}.rope.dimension_count={rope_dims} rotates part of each head; "
+                           f"zerollm's RoPE rotates the whole head ({hs} dims)")
     n_kv = k("attention.head_count_kv", nh)
-    _multiple(where, "llama.attention.head_count", nh, "llama.attention.head_count_kv", n_kv)
+    _multiple(where, f"{arch}.attention.head_count", nh, f"{arch}.attention.head_count_kv", n_kv)
     cfg = dict(common, hidden_size=C, intermediate_size=k("feed_forward_length"), num_hidden_layers=k("block_count"),
                num_attention_heads=nh, num_key_value_heads=n_kv, max_position_embeddings=k("context_length"),
                rms_norm_eps=k("attention.layer_norm_rms_epsilon"), rope_theta=float(k("rope.freq_base", 10000.0)),
                hidden_act="silu")
+    if arch in QWEN_ARCHS:
+        return dict(cfg, architectures=["Qwen2ForCausalLM" if arch == "qwen2" else "Qwen3ForCausalLM"],
+                    model_type=arch, head_dim=hs)
     n_expert = k("expert_count", 0)
     if n_expert:
         used = k("expert_used_count")
@@ -156,7 +164,7 @@ def _finite_float(t, name, where):
 def _to_hf_layout(a, base, kind, arch, cfg):
     if arch == "gpt2" and base in _CONV1D and kind == "weight":
         return a.T
-    if base in ("attn_q", "attn_k") and kind == "weight":
+    if base in ("attn_q", "attn_k") and kind == "weight" and arch == "llama":
         return _permute(a, cfg.n_head if base == "attn_q" else cfg.n_kv_head, inverse=True)
     return a
 
@@ -176,7 +184,7 @@ def _quantized_param(ours, parts, tensors, arch, cfg):
     for n in names:
         data = np.asarray(tensors[n].data).reshape(tensors[n].shape[0], -1)     # (out rows, bytes a row)
         _, base, _ = _split(n)
-        if base in ("attn_q", "attn_k"):
+        if base in ("attn_q", "attn_k") and arch == "llama":
             data = _permute(data, cfg.n_head if base == "attn_q" else cfg.n_kv_head, inverse=True)
         rows.append(data)
     shape = (sum(tensors[n].shape[0] for n in names), tensors[names[0]].shape[1])

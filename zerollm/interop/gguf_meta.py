@@ -47,7 +47,8 @@ _MODEL_KEYS = {"context_length": "block_size", "embedding_length": "n_embd", "bl
                "attention.head_count_kv": "n_kv_head", "attention.layer_norm_epsilon": "norm_eps",
                "attention.layer_norm_rms_epsilon": "norm_eps", "rope.freq_base": "rope_theta",
                "rope.dimension_count": "n_embd", "expert_count": "n_expert",
-               "expert_used_count": "n_expert_active", "vocab_size": "vocab_size"}
+               "expert_used_count": "n_expert_active", "vocab_size": "vocab_size",
+               "attention.key_length": "head_dim", "attention.value_length": "head_dim"}
 _KEYS = {"general.architecture": TEXT, "general.alignment": ALIGNMENT,
          "tokenizer.ggml.model": TEXT, "tokenizer.ggml.pre": TEXT, "zerollm.split_regex": TEXT,
          "tokenizer.ggml.tokens": TEXTS, "tokenizer.ggml.token_type": TOKEN_TYPES, "tokenizer.ggml.merges": TEXTS,

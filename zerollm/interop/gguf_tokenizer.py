@@ -1,7 +1,7 @@
 """Tokenizers in GGUF metadata: byte, char and BPE tokenizers as GGUF's ``gpt2`` tokenizer model, and back.
 
     tokenizer.ggml.model       "gpt2"                    byte-level BPE (llama.cpp's name for it)
-    tokenizer.ggml.pre         "gpt-2" | "llama-bpe"     which split regex runs before the merges
+    tokenizer.ggml.pre         "gpt-2" | "llama-bpe" | "qwen2"   which split regex runs before the merges
     tokenizer.ggml.tokens      one string a token id     bytes spelled in GPT-2's byte alphabet
     tokenizer.ggml.token_type  1 normal, 3 control       our special tokens are control tokens (a char
                                                          tokenizer's unk: 2 unknown; padding: 5 unused)
@@ -10,7 +10,8 @@
 
 What is carried (docs/gguf.md):
 - bpe: as it is. Split pattern 'gpt2' -> pre "gpt-2"; 'gpt4' -> "llama-bpe" (llama.cpp and
-  transformers use Llama 3's regex, cl100k's family); any other regex is refused.
+  transformers use Llama 3's regex, cl100k's family); Llama 3's own regex -> "llama-bpe"; Qwen2's -> "qwen2"
+  (read back with Qwen's NFC normalization); any other regex is refused.
 - byte: the 256 byte tokens with no merges: each byte is its own token under every pre-tokenizer.
 - char: each character is one token, its UTF-8 bytes joined by merges that name no token of their
   own (char_merges). llama.cpp merges by rank and looks a word's pieces up only at the end, so a
@@ -25,12 +26,14 @@ the char form comes back as a CharTokenizer with the same ids.
 
 from zerollm.io.errors import ZeroLLMError
 from zerollm.interop.gguf_meta import value
-from zerollm.tokenizers.patterns import LLAMA3_PATTERN, known_pattern
+from zerollm.tokenizers.patterns import LLAMA3_PATTERN, QWEN2_PATTERN, known_pattern
 
 NORMAL, UNKNOWN, CONTROL, UNUSED = 1, 2, 3, 5
 PRE_OF_PATTERN = {"gpt2": "gpt-2", "gpt4": "llama-bpe"}
 # llama.cpp's pre-tokenizer names: GPT-2's regex, or Llama 3's (the cl100k family) for Llama 3 style files
-PATTERN_OF_PRE = {"gpt-2": "gpt2", "default": "gpt2", "llama-bpe": LLAMA3_PATTERN, "llama3": LLAMA3_PATTERN}
+PATTERN_OF_PRE = {"gpt-2": "gpt2", "default": "gpt2", "llama-bpe": LLAMA3_PATTERN, "llama3": LLAMA3_PATTERN,
+                  "qwen2": QWEN2_PATTERN}
+PRE_OF_REGEX = {LLAMA3_PATTERN: "llama-bpe", QWEN2_PATTERN: "qwen2"}    # imported tokenizers' regexes, by text
 SPLIT_KEY = "zerollm.split_regex"
 # the one merge of a tokenizer that has none: its left side is two characters that no merge makes, so
 # llama.cpp never finds the pair in a text
@@ -42,7 +45,7 @@ NO_MERGE = "ĠĠ ĠĠ"
 
 def tokenizer_problems(tok):
     """What GGUF cannot carry of ``tok``, each with its fix: [] when it carries it all."""
-    if tok.name == "bpe" and tok.pattern_name not in PRE_OF_PATTERN:
+    if tok.name == "bpe" and tok.pattern_name not in PRE_OF_PATTERN and tok.pattern not in PRE_OF_REGEX:
         return ["the BPE tokenizer splits text with a custom regex that GGUF readers do not know; "
                 "train it with --pattern gpt2 or gpt4"]
     return []
@@ -77,7 +80,8 @@ def _pieces(tok, table):
         return vocab, char_merges(vocab.values(), table), "gpt-2", None
     names = {i: token_string(b, table) for i, b in tok.vocab.items()}
     merges = [f"{names[a]} {names[b]}" for a, b, _ in tok.merges]
-    return tok.vocab, merges, PRE_OF_PATTERN[tok.pattern_name], tok.pattern
+    pre = PRE_OF_PATTERN[tok.pattern_name] if tok.pattern_name in PRE_OF_PATTERN else PRE_OF_REGEX[tok.pattern]
+    return tok.vocab, merges, pre, tok.pattern
 
 
 def char_vocab(tok):
@@ -215,4 +219,6 @@ def _one_char(b):
 def _bpe_tokenizer(plain, specials, merges, pattern, where):
     from zerollm.tokenizers import BPETokenizer
     from zerollm.tokenizers.hf import _build
-    return BPETokenizer(**_build(plain, merges, pattern, specials, where=where))
+    # Qwen's tokenizer.json puts text in NFC first; llama.cpp's "qwen2" does not, zerollm reads it as Qwen does
+    normalizer = "NFC" if pattern == QWEN2_PATTERN else None
+    return BPETokenizer(**_build(plain, merges, pattern, specials, where=where), normalizer=normalizer)

@@ -25,8 +25,15 @@ LAYOUTS = {
     "gpt2": dict(vocab_size=13, block_size=12, n_layer=2, n_head=2, n_embd=8),
     "llama": dict(vocab_size=13, block_size=12, n_layer=2, n_head=4, n_kv_head=2, n_embd=16, norm="rmsnorm",
                   pos="rope", mlp="swiglu", bias=False, n_inner=24, tie_embeddings=False),
+    # Qwen2 (biases on q, k, v) and Qwen3 (QK-norm, a head size of 6 on a width of 16): PEFT's Llama names
+    "qwen2": dict(vocab_size=13, block_size=12, n_layer=2, n_head=4, n_kv_head=1, n_embd=16, norm="rmsnorm",
+                  pos="rope", mlp="swiglu", bias=False, qkv_bias=True, n_inner=24),
+    "qwen3": dict(vocab_size=13, block_size=12, n_layer=2, n_head=4, n_kv_head=2, n_embd=16, norm="rmsnorm",
+                  pos="rope", mlp="swiglu", bias=False, qk_norm=True, head_dim=6, n_inner=24, tie_embeddings=False),
 }
-TARGETS = {"gpt2": ("c_attn", "c_proj", "c_fc"), "llama": ("c_attn", "o_proj", "gate_proj", "up_proj", "down_proj")}
+TARGETS = {"gpt2": ("c_attn", "c_proj", "c_fc"), "llama": ("c_attn", "o_proj", "gate_proj", "up_proj", "down_proj"),
+           "qwen2": ("q_proj", "v_proj", "o_proj", "down_proj"),
+           "qwen3": ("c_attn", "o_proj", "gate_proj", "up_proj", "down_proj")}
 IDX = np.array([[1, 5, 2, 7, 3, 9], [4, 4, 0, 12, 6, 8]])
 TGT = np.roll(IDX, -1, axis=1)
 

@@ -122,14 +122,49 @@ def _templates():
     return sorted(found, key=lambda t: -t.literal_size)
 
 
-def _best(message, nested=False):
+@functools.lru_cache(maxsize=1)
+def _whole():
+    """Entries without fields or braces, by their English: a message equal to one needs no pattern, and
+    no template can have more literal text in common with it."""
+    return {t.english: t for t in _templates() if "{" not in t.english and "}" not in t.english}
+
+
+@functools.lru_cache(maxsize=1)
+def _index():
+    """The templates split by what a message must start with (the first character of a leading literal) or,
+    for a template that starts with a field, end with; the rest (a field at both ends) on their own. Each
+    list keeps the most-literal-first order, so a message is tried only against templates it could match."""
+    by_first, by_last, other = {}, {}, []
     for t in _templates():
+        first, last = t.parts[0], t.parts[-1]
+        if isinstance(first, str):
+            by_first.setdefault(first[0], []).append(t)
+        elif isinstance(last, str):
+            by_last.setdefault(last[-1], []).append(t)
+        else:
+            other.append(t)
+    return by_first, by_last, other
+
+
+def _first_match(templates, message, nested):
+    for t in templates:
         if nested and (t.literal_size < _NESTED_WORD_MIN if not t.order else t.literal_size < _NESTED_MIN):
             continue
         values = t.match(message)
         if values is not None:
             return t, values
     return None
+
+
+def _best(message, nested=False):
+    whole = _whole().get(message)
+    if whole is not None and (not nested or whole.literal_size >= _NESTED_WORD_MIN):
+        return whole, {}
+    by_first, by_last, other = _index()
+    found = [_first_match(templates, message, nested)
+             for templates in (by_first.get(message[:1], ()), by_last.get(message[-1:], ()), other)]
+    found = [f for f in found if f is not None]
+    return max(found, key=lambda f: f[0].literal_size, default=None)
 
 
 def lookup(message):

@@ -259,3 +259,24 @@ def test_tasks_make_tools_and_think_flags(tmp_path, capsys):
         code = main(["tasks", "make", *args[:1], "--out", str(tmp_path / "x"), "--n", "2", *args[1:]])
         err = capsys.readouterr().err
         assert code != 0 and fragment in err and len(err.strip().splitlines()) == 1 and not (tmp_path / "x").exists()
+
+
+def test_tasks_eval_runs_the_tool_loop_for_a_tool_model(tmp_path, capsys):
+    from zerollm.align import tools
+    from zerollm.align.tasks import calc
+    held = [calc.with_tools(r) for r in calc.make(4, "heldout", 0)]
+    tok = chat.prepare_tokenizer(CharTokenizer.train("0123456789*="), [t for r in held for t in chat.example_texts(r)],
+                                 needs=("tools",))
+    save_zerollm(GPT(GPTConfig(vocab_size=tok.vocab_size, block_size=320, n_layer=1, n_head=2, n_embd=8)),
+                 tmp_path / "m", tokenizer=tok)
+    from zerollm.data.formats import write_jsonl
+    write_jsonl(tmp_path / "held.jsonl", held)
+    assert [r["tools"] for r in read_prompts(tmp_path / "held.jsonl")] == [[tools.CALCULATOR]] * 4
+    assert main(["tasks", "eval", "calc", "--ckpt", str(tmp_path / "m"), "--data", str(tmp_path / "held.jsonl"),
+                 "--max-new-tokens", "12", "--max-tool-calls", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "calc: 0/4 = 0.0% success" in out and "tool calls 0.00 per answer" in out      # random weights
+    with pytest.raises(SystemExit):
+        main(["tasks", "eval", "calc", "--ckpt", str(tmp_path / "m"), "--data", str(tmp_path / "held.jsonl"),
+              "--max-tool-calls", "65"])
+    assert "--max-tool-calls: must be a whole number from 0 to 64" in capsys.readouterr().err

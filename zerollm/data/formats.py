@@ -352,7 +352,11 @@ def read_prompts(path):
         where = f"{os.fspath(path)} line {n}"
         _need(row, ("prompt",), where)
         _prompt(row, where)
-        if "completion" in row:               # a file of 'tasks make' keeps the reference answer
+        if "tools" in row:                    # the tools a prompt offers (#58)
+            check_tools(row["tools"], where)
+        if isinstance(row.get("completion"), list):      # a reference trace with tool calls or thinking
+            check_sft_row(row, where)
+        elif "completion" in row:             # a file of 'tasks make' keeps the reference answer
             _text(row, "completion", where, empty_ok=True)
         rows.append(row)
     return rows

@@ -61,6 +61,12 @@ def add_arguments(p):
     ev.add_argument("--seed", type=SEED, default=0)
     ev.add_argument("--format", choices=("auto", "chat", "plain"), default="auto",
                     help="chat template or a plain prompt for a base model (default: chat when the tokenizer has it)")
+    ev.add_argument("--max-tool-calls", type=Range(int, 0, 64), default=3,
+                    help="tool calls run per answer, for prompts that list tools (a model trained with tools)")
+    ev.add_argument("--tools", metavar="FILE", default=None,
+                    help="a .py module of your own TOOLS beside the built-in calculator (zerollm.align.tools)")
+    ev.add_argument("--tool-timeout", type=Range(float, 0, 10 ** 6), default=60.0,
+                    help="seconds one call of your tools (and their import) may take; 0 = no limit")
     add_threads_argument(ev)
 
 
@@ -163,8 +169,9 @@ def _eval(args):
     rows = rows[:docsmode.limit("examples evaluated", len(rows))]
     model, tok = _load(args.ckpt)
     try:
+        from zerollm.align.tools import load_tools
         how = TaskSampling(args.format, args.max_new_tokens, Sampling(args.temperature, args.top_k, args.top_p),
-                           args.seed)
+                           args.seed, args.max_tool_calls, load_tools(args.tools, args.tool_timeout))
         summary, results = evaluate(model, tok, task, rows, how)
     except UnknownCharacters as err:
         raise ZeroLLMError(err.command_line(f"a prompt of --data {args.data}")) from None
@@ -181,4 +188,7 @@ def _eval(args):
         print(f"{args.name}: {summary['successes']}/{summary['n']} = {summary['success_rate']:.1%} success "
               f"(95% CI {low:.1%}-{high:.1%}), mean reward {summary['mean_reward']:.3f} "
               f"[{summary['format']} prompts, temperature {args.temperature}]")
+        if "tool_calls" in summary:
+            print(f"  tool calls {summary['tool_calls']:.2f} per answer, {summary['tool_call_valid']:.1%} of them valid; "
+                  f"{summary['format_ok']:.1%} in the template's form; {summary['think_tokens']:.1f} think tokens")
     return 0

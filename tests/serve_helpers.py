@@ -58,17 +58,25 @@ def tool_rows():
     return rows
 
 
-def tiny_tool_run(folder, steps=400):
-    """FOLDER/run: a 2-layer byte model fine-tuned (in this process, about ten seconds) on ``tool_rows`` until
-    it says them by heart: greedy, it thinks "calc", calls the calculator with the question, and after the
-    tool's answer thinks "ok" and repeats it."""
+_TOOL_RUNS = {}
+
+
+def tiny_tool_run(tmp_path_factory, steps=400):
+    """A run of a 2-layer byte model fine-tuned (in this process, about ten seconds; once per session) on
+    ``tool_rows`` until it says them by heart: greedy, it thinks "calc", calls the calculator with the
+    question, and after the tool's answer thinks "ok" and repeats it."""
+    if steps not in _TOOL_RUNS:
+        _TOOL_RUNS[steps] = _train_tool_run(tmp_path_factory.mktemp("tool-run"), steps)
+    return _TOOL_RUNS[steps]
+
+
+def _train_tool_run(folder, steps):
     from zerollm.cli.entry import main
     from zerollm.data import chat
     from zerollm.data.formats import write_jsonl
     from zerollm.interop.opening import save_zerollm
     from zerollm.model.gpt import GPT, GPTConfig
     from zerollm.tokenizers import ByteTokenizer
-    folder = Path(folder)
     tok = chat.prepare_tokenizer(ByteTokenizer(), needs=("think", "tools"))
     model = GPT(GPTConfig(vocab_size=tok.vocab_size, block_size=384, n_layer=2, n_head=2, n_embd=32), seed=0)
     save_zerollm(model, folder / "base", tokenizer=tok)

@@ -251,7 +251,7 @@ def test_tool_choice_required_makes_even_a_random_model_write_a_valid_call(tools
 
 @pytest.fixture(scope="module")
 def client(tmp_path_factory):
-    run = tiny_tool_run(tmp_path_factory.mktemp("tools"))
+    run = tiny_tool_run(tmp_path_factory)
     with server(run, "--max-batch", "4", source="--ckpt") as (url, proc):
         yield openai.OpenAI(base_url=url + "/v1", api_key="unused", max_retries=0, timeout=60)
         assert proc.poll() is None

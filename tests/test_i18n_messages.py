@@ -98,6 +98,13 @@ def test_every_help_string_of_every_command_has_chinese():
     assert not untranslated, untranslated
 
 
+def test_every_commands_help_renders_in_chinese():
+    from zerollm.cli.lang import parsers
+    for parser in parsers(entry.build_parser("zh")):
+        text = parser.format_help()          # argparse fills %(default)s: a stray % in the 中文 would fail here
+        assert text.startswith(f"用法：{parser.prog}") and "显示这条帮助信息并退出" in text, parser.prog
+
+
 def test_every_chinese_entry_keeps_its_fields_and_formats():
     for english, chinese in catalog().items():
         assert fields(chinese) <= fields(english), (english, chinese)
@@ -179,7 +186,7 @@ def test_an_error_in_chinese_is_one_line_with_exit_1(monkeypatch, capsys):
     assert err == "zerollm sample: 错误：找不到 检查点目录：missing-run；请先用 `zerollm train` 训练（它会把检查点存在那里）\n"
 
 
-@pytest.mark.parametrize("argv, expected", [
+@pytest.mark.parametrize("argv, expected", ids=["command", "flag", "range", "value", "required"], argvalues=[
     (["--lang", "zh", "sampel"], "zerollm: 错误：参数 COMMAND：无效的选择：'sampel'"),
     (["sample", "--temprature", "1", "--lang", "zh"],
      "zerollm sample: 错误：无法识别的参数：--temprature 1（你是不是想输入 --temperature？）（见 'zerollm sample --help'）"),

@@ -345,3 +345,35 @@ def test_gguf_round_trip_and_llama_cpp_greedy_tokens(tmp_path, qwen_tokenizer_di
         theirs.append(int(np.argmax(llm.scores[llm.n_tokens - 1])))
         llm.eval(theirs[-1:])
     assert theirs == ours
+
+
+# ----------------------------------------------------------------------------
+# the commands
+
+@pytest.fixture(scope="module")
+def qwen3_dir(tmp_path_factory, qwen_tokenizer_dir):
+    """A Qwen3 directory as the hub has one: config.json, model.safetensors, tokenizer.json and
+    tokenizer_config.json with Qwen3's Jinja template (which zerollm must not run)."""
+    folder = tmp_path_factory.mktemp("qwen3")
+    qwen("qwen3", **GGUF_CASES["qwen3"]).save_pretrained(folder)
+    (folder / "tokenizer.json").write_bytes((qwen_tokenizer_dir / "tokenizer.json").read_bytes())
+    (folder / "tokenizer_config.json").write_text(json.dumps({"chat_template": QWEN3_TEMPLATE, "eos_token": "<|im_end|>"}))
+    return folder
+
+
+def test_commands_read_a_qwen3_directory(tmp_path, qwen3_dir, capsys):
+    from zerollm.cli import main
+    text = tmp_path / "t.txt"
+    text.write_text(TEXT, encoding="utf-8")
+    assert main(["eval", "--hf", str(qwen3_dir), "--data", str(text)]) == 0
+    hf_loss = capsys.readouterr().out.split("loss ")[1].split()[0]
+    assert main(["convert", "--from", str(qwen3_dir), "--to", str(tmp_path / "m.gguf")]) == 0
+    assert "arch qwen3" in capsys.readouterr().out
+    assert main(["eval", "--gguf", str(tmp_path / "m.gguf"), "--data", str(text)]) == 0
+    assert capsys.readouterr().out.split("loss ")[1].split()[0] == hf_loss
+    assert main(["convert", "--from", str(qwen3_dir), "--to", str(tmp_path / "z")]) == 0
+    assert "Qwen3 layout" in capsys.readouterr().out
+    assert main(["convert", "--from", str(tmp_path / "z"), "--to", str(tmp_path / "back")]) == 0
+    assert json.loads((tmp_path / "back" / "config.json").read_text())["architectures"] == ["Qwen3ForCausalLM"]
+    assert main(["explain", "--hf", str(qwen3_dir), "--text", "你好 world", "--out", str(tmp_path / "e.html")]) == 0
+    assert main(["sample", "--hf", str(qwen3_dir), "--prompt", "你好", "--max-new-tokens", "4"]) == 0

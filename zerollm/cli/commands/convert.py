@@ -45,6 +45,8 @@ def add_arguments(parser):
 def _describe(model):
     cfg = model.config
     kind = "GPT-2 layout" if cfg.pos == "learned" else "Mixtral layout" if cfg.n_expert else "Llama layout"
+    if cfg.qk_norm or cfg.qkv_bias:              # Qwen3's QK-norm or Qwen2's q/k/v biases
+        kind = "Qwen3 layout" if cfg.qk_norm else "Qwen2 layout"
     return f"{kind}, n_layer={cfg.n_layer}, {model.num_params():,} parameters"
 
 

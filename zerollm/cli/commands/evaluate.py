@@ -25,6 +25,7 @@ def add_arguments(p):
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--ckpt", metavar="DIR", help="a training run directory, a step directory or a zerollm model "
                      "directory")
+    src.add_argument("--hf", metavar="DIR", help="a Hugging Face model directory (config.json + *.safetensors)")
     src.add_argument("--gguf", metavar="FILE", help="a GGUF file (GPT-2 or Llama; f32, f16, q8_0 or q4_0)")
     p.add_argument("--data", metavar="FILE", required=True, help="a UTF-8 text file")
     p.add_argument("--max-tokens", type=Range(int, 2, 2 ** 40), default=None, help="evaluate only the first N tokens")
@@ -59,7 +60,7 @@ def run(args):
     for note in opened.notes:
         print(note, file=sys.stderr)
     model, tok, ckpt = opened.model, opened.tokenizer, opened.checkpoint
-    source = (args.gguf if args.gguf else f"checkpoint step {ckpt.step}" if ckpt is not None
+    source = (args.gguf or args.hf if args.gguf or args.hf else f"checkpoint step {ckpt.step}" if ckpt is not None
               else "a model directory")
     cfg = model.config
     budget.require(budget.tokenizing(_file_size(args.data), hint="--data (a shorter file)"), force=args.force)

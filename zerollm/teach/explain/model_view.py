@@ -91,6 +91,8 @@ def token_label(tok, i):
     >>> [token_label(ByteTokenizer(), i) for i in (72, 32, 10, 228)]
     ['H', '␣', '↵', '<e4>']
     """
+    if not 0 <= int(i) < tok.vocab_size:     # a padding row of the embedding (Qwen's 151936 rows, 151669 tokens)
+        return f"[unused {int(i)}]"
     raw = _raw_bytes(tok, int(i))
     try:
         text = raw.decode("utf-8") if raw is not None else tok.decode([int(i)])

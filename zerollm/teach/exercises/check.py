@@ -18,8 +18,9 @@ import numpy as np
 from zerollm.teach.exercises.grading import Raised, Wrong
 
 TEXT = {
-    "passed": {"en": "{name}: right on all {n} checks (zerollm's own layer and finite differences agree)",
-               "zh": "{name}：全部 {n} 项检查都对（与 zerollm 自己的实现和有限差分一致）"},
+    "passed": {"en": "{name}: right on all {n} checks (against zerollm's own code, and finite differences "
+                     "for gradients)",
+               "zh": "{name}：全部 {n} 项检查都对（与 zerollm 自己的代码一致，梯度也与有限差分一致）"},
     "syntax": {"en": "{file} does not import: {kind} at line {line}: {msg}",
                "zh": "{file} 无法导入：第 {line} 行 {kind}：{msg}"},
     "import": {"en": "{file} does not import: {kind}: {msg}{at}", "zh": "{file} 无法导入：{kind}：{msg}{at}"},

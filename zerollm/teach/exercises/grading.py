@@ -46,6 +46,9 @@ TEXT = {
 }
 
 
+SEP = {"en": ". ", "zh": "。"}        # between what is wrong and what it usually means
+
+
 class Wrong(Exception):
     """The learner's function gave a wrong result; the message is the one line ``check`` prints."""
 
@@ -81,7 +84,7 @@ def _explain(ours, ref, tol, mistakes, inputs, lang):
     """What the wrong numbers look like: a known mistake, a flipped sign, a constant factor, or nothing."""
     for m in mistakes:
         if _matches(ours, m.variant(*inputs), tol):
-            return ". " + m.note[lang] if not m.note[lang].startswith(("(", "（")) else " " + m.note[lang]
+            return SEP[lang] + m.note[lang]
     ref = np.asarray(ref, np.float64)
     if ref.size < 2:                                   # one number is a multiple of any other: no pattern to name
         return ""
@@ -119,7 +122,7 @@ def compare(label, ours, ref, lang, *, mistakes=(), inputs=(), nonfinite_note=No
     bad_finite = ~np.isfinite(ours64) & np.isfinite(ref64)
     if bad_finite.any():
         where = tuple(int(i[0]) for i in np.nonzero(bad_finite))
-        why = (". " + nonfinite_note[lang]) if nonfinite_note else ""
+        why = (SEP[lang] + nonfinite_note[lang]) if nonfinite_note else ""
         raise Wrong(say("nonfinite", lang, label=label, where=_where(where), why=why))
     both = np.isfinite(ref64)
     if not np.array_equal(np.isfinite(ours64), both) or not np.array_equal(ours64[~both], ref64[~both]):

@@ -161,21 +161,41 @@ def compile_tree(tree):
     """tree -> DFA with its dead states cut; ZeroLLMError when it matches nothing or passes a limit."""
     nfa = _NFA()
     start, end = nfa.build(tree)
-    delta, accepting = _subsets(nfa, start, end)
-    return _minimize(_prune(delta, accepting))
+    table, accepting, where = _subsets(nfa, start, end)
+    small = _minimize(_prune(table, accepting))                   # on (S, K) byte classes, then (S, 256)
+    return DFA(small.delta[:, where[:256]], small.accepting)
 
 
-def _closure(nfa, states, work):
-    seen, stack = set(states), list(states)
-    while stack:
-        for t in nfa.empty[stack.pop()]:
-            if t not in seen:
-                seen.add(t)
-                stack.append(t)
-    work[0] += len(seen)
-    if work[0] > MAX_WORK:
-        raise _too_big()
-    return frozenset(seen)
+class _Closures:
+    """The empty-edge closure of each NFA state, kept to its IMPORTANT states (those with byte edges, and the
+    end): two subsets with the same important states move alike on every byte, so a DFA state is named by
+    them alone (the usual trick of the subset construction; smaller keys, fewer states). Each closure is
+    worked out once and the work is counted against MAX_WORK."""
+
+    def __init__(self, nfa, end):
+        self.nfa, self.end, self.memo, self.work = nfa, end, {}, 0
+
+    def of(self, q):
+        got = self.memo.get(q)
+        if got is None:
+            seen, stack = {q}, [q]
+            while stack:
+                for t in self.nfa.empty[stack.pop()]:
+                    if t not in seen:
+                        seen.add(t)
+                        stack.append(t)
+            self.work += len(seen)
+            if self.work > MAX_WORK:
+                raise _too_big()
+            got = self.memo[q] = frozenset(t for t in seen if self.nfa.edges[t] or t == self.end)
+        return got
+
+    def union(self, states):
+        out = set()
+        for q in states:
+            out |= self.of(q)
+        self.work += len(out)
+        return frozenset(out)
 
 
 def _too_big():
@@ -185,41 +205,48 @@ def _too_big():
 
 
 def _subsets(nfa, start, end):
-    """The subset construction over the byte classes (bytes no edge tells apart move alike)."""
+    """The subset construction over the byte classes (bytes that no edge tells apart move alike) ->
+    ((S, K) next state per class, (S,) accepting, (257,) the class of each byte)."""
     cuts = {0, 256}
     for edges in nfa.edges:
         for lo, hi, _ in edges:
             cuts.update((lo, hi + 1))
     cuts = sorted(cuts)
-    classes = list(zip(cuts[:-1], cuts[1:]))                        # [start, stop) byte ranges
-    work = [0]
-    first = _closure(nfa, [start], work)
-    ids, order, rows = {first: 0}, [first], []
+    where = np.searchsorted(cuts, np.arange(257), side="right") - 1          # byte -> its class
+    # each state's byte edges as (first class, last class, target)
+    by_class = [[(int(where[lo]), int(where[hi]), to) for lo, hi, to in edges] for edges in nfa.edges]
+    closures = _Closures(nfa, end)
+    first = closures.of(start)
+    ids, order, rows, targets = {first: 0}, [first], [], {}
     while len(rows) < len(order):
-        current = order[len(rows)]
-        row = np.full(256, DEAD, np.int32)
-        for a, b in classes:
-            moved = [to for q in current for lo, hi, to in nfa.edges[q] if lo <= a <= hi]
-            if not moved:
-                continue
-            target = _closure(nfa, moved, work)
+        moved = {}
+        for q in order[len(rows)]:
+            for c0, c1, to in by_class[q]:
+                for c in range(c0, c1 + 1):
+                    moved.setdefault(c, set()).add(to)
+        row = np.full(len(cuts) - 1, DEAD, np.int32)
+        for c, tos in moved.items():
+            tos = frozenset(tos)
+            target = targets.get(tos)
+            if target is None:
+                target = targets[tos] = closures.union(tos)
             if target not in ids:
                 if len(order) >= MAX_DFA_STATES:
                     raise _too_big()
                 ids[target] = len(order)
                 order.append(target)
-            row[a:b] = ids[target]
+            row[c] = ids[target]
         rows.append(row)
     accepting = np.array([end in s for s in order], dtype=bool)
-    return np.stack(rows), accepting
+    return np.stack(rows), accepting, where                                   # (S, K) by class, byte -> class
 
 
 def _prune(delta, accepting):
-    """Cut the states from which no accepting state can be reached; renumber the rest."""
+    """Cut the states from which no accepting state can be reached; renumber the rest. delta: (S, K)."""
     S = len(accepting)
     live = accepting.copy()
     while True:                                                      # backwards until nothing changes
-        nxt = delta.clip(0)                                          # (S, 256), DEAD read as state 0 ...
+        nxt = delta.clip(0)                                          # (S, K), DEAD read as state 0 ...
         reach = (live[nxt] & (delta != DEAD)).any(axis=1) | accepting  # ... and masked out here
         if (reach == live).all():
             break
@@ -235,25 +262,20 @@ def _prune(delta, accepting):
 
 def _minimize(dfa):
     """Merge the states no text tells apart (Moore's partition refinement): fewer states, fewer index rows.
-    Start with {accepting, not}; split a block while its states go, on some byte, to different blocks."""
+    Start with {accepting, not}; split a block while its states go, on some byte, to different blocks.
+    Blocks are numbered in order of their first state, so the start stays 0."""
     delta, S = dfa.delta, dfa.n_states
-    block = dfa.accepting.astype(np.int64)
-    n = len(np.unique(block))
+    columns = delta                                                       # (S, K): a column per byte class
+    block, n = dfa.accepting.astype(np.int32), -1
     while True:
-        ext = np.append(block, -1)                                        # DEAD (-1) reads the extra slot
-        key = np.column_stack([block, ext[delta]])                        # (S, 257)
-        _, block = np.unique(key, axis=0, return_inverse=True)
-        block = block.reshape(-1)
-        if len(np.unique(block)) == n:
+        ext = np.append(block, -1).astype(np.int32)                       # DEAD (-1) reads the extra slot
+        key = np.ascontiguousarray(np.column_stack([block, ext[columns]]))   # (S, 1 + K)
+        names = {}
+        block = np.array([names.setdefault(row.tobytes(), len(names)) for row in key], np.int32)
+        if len(names) == n:
             break
-        n = len(np.unique(block))
-    order = np.full(n, -1, np.int64)                                      # number blocks in order of first
-    firsts = []                                                          # state, so the start stays 0
-    for s in range(S):
-        if order[block[s]] < 0:
-            order[block[s]] = len(firsts)
-            firsts.append(s)
-    new = order[block]
+        n = len(names)
+    firsts = np.unique(block, return_index=True)[1]                       # the first state of each block
     kept = delta[firsts]
-    kept = np.where(kept == DEAD, DEAD, new[kept.clip(0)])
+    kept = np.where(kept == DEAD, DEAD, block[kept.clip(0)])
     return DFA(kept.astype(np.int32), dfa.accepting[firsts])

@@ -68,6 +68,8 @@ BUILT_ELSEWHERE = {
         "a warning caught and shown again: it was made by a template where it was first raised",
     ("zerollm/training/run.py", "message"):
         "rank 0's error, passed to the other ranks: it was made by a template where it was first raised",
+    ("zerollm/teach/exercises/command.py", "message"):
+        "check's verdict, made in the language --lang chose by the TEXT tables of zerollm/teach/exercises/",
 }
 
 

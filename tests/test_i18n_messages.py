@@ -101,8 +101,10 @@ def test_every_help_string_of_every_command_has_chinese():
 
 
 def test_every_commands_help_renders_in_chinese():
-    from zerollm.cli.lang import parsers
-    for parser in parsers(entry.build_parser("zh")):
+    from zerollm.cli.lang import parsers, translate_parser
+    chinese = entry.build_parser()
+    translate_parser(chinese, "zh")
+    for parser in parsers(chinese):
         text = parser.format_help()          # argparse fills %(default)s: a stray % in the 中文 would fail here
         assert text.startswith(f"用法：{parser.prog}") and "显示这条帮助信息并退出" in text, parser.prog
 

@@ -107,8 +107,8 @@ def _nearest_choice(message):
     return f" (did you mean {guess[0]!r}?)" if guess else ""
 
 
-def build_parser(lang="en"):
-    """The whole command line; ``lang`` 'zh' puts its help and usage errors in 中文 (cli.lang)."""
+def build_parser():
+    """The whole command line, in English (main() hands it to cli.lang.translate_parser for 中文)."""
     parser = OneLineParser(prog="zerollm", description="zerollm: an LLM built from zero in NumPy.")
     parser.add_argument("--version", action="version", version=f"zerollm {__version__}")
     add_global_argument(parser)
@@ -120,7 +120,6 @@ def build_parser(lang="en"):
         module.add_arguments(cmd)
         add_command_argument(cmd)
         cmd.set_defaults(_module=module)
-    translate_parser(parser, lang)
     return parser
 
 
@@ -331,7 +330,8 @@ def _stand_in_for_closed_streams():
 def main(argv=None):
     _stand_in_for_closed_streams()
     lang = lang_of(sys.argv[1:] if argv is None else argv)
-    parser = build_parser(lang)
+    parser = build_parser()
+    translate_parser(parser, lang)               # help and usage errors in 中文 when lang is "zh"
     if launched_by_mpi():
         args, code = _parse_under_mpi(parser, argv, lang)
         if args is None:

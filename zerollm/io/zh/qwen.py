@@ -1,0 +1,12 @@
+"""中文 of the messages of Qwen2 / Qwen3 in and out (#64): GGUF's qwen2 and qwen3 architectures
+(see zerollm/io/zh/__init__.py)."""
+
+ZH = {
+    "{0}: architecture {1} is not supported; zerollm runs GGUF files of architecture {2} "
+    "(GPT-2, Llama, Mixtral-style Llama, Qwen2, Qwen3)":
+        "{0}: 不支持架构 {1}；zerollm 能运行的 GGUF 架构是 {2}（GPT-2、Llama、Mixtral 式的 Llama、Qwen2、Qwen3）",
+    "{0}: {1}.attention.value_length differs from {2}.attention.key_length ({3} vs {4}); zerollm's heads have one size":
+        "{0}: {1}.attention.value_length 与 {2}.attention.key_length 不同（{3} 对 {4}）；zerollm 的注意力头只有一种大小",
+    "{0}: {1}.rope.dimension_count={2} rotates part of each head; zerollm's RoPE rotates the whole head ({3} dims)":
+        "{0}: {1}.rope.dimension_count={2} 只旋转每个头的一部分；zerollm 的 RoPE 旋转整个头（{3} 维）",
+}

@@ -141,4 +141,15 @@ ZH = {
         "{0} 没有在 {1} 规定的 {2} 秒内完成；让它更快一些，或者调大 {3}（0 表示不限）",
     "give --reward NAME (a task: {0}; or module:function) and/or --rm DIR (a reward model)":
         "请给出 --reward NAME（一个任务：{0}；或者 module:function），或者 --rm DIR（一个奖励模型），也可以两者都给",
+
+    # Pieces of messages built elsewhere: objectives/sft.py's fitting() words its warning and its error from one
+    # f-string (both forms are here), and names its examples with the words below.
+    "{0} of {1} {2} are longer than the context ({3} tokens with block_size {4}; the longest has {5}) and were left out, not truncated: a cut completion would lose its end token":
+        "{1} 个{2}中有 {0} 个比上下文还长（block_size 为 {4} 时是 {3} 个 token；最长的有 {5} 个），它们被略过了，而不是截断：截断的回答会丢掉它的结束 token",
+    "{0} of {1} {2} are longer than the context ({3} tokens with block_size {4}; the longest has {5}), so none is left, not truncated: a cut completion would lose its end token; fine-tune a model with a longer context or use shorter examples":
+        "{1} 个{2}中有 {0} 个比上下文还长（block_size 为 {4} 时是 {3} 个 token；最长的有 {5} 个），所以一个也不剩（不截断，是因为截断的回答会丢掉它的结束 token）；请微调一个上下文更长的模型，或者用更短的样本",
+    "training examples":
+        "训练样本",
+    "heldout examples":
+        "留出样本",
 }

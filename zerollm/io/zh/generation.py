@@ -43,4 +43,24 @@ ZH = {
         "speculation 必须是 'off' 或 'ngram'，且至少 1 个 token；收到的是 {0}、{1}",
     "prompts of up to {0} tokens leave room for only {1} new tokens in the context of {2}; those completions are cut there":
         "最长的提示词有 {0} 个 token，在 {2} 个 token 的上下文里只能再生成 {1} 个新 token；这些续写会在那里被截断",
+
+    # Pieces of messages made by functions rather than written in place (scripts/zh_catalog.py lists them as
+    # built elsewhere): context_notes and the Scheduler's "context is full" warning, and BeyondContext's fix.
+    # translate() puts a captured value that is itself one of these sentences into 中文 too.
+    "the context is full ({0} tokens) before the last new token: {1}":
+        "在最后一个新 token 之前上下文就满了（{0} 个 token）：{1}",
+    "each further token recomputes the last block_size tokens (slower); {0}":
+        "之后每个 token 都要重新计算最后 block_size 个 token（更慢）；{0}",
+    "use --window for a rolling cache":
+        "可以用 --window 改用滚动缓存",
+    "this model's positions are learned, so its context cannot roll":
+        "这个模型的位置编码是学出来的，所以它的上下文不能滚动",
+    "prompt of {0} tokens is longer than the context ({1}); keeping its last {2} tokens":
+        "提示词有 {0} 个 token，比上下文（{1}）还长；只保留它最后的 {2} 个 token",
+    "prompt of {0} tokens is longer than the context ({1}); keeping its last {2} tokens, so {3}":
+        "提示词有 {0} 个 token，比上下文（{1}）还长；只保留它最后的 {2} 个 token，所以{3}",
+    "ask for at most {0} new tokens or shorten the prompt":
+        "最多只要 {0} 个新 token，或者缩短提示词",
+    "shorten the prompt":
+        "请缩短提示词",
 }

@@ -179,4 +179,15 @@ ZH = {
         "{0}: 不支持 model_type {1}；zerollm 能加载的模型类型是 {2}（GPT-2、Llama、Qwen 和 Mixtral 式的模型）",
     "{0}: zerollm cannot run this model because of {1}; only plain GPT-2, Llama, Qwen2, Qwen3 and Mixtral architectures are implemented":
         "{0}: zerollm 无法运行这个模型，原因是 {1}；zerollm 只实现了普通的 GPT-2、Llama、Qwen2、Qwen3 和 Mixtral 架构",
+
+    # Pieces of messages built elsewhere: each reason gguf_problems() gives (check_gguf raises the only one as it
+    # is), and Opened.need_tokenizer's default line (its other form is a reader's own message).
+    "GGUF's gpt2 architecture computes the tanh GELU, but this model uses gelu='erf'; train with --gelu tanh to export it as GGUF":
+        "GGUF 的 gpt2 架构计算的是 tanh 形式的 GELU，而这个模型用的是 gelu='erf'；要导出成 GGUF，请用 --gelu tanh 训练",
+    "GGUF's llama architecture has no biases, but this model has bias=True; train the Llama layout with bias off (--no-bias) to export it as GGUF":
+        "GGUF 的 llama 架构没有偏置，而这个模型是 bias=True；要导出成 GGUF，请关掉偏置（--no-bias）训练 Llama 布局",
+    "the BPE tokenizer splits text with a custom regex that GGUF readers do not know; train it with --pattern gpt2 or gpt4":
+        "这个 BPE 分词器用自定义的正则切分文本，读 GGUF 的程序不认识它；请用 --pattern gpt2 或 gpt4 训练分词器",
+    "{0} has no tokenizer.json, so text cannot be encoded; open the run or model directory that was saved with its tokenizer":
+        "{0} 里没有 tokenizer.json，所以无法编码文本；请打开保存时带着分词器的运行目录或模型目录",
 }

@@ -87,4 +87,13 @@ ZH = {
         "token_logprobs 运行时没有保留激活值；在 backward 之前，请在训练模式下或加上 keep=True 调用它",
     "state dict does not fit this model's config: {0}; build the model with the config the weights were saved with":
         "state dict 和这个模型的配置对不上：{0}；请用保存这些权重时的那个配置构建模型",
+
+    # Pieces of messages built elsewhere: budget.require() words one message and adds the warning's or the
+    # error's tail to it; the three forms are here.
+    "{0} needs about {1} of memory but {2} is available ({3}); lower {4}":
+        "{0} 大约需要 {1} 内存，但可用的只有 {2}（{3}）；请调小 {4}",
+    "{0} needs about {1} of memory but {2} is available ({3}); lower {4} (or pass {5} to try anyway)":
+        "{0} 大约需要 {1} 内存，但可用的只有 {2}（{3}）；请调小 {4}（或者加上 {5} 强行一试）",
+    "{0} needs about {1} of memory but {2} is available ({3}); lower {4}; trying anyway because of {5}":
+        "{0} 大约需要 {1} 内存，但可用的只有 {2}（{3}）；请调小 {4}；因为给了 {5}，仍然继续尝试",
 }

@@ -1,19 +1,34 @@
-"""Continuous batching under real HTTP load: `zerollm serve` at 1, 4, 16, 64 concurrent streaming clients.
+"""`zerollm serve` under real HTTP load, reported as `vllm bench serve` reports: TTFT, TPOT and ITL (mean,
+median, p99) and throughput, at 1, 4, 16, 64 streaming clients and with each engine feature off and on.
 
     python benchmarks/serve.py                          # the tang preset's shape, 32 new tokens a request
     python benchmarks/serve.py --shape gpt2 --clients 1 4 --new-tokens 16
+    python benchmarks/serve.py --only features --system-tokens 1000 --long-prompt 2000
+    python benchmarks/serve.py --request-rate 20        # Poisson arrivals, 20 requests/s on average
     python benchmarks/serve.py --json serve.json        # the numbers as JSON too
 
-Per concurrency C: C client threads each send requests (different prompts, seeds, temperature 0.8,
-stream=True) to a `zerollm serve` process for --rounds rounds; reported: aggregate generated tokens/s
-(all usage.completion_tokens / wall time), time to first token and time between tokens (p50, p99),
-and errors. Beside it, the same prompts (a) one after another through zerollm.generation.sample.generate in one
-process (what `zerollm sample` does per prompt) and (b) through transformers' batched generate on the
-exported model, C prompts a batch (left padding, sampling, exactly --new-tokens each).
+The clients run in a process of their own (pinned to the last core where the machine has more than one;
+the server to the others), so their JSON parsing does not take the server's time unseen. Requests arrive
+all at once per client (``--request-rate inf``, each client sending its next request when its last one
+ended) or by a Poisson process (exponential gaps of mean 1/rate, seeded). TTFT: send -> first content
+chunk; ITL: every gap between two content chunks of one request; TPOT: per request, (last chunk - first
+chunk) / (tokens - 1).
+
+1. ``clients``: C concurrent streaming clients, --rounds requests each (temperature 0.8, seeded), beside the
+   same prompts one after another in one process as `zerollm sample` decodes them (zerollm.generation.decode,
+   "sequential") and transformers' batched generate on the exported model at batch C.
+2. ``features`` (on the shape's weights with a context of 4096 and a byte tokenizer, so long prompts fit):
+   - prefix cache: 32 requests sharing a --system-tokens system prompt, 8 at a time; TTFT with
+     --prefix-cache 0 and with the default;
+   - chunked prefill: 8 streams decoding, then a --long-prompt prompt arrives; the 8 streams' ITL p99 with no
+     long prompt, with it and --prefill-chunk 0, and with it and the default chunk;
+   - prompt lookup: greedy answers continuing a copied passage; tokens/s with --speculate off and ngram,
+     and the acceptance rate from /metrics.
 
 The models have random weights in the preset's shape (the speed of a step does not depend on the
 values): `tang` (4 layers, width 192, context 64, its character vocabulary) and `gpt2` (124M: 12
-layers, width 768, context 1024, a 50257-id vocabulary served through a byte tokenizer).
+layers, width 768, context 1024, a 50257-id vocabulary served through a byte tokenizer). Printed first:
+the host (lscpu), the BLAS library and a GEMM's GFLOP/s, so numbers from two machines can be compared.
 """
 
 import argparse
@@ -56,11 +71,15 @@ def build(shape, folder):
     return model, tok
 
 
-def start_server(folder, max_batch, threads):
+def start_server(folder, max_batch, threads, *flags):
+    """`zerollm serve` on every core but the clients' one -> (process, base URL)."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    cores = _server_cores()
     proc = subprocess.Popen([sys.executable, "-m", "zerollm", "serve", "--hf", str(folder), "--port", "0",
-                             "--max-batch", str(max_batch), "--max-queue", "1024", "--threads", str(threads)],
-                            stderr=subprocess.PIPE, text=True, env=env)
+                             "--max-batch", str(max_batch), "--max-queue", "1024", "--threads", str(threads),
+                             "--metrics-public", *flags],
+                            stderr=subprocess.PIPE, text=True, env=env,
+                            preexec_fn=(lambda: os.sched_setaffinity(0, cores)) if cores else None)
     for line in proc.stderr:
         found = re.search(r"on (http://\S+)", line)
         if found:
@@ -68,12 +87,28 @@ def start_server(folder, max_batch, threads):
     raise RuntimeError("zerollm serve did not start")
 
 
-async def one_request(client, base, i, new_tokens, record):
-    body = {"messages": [{"role": "user", "content": PROMPTS[i % len(PROMPTS)]}], "max_tokens": new_tokens,
-            "temperature": 0.8, "seed": i, "stream": True, "stream_options": {"include_usage": True}}
+def stop_server(proc):
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(30)
+
+
+def _cores():
+    return sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+
+
+def _server_cores():
+    cores = _cores()
+    return set(cores[:-1]) if len(cores) > 1 else None
+
+
+# ----------------------------------------------------------------------------
+# the clients, in a process of their own
+
+async def one_request(client, base, body, record):
+    """Stream one request -> record (send time, content-chunk times, completion tokens, error)."""
     start, times, tokens = time.perf_counter(), [], 0
     try:
-        async with client.stream("POST", base + "/v1/chat/completions", json=body) as r:
+        async with client.stream("POST", base + body.pop("_path", "/v1/chat/completions"), json=body) as r:
             if r.status_code != 200:
                 raise RuntimeError(r.status_code)
             async for line in r.aiter_lines():
@@ -82,41 +117,76 @@ async def one_request(client, base, i, new_tokens, record):
                 chunk = json.loads(line[6:])
                 if chunk.get("usage"):
                     tokens = chunk["usage"]["completion_tokens"]
-                if any(ch.get("delta", {}).get("content") for ch in chunk["choices"]):
+                if any(ch.get("delta", {}).get("content") or ch.get("text") for ch in chunk["choices"]):
                     times.append(time.perf_counter())
         record.append((start, times, tokens, None))
     except Exception as err:        # noqa: BLE001 - counted as an error of the load test
         record.append((start, times, tokens, repr(err)))
 
 
-def load_test(base, clients, rounds, new_tokens):
-    """``clients`` concurrent streaming clients (one asyncio loop: cheap on the client side), each sending
-    ``rounds`` requests one after another."""
+def _client_process(base, plan, out):
+    """The load of ``plan`` ({"clients": [[body, ...], ...], "rate", "seed"}), run in this process -> out.send."""
     import asyncio
     import httpx
-    record = []
+    if len(_cores()) > 1:
+        os.sched_setaffinity(0, {_cores()[-1]})
+    records = [[] for _ in plan["clients"]]
 
-    async def client(http, k):
-        for r in range(rounds):
-            await one_request(http, base, k * rounds + r, new_tokens, record)
+    async def client(http, k, delay):
+        await asyncio.sleep(delay)
+        for body in plan["clients"][k]:
+            await one_request(http, base, dict(body), records[k])
 
     async def everyone():
-        limits = httpx.Limits(max_connections=clients + 4)
+        n, rate = len(plan["clients"]), plan["rate"]
+        gaps = np.random.default_rng(plan["seed"]).exponential(1 / rate, n) if rate != float("inf") else np.zeros(n)
+        starts = plan["delays"] if plan["delays"] is not None else np.cumsum(gaps) - gaps[0]
+        limits = httpx.Limits(max_connections=n + 4)
         async with httpx.AsyncClient(timeout=600, trust_env=False, limits=limits) as http:
-            await asyncio.gather(*(client(http, k) for k in range(clients)))
+            await asyncio.gather(*(client(http, k, d) for k, d in enumerate(starts)))
     t0 = time.perf_counter()
     asyncio.run(everyone())
-    wall = time.perf_counter() - t0
-    ttft = [ts[0] - s for s, ts, _, e in record if ts]
-    tbt = [b - a for _, ts, _, _ in record for a, b in zip(ts, ts[1:])]
-    return {"clients": clients, "requests": len(record), "tokens": sum(r[2] for r in record),
-            "tokens_per_s": sum(r[2] for r in record) / wall, "errors": sum(r[3] is not None for r in record),
-            "ttft_p50_ms": _pct(ttft, 50), "ttft_p99_ms": _pct(ttft, 99),
-            "tbt_p50_ms": _pct(tbt, 50), "tbt_p99_ms": _pct(tbt, 99)}
+    out.send({"wall": time.perf_counter() - t0, "records": records})
 
 
-def _pct(values, q):
-    return float(np.percentile(values, q) * 1000) if values else None
+def load(base, clients, rate=float("inf"), seed=0, delays=None):
+    """Run ``clients`` (each a list of request bodies sent one after another; client k starts at delays[k]
+    seconds, else by the Poisson process of ``rate``) from a separate process -> its summary (tokens/s,
+    TTFT, TPOT, ITL) and the per-client records."""
+    import multiprocessing
+    ctx = multiprocessing.get_context("spawn")
+    here, there = ctx.Pipe()
+    proc = ctx.Process(target=_client_process, args=(base, {"clients": clients, "rate": rate, "seed": seed, "delays": delays}, there))
+    proc.start()
+    got = here.recv()
+    proc.join()
+    return summary(got["wall"], [r for rec in got["records"] for r in rec]), got["records"]
+
+
+def summary(wall, records):
+    ttft = [ts[0] - s for s, ts, _, _ in records if ts]
+    itl = [b - a for _, ts, _, _ in records for a, b in zip(ts, ts[1:])]
+    tpot = [(ts[-1] - ts[0]) / (n - 1) for _, ts, n, _ in records if len(ts) > 1 and n > 1]
+    tokens = sum(r[2] for r in records)
+    out = {"requests": len(records), "tokens": tokens, "tokens_per_s": tokens / wall,
+           "requests_per_s": len(records) / wall, "errors": sum(r[3] is not None for r in records)}
+    for name, values in (("ttft", ttft), ("tpot", tpot), ("itl", itl)):
+        for stat, f in (("mean", np.mean), ("median", np.median), ("p99", lambda v: np.percentile(v, 99))):
+            out[f"{name}_{stat}_ms"] = float(f(values) * 1000) if values else None
+    return out
+
+
+def chat_body(text, new_tokens, seed, temperature=0.8):
+    return {"messages": [{"role": "user", "content": text}], "max_tokens": new_tokens, "temperature": temperature,
+            "seed": seed, "stream": True, "stream_options": {"include_usage": True}}
+
+
+def load_test(base, clients, rounds, new_tokens, rate):
+    """``clients`` streaming clients, each sending ``rounds`` requests one after another."""
+    plan = [[chat_body(PROMPTS[(k * rounds + r) % len(PROMPTS)], new_tokens, k * rounds + r) for r in range(rounds)]
+            for k in range(clients)]
+    row, _ = load(base, plan, rate)
+    return {"clients": clients, **row}
 
 
 def sequential(model, tok, n, new_tokens):
@@ -181,48 +251,195 @@ def transformers_batched(folder, tok, batch, new_tokens, rounds):
     return batch * new_tokens * rounds / (time.perf_counter() - t0)
 
 
+# ----------------------------------------------------------------------------
+# the engine's features, each off and on
+
+FEATURE_CONTEXT = 4096
+PASSAGE = ("The river runs down from the hills to the sea, and the town on its banks has a market every "
+           "morning where the fishermen sell what the night brought in. ")
+
+
+def build_long(shape, folder):
+    """The shape's layers with a context of FEATURE_CONTEXT and a byte tokenizer (one token a byte), so
+    prompts of thousands of tokens fit."""
+    from zerollm.interop.hf import export
+    from zerollm.model.gpt import GPT, GPTConfig
+    from zerollm.tokenizers import ByteTokenizer
+    from zerollm.training.presets import PRESETS
+    p = PRESETS["tang"] if shape == "tang" else dict(n_layer=12, n_head=12, n_embd=768, bias=True)
+    cfg = GPTConfig(vocab_size=ByteTokenizer().vocab_size, block_size=FEATURE_CONTEXT, n_layer=p["n_layer"],
+                    n_head=p["n_head"], n_embd=p["n_embd"], bias=p["bias"])
+    export(GPT(cfg, seed=0), folder, tokenizer=ByteTokenizer())
+
+
+def text_of(n):
+    """About n bytes (= tokens) of plain text."""
+    return (PASSAGE * (n // len(PASSAGE) + 1))[:n]
+
+
+def completion(prompt, new_tokens, seed, temperature=0.8):
+    return {"_path": "/v1/completions", "prompt": prompt, "max_tokens": new_tokens, "temperature": temperature,
+            "seed": seed, "stream": True, "stream_options": {"include_usage": True}}
+
+
+def prefix_rows(folder, args):
+    """32 requests sharing a system prompt, 8 clients at once: TTFT without and with the prefix cache."""
+    system = text_of(args.system_tokens)
+    plan = [[completion(f"{system}\nQuestion {k * 4 + r}: ", 8, k * 4 + r) for r in range(4)] for k in range(8)]
+    rows = []
+    for label, flags in (("prefix cache off", ("--prefix-cache", "0")), ("prefix cache on", ())):
+        proc, base = start_server(folder, 8, args.threads, *flags)
+        try:
+            row, _ = load(base, plan)
+            row["hit_rate"] = _metric_ratio(base, "vllm:prefix_cache_hits_total", "vllm:prefix_cache_queries_total")
+        finally:
+            stop_server(proc)
+        rows.append({"case": f"{label}: 32 requests, {args.system_tokens}-token shared prompt, 8 at once", **row})
+    return rows
+
+
+def chunk_rows(folder, args):
+    """8 streams decoding; a --long-prompt prompt arrives after 0.5 s: the 8 streams' ITL."""
+    streams = [[completion(f"Stream {k}: " + text_of(40), args.stream_tokens, k)] for k in range(8)]
+    long_one = [[completion(text_of(args.long_prompt), 4, 99)]]
+    rows = []
+    for label, flags, plan in (("no long prompt", (), streams),
+                               ("long prompt, --prefill-chunk 0", ("--prefill-chunk", "0"), streams + long_one),
+                               ("long prompt, chunked (default)", (), streams + long_one)):
+        proc, base = start_server(folder, 16, args.threads, *flags)
+        try:
+            _, records = load(base, plan, delays=[0.0] * 8 + [0.5] * (len(plan) - 8))
+        finally:
+            stop_server(proc)
+        row = summary(1.0, [r for rec in records[:8] for r in rec])         # the 8 streams only
+        rows.append({"case": f"8 streams + {args.long_prompt}-token prompt: {label}", **row})
+    return rows
+
+
+def lookup_rows(folder, args):
+    """Greedy answers continuing a copied passage, one client: tokens/s with --speculate off and ngram."""
+    plan = [[completion(text_of(400) + PASSAGE[:30], args.stream_tokens, i, temperature=0) for i in range(4)]]
+    rows = []
+    for label, flags in (("prompt lookup off", ()), ("prompt lookup on", ("--speculate", "ngram"))):
+        proc, base = start_server(folder, 4, args.threads, *flags)
+        try:
+            row, _ = load(base, plan)
+            row["acceptance"] = _metric_ratio(base, "vllm:spec_decode_num_accepted_tokens_total",
+                                              "vllm:spec_decode_num_draft_tokens_total")
+        finally:
+            stop_server(proc)
+        rows.append({"case": f"{label}: greedy, a copied passage, 1 client", **row})
+    return rows
+
+
+def _metric_ratio(base, top, bottom):
+    import httpx
+    from prometheus_client.parser import text_string_to_metric_families
+    text = httpx.get(base + "/metrics", trust_env=False).text
+    found = {s.name: s.value for fam in text_string_to_metric_families(text) for s in fam.samples}
+    return found[top] / found[bottom] if found.get(bottom) else None
+
+
+# ----------------------------------------------------------------------------
+# the host
+
+def host_rows(threads):
+    """lscpu's model and cores, the BLAS NumPy uses, a float32 GEMM's GFLOP/s, the load average."""
+    lines = subprocess.run(["lscpu"], capture_output=True, text=True).stdout.splitlines()
+    keep = [line.split(":", 1)[1].strip() for line in lines if line.startswith(("Model name", "CPU(s):"))]
+    try:
+        from threadpoolctl import threadpool_info
+        blas = ", ".join(f"{p['internal_api']} {p['version']} ({p.get('architecture')})" for p in threadpool_info())
+    except ImportError:
+        blas = "threadpoolctl not installed"
+    a = np.random.default_rng(0).standard_normal((1024, 1024), dtype=np.float32)
+    a @ a
+    t0 = time.perf_counter()
+    for _ in range(5):
+        a @ a
+    gflops = 5 * 2 * 1024 ** 3 / (time.perf_counter() - t0) / 1e9
+    return {"host": " / ".join(keep), "blas": blas, "gemm_gflops": gflops, "load": os.getloadavg(),
+            "threads": threads}
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--shape", choices=("tang", "gpt2"), default="tang")
+    p.add_argument("--only", choices=("clients", "features"), default=None, help="run one part (default both)")
     p.add_argument("--clients", type=int, nargs="+", default=[1, 4, 16, 64])
     p.add_argument("--rounds", type=int, default=2, help="requests per client (default 2)")
     p.add_argument("--new-tokens", type=int, default=32)
+    p.add_argument("--request-rate", type=float, default=float("inf"),
+                   help="clients start by a Poisson process of this rate (requests/s; default inf: all at once)")
+    p.add_argument("--system-tokens", type=int, default=1000, help="the shared system prompt (default 1000)")
+    p.add_argument("--long-prompt", type=int, default=2000, help="the prompt arriving amid 8 streams (default 2000)")
+    p.add_argument("--stream-tokens", type=int, default=64, help="new tokens of the features' streams (default 64)")
     p.add_argument("--threads", type=int, default=1, help="BLAS threads of the server and the baselines")
     p.add_argument("--json", default=None, help="also write the results here")
     args = p.parse_args(argv)
     os.environ.setdefault("OPENBLAS_NUM_THREADS", str(args.threads))
     import torch
     torch.set_num_threads(args.threads)
-    rows = []
+    host = host_rows(args.threads)
+    print(f"host: {host['host']}; BLAS: {host['blas']}; GEMM 1024^2 float32: {host['gemm_gflops']:.1f} GFLOP/s; "
+          f"load average {host['load'][0]:.1f}; {args.threads} BLAS thread(s); clients pinned to core "
+          f"{_cores()[-1] if len(_cores()) > 1 else 'shared'}", flush=True)
+    result = {"shape": args.shape, "new_tokens": args.new_tokens, "host": host, "rows": [], "features": []}
     with tempfile.TemporaryDirectory() as tmp:
-        folder = Path(tmp) / args.shape
-        model, tok = build(args.shape, folder)
-        gap, top, same = logit_gap(model, tok)
-        print(f"batched vs alone (16 rows, 24 steps, float32): max |logit difference| {gap:.3g} (logits up to "
-              f"{top:.3g}); same tokens: {same}", flush=True)
-        proc, base = start_server(folder, max(args.clients), args.threads)
-        try:
-            for c in args.clients:
-                row = load_test(base, c, args.rounds, args.new_tokens)
-                row["sequential_tokens_per_s"] = sequential(model, tok, min(c * args.rounds, 8), args.new_tokens)
-                row["transformers_tokens_per_s"] = transformers_batched(folder, tok, c, args.new_tokens, 1)
-                rows.append(row)
-                print(_line(row), flush=True)
-        finally:
-            proc.send_signal(signal.SIGTERM)
-            proc.wait(30)
+        if args.only in (None, "clients"):
+            result["rows"], result["logit_gap"] = clients_rows(Path(tmp) / args.shape, args)
+        if args.only in (None, "features"):
+            folder = Path(tmp) / f"{args.shape}-long"
+            build_long(args.shape, folder)
+            print("| case | tok/s | TTFT mean / median / p99 ms | TPOT median ms | ITL median / p99 ms | note |\n"
+                  "|---|---:|---:|---:|---:|---|", flush=True)
+            for rows in (prefix_rows, chunk_rows, lookup_rows):
+                for row in rows(folder, args):
+                    result["features"].append(row)
+                    print(_feature_line(row), flush=True)
     if args.json:
-        Path(args.json).write_text(json.dumps({"shape": args.shape, "new_tokens": args.new_tokens, "logit_gap": gap,
-                                               "rows": rows},
-                                              indent=1) + "\n", encoding="utf-8")
+        Path(args.json).write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
     return 0
 
 
+def clients_rows(folder, args):
+    model, tok = build(args.shape, folder)
+    gap, top, same = logit_gap(model, tok)
+    print(f"batched vs alone (16 rows, 24 steps, float32): max |logit difference| {gap:.3g} (logits up to "
+          f"{top:.3g}); same tokens: {same}", flush=True)
+    print("| clients | zerollm serve tok/s | TTFT mean / median / p99 ms | TPOT median ms | ITL median / p99 ms "
+          "| errors | sequential (zerollm sample) tok/s | transformers batched tok/s |\n"
+          "|---:|---:|---:|---:|---:|---:|---:|---:|", flush=True)
+    rows = []
+    proc, base = start_server(folder, max(args.clients), args.threads)
+    try:
+        for c in args.clients:
+            row = load_test(base, c, args.rounds, args.new_tokens, args.request_rate)
+            row["sequential_tokens_per_s"] = sequential(model, tok, min(c * args.rounds, 8), args.new_tokens)
+            row["transformers_tokens_per_s"] = transformers_batched(folder, tok, c, args.new_tokens, 1)
+            rows.append(row)
+            print(_line(row), flush=True)
+    finally:
+        stop_server(proc)
+    return rows, gap
+
+
+def _ms(v):
+    return "-" if v is None else f"{v:.1f}"
+
+
 def _line(r):
-    return (f"clients {r['clients']:3d}: {r['tokens_per_s']:8.1f} tok/s  TTFT p50/p99 {r['ttft_p50_ms']:.0f}/"
-            f"{r['ttft_p99_ms']:.0f} ms  TBT p50/p99 {r['tbt_p50_ms']:.1f}/{r['tbt_p99_ms']:.1f} ms  errors "
-            f"{r['errors']}  | sequential {r['sequential_tokens_per_s']:.1f} tok/s  transformers batch "
-            f"{r['transformers_tokens_per_s']:.1f} tok/s")
+    return (f"| {r['clients']} | {r['tokens_per_s']:.1f} | {_ms(r['ttft_mean_ms'])} / {_ms(r['ttft_median_ms'])} / "
+            f"{_ms(r['ttft_p99_ms'])} | {_ms(r['tpot_median_ms'])} | {_ms(r['itl_median_ms'])} / {_ms(r['itl_p99_ms'])} "
+            f"| {r['errors']} | {r['sequential_tokens_per_s']:.1f} | {r['transformers_tokens_per_s']:.1f} |")
+
+
+def _feature_line(r):
+    note = (f"hit rate {r['hit_rate']:.2f}" if r.get("hit_rate") is not None else
+            f"acceptance {r['acceptance']:.2f}" if r.get("acceptance") is not None else "")
+    return (f"| {r['case']} | {r['tokens_per_s']:.1f} | {_ms(r['ttft_mean_ms'])} / {_ms(r['ttft_median_ms'])} / "
+            f"{_ms(r['ttft_p99_ms'])} | {_ms(r['tpot_median_ms'])} | {_ms(r['itl_median_ms'])} / {_ms(r['itl_p99_ms'])} "
+            f"| {note} |")
 
 
 if __name__ == "__main__":

@@ -70,6 +70,34 @@ BUILT_ELSEWHERE = {
         "rank 0's error, passed to the other ranks: it was made by a template where it was first raised",
     ("zerollm/teach/exercises/command.py", "message"):
         "check's verdict, made in the language --lang chose by the TEXT tables of zerollm/teach/exercises/",
+    # the rooms align, generation, interop, model, teach: the pieces are in zerollm/io/zh/<room>.py
+    ("zerollm/align/objectives/sft.py", "message"):
+        "fitting()'s warning: a template in zerollm/io/zh/align.py, with the words that name the examples",
+    ("zerollm/align/objectives/sft.py", "message.replace(' and were left out', ', so none is left') + "
+                                        "'; fine-tune a model with a longer context or use shorter examples'"):
+        "fitting()'s error: a template in zerollm/io/zh/align.py",
+    ("zerollm/align/stage.py", "message"):
+        "an input's error with the user's path put back for its copy's: made by a template where it was raised",
+    ("zerollm/generation/batching.py", "_full_message(self.cfg)"):
+        "the sentence and the pieces it is made of are templates in zerollm/io/zh/generation.py",
+    ("zerollm/generation/batching.py", "context_notes(cfg, idx.shape[1], 1)[0]"):
+        "context_notes's sentences are templates in zerollm/io/zh/generation.py",
+    ("zerollm/interop/gguf.py", "problems[0]"):
+        "each reason of gguf_problems is a template in zerollm/io/zh/interop.py (or export_family's own error)",
+    ("zerollm/interop/opening.py", "self.tokenizer_error or f'{self.path} has no tokenizer.json, so text cannot be "
+                                   "encoded; open the run or model directory that was saved with its tokenizer'"):
+        "the reader's own error (made by its template), or the default sentence: a template in "
+        "zerollm/io/zh/interop.py",
+    ("zerollm/model/budget.py", "message + tail"):
+        "require()'s error, with and without its --force tail: templates in zerollm/io/zh/model.py",
+    ("zerollm/model/budget.py", "message + f'; trying anyway because of {force_flag}'"):
+        "require()'s warning under --force: a template in zerollm/io/zh/model.py",
+    ("zerollm/teach/explain/model_view.py", "say(key, **fields)"):
+        "a note of the explain page, made in the page's language by the page's own tables",
+    ("zerollm/teach/explain/model_view.py", "err.command_line('--text')"):
+        "UnknownCharacters.command_line's template is in zerollm/io/zh/cli.py; a flag stays a flag",
+    ("zerollm/teach/heads.py", "err.command_line('--text')"):
+        "UnknownCharacters.command_line's template is in zerollm/io/zh/cli.py; a flag stays a flag",
 }
 
 
@@ -224,6 +252,13 @@ def test_the_warning_line_in_english_is_as_before(capsys):
     finally:
         warnings.showwarning = old
     assert capsys.readouterr().err.startswith("zerollm x: warning: this run was saved with --threads 1")
+
+
+def test_a_subcommand_takes_the_flag_after_its_own_words(monkeypatch, capsys):
+    _no_locale(monkeypatch)
+    code, _, err = run_main(["tasks", "eval", "acrostic", "--ckpt", "missing-run", "--data", "missing.jsonl",
+                             "--lang", "zh"], capsys)
+    assert code == 1 and err.startswith("zerollm tasks eval: 错误："), err
 
 
 def test_one_flag_before_or_after_the_command_reaches_the_walkthrough(monkeypatch, capsys):

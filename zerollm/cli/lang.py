@@ -55,11 +55,15 @@ def add_global_argument(parser):
                              "default: ZEROLLM_LANG, else the locale")
 
 
-def add_command_argument(parser):
-    """The same --lang after a command that has none of its own (the walkthroughs and report have one)."""
-    if "--lang" not in parser._option_string_actions:
-        parser.add_argument("--lang", choices=LANGS, default=None,
-                            help="language of help and errors: zh (中文) or en; default: the locale")
+def add_command_argument(command):
+    """The same --lang after a command that has none of its own (the walkthroughs and report have one): on
+    the parser that reads the last words, ``zerollm tasks eval ... --lang zh`` (a --lang on ``tasks`` too
+    would be overwritten by eval's default)."""
+    for parser in parsers(command):
+        has_subcommands = any(isinstance(a, argparse._SubParsersAction) for a in parser._actions)
+        if not has_subcommands and "--lang" not in parser._option_string_actions:
+            parser.add_argument("--lang", choices=LANGS, default=None,
+                                help="language of help and errors: zh (中文) or en; default: the locale")
 
 
 # ----------------------------------------------------------------------------

@@ -27,6 +27,7 @@ from fastapi.responses import HTMLResponse, Response, StreamingResponse
 from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect
 
+from zerollm.align.tools import CALCULATOR
 from zerollm.io.errors import ZeroLLMError
 from zerollm.generation.batching import BeyondContext, Done, QueueFull
 from zerollm.generation.sample import Sampling
@@ -72,8 +73,9 @@ def build_app(backend, *, api_key=None, max_body=1 << 20, body_timeout=30.0, met
 
     @app.get("/", response_class=HTMLResponse)
     async def page():
-        return HTMLResponse(PAGE.read_text(encoding="utf-8").replace("@MODEL@", json.dumps(backend.name)
-                                                                      .replace("<", "\\u003c")))
+        script = lambda value: json.dumps(value).replace("<", "\\u003c")     # never closes the <script>
+        return HTMLResponse(PAGE.read_text(encoding="utf-8").replace("@CALCULATOR@", script(CALCULATOR))
+                            .replace("@MODEL@", script(backend.name)))
 
     @app.get("/v1/models")
     async def models():

@@ -39,10 +39,10 @@ def add_arguments(p):
     p.add_argument("--tools", default=None, metavar="FILE",
                    help="a Python module (FILE.py or a module name) whose TOOLS the model may call, beside the "
                         "built-in calculator (for a model trained with tools)")
-    p.add_argument("--tool-timeout", type=Range(float, 0.001, 86400), default=DEFAULT_TIMEOUT, metavar="S",
-                   help=f"seconds one call of a --tools tool (or its import) may take (default {DEFAULT_TIMEOUT:g})")
-    p.add_argument("--max-tool-calls", type=Range(int, 0, 100), default=3, metavar="N",
-                   help="tool calls run in one turn at most (default 3)")
+    p.add_argument("--tool-timeout", type=Range(float, 0, 10 ** 6), default=DEFAULT_TIMEOUT, metavar="S",
+                   help="seconds one call of a --tools tool (or its import) may take; 0 = no limit (default %(default)g)")
+    p.add_argument("--max-tool-calls", type=Range(int, 0, 64), default=3, metavar="N",
+                   help="tool calls run in one turn at most; 0 shows the calls without running them (default %(default)s)")
     add_force_argument(p)
     add_threads_argument(p)
     add_engine_argument(p)

@@ -7,9 +7,9 @@
 
 A token is allowed in state s when walking its bytes from s through the DFA never reaches DEAD; it leads
 to the state where the walk ends. A state's row is worked out the first time a walk comes there (all
-tokens at once: the tokens sorted longest first in a padded (N, L) byte matrix, so step j of the walk
-moves only the tokens longer than j; about the vocabulary's total bytes of NumPy work), so the first
-token comes after one row, not after every state of a big schema.
+tokens at once, down the trie of their bytes level by level in NumPy, a prefix that falls off taking every
+token below it along: see Vocab), so the first token comes after one row, not after every state of a big
+schema.
 
 Special tokens (a chat template's <|user|>, <|end|>, <|endoftext|>) are not text: no state allows them as
 text. The ids that end the text (a request's stop ids: the end-of-turn id of a chat model) are allowed in
@@ -62,28 +62,62 @@ def _piece(tokenizer, i):
 
 
 class Vocab:
-    """The text tokens, longest first: ids (N,), a padded byte matrix (N, L), and for every byte position j
-    how many tokens are longer than j (those that still walk at step j)."""
+    """The text tokens as a trie of their bytes, level by level: level j holds the distinct (j+1)-byte
+    prefixes, each with its last byte and its parent in level j-1, sorted so that a node's children are one
+    contiguous range of the next level. A state's row walks the trie from the top, and a prefix that falls
+    off the automaton takes all the tokens below it along: in a state that expects '"' only the tokens
+    beginning with '"' are walked further. ids (N,): the text tokens; ``ends``: each one's node (flat)."""
 
     def __init__(self, pieces):
         self.size = len(pieces)
-        text = sorted(((p, i) for i, p in enumerate(pieces) if p), key=lambda pi: -len(pi[0]))
+        text = [(p, i) for i, p in enumerate(pieces) if p]
         self.ids = np.array([i for _, i in text], np.int64)                              # (N,)
-        lengths = np.array([len(p) for p, _ in text], np.int64)
-        L = int(lengths.max()) if len(text) else 0
-        self.bytes = np.zeros((len(text), L), np.uint8)                                 # (N, L)
-        for k, (p, _) in enumerate(text):
-            self.bytes[k, :len(p)] = np.frombuffer(p, np.uint8)
-        self.walking = [(int((lengths > j).sum())) for j in range(L)]
-        self.lengths = lengths
-        singles = {p[0] for p, _ in text if len(p) == 1}
-        self.byte_complete = len(singles) == 256
-        self._where = {i: k for k, (_, i) in enumerate(text)}
+        self._piece = {i: p for p, i in text}
+        self.byte_complete = len({p[0] for p, _ in text if len(p) == 1}) == 256
+        L = max((len(p) for p, _ in text), default=0)
+        prefixes = [sorted({p[:j + 1] for p, _ in text if len(p) > j}) for j in range(L)]
+        index = [{q: k for k, q in enumerate(level)} for level in prefixes]
+        self.byte = [np.array([q[-1] for q in level], np.uint8) for level in prefixes]             # (n_j,)
+        self.offset = np.cumsum([0] + [len(level) for level in prefixes])                         # flat index
+        self.first_child, self.n_children = [], []
+        for j in range(L - 1):                            # children of level j's nodes, in level j + 1
+            parents = np.array([index[j][q[:-1]] for q in prefixes[j + 1]], np.int64)
+            counts = np.bincount(parents, minlength=len(prefixes[j]))
+            self.n_children.append(counts)
+            self.first_child.append(np.cumsum(counts) - counts)
+        self.ends = np.array([self.offset[len(p) - 1] + index[len(p) - 1][p] for p, _ in text], np.int64)
+
+    @property
+    def n_nodes(self):
+        return int(self.offset[-1])
 
     def piece(self, i):
         """The bytes of text token ``i``."""
-        k = self._where[i]
-        return self.bytes[k, :self.lengths[k]].tobytes()
+        return self._piece[i]
+
+    def walk(self, delta, state):
+        """(N,) the state after each text token's bytes from ``state`` (DEAD where it falls off)."""
+        flat = np.full(self.n_nodes + 1, DEAD, np.int32)
+        if not len(self.byte):
+            return flat[self.ends]
+        alive = np.arange(len(self.byte[0]))
+        st = delta[state, self.byte[0]]                                                # (n_0,)
+        for j in range(len(self.byte)):
+            keep = st >= 0
+            alive, st = alive[keep], st[keep]
+            flat[self.offset[j] + alive] = st
+            if j + 1 == len(self.byte) or not len(alive):
+                break
+            counts = self.n_children[j][alive]
+            first = self.first_child[j][alive]
+            total = int(counts.sum())
+            if total == 0:
+                break
+            # the children of every live node, in order: ranges [first, first + count) joined
+            children = np.repeat(first - np.cumsum(counts) + counts, counts) + np.arange(total)
+            st = delta[np.repeat(st, counts), self.byte[j + 1][children]]
+            alive = children
+        return flat[self.ends]
 
 
 _VOCABS = weakref.WeakKeyDictionary()
@@ -115,7 +149,6 @@ class TokenIndex:
 
     def __init__(self, dfa, vocab):
         self.dfa, self.vocab = dfa, vocab
-        self.delta = np.vstack([dfa.delta, np.full((1, 256), DEAD, np.int32)])   # row -1: DEAD stays DEAD
         self.rows = {}
         self.lock = threading.Lock()
         self.start = dfa.start
@@ -128,11 +161,7 @@ class TokenIndex:
 
     def walk(self, states):
         """(k,) states -> (k, N) the state after each text token's bytes from each (DEAD: not allowed)."""
-        v = self.vocab
-        cur = np.repeat(np.asarray(states, np.int32)[:, None], len(v.ids), axis=1)     # (k, N)
-        for j, n in enumerate(v.walking):
-            cur[:, :n] = self.delta[cur[:, :n], v.bytes[:n, j]]
-        return cur
+        return np.stack([self.vocab.walk(self.dfa.delta, int(s)) for s in states])
 
     def _row_from(self, after, live=None):
         ok = after >= 0 if live is None else (after >= 0) & live[after.clip(0)]

@@ -163,6 +163,13 @@ def test_translate_with_several_values_and_an_unknown_message():
     assert translate("a: b; c") == "a: b; c"             # only punctuation in common: not a message of ours
 
 
+def test_a_translated_word_loses_the_space_kept_for_an_english_one():
+    english = "/dev/zero is a character device, not a text file: it must be a regular file (a pipe or a device " \
+              "can wait forever or never end); give the path of a regular file, or put one in its place"
+    assert translate(english).startswith("/dev/zero 是字符设备，不是文本文件：它必须是普通文件（管道或设备")
+    assert translate(english.replace("a text file", "a zebra")).startswith("/dev/zero 是字符设备，不是 zebra：")
+
+
 def test_a_message_inside_a_message_is_translated_too():
     assert translate("argument --lr: must be a number from 0 to 10, got 'x'") == \
         "参数 --lr：必须是 0 到 10 之间的数，实际是 'x'"
@@ -215,7 +222,7 @@ def test_an_error_in_chinese_is_one_line_with_exit_1(monkeypatch, capsys):
     _no_locale(monkeypatch)
     code, _, err = run_main(["--lang", "zh", "sample", "--ckpt", "missing-run"], capsys)
     assert code == 1 and len(err.splitlines()) == 1, err
-    assert err == "zerollm sample: 错误：找不到 检查点目录：missing-run；请先用 `zerollm train` 训练（它会把检查点存在那里）\n"
+    assert err == "zerollm sample: 错误：找不到检查点目录：missing-run；请先用 `zerollm train` 训练（它会把检查点存在那里）\n"
 
 
 @pytest.mark.parametrize("argv, expected", ids=["command", "flag", "range", "value", "required"], argvalues=[

@@ -18,6 +18,7 @@ import functools
 import importlib
 import pkgutil
 import re
+import unicodedata
 
 # "{{", "}}" or a field "{3}"
 _TOKEN = re.compile(r"\{\{|\}\}|\{(\d+)\}")
@@ -180,10 +181,35 @@ def translate(message, _depth=_DEPTH):
     if found is None:
         return message
     t, values = found
+    translated = {}
     if _depth > 1:
-        values = {n: translate(v, _depth - 1) for n, v in values.items()}
-    # values go in by position; str.format does not look inside them, so braces in a value stay as they are
-    return t.chinese.format(*[values.get(n, "") for n in range(max(values, default=-1) + 1)])
+        translated = {n: translate(v, _depth - 1) for n, v in values.items()}
+        translated = {n: v for n, v in translated.items() if v != values[n]}
+    return _fill(t.chinese, {**values, **translated}, translated)
+
+
+def _wide(char):
+    return bool(char) and unicodedata.east_asian_width(char) in "WF"
+
+
+def _fill(chinese, values, translated):
+    """The 中文 template with its values put in, as they are (a value is never read as a template). The
+    space a template keeps beside a field for an English value ("是 {1}") goes where that value became
+    中文 ("是字符设备", not "是 字符设备")."""
+    parts = pieces(chinese)
+    out = []
+    for i, part in enumerate(parts):
+        if isinstance(part, int):
+            out.append(values.get(part, ""))
+            continue
+        before = parts[i - 1] if i else None
+        after = parts[i + 1] if i + 1 < len(parts) else None
+        if before in translated and part.startswith(" ") and _wide(translated[before][-1:]):
+            part = part[1:]
+        if after in translated and part.endswith(" ") and _wide(translated[after][:1]):
+            part = part[:-1]
+        out.append(part)
+    return "".join(out)
 
 
 def say(message, lang):

@@ -251,6 +251,25 @@ def test_a_warning_in_chinese(tmp_path_factory, tmp_path, monkeypatch, capsys):
     assert "zerollm train: 警告：这次运行保存时用的是 --threads 1，续训用的是 2：" in err, err
 
 
+def test_the_lines_for_a_full_disk_and_for_memory_in_chinese():
+    import errno
+    full = OSError(errno.ENOSPC, "No space left on device", "runs/x/log.jsonl")
+    assert translate(entry._os_error(full) + entry._disk_full_hint(full)) == \
+        "runs/x/log.jsonl：设备上没有剩余空间；磁盘（或你的配额，或 ulimit -f）满了：请腾出一些空间再运行一次（原有的内容没有被改动）"
+    assert translate(entry._out_of_memory(MemoryError(), "sample")) == \
+        "内存不足；估计说放得下，实际却放不下：请关掉其他程序，或用更小的模型"
+
+
+def test_an_os_error_of_a_command_in_chinese(monkeypatch, capsys, tmp_path):
+    _no_locale(monkeypatch)
+    (tmp_path / "a-file").write_text("")
+    below = tmp_path / "a-file" / "below"
+    assert run_main(["--lang", "zh", "download", "shakespeare", "--dir", below], capsys) == \
+        (1, "", f"zerollm download: 错误：{below}：不是目录\n")
+    assert run_main(["download", "shakespeare", "--dir", below], capsys) == \
+        (1, "", f"zerollm download: error: {below}: Not a directory\n")
+
+
 def test_the_warning_line_in_english_is_as_before(capsys):
     old = entry._one_line_warnings("zerollm x", "en")
     try:

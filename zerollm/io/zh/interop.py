@@ -31,14 +31,10 @@ ZH = {
         "{0}: 张量 {1} 的起点在偏移 {2}，不是文件对齐值 {3}（general.alignment）的倍数；文件已损坏",
     "{0}: tensor {1} starts at byte {2}, past the end of the file ({3} bytes); it may be truncated: write or download it again":
         "{0}: 张量 {1} 从第 {2} 字节开始，超出了文件末尾（文件只有 {3} 字节）；它可能被截断了：请重新写出或重新下载",
-    "{0}: architecture {1} is not supported; zerollm runs GGUF files of architecture {2} (GPT-2, Llama, Mixtral-style Llama)":
-        "{0}: 不支持架构 {1}；zerollm 能运行的 GGUF 架构是 {2}（GPT-2、Llama，以及 Mixtral 式的 Llama）",
     "{0} has no token_embd.weight tensor; the file is incomplete":
         "{0} 里没有 token_embd.weight 张量；文件不完整",
     "{0}: the metadata says {1}.vocab_size={2} but token_embd.weight has {3} rows; the metadata disagrees with the tensors":
         "{0}: 元数据说 {1}.vocab_size={2}，但 token_embd.weight 有 {3} 行；元数据和张量对不上",
-    "{0}: llama.rope.dimension_count={1} rotates part of each head; zerollm's RoPE rotates the whole head ({2} dims)":
-        "{0}: llama.rope.dimension_count={1} 只旋转每个头的一部分；zerollm 的 RoPE 旋转整个头（{2} 维）",
     "{0}: metadata key llama.expert_used_count ({1}) is more than llama.expert_count ({2}); the file is damaged":
         "{0}: 元数据键 llama.expert_used_count（{1}）比 llama.expert_count（{2}）还大；文件已损坏",
     "{0}: metadata key {1} ({2}) must be a multiple of {3} ({4}); the file is damaged":

@@ -127,8 +127,6 @@ ZH = {
         "{0}: {1} 必须是 {2}；文件已损坏，或者不是 Hugging Face 的 tokenizer.json",
     "{0}: model type is {1}; only BPE can be imported":
         "{0}: 模型类型是 {1}；只能导入 BPE",
-    "{0}: has a normalizer, which zerollm does not implement":
-        "{0}: 带有 normalizer，zerollm 没有实现它",
     "{0}: BPE option {1}={2} is not supported":
         "{0}: 不支持 BPE 选项 {1}={2}",
     "{0} has neither tokenizer.json nor vocab.json + merges.txt; point at a Hugging Face model folder such as a saved 'gpt2'":
@@ -141,8 +139,6 @@ ZH = {
         "{0}: 字符词表必须连续使用 id 0, 1, 2, ...，中间不能有空缺",
     "pattern must be 'gpt2', 'gpt4' or a regex string, got {0}":
         "pattern 必须是 'gpt2'、'gpt4' 或一个正则字符串，收到的是 {0}",
-    "{0}{1} is a split regex zerollm does not run ({2}): a tokenizer read from a file may only use GPT-2's, GPT-4's or Llama 3's split regex; retrain the tokenizer with --pattern gpt2 or gpt4":
-        "{0}{1} 是 zerollm 不运行的预切分正则（{2}）：从文件读入的分词器只能用 GPT-2、GPT-4 或 Llama 3 的预切分正则；请用 --pattern gpt2 或 gpt4 重新训练分词器",
     "the split pattern {0} is not a valid regex ({1}); use 'gpt2', 'gpt4' or fix the regex":
         "预切分模式 {0} 不是合法的正则（{1}）；请用 'gpt2'、'gpt4'，或者改正这个正则",
     "normalizer must be None or one of {0}, got {1}":

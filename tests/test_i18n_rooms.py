@@ -101,3 +101,9 @@ def test_a_gguf_problem_alone_is_chinese():
     assert translate(_error(lambda: check_gguf(_tiny(gelu="erf")))) == \
         ("GGUF 的 gpt2 架构计算的是 tanh 形式的 GELU，而这个模型用的是 gelu='erf'；"
          "要导出成 GGUF，请用 --gelu tanh 训练")
+
+
+def test_a_char_tokenizers_unknown_characters_with_their_python_advice():
+    from zerollm.tokenizers import CharTokenizer
+    said = translate(_error(lambda: CharTokenizer.train("abc").encode("abz")))
+    assert said.startswith("有 1 个字符不在这个字符级分词器的词表里：'z'；可以用包含这些字符的文本训练分词器"), said

@@ -149,4 +149,9 @@ ZH = {
         "{0}: 带有 zerollm 没有实现的 normalizer（{1}）；只支持 NFC（Qwen2 和 Qwen3 用的就是它）",
     "{0}{1} is a split regex zerollm does not run ({2}): a tokenizer read from a file may only use GPT-2's, GPT-4's, Llama 3's or Qwen2's split regex; retrain the tokenizer with --pattern gpt2 or gpt4":
         "{0}{1} 是 zerollm 不运行的预切分正则（{2}）：从文件读入的分词器只能用 GPT-2、GPT-4、Llama 3 或 Qwen2 的预切分正则；请用 --pattern gpt2 或 gpt4 重新训练分词器",
+
+    # A piece of a message built elsewhere: UnknownCharacters joins what it found (the template above) and what a
+    # Python caller can do, so the whole line is here too (command_line()'s form is in zerollm/io/zh/cli.py).
+    "{0} character(s) are not in this char tokenizer's vocabulary: {1}; train the tokenizer on text that contains them, add them with tokenizer.with_chars(...), use the byte or bpe tokenizer, or create it with unk='<unk>' to map unknown characters to one id":
+        "有 {0} 个字符不在这个字符级分词器的词表里：{1}；可以用包含这些字符的文本训练分词器，用 tokenizer.with_chars(...) 把它们加进去，改用 byte 或 bpe 分词器，或者创建分词器时加上 unk='<unk>'，把未知字符都映射到同一个 id",
 }

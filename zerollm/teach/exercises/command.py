@@ -7,9 +7,10 @@
     zerollm exercise solution NAME             zerollm's own code for it, from the package itself
 """
 
+import importlib
 import inspect
 import json
-import importlib
+import textwrap
 from pathlib import Path
 
 from zerollm.io.argtypes import Range
@@ -165,7 +166,7 @@ def source_of(dotted):
         for attr in parts[cut:]:
             obj = getattr(obj, attr)
         obj = inspect.unwrap(obj)
-        return inspect.getsource(obj), inspect.getsourcefile(obj)
+        return textwrap.dedent(inspect.getsource(obj)), inspect.getsourcefile(obj)   # a method: no class indent
     raise LookupError(dotted)
 
 

@@ -311,7 +311,7 @@ def chunk_rows(folder, args):
             _, records = load(base, plan, delays=[0.0] * 8 + [0.5] * (len(plan) - 8))
         finally:
             stop_server(proc)
-        row = summary(1.0, [r for rec in records[:8] for r in rec])         # the 8 streams only
+        row = {**summary(1.0, [r for rec in records[:8] for r in rec]), "tokens_per_s": None}   # the 8 streams' times
         rows.append({"case": f"8 streams + {args.long_prompt}-token prompt: {label}", **row})
     return rows
 
@@ -437,7 +437,7 @@ def _line(r):
 def _feature_line(r):
     note = (f"hit rate {r['hit_rate']:.2f}" if r.get("hit_rate") is not None else
             f"acceptance {r['acceptance']:.2f}" if r.get("acceptance") is not None else "")
-    return (f"| {r['case']} | {r['tokens_per_s']:.1f} | {_ms(r['ttft_mean_ms'])} / {_ms(r['ttft_median_ms'])} / "
+    return (f"| {r['case']} | {_ms(r['tokens_per_s'])} | {_ms(r['ttft_mean_ms'])} / {_ms(r['ttft_median_ms'])} / "
             f"{_ms(r['ttft_p99_ms'])} | {_ms(r['tpot_median_ms'])} | {_ms(r['itl_median_ms'])} / {_ms(r['itl_p99_ms'])} "
             f"| {note} |")
 

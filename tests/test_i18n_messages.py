@@ -287,6 +287,20 @@ def test_a_subcommand_takes_the_flag_after_its_own_words(monkeypatch, capsys):
     assert code == 1 and err.startswith("zerollm tasks eval: 错误："), err
 
 
+def test_the_chat_repl_says_its_errors_in_chinese(tmp_path_factory, monkeypatch, capsys):
+    import io
+    _no_locale(monkeypatch, LANG="zh_CN.UTF-8")
+    run = tiny_run(tmp_path_factory, "char")
+    monkeypatch.setattr(sys, "stdin", io.StringIO("/frob\n/save\n/exit\n"))
+    code, out, _ = run_main(["chat", "--ckpt", run, "--raw"], capsys)
+    assert code == 0, out
+    assert "zerollm chat: 命令：/reset  /system TEXT" in out
+    assert "zerollm chat: 未知的命令 '/frob'；命令：" in out and "zerollm chat: /save 需要一个文件名" in out, out
+    monkeypatch.setattr(sys, "stdin", io.StringIO("/frob\n/exit\n"))
+    code, out, _ = run_main(["chat", "--ckpt", run, "--raw", "--lang", "en"], capsys)
+    assert "zerollm chat: unknown command '/frob'; commands: /reset" in out, out
+
+
 def test_one_flag_before_or_after_the_command_reaches_the_walkthrough(monkeypatch, capsys):
     _no_locale(monkeypatch)
     before = run_main(["--lang", "zh", "attention"], capsys)

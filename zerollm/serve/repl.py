@@ -264,12 +264,13 @@ def tool_turn(model, tok, conv, line, ids, answers, out, tools):
         answers = replace(answers, max_new=room)
 
 
-def repl(model, tok, conv, answers, *, read=input, out=sys.stdout, tools=None):
+def repl(model, tok, conv, answers, *, read=input, out=sys.stdout, tools=None, say=str):
     """Read a line, answer it (as ``answers`` says), until /exit or the end of input. Returns 0.
-    ``tools``: ChatTools, for a model that thinks or calls tools (None: plain answers)."""
+    ``tools``: ChatTools, for a model that thinks or calls tools (None: plain answers). ``say``: an error
+    message -> the line shown (the command line's language, zerollm.cli.lang)."""
     stop = None if conv.raw else chat.end_id(tok)
     max_new = answers.max_new
-    out.write(f"zerollm chat: {HELP}\n")
+    out.write(f"zerollm chat: {say(HELP)}\n")
     while True:
         try:
             line = read("> ")
@@ -285,13 +286,13 @@ def repl(model, tok, conv, answers, *, read=input, out=sys.stdout, tools=None):
             line = valid_text(line)
             out.write("(bytes in this line that are not UTF-8 are read as \ufffd)\n")
         if line.startswith("/"):
-            if _command(conv, line, out, max_new):
+            if _command(conv, line, out, max_new, say):
                 return 0
             continue
         try:
             ids, dropped = conv.prompt(line, max_new)
         except ZeroLLMError as err:
-            out.write(f"zerollm chat: {err}\n")
+            out.write(f"zerollm chat: {say(err)}\n")
             continue
         if dropped:
             out.write(f"(the conversation outgrew the context of {conv.block_size} tokens: dropped the oldest "
@@ -303,15 +304,15 @@ def repl(model, tok, conv, answers, *, read=input, out=sys.stdout, tools=None):
         conv.add(line, text)
 
 
-def _command(conv, line, out, max_new):
+def _command(conv, line, out, max_new, say=str):
     """Run a /command; True means exit."""
     name, _, arg = line.strip().partition(" ")
     if name in ("/exit", "/quit"):
         return True
     if name in ("/help", "/?"):
-        out.write(f"{HELP}\n")
+        out.write(f"{say(HELP)}\n")
     elif name == "/save" and not arg.strip():
-        out.write("zerollm chat: /save needs a file name, e.g. /save talk.jsonl\n")
+        out.write(f"zerollm chat: {say('/save needs a file name, e.g. /save talk.jsonl')}\n")
     elif name == "/reset":
         conv.turns = []
         out.write("(the conversation is cleared)\n")
@@ -321,7 +322,7 @@ def _command(conv, line, out, max_new):
             conv.check_system(max_new, how="give a shorter one")
         except ZeroLLMError as err:
             conv.system = old
-            out.write(f"zerollm chat: {err}; the system message is unchanged\n")
+            out.write(f"zerollm chat: {say(f'{err}; the system message is unchanged')}\n")
             return False
         out.write(f"(system message: {conv.system!r})\n" if conv.system else "(no system message)\n")
     elif name == "/save" and arg.strip():
@@ -330,7 +331,7 @@ def _command(conv, line, out, max_new):
             n = len(conv.turns)
             out.write(f"(saved {n} turn{'' if n == 1 else 's'} to {arg.strip()})\n")
         except (ZeroLLMError, OSError) as err:
-            out.write(f"zerollm chat: {err}\n")
+            out.write(f"zerollm chat: {say(err)}\n")
     else:
-        out.write(f"zerollm chat: unknown command {line.strip()!r}; {HELP}\n")
+        out.write(f"zerollm chat: {say(f'unknown command {line.strip()!r}; {HELP}')}\n")
     return False

@@ -16,10 +16,12 @@ import numpy as np
 
 from zerollm.align.rl.rewards import DEFAULT_TIMEOUT
 from zerollm.io.argtypes import PROBABILITY, SAMPLING_SEED, Range
+from zerollm.io.i18n import resolve_lang
 from zerollm.model.budget import add_force_argument
 from zerollm.generation.display import decodable
 from zerollm.engine import add_engine_argument, apply_engine_argument
 from zerollm.generation.sample import add_penalty_arguments, sampling_of
+from zerollm.cli.lang import say
 from zerollm.cli.source import add_source_arguments, load_source
 from zerollm.engine.threads import add_threads_argument, limit_threads
 
@@ -100,4 +102,5 @@ def run(args):
         allowed = decodable(tok, model.config.vocab_size)
         # out: the sys.stdout of now (repl's default is the one of when it was imported)
         answers = Answers(sampling, max_new, np.random.default_rng(args.seed), None if allowed.all() else allowed)
-        return repl(model, tok, conv, answers, out=sys.stdout, tools=tools)
+        lang = resolve_lang(args.lang)              # --lang, before or after the command, else the locale
+        return repl(model, tok, conv, answers, out=sys.stdout, tools=tools, say=lambda m: say(m, lang))

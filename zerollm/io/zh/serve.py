@@ -24,4 +24,12 @@ ZH = {
         '请把 --system 写短一点',
     'give a shorter one':
         '请写短一点',
+    'commands: /reset  /system TEXT  /save FILE  /help  /exit   (Ctrl-C stops an answer)':
+        '命令：/reset  /system TEXT  /save FILE  /help  /exit   （Ctrl-C 停止当前回答）',
+    '/save needs a file name, e.g. /save talk.jsonl':
+        '/save 需要一个文件名，例如 /save talk.jsonl',
+    '{0}; the system message is unchanged':
+        '{0}；系统消息保持不变',
+    'unknown command {0}; {1}':
+        '未知的命令 {0}；{1}',
 }

@@ -27,6 +27,12 @@ _FAST_SOURCES = hashlib.sha1(b"".join(p.read_bytes() for p in sorted((REPO / "ze
 os.environ.setdefault("NUMBA_CACHE_DIR", os.path.join(tempfile.gettempdir(), "zerollm-numba-cache",
                                                       _FAST_SOURCES.hexdigest()[:12]))
 
+# The tests read zerollm's English (its 中文 is tested with --lang zh, or with a locale a test sets itself):
+# a learner whose machine speaks Chinese runs the same suite.
+for _var in ("ZEROLLM_LANG", "LANGUAGE", "LC_ALL", "LC_MESSAGES"):
+    os.environ.pop(_var, None)
+os.environ["LANG"] = "C.UTF-8"
+
 
 # ----------------------------------------------------------------------------
 # the guard: nothing outside the repository

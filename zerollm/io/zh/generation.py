@@ -43,6 +43,10 @@ ZH = {
         "speculation 必须是 'off' 或 'ngram'，且至少 1 个 token；收到的是 {0}、{1}",
     "prompts of up to {0} tokens leave room for only {1} new tokens in the context of {2}; those completions are cut there":
         "最长的提示词有 {0} 个 token，在 {2} 个 token 的上下文里只能再生成 {1} 个新 token；这些续写会在那里被截断",
+    "speculation must be 'off', 'ngram' or 'draft' with >= 1 token; got {0}, {1}":
+        "speculation 必须是 'off'、'ngram' 或 'draft'，且至少 1 个 token；收到的是 {0}、{1}",
+    "speculation 'draft' needs a draft model, and a draft model needs speculation 'draft'":
+        "speculation 'draft' 需要一个草稿模型，而给了草稿模型就必须用 speculation 'draft'",
 
     # Pieces of messages made by functions rather than written in place (scripts/zh_catalog.py lists them as
     # built elsewhere): context_notes and the Scheduler's "context is full" warning, and BeyondContext's fix.

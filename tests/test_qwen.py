@@ -37,9 +37,9 @@ QWEN3_CASES = {
 }
 
 
-def qwen(family, **kw):
+def qwen(family, seed=0, **kw):
     cls, config = (Qwen2ForCausalLM, Qwen2Config) if family == "qwen2" else (Qwen3ForCausalLM, Qwen3Config)
-    return jitter(cls(config(**kw, **NO_SPECIAL)))
+    return jitter(cls(config(**kw, **NO_SPECIAL)), seed)
 
 
 CASES = [("qwen2", name) for name in QWEN2_CASES] + [("qwen3", name) for name in QWEN3_CASES]
@@ -377,3 +377,19 @@ def test_commands_read_a_qwen3_directory(tmp_path, qwen3_dir, capsys):
     assert json.loads((tmp_path / "back" / "config.json").read_text())["architectures"] == ["Qwen3ForCausalLM"]
     assert main(["explain", "--hf", str(qwen3_dir), "--text", "你好 world", "--out", str(tmp_path / "e.html")]) == 0
     assert main(["sample", "--hf", str(qwen3_dir), "--prompt", "你好", "--max-new-tokens", "4"]) == 0
+
+
+@pytest.mark.parametrize("family", ["qwen2", "qwen3"])
+def test_greedy_generation_with_the_kv_cache_matches_transformers(tmp_path, family):
+    from zerollm.generation.decode import generate
+    from zerollm.generation.sample import Sampling
+    # (a case and seed whose greedy continuation is not one token repeated)
+    case, seed = {"qwen2": ("gqa5to1-untied", 0), "qwen3": ("mqa-untied-odd", 1)}[family]
+    theirs = qwen(family, seed, **dict(_kw(family, case), vocab_size=50, max_position_embeddings=32))
+    theirs.save_pretrained(tmp_path)
+    prompt = ids(50, T=5, B=1, seed=1)
+    with torch.no_grad():
+        expected = theirs.generate(torch.tensor(prompt), do_sample=False, max_new_tokens=20)[0, 5:].tolist()
+    ours = [int(t[0]) for t in generate(hf.load(tmp_path), prompt, 20, Sampling(temperature=0))]
+    assert len(set(expected)) > 3, "a degenerate model would test nothing"
+    assert ours == expected

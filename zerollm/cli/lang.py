@@ -133,6 +133,18 @@ def _chinese_formatter(base):
             if issubclass(base, argparse.RawDescriptionHelpFormatter):
                 return super()._fill_text(text, width, indent)
             return "\n".join(indent + line for line in wrap(text, width - len(indent)))
+
+        def start_section(self, heading):
+            self._titles = getattr(self, "_titles", []) + [heading]
+            super().start_section(heading)
+
+        def format_help(self):
+            # argparse puts an ASCII colon after a section's title; a 中文 title takes the full-width one
+            text = super().format_help()
+            for title in getattr(self, "_titles", []):
+                if title and unicodedata.east_asian_width(title[-1]) in "WF":
+                    text = text.replace(f"{title}:\n", f"{title}：\n")
+            return text
     Chinese.__name__ = f"Chinese{base.__name__}"
     return Chinese
 

@@ -181,6 +181,22 @@ def test_unsupported_schema_keywords_are_refused_by_name(schema, named):
         grammar_for_schema(schema)
 
 
+def test_hostile_schemas_are_refused_with_the_limit_and_their_neighbours_accepted():
+    def nested(n):
+        schema = {"type": "integer"}
+        for _ in range(n):
+            schema = {"type": "array", "items": schema, "maxItems": 2}
+        return schema
+    with pytest.raises(ZeroLLMError, match="more than 32 schemas deep"):
+        grammar_for_schema(nested(40))
+    dfa = grammar_for_schema(nested(5)).dfa
+    state = dfa.step(0, b"[[[[[1, 2]]]], []]")
+    assert state != DEAD and dfa.accepting[state]
+    with pytest.raises(ZeroLLMError, match="200,000 states"):
+        grammar_for_schema({"enum": [f"value number {i}" for i in range(8_000)]})    # refused before it is built
+    assert grammar_for_schema({"enum": [f"v{i}" for i in range(200)]}).dfa.n_states > 3
+
+
 # ----------------------------------------------------------------------------
 # in the one decode loop
 

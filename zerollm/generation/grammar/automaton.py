@@ -35,9 +35,35 @@ def _encode(cp):
     return chr(cp).encode("utf-8", "surrogatepass")
 
 
+def _nfa_too_big():
+    return ZeroLLMError(f"the pattern's automaton would need more than {MAX_NFA_STATES:,} states (its counts "
+                        "multiply out too far); use smaller {n,m} counts or fewer nested repeats")
+
+
+def _least_states(node, memo):
+    """At least how many NFA states _NFA.build makes for ``node`` (2 a node, copies for counts): a cheap
+    lower bound, so that a pattern far past the limit is refused before any of it is built."""
+    got = memo.get(id(node))
+    if got is not None:
+        return got
+    if isinstance(node, Chars):
+        got = 2
+    elif isinstance(node, (Cat, Alt)):
+        got = 2 + sum(_least_states(k, memo) for k in (node.parts if isinstance(node, Cat) else node.choices))
+    elif isinstance(node, Sep):
+        got = 2 + _least_states(node.item, memo) + _least_states(node.sep, memo)
+    else:
+        copies = max(node.hi, node.lo) if node.hi is not None else node.lo + 1
+        got = 2 + copies * _least_states(node.item, memo)
+    memo[id(node)] = got
+    return got
+
+
 def utf8_sequences(lo, hi):
     """[lo, hi] code points (surrogates left out) -> a list of byte-range sequences [((b0, b1), ...)] whose
     byte strings are exactly the UTF-8 encodings of those code points."""
+    if lo == hi and not 0xD800 <= lo <= 0xDFFF:                  # one character: its own bytes
+        return [tuple((b, b) for b in _encode(lo))]
     out = []
     for a, b in ((lo, min(hi, 0xD7FF)), (max(lo, 0xE000), hi)):
         if a <= b:
@@ -75,8 +101,7 @@ class _NFA:
 
     def state(self):
         if len(self.edges) >= MAX_NFA_STATES:
-            raise ZeroLLMError(f"the pattern's automaton would need more than {MAX_NFA_STATES:,} states (its counts "
-                               "multiply out too far); use smaller {n,m} counts or fewer nested repeats")
+            raise _nfa_too_big()
         self.edges.append([])
         self.empty.append([])
         return len(self.edges) - 1
@@ -159,6 +184,8 @@ class DFA:
 
 def compile_tree(tree):
     """tree -> DFA with its dead states cut; ZeroLLMError when it matches nothing or passes a limit."""
+    if _least_states(tree, {}) > MAX_NFA_STATES:                 # refused before any of it is built
+        raise _nfa_too_big()
     nfa = _NFA()
     start, end = nfa.build(tree)
     table, accepting, where = _subsets(nfa, start, end)

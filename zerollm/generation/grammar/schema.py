@@ -54,6 +54,7 @@ ANNOTATIONS = {"title", "description", "default", "examples", "$schema", "$id", 
 KNOWN = {"type", "properties", "required", "additionalProperties", "items", "minItems", "maxItems", "enum",
          "const", "pattern", "minLength", "maxLength", "format", "anyOf", "$ref"}
 MAX_REF_DEPTH = 32
+MAX_NESTING = 32          # schemas inside schemas (properties, items, anyOf): deeper is refused, not recursed into
 
 
 def _sep_list(item, lo=0, hi=None):
@@ -102,9 +103,18 @@ def schema_tree(schema):
 
 class _Translator:
     def __init__(self, root):
-        self.root = root
+        self.root, self.depth = root, 0
 
     def tree(self, s, where, refs):
+        if self.depth >= MAX_NESTING:
+            raise ZeroLLMError(f"the schema nests more than {MAX_NESTING} schemas deep at {where[:200]}; flatten it")
+        self.depth += 1
+        try:
+            return self._tree(s, where, refs)
+        finally:
+            self.depth -= 1
+
+    def _tree(self, s, where, refs):
         if s is True or s == {}:
             return json_value()
         if not isinstance(s, dict):

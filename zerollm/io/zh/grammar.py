@@ -92,6 +92,8 @@ ZH = {
     "the pattern at {0} could write \", \\ or a control character inside the string, which would need JSON escapes; "
     "leave those out of the pattern":
         "{0} 处的 pattern 可能在字符串里写出 \"、\\ 或控制字符，这些在 JSON 里需要转义；请把它们排除在模式之外",
+    "the schema nests more than {0} schemas deep at {1}; flatten it":
+        "schema 在 {1} 处嵌套超过了 {0} 层；请把它改得扁平一些",
     "maxLength ({0}) at {1} is below minLength ({2})":
         "{1} 处的 maxLength（{0}）比 minLength（{2}）还小",
     # zerollm/teach/grammar.py and zerollm/cli/commands/sample.py

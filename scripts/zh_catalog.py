@@ -93,15 +93,10 @@ def error_templates():
 
 
 def catalog():
-    """Every ZH entry of zerollm/io/zh/*.py, merged."""
+    """Every ZH entry of zerollm/io/zh/*.py, merged (zerollm.io.zh.catalog, the one the CLI uses)."""
     sys.path.insert(0, str(ROOT))
-    import importlib
-    import pkgutil
-    import zerollm.io.zh as zh
-    merged = {}
-    for info in pkgutil.iter_modules(zh.__path__):
-        merged.update(getattr(importlib.import_module(f"zerollm.io.zh.{info.name}"), "ZH", {}))
-    return merged
+    from zerollm.io.zh import catalog as merged
+    return merged()
 
 
 def room(rel):

@@ -263,6 +263,7 @@ def test_rows_of_one_batch_have_their_own_grammar_or_none_and_length_says_incomp
 # ----------------------------------------------------------------------------
 # the commands
 
+@pytest.mark.slow
 def test_zerollm_sample_regex_and_json_schema(tmp_path_factory, capsys):
     from tiny_runs import run_main, tiny_run
     run = tiny_run(tmp_path_factory, "bpe")

@@ -2,6 +2,7 @@
 
     python scripts/zh_catalog.py --missing            # templates that have no 中文 yet, by room
     python scripts/zh_catalog.py --missing --room align
+    python scripts/zh_catalog.py --help-strings        # --help strings that have no 中文 yet
 
 A template is what a message looks like before its values are filled in. It is read from the source
 with ``ast`` (nothing is run): the first argument of every call of ZeroLLMError or one of its
@@ -108,7 +109,18 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--missing", action="store_true", help="only the templates without 中文")
     p.add_argument("--room", help="only this room (align, cli, data, ...)")
+    p.add_argument("--help-strings", action="store_true",
+                   help="instead: every --help string of every command that no template matches")
     args = p.parse_args(argv)
+    if args.help_strings:
+        sys.path.insert(0, str(ROOT))
+        from zerollm.cli.entry import build_parser
+        from zerollm.cli.lang import help_strings
+        from zerollm.io.zh import lookup
+        for where, text in help_strings(build_parser()):
+            if lookup(text) is None:
+                print(f"{where}\t{text!r}")
+        return
     found, elsewhere = error_templates()
     have = catalog() if args.missing else {}
     for t, where in sorted(found.items(), key=lambda kv: kv[1][0]):

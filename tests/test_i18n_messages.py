@@ -123,7 +123,8 @@ def test_the_explained_pieces_are_in_the_catalog():
 def test_every_help_string_of_every_command_has_chinese():
     parser = entry.build_parser()
     missing = sorted({f"{where}: {text!r}" for where, text in help_strings(parser) if lookup(text) is None})
-    assert not missing, f"{len(missing)} help strings have no 中文 (zerollm/io/zh/help.py):\n" + "\n".join(missing)
+    assert not missing, f"{len(missing)} help strings have no 中文 (zerollm/io/zh/help.py, or your feature's " \
+                        "file there; scripts/zh_catalog.py --help-strings lists them):\n" + "\n".join(missing)
     untranslated = sorted({where for where, text in help_strings(parser) if translate(text) == text})
     assert not untranslated, untranslated
 

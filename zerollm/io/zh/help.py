@@ -47,8 +47,6 @@ ZH = {
         '在小矩阵上手算 Q8_0 / Q4_0 量化：分块、缩放因子、取整、误差（--explain）',
     "check every layer's hand-written backward against finite differences":
         '用有限差分检查每一层手写的反向传播',
-    'exercises along the course that grade themselves: list, start, check, hint, solution':
-        '跟着课程走、能自己判分的练习：list、start、check、hint、solution',
     'fetch a public corpus (tiny Shakespeare) into the cache, verified; prints its path':
         '把公开语料（tiny Shakespeare）下载到缓存并校验；打印它的路径',
     'tokenize a text file (byte, char or BPE) into train.bin/val.bin + tokenizer.json':
@@ -185,14 +183,6 @@ ZH = {
         '示例的随机种子（默认 0）',
     'random inputs seed (default 0)':
         '随机输入的种子（默认 0）',
-    "list the exercises, start one, check it, get a hint, or see zerollm's own code":
-        '列出练习、开始一个、检查它、看提示，或者看 zerollm 自己的代码',
-    'the exercise (see: zerollm exercise list)':
-        '练习名（见 zerollm exercise list）',
-    'the folder of your exercise files (default: exercises)':
-        '你的练习文件所在的文件夹（默认：exercises）',
-    'check: stop your function after this many seconds (default 60)':
-        'check：你的函数运行超过这么多秒就停下（默认 60）',
     "Download a public corpus into the cache and print its path. Available: shakespeare: tiny Shakespeare, 1.1 MB of plays (Karpathy's char-rnn; public domain text). (The Tang poems corpus has no single public file, so it is not offered.)":
         '把公开语料下载到缓存并打印它的路径。可选：shakespeare：tiny Shakespeare，1.1 MB 的剧本（Karpathy 的 char-rnn；文本属于公有领域）。（唐诗语料没有单独一个公开文件，所以不提供下载。）',
     'the dataset':
@@ -283,10 +273,6 @@ ZH = {
         '已经生成过的 id，其 logit 减去这个数（和 OpenAI 一样）',
     "subtract this times its count from the logit of every id generated (as OpenAI's)":
         '已经生成过的 id，其 logit 减去这个数乘以出现次数（和 OpenAI 一样）',
-    'generate only text that this regular expression matches whole (docs/structured.md)':
-        '只生成能被这个正则表达式完整匹配的文本（docs/structured.md）',
-    'generate only JSON that this JSON Schema file accepts (docs/structured.md)':
-        '只生成这个 JSON Schema 文件接受的 JSON（docs/structured.md）',
     'random seed (default: different every run)':
         '随机种子（默认：每次运行都不同）',
     'how many samples of the same prompt, one after another (default 1)':

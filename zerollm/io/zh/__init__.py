@@ -27,6 +27,8 @@ _TOKEN = re.compile(r"\{\{|\}\}|\{(\d+)\}")
 # "{0}: {1}" and changed
 _NESTED_MIN = 10
 _NESTED_WORD_MIN = 6
+# how deep messages nest: argparse's "argument --lr: {1}" around an argtype's "must be {0}, got {1}" around
+# a range's "a number from {0} to {1}"
 _DEPTH = 3
 
 

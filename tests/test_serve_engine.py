@@ -8,6 +8,8 @@ parser, counts what was sent, and needs the API key unless --metrics-public.
 """
 
 import math
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -23,7 +25,7 @@ from zerollm.generation.speculate import Speculation, lookup
 from zerollm.model.gpt import GPT, GPTConfig
 
 sys.path.insert(0, str(Path(__file__).parent))
-from serve_helpers import server, tiny_chat_model  # noqa: E402
+from serve_helpers import ROOT, server, tiny_chat_model  # noqa: E402
 
 PREFIX = Features(prefix_cache=1 << 20)
 CHUNKED = Features(prefill_chunk=5)
@@ -31,8 +33,8 @@ NGRAM = Features(speculation=Speculation("ngram", tokens=3))
 ALL = Features(prefix_cache=1 << 20, prefill_chunk=7, speculation=Speculation("ngram"))
 
 
-def _model(V=61, scale=1.0, seed=3):
-    model = GPT(GPTConfig(vocab_size=V, block_size=96, n_layer=2, n_head=2, n_embd=16, pos="rope",
+def _model(V=61, scale=1.0, seed=3, n_layer=2):
+    model = GPT(GPTConfig(vocab_size=V, block_size=96, n_layer=n_layer, n_head=2, n_embd=16, pos="rope",
                           dtype="float64"), seed=seed).eval()
     for value in model.params.values():
         if value.ndim == 2:
@@ -93,6 +95,19 @@ def test_prompt_lookup_greedy_gives_the_same_tokens_and_accepts_guesses():
     assert sched.steps < sum(len(g) for g in got) / 3                 # kept guesses saved forwards
 
 
+def test_a_draft_model_gives_the_same_greedy_tokens():
+    """A smaller model (1 layer, another seed) guesses: the same greedy answers, some guesses kept and some
+    refused, fewer forwards of the big model than tokens."""
+    model, prompts = _model(), _prompts()
+    draft = _model(seed=9, n_layer=1, scale=3.0)              # sharper: it disagrees with the big model at times
+    plain, _ = _run(model, prompts, Features(), Sampling(0), n=20)
+    got, sched = _run(model, prompts, Features(speculation=Speculation("draft", 3), draft=draft), Sampling(0), n=20)
+    assert got == plain
+    assert 0 < sched.accepted < sched.drafted
+    same, itself = _run(model, prompts, Features(speculation=Speculation("draft", 3), draft=model), Sampling(0), n=20)
+    assert same == plain and itself.accepted == itself.drafted          # the model itself as draft: every guess kept
+
+
 def test_chunked_prefill_interleaves_a_long_prompt_with_running_rows():
     """A 60-token prompt joining while a row decodes: with 8-token chunks the running row gets a token on
     each of the steps the long prompt is prefilled in; without, the prompt is prefilled in one step."""
@@ -141,13 +156,17 @@ def _chi_square_ok(counts, probs, N):
     return stat < crit, stat, df
 
 
-def test_speculative_sampling_keeps_the_distribution():
-    """4000 answers of 3 tokens at temperature 1 with prompt lookup on a 4-token vocabulary: their counts
-    fit the model's exact probabilities (chi-square, p > 0.001), while guesses were both kept and refused.
-    Keeping every guess instead (the rule broken) is caught by the same test."""
+@pytest.mark.parametrize("guesser", ["ngram", "draft"])
+def test_speculative_sampling_keeps_the_distribution(guesser):
+    """4000 answers of 3 tokens at temperature 1 with prompt lookup (or a draft model) on a 4-token
+    vocabulary: their counts fit the model's exact probabilities (chi-square, p > 0.001), while guesses
+    were both kept and refused. Keeping every lookup guess instead (the rule broken) is caught by the same
+    test."""
     model, prompt, N = _model(V=4, scale=3.0, seed=1), [0, 1, 2, 3, 0, 1, 2, 3, 0, 1], 4000
     probs = _exact(model, prompt, 3)
-    sched = Scheduler(model, max_batch=64, max_queue=N, features=Features(speculation=Speculation("ngram", 2)))
+    features = (Features(speculation=Speculation("ngram", 2)) if guesser == "ngram" else
+                Features(speculation=Speculation("draft", 2), draft=_model(V=4, scale=3.0, seed=5, n_layer=1)))
+    sched = Scheduler(model, max_batch=64, max_queue=N, features=features)
     answers = [[] for _ in range(N)]
     for i in range(N):
         sched.submit(Request(list(prompt), 3, Sampling(1.0), np.random.default_rng(100 + i), emit=answers[i].append))
@@ -161,6 +180,8 @@ def test_speculative_sampling_keeps_the_distribution():
     print(f"chi-square {stat:.1f} on {df} df; accepted {sched.accepted} of {sched.drafted} guesses")
     assert ok
     assert 0 < sched.accepted < sched.drafted
+    if guesser == "draft":
+        return
     always = {}                                         # what "keep every guess" would give: the lookup's text
     for a in answers:
         first = next(ev.id for ev in a if isinstance(ev, Token))
@@ -267,3 +288,28 @@ def test_server_features_give_the_same_answers_and_metrics_count_them(model_dir)
         seeded = _answers(base, None, seed=7)
         assert httpx.get(f"{base}/metrics").status_code == 200
     assert [a["choices"][0]["text"] for a in seeded] == [a["choices"][0]["text"] for a in plain[1]]
+
+
+@pytest.mark.slow
+def test_a_draft_with_another_tokenizer_is_refused_at_startup_in_one_line(tmp_path):
+    """--draft of a model whose tokenizer differs (a byte model's id 0 is the byte 0, a char model's a space): one line on stderr naming the id, exit code 1, no traceback; a draft with the same tokenizer
+    starts and answers."""
+    from zerollm.interop.opening import save_zerollm
+    from zerollm.tokenizers import ByteTokenizer, CharTokenizer
+    served = tiny_chat_model(tmp_path, chat_tokens=False)
+    char = CharTokenizer.train("".join(chr(c) for c in range(32, 32 + 256)))
+    small = GPTConfig(vocab_size=256, block_size=96, n_layer=1, n_head=2, n_embd=16)
+    other = save_zerollm(GPT(small, seed=1), tmp_path / "other", tokenizer=char)
+    same = save_zerollm(GPT(small, seed=1), tmp_path / "same", tokenizer=ByteTokenizer())
+    out = subprocess.run([sys.executable, "-m", "zerollm", "serve", "--hf", str(served), "--port", "0",
+                          "--draft", str(other)], capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert out.returncode == 1, out.stderr
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and "another tokenizer: id 0 is" in lines[0] and "Traceback" not in out.stderr
+    with server(served, "--draft", str(same), "--metrics-public") as (base, _):
+        r = httpx.post(f"{base}/v1/completions", timeout=60, json={"prompt": "abcabc", "max_tokens": 6, "temperature": 0})
+        assert r.status_code == 200 and r.json()["usage"]["completion_tokens"] == 6
+        text = httpx.get(f"{base}/metrics").text
+    found = {s.name: s.value for fam in text_string_to_metric_families(text) for s in fam.samples}
+    assert found["vllm:spec_decode_num_draft_tokens_total"] > 0

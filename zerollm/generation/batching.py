@@ -131,18 +131,22 @@ class Features:
     use them. ``prefix_cache``: bytes of prompt keys and values kept for later prompts that begin alike
     (0 = off; zerollm.generation.prefix); ``prefill_chunk``: at most this many prompt tokens prefilled per
     step, between the running rows' steps (None = each prompt whole when it joins); ``speculation``:
-    tokens guessed and checked in one forward (zerollm.generation.speculate)."""
+    tokens guessed and checked in one forward (zerollm.generation.speculate); ``draft``: the smaller model
+    (same tokenizer) that guesses when speculation.method is 'draft'."""
     prefix_cache: int = 0
     prefill_chunk: int | None = None
     speculation: Speculation = Speculation()
+    draft: object = None
 
     def __post_init__(self):
         if self.prefix_cache < 0 or (self.prefill_chunk is not None and self.prefill_chunk < 1):
             raise ZeroLLMError(f"prefix_cache must be >= 0 bytes and prefill_chunk >= 1 token; got "
                                f"{self.prefix_cache}, {self.prefill_chunk}")
-        if self.speculation.method not in ("off", "ngram") or self.speculation.tokens < 1:
-            raise ZeroLLMError(f"speculation must be 'off' or 'ngram' with >= 1 token; got "
+        if self.speculation.method not in ("off", "ngram", "draft") or self.speculation.tokens < 1:
+            raise ZeroLLMError(f"speculation must be 'off', 'ngram' or 'draft' with >= 1 token; got "
                                f"{self.speculation.method!r}, {self.speculation.tokens}")
+        if (self.speculation.method == "draft") != (self.draft is not None):
+            raise ZeroLLMError("speculation 'draft' needs a draft model, and a draft model needs speculation 'draft'")
 
 
 @dataclass(eq=False)
@@ -174,6 +178,7 @@ class _Batch:
     context: Context | None = None              # a group's; None for the shared batch
     tokens: np.ndarray | None = None            # (A, T) prompt and output, kept where recomputing may come
     warned: bool = False                        # "the context is full" said
+    draft: KVCache | None = None                # the draft model's cache of the same rows (Features.draft)
 
 
 # ----------------------------------------------------------------------------
@@ -231,8 +236,10 @@ class Scheduler:
         self.drafted = self.accepted = 0       # tokens guessed and kept (speculation)
 
     def _empty_batch(self):
+        draft = self.features.draft
         return _Batch([], KVCache(self.cfg, 0, max_len=1, per_row=True),
-                      np.zeros((0, self.cfg.vocab_size), self.cfg.dtype))
+                      np.zeros((0, self.cfg.vocab_size), self.cfg.dtype),
+                      draft=KVCache(draft.config, 0, max_len=1, per_row=True) if draft is not None else None)
 
     @property
     def rows(self):
@@ -376,11 +383,13 @@ class Scheduler:
         """Step 5: the (A,) new ids through the model -> batch.logits. A Context group whose cache is full
         recomputes the last block_size tokens from now on (said once)."""
         if batch.context is None:
-            guesses = [self._guess(row) for row in batch.rows] if batch is self.shared else []
+            guesses = self._guesses(batch, nxt) if batch is self.shared else []
             if any(guesses):
                 self._verify(batch, nxt, guesses)
-                return
-            batch.logits = self._last_logits(nxt[:, None], batch.cache)      # (A, 1) -> (A, V)
+            else:
+                batch.logits = self._last_logits(nxt[:, None], batch.cache)  # (A, 1) -> (A, V)
+            if batch.draft is not None:               # the draft's cache holds what the big model's holds
+                batch.draft.pos = batch.cache.pos.copy()
             return
         batch.tokens = np.concatenate([batch.tokens, nxt[:, None]], axis=1)  # (A, T + 1)
         if batch.cache is not None and (_rolls(self.cfg, batch.context) or batch.cache.pos < self.cfg.block_size):
@@ -395,13 +404,41 @@ class Scheduler:
     # ------------------------------------------------------------------
     # speculation (zerollm.generation.speculate)
 
+    def _guesses(self, batch, nxt):
+        """Each row's guessed next tokens (a list per row; none past what its max_new_tokens leaves)."""
+        if self.features.speculation.method != "draft":
+            return [self._guess(row) for row in batch.rows]
+        drafted = self._draft(batch, nxt)                                        # (A, K)
+        return [drafted[a, :self._room(row)].tolist() for a, row in enumerate(batch.rows)]
+
+    def _room(self, row):
+        """How many tokens a row may guess: none without speculation, for a grammar row (a guess would need
+        its mask too) or in its last token; else up to speculation.tokens."""
+        req = row.req
+        if self.features.speculation.method == "off" or req.grammar is not None:
+            return 0
+        return max(min(self.features.speculation.tokens, req.max_new_tokens - len(req.ids) - 1), 0)
+
+    def _draft(self, batch, nxt):
+        """The draft model's greedy guesses (A, K) after each row's new id nxt: K + 1 steps of (A, 1) over its
+        own cache, the last one only to store the K-th guess's keys (the big model may keep every guess)."""
+        draft, cache, K = self.features.draft, batch.draft, self.features.speculation.tokens
+        cache.reserve(int(cache.pos.max()) + K + 1)
+        out, tok = np.zeros((len(batch.rows), K), np.int64), nxt
+        for j in range(K + 1):
+            h = draft.forward_hidden(tok[:, None], kv_cache=cache)[:, -1]            # (A, C)
+            if j == K:
+                break
+            logits = draft.head(h)                                                   # (A, V)
+            if self.allowed is not None:
+                logits = np.where(self.allowed, logits, -np.inf)
+            out[:, j] = tok = np.argmax(logits, axis=-1)
+        return out
+
     def _guess(self, row):
-        """The tokens guessed to follow a row's text; none past what its max_new_tokens leaves."""
-        s, req = self.features.speculation, row.req
-        room = req.max_new_tokens - len(req.ids) - 1
-        if s.method == "off" or room < 1 or req.grammar is not None:    # a guess would need the grammar's mask too
-            return []
-        return lookup(req.prompt + req.ids, min(s.tokens, room), s.ngram, s.min_ngram)
+        """Prompt lookup's guess for one row."""
+        s, room = self.features.speculation, self._room(row)
+        return lookup(row.req.prompt + row.req.ids, room, s.ngram, s.min_ngram) if room else []
 
     def _verify(self, batch, nxt, guesses):
         """Step 5 with guesses: each row's new id and its guesses (up to G) in one forward, (A, 1 + G); each
@@ -469,11 +506,21 @@ class Scheduler:
             logits.append(last)
             rows += [self._row(r, r.prompt, blocks) for r, blocks in zip(pre.reqs, pre.blocks)]
         self.shared.cache.add_rows(*caches)
+        if self.shared.draft is not None:
+            self.shared.draft.add_rows(*[self._draft_prefill(pre.reqs) for pre, _ in ready])
         self.shared.logits = np.concatenate(logits).astype(self.shared.logits.dtype)                    # (A, V)
         joined = {id(row.req) for row in rows}
         with self.wake:
             self.shared.rows = self.shared.rows + rows
             self.joining = [r for r in self.joining if id(r) not in joined]
+
+    def _draft_prefill(self, reqs):
+        """The draft model's per-row cache of ``reqs``' prompts (of one length), for Features.draft."""
+        draft = self.features.draft
+        cache = KVCache(draft.config, len(reqs), max_len=max(len(r.prompt) + r.max_new_tokens - 1 for r in reqs),
+                        per_row=True)
+        draft.forward_hidden(np.array([r.prompt for r in reqs], dtype=np.int64), kv_cache=cache)
+        return cache
 
     def _prefill_groups(self, reqs):
         """_Prefill groups for new requests: each row's cache starts with the keys and values of the
@@ -633,6 +680,8 @@ class Scheduler:
         batch.rows = [batch.rows[a] for a in rows]
         if batch.cache is not None:
             batch.cache.keep_rows(rows)
+        if batch.draft is not None:
+            batch.draft.keep_rows(rows)
         batch.logits = batch.logits[rows]
         if batch.tokens is not None:
             batch.tokens = batch.tokens[rows]

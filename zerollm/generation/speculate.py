@@ -8,7 +8,7 @@ came before (a copied passage, code being edited, a poem completed from a quotat
     guess:                                                  月 光 ， 疑     (what followed, k = 4)
 
 The scheduler (zerollm.generation.batching) runs the row's last token and the guess in one forward and
-keeps the guessed tokens the model agrees with, by the acceptance rule of Leviathan et al. 2023 and
+keeps the guessed tokens the model agrees with (a draft model's greedy guesses are checked the same way), by the acceptance rule of Leviathan et al. 2023 and
 Chen et al. 2023 ("Fast inference from transformers via speculative decoding"): a guess g is kept with
 probability p(g) (the model's own distribution after temperature, filters and penalties; a lookup's
 guess is certain, q(g) = 1), and when it is refused the token comes from p with g taken out,
@@ -23,7 +23,8 @@ import numpy as np
 
 @dataclass(frozen=True)
 class Speculation:
-    """``method``: 'off' or 'ngram' (prompt lookup); ``tokens``: at most this many guessed per step;
+    """``method``: 'off', 'ngram' (prompt lookup) or 'draft' (a smaller model's greedy guesses, Features.draft;
+    run by the scheduler, which holds its KV cache); ``tokens``: at most this many guessed per step;
     ``ngram``: the longest tail looked up (shorter ones are tried after it, down to ``min_ngram``)."""
     method: str = "off"
     tokens: int = 4

@@ -207,6 +207,29 @@ class Run:
         return self.items.popleft()
 
 
+def check_draft(model, tok, draft, draft_tok, where):
+    """Refuse a draft model (``--draft`` at ``where``) that cannot guess for ``model``: another tokenizer (an id
+    that is another piece of text there), another vocabulary size, or a shorter context."""
+    said = f"--draft {where}"
+    if draft.config.vocab_size != model.config.vocab_size or draft_tok.vocab_size != tok.vocab_size:
+        raise ZeroLLMError(f"{said} has {draft_tok.vocab_size} token ids ({draft.config.vocab_size} logits), the served "
+                           f"model {tok.vocab_size} ({model.config.vocab_size}): speculative decoding needs a draft "
+                           "with the same tokenizer; train it with the served model's tokenizer")
+    for i in range(tok.vocab_size):
+        if _piece(tok, i) != _piece(draft_tok, i):
+            raise ZeroLLMError(f"{said} has another tokenizer: id {i} is {_piece(draft_tok, i)!r} there and "
+                               f"{_piece(tok, i)!r} here; speculative decoding needs a draft with the same tokenizer")
+    if draft.config.block_size < model.config.block_size:
+        raise ZeroLLMError(f"{said} has a context of {draft.config.block_size} tokens, shorter than the served "
+                           f"model's {model.config.block_size}; use a draft with at least that context")
+
+
+def _piece(tok, i):
+    """Token i as bytes where the tokenizer has them (byte, BPE), else its text."""
+    raw = token_bytes(tok, i)
+    return raw if raw is not None else tok.decode([i])
+
+
 @contextlib.contextmanager
 def _known_characters():
     """A char model's missing characters, with advice for an API client (not the tokenizer's Python advice)."""

@@ -69,17 +69,34 @@ def add_feature_arguments(p):
                    help="guess tokens by prompt lookup and check them in one forward: the same tokens at "
                         "greedy, the same distribution when sampling (default off: it pays on repetitive text)")
     p.add_argument("--speculate-tokens", type=Range(int, 1, 64), default=4,
-                   help="tokens guessed per step with --speculate ngram (default 4)")
+                   help="tokens guessed per step with --speculate ngram or --draft (default 4)")
+    p.add_argument("--draft", default=None, metavar="RUN",
+                   help="a smaller model with the same tokenizer (a zerollm run, step or model directory) whose "
+                        "greedy guesses the served model checks, --speculate-tokens at a time")
     p.add_argument("--metrics-public", action="store_true",
                    help="serve GET /metrics without the API key (default: it needs the key as /v1 does)")
 
 
-def features_of(args):
-    """The scheduler's Features (zerollm.generation.batching) the flags describe."""
+def features_of(args, draft=None):
+    """The scheduler's Features (zerollm.generation.batching) the flags describe; ``draft``: the --draft model."""
     from zerollm.generation.batching import Features
     from zerollm.generation.speculate import Speculation
+    method = "draft" if draft is not None else args.speculate
     return Features(prefix_cache=int(args.prefix_cache * (1 << 20)), prefill_chunk=args.prefill_chunk or None,
-                    speculation=Speculation(args.speculate, args.speculate_tokens))
+                    speculation=Speculation(method, args.speculate_tokens), draft=draft)
+
+
+def open_draft(args, model, tok):
+    """The --draft model, refused at startup when it cannot guess for the served one (check_draft)."""
+    if args.draft is None:
+        return None
+    if args.speculate != "off":
+        raise ZeroLLMError(f"--draft and --speculate {args.speculate} are two ways to guess: give one of them")
+    from zerollm.interop.opening import Source, open_model
+    from zerollm.serve.backend import check_draft
+    opened = open_model(Source(ckpt=args.draft), prog="zerollm serve --draft")
+    check_draft(model, tok, opened.model, opened.tokenizer, args.draft)
+    return opened.model.eval()
 
 
 def _name_of(path):
@@ -138,7 +155,7 @@ def run(args):
         model, tok = load_source(args, "zerollm serve")
         name = args.model_name if args.model_name is not None else _name_of(args.ckpt or args.hf or args.gguf)
         backend = Backend(model, tok, name=name, max_batch=args.max_batch, max_queue=args.max_queue,
-                          features=features_of(args))
+                          features=features_of(args, open_draft(args, model, tok)))
         app = build_app(backend, api_key=api_key, max_body=args.max_body, body_timeout=args.body_timeout,
                         metrics_public=args.metrics_public)
         config = uvicorn.Config(app, host=args.host, port=args.port, log_level="warning", lifespan="off",

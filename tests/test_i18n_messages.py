@@ -302,6 +302,17 @@ def test_the_chat_repl_says_its_errors_in_chinese(tmp_path_factory, monkeypatch,
     assert "zerollm chat: unknown command '/frob'; commands: /reset" in out, out
 
 
+def test_report_opens_in_the_language_the_flag_names_and_in_english_by_default(tmp_path_factory, tmp_path,
+                                                                                monkeypatch, capsys):
+    _no_locale(monkeypatch, LANG="zh_CN.UTF-8")
+    run = tiny_run(tmp_path_factory, "char")
+    for argv, lang in ((["report", run], "en"), (["--lang", "zh", "report", run], "zh"),
+                       (["report", run, "--lang", "zh"], "zh")):
+        out = tmp_path / f"{len(argv)}-{lang}.html"
+        assert run_main([*argv, "--out", out, "--force"], capsys)[0] == 0
+        assert f'<body data-lang="{lang}">' in out.read_text(encoding="utf-8"), argv
+
+
 def test_one_flag_before_or_after_the_command_reaches_the_walkthrough(monkeypatch, capsys):
     _no_locale(monkeypatch)
     before = run_main(["--lang", "zh", "attention"], capsys)

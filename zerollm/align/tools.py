@@ -449,10 +449,12 @@ def _segment_done(s, seg, tokenizer, specials, names):
 
 def tool_stats(answers):
     """What a batch of ToolRollouts did: mean tool calls run per answer, the share of opened calls that
-    parsed (1.0 when none was opened), the share of answers in the template's form, mean think tokens."""
+    parsed (1.0 when none was opened), the share of answers in the template's form, mean think tokens and
+    mean tokens the model wrote (tool responses left out)."""
     n = max(len(answers), 1)
     attempted = sum(a.attempted for a in answers)
     return {"tool_calls": sum(a.calls for a in answers) / n,
             "tool_call_valid": sum(a.valid for a in answers) / attempted if attempted else 1.0,
             "format_ok": sum(a.format_ok for a in answers) / n,
-            "think_tokens": sum(a.think_tokens for a in answers) / n}
+            "think_tokens": sum(a.think_tokens for a in answers) / n,
+            "response_tokens": sum(sum(a.learned) for a in answers) / n}       # what the model wrote

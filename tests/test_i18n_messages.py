@@ -226,7 +226,8 @@ def test_an_error_in_chinese_is_one_line_with_exit_1(monkeypatch, capsys):
     assert err == "zerollm sample: 错误：找不到检查点目录：missing-run；请先用 `zerollm train` 训练（它会把检查点存在那里）\n"
 
 
-@pytest.mark.parametrize("argv, expected", ids=["command", "flag", "range", "value", "required"], argvalues=[
+@pytest.mark.parametrize("argv, expected", ids=["command", "flag", "range", "value", "required", "elsewhere"],
+                         argvalues=[
     (["--lang", "zh", "sampel"], "zerollm: 错误：参数 COMMAND：无效的选择：'sampel'"),
     (["sample", "--temprature", "1", "--lang", "zh"],
      "zerollm sample: 错误：无法识别的参数：--temprature 1（你是不是想输入 --temperature？）（见 'zerollm sample --help'）"),
@@ -234,6 +235,9 @@ def test_an_error_in_chinese_is_one_line_with_exit_1(monkeypatch, capsys):
      "zerollm train: 错误：参数 --n-layer：必须是 1 到 10000 之间的整数，实际是 'x'（见 'zerollm train --help'）"),
     (["--lang", "zh", "sample", "--ckpt"], "zerollm sample: 错误：参数 --ckpt：后面需要跟一个值"),
     (["--lang", "zh", "report"], "zerollm report: 错误：缺少必需的参数："),
+    (["--lang", "zh", "train", "--init", "x"],
+     "zerollm train: 错误：无法识别的参数：--init x；zerollm train 从随机权重开始：要微调训练好的模型请用 "
+     "`zerollm sft --init RUN`"),
 ])
 def test_a_usage_error_in_chinese_exits_2(argv, expected, monkeypatch, capsys):
     _no_locale(monkeypatch)

@@ -86,6 +86,18 @@ def test_each_feature_gives_the_tokens_of_the_plain_scheduler(features, sampling
         assert all(b.refs == 0 for b in sched.prefix.blocks.values())    # every request gave its blocks back
 
 
+def test_requests_arriving_together_compute_their_shared_prefix_once():
+    """8 prompts with one 40-token system prefix, submitted at once into 8 free rows: the first is prefilled,
+    the other 7 wait for its blocks and find both (7 x 32 tokens), and every answer is the plain one."""
+    model = _model()
+    system = list(range(1, 41))
+    prompts = [system + [50 + i, 7] for i in range(8)]
+    plain, _ = _run(model, prompts, Features(), Sampling(0), max_batch=8)
+    got, sched = _run(model, prompts, PREFIX, Sampling(0), max_batch=8)
+    assert got == plain
+    assert sched.prefix.hits == 7 * 32 and sched.prefix.queries == sum(map(len, prompts))
+
+
 def test_prompt_lookup_greedy_gives_the_same_tokens_and_accepts_guesses():
     model, prompts = _model(), _prompts()
     plain, _ = _run(model, prompts, Features(), Sampling(0), n=30)

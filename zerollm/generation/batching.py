@@ -485,15 +485,19 @@ class Scheduler:
         """Step 2: take waiting requests into free rows and prefill their prompts (those of one length and
         one prefix-cache hit together, each row still alone in its attention; with a prefill_chunk, at most
         that many prompt tokens this step, oldest first). Rows whose prompt is done join the batch's
-        cache in one copy."""
-        new = []
+        cache in one copy. A request whose first prefix-cache block another prompt being prefilled will
+        store waits for it, so requests arriving together with one system prompt compute it once."""
+        new, later = [], []
         with self.wake:
             while self.waiting and len(self.shared.rows) + len(self.joining) + len(new) < self.max_batch:
                 req = self.waiting.popleft()
                 if req.cancelled:
                     req.emit(_done(req, "cancelled"))
+                elif self._coming(req, new):
+                    later.append(req)
                 else:
                     new.append(req)
+            self.waiting.extendleft(reversed(later))
             self.joining = self.joining + new  # still counted by busy while their prompts are prefilled
         self.prefills += self._prefill_groups(new)
         self._drop_cancelled_prefills()
@@ -521,6 +525,15 @@ class Scheduler:
                         per_row=True)
         draft.forward_hidden(np.array([r.prompt for r in reqs], dtype=np.int64), kv_cache=cache)
         return cache
+
+    def _coming(self, req, new):
+        """Whether ``req``'s first block is not stored yet but will be, by a prompt being prefilled (or taken
+        this step, ``new``) that begins with it."""
+        K = self.prefix.block if self.prefix is not None else 0
+        if not K or len(req.prompt) <= K or self.prefix.known(req.prompt[:K]):
+            return False
+        first = req.prompt[:K]
+        return any(len(r.prompt) >= K and r.prompt[:K] == first for r in [*self.joining, *new])
 
     def _prefill_groups(self, reqs):
         """_Prefill groups for new requests: each row's cache starts with the keys and values of the

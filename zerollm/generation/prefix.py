@@ -69,6 +69,10 @@ class PrefixCache:
         self.hits += len(found) * self.block
         return self._hold(found)
 
+    def known(self, tokens):
+        """Whether the first block ``tokens`` (one block's worth) is stored, without counting a query."""
+        return (0, tuple(tokens)) in self.blocks
+
     def store(self, prompt, have, keys, values):
         """Store the full blocks of ``prompt`` past the ``have`` blocks already held for it (lookup's),
         taking keys and values from the L arrays (nkv, 1, S, hs) of its row -> the blocks held for it

@@ -505,4 +505,12 @@ ZH = {
         '默认：典型补全 token 数的两倍，再加一',
     'chat template or a plain prompt for a base model (default: chat when the tokenizer has it)':
         '聊天模板，或给基础模型用的纯提示（默认：分词器带模板时用聊天模板）',
+    "let answers call tools: 'calculator' (built in) or a .py module of your own TOOLS (the calculator comes too); tool responses are never learned (default None)":
+        "让回答调用工具：'calculator'（内置），或你自己写了 TOOLS 的 .py 模块（计算器也会一起提供）；工具的返回内容从不参与学习（默认 None）",
+    'tool calls run per answer, for prompts that list tools (a model trained with tools)':
+        '每个回答最多运行的工具调用次数，用于列出了工具的提示（用工具训练过的模型）',
+    'a .py module of your own TOOLS beside the built-in calculator (zerollm.align.tools)':
+        '内置计算器之外，你自己写了 TOOLS 的 .py 模块（zerollm.align.tools）',
+    'seconds one call of your tools (and their import) may take; 0 = no limit':
+        '你的工具每次调用（以及导入）最多可用的秒数；0 = 不限',
 }

@@ -173,6 +173,7 @@ def test_new_tokens_only_for_the_data_that_needs_them():
     assert chat.template_needs([POEM, CONVERSATION]) == () and not chat.has_tools(plain) and not chat.has_thinking(plain)
     assert chat.template_needs([THINKING]) == ("think",) and chat.template_needs([TOOL_CONVERSATION]) == ("think", "tools")
     assert chat.template_needs([{"prompt": "1+1=", "tools": [CALC]}]) == ("tools",)
+    assert chat.template_needs([{"prompt": "1+1=", "completion": THINKING["messages"][1:]}]) == ("think",)
     both = chat.prepare_tokenizer(plain, TOOL_TEXTS, needs=("think", "tools"))
     assert chat.has_tools(both) and chat.has_thinking(both)
     assert [both.special_tokens[s] for s in chat.SPECIALS] == [plain.special_tokens[s] for s in chat.SPECIALS]

@@ -98,7 +98,7 @@ def template_needs(rows):
     think = tools = False
     for row in rows:
         tools = tools or bool(row.get("tools"))
-        for key in ("messages", "prompt"):
+        for key in ("messages", "prompt", "completion"):
             messages = row.get(key)
             for m in messages if isinstance(messages, list) else ():
                 think = think or bool(m.get("reasoning_content"))

@@ -6,7 +6,7 @@ state, how many of the vocabulary's ids are allowed there, which, and where the 
 
     zerollm grammar --regex "(yes|no)" --text "yes" --explain
     zerollm grammar --regex "-?[0-9]+" --text "-42" --explain --lang zh
-    zerollm grammar --json-schema person.json --text '{"name": "Ada", "age": 36}' --explain --tokenizer byte
+    zerollm grammar --json-schema person.json --text '{"name": "Ada", "age": 36}' --explain --ckpt runs/json-base
 """
 
 from zerollm.data import corpora
@@ -15,7 +15,8 @@ from zerollm.io.argtypes import Range
 from zerollm.io.errors import ZeroLLMError
 from zerollm.io.fileio import read_json
 from zerollm.io.i18n import add_lang_argument, resolve_lang, translator
-from zerollm.tokenizers import ByteTokenizer, load_tokenizer
+from zerollm.interop.opening import Source, open_model
+from zerollm.tokenizers import ByteTokenizer
 from zerollm.tokenizers.bpe import BPETokenizer
 
 TEXT = {
@@ -62,9 +63,10 @@ def add_arguments(p):
     shape.add_argument("--json-schema", metavar="FILE", help="a JSON Schema file, made into a pattern first")
     p.add_argument("--text", default="", help="a text to walk through the automaton token by token")
     p.add_argument("--explain", action="store_true", help="print the step-by-step walkthrough")
-    p.add_argument("--tokenizer", default="bpe", metavar="bpe|byte|FILE",
-                   help="bpe: a byte-level BPE of --vocab ids learnt on tiny Shakespeare (default); byte: one id per "
-                        "byte; or a tokenizer.json")
+    p.add_argument("--tokenizer", default="bpe", choices=("bpe", "byte"),
+                   help="bpe: a byte-level BPE of --vocab ids learnt on tiny Shakespeare (default); byte: one id per byte")
+    p.add_argument("--ckpt", metavar="RUN", default=None,
+                   help="use the tokenizer of this run or model directory instead of --tokenizer")
     p.add_argument("--vocab", type=Range(int, 257, 4096), default=512, help="ids of the default BPE (default 512)")
 
 
@@ -89,6 +91,8 @@ def run(args):
 
 
 def _tokenizer(args):
+    if args.ckpt is not None:                  # a model's own tokenizer, opened the one way models are opened
+        return open_model(Source(ckpt=args.ckpt)).tokenizer, args.ckpt
     if args.tokenizer == "byte":
         return ByteTokenizer(), "byte"
     if args.tokenizer == "bpe":

@@ -113,10 +113,10 @@ ZH = {
         "一段文本，逐个 token 地在自动机里走一遍",
     "print the step-by-step walkthrough":
         "打印逐步讲解",
-    "bpe: a byte-level BPE of --vocab ids learnt on tiny Shakespeare (default); byte: one id per byte; or a "
-    "tokenizer.json":
-        "bpe：在 tiny Shakespeare 上学出的字节级 BPE，共 --vocab 个 id（默认）；byte：每个字节一个 id；"
-        "或者一个 tokenizer.json",
+    "bpe: a byte-level BPE of --vocab ids learnt on tiny Shakespeare (default); byte: one id per byte":
+        "bpe：在 tiny Shakespeare 上学出的字节级 BPE，共 --vocab 个 id（默认）；byte：每个字节一个 id",
+    "use the tokenizer of this run or model directory instead of --tokenizer":
+        "改用这个训练目录或模型目录里的分词器，而不是 --tokenizer",
     "ids of the default BPE (default 512)":
         "默认 BPE 的 id 个数（默认 512）",
     "generate only text that this regular expression matches whole (docs/structured.md)":

@@ -308,3 +308,15 @@ def test_rollouts_of_sample_completions_follow_the_grammar():
     for ids in outs:
         text = bytes(t for t in ids if t != end)
         assert re.fullmatch(rb"\d+ apples?", text) or (len(ids) == 40 and re.fullmatch(rb"\d+( a?p?p?l?e?s?)?", text))
+
+
+def test_grammars_are_cached_per_pattern_and_tokenizer_and_rows_made_lazily():
+    tok, other = ByteTokenizer(), ByteTokenizer()
+    grammar = grammar_for_regex("[a-z]+@[a-z]+")
+    assert grammar_for_regex("[a-z]+@[a-z]+") is grammar
+    index = grammar.index(tok)
+    assert grammar.index(tok) is index and grammar.index(other) is not index
+    assert index.rows == {}                                   # nothing made before it is asked for
+    index.allowed(index.start)
+    assert list(index.rows) == [index.start]
+    assert grammar_for_schema(SCHEMAS[0]) is grammar_for_schema(json.loads(json.dumps(SCHEMAS[0])))

@@ -320,3 +320,14 @@ def test_grammars_are_cached_per_pattern_and_tokenizer_and_rows_made_lazily():
     index.allowed(index.start)
     assert list(index.rows) == [index.start]
     assert grammar_for_schema(SCHEMAS[0]) is grammar_for_schema(json.loads(json.dumps(SCHEMAS[0])))
+
+
+def test_a_grammar_indexed_over_another_vocabulary_size_is_refused_before_it_runs():
+    tok = ByteTokenizer()
+    model = GPT(GPTConfig(vocab_size=300, block_size=32, n_layer=1, n_head=2, n_embd=16))
+    wrong = Request([1], 4, Sampling(), np.random.default_rng(0), grammar=grammar_for_regex("a+").index(tok))
+    with pytest.raises(ZeroLLMError, match="indexed over 256 ids but the model has 300"):
+        list(Scheduler(model).stream([wrong]))
+    right = Request([1], 4, Sampling(), np.random.default_rng(0), grammar=grammar_for_regex("a+").index(tok, 300))
+    _run(model, [right])
+    assert bytes(right.ids) == b"aaaa"

@@ -263,6 +263,9 @@ class Scheduler:
             raise ZeroLLMError("the prompt is empty: give at least one token")
         if req.max_new_tokens < 1:
             raise ZeroLLMError(f"max_new_tokens must be >= 1, got {req.max_new_tokens}")
+        if req.grammar is not None and req.grammar.vocab.size != cfg.vocab_size:
+            raise ZeroLLMError(f"the request's grammar is indexed over {req.grammar.vocab.size} ids but the model has "
+                               f"{cfg.vocab_size}; index it with grammar.index(tokenizer, model.config.vocab_size)")
         if req.context is None and P + req.max_new_tokens > cfg.block_size + grouped:
             room = cfg.block_size + grouped - P
             fix = f"ask for at most {room} new tokens or shorten the prompt" if room > 0 else "shorten the prompt"

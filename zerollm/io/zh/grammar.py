@@ -96,6 +96,10 @@ ZH = {
         "schema 在 {1} 处嵌套超过了 {0} 层；请把它改得扁平一些",
     "maxLength ({0}) at {1} is below minLength ({2})":
         "{1} 处的 maxLength（{0}）比 minLength（{2}）还小",
+    "the request's grammar is indexed over {0} ids but the model has {1}; index it with "
+    "grammar.index(tokenizer, model.config.vocab_size)":
+        "请求的语法是按 {0} 个 id 建的索引，但模型有 {1} 个 id；请用 grammar.index(tokenizer, model.config.vocab_size) "
+        "建索引",
     # zerollm/teach/grammar.py and zerollm/cli/commands/sample.py
     "zerollm grammar explains constrained decoding: add --explain. To generate under a pattern, use zerollm sample "
     "--regex PATTERN (or --json-schema FILE)":

@@ -1,0 +1,245 @@
+"""Where do tool use and thinking come from? A measured answer at a size a CPU trains in minutes (#58).
+
+    python scripts/tools_experiment.py --out runs/tools-exp                  # the sizes of docs/alignment.md
+    python scripts/tools_experiment.py --out runs/tools-exp --plot docs/tools_experiment.png
+
+Two tracks, every step a documented zerollm command in its own process:
+
+- calc (3-digit products, zerollm.align.tasks.calc): a model with random weights and a BPE vocabulary
+  learnt from the traces (calc_base); SFT on the plain problems (no tools); SFT on a mix of calculator
+  traces and plain problems (tasks make calc --tools), measured with the tools offered and without them
+  (the same model); GRPO from that SFT model with --tools calculator, the verifier's reward and a small
+  format reward.
+- addition with thinking (tasks make addition --think: the column sums inside <think>): a base model
+  pre-trained on "a+b=c" lines; SFT on the plain sums; SFT on the thinking traces; GRPO from the
+  thinking model, watching the think length and the answer length over the steps (does length grow
+  as in DeepSeek-R1?).
+
+Every model is measured on the same heldout problems with `zerollm tasks eval` (greedy; success with its
+95% Wilson interval; tool-call validity and think length for a chat model that knows those tokens).
+results.json in --out holds every number; --plot draws success with intervals and the GRPO curves.
+Sizes are flags; ZEROLLM_DOCS_TEST=1 runs everything at the docs test's tiny size.
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+from zerollm.io import docsmode
+
+
+def zerollm(*argv):
+    """One zerollm command in its own process -> (stdout, seconds); a failure stops the script."""
+    t0 = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "zerollm", *map(str, argv)], text=True, capture_output=True)
+    if proc.returncode != 0:
+        raise SystemExit(f"zerollm {' '.join(map(str, argv))} failed:\n{proc.stderr[-2000:]}")
+    return proc.stdout, time.perf_counter() - t0
+
+
+def evaluate(task, ckpt, data, args, fmt="auto"):
+    out, _ = zerollm("tasks", "eval", task, "--ckpt", ckpt, "--data", data, "--n", args.heldout, "--temperature", 0,
+                     "--json", "--format", fmt, "--threads", 1)
+    summary = json.loads(out)["summary"]
+    return {k: summary[k] for k in ("n", "successes", "success_rate", "ci95", "mean_reward", "format",
+                                    "tool_calls", "tool_call_valid", "format_ok", "think_tokens",
+                                    "response_tokens") if k in summary}
+
+
+def make(out, task, name, n, split, seed, *flags):
+    path = os.path.join(out, name)
+    if not os.path.exists(path):
+        zerollm("tasks", "make", task, "--out", path, "--n", n, "--split", split, "--seed", seed, *flags)
+    return path
+
+
+def train_once(out_dir, *argv):
+    """A run that is already there (latest.json) is reused: the script can be stopped and started again."""
+    if not os.path.exists(os.path.join(out_dir, "latest.json")):
+        _, seconds = zerollm(*argv, "--out", out_dir, "--threads", 1, "--no-progress", "--force")
+        return seconds
+    return 0.0
+
+
+def model_flags(args):
+    return ["--tokenizer", "char", "--pos", "rope", "--n-layer", args.n_layer, "--n-head", 4, "--n-embd", args.n_embd]
+
+
+def grpo_curve(run):
+    """Per rollout step: mean reward, success, tool calls, think tokens and the tokens the model wrote."""
+    rows = [json.loads(line) for line in open(os.path.join(run, "log.jsonl"), encoding="utf-8")]
+    keys = ("reward", "success", "tool_calls", "tool_call_valid", "think_tokens", "response_tokens")
+    return [{"step": r["step"], **{k: r[k] for k in keys if k in r}} for r in rows if "reward" in r]
+
+
+def calc_base(out, rows, args):
+    """The calc track's starting model: random weights (no pre-training) with a BPE vocabulary learnt from
+    the training traces, so the JSON of the tool spec and of a call is a few tokens and the model's context
+    stays short (a char model needs ~350 tokens a trace and learnt nothing in 500 steps here)."""
+    from zerollm.data import chat
+    from zerollm.interop.opening import save_zerollm
+    from zerollm.model.gpt import GPT, GPTConfig
+    from zerollm.tokenizers import ENDOFTEXT, BPETokenizer
+    text = "".join(chat.render(chat.as_messages(r), r.get("tools")) for r in rows[:400])
+    tok = chat.prepare_tokenizer(BPETokenizer.train(text, args.bpe_vocab, special_tokens=(ENDOFTEXT,)), needs=("tools",))
+    longest = max(len(chat.encode_example(tok, r)[0]) for r in rows)
+    model = GPT(GPTConfig(vocab_size=tok.vocab_size, block_size=longest + 16, n_layer=args.n_layer, n_head=4,
+                          n_embd=args.n_embd, pos="rope"))
+    save_zerollm(model, out, tokenizer=tok)
+
+
+def calc_track(args, results):
+    out = os.path.join(args.out, "calc")
+    os.makedirs(out, exist_ok=True)
+    tools_rows = make(out, "calc", "tools.jsonl", args.sft_examples, "train", 2, "--tools")
+    plain_rows = make(out, "calc", "plain.jsonl", args.sft_examples, "train", 3)
+    held_tools = make(out, "calc", "held-tools.jsonl", args.heldout, "heldout", 4, "--tools")
+    held_plain = make(out, "calc", "held-plain.jsonl", args.heldout, "heldout", 4)
+    prompts = make(out, "calc", "prompts.jsonl", 2000, "train", 5)
+    mix = os.path.join(out, "mix.jsonl")
+    rows = [json.loads(line) for path in (tools_rows, plain_rows) for line in open(path, encoding="utf-8")]
+    if not os.path.exists(mix):
+        with open(mix, "w", encoding="utf-8") as f:
+            f.writelines(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
+    base, sft_plain, sft_tools, grpo = (os.path.join(out, n) for n in ("base", "sft-plain", "sft-tools", "grpo-tools"))
+    if not os.path.exists(base):
+        calc_base(base, rows, args)
+    sft = ["--max-iters", args.sft_steps, "--batch-size", 32, "--lr", args.sft_lr, "--eval-interval", args.sft_steps]
+    times = {"sft-plain": train_once(sft_plain, "sft", "--init", base, "--data", plain_rows, *sft),
+             "sft-tools": train_once(sft_tools, "sft", "--init", base, "--data", mix, *sft)}
+    times["grpo-tools"] = train_once(grpo, "grpo", "--init", sft_tools, "--data", prompts, "--eval-data", held_plain,
+                                     "--reward", "calc", "--tools", "calculator", "--format-reward", 0.1,
+                                     "--group-size", 8, "--prompts-per-step", 4, "--max-new-tokens", 48,
+                                     "--max-iters", args.grpo_steps, "--lr", args.grpo_lr, "--eval-interval",
+                                     args.grpo_steps, "--eval-prompts", 32)
+    results["calc"] = {
+        "random init (no training)": evaluate("calc", base, held_plain, args),
+        "SFT without tools": evaluate("calc", sft_plain, held_plain, args),
+        "SFT with tools, tools offered": evaluate("calc", sft_tools, held_tools, args),
+        "SFT with tools, no tools offered": evaluate("calc", sft_tools, held_plain, args),
+        "GRPO with tools, tools offered": evaluate("calc", grpo, held_tools, args),
+    }
+    results["calc_grpo_curve"] = grpo_curve(grpo)
+    results["calc_seconds"] = times
+
+
+def think_track(args, results):
+    out = os.path.join(args.out, "think")
+    os.makedirs(out, exist_ok=True)
+    text = make(out, "addition", "text.txt", args.base_lines, "train", 1, "--format", "text")
+    think_rows = make(out, "addition", "think.jsonl", args.sft_examples, "train", 2, "--think")
+    plain_rows = make(out, "addition", "plain.jsonl", args.sft_examples, "train", 2)
+    held = make(out, "addition", "held.jsonl", args.heldout, "heldout", 4)
+    prompts = make(out, "addition", "prompts.jsonl", 2000, "train", 5)
+    base, sft_plain, sft_think, grpo = (os.path.join(out, n) for n in ("base", "sft-plain", "sft-think", "grpo-think"))
+    sft = ["--max-iters", args.think_sft_steps, "--batch-size", 16, "--lr", args.sft_lr, "--eval-interval",
+           args.think_sft_steps]
+    times = {"base": train_once(base, "train", "--data", text, *model_flags(args), "--block-size", 128,
+                                "--max-iters", args.base_steps, "--batch-size", 8, "--eval-interval", args.base_steps,
+                                "--eval-iters", 2, "--sample-tokens", 0),
+             "sft-plain": train_once(sft_plain, "sft", "--init", base, "--data", plain_rows, *sft),
+             "sft-think": train_once(sft_think, "sft", "--init", base, "--data", think_rows, *sft)}
+    times["grpo-think"] = train_once(grpo, "grpo", "--init", sft_think, "--data", prompts, "--eval-data", held,
+                                     "--reward", "addition", "--format-reward", 0.1, "--group-size", 8,
+                                     "--prompts-per-step", 4, "--max-new-tokens", 64, "--max-iters", args.grpo_steps,
+                                     "--lr", args.grpo_lr, "--eval-interval", args.grpo_steps, "--eval-prompts", 32)
+    results["think"] = {
+        "base (plain prompt)": evaluate("addition", base, held, args, "plain"),
+        "SFT without thinking": evaluate("addition", sft_plain, held, args),
+        "SFT with thinking": evaluate("addition", sft_think, held, args),
+        "GRPO with thinking": evaluate("addition", grpo, held, args),
+    }
+    results["think_grpo_curve"] = grpo_curve(grpo)
+    results["think_seconds"] = times
+
+
+def table(results):
+    lines = ["| track | model | success (95% CI) | tool calls / answer | valid calls | think tokens |",
+             "|---|---|---|---|---|---|"]
+    for track in ("calc", "think"):
+        for name, r in results.get(track, {}).items():
+            low, high = r["ci95"]
+            cells = [f"{r['successes']}/{r['n']} = {r['success_rate']:.1%} ({low:.1%}–{high:.1%})",
+                     f"{r['tool_calls']:.2f}" if "tool_calls" in r else "–",
+                     f"{r['tool_call_valid']:.0%}" if "tool_call_valid" in r and r.get("tool_calls") else "–",
+                     f"{r['think_tokens']:.1f}" if "think_tokens" in r else "–"]
+            lines.append(f"| {track} | {name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def plot(results, path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
+    names, rates, errs = [], [], [[], []]
+    for track in ("calc", "think"):
+        for name, r in results.get(track, {}).items():
+            names.append(f"{track}: {name}")
+            rates.append(r["success_rate"])
+            errs[0].append(r["success_rate"] - r["ci95"][0])
+            errs[1].append(r["ci95"][1] - r["success_rate"])
+    axes[0].barh(range(len(names)), rates, xerr=errs, color="#4c72b0", capsize=3)
+    axes[0].set_yticks(range(len(names)), names, fontsize=7)
+    axes[0].invert_yaxis()
+    axes[0].set_xlabel("heldout success (95% Wilson interval)")
+    axes[0].set_xlim(0, 1)
+    for ax, key, title in ((axes[1], "calc_grpo_curve", "GRPO with tools (calc)"),
+                           (axes[2], "think_grpo_curve", "GRPO with thinking (addition)")):
+        curve = results.get(key, [])
+        steps = [c["step"] for c in curve]
+        ax.plot(steps, [c.get("response_tokens", float("nan")) for c in curve], label="tokens written per answer")
+        ax.plot(steps, [c.get("think_tokens", float("nan")) for c in curve], label="think tokens per answer")
+        ax.set_xlabel("GRPO step")
+        ax.set_title(title, fontsize=9)
+        twin = ax.twinx()
+        twin.plot(steps, [c.get("success", float("nan")) for c in curve], color="#55a868", alpha=0.6,
+                  label="rollout success")
+        twin.set_ylim(0, 1)
+        ax.legend(loc="upper left", fontsize=7)
+        twin.legend(loc="upper right", fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--out", required=True)
+    p.add_argument("--plot", default=None, help="write the figure there (PNG)")
+    p.add_argument("--tracks", default="calc,think")
+    p.add_argument("--n-layer", type=int, default=2)
+    p.add_argument("--n-embd", type=int, default=64)
+    p.add_argument("--bpe-vocab", type=int, default=600)
+    p.add_argument("--base-lines", type=int, default=20000)
+    p.add_argument("--base-steps", type=int, default=200)
+    p.add_argument("--sft-examples", type=int, default=1000)
+    p.add_argument("--sft-steps", type=int, default=500)
+    p.add_argument("--think-sft-steps", type=int, default=600)
+    p.add_argument("--sft-lr", type=float, default=4e-3)
+    p.add_argument("--grpo-steps", type=int, default=60)
+    p.add_argument("--grpo-lr", type=float, default=2e-5)
+    p.add_argument("--heldout", type=int, default=200)
+    args = p.parse_args()
+    if docsmode.active():                       # the docs test: every step, at the tiniest size
+        args.base_lines, args.sft_examples, args.heldout, args.bpe_vocab = 3000, 64, 16, 300
+    os.makedirs(args.out, exist_ok=True)
+    path = os.path.join(args.out, "results.json")
+    for track in [t for t in args.tracks.split(",") if t]:     # --tracks calc and --tracks think may run at once
+        mine = {}
+        {"calc": calc_track, "think": think_track}[track](args, mine)
+        results = json.load(open(path, encoding="utf-8")) if os.path.exists(path) else {}
+        results.update(mine)
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(results, f, indent=1, ensure_ascii=False)
+    results = json.load(open(path, encoding="utf-8")) if os.path.exists(path) else {}
+    print(table(results))
+    if args.plot:
+        plot(results, args.plot)
+        print(f"figure: {args.plot}")
+
+
+if __name__ == "__main__":
+    main()

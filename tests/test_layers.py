@@ -119,6 +119,23 @@ def t_cross_entropy(case, logits, targets):
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=-100)
 
 
+def t_distill(case, student, teacher):
+    """The divergences of zerollm.nn.distill written plainly (tests/test_distill.py also checks TRL's)."""
+    info = case.info
+    logq, logp = F.log_softmax(student / info["tau"], -1), F.log_softmax(teacher / info["tau"], -1)
+    q, p = logq.exp(), logp.exp()
+    if info["divergence"] == "forward_kl":
+        D = (p * (logp - logq)).sum(-1)
+    elif info["divergence"] == "reverse_kl":
+        D = (q * (logq - logp)).sum(-1)
+    else:
+        beta = info["beta"]
+        logm = (beta * p + (1 - beta) * q).log()
+        D = beta * (p * (logp - logm)).sum(-1) + (1 - beta) * (q * (logq - logm)).sum(-1)
+    mask = torch.from_numpy(info["mask"])
+    return D[mask].mean()
+
+
 def t_token_logprobs(case, logits):
     targets = torch.from_numpy(case.info["targets"])
     mask = torch.from_numpy(case.info["mask"]).to(torch.float64)
@@ -195,6 +212,9 @@ TORCH = {
     "mha_qk_norm": t_mha_case,
     "dropout": t_dropout,
     "cross_entropy": t_cross_entropy,
+    "distill_forward_kl": t_distill,
+    "distill_reverse_kl": t_distill,
+    "distill_jsd": t_distill,
     "token_logprobs": t_token_logprobs,
     "token_logprobs_entropy": t_token_logprobs,
     "reward_head": t_scalar_head,

@@ -56,19 +56,29 @@ class Stage:
     skip: tuple = ()                 # TrainConfig fields that mean nothing to this stage (no flag for them)
     reference: bool = False          # does it keep a frozen copy of the starting model (memory estimate)?
     rows_per_example: int = 1        # sequences one example puts through the model (a pair: 2)
+    # the starting model from other flags than --init/--hf (distill: a student beside its teacher):
+    # open_start(args, train_cfg) -> (model, tokenizer, start record); reopen_start(start) -> (model, tokenizer)
+    open_start: object = None
+    reopen_start: object = None
+    input_ext: str = "jsonl"         # what the inputs are: "jsonl" files, or "txt" (UTF-8 text)
 
 
 # ----------------------------------------------------------------------------
 # flags
 
 def add_stage_arguments(p, stage):
-    src = p.add_mutually_exclusive_group()
-    src.add_argument("--init", metavar="DIR", help="start from a zerollm run or checkpoint directory")
-    src.add_argument("--hf", metavar="DIR", help="start from a Hugging Face model directory")
+    if stage.open_start is None:     # a stage with its own start flags adds them itself
+        src = p.add_mutually_exclusive_group()
+        src.add_argument("--init", metavar="DIR", help="start from a zerollm run or checkpoint directory")
+        src.add_argument("--hf", metavar="DIR", help="start from a Hugging Face model directory")
     p.add_argument("--adapter", metavar="DIR", help="a PEFT LoRA adapter directory to fold into the starting model "
                    "first (zerollm.interop.peft)")
-    p.add_argument("--data", metavar="FILE", help="the JSONL file to train on")
-    p.add_argument("--eval-data", metavar="FILE", help="a heldout JSONL file evaluated every --eval-interval steps")
+    if "data" in stage.inputs:
+        p.add_argument("--data", metavar="FILE", help="the JSONL file to train on" if stage.input_ext == "jsonl"
+                       else "the UTF-8 text file to train on, or a corpus that ships with zerollm: shakespeare, tang")
+    if "eval_data" in stage.inputs:
+        p.add_argument("--eval-data", metavar="FILE", help="a heldout JSONL file evaluated every --eval-interval "
+                       "steps")
     p.add_argument("--out", metavar="DIR", help=f"run directory (default runs/{stage.name})")
     p.add_argument("--resume", action="store_true", help="continue from the last checkpoint in --out")
     p.add_argument("--no-progress", action="store_true", help="no progress bar (e.g. in logs)")
@@ -143,11 +153,12 @@ def copy_inputs(args, stage, run_dir):
         if src is None:
             copied[flag] = None
             continue
-        require_regular(src, "JSONL file")
+        what = _input_kind(stage)
+        require_regular(src, what)
         if not os.path.isfile(src):
             raise ZeroLLMError(f"--{flag.replace('_', '-')}: no such file: {src}")
-        dst = os.path.join(folder, f"{flag}.jsonl")
-        with open_regular(src, "rb", what="JSONL file") as fin, atomic_write(dst, "wb") as fout:
+        dst = os.path.join(folder, f"{flag}.{stage.input_ext}")
+        with open_regular(src, "rb", what=what) as fin, atomic_write(dst, "wb") as fout:
             shutil.copyfileobj(fin, fout)
         copied[flag] = dst
     return copied
@@ -159,7 +170,7 @@ def saved_inputs(run_dir, stage, digests=None):
     folder = os.path.join(run_dir, "inputs")
     found = {}
     for flag in stage.inputs:
-        path = os.path.join(folder, f"{flag}.jsonl")
+        path = os.path.join(folder, f"{flag}.{stage.input_ext}")
         expected = (digests or {}).get(flag)
         needed = expected is not None or (digests is None and flag == "data")
         require_regular(path, "copy of an input")
@@ -185,7 +196,7 @@ def check_resume_flags(args, stage, inputs, start):
         if given is None:
             continue
         name = f"--{flag.replace('_', '-')}"
-        require_regular(given, "JSONL file")
+        require_regular(given, _input_kind(stage))
         if not os.path.isfile(given):
             raise ZeroLLMError(f"{name}: no such file: {given}")
         if inputs.get(flag) is None or file_digest(given) != file_digest(inputs[flag]):
@@ -197,6 +208,10 @@ def check_resume_flags(args, stage, inputs, start):
         if given is not None and (os.path.abspath(given) != start["path"] or hf != start["hf"]):
             raise ZeroLLMError(f"--resume continues from the run's own start ({start['path']}); --{flag} {given} "
                                f"is another model: leave out --{flag}, or start a new run with another --out")
+
+
+def _input_kind(stage):
+    return "JSONL file" if stage.input_ext == "jsonl" else "text file"
 
 
 # ----------------------------------------------------------------------------
@@ -297,7 +312,7 @@ class StageRun(RunCommand):
                                "damaged")
         inputs = saved_inputs(run_dir, stage, digests)
         check_resume_flags(args, stage, inputs, saved["start"])
-        model, tok = reload_start(saved["start"])
+        model, tok = (stage.reopen_start or reload_start)(saved["start"])
         if lora is not None:
             model.add_lora(lora, lora_rng(train_cfg.seed))
         plan = StagePlan(train_cfg, stage_cfg, model, tok, saved["start"])
@@ -333,7 +348,10 @@ def _plan(args, stage):
     train_cfg = TrainConfig(**{**stage.defaults, **given})
     check_schedule(train_cfg, given=given)
     stage_cfg = stage.config_cls(**_given(args, stage.config_cls))
-    model, tok, start = load_start(args.init, args.hf, args.force, args.adapter)
+    if stage.open_start is not None:
+        model, tok, start = stage.open_start(args, train_cfg)
+    else:
+        model, tok, start = load_start(args.init, args.hf, args.force, args.adapter)
     lora = lora_config(args)
     if lora is not None:
         model.add_lora(lora, lora_rng(train_cfg.seed))

@@ -1,13 +1,15 @@
 """Every post-training stage as the one run recipe takes it (zerollm.training.run, through zerollm.align.stage):
 its name, its settings, the TrainConfig defaults that suit it, and how it builds its objective from the
 starting model and the inputs copied into the run. The commands (zerollm.cli.commands.sft, reward, dpo,
-ppo, grpo) parse flags and hand their Stage to run_stage; the run never climbs back up into them.
+ppo, grpo, distill) parse flags and hand their Stage to run_stage; the run never climbs back up into them.
 
     objective, tok = SFT.build(model, tok, inputs, train_cfg, cfg, start)
 """
 
 import numpy as np
 
+from zerollm.align.objectives.distill import (DistillConfig, DistillObjective, open_student, reopen_student,
+                                              reopen_teacher, text_ids)
 from zerollm.align.objectives.dpo import DPOConfig, DPOObjective
 from zerollm.align.objectives.pairs import encode_pairs, read_pairs
 from zerollm.align.objectives.reward import RewardConfig, RewardObjective
@@ -61,6 +63,16 @@ def build_dpo(model, tok, inputs, train_cfg, cfg, start):
     return objective, tok
 
 
+def build_distill(model, tok, inputs, train_cfg, cfg, start):
+    """The student on windows of the text, against the teacher the start record names (checked by digest)."""
+    teacher, _ = reopen_teacher(start["teacher"])
+    model.rng = np.random.default_rng([train_cfg.seed, 5])          # dropout: decided by the run's seed
+    data = text_ids(inputs["data"], tok, model.config.block_size)
+    objective = DistillObjective(model, teacher, data, batch_size=train_cfg.batch_size, seed=train_cfg.seed,
+                                 eval_iters=train_cfg.eval_iters, cfg=cfg, tokenizer=tok)
+    return objective, tok
+
+
 # a short, gentle run: the model already knows the language, it learns the format and the task
 SFT = Stage("sft", SFTConfig, build=build_sft, skip=("sample_tokens", "eval_iters"),
             defaults=dict(batch_size=16, max_iters=300, lr=5e-4, min_lr=5e-5, warmup_iters=20, weight_decay=0.0,
@@ -77,3 +89,8 @@ DPO = Stage("dpo", DPOConfig, build=build_dpo, reference=True, rows_per_example=
 PPO = rollout_stage("ppo", PPOConfig, PPOObjective)
 
 GRPO = rollout_stage("grpo", GRPOConfig, GRPOObjective)
+
+# a student trained from a teacher on plain text: pre-training's pace, no samples printed
+DISTILL = Stage("distill", DistillConfig, build=build_distill, inputs=("data",), skip=("sample_tokens",),
+                reference=True, open_start=open_student, reopen_start=reopen_student, input_ext="txt",
+                defaults=dict(max_iters=300, eval_interval=100, checkpoint_interval=100))

@@ -65,6 +65,8 @@ COMMANDS = {
     "dpo": ("zerollm.cli.commands.dpo", "Direct Preference Optimization (or IPO) against a frozen reference"),
     "ppo": ("zerollm.cli.commands.ppo", "reinforcement learning with PPO: a value head, GAE, a KL penalty to a reference"),
     "grpo": ("zerollm.cli.commands.grpo", "reinforcement learning with GRPO: group-relative advantages, no critic"),
+    "distill": ("zerollm.cli.commands.distill",
+                "train a small student on a bigger teacher's distributions (KL, reverse KL, GKD's JSD, on-policy)"),
     "report": ("zerollm.cli.commands.report",
                "training runs and their lm-eval scores side by side: one offline HTML page (中文/English)"),
 }
@@ -72,7 +74,7 @@ COMMANDS = {
 
 # commands whose work is a file or folder they write (not only what they print): a closed output pipe
 # that stops them early is an error (exit 141), while `zerollm attention | head` is not
-MAKES_FILES = {"prepare", "download", "train", "sft", "reward", "dpo", "ppo", "grpo", "convert", "merge",
+MAKES_FILES = {"prepare", "download", "train", "sft", "reward", "dpo", "ppo", "grpo", "distill", "convert", "merge",
                "explain", "heads", "report", "tasks"}
 
 
@@ -250,7 +252,7 @@ def _disk_full_hint(err):
 
 
 # commands that build a model from sizes given on the command line (the others load one as it is)
-_SIZED = {"train", "sft", "reward", "dpo", "ppo", "grpo", "shapes", "attention", "gradcheck", "heads", "quantize"}
+_SIZED = {"train", "sft", "reward", "dpo", "ppo", "grpo", "distill", "shapes", "attention", "gradcheck", "heads", "quantize"}
 
 
 def _out_of_memory(err, command=None):

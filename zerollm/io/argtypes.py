@@ -174,6 +174,11 @@ FIELD_RANGES = {
     # post-training stages (zerollm.align.objectives, zerollm.align.rl)
     "RewardConfig.margin": Range(float, 0, 1e6),
     "DPOConfig.beta": Range(float, 0, 1e3, low_open=True),
+    "DistillConfig.beta": Range(float, 0, 1),              # GKD's JSD: 0 forward KL, 1 reverse KL
+    "DistillConfig.temperature": Range(float, 0, 100, low_open=True),
+    "DistillConfig.ce_weight": Range(float, 0, 1),
+    "DistillConfig.on_policy": Range(float, 0, 1),
+    "DistillConfig.sample_temperature": Range(float, 0, 100, low_open=True),
     "RolloutConfig.prompts_per_step": Range(int, 1, 2 ** 16),
     "RolloutConfig.max_new_tokens": Range(int, 1, 2 ** 20),
     "RolloutConfig.temperature": Range(float, 0, 100, low_open=True),    # rollouts sample: > 0

@@ -24,6 +24,7 @@ from zerollm.nn.activation import (gelu_erf_backward, gelu_erf_forward, gelu_tan
 from zerollm.nn.attention import (AttentionConfig, AttentionWeights, ForwardPass, mha_backward, mha_forward,
                                   sdpa_backward, sdpa_forward)
 from zerollm.nn.block import block_backward, block_forward
+from zerollm.nn.distill import distill_backward, distill_forward
 from zerollm.nn.dropout import dropout_backward, dropout_forward
 from zerollm.nn.embedding import embedding_backward, embedding_forward
 from zerollm.nn.flash import flash_sdpa_backward, flash_sdpa_forward
@@ -220,6 +221,23 @@ def _cross_entropy(rng, dt):
                  lambda d, c: (cross_entropy_backward(c, float(d)),))
 
 
+def _distill(divergence, beta=0.5, tau=1.0):
+    """The student's logits against a teacher's (input 1, no gradient), with a ragged mask and a temperature."""
+    def build(rng, dt):
+        mask = np.ones((B, T), dtype=bool)
+        mask[1, -2:] = False
+
+        def fwd(student, teacher):
+            loss, cache = distill_forward(student, teacher, mask, divergence, beta, tau)
+            return np.asarray(loss, dtype=student.dtype), cache
+        name = {"forward_kl": "distill forward KL", "reverse_kl": "distill reverse KL"}.get(divergence,
+                                                                                             f"distill JSD({beta})")
+        return _case(name, [_n(rng, dt, B, T, V, scale=2.0), _n(rng, dt, B, T, V, scale=2.0)], (0,), fwd,
+                     lambda d, c: (distill_backward(c, float(d)),),
+                     info=dict(mask=mask, divergence=divergence, beta=beta, tau=tau))
+    return build
+
+
 def _token_logprobs(entropy):
     """log p of chosen tokens (and, stacked after it, the entropy), with a ragged mask."""
     def build(rng, dt):
@@ -351,6 +369,9 @@ CASES = {
     "mha_qk_norm": _mha(2, 1, rope=True, qk_norm=True, head_dim=4),
     "dropout": _dropout,
     "cross_entropy": _cross_entropy,
+    "distill_forward_kl": _distill("forward_kl", tau=2.0),
+    "distill_reverse_kl": _distill("reverse_kl"),
+    "distill_jsd": _distill("jsd", beta=0.4, tau=0.7),
     "token_logprobs": _token_logprobs(False),
     "token_logprobs_entropy": _token_logprobs(True),
     "reward_head": _scalar_head(True),

@@ -175,6 +175,8 @@ ZH = {
         "{0}: 不支持 model_type {1}；zerollm 能加载的模型类型是 {2}（GPT-2、Llama、Qwen 和 Mixtral 式的模型）",
     "{0}: zerollm cannot run this model because of {1}; only plain GPT-2, Llama, Qwen2, Qwen3 and Mixtral architectures are implemented":
         "{0}: zerollm 无法运行这个模型，原因是 {1}；zerollm 只实现了普通的 GPT-2、Llama、Qwen2、Qwen3 和 Mixtral 架构",
+    "{0}: tensor {1} has shape {2} but config.json makes it {3}; are config.json and the weights from one model?":
+        "{0}: 张量 {1} 的形状是 {2}，但按 config.json 应该是 {3}；config.json 和权重来自同一个模型吗？",
 
     # Pieces of messages built elsewhere: each reason gguf_problems() gives (check_gguf raises the only one as it
     # is), and Opened.need_tokenizer's default line (its other form is a reader's own message).

@@ -297,11 +297,14 @@ def _minimize(dfa):
     while True:
         ext = np.append(block, -1).astype(np.int32)                       # DEAD (-1) reads the extra slot
         key = np.ascontiguousarray(np.column_stack([block, ext[columns]]))   # (S, 1 + K)
-        names = {}
-        block = np.array([names.setdefault(row.tobytes(), len(names)) for row in key], np.int32)
-        if len(names) == n:
+        rows = key.view(np.dtype((np.void, key.itemsize * key.shape[1]))).ravel()   # each row as one value
+        _, first, same = np.unique(rows, return_index=True, return_inverse=True)
+        rank = np.empty(len(first), np.int32)
+        rank[np.argsort(first)] = np.arange(len(first), dtype=np.int32)  # blocks numbered by first state
+        block = rank[same.ravel()]
+        if len(first) == n:
             break
-        n = len(names)
+        n = len(first)
     firsts = np.unique(block, return_index=True)[1]                       # the first state of each block
     kept = delta[firsts]
     kept = np.where(kept == DEAD, DEAD, block[kept.clip(0)])

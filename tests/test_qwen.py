@@ -393,3 +393,14 @@ def test_greedy_generation_with_the_kv_cache_matches_transformers(tmp_path, fami
     ours = [int(t[0]) for t in generate(hf.load(tmp_path), prompt, 20, Sampling(temperature=0))]
     assert len(set(expected)) > 3, "a degenerate model would test nothing"
     assert ours == expected
+
+
+def test_a_bf16_file_is_read_block_by_block_into_the_model(tmp_path, monkeypatch):
+    """BF16 weights are converted a few rows at a time, straight into the model (never the whole file as
+    float32 beside it): with blocks of 5 rows, every tensor crosses block edges, and the logits are those
+    of transformers on the same bf16 numbers."""
+    from zerollm.interop.hf import weights
+    theirs = qwen("qwen3", **QWEN3_CASES["gqa-headdim6-tied"]).to(torch.bfloat16)
+    theirs.save_pretrained(tmp_path)
+    monkeypatch.setattr(weights, "ROWS", 5)
+    assert gap(hf.load(tmp_path), theirs.float(), ids(37)) <= TOL

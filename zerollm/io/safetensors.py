@@ -21,6 +21,7 @@ import json
 import math
 import mmap as _mmap
 import os
+from typing import NamedTuple
 
 import numpy as np
 
@@ -295,3 +296,41 @@ def load_file(path, mmap=False):
                                        "while reading, try again")
             out[name] = _to_native(info["dtype"], raw).reshape(info["shape"])
     return {name: out[name] for name in sorted(out)}
+
+
+# ----------------------------------------------------------------------------
+# reading a big file a block of rows at a time
+
+class StoredTensor(NamedTuple):
+    """One tensor of a checked safetensors file, not read yet (``tensor_index``). ``rows`` reads a block of
+    it, so that a caller can copy a checkpoint into its own arrays without ever holding the whole file
+    in memory as well (nor its BF16 tensors converted to float32 all at once)."""
+    path: str
+    name: str           # its name in the file ("model.layers.0.self_attn.q_proj.weight")
+    dtype: str          # the safetensors name: "BF16", "F32", ...
+    shape: tuple
+    offset: int         # byte offset of its data in the file
+
+    @property
+    def ndim(self):
+        return len(self.shape)
+
+    def rows(self, r0, r1):
+        """Rows r0..r1-1 along the first axis as a native array (BF16 -> float32); one read of the file."""
+        dt = DTYPES[self.dtype]
+        per_row = math.prod(self.shape[1:])
+        raw = np.empty((r1 - r0) * per_row, dtype=dt)
+        with open_regular(self.path, "rb", what="safetensors file") as f:
+            f.seek(self.offset + r0 * per_row * dt.itemsize)
+            if f.readinto(raw.view(np.uint8)) != raw.nbytes:
+                raise ZeroLLMError(f"{self.path}: could not read a tensor; the file changed while reading, "
+                                   "try again")
+        return _to_native(self.dtype, raw).reshape((r1 - r0,) + tuple(self.shape[1:]))
+
+
+def tensor_index(path):
+    """{name: StoredTensor} of every tensor of a safetensors file (header checked as load_file checks it)."""
+    f, header, start = _open_checked(path)
+    f.close()
+    return {name: StoredTensor(os.fspath(path), name, info["dtype"], tuple(info["shape"]), start + info["data_offsets"][0])
+            for name, info in sorted(header.items()) if name != "__metadata__"}

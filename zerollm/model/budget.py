@@ -204,7 +204,7 @@ def _itemsize(cfg):
 def layer_numbers(cfg, B, T, Tk=None, training=True):
     """Numbers one block holds for B sequences of T new tokens attending to Tk keys.
 
-    Per token: the two norms' inputs and outputs (4C), the fused qkv (W), RoPE's rotated q and k,
+    Per token: the two norms' inputs and outputs (4C), the fused qkv (W), QK-norm's and RoPE's q and k,
     the heads merged back (C), the residual (C), the MLP's hidden activations (3H for GELU: input,
     gate, output; 5H for SwiGLU), dropout masks; per token and head: one row of Tk attention
     weights (twice with dropout), which flash attention never stores.
@@ -218,8 +218,10 @@ def layer_numbers(cfg, B, T, Tk=None, training=True):
         # hidden activations and its gathered input, output and combine slot; the router's E
         # probabilities (and logits); the shared experts' hidden activations
         hidden = cfg.n_expert_active * (hidden + 3 * C) + 3 * cfg.n_expert + cfg.n_shared_expert * hidden
-    per_token = 6 * C + W + hidden
+    per_token = 5 * C + cfg.attn_width + W + hidden      # the heads merged back are nh hs wide (C unless head_dim)
     if cfg.pos == "rope":
+        per_token += W
+    if cfg.qk_norm:                                      # QK-norm's normalised q and k (Qwen3)
         per_token += W
     if cfg.dropout > 0 and training:
         per_token += 3 * C

@@ -1,15 +1,14 @@
-"""Load a transformers GPT-2 / Llama / Mixtral directory (config.json + safetensors) into a zerollm GPT."""
+"""Load a transformers GPT-2 / Llama / Qwen2 / Qwen3 / Mixtral directory (config.json + safetensors) into a
+zerollm GPT."""
 
 import os
-
-import numpy as np
 
 from zerollm.model import budget
 from zerollm.model.config import DTYPES, GPTConfig
 from zerollm.io.errors import ZeroLLMError
 from zerollm.io.fileio import folder_not_found, read_json
 from zerollm.interop.hf.configs import hf_to_config
-from zerollm.interop.hf.weights import from_hf, read_tensors
+from zerollm.interop.hf.weights import fill_params, read_tensors
 from zerollm.model.gpt import GPT
 
 
@@ -52,12 +51,12 @@ def load(path, dtype="float32", *, force=None):
                            "(Source(ckpt=DIR)))")
     family, cfg = hf_to_config(hf, where, dtype)
     budget.require(budget.loading(cfg, what=f"loading {path}"), force=force)   # before reading any weight
-    tensors = read_tensors(path, family, np.dtype(dtype))       # each one checked finite (as dtype)
+    tensors = read_tensors(path, family)                        # headers only: read into the model below
     if not cfg.tie_embeddings and "lm_head.weight" not in tensors and _is_base_model(hf):
         # GPT2Model / LlamaModel / MixtralModel have no head; the token table is the natural one (as GPT-2 ties it)
         cfg = GPTConfig(**{**cfg.to_dict(), "tie_embeddings": True})
     model = GPT(cfg, init=False)
-    model.load_state_dict(from_hf(tensors, cfg, family, path))
+    fill_params(model.params, tensors, cfg, family, path)       # block by block, each checked finite (as dtype)
     return model.eval()
 
 

@@ -39,7 +39,7 @@ import numpy as np
 from zerollm.io.errors import ZeroLLMError
 from zerollm.io.fileio import read_json
 from zerollm.model.gpt import param_shapes
-from zerollm.io.safetensors import load_file
+from zerollm.io.safetensors import StoredTensor, tensor_index
 from zerollm.io.validate import require_finite
 
 PREFIX = {"gpt2": "transformer.", "llama": "model.", "mixtral": "model.", "qwen2": "model.", "qwen3": "model."}
@@ -47,6 +47,9 @@ _TABLES = ("wte.weight", "wpe.weight", "lm_head.weight")    # (rows, C) in every
 # buffers, not parameters: GPT-2's causal-mask tables, old Llama checkpoints' RoPE frequency cache
 _BUFFER = re.compile(r"h\.\d+\.attn\.(bias|masked_bias)|.*rotary_emb\.inv_freq")
 _CONVERT = "AutoModelForCausalLM.from_pretrained(d).save_pretrained(d, safe_serialization=True)"
+_FLOATS = ("F16", "BF16", "F32", "F64")
+# rows of a stored tensor converted and copied at a time: a few MiB, however big the tensor
+ROWS = 2048
 
 
 # ----------------------------------------------------------------------------
@@ -105,7 +108,18 @@ def _flip(name, a, family):
 
 
 def from_hf(tensors, cfg, family, where):
-    """{bare HF name: array} -> our state dict. Missing and left-over tensors are one error."""
+    """{bare HF name: array or StoredTensor} -> our state dict (new arrays of cfg.dtype); see fill_params."""
+    state = {name: np.empty(shape, np.dtype(cfg.dtype)) for name, shape in param_shapes(cfg).items()}
+    fill_params(state, tensors, cfg, family, where)
+    return state
+
+
+def fill_params(params, tensors, cfg, family, where):
+    """Copy {bare HF name: array or StoredTensor} into our parameter arrays ``params`` (of cfg's shapes), each
+    HF tensor into its columns of ours, ROWS rows at a time, every block checked finite first. Read from a
+    file (StoredTensor), a checkpoint is never held in memory beside the model, nor converted whole (BF16 ->
+    float32): loading needs the model's own memory and a few MiB. Missing and left-over tensors are one
+    error; so is a tensor of the wrong shape."""
     table = pieces(cfg, family)
     wanted = {n for parts in table.values() for n in _names(parts)}
     missing = sorted(wanted - set(tensors))
@@ -113,13 +127,32 @@ def from_hf(tensors, cfg, family, where):
     if missing or extra:     # (a tied model may still carry a copy of its head: not needed)
         raise ZeroLLMError(f"{where}: the weights do not fit config.json: missing {missing[:6]}, "
                            f"unexpected {extra[:6]}; are config.json and the weights from one model?")
+    for ours, parts in table.items():
+        groups = zip(parts, params[ours]) if _stacked(parts) else [(parts, params[ours])]
+        for group, target in groups:
+            flipped = family != "gpt2" and target.ndim == 2 and ours not in _TABLES
+            col = 0
+            for bare, width in group:
+                _fill(target[..., col:col + width], tensors[bare], flipped, bare, where)
+                col += width
 
-    def join(ours, parts):
-        arrays = [_flip(ours, tensors[n], family) for n, _ in parts]
-        return arrays[0] if len(arrays) == 1 else np.concatenate(arrays, axis=-1)
 
-    return {ours: np.stack([join(ours, p) for p in parts]) if _stacked(parts) else join(ours, parts)
-            for ours, parts in table.items()}
+def _fill(dest, src, flipped, name, where):
+    """dest <- src (src^T for nn.Linear's (out, in)), a block of src's rows at a time."""
+    want = dest.T.shape if flipped else dest.shape
+    if tuple(src.shape) != want:
+        raise ZeroLLMError(f"{where}: tensor {name} has shape {tuple(src.shape)} but config.json makes it "
+                           f"{want}; are config.json and the weights from one model?")
+    for r0 in range(0, src.shape[0], ROWS):
+        r1 = min(r0 + ROWS, src.shape[0])
+        stored = isinstance(src, StoredTensor)
+        block = src.rows(r0, r1) if stored else np.asarray(src)[r0:r1]
+        require_finite({src.name if stored else name: block}, src.path if stored else where,
+                       dest.dtype)                            # before the cast, which would make 1e300 inf
+        if flipped:
+            dest[:, r0:r1] = block.T
+        else:
+            dest[r0:r1] = block
 
 
 def to_hf(state, cfg, family):
@@ -169,23 +202,19 @@ def weight_files(path):
                        "download the model's *.json and *.safetensors files into it")
 
 
-def read_tensors(path, family, dtype):
-    """{bare HF name: array of ``dtype``} of every parameter in the directory (buffers dropped).
-
-    The files are memory-mapped: a tensor already in ``dtype`` is not copied here, only when it
-    is copied into the model, so a big checkpoint is never held in memory twice.
-    """
+def read_tensors(path, family):
+    """{bare HF name: StoredTensor} of every parameter in the directory (buffers dropped): the headers only,
+    checked; fill_params reads the numbers, block by block, straight into the model."""
     out, prefix = {}, PREFIX[family]
     for file in weight_files(path):
-        for name, a in load_file(file, mmap=True).items():
+        for name, t in tensor_index(file).items():
             bare = name[len(prefix):] if name.startswith(prefix) else name
             if _BUFFER.fullmatch(bare):
                 continue
-            if not np.issubdtype(a.dtype, np.floating):
-                raise ZeroLLMError(f"{file}: tensor {name} is {a.dtype}; quantized checkpoints are not "
+            if t.dtype not in _FLOATS:
+                raise ZeroLLMError(f"{file}: tensor {name} is {t.dtype}; quantized checkpoints are not "
                                    "supported, use an F32, F16 or BF16 one")
             if bare in out:
                 raise ZeroLLMError(f"{path}: tensor {bare} is stored twice; the shards are inconsistent")
-            require_finite({name: a}, file, dtype)      # before the cast, which would make 1e300 inf
-            out[bare] = a.astype(dtype, copy=False)     # F16/F64 -> the model's dtype (BF16 is float32)
+            out[bare] = t
     return out

@@ -83,9 +83,13 @@ def test_unsupported_response_formats_are_a_400_naming_them_and_the_server_goes_
     assert finish == "stop" and jsonschema.validate(json.loads(text), PERSON) is None
 
 
-def test_max_tokens_before_the_json_is_whole_is_length(app):
-    text, finish = _text(_post(app, "/v1/completions", AS_SCHEMA, max_tokens=4))
-    assert finish == "length" and text.startswith('{"na')
+def test_max_tokens_before_the_json_is_whole_is_length_with_a_note(app):
+    for path in ("/v1/completions", "/v1/chat/completions"):
+        reply = _post(app, path, AS_SCHEMA, max_tokens=4)
+        text, finish = _text(reply)
+        assert finish == "length" and text.startswith('{"na')
+        assert "incomplete" in reply.json()["choices"][0]["zerollm"]["note"]
+    assert "zerollm" not in _post(app, "/v1/completions", AS_SCHEMA).json()["choices"][0]
 
 
 @pytest.mark.slow

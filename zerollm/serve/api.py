@@ -36,7 +36,7 @@ from zerollm.serve.guard import (RETRY_AFTER_S, SHUTDOWN, STREAM_END, ApiError, 
                                  error_response, sse, stream_cut)
 from zerollm.serve.metrics import CONTENT_TYPE as METRICS_TYPE
 from zerollm.serve.schemas import ChatRequest, CompletionRequest, first_problem
-from zerollm.serve.structured import response_grammar
+from zerollm.serve.structured import incomplete_note, response_grammar
 from zerollm.serve.tools import Answer, template_messages, tool_plan
 
 PAGE = Path(__file__).with_name("page.html")
@@ -226,6 +226,7 @@ class _Choice:
 
     def __init__(self):
         self.text, self.tokens, self.logprobs, self.finish = "", 0, [], None
+        self.note = ""                  # why a response_format answer is incomplete (max_tokens came first)
 
 
 def _sampling(body):
@@ -327,6 +328,7 @@ def _take(backend, run, choices, i, ev, chat):
     if isinstance(ev, Done):
         c.tokens = len(run.reqs[i].ids)            # a stop id was generated too
         c.finish = ev.reason                       # stop (an id or a string), length, cancelled, error
+        c.note = ev.message if ev.reason == "length" else ""
     elif ev.logprob is not None:
         c.logprobs.append(_logprob_entry(backend, ev, chat))
     c.text += ev.text
@@ -370,11 +372,11 @@ def _offsets(entries):
 def _whole(choices, meta, n_prompt, chat):
     if chat:
         body = [{"index": i, **dict(zip(("message", "finish_reason"), Answer(chat).message(c.text, c.finish))),
-                 "logprobs": _choice_logprobs(c, chat)} for i, c in enumerate(choices)]
+                 "logprobs": _choice_logprobs(c, chat), **incomplete_note(c.note)} for i, c in enumerate(choices)]
         return {**meta, "object": "chat.completion", "choices": body, "usage": _usage(choices, n_prompt),
                 "system_fingerprint": None}
-    body = [{"index": i, "text": c.text, "logprobs": _choice_logprobs(c, chat), "finish_reason": c.finish}
-            for i, c in enumerate(choices)]
+    body = [{"index": i, "text": c.text, "logprobs": _choice_logprobs(c, chat), "finish_reason": c.finish,
+             **incomplete_note(c.note)} for i, c in enumerate(choices)]
     return {**meta, "object": "text_completion", "choices": body, "usage": _usage(choices, n_prompt)}
 
 

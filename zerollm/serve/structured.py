@@ -8,7 +8,7 @@ The grammar (zerollm.generation.grammar) is compiled on a worker thread, never o
 into every choice's Request: the scheduler masks each row by it. What the schema subset does not support is
 a 400 naming the keyword (param "response_format"). ``strict`` may be true or false: the output follows the
 schema either way. A choice that runs out of max_tokens before its JSON is complete ends with
-finish_reason "length" (its text is then not whole JSON).
+finish_reason "length" and, in a whole (not streamed) answer, {"zerollm": {"note": "..."}} saying so.
 """
 
 import anyio
@@ -85,6 +85,12 @@ def _index(backend, response_format):
         return grammar.index(backend.tok, backend.model.config.vocab_size)
     except ZeroLLMError as err:
         raise _refuse(str(err)) from None
+
+
+def incomplete_note(note):
+    """A choice's {"zerollm": {"note": ...}} when max_tokens ended it before its text matched the grammar
+    (finish_reason "length"), else {}: the answer says why its JSON is cut short."""
+    return {"zerollm": {"note": note}} if note else {}
 
 
 async def response_grammar(backend, body):

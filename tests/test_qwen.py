@@ -404,3 +404,17 @@ def test_a_bf16_file_is_read_block_by_block_into_the_model(tmp_path, monkeypatch
     theirs.save_pretrained(tmp_path)
     monkeypatch.setattr(weights, "ROWS", 5)
     assert gap(hf.load(tmp_path), theirs.float(), ids(37)) <= TOL
+
+
+def test_sample_no_thinking_ends_the_prompt_with_an_empty_think_block(qwen_tokenizer_dir, hf_chat_tokenizer):
+    import argparse
+    from zerollm.cli.commands import sample
+    parser = argparse.ArgumentParser()
+    sample.add_arguments(parser)
+    tok = hf.load_tokenizer_dir(qwen_tokenizer_dir)
+    for flag, thinking in (("--thinking", True), ("--no-thinking", False)):
+        args = parser.parse_args(["--prompt", "你好", flag])
+        ids_, end = sample._encode(tok, args)
+        assert ids_ == _their_ids(hf_chat_tokenizer, CONVERSATIONS["one-turn"], add_generation_prompt=True,
+                                  enable_thinking=thinking)
+        assert end == tok.special_tokens["<|im_end|>"]

@@ -65,6 +65,9 @@ def add_arguments(p):
                    help="wrap the prompt in the chat template (a user turn, then the assistant's) and stop at the end "
                         "of the assistant's turn (default: on when the tokenizer has the template, e.g. after "
                         "'zerollm sft')")
+    p.add_argument("--thinking", action=argparse.BooleanOptionalAction, default=True,
+                   help="Qwen3's thinking switch (enable_thinking): --no-thinking puts an empty think block after "
+                        "the prompt, so the model answers at once (default: on)")
     add_threads_argument(p)
     add_engine_argument(p)
 
@@ -147,7 +150,7 @@ def _encode(tok, args):
     messages = [{"role": "user", "content": args.prompt}]
     if args.system is not None:
         messages.insert(0, {"role": "system", "content": args.system})
-    return chat.encode_prompt(tok, messages), chat.end_id(tok)
+    return chat.encode_prompt(tok, messages, enable_thinking=args.thinking), chat.end_id(tok)
 
 
 def _grammar(args, tok, vocab_size):

@@ -9,4 +9,8 @@ ZH = {
         "{0}: {1}.attention.value_length 与 {2}.attention.key_length 不同（{3} 对 {4}）；zerollm 的注意力头只有一种大小",
     "{0}: {1}.rope.dimension_count={2} rotates part of each head; zerollm's RoPE rotates the whole head ({3} dims)":
         "{0}: {1}.rope.dimension_count={2} 只旋转每个头的一部分；zerollm 的 RoPE 旋转整个头（{3} 维）",
+    # --help of zerollm sample
+    "Qwen3's thinking switch (enable_thinking): --no-thinking puts an empty think block after the prompt, so the "
+    "model answers at once (default: on)":
+        "Qwen3 的思考开关（enable_thinking）：--no-thinking 在提示后面放一个空的思考块，模型就直接回答（默认：开）",
 }

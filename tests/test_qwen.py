@@ -418,3 +418,8 @@ def test_sample_no_thinking_ends_the_prompt_with_an_empty_think_block(qwen_token
         assert ids_ == _their_ids(hf_chat_tokenizer, CONVERSATIONS["one-turn"], add_generation_prompt=True,
                                   enable_thinking=thinking)
         assert end == tok.special_tokens["<|im_end|>"]
+
+
+def test_sft_on_a_qwen_tokenizer_adds_no_tokens_of_zerollms_template(qwen_tokenizer_dir):
+    tok = hf.load_tokenizer_dir(qwen_tokenizer_dir)
+    assert chat.prepare_tokenizer(tok, needs=("think", "tools")) is tok       # Qwen's own tokens are enough

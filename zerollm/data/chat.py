@@ -119,7 +119,10 @@ def prepare_tokenizer(tokenizer, texts=(), needs=()):
     unknown = sorted(set(needs) - set(NEEDS))
     if unknown:
         raise ZeroLLMError(f"unknown template needs {unknown}; they are {', '.join(NEEDS)}")
-    tok = tokenizer.with_special_tokens(SPECIALS + tuple(t for k in NEEDS if k in needs for t in NEEDS[k]))
+    wanted = SPECIALS + tuple(t for k in NEEDS if k in needs for t in NEEDS[k])
+    if chatml.is_chatml(tokenizer):          # Qwen's template: its own markers; <tools> is text there
+        wanted = tuple(t for t in wanted if t in chatml.TAGS)
+    tok = tokenizer.with_special_tokens(wanted)
     if tok.name == "char":
         chars = set()
         for text in texts:

@@ -19,7 +19,7 @@ float, written as text):
     def reverse(text):
         return text[::-1]
 
-It runs behind the guard of user reward functions (zerollm.align.rl.rewards.call_user): its import and
+It runs behind the guard of user reward functions (zerollm.align.guard.call_user): its import and
 every call have a time limit (``timeout``), and SIGTERM stops at once. A tool says that the model's
 arguments were wrong by raising ValueError (or ZeroLLMError): the model gets "error: ..." as the tool's
 response, as it does for a call of an unknown tool or with wrong argument names. Anything else (another
@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Callable
 
-from zerollm.align.rl.rewards import DEFAULT_TIMEOUT, call_user
+from zerollm.align.guard import DEFAULT_TIMEOUT, call_user
 from zerollm.data.formats import check_tools
 from zerollm.io.errors import ZeroLLMError
 

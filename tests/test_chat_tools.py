@@ -13,9 +13,11 @@ from tiny_runs import run_main
 from zerollm.align.tools import load_tools
 from zerollm.generation.sample import Sampling
 from zerollm.interop.opening import Source, open_model
-from zerollm.serve.repl import DIM, UNDIM, Answers, ChatTools, Conversation, repl
+from zerollm.data import chat
+from zerollm.serve.repl import DIM, UNDIM, Answers, ChatTools, Conversation, _Shown, repl
+from zerollm.tokenizers import ByteTokenizer
 
-pytestmark = pytest.mark.slow     # a model fine-tuned in the test (seconds)
+SLOW = pytest.mark.slow           # a model fine-tuned in the test (seconds)
 
 
 @pytest.fixture(scope="module")
@@ -44,6 +46,7 @@ def _chat(model, tok, lines, out, tools, max_new=100):
     return conv
 
 
+@SLOW
 @pytest.mark.parametrize("tty", [False, True])
 def test_the_calculator_runs_and_the_turn_is_shown_as_it_happens(tool_model, tty):
     model, tok = tool_model
@@ -60,6 +63,7 @@ def test_the_calculator_runs_and_the_turn_is_shown_as_it_happens(tool_model, tty
     assert parts[2] == {"role": "assistant", "content": "408", "reasoning_content": "ok"}
 
 
+@SLOW
 def test_max_tool_calls_0_shows_the_call_but_does_not_run_it(tool_model):
     model, tok = tool_model
     out = io.StringIO()
@@ -68,6 +72,7 @@ def test_max_tool_calls_0_shows_the_call_but_does_not_run_it(tool_model):
     assert "[calculator]" not in out.getvalue() and len(conv.turns[0][1]) == 1
 
 
+@SLOW
 def test_save_writes_the_tool_turn_as_messages(tool_model, tmp_path):
     model, tok = tool_model
     conv = _chat(model, tok, ["56*78=?"], io.StringIO(), ChatTools(load_tools()))
@@ -77,6 +82,7 @@ def test_save_writes_the_tool_turn_as_messages(tool_model, tmp_path):
     assert row["messages"][2]["content"] == "4368" and row["messages"][3]["content"] == "4368"
 
 
+@SLOW
 def test_the_command_runs_a_user_tool_module_beside_the_calculator(tool_model, tmp_path, capsys, monkeypatch):
     module = tmp_path / "mytools.py"
     module.write_text('TOOLS = [{"type": "function", "function": {"name": "up"}}]\ndef up():\n    return "UP"\n')
@@ -92,6 +98,7 @@ def test_the_command_runs_a_user_tool_module_beside_the_calculator(tool_model, t
     assert code == 0 and err == "" and "no room" not in out and "zerollm chat:" not in out.splitlines()[-1]
 
 
+@SLOW
 def test_tools_for_a_model_that_never_learned_them_is_one_line(tmp_path, capsys, monkeypatch):
     folder = tiny_chat_model(tmp_path)
     monkeypatch.setattr("sys.stdin", io.StringIO("hi\n"))
@@ -99,3 +106,16 @@ def test_tools_for_a_model_that_never_learned_them_is_one_line(tmp_path, capsys,
     assert code != 0 and "not trained with tools" in err and len(err.strip().splitlines()) == 1
     code, out, err = run_main(["chat", "--hf", folder, "--max-new-tokens", "4"], capsys)     # and without: it chats
     assert code == 0 and err == ""
+
+
+
+@pytest.mark.parametrize("size", [1, 5, 100])
+def test_a_thinking_model_without_tools_shows_its_thinking_and_a_call_as_text(size):
+    # ChatTools() without a box: the thinking is read, a call the model writes anyway is its text
+    text = '<think>two times six</think>12<tool_call>{"name": "calculator", "arguments": {}}</tool_call>'
+    out = io.StringIO()
+    shown = _Shown(out, ChatTools().plan(chat.prepare_tokenizer(ByteTokenizer(), needs=("think",))))
+    for k in range(0, len(text), size):
+        shown.write(text[k:k + size])
+    shown.end("stop")
+    assert out.getvalue() == "(thinking) two times six\n12" + text[text.index("<tool_call>"):]

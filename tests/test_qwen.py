@@ -423,3 +423,19 @@ def test_sample_no_thinking_ends_the_prompt_with_an_empty_think_block(qwen_token
 def test_sft_on_a_qwen_tokenizer_adds_no_tokens_of_zerollms_template(qwen_tokenizer_dir):
     tok = hf.load_tokenizer_dir(qwen_tokenizer_dir)
     assert chat.prepare_tokenizer(tok, needs=("think", "tools")) is tok       # Qwen's own tokens are enough
+
+
+def test_an_unknown_chat_template_is_named_in_one_note_and_never_run(tmp_path, qwen3_dir):
+    from zerollm.interop.opening import Source, open_model
+    from zerollm.tokenizers import ByteTokenizer
+    assert not open_model(Source(hf=str(qwen3_dir)), prog="zerollm chat").notes      # Qwen's: rendered natively
+    other = tmp_path / "other"
+    other.mkdir()
+    for name in ("config.json", "model.safetensors"):
+        (other / name).write_bytes((qwen3_dir / name).read_bytes())
+    ByteTokenizer().to_hf_tokenizer_json(other / "tokenizer.json")
+    # a template that would raise if it were ever run
+    (other / "tokenizer_config.json").write_text(json.dumps({"chat_template": "{{ raise_exception('ran') }}"}))
+    opened = open_model(Source(hf=str(other)), prog="zerollm chat")
+    assert len(opened.notes) == 1 and "is not one zerollm knows" in opened.notes[0]
+    assert not chat.has_template(opened.tokenizer)

@@ -87,7 +87,7 @@ def open_model(source, *, tokenizer="need", merged=False, prog="zerollm"):
     if source.gguf:
         opened = _open_gguf(source, prog)
     elif source.hf:
-        opened = _open_hf(source, tokenizer)
+        opened = _open_hf(source, tokenizer, prog)
     else:
         opened = _open_zerollm(source, tokenizer, prog)
     opened.path = os.fspath(source.path)
@@ -112,8 +112,8 @@ def _open_gguf(source, prog):
     return Opened(model, tok, os.path.basename(source.gguf), notes=[note] if note else [], tokenizer_error=error)
 
 
-def _open_hf(source, tokenizer):
-    from zerollm.interop.hf.loading import load, load_tokenizer_dir
+def _open_hf(source, tokenizer, prog):
+    from zerollm.interop.hf.loading import load, load_tokenizer_dir, template_note
     model = load(source.hf, force=source.force)
     opened = Opened(model, None, os.path.basename(os.path.normpath(source.hf)))
     if tokenizer == "skip":
@@ -124,6 +124,8 @@ def _open_hf(source, tokenizer):
         if tokenizer != "try":
             raise
         opened.tokenizer_error = " ".join(str(err).split())
+    note = template_note(source.hf, opened.tokenizer, prog) if opened.tokenizer is not None else None
+    opened.notes += [note] if note else []
     return opened
 
 

@@ -80,3 +80,19 @@ def load_tokenizer_dir(path):
     data = read_json_file(file, "tokenizer.json")             # read once, whichever form it is
     tok = tokenizer_from_json(data, file)
     return tok if tok is not None else BPETokenizer(**read_hf_tokenizer_json(file, data))
+
+
+def template_note(path, tokenizer, prog):
+    """The one line a command prints when the directory's tokenizer_config.json has a chat template that
+    zerollm does not render (it knows its own and Qwen's ChatML, zerollm.data.chatml, by the tokenizer's
+    tokens); None otherwise. The Jinja itself is never run: it is a program from a download."""
+    from zerollm.data import chat
+    file = os.path.join(os.fspath(path), "tokenizer_config.json")
+    try:
+        settings = read_json(file) if os.path.isfile(file) else {}
+    except ZeroLLMError:
+        return None                         # a broken file says so where it matters: the tokenizer load
+    if not isinstance(settings, dict) or not settings.get("chat_template") or chat.has_template(tokenizer):
+        return None
+    return (f"{prog}: note: the chat template of {file} is not one zerollm knows (it renders its own and "
+            "Qwen's ChatML, and never runs a template from a file); prompts are used as plain text")

@@ -119,3 +119,30 @@ def test_a_thinking_model_without_tools_shows_its_thinking_and_a_call_as_text(si
         shown.write(text[k:k + size])
     shown.end("stop")
     assert out.getvalue() == "(thinking) two times six\n12" + text[text.index("<tool_call>"):]
+
+
+class _Broken:
+    """A toolbox whose tool fails as a user's tool does past its --tool-timeout (zerollm.align.tools)."""
+
+    def __init__(self):
+        self.box = load_tools()
+        self.names = self.box.names
+
+    def specs(self):
+        return self.box.specs()
+
+    def run(self, call):
+        from zerollm.io.errors import ZeroLLMError
+        raise ZeroLLMError(f"the tool {call.name!r} did not finish within --tool-timeout 1 s")
+
+
+@SLOW
+def test_a_failing_tool_is_one_line_and_the_chat_goes_on(tool_model):
+    model, tok = tool_model
+    out = io.StringIO()
+    conv = _chat(model, tok, ["12*34=?", "/help"], out, ChatTools(_Broken()))
+    shown = out.getvalue()
+    assert "zerollm chat: the tool 'calculator' did not finish within --tool-timeout 1 s\n" in shown
+    assert shown.count("commands: /reset") == 2                 # the /help after it was answered
+    [(_, parts)] = conv.turns
+    assert [p["role"] for p in parts] == ["assistant"] and parts[0]["tool_calls"]

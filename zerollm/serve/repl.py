@@ -231,6 +231,15 @@ def answer(model, tok, ids, stop, answers, out, plan=None):
     return "".join(pieces), False
 
 
+class ToolFailed(Exception):
+    """A user's tool failed: ``error``, the ZeroLLMError of zerollm.align.tools that says why; ``parts``, the
+    turn's messages so far (the REPL keeps them and goes on)."""
+
+    def __init__(self, error, parts):
+        super().__init__(error)
+        self.error, self.parts = error, parts
+
+
 def tool_turn(model, tok, conv, line, ids, answers, out, tools):
     """Answer ``line`` from the prompt ``ids``, running the tools it calls -> the answer: its text, or its
     messages (assistant, tool, ..., assistant) when the model thinks or calls tools."""
@@ -250,8 +259,7 @@ def tool_turn(model, tok, conv, line, ids, answers, out, tools):
             try:
                 response = tools.box.run(call)
             except ZeroLLMError as err:             # the user's tool failed (not the model's arguments)
-                out.write(f"zerollm chat: {err}\n")
-                return parts
+                raise ToolFailed(err, parts) from None
             out.write(f"[{call.name}] {response}\n")
             parts.append({"role": "tool", "tool_call_id": sent["id"], "content": response})
         calls += len(reply.tool_calls)
@@ -298,7 +306,11 @@ def repl(model, tok, conv, answers, *, read=input, out=sys.stdout, tools=None, s
             out.write(f"(the conversation outgrew the context of {conv.block_size} tokens: dropped the oldest "
                       f"{dropped} turn{'s' if dropped > 1 else ''})\n")
         if tools is not None and not conv.raw:
-            conv.add(line, tool_turn(model, tok, conv, line, ids, answers, out, tools))
+            try:
+                conv.add(line, tool_turn(model, tok, conv, line, ids, answers, out, tools))
+            except ToolFailed as err:
+                out.write(f"zerollm chat: {say(err.error)}\n")
+                conv.add(line, err.parts)
             continue
         text, _ = answer(model, tok, ids, stop, answers, out)
         conv.add(line, text)

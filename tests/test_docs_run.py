@@ -11,7 +11,8 @@ runs with ``python``. The text is never edited for the test; what changes is the
 - The network is cut off (every proxy variable points at a closed port, ``HF_HUB_OFFLINE=1``),
   except for commands marked ``[online]``, which reach local stand-ins instead
   (tests/docs_servers.py): a file server for ``ZEROLLM_MIRROR`` and a Hugging Face Hub for
-  ``HF_ENDPOINT``, holding a small GPT-2-architecture model under ``openai-community/gpt2``.
+  ``HF_ENDPOINT``, holding a small GPT-2-architecture model under ``openai-community/gpt2`` and a small
+  Qwen3-architecture one under ``Qwen/Qwen3-0.6B``.
 - ``pip install`` and ``apt-get install`` are checked, not run: a stand-in (tests/docs_installed.py)
   confirms that what they would install is installed already (a test must not change the
   environment it runs in), and fails otherwise.
@@ -73,6 +74,27 @@ def fake_gpt2(folder):
     (folder / "pytorch_model.bin").write_bytes(b"a pickle the docs must not fetch")
 
 
+def fake_qwen3(folder):
+    """A Qwen3-architecture model (QK-norm, head_dim of its own, tied) with Qwen's file layout and a Qwen-style
+    tokenizer (the Qwen2 split regex, NFC, <|im_start|> / <|im_end|> and the thinking tokens): what
+    docs/huggingface.md downloads as Qwen/Qwen3-0.6B, small enough to download in a blink."""
+    from zerollm.data import corpora
+    from zerollm.interop import hf
+    from zerollm.model.gpt import GPT, GPTConfig
+    from zerollm.tokenizers.bpe import BPETokenizer
+    from zerollm.tokenizers.patterns import QWEN2_PATTERN
+    text = corpora.path("tang").read_text(encoding="utf-8")[:20_000]
+    specials = ("<|endoftext|>", "<|im_start|>", "<|im_end|>", "<think>", "</think>", "<tool_call>", "</tool_call>",
+                "<tool_response>", "</tool_response>")
+    trained = BPETokenizer.train(text, 600, pattern=QWEN2_PATTERN, special_tokens=specials)
+    tok = BPETokenizer(trained.pattern, trained.merges, trained.special_tokens, trained.vocab, normalizer="NFC")
+    cfg = GPTConfig(vocab_size=tok.vocab_size + 7, block_size=256, n_layer=2, n_head=4, n_kv_head=2, n_embd=32,
+                    head_dim=16, qk_norm=True, norm="rmsnorm", norm_eps=1e-6, pos="rope", rope_theta=1e6,
+                    mlp="swiglu", bias=False)
+    hf.export(GPT(cfg, seed=0), folder, tokenizer=tok)
+    (folder / "generation_config.json").write_text('{"do_sample": true, "temperature": 0.6}\n', encoding="utf-8")
+
+
 @pytest.fixture(scope="module")
 def internet(tmp_path_factory):
     """{variable: value} that lead the [online] commands to the local servers."""
@@ -83,6 +105,8 @@ def internet(tmp_path_factory):
     from zerollm.data import corpora, download
     shutil.copy(corpora.path("shakespeare"), www / download.DATASETS["shakespeare"]["file"])
     fake_gpt2(hub)
+    (root / "hub" / "Qwen" / "Qwen3-0.6B").mkdir(parents=True)
+    fake_qwen3(root / "hub" / "Qwen" / "Qwen3-0.6B")
     with serve(www) as files, serve(root / "hub", hub=True) as endpoint:
         yield {"ZEROLLM_MIRROR": files, "HF_ENDPOINT": endpoint, "HF_HUB_DISABLE_TELEMETRY": "1",
                "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost"}

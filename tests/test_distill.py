@@ -116,10 +116,11 @@ def _one_line_error(capsys, code, *words):
 
 
 def test_distill_refuses_another_tokenizer_a_shorter_teacher_and_beta_outside_0_1_in_one_line(tmp_path, capsys):
-    byte_student = ByteTokenizer()
     teacher, student, data = _pair(tmp_path)
-    _, other, _ = _pair(tmp_path / "b", student_tok=byte_student)
-    _one_line_error(capsys, _run(teacher, other, data, tmp_path / "o1", "--max-iters", "2"), "tokenizer")
+    _, other, _ = _pair(tmp_path / "b", student_tok=CharTokenizer.train(TEXT.replace("床", "窗")))  # same size
+    _one_line_error(capsys, _run(teacher, other, data, tmp_path / "o1", "--max-iters", "2"), "another tokenizer")
+    _, byte, _ = _pair(tmp_path / "d", student_tok=ByteTokenizer())                                 # 256 ids
+    _one_line_error(capsys, _run(teacher, byte, data, tmp_path / "o4", "--max-iters", "2"), "the student 256")
     short, _, _ = _pair(tmp_path / "c", teacher_block=8)
     _one_line_error(capsys, _run(short, student, data, tmp_path / "o2", "--max-iters", "2"), "8 tokens", "16")
     with pytest.raises(SystemExit) as exit_:

@@ -83,8 +83,13 @@ def calc_base(out, rows, args):
     from zerollm.interop.opening import save_zerollm
     from zerollm.model.gpt import GPT, GPTConfig
     from zerollm.tokenizers import ENDOFTEXT, BPETokenizer
+    from zerollm.tokenizers.patterns import QWEN2_PATTERN
     text = "".join(chat.render(chat.as_messages(r), r.get("tools")) for r in rows[:400])
-    tok = chat.prepare_tokenizer(BPETokenizer.train(text, args.bpe_vocab, special_tokens=(ENDOFTEXT,)), needs=("tools",))
+    # the split decides how numbers are cut: GPT-4's keeps up to 3 digits together, Qwen2's makes every
+    # digit a token (docs/alignment.md section 9 reports both)
+    pattern = QWEN2_PATTERN if args.bpe_split == "qwen2" else "gpt4"
+    tok = BPETokenizer.train(text, args.bpe_vocab, pattern=pattern, special_tokens=(ENDOFTEXT,))
+    tok = chat.prepare_tokenizer(tok, needs=("tools",))
     longest = max(len(chat.encode_example(tok, r)[0]) for r in rows)
     model = GPT(GPTConfig(vocab_size=tok.vocab_size, block_size=longest + 16, n_layer=args.n_layer, n_head=4,
                           n_embd=args.n_embd, pos="rope"))
@@ -212,11 +217,12 @@ def main():
     p.add_argument("--tracks", default="calc,think")
     p.add_argument("--n-layer", type=int, default=2)
     p.add_argument("--n-embd", type=int, default=64)
-    p.add_argument("--bpe-vocab", type=int, default=600)
+    p.add_argument("--bpe-vocab", type=int, default=400)
+    p.add_argument("--bpe-split", choices=("gpt4", "qwen2"), default="gpt4")
     p.add_argument("--base-lines", type=int, default=20000)
     p.add_argument("--base-steps", type=int, default=200)
-    p.add_argument("--sft-examples", type=int, default=1000)
-    p.add_argument("--sft-steps", type=int, default=500)
+    p.add_argument("--sft-examples", type=int, default=400)
+    p.add_argument("--sft-steps", type=int, default=400)
     p.add_argument("--think-sft-steps", type=int, default=600)
     p.add_argument("--sft-lr", type=float, default=4e-3)
     p.add_argument("--grpo-steps", type=int, default=60)

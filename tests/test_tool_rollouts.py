@@ -96,3 +96,29 @@ def test_grpo_tool_flags_refuse_bad_values_in_one_line(tmp_path, capsys):
             code = exit_.code
         err = capsys.readouterr().err.strip()
         assert code != 0 and fragment in err and "Traceback" not in err, err
+
+
+@pytest.mark.slow
+def test_grpo_with_tools_runs_and_logs_what_the_tools_did(tmp_path):
+    """zerollm grpo --tools: a tiny model that knows the tool tokens, two steps; the log holds the tool
+    measures of the rollouts and of the heldout answers, and a resumed run carries on."""
+    from zerollm.align.tasks import calc
+    from zerollm.cli import main
+    from zerollm.data.formats import write_jsonl
+    from zerollm.interop.opening import save_zerollm
+    from zerollm.model.gpt import GPT, GPTConfig
+    rows = calc.make(8, "train", 0)
+    write_jsonl(tmp_path / "p.jsonl", rows)
+    tok = chat.prepare_tokenizer(ByteTokenizer(), needs=("tools",))
+    save_zerollm(GPT(GPTConfig(vocab_size=tok.vocab_size, block_size=320, n_layer=1, n_head=2, n_embd=16)),
+                 tmp_path / "m", tokenizer=tok)
+    args = ["grpo", "--init", str(tmp_path / "m"), "--data", str(tmp_path / "p.jsonl"), "--eval-data",
+            str(tmp_path / "p.jsonl"), "--reward", "calc", "--tools", "calculator", "--max-tool-calls", "1",
+            "--format-reward", "0.5", "--group-size", "2", "--prompts-per-step", "2", "--max-new-tokens", "8",
+            "--eval-prompts", "2", "--eval-interval", "2", "--out", str(tmp_path / "run"), "--no-progress"]
+    assert main([*args, "--max-iters", "2"]) == 0
+    log = [json.loads(line) for line in (tmp_path / "run" / "log.jsonl").read_text().splitlines()]
+    steps = [r for r in log if "reward" in r]
+    assert steps and all({"tool_calls", "tool_call_valid", "format_ok", "response_tokens"} <= set(r) for r in steps)
+    assert any("eval_tool_calls" in r for r in log)
+    assert main(["grpo", "--out", str(tmp_path / "run"), "--resume", "--max-iters", "3", "--no-progress"]) == 0

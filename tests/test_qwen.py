@@ -439,3 +439,12 @@ def test_an_unknown_chat_template_is_named_in_one_note_and_never_run(tmp_path, q
     opened = open_model(Source(hf=str(other)), prog="zerollm chat")
     assert len(opened.notes) == 1 and "is not one zerollm knows" in opened.notes[0]
     assert not chat.has_template(opened.tokenizer)
+
+
+def test_chat_no_thinking_reaches_the_conversation(qwen_tokenizer_dir, hf_chat_tokenizer):
+    from zerollm.serve.repl import Conversation
+    tok = hf.load_tokenizer_dir(qwen_tokenizer_dir)
+    conv = Conversation(tok, block_size=400)
+    conv.thinking = False                       # what zerollm chat --no-thinking sets
+    assert conv._ids([], "你好") == _their_ids(hf_chat_tokenizer, CONVERSATIONS["one-turn"],
+                                               add_generation_prompt=True, enable_thinking=False)

@@ -51,6 +51,7 @@ class Conversation:
                                "continue plain text")
         self.tok, self.block_size, self.system, self.raw = tok, block_size, system, raw
         self.tools = list(tools)                   # OpenAI tool specs listed in the system turn
+        self.thinking = True                       # Qwen3's enable_thinking (zerollm chat --no-thinking)
         self.turns = []                            # [(user text, answer text, or the answer's messages)]
 
     def messages(self, turns=None):
@@ -70,13 +71,13 @@ class Conversation:
         if self.raw:
             return self.tok.encode((self.system or "") + "".join(u + a for u, a in turns) + user)
         return chat.encode_prompt(self.tok, self.messages(turns) + [{"role": "user", "content": user}],
-                                  tools=self.tools or None)
+                                  tools=self.tools or None, enable_thinking=self.thinking)
 
     def follow_up(self, user, answer):
         """The prompt for the next part of an answer that called tools: the conversation, ``user``, and the
         answer's messages so far (ending with the tool responses)."""
         return chat.encode_prompt(self.tok, self.messages() + [{"role": "user", "content": user}, *answer],
-                                  tools=self.tools or None)
+                                  tools=self.tools or None, enable_thinking=self.thinking)
 
     def prompt(self, user, max_new):
         """(ids of the prompt for the next answer, how many old turns were dropped to fit). The turns

@@ -10,6 +10,7 @@ tools gets the built-in calculator (zerollm.align.tools), and the tools of --too
 and shown as they happen, its thinking is shown dimmed.
 """
 
+import argparse
 import sys
 
 import numpy as np
@@ -45,6 +46,9 @@ def add_arguments(p):
                    help="seconds one call of a --tools tool (or its import) may take; 0 = no limit (default %(default)g)")
     p.add_argument("--max-tool-calls", type=Range(int, 0, 64), default=3, metavar="N",
                    help="tool calls run in one turn at most; 0 shows the calls without running them (default %(default)s)")
+    p.add_argument("--thinking", action=argparse.BooleanOptionalAction, default=True,
+                   help="Qwen3's thinking switch (enable_thinking): --no-thinking puts an empty think block after "
+                        "the prompt, so the model answers at once (default: on)")
     add_force_argument(p)
     add_threads_argument(p)
     add_engine_argument(p)
@@ -93,6 +97,7 @@ def run(args):
         tools = _tools(args, tok)
         conv = _conversation(tok, model.config.block_size, args.system, args.raw,
                              tools.box.specs() if tools is not None and tools.box else ())
+        conv.thinking = args.thinking
         try:
             import readline  # noqa: F401  - line editing and history for input()
         except ImportError:

@@ -89,6 +89,8 @@ def add_stage_arguments(p, stage):
                         "files in --out (tokenizer.json, log.jsonl, ...) that this command did not create")
     add_threads_argument(p, data_parallel=True)
     add_lora_arguments(p)
+    p.add_argument("--quantize-base", choices=("q8_0", "q4_0"), help="QLoRA: keep the frozen base's linear layers in "
+                   "Q8_0 / Q4_0 blocks (with --lora-r; zerollm.interop.quant.quantize_linears)")
     add_config_flags(p, stage.config_cls)
     add_config_flags(p, TrainConfig, skip=LM_ONLY | set(stage.skip), defaults=stage.defaults)
     defaults = ", ".join(f"--{k.replace('_', '-')} {v}" for k, v in stage.defaults.items()
@@ -315,6 +317,7 @@ class StageRun(RunCommand):
         model, tok = (stage.reopen_start or reload_start)(saved["start"])
         if lora is not None:
             model.add_lora(lora, lora_rng(train_cfg.seed))
+        _quantize_base(model, saved.get("quantize_base"))      # the same blocks again, from the same base
         plan = StagePlan(train_cfg, stage_cfg, model, tok, saved["start"])
         setup = self._setup(plan, inputs, digests if digests is not None else
                             {f: file_digest(p) for f, p in inputs.items() if p}, world)
@@ -328,6 +331,9 @@ class StageRun(RunCommand):
                            "inputs": digests}
         if objective.model.lora is not None:     # the checkpoint holds the adapters; the base is "start", by digest
             objective.saved["lora"] = objective.model.lora.config.to_dict()
+        kinds = {w.kind for w in objective.model.params.values() if hasattr(w, "kind")}
+        if kinds:                                # QLoRA: resume quantizes the same base the same way
+            objective.saved["quantize_base"] = kinds.pop()
         tokenizer_path = os.path.join(self.run_dir, "tokenizer.json")
         if world.is_main:
             tok.save(tokenizer_path)
@@ -355,7 +361,15 @@ def _plan(args, stage):
     lora = lora_config(args)
     if lora is not None:
         model.add_lora(lora, lora_rng(train_cfg.seed))
+    _quantize_base(model, args.quantize_base)
     return StagePlan(train_cfg, stage_cfg, model, tok, start)
+
+
+def _quantize_base(model, kind):
+    """QLoRA: the frozen base's linear layers into ``kind`` blocks (nothing without a kind)."""
+    if kind is not None:
+        from zerollm.interop.quant import quantize_linears
+        quantize_linears(model, kind)
 
 
 def _estimate(stage, plan, threads, ranks):

@@ -167,3 +167,26 @@ class QuantizedMatrix:
 
     def __repr__(self):
         return f"QuantizedMatrix({self.kind}, shape={self.shape})"
+
+
+# ----------------------------------------------------------------------------
+# QLoRA: a base model's linear layers kept in blocks
+
+LINEAR_SUFFIXES = (".attn.c_attn.weight", ".attn.c_proj.weight", ".mlp.c_fc.weight", ".mlp.c_proj.weight")
+
+
+def quantize_linears(model, kind):
+    """Replace the weight (i, o) of every linear layer of attention and MLP by a QuantizedMatrix of W^T (o, i), in
+    place: QLoRA's frozen base (Dettmers et al. 2023, with zerollm's Q8_0 / Q4_0 blocks in place of NF4). The
+    token table and the head stay float (they are looked up and may train). -> the model."""
+    check_kind(kind)
+    if model.lora is None:
+        raise ZeroLLMError("--quantize-base freezes the base in blocks: give --lora-r R too, so the adapters train")
+    for name, w in list(model.params.items()):
+        if name.endswith(LINEAR_SUFFIXES) and isinstance(w, np.ndarray) and w.ndim == 2:
+            if w.shape[0] % BLOCK:
+                raise ZeroLLMError(f"{name} has {w.shape[0]} inputs, not a multiple of {BLOCK}: {kind} blocks cannot "
+                                   "hold it; quantize a model whose widths are multiples of 32, or leave out "
+                                   "--quantize-base")
+            model.params[name] = QuantizedMatrix.from_float(np.ascontiguousarray(w.T), kind)
+    return model

@@ -1,7 +1,8 @@
 """Linear layer, stored (in, out) as GPT-2's Conv1D does: y = x @ w + b.
 
-For inference on a GGUF file (zerollm.interop.gguf) the weight may instead be a QuantizedMatrix
-(o, i) of Q8_0 / Q4_0 blocks: then y = x @ W^T + b through ``quantized_matmul`` (no backward).
+For a GGUF file (zerollm.interop.gguf) or a QLoRA base (zerollm.interop.quant.quantize_linears) the weight may
+instead be a QuantizedMatrix (o, i) of Q8_0 / Q4_0 blocks: then y = x @ W^T + b through ``quantized_matmul``,
+and the backward gives dx only (a quantized weight is frozen), through ``quantized_matmul_t``.
 Shapes: N = all leading dims flattened (B*T), i = in features, o = out features.
 """
 
@@ -44,6 +45,19 @@ def quantized_matmul(x, w):
     return x @ w.dequantize().T                 # (N, i) @ (i, o)
 
 
+QUANT_ROWS = 256      # rows of a quantized W dequantized at a time in the backward: (256, i) floats, never all of W
+
+
+def quantized_matmul_t(dy, w):
+    """dx = dy @ W for a QuantizedMatrix W (o, i): dy (N, o) -> (N, i), W dequantized QUANT_ROWS rows at a time,
+    so the backward through a quantized base never holds the whole float matrix (QLoRA's point)."""
+    dx = np.zeros((dy.shape[0], w.shape[1]), dtype=np.float32)
+    for start in range(0, w.shape[0], QUANT_ROWS):
+        rows = np.arange(start, min(start + QUANT_ROWS, w.shape[0]))
+        dx += dy[:, rows] @ w[rows]                                   # (N, r) @ (r, i)
+    return dx
+
+
 def linear_backward(dy, cache, weights=True):
     """forward was y = x @ w + b, so:
         dx = dy @ w^T            (each input feeds every output through w)
@@ -53,6 +67,9 @@ def linear_backward(dy, cache, weights=True):
     zerollm.nn.lora), only dx is computed and dw, db are None.
     """
     x, w = cache.x, cache.w
+    if not isinstance(w, np.ndarray):               # a quantized weight is frozen: dx only (QLoRA)
+        dy2 = np.ascontiguousarray(dy.reshape(-1, dy.shape[-1]), dtype=np.float32)
+        return quantized_matmul_t(dy2, w).reshape(x.shape), None, None
     dy = cast(dy)                                   # mixed precision: the gradient enters in 16 bits too
     x2 = x.reshape(-1, x.shape[-1])                 # (N, i)
     dy2 = dy.reshape(-1, dy.shape[-1])              # (N, o)

@@ -48,4 +48,13 @@ ZH = {
     "GKD's lambda: the probability that a batch is sampled by the student after a prompt cut from the data":
         "GKD 的 lambda：一个批次由学生自己续写的概率（提示取自数据）",
     "the temperature of the student's on-policy samples": "学生 on-policy 采样时的温度",
+    # QLoRA (--quantize-base)
+    "--quantize-base freezes the base in blocks: give --lora-r R too, so the adapters train":
+        "--quantize-base 会把基座冻结成量化块：请同时给出 --lora-r R，让适配器来训练",
+    "{0} has {1} inputs, not a multiple of {2}: {3} blocks cannot hold it; quantize a model whose widths are "
+    "multiples of 32, or leave out --quantize-base":
+        "{0} 有 {1} 个输入，不是 {2} 的倍数：{3} 的块装不下它；请量化宽度都是 32 的倍数的模型，或者去掉 --quantize-base",
+    "QLoRA: keep the frozen base's linear layers in Q8_0 / Q4_0 blocks (with --lora-r; "
+    "zerollm.interop.quant.quantize_linears)":
+        "QLoRA：把冻结的基座的线性层保存在 Q8_0 / Q4_0 块里（需配合 --lora-r；zerollm.interop.quant.quantize_linears）",
 }

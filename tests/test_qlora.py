@@ -1,0 +1,110 @@
+"""QLoRA (issue #62): LoRA on a base whose linear layers stay in Q8_0 / Q4_0 blocks. The gradients equal those of
+the same LoRA on the dequantized float base, nothing is computed or stored for the base's weights, the backward
+never dequantizes a whole matrix, a stage run with --quantize-base resumes bit-identically, and the misuses are
+refused in one line."""
+
+import json
+
+import numpy as np
+import pytest
+
+from zerollm.cli.entry import main
+from zerollm.interop.opening import save_zerollm
+from zerollm.interop.quant import QuantizedMatrix, quantize_linears
+from zerollm.io.errors import ZeroLLMError
+from zerollm.io.safetensors import load_file
+from zerollm.model.config import GPTConfig
+from zerollm.model.gpt import GPT
+from zerollm.nn import linear
+from zerollm.nn.lora import LoRAConfig
+from zerollm.tokenizers import CharTokenizer
+
+CFG = GPTConfig(vocab_size=50, block_size=16, n_layer=2, n_head=2, n_embd=64, dropout=0.0)
+
+
+def _lora_model(targets=("all-linear",)):
+    model = GPT(CFG, seed=1).add_lora(LoRAConfig(r=4, alpha=8.0, targets=targets), np.random.default_rng(0))
+    for name, a in model.lora.adapters.items():             # B != 0, so the adapters change the logits
+        if name.endswith("lora_B"):
+            a[...] = np.random.default_rng(3).normal(0, 0.1, a.shape)
+    return model
+
+
+@pytest.mark.parametrize("kind", ["q8_0", "q4_0"])
+@pytest.mark.parametrize("targets", [("all-linear",), ("c_attn",)])
+def test_qlora_gradients_equal_lora_on_the_dequantized_float_base(kind, targets, monkeypatch):
+    monkeypatch.setattr(linear, "QUANT_ROWS", 40)             # several row blocks per matrix, one cut short
+    quant, plain = _lora_model(targets), _lora_model(targets)
+    quantize_linears(quant, kind)
+    blocks = {k: v for k, v in quant.params.items() if isinstance(v, QuantizedMatrix)}
+    assert len(blocks) == 4 * CFG.n_layer
+    for k, v in blocks.items():
+        plain.params[k] = v.dequantize().T.copy()            # the float base QLoRA stands for
+        assert v.nbytes < plain.params[k].nbytes / 3
+    x = np.random.default_rng(2).integers(0, CFG.vocab_size, (3, CFG.block_size))
+    y = np.roll(x, -1, axis=1)
+    grads = []
+    for model in (quant, plain):
+        model.train()
+        model.forward(x, y)
+        grads.append(model.backward())
+    assert sorted(grads[0]) == sorted(grads[1]) == sorted(quant.trainable())
+    assert not set(grads[0]) & set(blocks)                   # no gradient for a base weight
+    for k in grads[1]:
+        np.testing.assert_allclose(grads[0][k], grads[1][k], rtol=1e-5, atol=1e-7)
+
+
+def test_the_backward_dequantizes_a_few_rows_at_a_time_never_a_whole_matrix(monkeypatch):
+    model = quantize_linears(_lora_model(), "q4_0")
+    model.train()
+    model.forward(np.zeros((1, CFG.block_size), dtype=np.int64), np.zeros((1, CFG.block_size), dtype=np.int64))
+    rows = []
+    monkeypatch.setattr(QuantizedMatrix, "dequantize", lambda self: pytest.fail("a whole matrix dequantized"))
+    real = QuantizedMatrix.__getitem__
+    monkeypatch.setattr(QuantizedMatrix, "__getitem__", lambda self, idx: rows.append(np.size(idx)) or real(self, idx))
+    model.backward()
+    assert rows and max(rows) <= linear.QUANT_ROWS and sum(rows) >= 4 * CFG.n_layer * CFG.n_embd
+
+
+def test_quantize_base_needs_lora_and_widths_of_whole_blocks():
+    with pytest.raises(ZeroLLMError, match="--lora-r"):
+        quantize_linears(GPT(CFG, seed=1), "q8_0")
+    narrow = GPT(GPTConfig(vocab_size=50, block_size=8, n_layer=1, n_head=2, n_embd=48), seed=1)
+    with pytest.raises(ZeroLLMError, match="multiple of 32"):
+        quantize_linears(narrow.add_lora(LoRAConfig(r=2), np.random.default_rng(0)), "q4_0")
+
+
+TEXT = "床前明月光，疑是地上霜。举头望明月，低头思故乡。" * 40
+
+
+def _distill(tmp_path, out, *extra):
+    tok = CharTokenizer.train(TEXT)
+    if not (tmp_path / "teacher").exists():
+        cfg = dict(vocab_size=tok.vocab_size, n_head=2, block_size=16)
+        save_zerollm(GPT(GPTConfig(n_layer=2, n_embd=32, **cfg), seed=1), tmp_path / "teacher", tokenizer=tok)
+        save_zerollm(GPT(GPTConfig(n_layer=1, n_embd=64, **cfg), seed=2), tmp_path / "student", tokenizer=tok)
+        (tmp_path / "poems.txt").write_text(TEXT, encoding="utf-8")
+    return main(["distill", "--teacher", str(tmp_path / "teacher"), "--init", str(tmp_path / "student"),
+                 "--data", str(tmp_path / "poems.txt"), "--out", str(tmp_path / out), "--batch-size", "4",
+                 "--eval-interval", "2", "--eval-iters", "1", "--checkpoint-interval", "2", "--no-progress",
+                 "--lr-decay-iters", "4", "--warmup-iters", "1", *extra])
+
+
+def test_quantize_base_without_lora_is_refused_in_one_line(tmp_path, capsys):
+    assert _distill(tmp_path, "o", "--max-iters", "2", "--quantize-base", "q8_0") == 1
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--lora-r" in err
+
+
+@pytest.mark.slow
+def test_a_qlora_stage_resumes_bit_identical_and_saves_only_the_adapters(tmp_path):
+    flags = ("--lora-r", "4", "--quantize-base", "q4_0")
+    assert _distill(tmp_path, "whole", "--max-iters", "4", *flags) == 0
+    assert _distill(tmp_path, "cut", "--max-iters", "2", *flags) == 0
+    assert main(["distill", "--out", str(tmp_path / "cut"), "--resume", "--max-iters", "4", "--no-progress"]) == 0
+    whole = load_file(str(tmp_path / "whole" / "step-0000004" / "model.safetensors"))
+    cut = load_file(str(tmp_path / "cut" / "step-0000004" / "model.safetensors"))
+    assert whole.keys() == cut.keys() and all(k.endswith(("lora_A", "lora_B")) for k in whole)
+    assert all(np.array_equal(whole[k], cut[k]) for k in whole)
+    saved = json.load(open(tmp_path / "cut" / "step-0000004" / "config.json"))["objective"]
+    assert saved["quantize_base"] == "q4_0"

@@ -448,3 +448,28 @@ def test_chat_no_thinking_reaches_the_conversation(qwen_tokenizer_dir, hf_chat_t
     conv.thinking = False                       # what zerollm chat --no-thinking sets
     assert conv._ids([], "你好") == _their_ids(hf_chat_tokenizer, CONVERSATIONS["one-turn"],
                                                add_generation_prompt=True, enable_thinking=False)
+
+
+def test_the_server_takes_enable_thinking_in_chat_template_kwargs(qwen_tokenizer_dir, hf_chat_tokenizer):
+    from fastapi.testclient import TestClient
+    from zerollm.model.gpt import GPT
+    from zerollm.serve.api import build_app
+    from zerollm.serve.backend import Backend
+    tok = hf.load_tokenizer_dir(qwen_tokenizer_dir)
+    cfg = GPTConfig(vocab_size=tok.vocab_size, block_size=128, n_layer=1, n_head=2, n_embd=16, head_dim=6,
+                    qk_norm=True, norm="rmsnorm", pos="rope", mlp="swiglu", bias=False)
+    backend = Backend(GPT(cfg, seed=0), tok, name="q")
+    backend.start()
+    try:
+        client = TestClient(build_app(backend))
+        ask = dict(model="q", messages=CONVERSATIONS["one-turn"], max_tokens=1, temperature=0)
+        for kwargs, thinking in (({}, True), ({"chat_template_kwargs": {"enable_thinking": False}}, False)):
+            r = client.post("/v1/chat/completions", json={**ask, **kwargs})
+            assert r.status_code == 200, r.text
+            assert r.json()["usage"]["prompt_tokens"] == len(_their_ids(
+                hf_chat_tokenizer, CONVERSATIONS["one-turn"], add_generation_prompt=True, enable_thinking=thinking))
+        for bad, field in (({"enable_thinking": "no"}, "enable_thinking"), ({"template": "x"}, "template")):
+            r = client.post("/v1/chat/completions", json={**ask, "chat_template_kwargs": bad})
+            assert r.status_code == 400 and field in r.json()["error"]["param"], r.text
+    finally:
+        backend.close()

@@ -16,7 +16,8 @@ from zerollm.model import budget
 from zerollm.io.errors import ZeroLLMError
 from zerollm.io.validate import require_finite
 from zerollm.interop import quant
-from zerollm.interop.gguf import QWEN_ARCHS, _CONV1D, _EXPERTS, _gguf_name, _hf_name, _permute, _split, as_float, read_gguf
+from zerollm.interop.gguf import (QWEN_ARCHS, _CONV1D, _EXPERTS, _gguf_name, _hf_name, _permute, _split, as_float,
+                                  read_gguf)
 from zerollm.interop.gguf_meta import REQUIRED, value
 from zerollm.interop.gguf_tokenizer import read_tokenizer
 

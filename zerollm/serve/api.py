@@ -92,11 +92,12 @@ def build_app(backend, *, api_key=None, max_body=1 << 20, body_timeout=30.0, met
         _check_model(backend, body.model)
         plan = await off_loop(tool_plan, backend.tok, body, backend.model.config.vocab_size)
         messages = template_messages(body)
+        thinking = body.chat_template_kwargs is None or body.chat_template_kwargs.enable_thinking
         try:
             if body.fit_context:
-                prompt, fitted = await off_loop(_fit, backend, body, messages, plan.tools)
+                prompt, fitted = await off_loop(_fit, backend, body, messages, plan.tools, thinking)
             else:
-                prompt, fitted = await off_loop(backend.chat_prompt, messages, plan.tools), None
+                prompt, fitted = await off_loop(backend.chat_prompt, messages, plan.tools, thinking), None
         except ZeroLLMError as err:
             raise ApiError(400, str(err), param="messages") from None
         prompt = prompt + plan.forced_ids(backend.tok)         # tool_choice required or named: a call begun
@@ -256,12 +257,12 @@ class Fitted(NamedTuple):
     max_tokens: int               # the new tokens this answer may have
 
 
-def _fit(backend, body, messages, tools=()):
+def _fit(backend, body, messages, tools=(), thinking=True):
     """(prompt ids, Fitted) for fit_context: the oldest turns left out until the answer's room fits (the
     max tokens asked for, else a quarter of the context), and max tokens lowered to the room left."""
     block, asked = backend.block_size, body.new_tokens()
     room = min(asked if asked is not None else max(block // FIT_ANSWER_SHARE, 1), block)
-    ids, dropped = backend.fit_chat_prompt(messages, room, tools)
+    ids, dropped = backend.fit_chat_prompt(messages, room, tools, thinking)
     left = block - len(ids)
     if left < 1:
         raise ApiError(400, f"the message being answered (with the system message) takes {len(ids)} tokens and leaves "

@@ -63,24 +63,25 @@ class Backend:
     # ------------------------------------------------------------------
     # text -> ids
 
-    def chat_prompt(self, messages, tools=()):
+    def chat_prompt(self, messages, tools=(), thinking=True):
         """The chat template's generation prompt for ``messages`` (a list of {"role", "content"}, and the
-        tool fields of zerollm.serve.tools.template_messages), with ``tools`` listed in its system turn."""
+        tool fields of zerollm.serve.tools.template_messages), with ``tools`` listed in its system turn;
+        thinking=False: Qwen3's enable_thinking=False."""
         if not self.has_chat:
             raise ZeroLLMError(f"the model {self.name!r} has no chat template (it is a base model): use "
                                "/v1/completions, or fine-tune it first with `zerollm sft`")
         with _known_characters():
-            return chat.encode_prompt(self.tok, messages, tools=list(tools) or None)
+            return chat.encode_prompt(self.tok, messages, tools=list(tools) or None, enable_thinking=thinking)
 
-    def fit_chat_prompt(self, messages, room, tools=()):
+    def fit_chat_prompt(self, messages, room, tools=(), thinking=True):
         """(ids, turns dropped) for fit_context: the chat prompt of ``messages`` with its oldest turns left out
         until ``room`` new tokens fit the context (zerollm.data.chat.fit_turns, as `zerollm chat` does);
         leading system messages and the turn being answered always stay."""
         starts = chat.turn_starts(messages)
         if not starts:                             # no user message: nothing to leave out
-            return self.chat_prompt(messages, tools), 0
+            return self.chat_prompt(messages, tools, thinking), 0
         head = messages[:starts[0]]
-        return chat.fit_turns(lambda k: self.chat_prompt(head + messages[starts[k]:], tools), len(starts) - 1,
+        return chat.fit_turns(lambda k: self.chat_prompt(head + messages[starts[k]:], tools, thinking), len(starts) - 1,
                               room, self.block_size)
 
     def text_prompt(self, text):

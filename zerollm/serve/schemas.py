@@ -190,6 +190,12 @@ class _Generation(_Body):
         return self.stop or []
 
 
+class ChatTemplateKwargs(_Body):
+    """Switches of the chat template, under vLLM's and SGLang's name: Qwen3's enable_thinking (False: an
+    empty think block after the prompt, the model answers at once). Nothing else: the template is zerollm's."""
+    enable_thinking: bool = True
+
+
 class ChatRequest(_Generation):
     messages: Annotated[list[Message], Field(min_length=1)]     # at most MAX_MESSAGES: first_problem
     max_completion_tokens: Annotated[int, Field(ge=1)] | None = None
@@ -202,6 +208,7 @@ class ChatRequest(_Generation):
     tools: Annotated[list[Tool], Field(max_length=MAX_TOOLS)] | None = None
     tool_choice: Literal["auto", "none", "required"] | NamedToolChoice | None = None
     parallel_tool_calls: bool = True
+    chat_template_kwargs: ChatTemplateKwargs | None = None
 
     @field_validator("tool_choice", mode="before")
     @classmethod

@@ -232,6 +232,7 @@ class StagePlan:
     model: object                  # zerollm.model.gpt.GPT
     tok: object                    # its tokenizer
     start: dict                    # the starting model's record: {"path", "hf", "digest"[, "adapter"]}
+    quantize: str | None = None    # QLoRA: the blocks the base's linear layers are kept in (q8_0, q4_0)
 
 
 class StageRun(RunCommand):
@@ -317,8 +318,7 @@ class StageRun(RunCommand):
         model, tok = (stage.reopen_start or reload_start)(saved["start"])
         if lora is not None:
             model.add_lora(lora, lora_rng(train_cfg.seed))
-        _quantize_base(model, saved.get("quantize_base"))      # the same blocks again, from the same base
-        plan = StagePlan(train_cfg, stage_cfg, model, tok, saved["start"])
+        plan = StagePlan(train_cfg, stage_cfg, model, tok, saved["start"], saved.get("quantize_base"))
         setup = self._setup(plan, inputs, digests if digests is not None else
                             {f: file_digest(p) for f, p in inputs.items() if p}, world)
         return dataclasses.replace(setup, ckpt=ckpt)
@@ -327,13 +327,16 @@ class StageRun(RunCommand):
         """The stage's objective, recorded to be rebuilt on resume, and its tokenizer saved as RUN/tokenizer.json."""
         stage = self.stage
         objective, tok = stage.build(plan.model, plan.tok, inputs, plan.train_cfg, plan.stage_cfg, plan.start)
+        if plan.quantize is not None:            # after build: the model as it trains (new rows), its reference
+            from zerollm.interop.quant import quantize_linears
+            quantize_linears(objective.model, plan.quantize, also=[m for m in vars(objective).values()
+                                                                   if hasattr(m, "params") and m is not objective.model])
         objective.saved = {"stage": stage.name, "settings": dataclasses.asdict(plan.stage_cfg), "start": plan.start,
                            "inputs": digests}
         if objective.model.lora is not None:     # the checkpoint holds the adapters; the base is "start", by digest
             objective.saved["lora"] = objective.model.lora.config.to_dict()
-        kinds = {w.kind for w in objective.model.params.values() if hasattr(w, "kind")}
-        if kinds:                                # QLoRA: resume quantizes the same base the same way
-            objective.saved["quantize_base"] = kinds.pop()
+        if plan.quantize is not None:            # QLoRA: resume quantizes the same base the same way
+            objective.saved["quantize_base"] = plan.quantize
         tokenizer_path = os.path.join(self.run_dir, "tokenizer.json")
         if world.is_main:
             tok.save(tokenizer_path)
@@ -361,15 +364,9 @@ def _plan(args, stage):
     lora = lora_config(args)
     if lora is not None:
         model.add_lora(lora, lora_rng(train_cfg.seed))
-    _quantize_base(model, args.quantize_base)
-    return StagePlan(train_cfg, stage_cfg, model, tok, start)
-
-
-def _quantize_base(model, kind):
-    """QLoRA: the frozen base's linear layers into ``kind`` blocks (nothing without a kind)."""
-    if kind is not None:
-        from zerollm.interop.quant import quantize_linears
-        quantize_linears(model, kind)
+    if args.quantize_base is not None and lora is None:
+        raise ZeroLLMError("--quantize-base freezes the base in blocks: give --lora-r R too, so the adapters train")
+    return StagePlan(train_cfg, stage_cfg, model, tok, start, args.quantize_base)
 
 
 def _estimate(stage, plan, threads, ranks):

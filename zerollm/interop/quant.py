@@ -175,10 +175,11 @@ class QuantizedMatrix:
 LINEAR_SUFFIXES = (".attn.c_attn.weight", ".attn.c_proj.weight", ".mlp.c_fc.weight", ".mlp.c_proj.weight")
 
 
-def quantize_linears(model, kind):
+def quantize_linears(model, kind, also=()):
     """Replace the weight (i, o) of every linear layer of attention and MLP by a QuantizedMatrix of W^T (o, i), in
     place: QLoRA's frozen base (Dettmers et al. 2023, with zerollm's Q8_0 / Q4_0 blocks in place of NF4). The
-    token table and the head stay float (they are looked up and may train). -> the model."""
+    token table and the head stay float (they are looked up and may train). ``also``: other models (a frozen
+    reference) whose entries are the very same arrays get the same blocks. -> the model."""
     check_kind(kind)
     if model.lora is None:
         raise ZeroLLMError("--quantize-base freezes the base in blocks: give --lora-r R too, so the adapters train")
@@ -188,5 +189,9 @@ def quantize_linears(model, kind):
                 raise ZeroLLMError(f"{name} has {w.shape[0]} inputs, not a multiple of {BLOCK}: {kind} blocks cannot "
                                    "hold it; quantize a model whose widths are multiples of 32, or leave out "
                                    "--quantize-base")
-            model.params[name] = QuantizedMatrix.from_float(np.ascontiguousarray(w.T), kind)
+            blocks = QuantizedMatrix.from_float(np.ascontiguousarray(w.T), kind)
+            for other in also:
+                if other.params.get(name) is w:
+                    other.params[name] = blocks
+            model.params[name] = blocks
     return model

@@ -126,6 +126,8 @@ ZH = {
         '{0}：__metadata__ 必须是 str -> str 的映射；文件已损坏',
     '{0}: could not read tensor {1}; the file changed while reading, try again':
         '{0}：无法读取张量 {1}；读取时文件被改动了，请再试一次',
+    '{0}: could not read a tensor; the file changed while reading, try again':
+        '{0}：无法读取一个张量；读取过程中文件被改动了，请重试',
     '{0}: {1} must be {2}{3}, got {4}; {5}':
         '{0}：{1} 必须是 {2}{3}，实际是 {4}；{5}',
     '{0} must be a JSON object of {1} fields, got {2}; {3}':

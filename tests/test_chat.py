@@ -252,6 +252,9 @@ CALL = '<tool_call>{"name": "calculator", "arguments": {"expression": "2*3"}}</t
      '<tool_call>{"name": "calculator", "arguments": "2*3"}</tool_call>', None, []),
     ("<tool_call>" + "[" * 100000 + "</tool_call>", "<tool_call>" + "[" * 100000 + "</tool_call>", None, []),
     ("a<tool_call>unclosed", "a<tool_call>unclosed", None, []),
+    ('<tool_call>{"id": 1, "name": "calculator", "arguments": {"expression": "2*3"}}</tool_call>', "", None, ["2*3"]),
+    ('<tool_call>{"arguments": {"expression": "2*3"}}</tool_call>',                      # no name
+     '<tool_call>{"arguments": {"expression": "2*3"}}</tool_call>', None, []),
     ("a<think>late</think>", "a<think>late</think>", None, []),                          # only a leading think
 ])
 def test_parse_reply(text, content, reasoning, calls):

@@ -363,8 +363,8 @@ def _read_call(body, tool_names):
         value = json.loads(body)
     except (ValueError, RecursionError):
         return None
-    if not (isinstance(value, dict) and set(value) == {"name", "arguments"} and isinstance(value["name"], str)
-            and isinstance(value["arguments"], dict)):
+    if not (isinstance(value, dict) and isinstance(value.get("name"), str)     # other keys (an "id") are ignored
+            and isinstance(value.get("arguments"), dict)):
         return None
     if tool_names is not None and value["name"] not in tool_names:
         return None

@@ -102,7 +102,7 @@ def main():
                                     "--beta", 0.5, "--on-policy", 0.5),
     }
     for name, argv in variants.items():
-        out = os.path.join(args.out, name.split()[0].lower().replace("(", "").replace(",", ""))
+        out = os.path.join(args.out, {"data alone": "data", "forward KL + 0.5 CE": "forward"}.get(name, "jsd"))
         if not os.path.exists(os.path.join(out, "latest.json")):
             runs[name] = zerollm(*argv, "--out", out, *student, *common, *schedule)
         variants[name] = out

@@ -180,6 +180,24 @@ def twin_of(tour, all_tours):
     return None
 
 
+def own_rest(tour, other, k):
+    """The commands a branch (``branch_of``: ``tour`` begins with ``other``'s first k) must run itself:
+    those after its first k, less a tail that is ``other``'s own last commands. A 中文 half that repeats
+    the English setup and then the English half's closing section (a section that makes its own files
+    and folders, as alignment's tools chapter does) has run all of it in the English tour already.
+
+    >>> en = Tour("p", "p", tuple(commands_of("bash", "zerollm a\\nzerollm b\\nzerollm c\\n")))
+    >>> zh = Tour("p", "p#中文", tuple(commands_of("bash", "zerollm a   # 一\\nzerollm c   # 三\\n")))
+    >>> own_rest(zh, en, 1), [c.text for c in own_rest(Tour("p", "p#中文", zh.commands + en.commands[1:2]), en, 1)]
+    ((), ['zerollm c   # 三', 'zerollm b'])
+    """
+    mine, theirs = what_runs(tour), what_runs(other)
+    n = len(mine) - k
+    if 0 < n < len(theirs) - k and mine[k:] == theirs[len(theirs) - n:]:
+        return ()
+    return tour.commands[k:]
+
+
 def branch_of(tour, all_tours):
     """(earlier tour, k) when ``tour`` begins with that tour's first k commands (what_runs; k >= 1) and
     then goes its own way: a 中文 half that repeats the English half's setup and then shows something

@@ -23,7 +23,8 @@ that runs exactly what its English half runs (the same commands in the same orde
 translated: tests/docs_blocks.py ``what_runs``) is checked to be that, not run a second time. One that
 begins with its English half's first k commands and then shows something else (``branch_of``) runs
 only the rest, in a copy of the English tour's folder taken after its k-th command: where a reader of
-the 中文 half stands after the same k commands.
+the 中文 half stands after the same k commands. A rest that ends with the English half's own last
+commands (``own_rest``: alignment's tools chapter, in both halves) leaves those to the English tour.
 """
 
 import ast
@@ -236,7 +237,7 @@ def run_tour(tour, root, internet, branches=()):
     counts, times, forks = new_counts(), [], []
     for i in range(len(tour.commands) + 1):
         for other, k in branches:
-            if k == i and len(other.commands) > k:
+            if k == i and docs_blocks.own_rest(other, tour, k):
                 fork = root / f"branch-{len(forks)}"
                 shutil.copytree(clone, fork / "clone", symlinks=True)
                 shutil.copytree(home, fork / "home", symlinks=True)
@@ -247,7 +248,7 @@ def run_tour(tour, root, internet, branches=()):
     result = {tour.name: counts}
     for other, k, fork in forks:
         more, more_times = new_counts(), []
-        run_commands(other, other.commands[k:], fork / "clone", reader_env(fork / "home", fork / "clone", shims),
+        run_commands(other, docs_blocks.own_rest(other, tour, k), fork / "clone", reader_env(fork / "home", fork / "clone", shims),
                      internet, more, more_times)
         more["slowest"] = slowest(more_times)
         result[f"{other.name} (after the first {k})"] = more
@@ -275,8 +276,11 @@ def test_every_command_of_the_docs_runs(tour, tmp_path, request):
         # test copies its folder after its k-th command and runs the rest of this tour in the copy
         other, k = branch
         assert docs_blocks.what_runs(tour)[:k] == docs_blocks.what_runs(other)[:k]
+        rest = docs_blocks.own_rest(tour, other, k)
         print(f"\n{tour.name}: its first {k} commands are those of {other.name}, whose test runs "
-              f"the other {len(tour.commands) - k} in a copy of its folder taken after them")
+              f"the other {len(rest)} in a copy of its folder taken after them"
+              + (f" (the last {len(tour.commands) - k - len(rest)} are {other.name}'s own last commands)"
+                 if len(rest) < len(tour.commands) - k else ""))
         return
     internet = request.getfixturevalue("internet")
     branches = [(t, b[1]) for t in TOURS if (b := docs_blocks.branch_of(t, TOURS)) and b[0] == tour]
@@ -309,7 +313,9 @@ def test_chinese_halves_that_repeat_their_english_half_are_twins_or_branches():
     # run of the docs trains and fine-tunes its demo models once, not twice
     zh = next(t for t in TOURS if t.name == "docs/alignment.md#中文")
     other, k = docs_blocks.branch_of(zh, TOURS)
-    assert other.name == "docs/alignment.md" and k == len(zh.commands) == 10
+    assert other.name == "docs/alignment.md" and k == 10
+    # ... and then the tools chapter, the English half's last section, command for command: nothing of its own
+    assert len(zh.commands) > k and docs_blocks.own_rest(zh, other, k) == ()
 
 
 # ----------------------------------------------------------------------------

@@ -8,7 +8,7 @@ Part 1 pre-trains one small base on the Tang poems, then fine-tunes it on acrost
 steps and seed: full fine-tuning, LoRA r = 4, 8, 16 on every linear, and r = 8 on attention only. Each
 run is evaluated on heldout prompts (`zerollm tasks eval acrostic`: success with its 95% interval, and
 the mean reward, which gives partial credit). Part 2 runs a few SFT and DPO steps of a random model with
-GPT-2-124M's shape, full vs LoRA r = 8, and reports each run's step time and peak RSS beside the
+GPT-2-124M's shape, full vs LoRA r = 8 vs QLoRA r = 8 on a q8_0 / q4_0 base, and reports each run's step time and peak RSS beside the
 `--dry-run` estimate. Part 3 checks the recipe docs/lora.md prints, on the `tang` preset at the docs
 test's small size (2 layers x 64 dims): full fine-tuning at --full-lr against LoRA r = 8 on c_attn only
 at that same rate (what the docs once taught), on every linear at --lora-lr, and on every linear with
@@ -132,8 +132,10 @@ def gpt2(args):
     zerollm("tasks", "make", "acrostic", "--out", os.path.join(out, "sft.jsonl"), "--n", 64, "--split", "train")
     zerollm("tasks", "make", "prefs", "--out", os.path.join(out, "prefs.jsonl"), "--n", 64, "--split", "train")
     rows = []
-    for stage, data in (("sft", "sft.jsonl"), ("dpo", "prefs.jsonl")):
-        for name, flags in (("full", []), ("lora r=8", ["--lora-r", "8", *ALL_LINEARS])):
+    lora = ["--lora-r", "8", *ALL_LINEARS]
+    for stage, data in (("sft", "sft.jsonl"), ("dpo", "prefs.jsonl"))[:args.gpt2_stages]:
+        for name, flags in (("full", []), ("lora r=8", lora), ("qlora q8_0 r=8", [*lora, "--quantize-base", "q8_0"]),
+                            ("qlora q4_0 r=8", [*lora, "--quantize-base", "q4_0"])):
             common = ["--init", base, "--data", os.path.join(out, data), "--batch-size", args.batch,
                       "--max-iters", args.gpt2_steps, "--threads", 1, *flags]
             text, _, _ = zerollm(stage, *common, "--dry-run", capture=True)
@@ -163,6 +165,7 @@ def main(argv=None):
     p.add_argument("--block", type=int, default=128)
     p.add_argument("--batch", type=int, default=2)
     p.add_argument("--gpt2-steps", type=int, default=4)
+    p.add_argument("--gpt2-stages", type=int, default=2, help="gpt2: 1 = SFT only, 2 = SFT and DPO")
     args = p.parse_args(argv)
     if args.n_layer is None:
         args.n_layer = 2 if args.part == "acrostic" else 12

@@ -108,3 +108,17 @@ def test_a_qlora_stage_resumes_bit_identical_and_saves_only_the_adapters(tmp_pat
     assert all(np.array_equal(whole[k], cut[k]) for k in whole)
     saved = json.load(open(tmp_path / "cut" / "step-0000004" / "config.json"))["objective"]
     assert saved["quantize_base"] == "q4_0"
+
+
+@pytest.mark.parametrize("kind", ["q8_0", "q4_0"])
+def test_the_dry_run_counts_the_base_in_blocks(kind, tmp_path, capsys):
+    from zerollm.interop.quant import quantized_bytes
+    model = _lora_model()
+    expected = quantized_bytes(model.params, kind)
+    quantize_linears(model, kind)
+    assert expected == sum(w.nbytes for w in model.params.values())         # what the blocks really hold
+    _distill(tmp_path, "plain", "--lora-r", "4", "--dry-run")
+    plain = capsys.readouterr().out
+    _distill(tmp_path, "blocks", "--lora-r", "4", "--quantize-base", kind, "--dry-run")
+    blocks = capsys.readouterr().out
+    assert "parameters (linear layers in blocks)" in blocks and "in blocks" not in plain

@@ -378,6 +378,11 @@ def _estimate(stage, plan, threads, ranks):
     trainable = model.lora.num_params() if model.lora is not None else None
     rows = getattr(stage_cfg, "prompts_per_step", 0) * getattr(stage_cfg, "group_size", 1)
     batch = -(-rows // stage_cfg.minibatches) if rows else train_cfg.batch_size * stage.rows_per_example
-    return budget.post_training(model.config, max(-(-batch // ranks), 1), grad_accum=train_cfg.grad_accum,
-                                threads=threads, trainable=trainable, reference=stage.reference and model.lora is None,
-                                rollout_rows=-(-rows // ranks), value_head=stage.name == "ppo")
+    estimate = budget.post_training(model.config, max(-(-batch // ranks), 1), grad_accum=train_cfg.grad_accum,
+                                    threads=threads, trainable=trainable,
+                                    reference=stage.reference and model.lora is None,
+                                    rollout_rows=-(-rows // ranks), value_head=stage.name == "ppo")
+    if plan.quantize is not None:          # QLoRA: the linear layers in blocks (zerollm.interop.quant)
+        from zerollm.interop.quant import quantized_bytes
+        estimate = budget.in_blocks(estimate, quantized_bytes(model.params, plan.quantize))
+    return estimate

@@ -195,3 +195,12 @@ def quantize_linears(model, kind, also=()):
                     other.params[name] = blocks
             model.params[name] = blocks
     return model
+
+
+def quantized_bytes(params, kind):
+    """The bytes ``params`` would hold after quantize_linears(..., kind): the --dry-run estimate of a QLoRA base."""
+    total = 0
+    for name, w in params.items():
+        blocks = name.endswith(LINEAR_SUFFIXES) and getattr(w, "ndim", 0) == 2 and w.shape[0] % BLOCK == 0
+        total += w.size // BLOCK * BLOCK_BYTES[kind] if blocks else w.nbytes
+    return total

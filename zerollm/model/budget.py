@@ -276,6 +276,14 @@ def post_training(cfg, batch_size, *, grad_accum=1, threads=1, trainable=None, r
     return Estimate(base.what, tuple(parts), hint)
 
 
+def in_blocks(estimate, base_bytes):
+    """``estimate`` with its parameters counted as they are held when the linear layers are kept in quantized blocks
+    (QLoRA's base: zerollm.interop.quant.quantized_bytes), not in float."""
+    parts = tuple(("parameters (linear layers in blocks)", base_bytes) if name == "parameters" else (name, n)
+                  for name, n in estimate.parts)
+    return Estimate(estimate.what, parts, estimate.hint)
+
+
 class Purpose(NamedTuple):
     """What an estimate is for and the flags that make it smaller: the two ends of its refusal,
     "{what} needs about ... ; lower {hint}"."""

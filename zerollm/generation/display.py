@@ -43,6 +43,24 @@ def token_bytes(tok, i):
     return bytes([i]) if tok.name == "byte" and i < 256 else None
 
 
+def token_piece(tok, i):
+    """Token ``i`` as bytes where the tokenizer has them (byte, BPE), else its text: what two tokenizers
+    must agree on for one model to read the other's ids."""
+    raw = token_bytes(tok, i)
+    return raw if raw is not None else tok.decode([i])
+
+
+def first_difference(tok, other):
+    """(i, piece in ``tok``, piece in ``other``) of the first id the two tokenizers read differently, or None
+    when every id of ``tok`` is the same piece in ``other`` (a draft model and the served one, a teacher and
+    its student). The vocabulary sizes are the caller's to compare first."""
+    for i in range(tok.vocab_size):
+        mine, theirs = token_piece(tok, i), token_piece(other, i)
+        if mine != theirs:
+            return i, mine, theirs
+    return None
+
+
 def decodable(tok, vocab_size):
     """(V,) bool: the ids below the model's ``vocab_size`` that the tokenizer can decode. Real checkpoints
     often pad the embedding table beyond the tokenizer (GPT-2 to 50304 for speed); those ids are never

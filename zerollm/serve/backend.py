@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from zerollm.data import chat
-from zerollm.generation.display import decodable, token_bytes
+from zerollm.generation.display import decodable, first_difference, token_bytes
 from zerollm.io.errors import ZeroLLMError
 from zerollm.generation.batching import Done, Features, Request, Scheduler
 from zerollm.generation.sample import Sampling
@@ -216,19 +216,14 @@ def check_draft(model, tok, draft, draft_tok, where):
         raise ZeroLLMError(f"{said} has {draft_tok.vocab_size} token ids ({draft.config.vocab_size} logits), the served "
                            f"model {tok.vocab_size} ({model.config.vocab_size}): speculative decoding needs a draft "
                            "with the same tokenizer; train it with the served model's tokenizer")
-    for i in range(tok.vocab_size):
-        if _piece(tok, i) != _piece(draft_tok, i):
-            raise ZeroLLMError(f"{said} has another tokenizer: id {i} is {_piece(draft_tok, i)!r} there and "
-                               f"{_piece(tok, i)!r} here; speculative decoding needs a draft with the same tokenizer")
+    differ = first_difference(tok, draft_tok)
+    if differ is not None:
+        i, here, there = differ
+        raise ZeroLLMError(f"{said} has another tokenizer: id {i} is {there!r} there and "
+                           f"{here!r} here; speculative decoding needs a draft with the same tokenizer")
     if draft.config.block_size < model.config.block_size:
         raise ZeroLLMError(f"{said} has a context of {draft.config.block_size} tokens, shorter than the served "
                            f"model's {model.config.block_size}; use a draft with at least that context")
-
-
-def _piece(tok, i):
-    """Token i as bytes where the tokenizer has them (byte, BPE), else its text."""
-    raw = token_bytes(tok, i)
-    return raw if raw is not None else tok.decode([i])
 
 
 @contextlib.contextmanager

@@ -22,7 +22,7 @@ import numpy as np
 
 from zerollm.align.stage import load_start, reload_start
 from zerollm.data.tokens import read_corpus, split_counts, get_batch
-from zerollm.generation.display import token_bytes
+from zerollm.generation.display import first_difference
 from zerollm.io import docsmode
 from zerollm.io.errors import ZeroLLMError
 from zerollm.nn.distill import DIVERGENCES, distill_backward, distill_forward
@@ -93,20 +93,15 @@ def check_pair(student, tok, teacher, teacher_tok, where):
         raise ZeroLLMError(f"{said} has {teacher_tok.vocab_size} token ids ({teacher.config.vocab_size} logits), the "
                            f"student {tok.vocab_size} ({student.config.vocab_size}): distillation needs one "
                            "tokenizer; train the student with the teacher's tokenizer")
-    for i in range(tok.vocab_size):
-        mine, theirs = _piece(tok, i), _piece(teacher_tok, i)
-        if mine != theirs:
-            raise ZeroLLMError(f"{said} has another tokenizer: id {i} is {theirs!r} there and {mine!r} in the "
-                               "student; distillation needs one tokenizer")
+    differ = first_difference(tok, teacher_tok)
+    if differ is not None:
+        i, mine, theirs = differ
+        raise ZeroLLMError(f"{said} has another tokenizer: id {i} is {theirs!r} there and {mine!r} in the "
+                           "student; distillation needs one tokenizer")
     if teacher.config.block_size < student.config.block_size:
         raise ZeroLLMError(f"{said} reads {teacher.config.block_size} tokens, less than the student's context of "
                            f"{student.config.block_size}; give the student a --block-size of at most "
                            f"{teacher.config.block_size}")
-
-
-def _piece(tok, i):
-    raw = token_bytes(tok, i)
-    return raw if raw is not None else tok.decode([i])
 
 
 def open_student(args, train_cfg):

@@ -14,7 +14,6 @@ Teacher and student share one tokenizer (the same bytes or text under every id),
 logits, and the teacher reads at least the student's context: otherwise the run is refused in one line.
 """
 
-import hashlib
 import os
 from dataclasses import dataclass, field
 
@@ -27,9 +26,10 @@ from zerollm.io import docsmode
 from zerollm.io.errors import ZeroLLMError
 from zerollm.nn.distill import DIVERGENCES, distill_backward, distill_forward
 from zerollm.nn.loss import IGNORE_INDEX, cross_entropy_backward, cross_entropy_forward, token_nll
-from zerollm.tokenizers.bytecount import bits_and_bytes, token_byte_lengths
+from zerollm.tokenizers.bytecount import bits_and_bytes
 from zerollm.training.checkpoint import weights_digest
-from zerollm.training.objective import Objective, ShardResult
+from zerollm.training.lm import LMObjective
+from zerollm.training.objective import ShardResult
 
 
 @dataclass(frozen=True)
@@ -162,17 +162,16 @@ def text_ids(path, tok, block_size):
 # ----------------------------------------------------------------------------
 # the objective
 
-class DistillObjective(Objective):
+class DistillObjective(LMObjective):
+    """Pre-training's windows of the corpus (its data, generator, token count and fingerprint), learned from
+    the teacher's distribution instead of (or mixed with) the next token alone."""
     kind = "distill"
     progress = ("loss", "kd")
 
     def __init__(self, model, teacher, data, *, batch_size, seed, eval_iters, cfg=DistillConfig(), tokenizer=None):
         """data: (train ids, val ids); teacher: a GPT in eval mode, never trained."""
-        super().__init__(model)
-        self.teacher, self.cfg, (self.train_data, self.val_data) = teacher, cfg, data
-        self.batch_size, self.seed, self.eval_iters = batch_size, seed, eval_iters
-        self.data_rng = np.random.default_rng([seed, 1])
-        self.byte_lengths = token_byte_lengths(tokenizer) if tokenizer is not None else None
+        super().__init__(model, *data, batch_size=batch_size, seed=seed, eval_iters=eval_iters, tokenizer=tokenizer)
+        self.teacher, self.cfg = teacher, cfg
 
     def describe(self):
         c = self.cfg
@@ -216,16 +215,6 @@ class DistillObjective(Objective):
         loss = (1.0 - cfg.ce_weight) * D + (cfg.ce_weight * ce if not batch["sampled"].any() else 0.0)
         grads = model.backward(dz)
         return ShardResult(loss + model.moe_loss(), grads, max(int(kd.sum()), 1), {"kd": D, "ce": float(ce)})
-
-    def tokens(self, batch):
-        return batch["x"].size
-
-    def rngs(self):
-        return {"data": self.data_rng}
-
-    def fingerprint(self):
-        digest = lambda a: hashlib.sha256(np.ascontiguousarray(a).tobytes()).hexdigest()
-        return {**super().fingerprint(), "train_data": digest(self.train_data), "val_data": digest(self.val_data)}
 
     # ------------------------------------------------------------------
     def evaluate(self, context):

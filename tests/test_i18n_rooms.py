@@ -107,3 +107,134 @@ def test_a_char_tokenizers_unknown_characters_with_their_python_advice():
     from zerollm.tokenizers import CharTokenizer
     said = translate(_error(lambda: CharTokenizer.train("abc").encode("abz")))
     assert said.startswith("有 1 个字符不在这个字符级分词器的词表里：'z'；可以用包含这些字符的文本训练分词器"), said
+
+
+# ----------------------------------------------------------------------------
+# messages that put English phrases or grammar words into a field: each variant is its own template, or the
+# phrase is registered, so no English word is left in the 中文 line but code, flags, file names and values
+
+def _only_values_left(chinese, *values):
+    rest = chinese
+    for v in sorted(values, key=len, reverse=True):
+        rest = rest.replace(v, "")
+    return not any(c.isascii() and c.isalpha() for c in rest)
+
+
+def _random_gpt_args(**given):
+    import argparse
+    return argparse.Namespace(**{"n_layer": None, "n_head": None, "n_embd": None, "seed": None,
+                                 "bidirectional": False, "ckpt": "run", **given})
+
+
+def _moe_args(n):
+    import argparse
+    from zerollm.teach.moe_shapes import MOE_ONLY
+    args = argparse.Namespace(n_expert=None, **MOE_ONLY)
+    for key in list(MOE_ONLY)[:n]:
+        setattr(args, key, "other")
+    return args
+
+
+def _heads(**given):
+    from zerollm.teach.heads import check_random_only
+    return check_random_only(_random_gpt_args(**given))
+
+
+def _moe(n):
+    from zerollm.teach.moe_shapes import make_moe_config
+    return make_moe_config(_moe_args(n))
+
+
+def _pairs(n, *counted):
+    from zerollm.align.objectives.pairs import check_lengths
+    return check_lengths([{"chosen": ([1] * 9,), "rejected": ([1] * 3,)}] * n, 4, *counted)
+
+
+def _json_size(B, T, fix_T, fix_small):
+    from zerollm.teach.attention_walkthrough import check_json_size
+    return check_json_size(B, T, 64, 64, fix_T, fix_small)
+
+
+def _numba(monkeypatch, key, value):
+    from zerollm.engine import _import_fast_kernels
+    monkeypatch.setenv(key, value)
+    return _import_fast_kernels()
+
+
+def _peft(config):
+    from zerollm.interop.peft import lora_settings
+    return lora_settings(config, "a/adapter_config.json")
+
+
+def _meta(key, v):
+    from zerollm.interop.gguf_meta import value
+    return value({key: v}, key, "m.gguf")
+
+
+def _tokenizer_json(data):
+    from zerollm.tokenizers.hf import check_tokenizer_json
+    return check_tokenizer_json(data, "t.json")
+
+
+def _replaceable(tmp_path, header):
+    import json
+    from zerollm.interop.hf.exporting import _check_replaceable
+    (tmp_path / "config.json").write_text(json.dumps(header))
+    return _check_replaceable(str(tmp_path))
+
+
+_DPO = "dpo takes per side (the model reads block_size 8 of them and predicts the last one, which it never reads)"
+_REWARD = "the reward model reads per side (its block_size: the reward is read at the last one)"
+_ENGLISH_FIELDS = {
+    "heads-one": (lambda mp, tmp: _heads(n_layer=2), ["--n-layer", "GPT", "--ckpt"]),
+    "heads-three": (lambda mp, tmp: _heads(n_layer=2, n_head=2, seed=1),
+                    ["--n-layer", "--n-head", "--seed", "GPT", "--ckpt"]),
+    "moe-one": (lambda mp, tmp: _moe(1), ["--n-expert-active", "--n-expert E", "--n-expert"]),
+    "moe-two": (lambda mp, tmp: _moe(2), ["--n-expert-active", "--n-shared-expert", "--n-expert E", "--n-expert"]),
+    "pairs-one": (lambda mp, tmp: _pairs(1), ["token"]),
+    "pairs-dpo": (lambda mp, tmp: _pairs(2, _DPO), ["token", "dpo", "block_size"]),
+    "pairs-reward": (lambda mp, tmp: _pairs(2, _REWARD), ["token", "block_size"]),
+    "json-seq": (lambda mp, tmp: _json_size(1, 4000, "--seq {most} or less", "a smaller --batch or --d-k"),
+                 ["--json", "B=", "T=", "d_k=", "(B, T, T)", "T^2", "--seq", " T "]),
+    "json-x": (lambda mp, tmp: _json_size(1, 4000, "an --x of at most {most} tokens", "fewer sequences in --x"),
+               ["--json", "B=", "T=", "d_k=", "(B, T, T)", "T^2", "--x", " T ", "token"]),
+    "json-small": (lambda mp, tmp: _json_size(10 ** 5, 4, "--seq {most} or less", "a smaller --batch or --d-k"),
+                   ["--json", "B=", "T=", "d_k=", "(B, T, T)", "T^2", "--batch", "--d-k"]),
+    "numba-threads": (lambda mp, tmp: _numba(mp, "NUMBA_NUM_THREADS", "x"),
+                      ["$NUMBA_NUM_THREADS='x'", "--engine numpy"]),
+    "numba-jit": (lambda mp, tmp: _numba(mp, "NUMBA_DISABLE_JIT", "1"),
+                  ["$NUMBA_DISABLE_JIT", "numba", "fast", "--engine numpy"]),
+    "peft-r": (lambda mp, tmp: _peft({"r": "x"}), ["a/adapter_config.json", ": r ", "'x'", "PeftModel.save_pretrained"]),
+    "peft-alpha": (lambda mp, tmp: _peft({"lora_alpha": "x"}),
+                   ["a/adapter_config.json", "lora_alpha", "'x'", "PeftModel.save_pretrained"]),
+    "gguf-text": (lambda mp, tmp: _meta("general.architecture", 3), ["m.gguf", "general.architecture"]),
+    "gguf-texts": (lambda mp, tmp: _meta("tokenizer.ggml.tokens", [1]), ["m.gguf", "tokenizer.ggml.tokens"]),
+    "gguf-types": (lambda mp, tmp: _meta("tokenizer.ggml.token_type", [9]),
+                   ["m.gguf", "tokenizer.ggml.token_type", "token"]),
+    "gguf-alignment": (lambda mp, tmp: _meta("general.alignment", 3), ["m.gguf", "general.alignment"]),
+    "tokenizer-model": (lambda mp, tmp: _tokenizer_json({"model": 1}),
+                        ['t.json', '"model"', "JSON", "Hugging Face", "tokenizer.json"]),
+    "tokenizer-vocab": (lambda mp, tmp: _tokenizer_json({"model": {"type": "BPE", "vocab": 1}}),
+                        ['t.json', '"model.vocab"', "token: id", "Hugging Face", "tokenizer.json"]),
+    "tokenizer-merges": (lambda mp, tmp: _tokenizer_json({"model": {"type": "BPE", "merges": 1}}),
+                         ['t.json', '"model.merges"', '"left right"', "[left, right]", "Hugging Face",
+                          "tokenizer.json"]),
+    "tokenizer-added": (lambda mp, tmp: _tokenizer_json({"added_tokens": 1}),
+                        ['t.json', '"added_tokens"', '"id"', '"content"', "Hugging Face", "tokenizer.json"]),
+    "tokenizer-null": (lambda mp, tmp: _tokenizer_json({"decoder": 1}),
+                       ['t.json', '"decoder"', "JSON", "null", "Hugging Face", "tokenizer.json"]),
+    "tokenizer-list": (lambda mp, tmp: _tokenizer_json({"pre_tokenizer": {"pretokenizers": 1}}),
+                       ['t.json', '"pre_tokenizer.pretokenizers"', "JSON", "Hugging Face", "tokenizer.json"]),
+    "hf-checkpoint": (lambda mp, tmp: _replaceable(tmp, {"format": "zerollm-checkpoint"}), ["{tmp}", "/config.json"]),
+    "hf-not-a-model": (lambda mp, tmp: _replaceable(tmp, {"x": 1}), ["{tmp}", "/config.json"]),
+}
+
+
+@pytest.mark.parametrize("case", list(_ENGLISH_FIELDS))
+def test_messages_with_english_fields_come_out_without_english_words(case, monkeypatch, tmp_path):
+    make, values = _ENGLISH_FIELDS[case]
+    english = _error(lambda: make(monkeypatch, tmp_path))
+    chinese = translate(english)
+    values = [v.replace("{tmp}", str(tmp_path)) for v in values]
+    assert all(v in chinese for v in values), (english, chinese)     # the values are kept as they are
+    assert _only_values_left(chinese, *values), (english, chinese)

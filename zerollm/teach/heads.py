@@ -283,9 +283,12 @@ def check_random_only(args):
     given += ["--bidirectional"] if args.bidirectional else []
     if args.ckpt and given:
         named = " and ".join([", ".join(given[:-1])] * (len(given) > 1) + given[-1:])
-        raise ZeroLLMError(f"{named} {'are' if len(given) > 1 else 'is'} for the random GPT; with --ckpt the "
-                           "checkpoint's model is drawn as trained, with its own weights, layers, heads, width and "
-                           f"mask: leave {'them' if len(given) > 1 else 'it'} out")
+        # one whole message per number of flags, so that each has its own 中文 template
+        if len(given) > 1:
+            raise ZeroLLMError(f"{named} are for the random GPT; with --ckpt the checkpoint's model is drawn as "
+                               "trained, with its own weights, layers, heads, width and mask: leave them out")
+        raise ZeroLLMError(f"{named} is for the random GPT; with --ckpt the checkpoint's model is drawn as trained, "
+                           "with its own weights, layers, heads, width and mask: leave it out")
     for key, default in RANDOM_GPT.items():
         if getattr(args, key) is None:
             setattr(args, key, default)

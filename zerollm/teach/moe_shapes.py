@@ -137,10 +137,13 @@ def make_moe_config(args):
     (then a flag of the MoE section given anyway is an error: it would silently change nothing)."""
     if not args.n_expert:
         given = [f"--{k.replace('_', '-')}" for k, v in MOE_ONLY.items() if getattr(args, k) != v]
+        # one whole message per number of flags, so that each has its own 中文 template
+        if len(given) == 1:
+            raise ZeroLLMError(f"{given[0]} shapes the mixture-of-experts section, which only --n-expert E (2 or "
+                               "more) turns on: add --n-expert, or leave it out")
         if given:
-            raise ZeroLLMError(f"{', '.join(given)} shape{'s' if len(given) == 1 else ''} the mixture-of-experts "
-                               "section, which only --n-expert E (2 or more) turns on: add --n-expert, or leave "
-                               f"{'it' if len(given) == 1 else 'them'} out")
+            raise ZeroLLMError(f"{', '.join(given)} shape the mixture-of-experts section, which only --n-expert E "
+                               "(2 or more) turns on: add --n-expert, or leave them out")
         return None
     cfg = GPTConfig(vocab_size=args.vocab_size, block_size=args.seq, n_layer=args.n_layer, n_head=args.n_head,
                     n_kv_head=args.n_kv_head, n_embd=args.n_embd, n_inner=args.n_inner, mlp=args.mlp, bias=False,

@@ -152,4 +152,16 @@ ZH = {
         "训练样本",
     "heldout examples":
         "留出样本",
+    # issue 57 item 7: the pieces check_lengths (align/objectives/pairs.py) puts into its message, and what
+    # each objective says its limit counts
+    "the pair on line {0} is":
+        "第 {0} 行的偏好对",
+    "{0} pairs (the first on line {1}) are":
+        "有 {0} 个偏好对（第一个在第 {1} 行）",
+    "the model can read":
+        "模型能读入的长度",
+    "dpo takes per side (the model reads block_size {0} of them and predicts the last one, which it never reads)":
+        "dpo 每一边取的长度：模型读入其中 block_size {0} 个，并预测最后一个，最后那个它从不读入",
+    "the reward model reads per side (its block_size: the reward is read at the last one)":
+        "奖励模型每一边读入的长度，即它的 block_size：奖励在最后一个 token 上读出",
 }

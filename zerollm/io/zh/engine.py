@@ -29,4 +29,9 @@ ZH = {
         "$NUMBA_CPU_NAME={0} 不是 LLVM 认识的处理器（例如 host、generic、{1}）：改正它或取消这个变量，或者改用 --engine numpy",
     "--threads must be >= 1, got {0}":
         "--threads 必须 >= 1，收到的是 {0}",
+    # issue 57 item 7: what _numba_environment_problem (engine/__init__.py) says, inside "{0}; or use --engine numpy"
+    "$NUMBA_DISABLE_JIT={0} turns numba's compiler off, and the fast engine's kernels run only compiled: unset it":
+        "$NUMBA_DISABLE_JIT={0} 会关掉 numba 的编译器，而 fast 引擎的内核只能编译后运行：请取消这个变量",
+    "$NUMBA_NUM_THREADS={0} must be a whole number above 0: set it to one (e.g. 2) or unset it":
+        "$NUMBA_NUM_THREADS={0} 必须是大于 0 的整数：把它设成这样一个数（例如 2），或者取消这个变量",
 }

@@ -35,4 +35,22 @@ ZH = {
         "{0}: 有 {1} 行不是一次运行的 JSON 记录（被手工改过，还是另一个文件？）；报告里不包括它们",
     "{0}: task {1}, metric {2} {3}; it is left out of the report":
         "{0}: 任务 {1} 的度量 {2} {3}；报告里不包括它",
+    # issue 57 item 7: the pieces _run_ending_with (evaluate/report.py) and _why_not_rewritten
+    # (evaluate/taskfiles.py) put into their messages
+    ", and {0} runs given end with {1} ({2})":
+        "；给出的运行里有 {0} 个以 {1} 结尾（{2}）",
+    "but its zerollm-tasks.json is not as this command writes it (damaged or edited)":
+        "，但其中的 zerollm-tasks.json 和这个命令写出的不一样（损坏了，或者被改过）",
+    "written with --n {0} --seed {1}":
+        "，但它们是用 --n {0} --seed {1} 写出的",
+    "written with --n {0} --seed {1} and {2} changed since this command wrote them (edited by hand?), and the changes would be lost":
+        "，但它们是用 --n {0} --seed {1} 写出的，而且 {2} 在这个命令写出之后被改过（手工改的？），替换会丢掉这些改动",
+    "written with --n {0} --seed {1} and {2} changed since this command wrote it (edited by hand?), and the changes would be lost":
+        "，但它们是用 --n {0} --seed {1} 写出的，而且 {2} 在这个命令写出之后被改过（手工改的？），替换会丢掉这些改动",
+    "but {0} changed since this command wrote them (edited by hand?), and the changes would be lost":
+        "，但 {0} 在这个命令写出之后被改过（手工改的？），替换会丢掉这些改动",
+    "but {0} changed since this command wrote it (edited by hand?), and the changes would be lost":
+        "，但 {0} 在这个命令写出之后被改过（手工改的？），替换会丢掉这些改动",
+    "{0}, {1}, {2} and more":
+        "{0}、{1}、{2} 等",
 }

@@ -188,4 +188,26 @@ ZH = {
         "这个 BPE 分词器用自定义的正则切分文本，读 GGUF 的程序不认识它；请用 --pattern gpt2 或 gpt4 训练分词器",
     "{0} has no tokenizer.json, so text cannot be encoded; open the run or model directory that was saved with its tokenizer":
         "{0} 里没有 tokenizer.json，所以无法编码文本；请打开保存时带着分词器的运行目录或模型目录",
+    # issue 57 item 7: each thing _check_replaceable (interop/hf/exporting.py) finds, as a whole message, so
+    # that it wins over "{0} is {1} ({2}), ..."; the fix interop/peft.py adds; the Want.what of
+    # interop/gguf_meta.py
+    "{0} is a training checkpoint ({1}), so it is never overwritten; choose a new directory":
+        "{0} 是一个训练检查点（{1}），所以绝不会被覆盖；请换一个新目录",
+    "{0} is not a model directory ({1}), so it is never overwritten; choose a new directory":
+        "{0} 不是模型目录（{1}），所以绝不会被覆盖；请换一个新目录",
+    "write the value PeftModel.save_pretrained wrote, or save the adapter again":
+        "请写上 PeftModel.save_pretrained 写出的值，或者重新保存适配器",
+    "a text":
+        "文本",
+    "a list of texts":
+        "文本列表",
+    "a list of token types (whole numbers from 0 to 6)":
+        "token 类型的列表（0 到 6 之间的整数）",
+    "a power of two from 1 to 2097152":
+        "1 到 2097152 之间的 2 的幂",
+    # the two of lora_settings (interop/peft.py) that a shorter template without the fix would otherwise take
+    "{0}: r must be a whole number >= 1, got {1}; {2}":
+        "{0}: r 必须是 >= 1 的整数，收到的是 {1}；{2}",
+    "{0}: {1} must be a number, got {2}; {3}":
+        "{0}: {1} 必须是一个数，收到的是 {2}；{3}",
 }

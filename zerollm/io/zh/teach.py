@@ -41,10 +41,18 @@ ZH = {
         "--ckpt 需要 --text：训练好的模型要读你给的文本",
     "--text is {0} tokens; give 1 to {1}":
         "--text 有 {0} 个 token；请给 1 到 {1} 个",
-    "{0} {1} for the random GPT; with --ckpt the checkpoint's model is drawn as trained, with its own weights, layers, heads, width and mask: leave {2} out":
-        "{0}（{1}）只用于随机 GPT；用 --ckpt 时，画出的是检查点里训练好的模型，用的是它自己的权重、层数、头数、宽度和掩码：请去掉这些参数（{2}）",
-    "{0} shape{1} the mixture-of-experts section, which only --n-expert E (2 or more) turns on: add --n-expert, or leave {2} out":
-        "{0} 决定的是混合专家部分的形状（shape{1}），而这一部分只有 --n-expert E（2 或更大）才会打开：请加上 --n-expert，或者去掉这些参数（{2}）",
+    # the template made from the code; the one below it, with more literal text, is what a real message of
+    # two or more flags matches, so that its "and" is 中文 too
+    "{0} are for the random GPT; with --ckpt the checkpoint's model is drawn as trained, with its own weights, layers, heads, width and mask: leave them out":
+        "{0} 只用于随机 GPT；用了 --ckpt 时，画出的是检查点里训练好的模型，用的是它自己的权重、层数、头数、宽度和掩码：请去掉这些参数",
+    "{0} and {1} are for the random GPT; with --ckpt the checkpoint's model is drawn as trained, with its own weights, layers, heads, width and mask: leave them out":
+        "{0} 和 {1} 只用于随机 GPT；用了 --ckpt 时，画出的是检查点里训练好的模型，用的是它自己的权重、层数、头数、宽度和掩码：请去掉这些参数",
+    "{0} is for the random GPT; with --ckpt the checkpoint's model is drawn as trained, with its own weights, layers, heads, width and mask: leave it out":
+        "{0} 只用于随机 GPT；用了 --ckpt 时，画出的是检查点里训练好的模型，用的是它自己的权重、层数、头数、宽度和掩码：请去掉这个参数",
+    "{0} shapes the mixture-of-experts section, which only --n-expert E (2 or more) turns on: add --n-expert, or leave it out":
+        "{0} 决定的是混合专家部分的形状，而这一部分只有 --n-expert E（2 或更大）才会打开：请加上 --n-expert，或者去掉这个参数",
+    "{0} shape the mixture-of-experts section, which only --n-expert E (2 or more) turns on: add --n-expert, or leave them out":
+        "{0} 决定的是混合专家部分的形状，而这一部分只有 --n-expert E（2 或更大）才会打开：请加上 --n-expert，或者去掉这些参数",
     "the stacked experts would hold {0} numbers, too many for this demo; the shapes follow the same rules at any size, so pick a smaller --n-expert or --n-inner":
         "堆叠起来的专家会有 {0} 个数，这个演示放不下；形状在任何尺寸下都遵循同样的规则，所以请选更小的 --n-expert 或 --n-inner",
     "zerollm quantize explains Q8_0 / Q4_0 on a small matrix: add --explain. To quantize a model, write a GGUF file: zerollm convert --from RUN --to FILE.gguf --quant q8_0":
@@ -63,4 +71,16 @@ ZH = {
         "{0} 还没有梯度；请先调用 loss.backward()",
     "{0} Chinese character(s) of the page are beyond its embedded fonts (not in the shipped corpus, or over the {1} KB font budget) and need a CJK font on the reader's machine: {2}{3}":
         "页面上有 {0} 个汉字超出了内嵌字体的范围（不在随包附带的语料里，或者超出了 {1} KB 的字体预算），读者的电脑上需要有 CJK 字体才能显示：{2}{3}",
+    # issue 57 item 7: the head and the fix check_json_size (teach/attention_walkthrough.py) puts into
+    # "{0}; {1}, or leave out --json for the printed walkthrough", each fix as the walkthroughs give it
+    "--json prints every intermediate as text: B={0}, T={1}, d_k={2} make {3} numbers (four (B, T, T) matrices grow as T^2), more than the {4} it allows":
+        "--json 会把每个中间结果都打印成文本：B={0}、T={1}、d_k={2} 一共有 {3} 个数（四个 (B, T, T) 矩阵按 T^2 增长），超过了允许的 {4} 个",
+    "T can be at most {0} here: use --seq {1} or less":
+        "这里 T 最多是 {0}：请用 --seq {1} 或更小",
+    "T can be at most {0} here: use an --x of at most {1} tokens":
+        "这里 T 最多是 {0}：请让 --x 最多有 {1} 个 token",
+    "too many even at T=1: use a smaller --batch or --d-k":
+        "即使 T=1 也太多了：请用更小的 --batch 或 --d-k",
+    "too many even at T=1: use fewer sequences in --x, or narrower --wq/--wk/--wv":
+        "即使 T=1 也太多了：请在 --x 里放更少的序列，或者用更窄的 --wq/--wk/--wv",
 }

@@ -154,4 +154,17 @@ ZH = {
     # Python caller can do, so the whole line is here too (command_line()'s form is in zerollm/io/zh/cli.py).
     "{0} character(s) are not in this char tokenizer's vocabulary: {1}; train the tokenizer on text that contains them, add them with tokenizer.with_chars(...), use the byte or bpe tokenizer, or create it with unk='<unk>' to map unknown characters to one id":
         "有 {0} 个字符不在这个字符级分词器的词表里：{1}；可以用包含这些字符的文本训练分词器，用 tokenizer.with_chars(...) 把它们加进去，改用 byte 或 bpe 分词器，或者创建分词器时加上 unk='<unk>'，把未知字符都映射到同一个 id",
+    # issue 57 item 7: what check_tokenizer_json (tokenizers/hf.py) says each part must be
+    "a JSON object":
+        "JSON 对象",
+    "an object of token: id (a whole number >= 0)":
+        "由 token: id（>= 0 的整数）组成的对象",
+    'a list of "left right" strings or [left, right] pairs':
+        '由 "left right" 字符串或 [left, right] 对组成的列表',
+    'a list of {{"id": whole number, "content": text}} objects':
+        '由 {{"id": 整数, "content": 文本}} 对象组成的列表',
+    "a JSON object or null":
+        "JSON 对象或 null",
+    "a list of JSON objects":
+        "JSON 对象的列表",
 }

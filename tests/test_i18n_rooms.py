@@ -183,6 +183,28 @@ def _replaceable(tmp_path, header):
     return _check_replaceable(str(tmp_path))
 
 
+def _gguf_two_problems():
+    from types import SimpleNamespace
+    from zerollm.interop.gguf import check_gguf
+    return check_gguf(_tiny(gelu="erf"), SimpleNamespace(name="bpe", pattern_name="custom", pattern="x"))
+
+
+def _tasks_rewritten(tmp_path, edited, n):
+    from zerollm.evaluate.taskfiles import write_tasks
+    folder = tmp_path / "tasks"
+    if not folder.exists():
+        write_tasks(str(folder), 5, 0)
+        for name in sorted(p.name for p in folder.iterdir() if p.name != "zerollm-tasks.json")[:edited]:
+            with open(folder / name, "a") as f:
+                f.write("x")
+    return write_tasks(str(folder), n, 0)
+
+
+def _several_runs():
+    from zerollm.evaluate.report import _run_ending_with
+    return _run_ending_with("r.json", "runs/b", "/x/runs/b", ["/a/runs/b", "/c/runs/b"])
+
+
 _DPO = "dpo takes per side (the model reads block_size 8 of them and predicts the last one, which it never reads)"
 _REWARD = "the reward model reads per side (its block_size: the reward is read at the last one)"
 _ENGLISH_FIELDS = {
@@ -225,6 +247,19 @@ _ENGLISH_FIELDS = {
                        ['t.json', '"decoder"', "JSON", "null", "Hugging Face", "tokenizer.json"]),
     "tokenizer-list": (lambda mp, tmp: _tokenizer_json({"pre_tokenizer": {"pretokenizers": 1}}),
                        ['t.json', '"pre_tokenizer.pretokenizers"', "JSON", "Hugging Face", "tokenizer.json"]),
+    "gguf-two-problems": (lambda mp, tmp: _gguf_two_problems(),
+                          ["GGUF", "gpt2", "tanh", "GELU", "gelu='erf'", "--gelu tanh", "BPE", "--pattern gpt2", "gpt4"]),
+    "tasks-settings": (lambda mp, tmp: _tasks_rewritten(tmp, 0, 6),
+                       ["{tmp}/tasks", "lm-eval", "--n 5 --seed 0", "--force", "--n 6 --seed 0", "--out"]),
+    "tasks-settings-and-one": (lambda mp, tmp: _tasks_rewritten(tmp, 1, 6),
+                               ["{tmp}/tasks", "lm-eval", "--n 5 --seed 0", "zerollm_acrostic.jsonl", "--force",
+                                "--n 6 --seed 0", "--out"]),
+    "tasks-four-edited": (lambda mp, tmp: _tasks_rewritten(tmp, 4, 5),
+                          ["{tmp}/tasks", "lm-eval", "zerollm_acrostic.jsonl", "zerollm_acrostic.yaml",
+                           "zerollm_addition.jsonl", "--force", "--n 5 --seed 0", "--out"]),
+    "report-several": (lambda mp, tmp: _several_runs(),
+                       ["r.json", "model_args", "ckpt=runs/b", "/x/runs/b", "runs/b", "/a/runs/b, /c/runs/b",
+                        "lm_eval", "zerollm report"]),
     "hf-checkpoint": (lambda mp, tmp: _replaceable(tmp, {"format": "zerollm-checkpoint"}), ["{tmp}", "/config.json"]),
     "hf-not-a-model": (lambda mp, tmp: _replaceable(tmp, {"x": 1}), ["{tmp}", "/config.json"]),
 }

@@ -210,4 +210,12 @@ ZH = {
         "{0}: r 必须是 >= 1 的整数，收到的是 {1}；{2}",
     "{0}: {1} must be a number, got {2}; {3}":
         "{0}: {1} 必须是一个数，收到的是 {2}；{3}",
+    # check_gguf (interop/gguf.py) with 2 to 4 problems: each count written out, so that each numbered problem
+    # is a value of its own and comes out in 中文 (a problem whose template is known) rather than one English list
+    "this model cannot be written as GGUF, for 2 reasons: (1) {0}; (2) {1}":
+        "这个模型不能写成 GGUF，原因有 2 个：（1）{0}；（2）{1}",
+    "this model cannot be written as GGUF, for 3 reasons: (1) {0}; (2) {1}; (3) {2}":
+        "这个模型不能写成 GGUF，原因有 3 个：（1）{0}；（2）{1}；（3）{2}",
+    "this model cannot be written as GGUF, for 4 reasons: (1) {0}; (2) {1}; (3) {2}; (4) {3}":
+        "这个模型不能写成 GGUF，原因有 4 个：（1）{0}；（2）{1}；（3）{2}；（4）{3}",
 }

@@ -295,6 +295,140 @@ def test_training_ids_and_mask_match_the_template(qwen_tokenizer_dir, hf_chat_to
     assert learned.endswith("<|im_end|>") and "user" not in learned
 
 
+# Qwen2-Instruct's and Qwen2.5-Instruct's public templates (typed here as fixtures, run by transformers only):
+# a default system turn when there is none, no thinking; Qwen2's has no tools at all
+
+QWEN2_TEMPLATE = r"""{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}
+{{- '<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n' }}{% endif %}
+{{- '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n' }}{% endfor %}
+{%- if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"""
+
+QWEN25_TEMPLATE = r"""{%- if tools %}
+    {{- '<|im_start|>system\n' }}
+    {%- if messages[0]['role'] == 'system' %}
+        {{- messages[0]['content'] }}
+    {%- else %}
+        {{- 'You are Qwen, created by Alibaba Cloud. You are a helpful assistant.' }}
+    {%- endif %}
+    {{- "\n\n# Tools\n\nYou may call one or more functions to assist with the user query.\n\nYou are provided with function signatures within <tools></tools> XML tags:\n<tools>" }}
+    {%- for tool in tools %}
+        {{- "\n" }}
+        {{- tool | tojson }}
+    {%- endfor %}
+    {{- "\n</tools>\n\nFor each function call, return a json object with function name and arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": <args-json-object>}\n</tool_call><|im_end|>\n" }}
+{%- else %}
+    {%- if messages[0]['role'] == 'system' %}
+        {{- '<|im_start|>system\n' + messages[0]['content'] + '<|im_end|>\n' }}
+    {%- else %}
+        {{- '<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.<|im_end|>\n' }}
+    {%- endif %}
+{%- endif %}
+{%- for message in messages %}
+    {%- if (message.role == "user") or (message.role == "system" and not loop.first) or (message.role == "assistant" and not message.tool_calls) %}
+        {{- '<|im_start|>' + message.role + '\n' + message.content + '<|im_end|>' + '\n' }}
+    {%- elif message.role == "assistant" %}
+        {{- '<|im_start|>' + message.role }}
+        {%- if message.content %}
+            {{- '\n' + message.content }}
+        {%- endif %}
+        {%- for tool_call in message.tool_calls %}
+            {%- if tool_call.function is defined %}
+                {%- set tool_call = tool_call.function %}
+            {%- endif %}
+            {{- '\n<tool_call>\n{"name": "' }}
+            {{- tool_call.name }}
+            {{- '", "arguments": ' }}
+            {{- tool_call.arguments | tojson }}
+            {{- '}\n</tool_call>' }}
+        {%- endfor %}
+        {{- '<|im_end|>\n' }}
+    {%- elif message.role == "tool" %}
+        {%- if (loop.index0 == 0) or (messages[loop.index0 - 1].role != "tool") %}
+            {{- '<|im_start|>user' }}
+        {%- endif %}
+        {{- '\n<tool_response>\n' }}
+        {{- message.content }}
+        {{- '\n</tool_response>' }}
+        {%- if loop.last or (messages[loop.index0 + 1].role != "tool") %}
+            {{- '<|im_end|>\n' }}
+        {%- endif %}
+    {%- endif %}
+{%- endfor %}
+{%- if add_generation_prompt %}
+    {{- '<|im_start|>assistant\n' }}
+{%- endif %}"""
+
+OLDER = {"qwen2": QWEN2_TEMPLATE, "qwen2.5": QWEN25_TEMPLATE}
+# (a literal <think> in a message is text to zerollm but a token to transformers, which matches added tokens
+# inside the text: Qwen3's template splits it off, these two do not, so no conversation here writes one)
+OLDER_CONVERSATIONS = {
+    **{k: v for k, v in CONVERSATIONS.items() if k != "history-with-thinking"},
+    "multi-turn-reasoning-dropped": [
+        {"role": "user", "content": "1+1?"}, {"role": "assistant", "content": "2", "reasoning_content": "one and one"},
+        {"role": "user", "content": "2+2?"}, {"role": "assistant", "content": "4"}, {"role": "user", "content": "3+3?"},
+        {"role": "assistant", "content": "6"}],
+    "tools-string-arguments-with-content": [
+        {"role": "user", "content": "12*34="},
+        {"role": "assistant", "content": "Let me compute.",
+         "tool_calls": [{"type": "function", "function": {"name": "calculator", "arguments": '{"expr": "12*34"}'}},
+                        {"type": "function", "function": {"name": "calculator", "arguments": {"expr": "1"}}}]},
+        {"role": "tool", "content": "408"}, {"role": "assistant", "content": "408"}],
+}
+
+
+def _older_dir(tmp_path, qwen_tokenizer_dir, template):
+    folder = tmp_path / "tok"
+    folder.mkdir()
+    (folder / "tokenizer.json").write_bytes((qwen_tokenizer_dir / "tokenizer.json").read_bytes())
+    (folder / "tokenizer_config.json").write_text(json.dumps({"chat_template": template}))
+    return folder
+
+
+@pytest.mark.parametrize("name", sorted(OLDER_CONVERSATIONS))
+@pytest.mark.parametrize("family", sorted(OLDER))
+def test_qwen2_and_qwen25_templates_render_like_apply_chat_template(tmp_path, qwen_tokenizer_dir, family, name):
+    """The family is read from the directory's template (as data); prompts and training ids then match
+    transformers running that template, with and without a system message, tools, several turns."""
+    from zerollm.data import chatml
+    ours = hf.load_tokenizer_dir(_older_dir(tmp_path, qwen_tokenizer_dir, OLDER[family]))
+    assert chatml.family(ours) == family
+    theirs = PreTrainedTokenizerFast(tokenizer_file=str(qwen_tokenizer_dir / "tokenizer.json"),
+                                     chat_template=OLDER[family])
+    messages = OLDER_CONVERSATIONS[name]
+    tools = [CALC] if name.startswith("tools") else None
+    for thinking in (True, False):          # neither template has the switch: it changes nothing
+        assert chat.encode_prompt(ours, messages, tools=tools, enable_thinking=thinking) == \
+            _their_ids(theirs, messages, tools=tools, add_generation_prompt=True)
+    if messages[-1]["role"] == "assistant":
+        ids_, mask = chat.encode_example(ours, {"messages": messages, **({"tools": tools} if tools else {})})
+        assert ids_ == _their_ids(theirs, messages, tools=tools)
+        learned = ours.decode([i for i, m in zip(ids_, mask) if m])
+        assert learned.endswith("<|im_end|>") and "You are" not in learned
+    if messages[0]["role"] != "system":     # the default system sentence of the family
+        assert chatml.DEFAULT_SYSTEM[family] in ours.decode(chat.encode_prompt(ours, messages, tools=tools))
+
+
+def test_the_template_is_recognised_by_its_sentences_and_an_unknown_one_keeps_qwen3_rules(
+        tmp_path, qwen_tokenizer_dir, hf_chat_tokenizer):
+    from zerollm.data import chatml
+    from zerollm.interop.hf.loading import template_note
+    assert [chatml.family_of(t) for t in (QWEN2_TEMPLATE, QWEN25_TEMPLATE, QWEN3_TEMPLATE, chatml.CHATML_JINJA)] \
+        == ["qwen2", "qwen2.5", "qwen3", "qwen3"]
+    assert chatml.family_of("You are a helpful assistant.") is None      # no ChatML tokens: not Qwen's
+    # a ChatML template that raises if it is ever run, naming none of the families
+    folder = _older_dir(tmp_path, qwen_tokenizer_dir, "<|im_start|>{{ raise_exception('ran') }}")
+    ours = hf.load_tokenizer_dir(folder)
+    assert chatml.family(ours) == "qwen3"
+    messages = CONVERSATIONS["one-turn"]
+    assert chat.encode_prompt(ours, messages) == _their_ids(hf_chat_tokenizer, messages, add_generation_prompt=True)
+    note = template_note(folder, ours, "zerollm chat")
+    assert note.startswith("zerollm chat: note: ") and "Qwen3's rules" in note and "\n" not in note
+    for k, template in enumerate((QWEN2_TEMPLATE, QWEN25_TEMPLATE)):      # known ones: rendered, no note
+        (tmp_path / str(k)).mkdir()
+        known = _older_dir(tmp_path / str(k), qwen_tokenizer_dir, template)
+        assert template_note(known, hf.load_tokenizer_dir(known), "zerollm chat") is None
+
+
 def test_export_with_its_tokenizer_keeps_qwens_end_of_turn(tmp_path, qwen_tokenizer_dir, hf_chat_tokenizer):
     from transformers import AutoTokenizer
     qwen("qwen3", **dict(QWEN3_CASES["gqa-headdim6-tied"], vocab_size=430)).save_pretrained(tmp_path / "hf")

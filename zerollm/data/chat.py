@@ -128,7 +128,11 @@ def prepare_tokenizer(tokenizer, texts=(), needs=()):
         for text in texts:
             chars.update(text)
         tok = tok.with_chars(chars)
-    return tokenizer if tok.to_dict() == tokenizer.to_dict() else tok
+    if tok.to_dict() == tokenizer.to_dict():
+        return tokenizer
+    if chatml.is_chatml(tokenizer):          # the new tokenizer keeps the rules its directory's template named
+        tok.chat_family = chatml.family(tokenizer)
+    return tok
 
 
 def resize_model(model, vocab_size, rng):
@@ -278,7 +282,8 @@ def encode_example(tokenizer, example, allowed_special="none"):
     """
     messages = as_messages(example)
     if chatml.is_chatml(tokenizer):
-        return _encode_segments(tokenizer, chatml.segments(messages, example.get("tools")), allowed_special)
+        pieces = chatml.segments(messages, example.get("tools"), name=chatml.family(tokenizer))
+        return _encode_segments(tokenizer, pieces, allowed_special)
     return _encode_segments(tokenizer, _segments(messages, example.get("tools")), allowed_special)
 
 
@@ -293,7 +298,8 @@ def encode_prompt(tokenizer, prompt_or_messages, tools=None, enable_thinking=Tru
     if tools:
         check_tools(tools, "prompt")
     if chatml.is_chatml(tokenizer):
-        pieces = chatml.segments(messages, tools, add_generation_prompt=True, enable_thinking=enable_thinking)
+        pieces = chatml.segments(messages, tools, add_generation_prompt=True, enable_thinking=enable_thinking,
+                                 name=chatml.family(tokenizer))
         return _encode_segments(tokenizer, pieces)[0]
     return _encode_segments(tokenizer, _segments(messages, tools))[0] + [special_id(tokenizer, ASSISTANT)]
 

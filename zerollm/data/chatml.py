@@ -1,4 +1,4 @@
-"""Qwen's chat template (ChatML with Qwen3's thinking switch and Hermes-style tools), written in Python.
+"""Qwen's chat templates (ChatML: Qwen2, Qwen2.5, and Qwen3 with its thinking switch), written in Python.
 
 A Qwen2 / Qwen3 tokenizer has the special tokens <|im_start|> and <|im_end|>; a conversation is
 
@@ -20,6 +20,17 @@ Qwen3's rules, as its template has them:
 - the generation prompt is <|im_start|>assistant\n, followed by an empty think block when thinking is
   switched off (``enable_thinking=False``): the model then answers at once.
 
+Qwen2.5-Instruct's rules are Qwen3's without the thinking: a conversation without a system message gets
+a default one ("You are Qwen, created by Alibaba Cloud. You are a helpful assistant."; with tools it opens
+the tools' system turn), an assistant's content is shown as it is, a call's arguments always go through
+tojson (a string becomes a JSON string), and there is no thinking switch. Qwen2-Instruct's are plainer
+still: the default system turn "You are a helpful assistant.", then every message as
+<|im_start|>role\ncontent<|im_end|>\n; it has no tools (they and tool calls are left out, as there).
+
+Which rules a tokenizer gets (``family``) comes from the directory's template read as data
+(``family_of``: distinctive literal sentences of each public template, never its code); a ChatML
+tokenizer without a recognised template gets Qwen3's rules (and its directory a note, hf.loading).
+
 Pieces are (text, special, learned) as in zerollm.data.chat: special pieces are one token each (when the
 tokenizer has them: <think> and the tool tags are added tokens of Qwen's vocabulary), text is encoded as
 text, and "learned" marks what an assistant turn says (its end token included), for the SFT loss mask.
@@ -38,6 +49,11 @@ TOOLS_OUTRO = "\n</tools>\n\nFor each function call, return a json object with f
 TOOLS_OUTRO_END = " XML tags:\n"      # the tags between the two are tokens in transformers' rendering too
 CALL_EXAMPLE = '\n{"name": <function-name>, "arguments": <args-json-object>}\n'
 
+QWEN2, QWEN25, QWEN3 = "qwen2", "qwen2.5", "qwen3"
+FAMILIES = (QWEN2, QWEN25, QWEN3)
+DEFAULT_SYSTEM = {QWEN2: "You are a helpful assistant.",
+                  QWEN25: "You are Qwen, created by Alibaba Cloud. You are a helpful assistant."}
+
 
 # What an export writes into tokenizer_config.json for transformers (zerollm's own short template: the
 # turns and the thinking switch; tools and past reasoning are rendered by zerollm, not by this Jinja)
@@ -54,16 +70,39 @@ def is_chatml(tokenizer):
     return IM_START in specials and IM_END in specials
 
 
+def family_of(template):
+    """Which of Qwen's templates a chat_template string is (QWEN2, QWEN25, QWEN3), or None when it is none
+    of them. Only literal substrings are looked for: the template is a program from a download and is
+    never run. Qwen3's mentions its thinking switch or past reasoning; Qwen2.5's and Qwen2's write their
+    default system sentence (Qwen2.5's contains Qwen2's, so it is looked for first)."""
+    if not isinstance(template, str) or IM_START not in template:
+        return None
+    if "enable_thinking" in template or "reasoning_content" in template:
+        return QWEN3
+    for name in (QWEN25, QWEN2):
+        if DEFAULT_SYSTEM[name] in template:
+            return name
+    return None
+
+
+def family(tokenizer):
+    """The rules ``segments`` renders a ChatML tokenizer's conversations with: what its directory's
+    template was recognised as (``chat_family``, set when it is loaded), else Qwen3's."""
+    name = getattr(tokenizer, "chat_family", None)
+    return name if name in FAMILIES else QWEN3
+
+
 def _tool_json(tool):
     # transformers' tojson filter: json.dumps with ensure_ascii=False and the default separators
     return json.dumps(tool, ensure_ascii=False)
 
 
-def _call_pieces(call, first, content):
-    """One tool call of an assistant turn (learned)."""
+def _call_pieces(call, first, content, raw_strings=True):
+    """One tool call of an assistant turn (learned). Qwen3 writes string arguments as they are
+    (``raw_strings``); Qwen2.5's template passes every argument through tojson."""
     function = call.get("function", call)
     arguments = function.get("arguments")
-    args = arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)
+    args = arguments if raw_strings and isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)
     lead = "\n" if (not first or content) else ""
     return [(lead, False, True), (TOOL_CALL, True, True),
             ('\n{"name": "' + str(function["name"]) + '", "arguments": ' + args + "}\n", False, True),
@@ -92,45 +131,53 @@ def _last_query(messages):
     return len(messages) - 1
 
 
-def _system(messages, tools):
+def _system(messages, tools, name):
     out = []
     add = lambda text, special=False: out.append((text, special, False))
-    if tools:
+    has_system = bool(messages) and messages[0]["role"] == "system"
+    if tools and name != QWEN2:
         add(IM_START, True), add("system\n")
-        if messages and messages[0]["role"] == "system":
-            add(messages[0]["content"] + "\n\n")
+        if has_system or name == QWEN25:
+            add((messages[0]["content"] if has_system else DEFAULT_SYSTEM[name]) + "\n\n")
         add(TOOLS_INTRO + "".join("\n" + _tool_json(t) for t in tools) + TOOLS_OUTRO)
         add(TOOL_CALL, True), add(TOOL_CALL_END, True), add(TOOLS_OUTRO_END)
         add(TOOL_CALL, True), add(CALL_EXAMPLE), add(TOOL_CALL_END, True), add(IM_END, True), add("\n")
-    elif messages and messages[0]["role"] == "system":
-        add(IM_START, True), add("system\n" + messages[0]["content"]), add(IM_END, True), add("\n")
+    elif has_system or name != QWEN3:
+        text = messages[0]["content"] if has_system else DEFAULT_SYSTEM[name]
+        add(IM_START, True), add("system\n" + text), add(IM_END, True), add("\n")
     return out
 
 
-def _assistant(m, k, last, last_query):
-    reasoning, content = _split_thinking(m)
+def _assistant(m, k, last, last_query, name):
+    if name == QWEN3:
+        reasoning, content = _split_thinking(m)
+    else:                               # no thinking in Qwen2's or Qwen2.5's template: the content as it is
+        reasoning, content = "", m.get("content") or ""
     out = [(IM_START, True, False), ("assistant\n", False, False)]
-    if k > last_query and (last or reasoning):
+    if name == QWEN2:                   # its template shows the content only; tool calls are left out
+        return out + [(content, False, True), (IM_END, True, True), ("\n", False, False)]
+    if name == QWEN3 and k > last_query and (last or reasoning):
         out += [(THINK, True, True), ("\n" + reasoning.strip("\n") + "\n", False, True), (THINK_END, True, True),
                 ("\n\n" + content.lstrip("\n"), False, True)]
     else:
         out.append((content, False, True))
     for j, call in enumerate(m.get("tool_calls") or ()):
-        out += _call_pieces(call, j == 0, content)
+        out += _call_pieces(call, j == 0, content, raw_strings=name == QWEN3)
     return out + [(IM_END, True, True), ("\n", False, False)]
 
 
-def segments(messages, tools=None, add_generation_prompt=False, enable_thinking=True):
-    """The conversation as [(text, special, learned)] in Qwen's template (Qwen3's rules, above)."""
-    out = _system(messages, tools)
+def segments(messages, tools=None, add_generation_prompt=False, enable_thinking=True, name=QWEN3):
+    """The conversation as [(text, special, learned)] in Qwen's template of family ``name`` (the rules
+    above; ``enable_thinking`` is Qwen3's switch, which the others' templates do not have)."""
+    out = _system(messages, tools, name)
     last_query = _last_query(messages)
     for k, m in enumerate(messages):
         role, content = m["role"], m.get("content") if isinstance(m.get("content"), str) else ""
-        if role == "user" or (role == "system" and k > 0):
+        if role == "user" or (role == "system" and k > 0) or (name == QWEN2 and role == "tool"):
             out += [(IM_START, True, False), (role + "\n" + content, False, False), (IM_END, True, False),
                     ("\n", False, False)]
         elif role == "assistant":
-            out += _assistant(m, k, k == len(messages) - 1, last_query)
+            out += _assistant(m, k, k == len(messages) - 1, last_query, name)
         elif role == "tool":
             if k == 0 or messages[k - 1]["role"] != "tool":
                 out += [(IM_START, True, False), ("user", False, False)]
@@ -140,7 +187,7 @@ def segments(messages, tools=None, add_generation_prompt=False, enable_thinking=
                 out += [(IM_END, True, False), ("\n", False, False)]
     if add_generation_prompt:
         out += [(IM_START, True, False), ("assistant\n", False, False)]
-        if not enable_thinking:
+        if not enable_thinking and name == QWEN3:
             out += [(THINK, True, False), ("\n\n", False, False), (THINK_END, True, False), ("\n\n", False, False)]
     return out
 

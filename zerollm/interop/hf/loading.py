@@ -79,20 +79,44 @@ def load_tokenizer_dir(path):
         return BPETokenizer.from_hf_dir(os.fspath(path))      # vocab.json + merges.txt, or an error naming both
     data = read_json_file(file, "tokenizer.json")             # read once, whichever form it is
     tok = tokenizer_from_json(data, file)
-    return tok if tok is not None else BPETokenizer(**read_hf_tokenizer_json(file, data))
+    tok = tok if tok is not None else BPETokenizer(**read_hf_tokenizer_json(file, data))
+    return _with_chat_family(tok, path)
 
 
-def template_note(path, tokenizer, prog):
-    """The one line a command prints when the directory's tokenizer_config.json has a chat template that
-    zerollm does not render (it knows its own and Qwen's ChatML, zerollm.data.chatml, by the tokenizer's
-    tokens); None otherwise. The Jinja itself is never run: it is a program from a download."""
-    from zerollm.data import chat
+def _chat_template(path):
+    """The chat_template string of the directory's tokenizer_config.json (data, never run), or None."""
     file = os.path.join(os.fspath(path), "tokenizer_config.json")
     try:
         settings = read_json(file) if os.path.isfile(file) else {}
     except ZeroLLMError:
         return None                         # a broken file says so where it matters: the tokenizer load
-    if not isinstance(settings, dict) or not settings.get("chat_template") or chat.has_template(tokenizer):
+    template = settings.get("chat_template") if isinstance(settings, dict) else None
+    return template if isinstance(template, str) and template else None
+
+
+def _with_chat_family(tok, path):
+    """A ChatML tokenizer learns which of Qwen's templates its directory has (zerollm.data.chatml.family_of),
+    so that Qwen2's and Qwen2.5's conversations render by their own rules, not Qwen3's."""
+    from zerollm.data import chatml
+    if chatml.is_chatml(tok):
+        tok.chat_family = chatml.family_of(_chat_template(path))
+    return tok
+
+
+def template_note(path, tokenizer, prog):
+    """The one line a command prints when the directory's tokenizer_config.json has a chat template that
+    zerollm does not render (it knows its own and Qwen's ChatML, zerollm.data.chatml, by the tokenizer's
+    tokens); None otherwise. The Jinja itself is never run: it is a program from a download. A ChatML
+    template that is none of Qwen2's, Qwen2.5's and Qwen3's is rendered by Qwen3's rules, and says so."""
+    from zerollm.data import chat, chatml
+    file = os.path.join(os.fspath(path), "tokenizer_config.json")
+    template = _chat_template(path)
+    if template is None:
+        return None
+    if chatml.is_chatml(tokenizer) and chatml.family_of(template) is None:
+        return (f"{prog}: note: the chat template of {file} is not one of Qwen2's, Qwen2.5's or Qwen3's that "
+                "zerollm knows (it never runs a template from a file); conversations are rendered by Qwen3's rules")
+    if chat.has_template(tokenizer):
         return None
     return (f"{prog}: note: the chat template of {file} is not one zerollm knows (it renders its own and "
             "Qwen's ChatML, and never runs a template from a file); prompts are used as plain text")

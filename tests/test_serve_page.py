@@ -132,7 +132,7 @@ def test_a_long_conversation_fits_a_64_token_context_at_its_defaults(browser, sm
     # the page used to ask for 200 new tokens of a 64-token model: its first message failed, on every preset
     page = _open(browser, small, width, height, "zh-CN")
     assert page.text_content("#send") == "发送"                         # 中文 from the browser's language
-    page.wait_for_function("document.getElementById('used').textContent.includes('/ 64')")
+    page.wait_for_function("() => document.getElementById('used').textContent.includes('/ 64')")
     for i in range(6):
         _send(page, f"第{i}个问题：春眠不觉晓")
         page.locator(".msg.assistant[data-done]").nth(i).wait_for()

@@ -49,7 +49,7 @@ def test_thinking_folds_a_tool_call_is_a_card_and_its_result_goes_back(page):
                      "cards": [["calculator", '{"expression": "12*34"}']]}
     page.fill(".toolcall input", "408")                 # the user answers as the calculator
     page.click(".send-results")
-    page.wait_for_function("document.querySelectorAll('.msg.assistant[data-done=finished]').length === 2")
+    page.wait_for_function("() => document.querySelectorAll('.msg.assistant[data-done=finished]').length === 2")
     first, second = _bubbles(page)
     assert second == {"thinking": "ok", "folded": True, "text": "408", "cards": [], "done": "finished"}
     assert page.is_disabled(".toolcall input") and page.query_selector(".send-results") is None
@@ -68,5 +68,5 @@ def test_without_the_tools_box_no_tools_are_sent(page):
     page.check("#tools")
     page.click("#regenerate")
     page.wait_for_selector(".msg.assistant[data-done]")
-    page.wait_for_function("document.querySelectorAll('.msg.assistant[data-done]').length === 1")
+    page.wait_for_function("() => document.querySelectorAll('.msg.assistant[data-done]').length === 1")
     assert requests[1]["tools"][0]["function"]["name"] == "calculator"

@@ -554,6 +554,30 @@ def test_sample_no_thinking_ends_the_prompt_with_an_empty_think_block(qwen_token
         assert end == tok.special_tokens["<|im_end|>"]
 
 
+@pytest.mark.parametrize("family", sorted(OLDER))
+def test_a_saved_qwen_tokenizer_keeps_its_templates_rules(tmp_path, qwen_tokenizer_dir, family):
+    """zerollm's tokenizer.json of a run or model directory keeps the family its Hugging Face directory's
+    template named: a model fine-tuned from Qwen2.5 renders by Qwen2.5's rules when it is opened again
+    (it used to fall back to Qwen3's: no default system turn, another tool text)."""
+    from zerollm.data import chatml
+    from zerollm.io.errors import ZeroLLMError
+    from zerollm.tokenizers import load_tokenizer
+    ours = hf.load_tokenizer_dir(_older_dir(tmp_path, qwen_tokenizer_dir, OLDER[family]))
+    grown = ours.with_special_tokens(["<|extra|>"])               # what a stage's prepare_tokenizer may do
+    for tok in (ours, grown):
+        tok.save(tmp_path / "tokenizer.json")
+        again = load_tokenizer(str(tmp_path / "tokenizer.json"))
+        assert chatml.family(again) == family and again.to_dict() == tok.to_dict()
+        messages = OLDER_CONVERSATIONS[sorted(OLDER_CONVERSATIONS)[0]]
+        assert chat.encode_prompt(again, messages) == chat.encode_prompt(ours, messages)
+    plain = hf.load_tokenizer_dir(qwen_tokenizer_dir)            # no template: nothing extra in the file
+    assert "chat_family" not in plain.to_dict()
+    bad = {**ours.to_dict(), "chat_family": "qwen9"}
+    (tmp_path / "bad.json").write_text(json.dumps(bad))
+    with pytest.raises(ZeroLLMError, match="'chat_family' must be one of qwen2, qwen2.5, qwen3 or absent"):
+        load_tokenizer(str(tmp_path / "bad.json"))
+
+
 def test_sft_on_a_qwen_tokenizer_adds_no_tokens_of_zerollms_template(qwen_tokenizer_dir):
     tok = hf.load_tokenizer_dir(qwen_tokenizer_dir)
     assert chat.prepare_tokenizer(tok, needs=("think", "tools")) is tok       # Qwen's own tokens are enough

@@ -38,6 +38,8 @@ text, and "learned" marks what an assistant turn says (its end token included), 
 
 import json
 
+from zerollm.tokenizers.bpe import CHAT_FAMILIES
+
 IM_START, IM_END = "<|im_start|>", "<|im_end|>"
 THINK, THINK_END = "<think>", "</think>"
 TOOL_CALL, TOOL_CALL_END = "<tool_call>", "</tool_call>"
@@ -49,8 +51,8 @@ TOOLS_OUTRO = "\n</tools>\n\nFor each function call, return a json object with f
 TOOLS_OUTRO_END = " XML tags:\n"      # the tags between the two are tokens in transformers' rendering too
 CALL_EXAMPLE = '\n{"name": <function-name>, "arguments": <args-json-object>}\n'
 
-QWEN2, QWEN25, QWEN3 = "qwen2", "qwen2.5", "qwen3"
-FAMILIES = (QWEN2, QWEN25, QWEN3)
+FAMILIES = CHAT_FAMILIES                    # kept in a Qwen tokenizer's saved file (zerollm.tokenizers.bpe)
+QWEN2, QWEN25, QWEN3 = FAMILIES
 DEFAULT_SYSTEM = {QWEN2: "You are a helpful assistant.",
                   QWEN25: "You are Qwen, created by Alibaba Cloud. You are a helpful assistant."}
 

@@ -60,6 +60,10 @@ def token_from_json(t):
 # the tokenizer
 
 NORMALIZERS = (None, "NFC")        # the Unicode normalizations a BPETokenizer can apply first
+# the rules a Qwen tokenizer's conversations are rendered with (zerollm.data.chatml), read from its
+# directory's chat template when it is opened, and kept in zerollm's tokenizer.json so that a model
+# fine-tuned from Qwen2.5 renders by Qwen2.5's rules when it is opened again
+CHAT_FAMILIES = ("qwen2", "qwen2.5", "qwen3")
 
 
 class BPETokenizer(Tokenizer):
@@ -118,7 +122,10 @@ class BPETokenizer(Tokenizer):
         tokens it already has are skipped. Merges, vocabulary and existing ids are unchanged."""
         new = self._new_specials(tokens)
         specials = {**self.special_tokens, **{s: self.vocab_size + k for k, s in enumerate(new)}}
-        return BPETokenizer(self.pattern, self.merges, specials, self.vocab, self.normalizer)
+        tok = BPETokenizer(self.pattern, self.merges, specials, self.vocab, self.normalizer)
+        if getattr(self, "chat_family", None) is not None:      # a Qwen tokenizer keeps its template's rules
+            tok.chat_family = self.chat_family
+        return tok
 
     # ------------------------------------------------------------------
     # training
@@ -209,6 +216,8 @@ class BPETokenizer(Tokenizer):
         }
         if self.normalizer is not None:          # only then: files without one stay as they were
             payload["normalizer"] = self.normalizer
+        if getattr(self, "chat_family", None) is not None:     # the same: only a Qwen tokenizer has one
+            payload["chat_family"] = self.chat_family
         return payload
 
     @classmethod
@@ -230,7 +239,13 @@ class BPETokenizer(Tokenizer):
         normalizer = data.get("normalizer")
         if normalizer not in NORMALIZERS:
             raise ZeroLLMError(f"'normalizer' must be one of {', '.join(NORMALIZERS[1:])} or absent, got {normalizer!r}")
-        return cls(known_pattern(data["regex"], '"regex"'), merges, specials, vocab, normalizer)
+        family = data.get("chat_family")
+        if family is not None and family not in CHAT_FAMILIES:
+            raise ZeroLLMError(f"'chat_family' must be one of {', '.join(CHAT_FAMILIES)} or absent, got {family!r}")
+        tok = cls(known_pattern(data["regex"], '"regex"'), merges, specials, vocab, normalizer)
+        if family is not None:
+            tok.chat_family = family
+        return tok
 
     @classmethod
     def from_gpt2_files(cls, vocab_json, merges_txt):

@@ -145,6 +145,8 @@ ZH = {
         "normalizer 必须是 None 或 {0} 之一，收到的是 {1}",
     "'normalizer' must be one of {0} or absent, got {1}":
         "'normalizer' 必须是 {0} 之一，或者不写，收到的是 {1}",
+    "'chat_family' must be one of {0} or absent, got {1}":
+        "'chat_family' 只能是 {0} 之一或不写，实际是 {1}",
     "{0}: has a normalizer zerollm does not implement ({1}); only NFC (Qwen2's and Qwen3's) is":
         "{0}: 带有 zerollm 没有实现的 normalizer（{1}）；只支持 NFC（Qwen2 和 Qwen3 用的就是它）",
     "{0}{1} is a split regex zerollm does not run ({2}): a tokenizer read from a file may only use GPT-2's, GPT-4's, Llama 3's or Qwen2's split regex; retrain the tokenizer with --pattern gpt2 or gpt4":

@@ -122,3 +122,38 @@ def test_the_dry_run_counts_the_base_in_blocks(kind, tmp_path, capsys):
     _distill(tmp_path, "blocks", "--lora-r", "4", "--quantize-base", kind, "--dry-run")
     blocks = capsys.readouterr().out
     assert "parameters (linear layers in blocks)" in blocks and "in blocks" not in plain
+
+
+# ----------------------------------------------------------------------------
+# the fast engine's backward through the blocks (zerollm.engine.fast.qlora)
+
+@pytest.mark.parametrize("kind", ["q8_0", "q4_0"])
+@pytest.mark.parametrize("rows", [256, 40])
+def test_fast_backward_through_the_blocks_equals_the_numpy_reference(kind, rows, monkeypatch):
+    from zerollm.engine.fast import qlora
+    monkeypatch.setattr(qlora, "ROWS", rows)                  # 300 rows of W: 2 slabs, or 8 with one cut short
+    rng = np.random.default_rng(5)
+    w = QuantizedMatrix.from_float(rng.standard_normal((300, 96)), kind)       # (R, K)
+    dy = rng.standard_normal((7, 300)).astype(np.float32)                      # (N, R)
+    ref = linear.quantized_matmul_t.reference(dy, w)
+    got = qlora.quantized_matmul_t(dy, w)
+    assert got.shape == ref.shape == (7, 96)
+    np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5 * np.abs(ref).max())
+    np.testing.assert_allclose(got, dy.astype(np.float64) @ w.dequantize(), rtol=1e-4, atol=1e-4)
+
+
+def test_the_fast_engine_trains_qlora_with_the_numpy_engines_gradients():
+    from zerollm.engine import use_engine
+    from zerollm.engine.fast import KERNELS, qlora
+    assert KERNELS["quantized_matmul_t"] is qlora.quantized_matmul_t       # what the fast engine dispatches to
+    grads = []
+    for engine in ("numpy", "fast"):
+        model = quantize_linears(_lora_model(), "q4_0")
+        model.train()
+        x = np.random.default_rng(2).integers(0, CFG.vocab_size, (2, CFG.block_size))
+        with use_engine(engine):
+            model.forward(x, np.roll(x, -1, axis=1))
+            grads.append(model.backward())
+    assert sorted(grads[0]) == sorted(grads[1])
+    for k in grads[0]:
+        np.testing.assert_allclose(grads[1][k], grads[0][k], rtol=1e-3, atol=1e-5 * np.abs(grads[0][k]).max())

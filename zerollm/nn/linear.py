@@ -48,9 +48,11 @@ def quantized_matmul(x, w):
 QUANT_ROWS = 256      # rows of a quantized W dequantized at a time in the backward: (256, i) floats, never all of W
 
 
+@accelerated
 def quantized_matmul_t(dy, w):
     """dx = dy @ W for a QuantizedMatrix W (o, i): dy (N, o) -> (N, i), W dequantized QUANT_ROWS rows at a time,
-    so the backward through a quantized base never holds the whole float matrix (QLoRA's point)."""
+    so the backward through a quantized base never holds the whole float matrix (QLoRA's point). The fast
+    engine's kernel (zerollm.engine.fast.qlora) decodes the same slabs from the blocks into one reused buffer."""
     dx = np.zeros((dy.shape[0], w.shape[1]), dtype=np.float32)
     for start in range(0, w.shape[0], QUANT_ROWS):
         rows = np.arange(start, min(start + QUANT_ROWS, w.shape[0]))

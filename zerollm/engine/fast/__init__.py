@@ -27,6 +27,7 @@ reference function it stands in for, and answers NotImplemented for what it was 
     optim.add_scaled                    zerollm.training.objective.add_scaled               bit-identical
     linear.linear_forward               zerollm.nn.linear.linear_forward           b added first (BLAS beta = 1)
     quant.quantized_matmul              zerollm.nn.linear.quantized_matmul         sums reordered
+    qlora.quantized_matmul_t            zerollm.nn.linear.quantized_matmul_t       sums reordered (same slabs)
     bpe.learn_merges                    zerollm.tokenizers.bpe_train.learn_merges  the same merges
 
 The attention kernels (sdpa, flash) multiply their small blocks with microkernel.sgemm, our own
@@ -37,7 +38,7 @@ Importing this package imports numba and compiles nothing: each kernel is compil
 numba's cache) the first time it runs.
 """
 
-from zerollm.engine.fast import activation, attention, bpe, flash, linear, norm, optim, quant, sdpa
+from zerollm.engine.fast import activation, attention, bpe, flash, linear, norm, optim, qlora, quant, sdpa
 
 KERNELS = {**attention.KERNELS, **flash.KERNELS, **norm.KERNELS, **activation.KERNELS, **optim.KERNELS,
-           **quant.KERNELS, **bpe.KERNELS, **sdpa.KERNELS, **linear.KERNELS}
+           **quant.KERNELS, **qlora.KERNELS, **bpe.KERNELS, **sdpa.KERNELS, **linear.KERNELS}

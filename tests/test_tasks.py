@@ -253,12 +253,26 @@ def test_tasks_make_tools_and_think_flags(tmp_path, capsys):
     assert main(["tasks", "make", "addition", "--out", str(tmp_path / "a.jsonl"), "--n", "2", "--think"]) == 0
     assert "reasoning_content" in (tmp_path / "a.jsonl").read_text()
     for args, fragment in [(["calc", "--think"], "tasks make calc has no --think variant; --think is for acrostic, addition"),
-                           (["addition", "--tools"], "no --tools variant; --tools is for calc"),
-                           (["addition", "--think", "--format", "text"], "leave out --format text")]:
+                           (["addition", "--tools"], "no --tools variant; --tools is for calc")]:
         capsys.readouterr()
         code = main(["tasks", "make", *args[:1], "--out", str(tmp_path / "x"), "--n", "2", *args[1:]])
         err = capsys.readouterr().err
         assert code != 0 and fragment in err and len(err.strip().splitlines()) == 1 and not (tmp_path / "x").exists()
+
+
+def test_tasks_make_tools_format_text_writes_each_trace_as_the_template_renders_it(tmp_path):
+    # the text a BPE vocabulary is learnt from for the served calculator model (docs/serving.md)
+    from zerollm.cli import main
+    from zerollm.data import chat
+    for flag, task in (("--tools", "calc"), ("--think", "addition")):
+        args = ["tasks", "make", task, "--n", "3", "--seed", "2", flag]
+        assert main([*args, "--out", str(tmp_path / f"{task}.jsonl")]) == 0
+        assert main([*args, "--out", str(tmp_path / f"{task}.txt"), "--format", "text"]) == 0
+        rows = [json.loads(line) for line in (tmp_path / f"{task}.jsonl").read_text().splitlines()]
+        lines = (tmp_path / f"{task}.txt").read_text(encoding="utf-8").split("\n")
+        assert lines == [chat.render(chat.as_messages(r), r.get("tools")) for r in rows] + [""]
+    assert lines[0].startswith("<|user|>") and "<think>" in lines[0] and lines[0].endswith("<|end|>")
+    assert '<tool_call>{"name": "calculator"' in (tmp_path / "calc.txt").read_text()
 
 
 def test_tasks_eval_runs_the_tool_loop_for_a_tool_model(tmp_path, capsys):

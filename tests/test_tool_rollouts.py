@@ -2,6 +2,7 @@
 loss and the KL, evaluation with and without tools, and the GRPO flags."""
 
 import json
+import warnings
 
 import numpy as np
 import pytest
@@ -122,3 +123,28 @@ def test_grpo_with_tools_runs_and_logs_what_the_tools_did(tmp_path):
     assert steps and all({"tool_calls", "tool_call_valid", "format_ok", "response_tokens"} <= set(r) for r in steps)
     assert any("eval_tool_calls" in r for r in log)
     assert main(["grpo", "--out", str(tmp_path / "run"), "--resume", "--max-iters", "3", "--no-progress"]) == 0
+
+
+def test_a_wrong_type_of_argument_is_the_tool_s_error_response_and_the_answer_goes_on(tmp_path):
+    path = tmp_path / "typed_tools.py"
+    path.write_text('TOOLS = [{"type": "function", "function": {"name": "count", "parameters": {"type": "object", '
+                    '"properties": {"text": {"type": "string"}}}}}]\ndef count(text):\n    return len(text)\n')
+    box = tools.load_tools(path, timeout=5)
+    call = '<tool_call>{"name": "count", "arguments": {"text": 5}}</tool_call>'
+    sample, seen = _scripted([call, "sorry"])
+    [answer] = tools.run_tool_loop(sample, TOK, [chat.encode_prompt(TOK, "x", tools=box.specs())], [0], box, _loop())
+    assert answer.reply == chat.Reply("sorry") and answer.calls == 1 and len(seen) == 2
+    assert "<tool_response>error: object of type 'int' has no len()</tool_response>" in TOK.decode(list(answer.ids))
+
+
+def test_a_char_model_reading_a_tool_response_with_unknown_characters_is_warned_once():
+    from zerollm.tokenizers import CharTokenizer
+    tok = chat.prepare_tokenizer(CharTokenizer.train("0123456789 error:"), needs=("tools",))
+    tool_text = lambda ids: tok.decode(ids[2:-3])              # between <|user|><tool_response> and its end
+    with pytest.warns(UserWarning, match=r"does not have \('⊕' '⊗'\); they are left out") as caught:
+        ids = tools.tool_turn_ids(tok, ["12⊗3⊕4"])
+    assert len(caught) == 1 and tool_text(ids) == "1234"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")                           # the same characters again: no second warning
+        assert tool_text(tools.tool_turn_ids(tok, ["⊕5"])) == "5"
+        assert tool_text(tools.tool_turn_ids(tok, ["42"])) == "42"   # known characters: nothing to say

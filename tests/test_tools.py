@@ -102,3 +102,14 @@ def test_bad_tool_modules_are_one_line(tmp_path, source, fragment):
         tools.load_tools(path)
     with pytest.raises(ZeroLLMError, match="no such file"):
         tools.load_tools(tmp_path / "missing.py")
+
+
+def test_a_tool_called_with_a_wrong_type_tells_the_model_and_the_run_goes_on(tmp_path):
+    # len("abc") works; len(5) raises TypeError inside the tool: the model asked wrongly (#58)
+    path = tmp_path / "typed_tools.py"
+    path.write_text('TOOLS = [{"type": "function", "function": {"name": "count", "parameters": {"type": "object", '
+                    '"properties": {"text": {"type": "string"}}}}}]\ndef count(text):\n    return len(text)\n')
+    box = tools.load_tools(path, timeout=5)
+    assert box.run(ToolCall("count", {"text": "abc"})) == "3"
+    assert box.run(ToolCall("count", {"text": 5})) == "error: object of type 'int' has no len()"
+    assert box.run(ToolCall("count", {"text": None})) == "error: object of type 'NoneType' has no len()"

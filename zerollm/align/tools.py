@@ -21,8 +21,9 @@ float, written as text):
 
 It runs behind the guard of user reward functions (zerollm.align.guard.call_user): its import and
 every call have a time limit (``timeout``), and SIGTERM stops at once. A tool says that the model's
-arguments were wrong by raising ValueError (or ZeroLLMError): the model gets "error: ..." as the tool's
-response, as it does for a call of an unknown tool or with wrong argument names. Anything else (another
+arguments were wrong by raising ValueError (or ZeroLLMError; a TypeError, what a wrong type of argument
+raises, counts the same): the model gets "error: ..." as the tool's response, as it does for a call of
+an unknown tool or with wrong argument names. Anything else (another
 exception, sys.exit, a timeout, a result that is not text or a number) is a bug of the tool and stops
 with one line that names it.
 """
@@ -32,6 +33,7 @@ import importlib.util
 import math
 import os
 import sys
+import warnings
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Callable
@@ -225,7 +227,9 @@ class Toolbox:
         def invoke():
             try:
                 return ("ok", tool.fn(**call.arguments))
-            except (ValueError, ZeroLLMError) as err:   # the tool's way of saying the arguments were wrong
+            # the tool's way of saying the arguments were wrong; a TypeError is what a wrong type of argument
+            # raises in most Python (len(5), "a" + 1): the model asked wrongly, the run goes on
+            except (ValueError, TypeError, ZeroLLMError) as err:
                 return ("error", str(err))
             except SystemExit as err:
                 raise ZeroLLMError(f"called sys.exit({err.code!r}); a tool returns its response (raise "
@@ -339,18 +343,29 @@ def _round_seed(seed, k):
     return (*(seed if isinstance(seed, (tuple, list)) else (seed,)), 1000 + k)
 
 
+_UNKNOWN_SEEN = set()       # characters a warning has named already (each is named once a process)
+
+
 def _encode_known(tokenizer, text):
     """A tool's response as ids: a char tokenizer drops the characters it has never seen (a tool may
-    answer with any text; the model can only read what its vocabulary holds)."""
+    answer with any text; the model can only read what its vocabulary holds), and a warning names them,
+    each character once, so a model that reads less than the tool said is never a silent surprise."""
     try:
         return tokenizer.encode(text)
     except ZeroLLMError:
-        ids = []
+        ids, dropped = [], []
         for ch in text:
             try:
                 ids += tokenizer.encode(ch)
             except ZeroLLMError:
-                continue
+                dropped.append(ch)
+        new = sorted(set(dropped) - _UNKNOWN_SEEN)
+        if new:
+            _UNKNOWN_SEEN.update(new)
+            shown = " ".join(repr(ch) for ch in new[:5]) + (" ..." if len(new) > 5 else "")
+            warnings.warn(f"a tool's response holds characters the model's vocabulary does not have ({shown}); "
+                          "they are left out of what the model reads (a char tokenizer knows only the "
+                          "characters of its training text)", stacklevel=2)
         return ids
 
 

@@ -36,7 +36,9 @@ def add_arguments(p):
     make.add_argument("--seed", type=SEED, default=0)
     make.add_argument("--format", choices=("jsonl", "text"), default=None,
                       help="jsonl: one example a line (SFT / prefs / prompts); text: one plain line per example, "
-                           "for pre-training a base model (default jsonl; lm-eval: YAML and JSONL, no choice)")
+                           "for pre-training a base model (with --tools or --think: each trace as the chat template "
+                           "renders it, to learn a BPE vocabulary from) (default jsonl; lm-eval: YAML and JSONL, "
+                           "no choice)")
     make.add_argument("--force", action="store_true", help="replace --out if it already exists")
     make.add_argument("--tools", action="store_true",
                       help="calc: each example as a trace that calls the calculator tool and uses its result")
@@ -111,9 +113,6 @@ def _make(args):
             from zerollm.align.tasks import TASKS
             have = [name for name, module in TASKS.items() if hasattr(module, attr)]
             raise ZeroLLMError(f"tasks make {args.name} has no {flag} variant; {flag} is for {', '.join(have)}")
-    if variants and fmt == "text":
-        raise ZeroLLMError(f"{variants[0][0]} makes chat traces (JSONL for zerollm sft), not plain text: leave out "
-                           "--format text")
     check_output_file(args.out, force=args.force)      # before minutes of drawing examples
     rows = task.make(args.n, split, args.seed)
     for _, attr in variants:
@@ -121,10 +120,18 @@ def _make(args):
     if fmt == "jsonl":
         write_jsonl(args.out, rows)
     else:
+        # a trace (--tools / --think) as the chat template renders it, one a line: text to learn a BPE
+        # vocabulary from and pre-train a base on, so the tool spec and a call are a few tokens each
+        line = _rendered if variants else task.text_line
         with atomic_write(args.out, "w") as f:
-            f.writelines(task.text_line(row) + "\n" for row in rows)
+            f.writelines(line(row) + "\n" for row in rows)
     print(f"wrote {len(rows)} {args.name} examples ({split} split, seed {args.seed}) to {args.out}")
     return 0
+
+
+def _rendered(row):
+    from zerollm.data import chat
+    return chat.render(chat.as_messages(row), row.get("tools"))      # the template writes no newlines
 
 
 def _make_lm_eval(args):

@@ -50,8 +50,10 @@ ZH = {
         "--tools {0}：TOOLS 里列了 {1}，但模块里没有同名的函数",
     "tasks make {0} has no {1} variant; {2} is for {3}":
         "tasks make {0} 没有 {1} 这种变体；{2} 只适用于 {3}",
-    "{0} makes chat traces (JSONL for zerollm sft), not plain text: leave out --format text":
-        "{0} 生成的是对话轨迹（给 zerollm sft 用的 JSONL），不是纯文本：请去掉 --format text",
+    "jsonl: one example a line (SFT / prefs / prompts); text: one plain line per example, for pre-training a base model (with --tools or --think: each trace as the chat template renders it, to learn a BPE vocabulary from) (default jsonl; lm-eval: YAML and JSONL, no choice)":
+        "jsonl：每行一个样例（SFT / 偏好 / 提示）；text：每个样例一行纯文本，用于预训练基础模型（加 --tools 或 --think 时：每段轨迹按对话模板渲染成一行，可以从中学出 BPE 词表）（默认 jsonl；lm-eval：YAML 和 JSONL，不能选）",
+    "a tool's response holds characters the model's vocabulary does not have ({0}); they are left out of what the model reads (a char tokenizer knows only the characters of its training text)":
+        "工具返回的内容里有模型词表中没有的字符（{0}）；模型读到的内容里会略去它们（字符级分词器只认识训练文本里出现过的字符）",
     "{0}: a 'completion' list holds the assistant's messages (and tool results between them), beginning with an assistant message":
         "{0}：列表形式的 'completion' 只能放助手的消息（中间可以夹着工具结果），并且要以一条助手消息开头",
     "{0} did not finish within {1} {2} s; make it faster, or raise {3} (0 = no limit)":

@@ -166,6 +166,8 @@ BAD = [   # (the body's fields, the field the error names, words of the message)
     ({"tools": [CALCULATOR], "messages": [*ASK, {"role": "tool", "content": "408"}]}, "messages.1", "tool_call_id"),
     ({"messages": [{"role": "user", "content": "x", "tool_calls": [SENT_CALL]}]}, "messages.0", "assistant messages"),
     ({"messages": [*ASK, {"role": "assistant"}]}, "messages.1", "content is missing"),
+    ({"tools": [CALCULATOR], "tool_choice": "required", "response_format": {"type": "json_object"}}, "tool_choice",
+     "forces a tool call, whose arguments follow the tool's parameters, so response_format cannot apply too"),
 ]
 GOOD = [
     {"tools": [CALCULATOR]},
@@ -180,6 +182,7 @@ GOOD = [
     {"tools": [CALCULATOR], "messages": LOOP},
     {"messages": [*ASK, {"role": "assistant", "content": "ok", "reasoning_content": "hmm"}, *ASK]},
     {"messages": [*ASK, {"role": "assistant", "content": "", "tool_calls": [SENT_CALL]}]},
+    {"tools": [CALCULATOR], "tool_choice": "required", "response_format": {"type": "text"}},
 ]
 
 
@@ -198,6 +201,15 @@ def test_a_model_that_never_learned_tools_says_so(plain_app, tools_app):
     assert r.status_code == 400
     assert r.json()["error"]["param"] == "tools" and "not trained with tools" in r.json()["error"]["message"]
     assert _post(plain_app).status_code == 200 and _post(tools_app, tools=[CALCULATOR]).status_code == 200
+
+
+def test_parallel_tool_calls_false_makes_the_end_of_a_call_a_stop_id():
+    from zerollm.serve.schemas import ChatRequest
+    from zerollm.serve.tools import tool_plan
+    tok = chat.prepare_tokenizer(ByteTokenizer(), needs=("tools",))
+    ask = lambda **kw: tool_plan(tok, ChatRequest.model_validate({"messages": ASK, "tools": [CALCULATOR], **kw}))
+    assert ask(parallel_tool_calls=False).stop_ids == {chat.special_id(tok, chat.TOOL_CALL_END)}
+    assert ask().stop_ids == ask(parallel_tool_calls=True).stop_ids == frozenset()
 
 
 def test_tool_choice_none_leaves_the_tools_out_of_the_prompt(tools_app):
@@ -329,3 +341,24 @@ def test_a_forced_call_of_the_trained_model_is_a_call(client, stream):
         name, arguments = call.function.name, call.function.arguments
     assert (content or "", finish, name) == ("", "tool_calls", "calculator")
     assert set(json.loads(arguments)) <= {"expression"} and all(isinstance(v, str) for v in json.loads(arguments).values())
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("stream", [False, True])
+def test_parallel_tool_calls_false_ends_the_answer_at_the_end_of_the_first_call(client, stream):
+    # the trained model writes its call, then <|end|>: with parallel_tool_calls false the answer ends at
+    # </tool_call> (one token sooner), as OpenAI's one-call answer does, and the call still comes back whole
+    ask = dict(model="run", messages=[{"role": "user", "content": "12*34=?"}], tools=[CALCULATOR], temperature=0)
+    runs = {}
+    for parallel in (True, False):
+        if stream:
+            chunks = list(client.chat.completions.create(stream=True, parallel_tool_calls=parallel,
+                                                         stream_options={"include_usage": True}, **ask))
+            _, _, calls, finish = _streamed_choice(c for c in chunks if c.choices)
+            runs[parallel] = ([(n, a) for _, n, a in calls], finish, chunks[-1].usage.completion_tokens)
+        else:
+            r = client.chat.completions.create(parallel_tool_calls=parallel, **ask)
+            calls = [(c.function.name, c.function.arguments) for c in r.choices[0].message.tool_calls]
+            runs[parallel] = (calls, r.choices[0].finish_reason, r.usage.completion_tokens)
+    assert runs[True][:2] == runs[False][:2] == ([("calculator", '{"expression": "12*34"}')], "tool_calls")
+    assert runs[False][2] == runs[True][2] - 1

@@ -37,7 +37,7 @@ from zerollm.serve.guard import (RETRY_AFTER_S, SHUTDOWN, STREAM_END, ApiError, 
 from zerollm.serve.metrics import CONTENT_TYPE as METRICS_TYPE
 from zerollm.serve.schemas import ChatRequest, CompletionRequest, first_problem
 from zerollm.serve.structured import incomplete_note, response_grammar
-from zerollm.serve.tools import Answer, template_messages, tool_plan
+from zerollm.serve.tools import CALL_CLOSE, Answer, template_messages, tool_plan
 
 PAGE = Path(__file__).with_name("page.html")
 PARSERS = 4                  # bodies parsed at once: each may hold tens of MB of Python objects for a moment
@@ -295,7 +295,8 @@ async def _complete(backend, body, prompt, request, chat, fitted=None):
     """``chat``: False for /v1/completions, else the request's ToolPlan (zerollm.serve.tools)."""
     max_tokens = fitted.max_tokens if fitted is not None else _max_tokens(backend, body, prompt)
     grammar = chat.grammar if chat and chat.grammar is not None else await response_grammar(backend, body)
-    asked = Choices(body.n, _sampling(body), max_tokens, body.seed, tuple(body.stops()), body.logprob_count(), grammar)
+    asked = Choices(body.n, _sampling(body), max_tokens, body.seed, tuple(body.stops()), body.logprob_count(), grammar,
+                    chat.stop_ids if chat else frozenset())
     _check_n(backend, body.n)
     try:
         run = backend.submit(prompt, asked)
@@ -330,6 +331,9 @@ def _take(backend, run, choices, i, ev, chat):
         c.tokens = len(run.reqs[i].ids)            # a stop id was generated too
         c.finish = ev.reason                       # stop (an id or a string), length, cancelled, error
         c.note = ev.message if ev.reason == "length" else ""
+        ids = run.reqs[i].ids
+        if chat and ev.reason == "stop" and ids and ids[-1] in chat.stop_ids:
+            ev = ev._replace(text=ev.text + CALL_CLOSE)       # the call's end marker, which the stop id took
     elif ev.logprob is not None:
         c.logprobs.append(_logprob_entry(backend, ev, chat))
     c.text += ev.text

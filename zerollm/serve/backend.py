@@ -107,7 +107,7 @@ class Backend:
         for i in range(c.n):
             rng = np.random.default_rng(None if c.seed is None else c.seed + i)
             reqs.append(Request(list(prompt), c.max_tokens, c.sampling, rng, emit=(lambda ev, i=i: emit((i, ev))),
-                                stop_ids=self.stop_ids, top_logprobs=c.top_logprobs,
+                                stop_ids=self.stop_ids | c.stop_ids, top_logprobs=c.top_logprobs,
                                 text=TextStream(self.tok, c.stops), grammar=c.grammar))
         return reqs
 
@@ -134,6 +134,7 @@ class Choices:
     stops: tuple = ()
     top_logprobs: int | None = None
     grammar: object = None             # a zerollm.generation.grammar TokenIndex every choice's text must match
+    stop_ids: frozenset = frozenset()  # ids that end a choice besides the end of turn (</tool_call>: one call)
 
 
 class Run:

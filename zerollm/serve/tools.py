@@ -26,6 +26,8 @@ with the named function's whole head up to its arguments), and the rest is const
 schema, then the closing brace, where the grammar ends the answer and ``</tool_call>`` is added. The
 result is still read by the parser like any other answer; one cut short by max_tokens is text. A forced
 call skips the model's thinking (the call starts the answer) and is one call (parallel_tool_calls off).
+``parallel_tool_calls: false`` (with "auto"): ``</tool_call>`` is a stop id of the request, so the answer
+ends at the end of its first call (the server puts the marker the stop id took back into the text).
 """
 
 import json
@@ -54,6 +56,7 @@ class ToolPlan:
     parallel: bool = True
     thinking: bool = False        # the model knows <think>: its reasoning is parsed out of the answer
     grammar: object = None        # forced: the TokenIndex the rest of the call must match (zerollm.generation.grammar)
+    stop_ids: frozenset = frozenset()   # parallel_tool_calls false: </tool_call> ends the answer (one call)
 
     @property
     def parsed(self):
@@ -95,12 +98,21 @@ def tool_plan(tok, body, vocab_size=None):
         return plain
     tools = tuple(t.model_dump(exclude_none=True) for t in body.tools)
     if choice in (None, "auto"):
-        return ToolPlan(tools, frozenset(names), "", body.parallel_tool_calls, plain.thinking)
+        # one call at most: the answer ends where the first call does, as OpenAI's answer would
+        one = frozenset() if body.parallel_tool_calls else frozenset({chat.special_id(tok, CALL_CLOSE)})
+        return ToolPlan(tools, frozenset(names), "", body.parallel_tool_calls, plain.thinking, stop_ids=one)
     if choice != "required":
         if choice.function.name not in names:
             raise ApiError(400, f"tool_choice names the function {choice.function.name!r}, which is not among "
                                 f"the tools ({', '.join(names)}); name one of them", param="tool_choice")
         tools = tuple(t for t in tools if t["function"]["name"] == choice.function.name)
+    rf = body.response_format
+    if rf is not None and not (isinstance(rf, dict) and rf.get("type") == "text"):
+        # two grammars for one answer: the call's arguments follow the tool's parameters, so the other
+        # would be ignored; say so instead of choosing one silently
+        raise ApiError(400, "tool_choice forces a tool call, whose arguments follow the tool's parameters, so "
+                            "response_format cannot apply too; leave out response_format, or set tool_choice to "
+                            "\"auto\"", param="tool_choice")
     forced = _head(tools[0]["function"]["name"]) if len(tools) == 1 else CALL_OPEN + '{"name": "'
     grammar = _forced_grammar(tools, len(tools) > 1, names).index(tok, vocab_size)
     return ToolPlan(tools, frozenset(t["function"]["name"] for t in tools), forced, False, plain.thinking, grammar)

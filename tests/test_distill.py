@@ -156,3 +156,21 @@ def test_distill_resumes_bit_identical_with_on_policy_batches_and_the_ce_mix(tmp
     log = [json.loads(line) for line in open(tmp_path / "whole" / "log.jsonl")]
     assert any(r.get("ce") == 0.0 for r in log if "kd" in r)        # an on-policy batch: no cross-entropy
     assert any(r.get("ce", 0) > 0 for r in log if "kd" in r)        # a data batch: the mix
+
+
+def test_the_dry_run_counts_the_teacher_at_its_own_size(tmp_path, capsys):
+    from zerollm.model.budget import param_count
+    teacher, student, data = _pair(tmp_path)
+    lines = {}
+    for name, extra in (("plain", ()), ("lora", ("--lora-r", "2"))):
+        assert _run(teacher, student, data, tmp_path / name, "--dry-run", *extra) == 0
+        out = capsys.readouterr().out
+        lines[name] = {line.strip().rsplit("  ", 1)[0].strip(): line.split()[-2:] for line in out.splitlines()}
+        assert "frozen reference (a second copy)" not in out          # the student's size counted as the teacher
+    tcfg = GPTConfig(block_size=32, n_layer=2, n_embd=32, n_head=2, vocab_size=CharTokenizer.train(TEXT).vocab_size)
+    for name in lines:                                                  # with LoRA on the student too
+        label = "teacher (its own weights)"
+        assert label in lines[name], lines[name]
+        number, unit = lines[name][label]
+        assert unit == "KiB" and abs(float(number) - param_count(tcfg) * 4 / 1024) < 0.1
+        assert "teacher's forward (no backward)" in lines[name]

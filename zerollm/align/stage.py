@@ -60,6 +60,8 @@ class Stage:
     # open_start(args, train_cfg) -> (model, tokenizer, start record); reopen_start(start) -> (model, tokenizer)
     open_start: object = None
     reopen_start: object = None
+    # more memory than the model's own (distill: the teacher at its size): more_memory(estimate, plan, rows)
+    more_memory: object = None
     input_ext: str = "jsonl"         # what the inputs are: "jsonl" files, or "txt" (UTF-8 text)
 
 
@@ -385,4 +387,6 @@ def _estimate(stage, plan, threads, ranks):
     if plan.quantize is not None:          # QLoRA: the linear layers in blocks (zerollm.interop.quant)
         from zerollm.interop.quant import quantized_bytes
         estimate = budget.in_blocks(estimate, quantized_bytes(model.params, plan.quantize))
+    if stage.more_memory is not None:
+        estimate = stage.more_memory(estimate, plan, max(-(-batch // ranks), 1))
     return estimate

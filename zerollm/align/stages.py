@@ -9,7 +9,7 @@ ppo, grpo, distill) parse flags and hand their Stage to run_stage; the run never
 import numpy as np
 
 from zerollm.align.objectives.distill import (DistillConfig, DistillObjective, open_student, reopen_student,
-                                              reopen_teacher, text_ids)
+                                              reopen_teacher, teacher_memory, text_ids)
 from zerollm.align.objectives.dpo import DPOConfig, DPOObjective
 from zerollm.align.objectives.pairs import encode_pairs, read_pairs
 from zerollm.align.objectives.reward import RewardConfig, RewardObjective
@@ -92,5 +92,5 @@ GRPO = rollout_stage("grpo", GRPOConfig, GRPOObjective)
 
 # a student trained from a teacher on plain text: pre-training's pace, no samples printed
 DISTILL = Stage("distill", DistillConfig, build=build_distill, inputs=("data",), skip=("sample_tokens",),
-                reference=True, open_start=open_student, reopen_start=reopen_student, input_ext="txt",
+                open_start=open_student, reopen_start=reopen_student, more_memory=teacher_memory, input_ext="txt",
                 defaults=dict(max_iters=300, eval_interval=100, checkpoint_interval=100))

@@ -276,6 +276,20 @@ def post_training(cfg, batch_size, *, grad_accum=1, threads=1, trainable=None, r
     return Estimate(base.what, tuple(parts), hint)
 
 
+def with_teacher(estimate, teacher_cfg, teacher_bytes, batch_size, T):
+    """``estimate`` plus distillation's teacher (zerollm.align.objectives.distill), counted at its own size, not the
+    student's: its weights as opened (``teacher_bytes``: blocks for a quantized GGUF file), its forward over the
+    student's windows of T tokens that keeps nothing for a backward (two layers' activations in flight, as
+    ``inference``), and the (B, T, V) arrays the divergence holds: the teacher's logits, both distributions'
+    log-probabilities and probabilities, and the gradient it gives the student."""
+    it, B, V = _itemsize(teacher_cfg), batch_size, teacher_cfg.vocab_size
+    acts = layer_numbers(teacher_cfg, B, T, training=False) * it
+    parts = estimate.parts + (("teacher (its own weights)", teacher_bytes),
+                              ("teacher's forward (no backward)", 2 * acts),
+                              ("teacher's logits and the divergence (B, T, V)", 5 * B * T * V * it))
+    return Estimate(estimate.what, parts, estimate.hint)
+
+
 def in_blocks(estimate, base_bytes):
     """``estimate`` with its parameters counted as they are held when the linear layers are kept in quantized blocks
     (QLoRA's base: zerollm.interop.quant.quantized_bytes), not in float."""

@@ -126,7 +126,20 @@ def open_student(args, train_cfg):
     else:
         raise ZeroLLMError("give the student: --init RUN (a trained zerollm model) or --preset NAME (a new one)")
     check_pair(student, tok, teacher, teacher_tok, record["path"])
-    return student.eval(), tok, {**start, "teacher": {**record, "digest": digest}}
+    size = {"model": teacher.config.to_dict(), "bytes": int(sum(w.nbytes for w in teacher.params.values()))}
+    return student.eval(), tok, {**start, "teacher": {**record, "digest": digest, **size}}
+
+
+def teacher_memory(estimate, plan, rows):
+    """The --dry-run / memory estimate of a distill step plus the teacher at its own size (zerollm.model.budget
+    .with_teacher), from the config and bytes open_student recorded; ``rows``: sequences a process puts through."""
+    from zerollm.model.budget import with_teacher
+    from zerollm.model.config import GPTConfig
+    teacher = plan.start.get("teacher") or {}
+    if "model" not in teacher:           # a run begun before the teacher's size was recorded
+        return estimate
+    cfg = GPTConfig.from_dict(teacher["model"], "the teacher's record", "model")
+    return with_teacher(estimate, cfg, teacher["bytes"], rows, plan.model.config.block_size)
 
 
 def reopen_student(start):

@@ -261,3 +261,33 @@ def test_a_bad_mpi_wait_is_one_line_on_each_rank(tmp_path, corpus):
     assert res.returncode != 0 and "Traceback" not in res.stderr
     assert "ZEROLLM_MPI_WAIT='poll' is not a way to wait" in res.stderr
     assert not (tmp_path / "x").exists()
+
+
+def test_distill_over_two_ranks_equals_two_threads(tmp_path):
+    """distill runs on the one trainer: over MPI its losses, divergences and weights are those of one process with
+    2 threads (teacher and student saved beside the text; the student samples half its batches, on-policy)."""
+    from zerollm.interop.opening import save_zerollm
+    from zerollm.model.config import GPTConfig
+    from zerollm.model.gpt import GPT
+    from zerollm.tokenizers import CharTokenizer
+    text = "床前明月光，疑是地上霜。举头望明月，低头思故乡。" * 40
+    tok = CharTokenizer.train(text)
+    cfg = dict(vocab_size=tok.vocab_size, n_head=2, block_size=16, dropout=0.0)
+    save_zerollm(GPT(GPTConfig(n_layer=2, n_embd=32, **cfg), seed=1), tmp_path / "teacher", tokenizer=tok)
+    save_zerollm(GPT(GPTConfig(n_layer=1, n_embd=16, **cfg), seed=2), tmp_path / "student", tokenizer=tok)
+    (tmp_path / "poems.txt").write_text(text, encoding="utf-8")
+    argv = ["distill", "--teacher", str(tmp_path / "teacher"), "--init", str(tmp_path / "student"),
+            "--data", str(tmp_path / "poems.txt"), "--batch-size", "4", "--max-iters", "4", "--eval-interval", "2",
+            "--eval-iters", "1", "--checkpoint-interval", "2", "--lr-decay-iters", "4", "--warmup-iters", "1",
+            "--ce-weight", "0.5", "--on-policy", "0.5", "--no-progress"]
+    ranks = mpirun(2, *argv, "--out", str(tmp_path / "ranks"), timeout=300)
+    threads = single(*argv, "--out", str(tmp_path / "threads"), "--threads", "2")
+    assert ranks.returncode == 0 and threads.returncode == 0, ranks.stderr + threads.stderr
+    steps = [(r["step"], r["loss"], r["kd"]) for r in read_log(tmp_path / "ranks" / "log.jsonl") if "loss" in r]
+    assert len(steps) == 4
+    assert steps == [(r["step"], r["loss"], r["kd"]) for r in read_log(tmp_path / "threads" / "log.jsonl")
+                     if "loss" in r]
+    held_out = [[(r["step"], r["val_loss"], r["val_kd"]) for r in evals(tmp_path / run)] for run in ("ranks", "threads")]
+    assert len(held_out[0]) == 3 and held_out[0] == held_out[1]
+    mine, theirs = final_weights(tmp_path / "ranks"), final_weights(tmp_path / "threads")
+    assert mine.keys() == theirs.keys() and all(np.array_equal(mine[k], theirs[k]) for k in mine)

@@ -140,14 +140,14 @@ def test_transformers_reads_the_same_numbers_and_ids(tmp_path, layout, kind, bpe
 @pytest.mark.parametrize("kind", ["q8_0", "q4_0"])
 @pytest.mark.parametrize("N", [1, 7])
 def test_kernel_equals_dequantize_then_matmul(kind, N):
-    from zerollm.engine.fast.quant import quantized_matmul as kernel
+    from zerollm.engine.fast.quant import INT8_TOLERANCE, quantized_matmul as kernel
     rng = np.random.default_rng(4)
     w = quant.QuantizedMatrix.from_float(rng.standard_normal((96, 160)), kind)
     x = rng.standard_normal((N, 160)).astype(np.float32)
     ref = quantized_matmul.reference(x, w)
     got = kernel(x, w)
     assert got.shape == ref.shape == (N, 96)
-    assert np.abs(got - ref).max() <= 1e-5 * np.abs(ref).max()
+    assert np.abs(got - ref).max() <= INT8_TOLERANCE * np.abs(ref).max()      # x rounded to 8 bits (test_fast_quant)
 
 
 @pytest.mark.parametrize("layout", [GPT2, LLAMA], ids=["gpt2", "llama"])
@@ -155,6 +155,7 @@ def test_fast_engine_runs_the_blocks_with_the_same_logits(tmp_path, layout):
     model = tiny(layout)
     path = written(tmp_path, model, "q4_0")
     idx = np.array([[1, 7, 42, 99, 5]])
+    from zerollm.engine.fast.quant import INT8_TOLERANCE
     with use_engine("fast"):
         blocks, _, info = load_gguf(path)
         fast = blocks.forward(idx)[0]
@@ -162,7 +163,7 @@ def test_fast_engine_runs_the_blocks_with_the_same_logits(tmp_path, layout):
     assert info["quantized"] == 9 + ("lm_head.weight" in model.params) and not info["dequantized"]
     assert isinstance(blocks.params["h.0.attn.c_attn.weight"], quant.QuantizedMatrix) and dense["dequantized"]
     ref = floats.forward(idx)[0]
-    assert np.abs(fast - ref).max() <= 1e-5 * np.abs(ref).max()
+    assert np.abs(fast - ref).max() <= INT8_TOLERANCE * np.abs(ref).max()
 
 
 # ----------------------------------------------------------------------------

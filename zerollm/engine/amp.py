@@ -107,6 +107,25 @@ def autocast_format():
     return getattr(_active, "fmt", None)
 
 
+@contextlib.contextmanager
+def exact_block_products():
+    """Inside this block the fast engine multiplies by Q8_0 / Q4_0 weights in float32 (the blocks decoded,
+    x as it is), not with x rounded to 8-bit blocks and integer products (llama.cpp's way, ~0.5% off):
+    what a model in train mode uses (a QLoRA base), so its gradients are the NumPy reference's.
+    zerollm.model.gpt sets it; zerollm.engine.fast.quant reads it. Per thread, like autocast."""
+    previous = getattr(_active, "exact_blocks", False)
+    _active.exact_blocks = True
+    try:
+        yield
+    finally:
+        _active.exact_blocks = previous
+
+
+def block_products_exact():
+    """True inside exact_block_products() in this thread."""
+    return getattr(_active, "exact_blocks", False)
+
+
 def cast(x):
     """What a layer calls on a matrix product's input: x itself in float32 mode (no copy, no cost),
     else x rounded to the active 16-bit format."""

@@ -37,7 +37,7 @@ import functools
 
 import numpy as np
 
-from zerollm.engine.amp import autocast, cast
+from zerollm.engine.amp import autocast, cast, exact_block_products
 from zerollm.model.config import GPTConfig
 from zerollm.io.errors import ZeroLLMError
 from zerollm.nn.attention import ForwardPass
@@ -131,15 +131,24 @@ def init_params(cfg, rng):
 
 def _in_precision(method):
     """Run a GPT method under zerollm.engine.amp.autocast(self.amp): emulated mixed precision when self.amp
-    is 'bf16' or 'fp16', the plain float32 path (untouched) when it is None."""
+    is 'bf16' or 'fp16', the plain float32 path (untouched) when it is None. In train mode also under
+    exact_block_products(): quantized weights (a QLoRA base) multiply float activations, where inference
+    rounds them to 8-bit blocks as llama.cpp does (zerollm.engine.fast.quant)."""
     @functools.wraps(method)
     def run(self, *args, **kwargs):
-        if self.amp is None:
-            return method(self, *args, **kwargs)
-        # fp16 overflowing to inf (and inf - inf = NaN after it) is what the loss scaler watches for
-        with autocast(self.amp), np.errstate(over="ignore", invalid="ignore"):
-            return method(self, *args, **kwargs)
+        if self.training:
+            with exact_block_products():
+                return _in_amp(self, method, args, kwargs)
+        return _in_amp(self, method, args, kwargs)
     return run
+
+
+def _in_amp(self, method, args, kwargs):
+    if self.amp is None:
+        return method(self, *args, **kwargs)
+    # fp16 overflowing to inf (and inf - inf = NaN after it) is what the loss scaler watches for
+    with autocast(self.amp), np.errstate(over="ignore", invalid="ignore"):
+        return method(self, *args, **kwargs)
 
 
 class GPT:

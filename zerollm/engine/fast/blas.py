@@ -18,7 +18,9 @@ import ctypes
 import functools
 import glob
 import os
+import threading
 
+import numba
 import numpy as np
 
 ROW_MAJOR, NO_TRANS, TRANS = 101, 111, 112
@@ -95,3 +97,29 @@ class single_threaded_blas:
     def __exit__(self, *exc):
         if self.before != 1:
             _blas().set_threads(self.before)
+
+
+def kernel_threads(n_items):
+    """Threads for a threaded kernel (engine/fast/flash.py, quant.py): what BLAS was allowed
+    (--threads), at most numba's and one per item."""
+    return max(1, min(blas_threads(), numba.config.NUMBA_NUM_THREADS, n_items))
+
+
+_THREADED = threading.Lock()      # one threaded launch at a time (numba's workqueue layer allows no more)
+
+
+def run_threaded(serial, threaded, n_threads, *args):
+    """The serial kernel on one thread, else the threaded one on n_threads numba threads, BLAS on one
+    each. While another Python thread's threaded launch runs, this one runs serially."""
+    if n_threads == 1 or not _THREADED.acquire(blocking=False):
+        return serial(*args)
+    try:
+        with single_threaded_blas():
+            before = numba.get_num_threads()
+            numba.set_num_threads(n_threads)
+            try:
+                return threaded(*args)
+            finally:
+                numba.set_num_threads(before)
+    finally:
+        _THREADED.release()

@@ -22,15 +22,13 @@
 """
 
 import functools
-import threading
 
-import numba
 import numpy as np
 from numba import prange
 
 from zerollm.engine.amp import autocast_format
 from zerollm.engine.fast import microkernel
-from zerollm.engine.fast.blas import NO_TRANS, TRANS, blas_threads, sgemm, single_threaded_blas
+from zerollm.engine.fast.blas import NO_TRANS, TRANS, kernel_threads, run_threaded, sgemm
 from zerollm.engine.fast.jit import exact_kernel, exp32, float32_arrays, inline, kernel, parallel_kernel
 from zerollm.engine.fast.microkernel import product
 
@@ -402,9 +400,6 @@ def _plan(n_threads, costs):
     return plan
 
 
-def _threads(n_items):
-    """Threads for a kernel: what BLAS was allowed (--threads), at most numba's and one per item."""
-    return max(1, min(blas_threads(), numba.config.NUMBA_NUM_THREADS, n_items))
 
 
 def _supported(q, k, v, mask, seed):
@@ -413,24 +408,6 @@ def _supported(q, k, v, mask, seed):
             and all(isinstance(a, np.ndarray) and a.dtype == np.float32 and a.ndim == 5 for a in (q, k, v)))
 
 
-_THREADED = threading.Lock()      # one threaded launch at a time (numba's workqueue layer allows no more)
-
-
-def _run(serial, threaded, n_threads, *args):
-    """The serial kernel on one thread, else the threaded one on n_threads numba threads, BLAS on one
-    each. While another Python thread's threaded launch runs, this one runs serially."""
-    if n_threads == 1 or not _THREADED.acquire(blocking=False):
-        return serial(*args)
-    try:
-        with single_threaded_blas():
-            before = numba.get_num_threads()
-            numba.set_num_threads(n_threads)
-            try:
-                return threaded(*args)
-            finally:
-                numba.set_num_threads(before)
-    finally:
-        _THREADED.release()
 
 
 def flash_forward_tiles(q, k, v, options):
@@ -451,9 +428,9 @@ def flash_forward_tiles(q, k, v, options):
     n_tiles = -(-T // tq)
     costs = tuple(min(Tk, offset + min(i + 1, n_tiles) * tq) if causal else Tk
                   for _ in range(q_s.shape[0]) for i in range(n_tiles))
-    n_threads = _threads(len(costs))
+    n_threads = kernel_threads(len(costs))
     k_t = microkernel.transposed(k_c)                                    # (BKV, hs, Tk)
-    _run(_forward_serial, _forward_threaded, n_threads, _plan(n_threads, costs), q_s, k_t, v_c, bound, out, lse,
+    run_threaded(_forward_serial, _forward_threaded, n_threads, _plan(n_threads, costs), q_s, k_t, v_c, bound, out, lse,
          g, offset, bool(causal), tq, tk, sgemm(), microkernel.USE)
     return out.reshape(q.shape), lse.reshape(q.shape[:-1] + (1,))
 
@@ -478,11 +455,11 @@ def flash_sdpa_backward(dout, cache):
     n_tiles, causal = -(-Tk // tk), bool(cache.causal)
     costs = tuple(g * (T - max(j * tk - offset, 0) // tq * tq if causal else T)
                   for _ in range(BKV) for j in range(n_tiles))
-    n_threads = _threads(len(costs))
+    n_threads = kernel_threads(len(costs))
     dq = np.zeros((n_threads, BH, T, hs), np.float32)                    # one buffer per thread
     dk, dv = np.empty((BKV, Tk, hs), np.float32), np.empty((BKV, Tk, hs), np.float32)
     k_t, v_t = microkernel.transposed(k_c), microkernel.transposed(v_c)  # (BKV, hs, Tk)
-    _run(_backward_serial, _backward_threaded, n_threads, _plan(n_threads, costs), q_s, k_c, k_t, v_t, do, lse, D,
+    run_threaded(_backward_serial, _backward_threaded, n_threads, _plan(n_threads, costs), q_s, k_c, k_t, v_t, do, lse, D,
          dq, dk, dv, g, offset, causal, tq, tk, sgemm(), microkernel.USE)
     dq = dq[0] if n_threads == 1 else dq.sum(axis=0)
     dq *= np.float32(cache.scale)

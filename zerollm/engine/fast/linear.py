@@ -14,7 +14,7 @@ The gain is a few percent of the linear layers alone and less inside a training 
 in the L3 cache when the reference adds b (docs/profiles/design-decisions.md#the-bias-folded-into-the-product).
 Small, but it costs one BLAS call.
 
-The backward is the reference's (three products; nothing to fold). Float64, autocast, weights that
+The backward is the reference's (three products; nothing to fold). One row of x (decoding), float64, autocast, weights that
 are neither (i, o) nor (o, i).T in memory, and layers without bias answer NotImplemented.
 """
 
@@ -44,7 +44,9 @@ def linear_forward(x, w, b=None):
             or x.size == 0 or w.size == 0):
         return NotImplemented
     layout = _weight_layout(w)
-    if layout is None:
+    if layout is None or x.size == x.shape[-1]:
+        # one row (decoding a token): NumPy's matmul calls BLAS's matrix-vector product, which streams w once;
+        # sgemm with M = 1 first copies all of w into its packed panels, 4-6x slower (docs/gguf.md#decode-speed)
         return NotImplemented
     op, ldb = layout
     i, o = w.shape

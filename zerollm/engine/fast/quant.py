@@ -1,23 +1,203 @@
 """Weight-only quantized matmul: y = x @ W^T with W held as Q8_0 / Q4_0 blocks, never as floats.
 
 Reference: ``zerollm.nn.linear.quantized_matmul`` (dequantize the whole matrix, then BLAS).
-Here each 32-number block of a row of W is decoded into registers, used against every row of x,
-and dropped: the float matrix never exists. Decoding one token (x is one row) reads every weight
-once, so it is memory-bound, and Q8_0 reads 34 bytes per 32 weights where float32 reads 128.
+Decoding one token (x is one row) reads every weight once, so it is bound by memory: Q8_0 reads 34
+bytes per 32 weights and Q4_0 18, where float32 reads 128. Two ways to multiply, both on the blocks
+as stored:
 
-    block b of row r:  w[j] = d[r, b] * q[j]   (Q8_0, q int8)
-                       w[j] = d[r, b] * (c[j] - 8)   (Q4_0, c the 4-bit codes; byte j: c[j] | c[j+16] << 4)
-    y[n, r] = sum_b sum_j d[r, b] q[j] x[n, 32 b + j]
+**Integer products** (inference, the default; what llama.cpp does). Each row of x is first quantized
+to Q8_0 blocks itself (32 numbers share a float32 scale e, int8 codes p = round(x / e), e = max|x| / 127),
+once per call. Then each block of a row of W against the same block of x is one integer dot product:
+
+    y[n, r] = sum_b  d[r, b] e[n, b]  sum_j q[r, 32 b + j] p[n, 32 b + j]        (int32 inner sum)
+    Q4_0:  q[j] = c[j] - 8, c the 4-bit codes (byte j of a block: c[j] | c[j + 16] << 4)
+
+The inner sum is written in LLVM's vector IR (``_block_dot``): 32 bytes of each side loaded at once,
+widened and multiplied; LLVM turns it into AVX2's vpmaddwd (16-bit products summed in pairs into 32-bit
+lanes), and the eight 32-bit sums of a block go to float and into an 8-lane float accumulator times the
+two scales, so a row needs one horizontal sum at its end, not one a block (docs/gguf.md shows the
+assembly counts). The Q4_0 nibbles are unpacked in registers (an and, a shift), never to an array.
+Rounding x to 8 bits changes y by about 0.5% of its largest entry, as in llama.cpp: the fast engine's
+logits on a quantized file are within ``INT8_TOLERANCE`` of the NumPy engine's, relative to the largest
+logit (tests/test_fast_quant.py).
+
+**Float products** (training: a QLoRA base in train mode, so its gradients are those of the reference;
+see ``zerollm.engine.amp.exact_block_products``): each 32-number block of a row of W is decoded into
+registers and multiplied by the float row of x; this differs from the reference only in the order of
+the sums.
+
+Rows of W are split between threads (numba's, as many as BLAS may use: ``--threads``), each thread
+streaming its own rows front to back; one row is 24 blocks at GPT-2's width, so the split is even.
 
 Shapes: x (N, K), W (R, K) as scales (R, nb) float32 and codes, y (N, R); nb = K / 32.
+
+``quantized_matmul(x, w)`` dispatches on ``w.kind``; a kind without a branch here (a new block
+format) answers NotImplemented and the reference runs. Add a format by adding a branch in
+``quantized_matmul`` that keeps its signature (x, w) -> y or NotImplemented.
 """
 
 import numpy as np
+from llvmlite import ir
+from numba import prange, types
+from numba.core import cgutils
+from numba.extending import intrinsic
 
-from zerollm.engine.fast.jit import float32_arrays, kernel
+from zerollm.engine.amp import block_products_exact
+from zerollm.engine.fast.blas import run_threaded, kernel_threads
+from zerollm.engine.fast.jit import float32_arrays, kernel, parallel_kernel
 
 BLOCK = 32
+LANES = 8                 # float32 lanes of the accumulator: one AVX2 register
+INT8_TOLERANCE = 2e-2     # |fast - reference| <= this * max|reference| with the activations in 8 bits
 
+
+# ----------------------------------------------------------------------------
+# one block of W against one block of x, in LLVM vector IR
+
+def _load(context, builder, array_type, array, offset, n):
+    """n int8 / uint8 at array's element ``offset`` as an LLVM <n x i8> (unaligned load)."""
+    data = context.make_array(array_type)(context, builder, value=array).data
+    vec = ir.VectorType(ir.IntType(8), n)
+    return builder.load(builder.bitcast(builder.gep(data, [offset]), vec.as_pointer()), align=1)
+
+
+def _pairs(builder, w, x):
+    """<n x i32> w and x, both within 16 bits -> <n/2 x i32>: w[2i] x[2i] + w[2i+1] x[2i+1]. Products of
+    16-bit numbers with neighbours added is vpmaddwd's pattern, which LLVM then emits."""
+    i32 = ir.IntType(32)
+    n = w.type.count
+    prod = builder.mul(w, x)
+    pick = lambda idx: builder.shuffle_vector(prod, prod, ir.Constant(ir.VectorType(i32, len(idx)), idx))   # noqa: E731
+    return builder.add(pick(list(range(0, n, 2))), pick(list(range(1, n, 2))))
+
+
+def _halves_added(builder, v):
+    """<2m x i32> -> <m x i32>: v[:m] + v[m:]."""
+    i32, m = ir.IntType(32), v.type.count // 2
+    pick = lambda idx: builder.shuffle_vector(v, v, ir.Constant(ir.VectorType(i32, m), idx))   # noqa: E731
+    return builder.add(pick(list(range(m))), pick(list(range(m, 2 * m))))
+
+
+def _eight_sums_q8(builder, w8, x8):
+    """<32 x i8> weights and activations -> <8 x i32>: each lane the sum of four of the 32 products."""
+    wide = ir.VectorType(ir.IntType(32), BLOCK)
+    return _halves_added(builder, _pairs(builder, builder.sext(w8, wide), builder.sext(x8, wide)))
+
+
+def _eight_sums_q4(builder, c16, x8):
+    """16 packed bytes (low nibbles: positions 0..15, high: 16..31; weight c - 8) and <32 x i8> activations
+    -> <8 x i32>. The nibbles are unpacked in registers (an and, a shift) and each half multiplies its own
+    half of x: no shuffle across the halves."""
+    i8, i32 = ir.IntType(8), ir.IntType(32)
+    v16, w16 = ir.VectorType(i8, 16), ir.VectorType(i32, 16)
+    eight = ir.Constant(w16, [8] * 16)
+    low = builder.sub(builder.zext(builder.and_(c16, ir.Constant(v16, [15] * 16)), w16), eight)
+    high = builder.sub(builder.zext(builder.lshr(c16, ir.Constant(v16, [4] * 16)), w16), eight)
+    x = builder.sext(x8, ir.VectorType(i32, BLOCK))
+    half = lambda lo: builder.shuffle_vector(x, x, ir.Constant(w16, list(range(lo, lo + 16))))   # noqa: E731
+    return builder.add(_pairs(builder, low, half(0)), _pairs(builder, high, half(16)))
+
+
+def _row_dot_codegen(q4):
+    def codegen(context, builder, sig, args):
+        """acc = 0 (8 floats); for each block b: acc += (d[b] e[b]) * float(eight_sums(w_b, x_b)); return sum(acc)."""
+        codes, d, xq, e, nb = args
+        f32, i64 = ir.FloatType(), ir.IntType(64)
+        vf = ir.VectorType(f32, LANES)
+        acc_ptr = builder.alloca(vf)
+        builder.store(ir.Constant(vf, [0.0] * LANES), acc_ptr)
+        d_data = context.make_array(sig.args[1])(context, builder, value=d).data
+        e_data = context.make_array(sig.args[3])(context, builder, value=e).data
+        with cgutils.for_range(builder, nb) as loop:
+            b = loop.index
+            xb = _load(context, builder, sig.args[2], xq, builder.mul(b, ir.Constant(i64, BLOCK)), BLOCK)
+            if q4:
+                c16 = _load(context, builder, sig.args[0], codes, builder.mul(b, ir.Constant(i64, BLOCK // 2)), BLOCK // 2)
+                sums = _eight_sums_q4(builder, c16, xb)
+            else:
+                wb = _load(context, builder, sig.args[0], codes, builder.mul(b, ir.Constant(i64, BLOCK)), BLOCK)
+                sums = _eight_sums_q8(builder, wb, xb)
+            sums = builder.sitofp(sums, vf)
+            scale = builder.fmul(builder.load(builder.gep(d_data, [b])), builder.load(builder.gep(e_data, [b])))
+            splat = builder.insert_element(ir.Constant(vf, ir.Undefined), scale, ir.Constant(ir.IntType(32), 0))
+            splat = builder.shuffle_vector(splat, splat, ir.Constant(ir.VectorType(ir.IntType(32), LANES), [0] * LANES))
+            acc = builder.load(acc_ptr)
+            builder.store(builder.fadd(acc, builder.fmul(sums, splat, flags=["contract"]), flags=["contract"]), acc_ptr)
+        acc = builder.load(acc_ptr)
+        total = builder.extract_element(acc, ir.Constant(ir.IntType(32), 0))
+        for lane in range(1, LANES):
+            total = builder.fadd(total, builder.extract_element(acc, ir.Constant(ir.IntType(32), lane)))
+        return total
+    return codegen
+
+
+@intrinsic
+def _row_dot_q8(typingctx, codes, d, xq, e, nb):
+    """sum_b d[b] e[b] sum_j codes[32 b + j] xq[32 b + j] for one row of W (int8 codes) and one of x."""
+    return types.float32(codes, d, xq, e, types.int64), _row_dot_codegen(q4=False)
+
+
+@intrinsic
+def _row_dot_q4(typingctx, codes, d, xq, e, nb):
+    """As _row_dot_q8 for a Q4_0 row: codes are 16 packed bytes a block, each nibble c - 8."""
+    return types.float32(codes, d, xq, e, types.int64), _row_dot_codegen(q4=True)
+
+
+# ----------------------------------------------------------------------------
+# the activations in Q8_0 blocks (float32 scales: nothing is stored, so no float16 rounding)
+
+@kernel
+def _quantize_rows(x, xq, e):
+    """x (N, K) -> xq (N, K) int8 and e (N, nb): e = max|x| / 127 over each block, xq = round(x / e)."""
+    N, K = x.shape
+    for n in range(N):
+        for b in range(K // BLOCK):
+            m = np.float32(0.0)
+            for j in range(BLOCK):
+                m = max(m, abs(x[n, b * BLOCK + j]))
+            d = m / np.float32(127.0)
+            inv = np.float32(1.0) / d if d > 0 else np.float32(0.0)
+            e[n, b] = d
+            for j in range(BLOCK):
+                v = x[n, b * BLOCK + j] * inv
+                xq[n, b * BLOCK + j] = np.int8(np.int32(v + np.float32(0.5) if v >= 0 else v - np.float32(0.5)))
+
+
+# two functions of their own for each kind, not one dispatcher: numba's disk cache is keyed by the function
+def _q8_rows_serial(bounds, codes, d, xq, e, y):
+    for t in range(bounds.shape[0] - 1):
+        for r in range(bounds[t], bounds[t + 1]):
+            for n in range(xq.shape[0]):
+                y[n, r] = _row_dot_q8(codes[r], d[r], xq[n], e[n], d.shape[1])
+
+
+def _q8_rows_threaded(bounds, codes, d, xq, e, y):
+    for t in prange(bounds.shape[0] - 1):
+        for r in range(bounds[t], bounds[t + 1]):
+            for n in range(xq.shape[0]):
+                y[n, r] = _row_dot_q8(codes[r], d[r], xq[n], e[n], d.shape[1])
+
+
+def _q4_rows_serial(bounds, codes, d, xq, e, y):
+    for t in range(bounds.shape[0] - 1):
+        for r in range(bounds[t], bounds[t + 1]):
+            for n in range(xq.shape[0]):
+                y[n, r] = _row_dot_q4(codes[r], d[r], xq[n], e[n], d.shape[1])
+
+
+def _q4_rows_threaded(bounds, codes, d, xq, e, y):
+    for t in prange(bounds.shape[0] - 1):
+        for r in range(bounds[t], bounds[t + 1]):
+            for n in range(xq.shape[0]):
+                y[n, r] = _row_dot_q4(codes[r], d[r], xq[n], e[n], d.shape[1])
+
+
+_INT8 = {"q8_0": (kernel(_q8_rows_serial), parallel_kernel(_q8_rows_threaded)),
+         "q4_0": (kernel(_q4_rows_serial), parallel_kernel(_q4_rows_threaded))}
+
+
+# ----------------------------------------------------------------------------
+# float products (a QLoRA base in training): the blocks decoded in registers, x kept in float32
 
 @kernel
 def _q8_0_matmul(x, scales, codes, y):
@@ -64,16 +244,31 @@ def _q4_0_matmul(x, scales, codes, y):
             y[n, r] = s
 
 
-_KERNELS = {"q8_0": _q8_0_matmul, "q4_0": _q4_0_matmul}
+_FLOAT = {"q8_0": _q8_0_matmul, "q4_0": _q4_0_matmul}
+
+
+def _row_bounds(R, n_threads):
+    """n_threads + 1 row boundaries: thread t multiplies rows bounds[t] .. bounds[t + 1] - 1."""
+    return np.linspace(0, R, n_threads + 1).astype(np.int64)
 
 
 def quantized_matmul(x, w):
-    """x (N, K) float32, w a QuantizedMatrix (R, K) -> y (N, R) float32."""
-    kernel_fn = _KERNELS.get(getattr(w, "kind", None))
-    if kernel_fn is None or not float32_arrays(x, w.scales) or x.ndim != 2 or x.shape[1] != w.shape[1]:
+    """x (N, K) float32, w a QuantizedMatrix (R, K) -> y (N, R) float32, or NotImplemented (the
+    reference then runs) for a kind or an input this module has no kernel for."""
+    kind = getattr(w, "kind", None)
+    if (kind not in _FLOAT or not float32_arrays(x, w.scales) or x.ndim != 2 or x.shape[1] != w.shape[1]
+            or not w.codes.flags.c_contiguous):
         return NotImplemented
-    y = np.empty((x.shape[0], w.shape[0]), np.float32)
-    kernel_fn(x, w.scales, np.ascontiguousarray(w.codes), y)
+    N, K = x.shape
+    y = np.empty((N, w.shape[0]), np.float32)
+    if block_products_exact():
+        _FLOAT[kind](x, w.scales, w.codes, y)
+        return y
+    xq, e = np.empty((N, K), np.int8), np.empty((N, K // BLOCK), np.float32)
+    _quantize_rows(x, xq, e)
+    n_threads = kernel_threads(w.shape[0] // 64)         # at least 64 rows a thread
+    serial, threaded = _INT8[kind]
+    run_threaded(serial, threaded, n_threads, _row_bounds(w.shape[0], n_threads), w.codes, w.scales, xq, e, y)
     return y
 
 

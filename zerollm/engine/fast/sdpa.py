@@ -30,8 +30,8 @@ from numba import prange
 
 from zerollm.engine.amp import autocast_format
 from zerollm.engine.fast import microkernel
-from zerollm.engine.fast.blas import NO_TRANS, TRANS, sgemm
-from zerollm.engine.fast.flash import _plan, _row_max, _run, _threads
+from zerollm.engine.fast.blas import NO_TRANS, TRANS, kernel_threads, run_threaded, sgemm
+from zerollm.engine.fast.flash import _plan, _row_max
 from zerollm.engine.fast.jit import exp32, inline, kernel, parallel_kernel
 from zerollm.engine.fast.microkernel import ROW_PAD, product
 
@@ -220,8 +220,8 @@ def softmax_attention(q, k, v, scale, causal):
     merged = np.empty((B, T, nkv, g, hs), np.float32)   # out is its transpose: merge_heads is then a view
     out = merged.transpose(0, 2, 3, 1, 4)
     n_items = B * nkv * g
-    n_threads = _threads(n_items)
-    _run(_forward_serial, _forward_threaded, n_threads, _plan(n_threads, (1,) * n_items), q, k, v, att, out,
+    n_threads = kernel_threads(n_items)
+    run_threaded(_forward_serial, _forward_threaded, n_threads, _plan(n_threads, (1,) * n_items), q, k, v, att, out,
          float(scale), bool(causal), BLOCK, sgemm(), microkernel.USE)
     return out, att
 
@@ -237,8 +237,8 @@ def softmax_attention_backward(dout, q, k, v, att, scale, causal, out=None):
         return NotImplemented
     B, nkv = k.shape[:2]
     n_items = B * nkv
-    n_threads = _threads(n_items)
-    _run(_backward_serial, _backward_threaded, n_threads, _plan(n_threads, (1,) * n_items), dout, q, k, v, att,
+    n_threads = kernel_threads(n_items)
+    run_threaded(_backward_serial, _backward_threaded, n_threads, _plan(n_threads, (1,) * n_items), dout, q, k, v, att,
          dq, dk, dv, float(scale), bool(causal), BLOCK, sgemm(), microkernel.USE)
     return dq, dk, dv
 

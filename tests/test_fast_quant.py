@@ -1,0 +1,115 @@
+"""The fast engine's quantized matmul (zerollm.engine.fast.quant) against the NumPy reference, and decoding
+a GGUF file on it (issue #61).
+
+Inference multiplies with the activations rounded to Q8_0 blocks and integer products per block, as
+llama.cpp does: checked exactly against that arithmetic written in NumPy, and within INT8_TOLERANCE of the
+reference (dequantize, then BLAS). A model in train mode (a QLoRA base) gets float products instead.
+Shapes are odd on purpose: rows that two threads cannot split evenly, K = 3 blocks.
+"""
+
+import numpy as np
+import pytest
+
+from tests.test_gguf import GPT2, LLAMA, tiny, written
+from zerollm.engine import use_engine
+from zerollm.engine.amp import exact_block_products
+from zerollm.engine.threads import limit_threads
+from zerollm.generation.decode import generate
+from zerollm.generation.sample import Sampling
+from zerollm.interop import quant
+from zerollm.interop.gguf_load import load_gguf
+from zerollm.nn.linear import quantized_matmul
+
+fast = pytest.importorskip("zerollm.engine.fast.quant")
+
+
+def int8_products(x, w):
+    """What the integer kernel computes, in NumPy: x rounded to Q8_0 blocks (float32 scale max|x| / 127,
+    halves away from zero), int32 dot products per block, times both scales, summed over the blocks."""
+    N, K = x.shape
+    xb = x.reshape(N, K // 32, 32)
+    e = np.abs(xb).max(axis=2) / np.float32(127)
+    inv = np.divide(np.float32(1), e, out=np.zeros_like(e), where=e > 0)
+    v = xb * inv[:, :, None]
+    p = np.trunc(v + np.where(v >= 0, np.float32(0.5), np.float32(-0.5))).astype(np.int64)
+    q = np.rint(w.dequantize() / np.repeat(w.scales, 32, axis=1)).astype(np.int64)   # the codes, q or c - 8
+    q = q.reshape(w.shape[0], K // 32, 32)
+    sums = np.einsum("nbj,rbj->nrb", p, q).astype(np.float64)                        # exact integers
+    return (sums * e[:, None, :] * w.scales[None, :, :]).sum(axis=2)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("N", [1, 5])
+@pytest.mark.parametrize("kind", ["q8_0", "q4_0"])
+def test_integer_kernel_equals_the_same_arithmetic_in_numpy(kind, N, threads):
+    rng = np.random.default_rng(7)
+    w = quant.QuantizedMatrix.from_float(rng.standard_normal((131, 96)), kind)     # 131 rows: no even split
+    x = rng.standard_normal((N, 96)).astype(np.float32)
+    x[0, :32] = 0                                                                  # a block of zeros: scale 0
+    with limit_threads(threads):
+        got = fast.quantized_matmul(x, w)
+    ref = quantized_matmul.reference(x, w)
+    assert got.shape == (N, 131) and got.dtype == np.float32
+    np.testing.assert_allclose(got, int8_products(x, w), rtol=1e-5, atol=1e-5 * np.abs(ref).max())
+    err = np.abs(got - ref).max() / np.abs(ref).max()
+    assert 0 < err <= fast.INT8_TOLERANCE              # rounded activations: close to, not equal to, float products
+
+
+@pytest.mark.parametrize("kind", ["q8_0", "q4_0"])
+def test_float_products_in_train_mode_equal_the_reference(kind):
+    rng = np.random.default_rng(8)
+    w = quant.QuantizedMatrix.from_float(rng.standard_normal((67, 64)), kind)
+    x = rng.standard_normal((3, 64)).astype(np.float32)
+    ref = quantized_matmul.reference(x, w)
+    with exact_block_products():
+        got = fast.quantized_matmul(x, w)
+    assert np.abs(got - ref).max() <= 1e-5 * np.abs(ref).max()
+
+
+def test_a_model_in_train_mode_multiplies_its_blocks_in_float():
+    """GPT's forward in train mode runs under exact_block_products (a QLoRA base's gradients are the reference's)."""
+    model = tiny(LLAMA)
+    w = quant.QuantizedMatrix.from_float(np.asarray(model.params["h.0.mlp.c_fc.weight"]).T, "q8_0")
+    model.params["h.0.mlp.c_fc.weight"] = w
+    idx = np.array([[1, 7, 42, 99, 5]])
+    with use_engine("numpy"):
+        ref = model.forward(idx)[0]
+    with use_engine("fast"):
+        trained = model.train().forward(idx)[0]
+        inferred = model.eval().forward(idx)[0]
+    assert np.abs(trained - ref).max() <= 1e-5 * np.abs(ref).max()
+    assert 0 < np.abs(inferred - ref).max() <= fast.INT8_TOLERANCE * np.abs(ref).max()
+
+
+@pytest.mark.parametrize("kind", ["q8_0", "q4_0"])
+@pytest.mark.parametrize("layout", [GPT2, LLAMA], ids=["gpt2", "llama"])
+def test_greedy_tokens_on_a_gguf_equal_the_numpy_engine_s(tmp_path, layout, kind):
+    path = written(tmp_path, tiny(layout), kind)
+    prompt = np.array([[1, 7, 42, 99, 5]])
+    tokens = {}
+    for engine in ("numpy", "fast"):
+        with use_engine(engine):
+            model, _, info = load_gguf(path)
+            tokens[engine] = [int(t[0]) for t in generate(model, prompt, 12, Sampling(0.0))]
+            assert bool(info["quantized"]) == (engine == "fast")
+    assert tokens["fast"] == tokens["numpy"]
+
+
+def test_decoding_one_row_multiplies_through_numpy_s_matrix_vector_product():
+    """The fast linear layer leaves one row to NumPy (BLAS gemv streams w once; sgemm with M = 1 packs all
+    of w first) and folds the bias into sgemm from two rows on."""
+    from zerollm.engine.fast.linear import linear_forward
+    rng = np.random.default_rng(9)
+    w, b = rng.standard_normal((64, 96)).astype(np.float32), rng.standard_normal(96).astype(np.float32)
+    assert linear_forward(rng.standard_normal((1, 1, 64)).astype(np.float32), w, b) is NotImplemented
+    x = rng.standard_normal((2, 64)).astype(np.float32)
+    y, _ = linear_forward(x, w, b)
+    np.testing.assert_allclose(y, x @ w + b, rtol=1e-5, atol=1e-5)
+
+
+def test_a_float_gguf_s_linear_weights_are_contiguous_as_blas_wants(tmp_path):
+    """(in, out) C-contiguous, like a checkpoint's: BLAS reads them without a stride."""
+    model, _, _ = load_gguf(written(tmp_path, tiny(GPT2), "f32"))
+    for name in ("h.0.attn.c_attn.weight", "h.1.mlp.c_proj.weight"):
+        w = model.params[name]
+        assert w.flags.c_contiguous and w.shape == np.asarray(tiny(GPT2).params[name]).shape

@@ -148,3 +148,59 @@ def test_a_char_model_reading_a_tool_response_with_unknown_characters_is_warned_
         warnings.simplefilter("error")                           # the same characters again: no second warning
         assert tool_text(tools.tool_turn_ids(tok, ["⊕5"])) == "5"
         assert tool_text(tools.tool_turn_ids(tok, ["42"])) == "42"   # known characters: nothing to say
+
+
+@pytest.mark.slow
+def test_ppo_with_tools_runs_the_tool_keeps_its_turn_out_of_loss_and_kl_and_moves_the_policy(tmp_path_factory,
+                                                                                            monkeypatch):
+    """zerollm ppo --tools calculator from a tiny model that learned to call the calculator (serve_helpers):
+    its rollouts stop at the call, the tool runs, its turn is in the sequences with the mask off (the mask
+    is what PPO's loss and its per-token KL reward are taken over), the loss is finite and the weights move."""
+    from serve_helpers import TOOL_PROBLEMS, tiny_tool_run
+    from zerollm.align.rl.ppo import PPOObjective
+    from zerollm.cli import main
+    from zerollm.data.formats import write_jsonl
+    from zerollm.io.safetensors import load_file
+    run, tmp = tiny_tool_run(tmp_path_factory), tmp_path_factory.mktemp("ppo-tools")
+    write_jsonl(tmp / "p.jsonl", [{"prompt": q + "=?", "answer": int(a)} for q, a in TOOL_PROBLEMS])
+    seen, shard_loss, advantages = [], PPOObjective.shard_loss, PPOObjective.advantages
+
+    def record_loss(self, model, batch):
+        out = shard_loss(self, model, batch)
+        seen.append((batch["ids"].copy(), batch["mask"].copy(), out.loss))
+        return out
+
+    def record_kl(self, buffer):                 # the KL term of the reward: (old - ref) * mask, per token
+        ref = buffer["ref_logp"]
+        moved = {**buffer, "ref_logp": (ref + 5 * ~buffer["mask"]).astype(ref.dtype)}    # differs only off the mask
+        kept = advantages(self, dict(buffer))
+        assert np.array_equal(advantages(self, moved)["adv"], kept["adv"])
+        return kept
+    monkeypatch.setattr(PPOObjective, "shard_loss", record_loss)
+    monkeypatch.setattr(PPOObjective, "advantages", record_kl)
+    assert main(["ppo", "--init", str(run), "--data", str(tmp / "p.jsonl"), "--reward", "calc", "--tools", "calculator",
+                 "--prompts-per-step", "2", "--max-new-tokens", "80", "--temperature", "0.5", "--epochs", "1",
+                 "--minibatches", "1", "--max-iters", "2", "--lr", "1e-3", "--eval-interval", "2", "--out",
+                 str(tmp / "run"), "--no-progress", "--threads", "1"]) == 0
+    log = [json.loads(line) for line in (tmp / "run" / "log.jsonl").read_text().splitlines()]
+    assert any(r.get("tool_calls", 0) > 0 for r in log)                 # the rollouts called, the tool ran
+    tok = chat.prepare_tokenizer(ByteTokenizer(), needs=("think", "tools"))
+    sid = lambda t: chat.special_id(tok, t)
+    turns = 0
+    for ids, mask, loss in seen:
+        assert np.isfinite(loss)
+        for b, t in zip(*np.nonzero(ids == sid(chat.TOOL_RESPONSE))):  # each tool turn: <|user|> .. <|assistant|>
+            start, stop = t - 1, t + list(ids[b, t:]).index(sid(chat.ASSISTANT))
+            assert ids[b, start] == sid(chat.USER) and not mask[b, start:stop + 1].any()
+            assert mask[b, start - 1] and mask[b, stop + 1]             # the call's <|end|> and the answer after it
+            segment = tok.decode(list(ids[b, :start - 1])).rsplit("<|assistant|>", 1)[1]
+            [call] = chat.parse_reply(segment, ("calculator",)).tool_calls          # what the model asked for
+            assert tok.decode(list(ids[b, t + 1:stop - 2])) == tools.load_tools().run(call)   # what the tool said
+            turns += 1
+    assert turns > 0
+    before = load_file(str(run / "model.safetensors")) if (run / "model.safetensors").exists() else None
+    after_dir = tmp / "run" / json.loads((tmp / "run" / "latest.json").read_text())["dir"]
+    after = load_file(str(after_dir / "model.safetensors"))
+    if before is None:
+        before = load_file(str(run / json.loads((run / "latest.json").read_text())["dir"] / "model.safetensors"))
+    assert any(not np.array_equal(before[k], after[k]) for k in before if k in after)

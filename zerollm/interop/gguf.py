@@ -39,11 +39,11 @@ import numpy as np
 
 from zerollm.io.errors import ZeroLLMError
 from zerollm.io.fileio import non_file_kind, open_regular, refuse_non_regular
-from zerollm.interop import quant
+from zerollm.interop import kquant, quant
 from zerollm.interop.gguf_meta import value as meta_value
 from zerollm.interop.gguf_tokenizer import SPLIT_KEY, tokenizer_fields, tokenizer_problems
 
-QUANTS = ("f32", "f16", "q8_0", "q4_0")
+QUANTS = ("f32", "f16", "q8_0", "q4_0", "q4_K", "q5_K", "q6_K", "q4_K_M", "q5_K_M")
 MAGIC = b"GGUF"
 _GPT2 = {"token_embd": "wte", "position_embd": "wpe", "output_norm": "ln_f", "output": "lm_head",
          "attn_norm": "ln_1", "attn_qkv": "attn.c_attn", "attn_output": "attn.c_proj", "ffn_norm": "ln_2",
@@ -72,7 +72,7 @@ def _gguf():
 def _types():
     gguf = _gguf()
     T = gguf.GGMLQuantizationType
-    return {"f32": T.F32, "f16": T.F16, "q8_0": T.Q8_0, "q4_0": T.Q4_0}
+    return {"f32": T.F32, "f16": T.F16, "q8_0": T.Q8_0, "q4_0": T.Q4_0, "q4_K": T.Q4_K, "q5_K": T.Q5_K, "q6_K": T.Q6_K}
 
 
 # ----------------------------------------------------------------------------
@@ -180,14 +180,38 @@ def gguf_tensors(model):
     return arch, out
 
 
-def storage_kind(name, a, quant_kind):
+def storage_kind(name, a, quant_kind, n_layer=1, tied=False):
     """What a tensor is stored as: 1-D tensors (norms, biases) and the router stay f32, as llama.cpp
-    keeps them; a matrix whose rows are not whole blocks of 32 cannot be Q8_0/Q4_0 and stays f32."""
+    keeps them; a matrix whose rows are not whole blocks of 32 cannot be Q8_0/Q4_0 and stays f32.
+    q4_K_M / q5_K_M are llama.cpp's mixes (_mixed_kind); a row that is not whole super-blocks of 256
+    falls back to q8_0, as llama.cpp's Q6_K does (its Q4_K / Q5_K fall back to Q5_0 / Q5_1, which
+    zerollm does not write)."""
     if a.ndim == 1 or quant_kind == "f32" or ".ffn_gate_inp." in name:
         return "f32"
-    if quant_kind in quant.KINDS and a.shape[-1] % quant.BLOCK:
+    kind = _mixed_kind(name, quant_kind, n_layer, tied) if quant_kind.endswith("_M") else quant_kind
+    if kind in kquant.KINDS and name == "position_embd.weight":     # llama-quantize leaves it float
         return "f32"
-    return quant_kind
+    if kind in kquant.KINDS and a.shape[-1] % kquant.QK:
+        kind = "q8_0"
+    if kind in quant.KINDS and a.shape[-1] % quant.BLOCK:
+        return "f32"
+    return kind
+
+
+def _mixed_kind(name, mix, n_layer, tied):
+    """llama.cpp's Q4_K_M / Q5_K_M (llama-quant.cpp, without an importance matrix) for the tensors zerollm
+    writes: Q6_K for the output matrix (the token table when it is tied) and, in the layers that
+    use_more_bits picks (the first and last eighth, and every third between), for attn_v (GPT-2's attn_qkv)
+    and ffn_down; Q4_K / Q5_K for every other matrix."""
+    base = mix[:-2]                                               # 'q4_K_M' -> 'q4_K'
+    block, part, _ = _split(name)
+    if part == "output" or (part == "token_embd" and tied):
+        return "q6_K"
+    if block is not None and part in ("attn_v", "attn_qkv", "ffn_down", "ffn_down_exps"):
+        i, n = block, n_layer
+        if i < n // 8 or i >= 7 * n // 8 or (i - n // 8) % 3 == 2:
+            return "q6_K"
+    return base
 
 
 def _encoded(a, kind):
@@ -231,7 +255,8 @@ def export_gguf(model, path, *, tokenizer=None, quant_kind="f32", overwrite=Fals
     check_gguf(model.config, tokenizer)
     arch, tensors = gguf_tensors(model)
     fields = tokenizer_fields(tokenizer, model.config.vocab_size) if tokenizer is not None else None
-    kinds = {n: storage_kind(n, a, quant_kind) for n, a in tensors.items()}
+    tied = "output.weight" not in tensors                          # a tied token table is also the output
+    kinds = {n: storage_kind(n, a, quant_kind, model.config.n_layer, tied) for n, a in tensors.items()}
     with atomic_write(path) as f:                    # the writer fills the temporary file; then it is swapped in
         writer = _writer(f.name, arch, model, tokenizer, fields, quant_kind)
         for n, a in tensors.items():
@@ -287,8 +312,11 @@ def _writer(file, arch, model, tokenizer, fields, quant_kind):
     w = gguf.GGUFWriter(file, arch)
     w.add_name(name_of(model))
     w.add_file_type({"f32": gguf.LlamaFileType.ALL_F32, "f16": gguf.LlamaFileType.MOSTLY_F16,
-                     "q8_0": gguf.LlamaFileType.MOSTLY_Q8_0, "q4_0": gguf.LlamaFileType.MOSTLY_Q4_0}[quant_kind])
-    if quant_kind in quant.KINDS:
+                     "q8_0": gguf.LlamaFileType.MOSTLY_Q8_0, "q4_0": gguf.LlamaFileType.MOSTLY_Q4_0,
+                     "q4_K": gguf.LlamaFileType.MOSTLY_Q4_K_S, "q5_K": gguf.LlamaFileType.MOSTLY_Q5_K_S,
+                     "q6_K": gguf.LlamaFileType.MOSTLY_Q6_K, "q4_K_M": gguf.LlamaFileType.MOSTLY_Q4_K_M,
+                     "q5_K_M": gguf.LlamaFileType.MOSTLY_Q5_K_M}[quant_kind])
+    if quant_kind != "f32" and quant_kind != "f16":
         w.add_quantization_version(gguf.GGML_QUANT_VERSION)
     w.add_context_length(cfg.block_size)
     w.add_embedding_length(cfg.n_embd)
@@ -338,14 +366,14 @@ def name_of(model):
 
 @dataclass
 class GGUFTensor:
-    kind: str             # 'f32' | 'f16' | 'q8_0' | 'q4_0'
+    kind: str             # 'f32' | 'f16' | 'q8_0' | 'q4_0' | 'q4_K' | 'q5_K' | 'q6_K'
     data: np.ndarray      # floats (GGUF's NumPy shape), or the uint8 block rows
     shape: tuple          # the float shape, NumPy order
 
 
 def read_gguf(path):
     """(metadata {key: value}, {name: GGUFTensor}) of a GGUF file. A damaged file, or a tensor type
-    other than F32/F16/Q8_0/Q4_0, is a ZeroLLMError naming what is wrong."""
+    other than F32/F16/Q8_0/Q4_0/Q4_K/Q5_K/Q6_K, is a ZeroLLMError naming what is wrong."""
     gguf = _gguf()
     path = os.fspath(path)
     if not os.path.exists(path):
@@ -365,8 +393,8 @@ def read_gguf(path):
     tensors = {}
     for name, ttype, shape, data in raw:
         if ttype not in kinds:
-            raise ZeroLLMError(f"{path}: tensor {name} is of type {ttype.name}; zerollm reads F32, F16, Q8_0 and "
-                               "Q4_0 (requantize the file, e.g. llama.cpp's llama-quantize ... Q8_0)")
+            raise ZeroLLMError(f"{path}: tensor {name} is of type {ttype.name}; zerollm reads F32, F16, Q8_0, Q4_0, "
+                               "Q4_K, Q5_K and Q6_K (requantize the file, e.g. llama.cpp's llama-quantize ... Q4_K_M)")
         tensors[name] = GGUFTensor(kinds[ttype], data, shape)
     return meta, tensors
 

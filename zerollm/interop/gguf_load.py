@@ -178,7 +178,7 @@ def _quantized_param(ours, parts, tensors, arch, cfg):
     GGUF pieces are stacked row on row (q, k, v; gate, up) if all are Q8_0 (or all Q4_0)."""
     names = [_gguf_name(bare, arch) for bare, _ in parts]
     kinds = {tensors[n].kind for n in names}
-    if len(kinds) != 1 or next(iter(kinds)) not in quant.KINDS:
+    if len(kinds) != 1 or next(iter(kinds)) not in quant.ALL_KINDS:
         return None
     kind = kinds.pop()
     rows = []
@@ -189,7 +189,7 @@ def _quantized_param(ours, parts, tensors, arch, cfg):
             data = _permute(data, cfg.n_head if base == "attn_q" else cfg.n_kv_head, inverse=True)
         rows.append(data)
     shape = (sum(tensors[n].shape[0] for n in names), tensors[names[0]].shape[1])
-    return quant.QuantizedMatrix.from_bytes(np.concatenate(rows), kind, shape)
+    return quant.blocks_matrix(np.concatenate(rows), kind, shape)
 
 
 def keep_quantized(model, tensors, arch, family):
@@ -232,7 +232,7 @@ def load_gguf(path, *, quantized=None, force=None):
         raise ZeroLLMError(f"{where}: the tensors do not fit the metadata "
                            f"({' '.join(str(err).split())[:300]}); the file is damaged or inconsistent") from None
     kinds = [t.kind for t in tensors.values()]
-    has_blocks = any(k in quant.KINDS for k in kinds)
+    has_blocks = any(k in quant.ALL_KINDS for k in kinds)
     keep = (get_engine() == "fast") if quantized is None else quantized
     n_kept = keep_quantized(model, tensors, meta["general.architecture"], family) if keep and has_blocks else 0
     info = {"arch": meta["general.architecture"], "kinds": {k: kinds.count(k) for k in sorted(set(kinds))},
@@ -242,7 +242,7 @@ def load_gguf(path, *, quantized=None, force=None):
 
 def load_note(info, prog):
     """The line a command prints about how a quantized file runs, or None for a float file."""
-    blocks = [k for k in info["kinds"] if k in quant.KINDS]
+    blocks = [k for k in info["kinds"] if k in quant.ALL_KINDS]
     if not blocks:
         return None
     if info["dequantized"]:

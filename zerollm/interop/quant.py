@@ -21,15 +21,20 @@ bytes against the `gguf` package's quantizer.
     ((1, 34), True)
 
 Shapes: R rows, K numbers a row (K % 32 == 0), nb = K / 32 blocks a row.
+
+The k-quants (Q4_K, Q5_K, Q6_K: super-blocks of 256) live in zerollm.interop.kquant; ``quantize``,
+``dequantize`` and ``blocks_matrix`` here take every kind, so a caller names the kind and never the module.
 """
 
 import numpy as np
 
 from zerollm.io.errors import ZeroLLMError
+from zerollm.interop import kquant
 
 BLOCK = 32
 BLOCK_BYTES = {"q8_0": 2 + BLOCK, "q4_0": 2 + BLOCK // 2}
 KINDS = tuple(BLOCK_BYTES)
+ALL_KINDS = KINDS + kquant.KINDS          # every block kind a GGUF tensor of ours may be
 
 
 def _blocks(x):
@@ -78,6 +83,8 @@ def quantize_q4_0(x):
 def quantize(x, kind):
     """(R, K) float -> (R, nb * bytes a block) uint8: the rows GGUF stores for a tensor of ``kind``."""
     x = np.asarray(x)
+    if kind in kquant.KINDS:
+        return kquant.quantize(x, kind)
     body = {"q8_0": quantize_q8_0, "q4_0": quantize_q4_0}[check_kind(kind)](x)
     return body.reshape(*x.shape[:-1], -1)
 
@@ -112,11 +119,22 @@ def dequantize_codes(scales, codes, kind):
 
 def dequantize(data, kind, shape):
     """Block bytes -> float32 array of ``shape`` (the float shape the bytes were made from)."""
-    scales, codes = split_blocks(np.asarray(data).reshape(-1, np.asarray(data).shape[-1]), kind)
-    out = dequantize_codes(scales, codes, kind)
+    rows = np.asarray(data).reshape(-1, np.asarray(data).shape[-1])
+    if kind in kquant.KINDS:
+        out = kquant.dequantize(rows, kind)
+    else:
+        out = dequantize_codes(*split_blocks(rows, kind), kind)
     if out.size != int(np.prod(shape)):
         raise ZeroLLMError(f"{kind} data holds {out.size} numbers, not the {int(np.prod(shape))} of shape {tuple(shape)}")
     return out.reshape(shape)
+
+
+def blocks_matrix(data, kind, shape):
+    """The matrix a model holds for block rows ``data`` (R, row bytes) of any kind: a QuantizedMatrix
+    (Q8_0, Q4_0) or a kquant.KQuantMatrix (Q4_K, Q5_K, Q6_K)."""
+    if kind in kquant.KINDS:
+        return kquant.KQuantMatrix.from_bytes(data, kind, shape)
+    return QuantizedMatrix.from_bytes(data, kind, shape)
 
 
 def check_kind(kind):

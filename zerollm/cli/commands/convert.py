@@ -8,7 +8,8 @@ The direction comes from what --from is:
         -> a transformers directory (GPT2LMHeadModel, LlamaForCausalLM or MixtralForCausalLM + tokenizer files)
 
     a zerollm model, run or checkpoint, or a transformers directory, with --to FILE.gguf
-        -> one GGUF file (llama.cpp's format) at --quant f32 | f16 | q8_0 | q4_0 (zerollm.interop.gguf)
+        -> one GGUF file (llama.cpp's format) at --quant f32 | f16 | q8_0 | q4_0 | q4_K | q5_K | q6_K | q4_K_M
+           | q5_K_M (zerollm.interop.gguf; the k-quants and llama.cpp's mixes in zerollm.interop.kquant)
 
     zerollm convert --from gpt2 --to gpt2-zerollm
     zerollm convert --from runs/shakespeare --to shakespeare-hf
@@ -30,9 +31,10 @@ def add_arguments(parser):
                         help="a Hugging Face model directory, or a zerollm model/run/checkpoint directory")
     parser.add_argument("--to", dest="dst", required=True, metavar="DIR|FILE.gguf",
                         help="the directory to create (it must not exist, or be empty), or a .gguf file")
-    parser.add_argument("--quant", choices=("f32", "f16", "q8_0", "q4_0"), default=None,
-                        help="with --to FILE.gguf: how the matrices are stored (default f32); norms and "
-                             "biases stay f32")
+    parser.add_argument("--quant", choices=("f32", "f16", "q8_0", "q4_0", "q4_K", "q5_K", "q6_K", "q4_K_M", "q5_K_M"),
+                        default=None, help="with --to FILE.gguf: how the matrices are stored (default f32; q4_K_M "
+                                           "and q5_K_M are llama.cpp's mixes, with Q6_K where it puts them); norms "
+                                           "and biases stay f32")
     parser.add_argument("--overwrite", action="store_true",
                         help="replace the model in --to if it already holds one (its config.json, weights, "
                              "tokenizer and adapter files; other files such as .git or README.md stay); a GGUF "

@@ -1,0 +1,249 @@
+"""k-quants (Q4_K, Q5_K, Q6_K), checked against the two programs that define them.
+
+- gguf.quants (llama.cpp's Python package) dequantizes them: ours gives the same float32 numbers, to the bit;
+- llama.cpp's C library quantizes them (quantize_row_q4_K_ref ..., what llama-quantize runs without an
+  importance matrix): ours writes the same bytes, block for block, and a whole zerollm q4_K_M / q5_K_M / q6_K
+  file holds the same tensors, type for type and byte for byte, as llama.cpp's own quantization of our f32
+  file;
+- llama.cpp runs zerollm's k-quant files, and zerollm runs llama.cpp's Q4_K_M / Q5_K_M / Q6_K / Q8_0 files,
+  with the same greedy tokens and logits within a stated tolerance.
+The models are 2 layers of width 256 (a super-block is 256 numbers, so every row is whole super-blocks).
+"""
+
+import ctypes
+import os
+
+import numpy as np
+import pytest
+
+from tests.test_gguf import GPT2, LLAMA, tiny
+from zerollm.engine import use_engine
+from zerollm.interop import kquant, quant
+from zerollm.interop.gguf import export_gguf, read_gguf
+from zerollm.interop.gguf_load import load_gguf
+from zerollm.io.errors import ZeroLLMError
+from zerollm.tokenizers import ByteTokenizer
+
+gguf = pytest.importorskip("gguf")
+llama_cpp = pytest.importorskip("llama_cpp", reason='llama.cpp\'s Python binding: pip install -e ".[test]"')
+
+KINDS = ("q4_K", "q5_K", "q6_K")
+WIDE = dict(n_embd=256, n_head=4)
+LAYOUTS = {"gpt2": dict(GPT2, **WIDE), "llama": dict(LLAMA, **WIDE, n_kv_head=2, n_inner=512)}
+# what llama.cpp calls each file type, and the --quant that writes the same file with zerollm
+FTYPES = {"Q4_K_M": "q4_K_M", "Q5_K_M": "q5_K_M", "Q6_K": "q6_K", "Q8_0": "q8_0"}
+
+
+def ggml_type(kind):
+    return getattr(gguf.GGMLQuantizationType, kind.upper())
+
+
+def reference_quantize(x, kind):
+    """llama.cpp's own quantize_row_{kind}_ref, called in its shared library through ctypes."""
+    lib = ctypes.CDLL(os.path.join(os.path.dirname(llama_cpp.__file__), "lib", "libggml-base.so"))
+    x = np.ascontiguousarray(x, dtype=np.float32)
+    out = np.zeros((x.size // kquant.QK, kquant.BLOCK_BYTES[kind]), np.uint8)
+    getattr(lib, f"quantize_row_{kind}_ref")(x.ctypes.data_as(ctypes.c_void_p), out.ctypes.data_as(ctypes.c_void_p),
+                                             ctypes.c_int64(x.size))
+    return out.reshape(*x.shape[:-1], -1)
+
+
+def cases(rng):
+    x = rng.standard_normal((24, 512)).astype(np.float32)
+    spiky = x.copy()
+    spiky[:, ::37] *= 50                                   # one big number per sub-block
+    part_zero = x.copy()
+    part_zero[:, :300] = 0                                 # whole sub-blocks of zeros, a super-block half zero
+    return {"normal": x, "uniform": rng.uniform(-1, 1, x.shape).astype(np.float32), "positive": np.abs(x) + 1,
+            "spiky": spiky, "zeros": part_zero, "tiny": x * 1e-6}
+
+
+def model(layout, seed=0):
+    m = tiny(dict(LAYOUTS[layout], tie_embeddings=False), vocab=257, seed=seed)
+    # logits far apart, so that one argmax stands out; untied, or a random model repeats its last input token
+    m.params["lm_head.weight"] *= 40.0
+    return m
+
+
+def llama_quantize(src, dst, ftype):
+    params = llama_cpp.llama_model_quantize_default_params()
+    params.ftype, params.nthread = getattr(llama_cpp, f"LLAMA_FTYPE_MOSTLY_{ftype}"), 1
+    assert llama_cpp.llama_model_quantize(str(src).encode(), str(dst).encode(), ctypes.byref(params)) == 0
+    return dst
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    """{layout: (model, zerollm's f32 file)} for both layouts."""
+    tmp, tok = tmp_path_factory.mktemp("kquant"), ByteTokenizer(["<|endoftext|>"])
+    out = {}
+    for layout in LAYOUTS:
+        m = model(layout)
+        out[layout] = m, tmp / f"{layout}-f32.gguf"
+        export_gguf(m, out[layout][1], tokenizer=tok)
+    return out
+
+
+def llama(path):
+    return llama_cpp.Llama(model_path=str(path), n_threads=1, verbose=False, n_ctx=32, logits_all=True)
+
+
+def assert_agree(want, got):
+    """llama.cpp's logits ``got`` (T, V) against zerollm's ``want``: within 1% of their spread everywhere
+    (llama.cpp rounds the activations to 8 bits before a quantized matmul, zerollm does not: 0.3-0.8% of
+    the spread measured on these models), and the same argmax at every position where zerollm's top two are
+    more than twice that apart (a random model has near ties, where a 1% difference may swap them; at
+    least a third of the positions must be clear)."""
+    tol = 1e-2 * (want.max() - want.min())
+    assert np.abs(got - want).max() <= tol
+    top2 = np.sort(want, axis=1)[:, -2:]
+    clear = top2[:, 1] - top2[:, 0] > 2 * tol
+    assert clear.mean() >= 1 / 3
+    assert np.array_equal(got.argmax(axis=1)[clear], want.argmax(axis=1)[clear])
+    return clear
+
+
+# ----------------------------------------------------------------------------
+# the blocks
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_dequantize_equals_gguf_package_on_random_blocks(kind):
+    """Random bytes are a valid block of every kind once its float16 scales are finite."""
+    rng = np.random.default_rng(3)
+    blocks = rng.integers(0, 256, (64, kquant.BLOCK_BYTES[kind]), dtype=np.uint8)
+    scales = rng.standard_normal((64, 2)).astype(np.float16).view(np.uint8)
+    where = [slice(208, 210)] if kind == "q6_K" else [slice(0, 2), slice(2, 4)]
+    for at, s in zip(where, (scales[:, :2], scales[:, 2:])):
+        blocks[:, at] = s
+    ours = kquant.dequantize(blocks.reshape(4, -1), kind)
+    theirs = gguf.quants.dequantize(blocks.reshape(4, -1), ggml_type(kind))
+    assert ours.dtype == np.float32 and ours.shape == (4, 16 * 256)
+    assert np.array_equal(ours.view(np.int32), theirs.view(np.int32))            # to the bit
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_quantizer_bytes_equal_llama_cpp(kind):
+    """gguf.quants has no k-quant quantizer; llama.cpp's reference is the one to equal, byte for byte."""
+    for name, x in cases(np.random.default_rng(1)).items():
+        ours = quant.quantize(x, kind)
+        assert ours.shape == (24, 2 * kquant.BLOCK_BYTES[kind])
+        assert np.array_equal(ours, reference_quantize(x, kind)), name
+        if name == "tiny":                     # the scales underflow float16 there, in llama.cpp's bytes too
+            continue
+        err = np.abs(quant.dequantize(ours, kind, x.shape) - x).max(axis=1)
+        assert (err <= {"q4_K": 0.2, "q5_K": 0.1, "q6_K": 0.05}[kind] * np.abs(x).max(axis=1)).all(), name
+
+
+def test_a_row_of_the_wrong_length_is_refused_in_one_line():
+    with pytest.raises(ZeroLLMError, match="multiple of 256 numbers for k-quants"):
+        quant.quantize(np.ones((2, 96)), "q4_K")
+    with pytest.raises(ZeroLLMError, match="whole 176-byte super-blocks a row, got 170 bytes; the file is"):
+        quant.dequantize(np.zeros((2, 170), np.uint8), "q5_K", (2, 256))
+    with pytest.raises(ZeroLLMError, match="holds 512 numbers, not the 1024"):
+        kquant.KQuantMatrix.from_bytes(np.zeros((2, 210), np.uint8), "q6_K", (2, 512))
+    w = kquant.KQuantMatrix.from_float(np.arange(2 * 512, dtype=np.float32).reshape(2, 512) / 512, "q6_K")
+    assert np.abs(w.dequantize() - np.arange(1024).reshape(2, 512) / 512).max() < 0.03      # 1.5% of 2
+    assert np.array_equal(w[np.array([[1]])], w.dequantize()[None, 1:2])
+
+
+# ----------------------------------------------------------------------------
+# files: zerollm's and llama.cpp's quantization of the same f32 file are the same file
+
+@pytest.mark.parametrize("layout", list(LAYOUTS))
+@pytest.mark.parametrize("ftype", ["Q4_K_M", "Q5_K_M", "Q6_K"])
+def test_zerollm_writes_the_tensors_llama_quantize_writes(tmp_path, files, layout, ftype):
+    """Every tensor of `zerollm convert --quant q4_K_M` (etc.) has the type and the bytes llama.cpp gives it
+    when it quantizes zerollm's f32 file: the mix (which tensors get Q6_K) and the quantizer both."""
+    m, f32 = files[layout]
+    theirs = {t.name: t for t in gguf.GGUFReader(llama_quantize(f32, tmp_path / "theirs.gguf", ftype)).tensors}
+    ours_path = tmp_path / "ours.gguf"
+    export_gguf(m, ours_path, tokenizer=ByteTokenizer(["<|endoftext|>"]), quant_kind=FTYPES[ftype])
+    ours = {t.name: t for t in gguf.GGUFReader(ours_path).tensors}
+    assert sorted(ours) == sorted(theirs)
+    assert {n: ours[n].tensor_type.name for n in ours} == {n: theirs[n].tensor_type.name for n in theirs}
+    assert {t.tensor_type.name for t in ours.values()} >= {"F32", "Q6_K"}        # quantized, with Q6_K in it
+    for n in theirs:
+        assert np.array_equal(ours[n].data, theirs[n].data), n
+
+
+@pytest.mark.parametrize("layout", list(LAYOUTS))
+@pytest.mark.parametrize("ftype", list(FTYPES))
+def test_zerollm_runs_llama_cpp_files_as_llama_cpp_does(tmp_path, files, layout, ftype):
+    """llama.cpp's Q4_K_M / Q5_K_M / Q6_K / Q8_0 of our f32 file: zerollm reads every tensor as gguf.quants
+    dequantizes it, and its NumPy logits at every position of the prompt agree with llama.cpp's
+    (assert_agree)."""
+    path = llama_quantize(files[layout][1], tmp_path / f"{ftype}.gguf", ftype)
+    _, tensors = read_gguf(path)
+    for t in gguf.GGUFReader(path).tensors:
+        if t.tensor_type.name in ("Q4_K", "Q5_K", "Q6_K", "Q8_0"):
+            want = gguf.quants.dequantize(t.data, t.tensor_type).reshape(tensors[t.name].shape)
+            assert np.array_equal(quant.dequantize(tensors[t.name].data, tensors[t.name].kind, want.shape), want)
+    back, _, info = load_gguf(path, quantized=False)
+    assert set(info["kinds"]) - {"f32"} == {"Q4_K_M": {"q4_K", "q6_K"}, "Q5_K_M": {"q5_K", "q6_K"},
+                                            "Q6_K": {"q6_K"}, "Q8_0": {"q8_0"}}[ftype]
+    prompt = [int(i) for i in np.random.default_rng(0).integers(0, 256, 20)]
+    with use_engine("numpy"):
+        want = back.forward(np.array([prompt]))[0][0]
+    llm = llama(path)
+    llm.eval(prompt)
+    assert_agree(want, np.array(llm.scores[:len(prompt)]))
+
+
+@pytest.mark.parametrize("layout", list(LAYOUTS))
+@pytest.mark.parametrize("kind", ["q4_K", "q5_K", "q6_K", "q4_K_M"])
+def test_llama_cpp_runs_zerollm_k_files_with_the_same_greedy_tokens(tmp_path, files, layout, kind):
+    """A zerollm k-quant file in llama.cpp: its logits along zerollm's greedy continuation agree (assert_agree),
+    and llama.cpp's own greedy continuation, through its KV cache, is zerollm's up to the first step where
+    zerollm's top two are too close to call."""
+    m = files[layout][0]
+    path = tmp_path / f"{kind}.gguf"
+    export_gguf(m, path, tokenizer=ByteTokenizer(["<|endoftext|>"]), quant_kind=kind)
+    back, _, _ = load_gguf(path, quantized=False)
+    ours = [72, 101, 108, 108, 111]
+    with use_engine("numpy"):
+        for _ in range(12):
+            ours.append(int(np.argmax(back.forward(np.array([ours]))[0][0, -1])))
+        want = back.forward(np.array([ours]))[0][0]
+    llm = llama(path)
+    llm.eval(ours)
+    clear = assert_agree(want, np.array(llm.scores[:len(ours)]))
+    llm.reset()
+    theirs = ours[:5]
+    llm.eval(theirs)
+    for _ in range(12):
+        theirs.append(int(np.argmax(llm.scores[llm.n_tokens - 1])))
+        llm.eval(theirs[-1:])
+    sure = int(np.argmin(clear[4:-1])) if not clear[4:-1].all() else 12      # steps before the first near tie
+    assert theirs[:5 + sure] == ours[:5 + sure] and len(set(ours[5:])) > 3
+
+
+# ----------------------------------------------------------------------------
+# what zerollm refuses
+
+def test_a_tensor_type_zerollm_does_not_read_is_named_in_one_line(tmp_path):
+    """A Q2_K tensor (llama.cpp writes it in Q2_K / Q3_K files): refused by name and type, with the fix."""
+    path = tmp_path / "q2.gguf"
+    w = gguf.GGUFWriter(str(path), "llama")
+    w.add_tensor("token_embd.weight", np.zeros((4, 84), np.uint8), raw_dtype=gguf.GGMLQuantizationType.Q2_K)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    with pytest.raises(ZeroLLMError) as err:
+        read_gguf(path)
+    msg = str(err.value)
+    assert "tensor token_embd.weight is of type Q2_K; zerollm reads F32, F16, Q8_0, Q4_0, Q4_K, Q5_K and Q6_K" in msg
+    assert "\n" not in msg
+
+
+def test_a_k_block_with_an_infinite_scale_is_refused_by_name(tmp_path, files):
+    """A super-block whose float16 d is inf damages its 256 numbers: the load names the tensor."""
+    m, _ = files["llama"]
+    path = tmp_path / "bad.gguf"
+    export_gguf(m, path, tokenizer=ByteTokenizer(["<|endoftext|>"]), quant_kind="q4_K")
+    t = next(t for t in gguf.GGUFReader(path).tensors if t.name == "blk.1.ffn_up.weight")
+    data = bytearray(path.read_bytes())
+    data[t.data_offset:t.data_offset + 2] = np.array([np.inf], np.float16).view(np.uint8).tobytes()
+    path.write_bytes(bytes(data))
+    with pytest.raises(ZeroLLMError, match="blk.1.ffn_up.weight"):
+        load_gguf(path)

@@ -74,7 +74,7 @@ def run_main(argv, capsys):
 @pytest.fixture
 def fast_parser(monkeypatch, tmp_path):
     """One parser for the whole table (building it takes ~8 ms), and an empty working directory."""
-    monkeypatch.setattr(cli, "build_parser", parser)
+    monkeypatch.setattr(cli, "build_parser", lambda lazy=False: parser())
     monkeypatch.chdir(tmp_path)
     return tmp_path
 

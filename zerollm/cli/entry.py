@@ -11,7 +11,6 @@ Bad values on the command line are usage errors: one line and exit code 2 (argpa
 import argparse
 import codecs
 import contextlib
-import difflib
 import errno
 import importlib
 import io
@@ -24,7 +23,6 @@ from zerollm import __version__
 from zerollm.cli.lang import (ERROR, WARNING, add_command_argument, add_global_argument, lang_of, say,
                               translate_parser)
 from zerollm.io.errors import ZeroLLMError
-from zerollm.training.dist import launched_by_mpi
 
 # name -> (module, one-line help), in the order of the course: Part 1 by hand, then training, then interop.
 COMMANDS = {
@@ -109,19 +107,44 @@ def _nearest_choice(message):
     return f" (did you mean {guess[0]!r}?)" if guess else ""
 
 
-def build_parser():
-    """The whole command line, in English (main() hands it to cli.lang.translate_parser for 中文)."""
+class _Commands(argparse._SubParsersAction):
+    """The subcommands. A lazy parser's commands get their flags (their module imported, with all it
+    imports) only when the command line chooses one: ``zerollm --help`` imports no command, and
+    ``zerollm sample`` only sample's."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        if values and values[0] in self.choices:
+            _fill(self.choices[values[0]])
+        super().__call__(parser, namespace, values, option_string)
+
+
+def _fill(cmd):
+    """Give a command's parser its flags, once; in the language its parser was already set to."""
+    if cmd.filled:
+        return
+    cmd.filled = True
+    module = importlib.import_module(cmd.module_name)
+    module.add_arguments(cmd)
+    add_command_argument(cmd)
+    cmd.set_defaults(_module=module)
+    translate_parser(cmd, getattr(cmd, "lang", "en"))
+
+
+def build_parser(lazy=False):
+    """The whole command line, in English (main() hands it to cli.lang.translate_parser for 中文).
+    ``lazy``: each command's flags are added when the command line chooses it (main: the start-up of
+    every command pays for its own imports only); otherwise all at once (tools that read every flag)."""
     parser = OneLineParser(prog="zerollm", description="zerollm: an LLM built from zero in NumPy.")
+    parser.register("action", "parsers", _Commands)
     parser.add_argument("--version", action="version", version=f"zerollm {__version__}")
     add_global_argument(parser)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=OneLineParser)
     parser.commands = {}
     for name, (module_name, help_text) in COMMANDS.items():
-        module = importlib.import_module(module_name)
         cmd = parser.commands[name] = sub.add_parser(name, help=help_text, description=help_text)
-        module.add_arguments(cmd)
-        add_command_argument(cmd)
-        cmd.set_defaults(_module=module)
+        cmd.module_name, cmd.filled = module_name, False
+        if not lazy:
+            _fill(cmd)
     return parser
 
 
@@ -152,6 +175,7 @@ def parse(parser, argv=None):
     where the flag belongs to another command (ELSEWHERE)."""
     args, extras = parser.parse_known_args(argv)
     if extras:
+        import difflib
         owner = _innermost(parser, args)
         flags = [word.split("=")[0] for word in extras if word.startswith("--")]
         elsewhere = [ELSEWHERE[owner.prog, f] for f in flags if (owner.prog, f) in ELSEWHERE]
@@ -332,8 +356,9 @@ def _stand_in_for_closed_streams():
 def main(argv=None):
     _stand_in_for_closed_streams()
     lang = lang_of(sys.argv[1:] if argv is None else argv)
-    parser = build_parser()
+    parser = build_parser(lazy=True)
     translate_parser(parser, lang)               # help and usage errors in 中文 when lang is "zh"
+    from zerollm.training.dist import launched_by_mpi     # here: `zerollm --help` needs none of training
     if launched_by_mpi():
         args, code = _parse_under_mpi(parser, argv, lang)
         if args is None:

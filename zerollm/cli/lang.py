@@ -146,6 +146,7 @@ def _chinese_formatter(base):
                     text = text.replace(f"{title}:\n", f"{title}：\n")
             return text
     Chinese.__name__ = f"Chinese{base.__name__}"
+    Chinese.chinese = True
     return Chinese
 
 
@@ -184,22 +185,32 @@ def help_strings(parser):
                         yield f"{p.prog} {choice.dest}", choice.help
 
 
+def _put_in_chinese(thing, attr, lang):
+    """``thing.attr`` in 中文, unless it holds the 中文 put there before: cli.entry's lazy parser translates a
+    command's parser again once the command has added its flags (and maybe its own description)."""
+    text = getattr(thing, attr)
+    done = thing.__dict__.setdefault("_chinese", {})
+    if text and text is not argparse.SUPPRESS and done.get(attr) is not text:
+        text = _ARGPARSE_WORDS.get(text) or say(text, lang) if attr == "title" else say(text, lang)
+        setattr(thing, attr, text)
+        done[attr] = text
+
+
 def translate_parser(parser, lang):
     """Set every parser's language (for its errors) and, for 中文, put its help in 中文."""
     for p in parsers(parser):
         p.lang = lang
         if lang != "zh":
             continue
-        p.formatter_class = _chinese_formatter(p.formatter_class)
+        if not getattr(p.formatter_class, "chinese", False):
+            p.formatter_class = _chinese_formatter(p.formatter_class)
         for kind in ("description", "epilog"):
-            if getattr(p, kind):
-                setattr(p, kind, say(getattr(p, kind), lang))
+            _put_in_chinese(p, kind, lang)
         for group in p._action_groups:
-            group.title = _ARGPARSE_WORDS.get(group.title, group.title and say(group.title, lang))
-            group.description = group.description and say(group.description, lang)
+            _put_in_chinese(group, "title", lang)
+            _put_in_chinese(group, "description", lang)
         for action in p._actions:
-            if action.help and action.help is not argparse.SUPPRESS:
-                action.help = say(action.help, lang)
+            _put_in_chinese(action, "help", lang)
             if isinstance(action, argparse._SubParsersAction):
                 for choice in action._choices_actions:
-                    choice.help = choice.help and say(choice.help, lang)
+                    _put_in_chinese(choice, "help", lang)

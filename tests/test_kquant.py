@@ -247,3 +247,21 @@ def test_a_k_block_with_an_infinite_scale_is_refused_by_name(tmp_path, files):
     path.write_bytes(bytes(data))
     with pytest.raises(ZeroLLMError, match="blk.1.ffn_up.weight"):
         load_gguf(path)
+
+
+# ----------------------------------------------------------------------------
+# the fast engine's kernels
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_fast_kernel_equals_the_numpy_reference(kind):
+    """engine/fast/kquant.py multiplies by the blocks as stored; the reference dequantizes, then BLAS. Rows of
+    W from a random matrix (every scale, min and code in use), x of 1 and 3 rows, a subnormal scale too."""
+    fast = pytest.importorskip("zerollm.engine.fast.quant")
+    from zerollm.nn.linear import quantized_matmul
+    rng = np.random.default_rng(5)
+    w = kquant.KQuantMatrix.from_float(rng.standard_normal((37, 512)) * np.linspace(1e-6, 3, 37)[:, None], kind)
+    for N in (1, 3):
+        x = rng.standard_normal((N, 512)).astype(np.float32)
+        got, want = fast.quantized_matmul(x, w), quantized_matmul.reference(x, w)
+        assert got is not NotImplemented and got.shape == (N, 37)
+        assert np.allclose(got, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())

@@ -256,6 +256,9 @@ def quantized_matmul(x, w):
     """x (N, K) float32, w a QuantizedMatrix (R, K) -> y (N, R) float32, or NotImplemented (the
     reference then runs) for a kind or an input this module has no kernel for."""
     kind = getattr(w, "kind", None)
+    if kind in ("q4_K", "q5_K", "q6_K"):                 # super-blocks of 256: engine/fast/kquant.py
+        from zerollm.engine.fast.kquant import kquant_matmul
+        return kquant_matmul(x, w)
     if (kind not in _FLOAT or not float32_arrays(x, w.scales) or x.ndim != 2 or x.shape[1] != w.shape[1]
             or not w.codes.flags.c_contiguous):
         return NotImplemented

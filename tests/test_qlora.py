@@ -157,3 +157,98 @@ def test_the_fast_engine_trains_qlora_with_the_numpy_engines_gradients():
     assert sorted(grads[0]) == sorted(grads[1])
     for k in grads[0]:
         np.testing.assert_allclose(grads[1][k], grads[0][k], rtol=1e-3, atol=1e-5 * np.abs(grads[0][k]).max())
+
+
+# ----------------------------------------------------------------------------
+# the base opened in blocks (zerollm.interop.opening: Source(quantize=KIND)), and a QLoRA run afterwards
+
+def _saved_base(tmp_path):
+    """A 2-layer model of width 64 saved three ways: a zerollm model directory, a run step and a Hugging Face dir."""
+    from zerollm.interop import hf
+    from zerollm.training.checkpoint import Snapshot, save_checkpoint
+    tok = CharTokenizer.train(TEXT)
+    model = GPT(GPTConfig(vocab_size=tok.vocab_size, block_size=16, n_layer=2, n_head=2, n_embd=64), seed=4)
+    save_zerollm(model, tmp_path / "dir", tokenizer=tok)
+    hf.export(model, tmp_path / "hf", tokenizer=tok)
+    moments = {"step": 0, "lr": 0.0, "betas": [0.9, 0.99], "eps": 1e-8, "weight_decay": 0.0, "decay": [], "m": {},
+               "v": {}}
+    save_checkpoint(tmp_path / "run", Snapshot(step=1, model_config=model.config.to_dict(), train_config={},
+                                               params=model.params, optimizer_state=moments, rng_state=model.rng,
+                                               tokenizer_path=None, objective={"kind": "lm"}, extra={}))
+    return model
+
+
+@pytest.mark.parametrize("where", ["dir", "run", "hf"])
+def test_the_base_is_quantized_as_it_is_read_one_matrix_at_a_time(where, tmp_path, monkeypatch):
+    from zerollm.interop import quant
+    from zerollm.interop.opening import Source, open_model
+    model = _saved_base(tmp_path)
+    readings = []
+    real_init = quant.QuantizeOnRead.__init__
+    monkeypatch.setattr(quant.QuantizeOnRead, "__init__",
+                        lambda self, *a: readings.append(self) or real_init(self, *a))
+    key = "hf" if where == "hf" else "ckpt"
+    opened = open_model(Source(**{key: str(tmp_path / where)}, quantize="q4_0"), tokenizer="skip").model
+    linear_bytes = [w.nbytes for n, w in model.params.items() if quant.is_base_linear(n, w)]
+    assert len(readings) == 1 and len(linear_bytes) == 8
+    assert readings[0].peak_float_bytes == max(linear_bytes) < sum(linear_bytes) / 4    # never the float base whole
+    expected = quant.quantize_base(dict(model.params), "q4_0")                           # quantized after reading
+    for name, w in expected.items():
+        got = opened.params[name]
+        if isinstance(w, QuantizedMatrix):
+            assert isinstance(got, QuantizedMatrix) and np.array_equal(got.codes, w.codes)
+            assert np.array_equal(got.scales, w.scales)
+        else:
+            np.testing.assert_array_equal(got, w)
+
+
+def _acrostic(tmp_path):
+    from zerollm.align.tasks import acrostic
+    from zerollm.data.formats import write_jsonl
+    rows = acrostic.make(24, "train", 0)
+    write_jsonl(tmp_path / "train.jsonl", rows)
+    tok = CharTokenizer.train("\n" + "".join(r["completion"] for r in rows))
+    save_zerollm(GPT(GPTConfig(vocab_size=tok.vocab_size, block_size=40, n_layer=1, n_head=2, n_embd=64), seed=0),
+                 tmp_path / "base", tokenizer=tok)
+
+
+def _sft(tmp_path, out, *extra):
+    return main(["sft", "--init", str(tmp_path / "base"), "--data", str(tmp_path / "train.jsonl"), "--out",
+                 str(tmp_path / out), "--batch-size", "4", "--lr", "2e-2", "--max-iters", "3", "--warmup-iters", "1",
+                 "--lr-decay-iters", "3", "--eval-interval", "100", "--checkpoint-interval", "3", "--no-progress",
+                 "--lora-r", "4", *extra])
+
+
+def test_a_qlora_run_opens_on_its_base_in_blocks_merges_and_exports_a_peft_adapter(tmp_path, capsys):
+    from zerollm.interop.opening import Source, open_model
+    _acrostic(tmp_path)
+    assert _sft(tmp_path, "qlora", "--quantize-base", "q4_0") == 0
+    run = open_model(Source(ckpt=str(tmp_path / "qlora")), tokenizer="skip").model
+    blocks = [n for n, w in run.params.items() if isinstance(w, QuantizedMatrix)]
+    assert len(blocks) == 4 and run.lora is not None                       # adapters on the base in blocks
+    idx = np.arange(1, 30)[None] % run.config.vocab_size
+    logits = run.forward(idx)[0]
+    base = open_model(Source(ckpt=str(tmp_path / "base")), tokenizer="skip").model
+    assert np.abs(logits[..., :base.config.vocab_size] - base.forward(idx)[0]).max() > 1e-3    # the adapters act
+    capsys.readouterr()
+    # merge: float32 = the dequantized base + the adapters, the same logits
+    assert main(["merge", "--from", str(tmp_path / "qlora"), "--to", str(tmp_path / "merged")]) == 0
+    merged = open_model(Source(ckpt=str(tmp_path / "merged")), tokenizer="skip").model
+    assert all(isinstance(w, np.ndarray) and w.dtype == np.float32 for w in merged.params.values())
+    np.testing.assert_allclose(merged.forward(idx)[0], logits, atol=1e-4)
+    # merge --quant: re-quantized into a GGUF file that opens with the merged model's logits, up to its rounding
+    assert main(["merge", "--from", str(tmp_path / "qlora"), "--to", str(tmp_path / "m.gguf"), "--quant", "q8_0"]) == 0
+    again = open_model(Source(gguf=str(tmp_path / "m.gguf")), tokenizer="skip").model
+    assert 0 < np.abs(again.forward(idx)[0] - logits).max() < 0.05
+    code = main(["merge", "--from", str(tmp_path / "qlora"), "--to", str(tmp_path / "m2"), "--quant", "q4_0"])
+    err = capsys.readouterr().err.strip()
+    assert code != 0 and len(err.splitlines()) == 1 and "--to FILE.gguf" in err
+    # PEFT export: the dequantized base with the adapter beside it, read back with --adapter: the run's logits
+    assert main(["convert", "--from", str(tmp_path / "qlora"), "--to", str(tmp_path / "hf")]) == 0
+    peft = open_model(Source(hf=str(tmp_path / "hf"), adapter=str(tmp_path / "hf" / "adapter")),
+                      tokenizer="skip").model
+    assert peft.lora is not None
+    np.testing.assert_allclose(peft.forward(idx)[0], logits, atol=1e-4)
+    # sample --adapter over the base read in blocks
+    assert main(["sample", "--ckpt", str(tmp_path / "qlora"), "--prompt", "春", "--max-new-tokens", "4",
+                 "--temperature", "0"]) == 0

@@ -73,6 +73,8 @@ def add_stage_arguments(p, stage):
         src = p.add_mutually_exclusive_group()
         src.add_argument("--init", metavar="DIR", help="start from a zerollm run or checkpoint directory")
         src.add_argument("--hf", metavar="DIR", help="start from a Hugging Face model directory")
+        src.add_argument("--gguf", metavar="FILE", help="QLoRA on a GGUF file (with --lora-r): its Q8_0 / Q4_0 linear "
+                         "layers stay the blocks it stores; the token table and head are float32")
     p.add_argument("--adapter", metavar="DIR", help="a PEFT LoRA adapter directory to fold into the starting model "
                    "first (zerollm.interop.peft)")
     if "data" in stage.inputs:
@@ -108,17 +110,20 @@ def _given(args, cls, skip=()):
 # ----------------------------------------------------------------------------
 # the starting model
 
-def load_start(path=None, hf=None, force=None, adapter=None):
-    """(model, tokenizer, {"path", "hf", "digest"[, "adapter"]}) from --init DIR or --hf DIR, in eval mode
-    (zerollm.interop.opening), every adapter folded in: a LoRA run's own, and ``adapter``, a PEFT adapter
-    directory."""
+def load_start(path=None, hf=None, force=None, adapter=None, quantize=None, gguf=None):
+    """(model, tokenizer, {"path", "hf", "digest"[, "adapter", "quantize", "gguf"]}) from --init DIR, --hf DIR or
+    --gguf FILE, in eval mode (zerollm.interop.opening), every adapter folded in: a LoRA run's own, and
+    ``adapter``, a PEFT adapter directory. quantize: QLoRA's base, its linear layers put in blocks as they are read
+    ("q8_0", "q4_0"; "stored": a GGUF file's own blocks); the digest is then the blocks'."""
     from zerollm.interop.opening import Source, open_model
-    if not (hf or path):
+    if not (hf or path or gguf):
         raise ZeroLLMError("give --init DIR (a zerollm run) or --hf DIR (a Hugging Face model) to start from")
-    opened = open_model(Source(ckpt=None if hf else path, hf=hf, adapter=adapter, force=force), merged=True)
+    where = dict(gguf=gguf) if gguf else dict(hf=hf) if hf else dict(ckpt=path)
+    opened = open_model(Source(**where, adapter=adapter, force=force, quantize=quantize), merged=True)
     model = opened.model
     extra = {"adapter": os.path.abspath(adapter)} if adapter else {}
-    return model, opened.tokenizer, {"path": os.path.abspath(hf or path), "hf": bool(hf),
+    extra.update({"quantize": quantize} if quantize else {}, **({"gguf": True} if gguf else {}))
+    return model, opened.tokenizer, {"path": os.path.abspath(gguf or hf or path), "hf": bool(hf),
                                      "digest": weights_digest(model.params), **extra}
 
 
@@ -136,8 +141,10 @@ def frozen_reference(policy, tok, start, seed):
 
 def reload_start(start):
     """The starting model again (a frozen reference on resume), checked against the digest saved with the run."""
-    model, tok, again = load_start(None if start["hf"] else start["path"], start["path"] if start["hf"] else None,
-                                   adapter=start.get("adapter"))
+    gguf = start["path"] if start.get("gguf") else None
+    model, tok, again = load_start(None if start["hf"] or gguf else start["path"],
+                                   start["path"] if start["hf"] else None, adapter=start.get("adapter"),
+                                   quantize=start.get("quantize"), gguf=gguf)
     if again["digest"] != start["digest"]:
         raise ZeroLLMError(f"the starting model {start['path']} has changed since this run began (its weights' "
                            "digest differs), so the frozen reference cannot be restored; put the original back")
@@ -249,7 +256,8 @@ class StageRun(RunCommand):
         args, stage = self.args, self.stage
         if not args.resume:            # before anything is created (zerollm.io.outdir's rule)
             _check_data_outside(args, stage, self.run_dir)      # first: the input named, --force or not
-            check_stage_out(self.run_dir, force=args.force, sources=[("--init", args.init), ("--hf", args.hf)])
+            check_stage_out(self.run_dir, force=args.force, sources=[("--init", args.init), ("--hf", args.hf),
+                                                                     ("--gguf", getattr(args, "gguf", None))])
 
     def dry_run(self):
         """--dry-run: the starting model, what trains, and the memory estimate of a step; nothing is written."""
@@ -359,15 +367,20 @@ def _plan(args, stage):
     train_cfg = TrainConfig(**{**stage.defaults, **given})
     check_schedule(train_cfg, given=given)
     stage_cfg = stage.config_cls(**_given(args, stage.config_cls))
-    if stage.open_start is not None:
-        model, tok, start = stage.open_start(args, train_cfg)
-    else:
-        model, tok, start = load_start(args.init, args.hf, args.force, args.adapter)
     lora = lora_config(args)
-    if lora is not None:
-        model.add_lora(lora, lora_rng(train_cfg.seed))
+    gguf = getattr(args, "gguf", None) if stage.open_start is None else None
     if args.quantize_base is not None and lora is None:
         raise ZeroLLMError("--quantize-base freezes the base in blocks: give --lora-r R too, so the adapters train")
+    if gguf and lora is None:
+        raise ZeroLLMError("--gguf FILE trains adapters over the file's quantized blocks: give --lora-r R too (to "
+                           "train every weight, start from the model it was converted from with --init or --hf)")
+    if stage.open_start is not None:
+        model, tok, start = stage.open_start(args, train_cfg)
+    else:                                # QLoRA's base goes into blocks as it is read, never whole in float32
+        model, tok, start = load_start(args.init, args.hf, args.force, args.adapter,
+                                       args.quantize_base or ("stored" if gguf else None), gguf)
+    if lora is not None:
+        model.add_lora(lora, lora_rng(train_cfg.seed))
     return StagePlan(train_cfg, stage_cfg, model, tok, start, args.quantize_base)
 
 

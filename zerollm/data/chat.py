@@ -159,6 +159,9 @@ def resize_model(model, vocab_size, rng):
             mean, std = value.mean(axis=0), value.std(axis=0)                            # (C,), (C,)
             rows = mean + NEW_ROW_NOISE * std * rng.standard_normal((extra, value.shape[1]))   # (extra, C)
             value = np.concatenate([value, rows.astype(value.dtype)], axis=0)           # (V', C)
+        if not isinstance(value, np.ndarray):       # a QLoRA base's matrix in quantized blocks: frozen, shared
+            bigger.params[name] = value
+            continue
         np.copyto(bigger.params[name], value)
     bigger.rng.bit_generator.state = model.rng.bit_generator.state
     bigger.lora = model.lora         # adapters do not depend on the vocabulary; the new rows will train

@@ -15,23 +15,32 @@ zerollm.interop.gguf_load and zerollm.interop.peft.
 import os
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from zerollm.io.errors import ZeroLLMError
 from zerollm.io.fileio import folder_not_found
 from zerollm.training import modeldir
 
 TOKENIZER_MODES = ("need", "may", "try", "skip")
+STORED = "stored"      # Source.quantize for a GGUF file: keep its Q8_0 / Q4_0 blocks, quantize nothing else
 
 
 @dataclass(frozen=True)
 class Source:
     """Where a model comes from: exactly one of ckpt (a zerollm run, checkpoint step or model directory),
     hf (a Hugging Face directory) or gguf (a GGUF file); adapter: a PEFT adapter directory to put on it;
-    force: go on when the memory estimate says it will not fit (zerollm.model.budget)."""
+    force: go on when the memory estimate says it will not fit (zerollm.model.budget); quantize: "q8_0" or "q4_0"
+    to keep the linear layers of attention and MLP in blocks (QLoRA's base, zerollm.interop.quant), each matrix
+    quantized as it is read from a zerollm or Hugging Face safetensors file, so the float model never exists
+    whole (a LoRA run or an adapter is folded in float first, then quantized). With a GGUF file the Q8_0 / Q4_0
+    linear layers stay the blocks it stores, its float ones are quantized to the kind (or stay float with
+    quantize="stored"), and the token table and head come out in float32."""
     ckpt: str | None = None
     hf: str | None = None
     gguf: str | None = None
     adapter: str | None = None
     force: bool | None = None
+    quantize: str | None = None
 
     @classmethod
     def of(cls, args):
@@ -78,6 +87,8 @@ def open_model(source, *, tokenizer="need", merged=False, prog="zerollm"):
     """
     if tokenizer not in TOKENIZER_MODES:
         raise ValueError(f"tokenizer must be one of {TOKENIZER_MODES}, got {tokenizer!r}")
+    if source.quantize == STORED and not source.gguf:
+        raise ValueError(f"quantize={STORED!r} keeps a GGUF file's blocks; give a kind for other sources")
     given = [k for k in ("ckpt", "hf", "gguf") if getattr(source, k)]
     if not given:
         raise ZeroLLMError("give --ckpt DIR (a zerollm training run), --hf DIR (a Hugging Face model) "
@@ -97,6 +108,9 @@ def open_model(source, *, tokenizer="need", merged=False, prog="zerollm"):
     if merged and model.lora is not None:
         model = model.merged()
     opened.model = with_adapter(model, source.adapter, merged).eval()
+    if source.quantize not in (None, STORED):     # what the readers could not put in blocks as they read
+        from zerollm.interop.quant import quantize_base
+        quantize_base(opened.model.params, source.quantize)
     return opened
 
 
@@ -105,7 +119,10 @@ def _open_gguf(source, prog):
     if source.adapter:
         raise ZeroLLMError("--adapter goes on --ckpt or --hf models, not on a GGUF file; convert the model "
                            "with its adapters merged (zerollm merge) instead")
-    model, tok, info = load_gguf(source.gguf, force=source.force)
+    model, tok, info = load_gguf(source.gguf, force=source.force, quantized=True if source.quantize else None)
+    if source.quantize is not None:               # QLoRA on the file's blocks: the token table and head train in float
+        from zerollm.interop.quant import float_tables
+        float_tables(model.params)
     note = load_note(info, prog)
     error = None if tok is not None else (f"{source.gguf} has no tokenizer (it was written with --no-tokenizer), "
                                           "so text cannot be encoded; convert the model again with its tokenizer")
@@ -114,7 +131,7 @@ def _open_gguf(source, prog):
 
 def _open_hf(source, tokenizer, prog):
     from zerollm.interop.hf.loading import load, load_tokenizer_dir, template_note
-    model = load(source.hf, force=source.force)
+    model = load(source.hf, force=source.force, quantize=source.quantize)
     opened = Opened(model, None, os.path.basename(os.path.normpath(source.hf)))
     if tokenizer == "skip":
         return opened
@@ -138,9 +155,14 @@ def _open_zerollm(source, tokenizer, prog):
     if prog in CHATTING and not os.path.isdir(path):
         raise folder_not_found(path, "checkpoint directory", "a chat model comes from `zerollm sft --init RUN "
                                "--data FILE --out DIR` (docs/alignment.md), a base model from `zerollm train`")
-    ckpt = modeldir.saved_checkpoint(path, force=source.force)
-    base = lora_base(ckpt, source.force) if modeldir.needs_base(ckpt) else None     # opened first, here: the
-    model, heads = modeldir.load_trained(path, ckpt, force=source.force, base=base)  # readers never call back up
+    ckpt = modeldir.saved_checkpoint(path, force=source.force, weights=source.quantize is None)
+    if source.quantize is not None and ckpt is not None and modeldir.needs_base(ckpt):
+        ckpt = modeldir.saved_checkpoint(path, force=source.force)   # adapters on a base: read whole, folded, then
+    if source.quantize is not None and (ckpt is None or not modeldir.needs_base(ckpt)):     # quantized (open_model)
+        model, heads = _read_in_blocks(path, ckpt, source.quantize, source.force)
+    else:
+        base = lora_base(ckpt, source.force) if modeldir.needs_base(ckpt) else None     # opened first, here: the
+        model, heads = modeldir.load_trained(path, ckpt, force=source.force, base=base)  # readers never call back up
     opened = Opened(model, None, os.path.basename(os.path.normpath(path)), heads=heads, checkpoint=ckpt)
     if ckpt is not None:
         opened.name = f"{os.path.normpath(path)} (step {ckpt.step})"
@@ -155,6 +177,50 @@ def _open_zerollm(source, tokenizer, prog):
     return opened
 
 
+def _read_in_blocks(path, ckpt, kind, force):
+    """(GPT, heads) of a zerollm model directory or run/step (``ckpt`` read without its weights), its weights read
+    from model.safetensors tensor by tensor, each linear matrix of attention and MLP quantized to ``kind`` as soon as
+    it is read (zerollm.interop.quant.QuantizeOnRead), every block checked finite."""
+    from zerollm.interop.quant import QuantizeOnRead
+    from zerollm.io.safetensors import tensor_index
+    from zerollm.io.validate import require_finite
+    from zerollm.model import budget
+    from zerollm.model.config import GPTConfig
+    from zerollm.model.gpt import GPT
+    from zerollm.model.heads import split_head_params
+    if ckpt is None:
+        where = os.path.join(path, "config.json")
+        cfg = GPTConfig.from_dict(modeldir.model_dir_config(path), where, "model")
+        file = os.path.join(path, "model.safetensors")
+    else:
+        cfg = GPTConfig.from_dict(ckpt.model_config, ckpt.config_path, "model")
+        file = os.path.join(ckpt.path, "model.safetensors")
+    budget.require(budget.loading(cfg, what=f"loading {path}"), force=force)
+    stored = tensor_index(file)
+    trunk, heads = split_head_params(stored)
+    model = GPT(cfg, init=False)
+    missing, unexpected = sorted(set(model.params) - set(trunk)), sorted(set(trunk) - set(model.params))
+    wrong = sorted(n for n in set(trunk) & set(model.params) if tuple(trunk[n].shape) != model.params[n].shape)
+    if missing or unexpected or wrong:
+        raise ZeroLLMError(f"{file}: the weights do not fit the model's config (missing {missing[:4]}, unexpected "
+                           f"{unexpected[:4]}, other shapes {wrong[:4]}); the model directory is damaged")
+    reading = QuantizeOnRead(model.params, kind)
+    for name, t in trunk.items():
+        target = reading[name]
+        rows = max(1, (1 << 22) // max(1, int(np.prod(t.shape[1:]))))   # about 4M numbers a read
+        for r0 in range(0, t.shape[0] if t.ndim else 1, rows):
+            block = t.rows(r0, min(r0 + rows, t.shape[0])) if t.ndim else t.rows(0, 1).reshape(())
+            require_finite({name: block}, file, cfg.dtype)
+            if t.ndim:
+                target[r0:r0 + len(block)] = block
+            else:
+                target[...] = block
+    reading.done()
+    heads = {n: t.rows(0, t.shape[0]) for n, t in heads.items()}
+    require_finite(heads, file)
+    return model.eval(), heads
+
+
 def lora_base(ckpt, force=None):
     """The base model a LoRA checkpoint's adapters were trained on: where the run began (its adapters folded
     in), or the seeded initial model of `zerollm train --lora-r`."""
@@ -165,8 +231,9 @@ def lora_base(ckpt, force=None):
         raise ZeroLLMError(f"{ckpt.path} holds LoRA adapters for the base {start['path']}, which is gone; put it "
                            "back (or merge the adapters with `zerollm merge` while it is there)")
     where = {"hf": start["path"]} if start.get("hf") else {"ckpt": start["path"]}
-    return open_model(Source(**where, adapter=start.get("adapter"), force=force), tokenizer="skip",
-                      merged=True).model
+    where = {"gguf": start["path"]} if start.get("gguf") else where
+    return open_model(Source(**where, adapter=start.get("adapter"), force=force, quantize=start.get("quantize")),
+                      tokenizer="skip", merged=True).model
 
 
 def with_adapter(model, adapter, merged=False):

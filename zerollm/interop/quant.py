@@ -201,24 +201,95 @@ def quantize_linears(model, kind, also=()):
     check_kind(kind)
     if model.lora is None:
         raise ZeroLLMError("--quantize-base freezes the base in blocks: give --lora-r R too, so the adapters train")
-    for name, w in list(model.params.items()):
-        if name.endswith(LINEAR_SUFFIXES) and isinstance(w, np.ndarray) and w.ndim == 2:
-            if w.shape[0] % BLOCK:
-                raise ZeroLLMError(f"{name} has {w.shape[0]} inputs, not a multiple of {BLOCK}: {kind} blocks cannot "
-                                   "hold it; quantize a model whose widths are multiples of 32, or leave out "
-                                   "--quantize-base")
-            blocks = QuantizedMatrix.from_float(np.ascontiguousarray(w.T), kind)
-            for other in also:
-                if other.params.get(name) is w:
-                    other.params[name] = blocks
-            model.params[name] = blocks
+    quantize_base(model.params, kind, [other.params for other in also])
     return model
+
+
+def is_base_linear(name, w):
+    """Is ``w`` (params[name]) a float weight that a QLoRA base keeps in blocks: a linear layer of attention or MLP?"""
+    return name.endswith(LINEAR_SUFFIXES) and isinstance(w, np.ndarray) and w.ndim == 2
+
+
+def base_blocks(name, w, kind):
+    """The QuantizedMatrix of W^T (o, i) for the float linear weight ``w`` (i, o) named ``name``; an error when its
+    inputs are not whole blocks."""
+    if w.shape[0] % BLOCK:
+        raise ZeroLLMError(f"{name} has {w.shape[0]} inputs, not a multiple of {BLOCK}: {kind} blocks cannot "
+                           "hold it; quantize a model whose widths are multiples of 32, or leave out "
+                           "--quantize-base")
+    return QuantizedMatrix.from_float(np.ascontiguousarray(w.T), kind)
+
+
+def quantize_base(params, kind, also=()):
+    """Every float linear weight of ``params`` (a model's dict) put in ``kind`` blocks, in place, one matrix at a
+    time; entries already in blocks stay as they are. ``also``: other params dicts holding the very same arrays
+    (a frozen reference) get the same blocks."""
+    check_kind(kind)
+    for name, w in list(params.items()):
+        if is_base_linear(name, w):
+            blocks = base_blocks(name, w, kind)
+            for other in also:
+                if other.get(name) is w:
+                    other[name] = blocks
+            params[name] = blocks
+    return params
+
+
+class QuantizeOnRead:
+    """A model's params dict as a reader fills it when the base is opened in blocks (zerollm.interop.opening's
+    Source(quantize=KIND)): ``reading[name]`` is the array the reader fills; for a linear weight that is a float
+    matrix allocated then, and the one asked for before it, complete by now, is quantized and let go. So the
+    float base exists one matrix at a time, never whole (QLoRA's memory). ``peak_float_bytes``: the most bytes of
+    such float matrices alive at once, the accounting the tests read; ``done()`` quantizes the last one."""
+
+    def __init__(self, params, kind):
+        self.params, self.kind = params, check_kind(kind)
+        self.pending, self.float_bytes, self.peak_float_bytes = None, 0, 0
+
+    def __getitem__(self, name):
+        self.done()
+        w = self.params[name]
+        if not is_base_linear(name, w) or w.shape[0] % BLOCK:
+            return w                               # stays float (quantize_base names the too-narrow one later)
+        fresh = np.empty(w.shape, w.dtype)          # the model's own array was never written: no memory held
+        self.params[name], self.pending = fresh, name
+        self.float_bytes += fresh.nbytes
+        self.peak_float_bytes = max(self.peak_float_bytes, self.float_bytes)
+        return fresh
+
+    def done(self):
+        if self.pending is not None:
+            name, self.pending = self.pending, None
+            w = self.params[name]
+            self.params[name] = base_blocks(name, w, self.kind)
+            self.float_bytes -= w.nbytes
 
 
 def quantized_bytes(params, kind):
     """The bytes ``params`` would hold after quantize_linears(..., kind): the --dry-run estimate of a QLoRA base."""
     total = 0
     for name, w in params.items():
+        if not isinstance(w, np.ndarray):      # in blocks already (read so): what they hold
+            total += w.nbytes
+            continue
         blocks = name.endswith(LINEAR_SUFFIXES) and getattr(w, "ndim", 0) == 2 and w.shape[0] % BLOCK == 0
         total += w.size // BLOCK * BLOCK_BYTES[kind] if blocks else w.nbytes
     return total
+
+
+def float_tables(params):
+    """The token table and head of a model opened from GGUF with its blocks kept, back in float32, in place: QLoRA
+    trains on a GGUF base whose linear layers stay as stored, while the table is looked up and may train."""
+    for name in ("wte.weight", "lm_head.weight"):
+        if name in params and not isinstance(params[name], np.ndarray):
+            params[name] = params[name].dequantize()             # (V, C): a table is stored in its own layout
+    return params
+
+
+def float_param(name, w):
+    """A model's parameter ``name`` as the float32 array of its own layout: itself when it is one; a linear weight
+    held as blocks of W^T (o, i) dequantized and turned back to (i, o); a table in blocks (V, C) dequantized. What
+    writers of float files (merge, the Hugging Face export) take from a QLoRA base, one matrix at a time."""
+    if isinstance(w, np.ndarray):
+        return w
+    return np.ascontiguousarray(w.dequantize().T) if name.endswith(LINEAR_SUFFIXES) else w.dequantize()

@@ -299,7 +299,7 @@ class LoRA:
         in the error (default: zerollm's "h.0.attn.c_attn (lora_A, lora_B)")."""
         for s in self.sites:
             A, B = self.adapters[s.name + ".lora_A"], self.adapters[s.name + ".lora_B"]
-            w = params[s.linear + ".weight"][:, s.cols]                     # (i, o) the columns it adds to
+            w = _float_weight(params[s.linear + ".weight"])[:, s.cols]    # (i, o) the columns it adds to
             if not _fold_fits(w, A, B, self.config.scale):
                 name = label(s) if label else f"{s.name} (lora_A, lora_B)"
                 raise ZeroLLMError(f"{where}: the adapter {name} overflows {w.dtype} when folded into its weight "
@@ -308,13 +308,21 @@ class LoRA:
                                    "train it again with a lower --lr")
 
     def merged(self, params):
-        """A copy of ``params`` with every adapter folded in: W[:, cols] += s A B."""
-        out = {name: value.copy() for name, value in params.items()}
+        """A copy of ``params`` with every adapter folded in: W[:, cols] += s A B. A base weight in quantized blocks
+        (QLoRA) that an adapter adds to comes out in float32: its dequantized numbers plus the adapter; other
+        entries in blocks stay in them (they are never written to)."""
+        out = {name: value.copy() if isinstance(value, np.ndarray) else value for name, value in params.items()}
         for s in self.sites:
             A, B = self.adapters[s.name + ".lora_A"], self.adapters[s.name + ".lora_B"]
-            w = out[s.linear + ".weight"]
+            w = out[s.linear + ".weight"] = _float_weight(out[s.linear + ".weight"])
             w[:, s.cols] += (A.astype(np.float64) @ B.astype(np.float64) * self.config.scale).astype(w.dtype)
         return out
+
+
+def _float_weight(w):
+    """A linear weight (i, o) as a float array: itself, or the numbers of a QuantizedMatrix W^T (o, i) of a QLoRA base
+    (zerollm.interop.quant), dequantized (a new array: the blocks are not changed)."""
+    return w if isinstance(w, np.ndarray) else np.ascontiguousarray(w.dequantize().T)
 
 
 def _peak(a):

@@ -285,10 +285,12 @@ def latest_checkpoint(run_dir):
 # ----------------------------------------------------------------------------
 # loading
 
-def load_checkpoint(path, *, optimizer=True, force=None):
+def load_checkpoint(path, *, optimizer=True, force=None, weights=True):
     """Load a checkpoint from a run directory (its latest) or from one step directory.
 
-    optimizer=False skips the AdamW moments (twice the model's size) when only sampling. Every
+    optimizer=False skips the AdamW moments (twice the model's size) when only sampling; weights=False leaves
+    params empty for a caller that reads model.safetensors itself, tensor by tensor (a base opened in
+    quantized blocks, zerollm.interop.opening). Every
     file is checked before use (zerollm.io.validate): config.json, state.json, rng.json, the optimizer's
     metadata; the arrays must be finite; arrays larger than the memory available are refused before
     they are read (zerollm.model.budget; force=True only warns). The model and train sections are returned
@@ -300,11 +302,11 @@ def load_checkpoint(path, *, optimizer=True, force=None):
     state = checkpoint_state(read_json(state_file, what="checkpoint state"), state_file)
     rng_state = rng_states(read_json(rng_file, what="checkpoint RNG state"), rng_file)
     model_file = os.path.join(step_dir, "model.safetensors")
-    arrays = [model_file] + ([os.path.join(step_dir, "optimizer.safetensors")] if optimizer else [])
+    arrays = [model_file] * weights + ([os.path.join(step_dir, "optimizer.safetensors")] if optimizer else [])
     from zerollm.model import budget
     budget.require(budget.reading(arrays, what=f"loading {step_dir}"), force=force)
     dtype = _model_dtype(config)
-    params = load_file(model_file)
+    params = load_file(model_file) if weights else {}
     require_finite(params, model_file, dtype)
     opt_state = _load_optimizer(os.path.join(step_dir, "optimizer.safetensors"), dtype) if optimizer else None
     tokenizer = os.path.join(step_dir, "tokenizer.json")
@@ -425,6 +427,12 @@ def weights_digest(params):
     """sha256 over every parameter's name, dtype, shape and bytes, in name order: the model's identity."""
     h = hashlib.sha256()
     for name in sorted(params):
+        if not isinstance(params[name], np.ndarray):     # a matrix in quantized blocks (a QLoRA base): its bytes
+            m = params[name]
+            h.update(f"{name}:{m.kind}:{m.shape};".encode())
+            for part in (getattr(m, "scales", None), getattr(m, "codes", None), getattr(m, "blocks", None)):
+                h.update(b"" if part is None else np.ascontiguousarray(part).tobytes())
+            continue
         a = np.ascontiguousarray(params[name])
         h.update(f"{name}:{a.dtype.str}:{a.shape};".encode())
         h.update(a.tobytes())

@@ -58,12 +58,13 @@ def write_model_dir(folder, model, tokenizer=None):
         tokenizer.save(os.path.join(folder, "tokenizer.json"))
 
 
-def saved_checkpoint(path, *, force=None):
-    """The Checkpoint (without optimizer moments) of a run or step directory, or None for a model directory."""
+def saved_checkpoint(path, *, force=None, weights=True):
+    """The Checkpoint (without optimizer moments) of a run or step directory, or None for a model directory.
+    weights=False: its params are left unread (load_checkpoint)."""
     path = os.fspath(path)
     if model_dir_config(path) is not None:       # None for anything else: a run, a step, or nothing (said here)
         return None
-    return load_checkpoint(path, optimizer=False, force=force)
+    return load_checkpoint(path, optimizer=False, force=force, weights=weights)
 
 
 def needs_base(ckpt):
@@ -163,6 +164,9 @@ def adapted_model(base, trainable, cfg, ckpt):
     for name, value in base.params.items():
         if name in model.lora.saved:
             continue                             # trained whole: the checkpoint's copy below replaces it
+        if not isinstance(value, np.ndarray):    # a QLoRA base's matrix in quantized blocks: frozen, shared as is
+            model.params[name] = value
+            continue
         if name in ("wte.weight", "lm_head.weight") and cfg.vocab_size > V0:
             value = np.concatenate([value, trainable[name.split(".")[0] + ".new_rows"]], axis=0)
         np.copyto(model.params[name], value)

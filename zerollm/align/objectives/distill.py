@@ -115,7 +115,7 @@ def open_student(args, train_cfg):
     if args.init and args.preset:
         raise ZeroLLMError("give the student with one of --init RUN or --preset NAME, not both")
     if args.init:
-        student, tok, start = load_start(args.init, None, args.force, args.adapter)
+        student, tok, start = load_start(args.init, None, args.force, args.adapter, args.quantize_base)
     elif args.preset:
         overrides = {f: getattr(args, f) for f in GPTConfig.__dataclass_fields__
                      if f != "vocab_size" and getattr(args, f, None) is not None}

@@ -29,6 +29,7 @@ from zerollm.io.fileio import fsync_dir, read_json, write_json
 from zerollm.io.lock import writing
 from zerollm.interop.hf.configs import config_to_hf, export_family
 from zerollm.interop.hf.weights import to_hf
+from zerollm.interop.quant import float_param
 from zerollm.model.gpt import GPT, param_shapes
 from zerollm.io.outdir import atomic_dir
 from zerollm.io.safetensors import save_file
@@ -192,7 +193,7 @@ def hf_arrays(model):
     """(family, {transformers name: float32 array}) for ``model``."""
     cfg = model.config
     family = export_family(cfg)
-    state = model.state_dict()
+    state = {name: float_param(name, w) for name, w in model.state_dict().items()}   # a QLoRA base: dequantized
     if family == "gpt2":
         state, cfg = _as_full_gpt2(state, cfg)
     arrays = to_hf(state, cfg, family)               # tied: no lm_head.weight, as save_pretrained does

@@ -25,13 +25,15 @@ def is_hf_dir(path):
     return isinstance(hf, dict) and "format" not in hf and ("architectures" in hf or "model_type" in hf)
 
 
-def load(path, dtype="float32", *, force=None):
+def load(path, dtype="float32", *, force=None, quantize=None):
     """Load a transformers model directory into a ``GPT`` in eval mode.
 
     ``path`` holds config.json and model.safetensors, or model.safetensors.index.json and its
     shards. Weights of any float type (F32, F16, BF16, F64) become ``dtype`` ("float32"/"float64").
     A model larger than the memory available is refused before reading (force=True only warns);
-    weights that hold NaN or infinity are an error.
+    weights that hold NaN or infinity are an error. quantize ("q8_0", "q4_0"): the linear layers of attention and
+    MLP go into blocks as they are read, one matrix at a time (zerollm.interop.quant.QuantizeOnRead), so the float
+    model never exists whole (QLoRA's base).
 
     >>> model = load("gpt2")                  # doctest: +SKIP
     >>> model.config.n_layer, model.config.gelu, model.num_params()   # doctest: +SKIP
@@ -56,7 +58,13 @@ def load(path, dtype="float32", *, force=None):
         # GPT2Model / LlamaModel / MixtralModel have no head; the token table is the natural one (as GPT-2 ties it)
         cfg = GPTConfig(**{**cfg.to_dict(), "tie_embeddings": True})
     model = GPT(cfg, init=False)
-    fill_params(model.params, tensors, cfg, family, path)       # block by block, each checked finite (as dtype)
+    if quantize is None:
+        fill_params(model.params, tensors, cfg, family, path)   # block by block, each checked finite (as dtype)
+    else:
+        from zerollm.interop.quant import QuantizeOnRead
+        reading = QuantizeOnRead(model.params, quantize)
+        fill_params(reading, tensors, cfg, family, path)        # the same, each linear matrix into blocks after it
+        reading.done()
     return model.eval()
 
 

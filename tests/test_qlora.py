@@ -252,3 +252,29 @@ def test_a_qlora_run_opens_on_its_base_in_blocks_merges_and_exports_a_peft_adapt
     # sample --adapter over the base read in blocks
     assert main(["sample", "--ckpt", str(tmp_path / "qlora"), "--prompt", "春", "--max-new-tokens", "4",
                  "--temperature", "0"]) == 0
+
+
+def test_a_gguf_base_trains_adapters_over_its_own_blocks_and_resumes(tmp_path, capsys):
+    from zerollm.interop.gguf import export_gguf
+    from zerollm.interop.gguf_load import load_gguf
+    from zerollm.interop.opening import Source, open_model
+    _acrostic(tmp_path)
+    base = open_model(Source(ckpt=str(tmp_path / "base")))
+    export_gguf(base.model, str(tmp_path / "base.gguf"), tokenizer=base.tokenizer, quant_kind="q4_0")
+    stored = load_gguf(str(tmp_path / "base.gguf"), quantized=True)[0].params
+    flags = ["sft", "--gguf", str(tmp_path / "base.gguf"), "--data", str(tmp_path / "train.jsonl"), "--batch-size",
+             "4", "--lr", "2e-2", "--warmup-iters", "1", "--lr-decay-iters", "2", "--eval-interval", "100",
+             "--checkpoint-interval", "1", "--no-progress"]
+    assert main([*flags, "--out", str(tmp_path / "full"), "--max-iters", "1"]) == 1     # no --lora-r: one line
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--lora-r" in err
+    assert main([*flags, "--out", str(tmp_path / "whole"), "--max-iters", "2", "--lora-r", "4"]) == 0
+    assert main([*flags, "--out", str(tmp_path / "cut"), "--max-iters", "1", "--lora-r", "4"]) == 0
+    assert main(["sft", "--out", str(tmp_path / "cut"), "--resume", "--max-iters", "2", "--no-progress"]) == 0
+    whole = load_file(str(tmp_path / "whole" / "step-0000002" / "model.safetensors"))
+    cut = load_file(str(tmp_path / "cut" / "step-0000002" / "model.safetensors"))
+    assert whole.keys() == cut.keys() and all(np.array_equal(whole[k], cut[k]) for k in whole)
+    run = open_model(Source(ckpt=str(tmp_path / "whole")), tokenizer="skip").model
+    kept = [n for n, w in run.params.items() if isinstance(w, QuantizedMatrix)]
+    assert len(kept) == 4 and all(np.array_equal(run.params[n].codes, stored[n].codes) for n in kept)   # as stored
+    assert isinstance(run.params["wte.weight"], np.ndarray)                                       # the table: float

@@ -227,7 +227,7 @@ def lora_base(ckpt, force=None):
     start = ckpt.objective.get("start")
     if start is None:
         return modeldir.seeded_base(ckpt)
-    if not os.path.isdir(start["path"]):
+    if not (os.path.isfile if start.get("gguf") else os.path.isdir)(start["path"]):
         raise ZeroLLMError(f"{ckpt.path} holds LoRA adapters for the base {start['path']}, which is gone; put it "
                            "back (or merge the adapters with `zerollm merge` while it is there)")
     where = {"hf": start["path"]} if start.get("hf") else {"ckpt": start["path"]}

@@ -3,6 +3,7 @@
     python scripts/lora_experiment.py acrostic --out runs/lora-exp          # part 1
     python scripts/lora_experiment.py gpt2 --out runs/lora-exp-124m         # part 2
     python scripts/lora_experiment.py recipe --out runs/lora-recipe         # part 3
+    python scripts/lora_experiment.py qlora --out runs/qlora-recipe         # part 4
 
 Part 1 pre-trains one small base on the Tang poems, then fine-tunes it on acrostic poems with the same
 steps and seed: full fine-tuning, LoRA r = 4, 8, 16 on every linear, and r = 8 on attention only. Each
@@ -12,7 +13,8 @@ GPT-2-124M's shape, full vs LoRA r = 8 vs QLoRA r = 8 on a q8_0 / q4_0 base, and
 `--dry-run` estimate. Part 3 checks the recipe docs/lora.md prints, on the `tang` preset at the docs
 test's small size (2 layers x 64 dims): full fine-tuning at --full-lr against LoRA r = 8 on c_attn only
 at that same rate (what the docs once taught), on every linear at --lora-lr, and on every linear with
-the token table trained whole (--lora-modules-to-save wte). Every run is its own process, so its peak
+the token table trained whole (--lora-modules-to-save wte). Part 4 trains part 3's best LoRA on a q8_0 and a
+q4_0 base (QLoRA) beside the float one, for task success. Every run is its own process, so its peak
 RSS is its own (os.wait4).
 Sizes are flags: the numbers in docs/lora.md were made at the reduced sizes it states.
 """
@@ -118,6 +120,26 @@ def recipe(args):
     return sft_rows(out, base, runs, ["--max-iters", args.steps, "--eval-interval", args.steps, "--seed", args.seed])
 
 
+def qlora(args):
+    """QLoRA against LoRA on the float base, on part 3's base and data (the `tang` preset at the docs test's small
+    size, acrostic SFT): the recipe's LoRA r=8 on every linear + the token table, then the same on a q8_0 and a
+    q4_0 base (--quantize-base), same steps, rate and seed."""
+    out = args.out
+    os.makedirs(out, exist_ok=True)
+    base = os.path.join(out, "base")
+    if not os.path.isdir(base):
+        zerollm("train", "--preset", "tang", "--out", base, "--n-layer", 2, "--n-embd", 64, "--max-iters",
+                args.base_steps, "--eval-interval", args.base_steps, "--sample-tokens", 0, "--threads", 1,
+                "--no-progress")
+    for split, n in (("train", 15000), ("heldout", args.heldout)):
+        zerollm("tasks", "make", "acrostic", "--out", os.path.join(out, f"{split}.jsonl"), "--n", n, "--split", split,
+                "--seed", 0)
+    lora = ["--lora-r", "8", "--lora-modules-to-save", "wte", "--lr", args.lora_lr]
+    runs = {"lora r=8 + wte, float base": lora, "qlora q8_0 r=8 + wte": [*lora, "--quantize-base", "q8_0"],
+            "qlora q4_0 r=8 + wte": [*lora, "--quantize-base", "q4_0"]}
+    return sft_rows(out, base, runs, ["--max-iters", args.steps, "--eval-interval", args.steps, "--seed", args.seed])
+
+
 def gpt2(args):
     """SFT and DPO steps of a random GPT-2-124M-shaped model: full vs LoRA r=8, estimate and measurement."""
     from zerollm.interop import hf
@@ -151,7 +173,7 @@ def gpt2(args):
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("part", choices=("acrostic", "gpt2", "recipe"))
+    p.add_argument("part", choices=("acrostic", "gpt2", "recipe", "qlora"))
     p.add_argument("--out", required=True)
     p.add_argument("--n-layer", type=int, default=None, help="acrostic base: 2; gpt2: 12")
     p.add_argument("--n-embd", type=int, default=96)
@@ -170,8 +192,8 @@ def main(argv=None):
     if args.n_layer is None:
         args.n_layer = 2 if args.part == "acrostic" else 12
     if args.lora_lr is None:
-        args.lora_lr = "6e-3" if args.part == "recipe" else "2e-3"
-    rows = {"acrostic": acrostic, "gpt2": gpt2, "recipe": recipe}[args.part](args)
+        args.lora_lr = "6e-3" if args.part in ("recipe", "qlora") else "2e-3"
+    rows = {"acrostic": acrostic, "gpt2": gpt2, "recipe": recipe, "qlora": qlora}[args.part](args)
     with open(os.path.join(args.out, "results.json"), "w", encoding="utf-8") as f:
         json.dump(rows, f, ensure_ascii=False, indent=1)
 

@@ -278,3 +278,31 @@ def test_a_gguf_base_trains_adapters_over_its_own_blocks_and_resumes(tmp_path, c
     kept = [n for n, w in run.params.items() if isinstance(w, QuantizedMatrix)]
     assert len(kept) == 4 and all(np.array_equal(run.params[n].codes, stored[n].codes) for n in kept)   # as stored
     assert isinstance(run.params["wte.weight"], np.ndarray)                                       # the table: float
+
+
+@pytest.mark.parametrize("kind", ["q4_K", "q6_K"])
+def test_a_k_quant_gguf_base_keeps_its_super_blocks_and_gives_loras_gradients(kind, tmp_path):
+    from zerollm.interop.gguf import export_gguf
+    from zerollm.interop.kquant import KQuantMatrix
+    from zerollm.interop.opening import Source, open_model
+    tok = CharTokenizer.train(TEXT)
+    cfg = GPTConfig(vocab_size=tok.vocab_size, block_size=8, n_layer=1, n_head=2, n_embd=256)   # whole super-blocks
+    export_gguf(GPT(cfg, seed=3), str(tmp_path / "m.gguf"), tokenizer=tok, quant_kind=kind)
+    quant = open_model(Source(gguf=str(tmp_path / "m.gguf"), quantize="stored"), tokenizer="skip").model
+    blocks = {k: v for k, v in quant.params.items() if isinstance(v, KQuantMatrix)}
+    assert len(blocks) == 4 and isinstance(quant.params["wte.weight"], np.ndarray)
+    plain = GPT(cfg, init=False)
+    plain.params = {k: v.dequantize().T.copy() if k in blocks else v.copy() for k, v in quant.params.items()}
+    x = np.random.default_rng(2).integers(0, cfg.vocab_size, (2, cfg.block_size))
+    grads = []
+    for model in (quant, plain):
+        model.add_lora(LoRAConfig(r=4, alpha=8.0), np.random.default_rng(0))
+        for name, a in model.lora.adapters.items():
+            if name.endswith("lora_B"):
+                a[...] = np.random.default_rng(3).normal(0, 0.1, a.shape)
+        model.train()
+        model.forward(x, np.roll(x, -1, axis=1))
+        grads.append(model.backward())
+    assert sorted(grads[0]) == sorted(grads[1]) and not set(grads[0]) & set(blocks)
+    for k in grads[1]:
+        np.testing.assert_allclose(grads[0][k], grads[1][k], rtol=1e-4, atol=1e-6)

@@ -28,8 +28,11 @@ gguf = pytest.importorskip("gguf")
 llama_cpp = pytest.importorskip("llama_cpp", reason='llama.cpp\'s Python binding: pip install -e ".[test]"')
 
 KINDS = ("q4_K", "q5_K", "q6_K")
+FALLBACKS = ("q5_0", "q5_1")             # llama.cpp's types for rows that are not whole super-blocks
 WIDE = dict(n_embd=256, n_head=4)
-LAYOUTS = {"gpt2": dict(GPT2, **WIDE), "llama": dict(LLAMA, **WIDE, n_kv_head=2, n_inner=512)}
+LAYOUTS = {"gpt2": dict(GPT2, **WIDE), "llama": dict(LLAMA, **WIDE, n_kv_head=2, n_inner=512),
+           # as wide as the README's presets: rows of 128 and 352 numbers, none whole super-blocks
+           "llama-128": dict(LLAMA, n_embd=128, n_head=4, n_kv_head=2, n_inner=352)}
 # what llama.cpp calls each file type, and the --quant that writes the same file with zerollm
 FTYPES = {"Q4_K_M": "q4_K_M", "Q5_K_M": "q5_K_M", "Q6_K": "q6_K", "Q8_0": "q8_0"}
 
@@ -42,7 +45,7 @@ def reference_quantize(x, kind):
     """llama.cpp's own quantize_row_{kind}_ref, called in its shared library through ctypes."""
     lib = ctypes.CDLL(os.path.join(os.path.dirname(llama_cpp.__file__), "lib", "libggml-base.so"))
     x = np.ascontiguousarray(x, dtype=np.float32)
-    out = np.zeros((x.size // kquant.QK, kquant.BLOCK_BYTES[kind]), np.uint8)
+    out = np.zeros((x.size // kquant.BLOCK_NUMBERS[kind], kquant.BLOCK_BYTES[kind]), np.uint8)
     getattr(lib, f"quantize_row_{kind}_ref")(x.ctypes.data_as(ctypes.c_void_p), out.ctypes.data_as(ctypes.c_void_p),
                                              ctypes.c_int64(x.size))
     return out.reshape(*x.shape[:-1], -1)
@@ -106,38 +109,42 @@ def assert_agree(want, got):
 # ----------------------------------------------------------------------------
 # the blocks
 
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("kind", KINDS + FALLBACKS)
 def test_dequantize_equals_gguf_package_on_random_blocks(kind):
     """Random bytes are a valid block of every kind once its float16 scales are finite."""
     rng = np.random.default_rng(3)
     blocks = rng.integers(0, 256, (64, kquant.BLOCK_BYTES[kind]), dtype=np.uint8)
     scales = rng.standard_normal((64, 2)).astype(np.float16).view(np.uint8)
-    where = [slice(208, 210)] if kind == "q6_K" else [slice(0, 2), slice(2, 4)]
+    where = {"q6_K": [slice(208, 210)], "q5_0": [slice(0, 2)]}.get(kind, [slice(0, 2), slice(2, 4)])
     for at, s in zip(where, (scales[:, :2], scales[:, 2:])):
         blocks[:, at] = s
     ours = kquant.dequantize(blocks.reshape(4, -1), kind)
     theirs = gguf.quants.dequantize(blocks.reshape(4, -1), ggml_type(kind))
-    assert ours.dtype == np.float32 and ours.shape == (4, 16 * 256)
+    assert ours.dtype == np.float32 and ours.shape == (4, 16 * kquant.BLOCK_NUMBERS[kind])
     assert np.array_equal(ours.view(np.int32), theirs.view(np.int32))            # to the bit
 
 
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("kind", KINDS + FALLBACKS)
 def test_quantizer_bytes_equal_llama_cpp(kind):
-    """gguf.quants has no k-quant quantizer; llama.cpp's reference is the one to equal, byte for byte."""
+    """gguf.quants has no k-quant quantizer; llama.cpp's reference is the one to equal, byte for byte (and
+    gguf.quants' Q5_0 / Q5_1 quantizers too)."""
     for name, x in cases(np.random.default_rng(1)).items():
         ours = quant.quantize(x, kind)
-        assert ours.shape == (24, 2 * kquant.BLOCK_BYTES[kind])
+        assert ours.shape == (24, 512 // kquant.BLOCK_NUMBERS[kind] * kquant.BLOCK_BYTES[kind])
         assert np.array_equal(ours, reference_quantize(x, kind)), name
+        if kind in FALLBACKS:
+            assert np.array_equal(ours, gguf.quants.quantize(x, ggml_type(kind))), name
         if name == "tiny":                     # the scales underflow float16 there, in llama.cpp's bytes too
             continue
         err = np.abs(quant.dequantize(ours, kind, x.shape) - x).max(axis=1)
-        assert (err <= {"q4_K": 0.2, "q5_K": 0.1, "q6_K": 0.05}[kind] * np.abs(x).max(axis=1)).all(), name
+        bound = {"q4_K": 0.2, "q5_K": 0.1, "q6_K": 0.05, "q5_0": 0.07, "q5_1": 0.05}[kind]
+        assert (err <= bound * np.abs(x).max(axis=1)).all(), name
 
 
 def test_a_row_of_the_wrong_length_is_refused_in_one_line():
     with pytest.raises(ZeroLLMError, match="multiple of 256 numbers for k-quants"):
         quant.quantize(np.ones((2, 96)), "q4_K")
-    with pytest.raises(ZeroLLMError, match="whole 176-byte super-blocks a row, got 170 bytes; the file is"):
+    with pytest.raises(ZeroLLMError, match="whole 176-byte blocks a row, got 170 bytes; the file is"):
         quant.dequantize(np.zeros((2, 170), np.uint8), "q5_K", (2, 256))
     with pytest.raises(ZeroLLMError, match="holds 512 numbers, not the 1024"):
         kquant.KQuantMatrix.from_bytes(np.zeros((2, 210), np.uint8), "q6_K", (2, 512))
@@ -161,7 +168,7 @@ def test_zerollm_writes_the_tensors_llama_quantize_writes(tmp_path, files, layou
     ours = {t.name: t for t in gguf.GGUFReader(ours_path).tensors}
     assert sorted(ours) == sorted(theirs)
     assert {n: ours[n].tensor_type.name for n in ours} == {n: theirs[n].tensor_type.name for n in theirs}
-    assert {t.tensor_type.name for t in ours.values()} >= {"F32", "Q6_K"}        # quantized, with Q6_K in it
+    assert {t.tensor_type.name for t in ours.values()} != {"F32"}               # quantized at all
     for n in theirs:
         assert np.array_equal(ours[n].data, theirs[n].data), n
 
@@ -179,8 +186,10 @@ def test_zerollm_runs_llama_cpp_files_as_llama_cpp_does(tmp_path, files, layout,
             want = gguf.quants.dequantize(t.data, t.tensor_type).reshape(tensors[t.name].shape)
             assert np.array_equal(quant.dequantize(tensors[t.name].data, tensors[t.name].kind, want.shape), want)
     back, _, info = load_gguf(path, quantized=False)
-    assert set(info["kinds"]) - {"f32"} == {"Q4_K_M": {"q4_K", "q6_K"}, "Q5_K_M": {"q5_K", "q6_K"},
-                                            "Q6_K": {"q6_K"}, "Q8_0": {"q8_0"}}[ftype]
+    kinds = {"Q4_K_M": {"q4_K", "q6_K"}, "Q5_K_M": {"q5_K", "q6_K"}, "Q6_K": {"q6_K"}, "Q8_0": {"q8_0"}}[ftype]
+    if layout == "llama-128":                       # no row is whole super-blocks: llama.cpp's fallbacks
+        kinds = {kquant.FALLBACK.get(k, k) for k in kinds}
+    assert set(info["kinds"]) - {"f32"} == kinds
     prompt = [int(i) for i in np.random.default_rng(0).integers(0, 256, 20)]
     with use_engine("numpy"):
         want = back.forward(np.array([prompt]))[0][0]
@@ -189,8 +198,8 @@ def test_zerollm_runs_llama_cpp_files_as_llama_cpp_does(tmp_path, files, layout,
     assert_agree(want, np.array(llm.scores[:len(prompt)]))
 
 
-@pytest.mark.parametrize("layout", list(LAYOUTS))
-@pytest.mark.parametrize("kind", ["q4_K", "q5_K", "q6_K", "q4_K_M"])
+@pytest.mark.parametrize("layout,kind", [(layout, kind) for layout in ("gpt2", "llama")
+                                         for kind in ("q4_K", "q5_K", "q6_K", "q4_K_M")] + [("llama-128", "q5_K_M")])
 def test_llama_cpp_runs_zerollm_k_files_with_the_same_greedy_tokens(tmp_path, files, layout, kind):
     """A zerollm k-quant file in llama.cpp: its logits along zerollm's greedy continuation agree (assert_agree),
     and llama.cpp's own greedy continuation, through its KV cache, is zerollm's up to the first step where
@@ -232,7 +241,7 @@ def test_a_tensor_type_zerollm_does_not_read_is_named_in_one_line(tmp_path):
     with pytest.raises(ZeroLLMError) as err:
         read_gguf(path)
     msg = str(err.value)
-    assert "tensor token_embd.weight is of type Q2_K; zerollm reads F32, F16, Q8_0, Q4_0, Q4_K, Q5_K and Q6_K" in msg
+    assert "tensor token_embd.weight is of type Q2_K; zerollm reads F32, F16, Q8_0, Q4_0, Q5_0, Q5_1, Q4_K, Q5_K and Q6_K" in msg
     assert "\n" not in msg
 
 

@@ -72,7 +72,8 @@ def _gguf():
 def _types():
     gguf = _gguf()
     T = gguf.GGMLQuantizationType
-    return {"f32": T.F32, "f16": T.F16, "q8_0": T.Q8_0, "q4_0": T.Q4_0, "q4_K": T.Q4_K, "q5_K": T.Q5_K, "q6_K": T.Q6_K}
+    return {"f32": T.F32, "f16": T.F16, "q8_0": T.Q8_0, "q4_0": T.Q4_0, "q4_K": T.Q4_K, "q5_K": T.Q5_K, "q6_K": T.Q6_K,
+            "q5_0": T.Q5_0, "q5_1": T.Q5_1}
 
 
 # ----------------------------------------------------------------------------
@@ -184,16 +185,15 @@ def storage_kind(name, a, quant_kind, n_layer=1, tied=False):
     """What a tensor is stored as: 1-D tensors (norms, biases) and the router stay f32, as llama.cpp
     keeps them; a matrix whose rows are not whole blocks of 32 cannot be Q8_0/Q4_0 and stays f32.
     q4_K_M / q5_K_M are llama.cpp's mixes (_mixed_kind); a row that is not whole super-blocks of 256
-    falls back to q8_0, as llama.cpp's Q6_K does (its Q4_K / Q5_K fall back to Q5_0 / Q5_1, which
-    zerollm does not write)."""
+    falls back as llama.cpp's does (kquant.FALLBACK: Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0)."""
     if a.ndim == 1 or quant_kind == "f32" or ".ffn_gate_inp." in name:
         return "f32"
     kind = _mixed_kind(name, quant_kind, n_layer, tied) if quant_kind.endswith("_M") else quant_kind
     if kind in kquant.KINDS and name == "position_embd.weight":     # llama-quantize leaves it float
         return "f32"
-    if kind in kquant.KINDS and a.shape[-1] % kquant.QK:
-        kind = "q8_0"
-    if kind in quant.KINDS and a.shape[-1] % quant.BLOCK:
+    if kind in kquant.K_KINDS and a.shape[-1] % kquant.QK:
+        kind = kquant.FALLBACK[kind]
+    if kind in quant.ALL_KINDS and a.shape[-1] % quant.BLOCK:
         return "f32"
     return kind
 
@@ -366,14 +366,14 @@ def name_of(model):
 
 @dataclass
 class GGUFTensor:
-    kind: str             # 'f32' | 'f16' | 'q8_0' | 'q4_0' | 'q4_K' | 'q5_K' | 'q6_K'
+    kind: str             # 'f32' | 'f16' | 'q8_0' | 'q4_0' | 'q4_K' | 'q5_K' | 'q6_K' | 'q5_0' | 'q5_1'
     data: np.ndarray      # floats (GGUF's NumPy shape), or the uint8 block rows
     shape: tuple          # the float shape, NumPy order
 
 
 def read_gguf(path):
     """(metadata {key: value}, {name: GGUFTensor}) of a GGUF file. A damaged file, or a tensor type
-    other than F32/F16/Q8_0/Q4_0/Q4_K/Q5_K/Q6_K, is a ZeroLLMError naming what is wrong."""
+    other than F32/F16/Q8_0/Q4_0/Q5_0/Q5_1/Q4_K/Q5_K/Q6_K, is a ZeroLLMError naming what is wrong."""
     gguf = _gguf()
     path = os.fspath(path)
     if not os.path.exists(path):
@@ -394,7 +394,7 @@ def read_gguf(path):
     for name, ttype, shape, data in raw:
         if ttype not in kinds:
             raise ZeroLLMError(f"{path}: tensor {name} is of type {ttype.name}; zerollm reads F32, F16, Q8_0, Q4_0, "
-                               "Q4_K, Q5_K and Q6_K (requantize the file, e.g. llama.cpp's llama-quantize ... Q4_K_M)")
+                               "Q5_0, Q5_1, Q4_K, Q5_K and Q6_K (requantize the file, e.g. llama.cpp's llama-quantize ... Q4_K_M)")
         tensors[name] = GGUFTensor(kinds[ttype], data, shape)
     return meta, tensors
 

@@ -29,7 +29,17 @@ each sub-block's scale and min, then the scales rounded to 6 (or 8) bits and the
 them. Every sum runs in float32 in the reference's order. tests/test_kquant.py checks the bytes against
 llama.cpp's own library.
 
-Shapes: R rows, K numbers a row (K % 256 == 0), nb = K / 256 super-blocks, S sub-blocks in all.
+A row that is not whole super-blocks is stored by llama.cpp in a 32-number type instead (llama-quant.cpp's
+tensor_type_fallback): Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0. Q5_0 and Q5_1 are here too, so that the
+Q4_K_M / Q5_K_M files of a model 64 to 192 wide (every README preset) read and write as llama.cpp's:
+
+    Q5_0  22 bytes / 32: d (float16) | 4 bytes: bit j = 5th bit of code j | 16 bytes of 4-bit codes
+          x ~ d * (q - 16),  d = m / -16 (m the number of largest magnitude, with its sign)
+    Q5_1  24 bytes / 32: d, min (float16) | the same 20 bytes;  x ~ d * q + min,  d = (max - min) / 31
+    (byte j of the codes holds code j low and code j + 16 high, as Q4_0's.)
+
+Shapes: R rows, K numbers a row (K % 256 == 0; K % 32 for Q5_0 / Q5_1), nb = K / 256 super-blocks, S
+sub-blocks in all.
 """
 
 import numpy as np
@@ -37,8 +47,11 @@ import numpy as np
 from zerollm.io.errors import ZeroLLMError
 
 QK = 256
-BLOCK_BYTES = {"q4_K": 144, "q5_K": 176, "q6_K": 210}
+BLOCK_BYTES = {"q4_K": 144, "q5_K": 176, "q6_K": 210, "q5_0": 22, "q5_1": 24}
+BLOCK_NUMBERS = {"q4_K": QK, "q5_K": QK, "q6_K": QK, "q5_0": 32, "q5_1": 32}
 KINDS = tuple(BLOCK_BYTES)
+K_KINDS = KINDS[:3]
+FALLBACK = {"q4_K": "q5_0", "q5_K": "q5_1", "q6_K": "q8_0"}      # for a row that is not whole super-blocks
 _EPS = np.float32(1e-15)              # ggml's GROUP_MAX_EPS: a smaller sub-block is all zeros
 
 
@@ -130,7 +143,24 @@ def dequantize_q6_k(blocks):
     return ((d[:, None] * sc)[:, :, None] * q).reshape(-1, QK)
 
 
-_DEQUANTIZE = {"q4_K": dequantize_q4_k, "q5_K": dequantize_q5_k, "q6_K": dequantize_q6_k}
+def _five_bit_codes(qh, qs):
+    """Q5_0 / Q5_1: (n, 4) bytes of 5th bits + (n, 16) bytes of nibbles -> (n, 32) codes in 0..31."""
+    high = (qh[:, :, None] >> np.arange(8, dtype=np.uint8)[None, None, :]) & 1      # (n, 4, 8): bit j = code j
+    return np.concatenate([qs & 15, qs >> 4], axis=1) | (high.reshape(-1, 32) << 4)
+
+
+def dequantize_q5_0(blocks):
+    q = (_five_bit_codes(blocks[:, 2:6], blocks[:, 6:22]).astype(np.int8) - np.int8(16)).astype(np.float32)
+    return _scale(blocks[:, 0:2])[:, None] * q
+
+
+def dequantize_q5_1(blocks):
+    q = _five_bit_codes(blocks[:, 4:8], blocks[:, 8:24]).astype(np.float32)
+    return _scale(blocks[:, 0:2])[:, None] * q + _scale(blocks[:, 2:4])[:, None]
+
+
+_DEQUANTIZE = {"q4_K": dequantize_q4_k, "q5_K": dequantize_q5_k, "q6_K": dequantize_q6_k,
+               "q5_0": dequantize_q5_0, "q5_1": dequantize_q5_1}
 
 
 def check_rows(data, kind):
@@ -138,8 +168,9 @@ def check_rows(data, kind):
     data = np.ascontiguousarray(data, dtype=np.uint8)
     per = BLOCK_BYTES[kind]
     if data.ndim < 1 or data.shape[-1] % per:
-        raise ZeroLLMError(f"{kind} data must be whole {per}-byte super-blocks a row, got {data.shape[-1] if data.ndim else 0} "
-                           "bytes; the file is truncated or damaged")
+        got = data.shape[-1] if data.ndim else 0
+        raise ZeroLLMError(f"{kind} data must be whole {per}-byte blocks a row, got {got} bytes; the file is "
+                           "truncated or damaged")
     return data.reshape(-1, per)
 
 
@@ -189,10 +220,10 @@ def _scale_and_min(x, w, nmax, search):
     return scale.astype(np.float32), lo.astype(np.float32), L
 
 
-def _sub_blocks(x, n):
+def _sub_blocks(x, n, whole=QK):
     x = np.asarray(x, dtype=np.float32)
-    if x.ndim == 0 or x.shape[-1] % QK:
-        raise ZeroLLMError(f"a row must hold a multiple of {QK} numbers for k-quants, got shape {x.shape}")
+    if x.ndim == 0 or x.shape[-1] % whole:
+        raise ZeroLLMError(f"a row must hold a multiple of {whole} numbers for k-quants, got shape {x.shape}")
     return x.reshape(-1, n)
 
 
@@ -292,7 +323,35 @@ def quantize_q6_k(x):
     return out
 
 
-_QUANTIZE = {"q4_K": quantize_q4_k, "q5_K": quantize_q5_k, "q6_K": quantize_q6_k}
+def _five_bit_bytes(q):
+    """(n, 32) codes in 0..31 -> (n, 4) bytes of 5th bits (bit j = code j) + (n, 16) bytes of nibbles."""
+    qh = ((q >> 4).reshape(-1, 4, 8) << np.arange(8, dtype=np.uint8)).sum(axis=2).astype(np.uint8)
+    return qh, (q[:, :16] & 15) | ((q[:, 16:] & 15) << 4)
+
+
+def quantize_q5_0(x):
+    """ggml's quantize_row_q5_0_ref: as Q4_0 with 32 codes, d = m / -16, code = min(31, trunc(x / d + 16.5))."""
+    xb = _sub_blocks(x, 32, 32)
+    m = np.take_along_axis(xb, np.abs(xb).argmax(axis=1)[:, None], axis=1)[:, 0]
+    d = m / np.float32(-16)
+    inv = np.divide(np.float32(1), d, out=np.zeros_like(d), where=d != 0)
+    q = np.minimum(np.trunc(xb * inv[:, None] + np.float32(16.5)), 31).astype(np.uint8)
+    return np.concatenate([_f16(d)[0].view(np.uint8).reshape(-1, 2), *_five_bit_bytes(q)], axis=1)
+
+
+def quantize_q5_1(x):
+    """ggml's quantize_row_q5_1_ref: d = (max - min) / 31, code = trunc((x - min) / d + 0.5), min stored too."""
+    xb = _sub_blocks(x, 32, 32)
+    lo, hi = xb.min(axis=1), xb.max(axis=1)
+    d = (hi - lo) / np.float32(31)
+    inv = np.divide(np.float32(1), d, out=np.zeros_like(d), where=d != 0)
+    q = np.minimum(np.trunc((xb - lo[:, None]) * inv[:, None] + np.float32(0.5)), 31).astype(np.uint8)
+    return np.concatenate([_f16(d)[0].view(np.uint8).reshape(-1, 2), _f16(lo)[0].view(np.uint8).reshape(-1, 2),
+                           *_five_bit_bytes(q)], axis=1)
+
+
+_QUANTIZE = {"q4_K": quantize_q4_k, "q5_K": quantize_q5_k, "q6_K": quantize_q6_k,
+             "q5_0": quantize_q5_0, "q5_1": quantize_q5_1}
 
 
 def quantize(x, kind):
@@ -305,8 +364,8 @@ def quantize(x, kind):
 # a k-quant weight matrix inside a model
 
 class KQuantMatrix:
-    """A weight W (out, in) kept as k-quant super-blocks, as the file stores them: ``blocks`` (out, nb,
-    bytes a block) uint8. Same use as zerollm.interop.quant.QuantizedMatrix: a linear layer computes
+    """A weight W (out, in) kept as k-quant super-blocks (or Q5_0 / Q5_1 blocks), as the file stores them:
+    ``blocks`` (out, nb, bytes a block) uint8. Same use as zerollm.interop.quant.QuantizedMatrix: a linear layer computes
     y = x @ W^T with it (zerollm.nn.linear.quantized_matmul; the fast engine's kernels in
     zerollm.engine.fast.kquant read the blocks directly), ``m[idx]`` dequantizes only the rows asked for."""
 
@@ -321,9 +380,10 @@ class KQuantMatrix:
     def from_bytes(cls, data, kind, shape):
         data = np.asarray(data, dtype=np.uint8).reshape(shape[0], -1)
         blocks = check_rows(data, kind)
-        if blocks.shape[0] * QK != shape[0] * shape[1]:
-            raise ZeroLLMError(f"{kind} data holds {blocks.shape[0] * QK} numbers, not the {shape[0] * shape[1]} "
-                               f"of shape {tuple(shape)}; the file is damaged")
+        numbers = blocks.shape[0] * BLOCK_NUMBERS[kind]
+        if numbers != shape[0] * shape[1]:
+            raise ZeroLLMError(f"{kind} data holds {numbers} numbers, not the {shape[0] * shape[1]} of shape "
+                               f"{tuple(shape)}; the file is damaged")
         return cls(kind, blocks.reshape(shape[0], -1, BLOCK_BYTES[kind]), shape)
 
     @classmethod

@@ -21,7 +21,7 @@ chunk) / (tokens - 1).
    - prefix cache: 32 requests sharing a --system-tokens system prompt, 8 at a time; TTFT with
      --prefix-cache 0 and with the default;
    - chunked prefill: 8 streams decoding, then a --long-prompt prompt arrives; the 8 streams' ITL p99 with no
-     long prompt, with it and --prefill-chunk 0, and with it and the default chunk;
+     long prompt, with it and --max-num-batched-tokens 0 (prefilled whole), and with it and the default budget;
    - prompt lookup: greedy answers continuing a copied passage; tokens/s with --speculate off and ngram,
      and the acceptance rate from /metrics.
 
@@ -304,8 +304,9 @@ def chunk_rows(folder, args):
     long_one = [[completion(text_of(args.long_prompt), 4, 99)]]
     rows = []
     for label, flags, plan in (("no long prompt", (), streams),
-                               ("long prompt, --prefill-chunk 0", ("--prefill-chunk", "0"), streams + long_one),
-                               ("long prompt, chunked (default)", (), streams + long_one)):
+                               ("long prompt, --max-num-batched-tokens 0", ("--max-num-batched-tokens", "0"),
+                                streams + long_one),
+                               ("long prompt, chunked (default budget)", (), streams + long_one)):
         proc, base = start_server(folder, 16, args.threads, *flags)
         try:
             _, records = load(base, plan, delays=[0.0] * 8 + [0.5] * (len(plan) - 8))

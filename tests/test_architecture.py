@@ -279,6 +279,8 @@ DECODE_MAY = {
     "zerollm.model.gpt": {"kv_cache="},                  # forward hands its own cache on to forward_hidden
     "zerollm.model.kvcache": {"KVCache"},                # the class itself (its docstring's examples)
     "zerollm.generation.sample": {"sample_next"},        # choose ends in sample_next
+    "zerollm.generation.prefill": {"KVCache", "kv_cache="},   # the Scheduler's step 2, mixed into it
+    "zerollm.generation.speculate": {"kv_cache="},       # the Scheduler's step 5 with guesses, mixed into it
 }
 
 

@@ -78,7 +78,7 @@ BUILT_ELSEWHERE = {
         "fitting()'s error: a template in zerollm/io/zh/align.py",
     ("zerollm/align/stage.py", "message"):
         "an input's error with the user's path put back for its copy's: made by a template where it was raised",
-    ("zerollm/generation/batching.py", "_full_message(self.cfg)"):
+    ("zerollm/generation/batching.py", "full_message(self.cfg)"):
         "the sentence and the pieces it is made of are templates in zerollm/io/zh/generation.py",
     ("zerollm/generation/batching.py", "context_notes(cfg, idx.shape[1], 1)[0]"):
         "context_notes's sentences are templates in zerollm/io/zh/generation.py",

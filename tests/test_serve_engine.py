@@ -28,9 +28,9 @@ sys.path.insert(0, str(Path(__file__).parent))
 from serve_helpers import ROOT, server, tiny_chat_model  # noqa: E402
 
 PREFIX = Features(prefix_cache=1 << 20)
-CHUNKED = Features(prefill_chunk=5)
+CHUNKED = Features(step_tokens=5)
 NGRAM = Features(speculation=Speculation("ngram", tokens=3))
-ALL = Features(prefix_cache=1 << 20, prefill_chunk=7, speculation=Speculation("ngram"))
+ALL = Features(prefix_cache=1 << 20, step_tokens=7, speculation=Speculation("ngram"))
 
 
 def _model(V=61, scale=1.0, seed=3, n_layer=2):
@@ -71,7 +71,7 @@ def _run(model, prompts, features, sampling, max_batch=3, n=12, seed=5):
 GREEDY, SEEDED = Sampling(0), Sampling(0.9, top_k=20)
 # speculation changes what a seeded row draws (its distribution is tested below), so it runs greedy only here
 CASES = [(PREFIX, GREEDY), (CHUNKED, GREEDY), (ALL, GREEDY), (PREFIX, SEEDED), (CHUNKED, SEEDED),
-         (Features(prefix_cache=1 << 20, prefill_chunk=7), SEEDED)]
+         (Features(prefix_cache=1 << 20, step_tokens=7), SEEDED)]
 
 
 @pytest.mark.parametrize("features, sampling", CASES, ids=["prefix", "chunked", "all", "prefix-seeded",
@@ -121,10 +121,11 @@ def test_a_draft_model_gives_the_same_greedy_tokens():
 
 
 def test_chunked_prefill_interleaves_a_long_prompt_with_running_rows():
-    """A 60-token prompt joining while a row decodes: with 8-token chunks the running row gets a token on
-    each of the steps the long prompt is prefilled in; without, the prompt is prefilled in one step."""
+    """A 60-token prompt joining while a row decodes: with 8 tokens a step (8-token chunks: never less than
+    PREFILL_FLOOR) the running row gets a token on each of the steps the long prompt is prefilled in;
+    without, the prompt is prefilled in one step."""
     model = _model()
-    for features, most in ((Features(prefill_chunk=8), 1), (Features(), 0)):
+    for features, most in ((Features(step_tokens=8), 1), (Features(), 0)):
         sched = Scheduler(model, max_batch=4, features=features)
         short, long_ = [], []
         sched.submit(Request([1, 2, 3], 20, Sampling(0), np.random.default_rng(0), emit=short.append))
@@ -137,6 +138,50 @@ def test_chunked_prefill_interleaves_a_long_prompt_with_running_rows():
             between += len(short) - before
         assert between >= (60 // 8 if most else 1)
         assert between <= (60 // 8 + 1 if most else 1)
+
+
+def _counting_forwards(model):
+    """Wrap model.forward_hidden -> a list that gets the tokens (rows x length) of every call."""
+    seen, forward = [], model.forward_hidden
+
+    def counted(idx, **kw):
+        seen.append(int(np.asarray(idx).size))
+        return forward(idx, **kw)
+    model.forward_hidden = counted
+    return seen
+
+
+@pytest.mark.parametrize("speculate", [False, True], ids=["plain", "ngram"])
+def test_no_step_puts_more_than_step_tokens_through_the_model(speculate):
+    """8 rows decoding, then an 80-token prompt arrives, with step_tokens=48: every step's forwards together
+    take at most 48 tokens (the rows' tokens and guesses counted first, the prompt's chunk gets the rest),
+    every running row gets one token (or more, guesses kept) on every step the prompt is prefilled in, and
+    the prompt takes as many steps as its chunks: 80 / (48 - 9 rows x (1 + guesses)) rounded up. The long
+    prompt's answer is the one it gets alone."""
+    from zerollm.generation.prefill import PREFILL_FLOOR
+    model = _model()
+    spec = Speculation("ngram", tokens=2) if speculate else Speculation()
+    sched = Scheduler(model, max_batch=16, features=Features(step_tokens=48, speculation=spec))
+    rows = [[] for _ in range(8)]
+    for k in range(8):
+        sched.submit(Request([k + 1, 2, 3], 60, Sampling(0), np.random.default_rng(k), emit=rows[k].append))
+    seen = _counting_forwards(model)
+    sched.step()
+    long_prompt, long_ = list(np.random.default_rng(1).integers(0, 61, 80)), []
+    sched.submit(Request(long_prompt, 4, Sampling(0), np.random.default_rng(0), emit=long_.append))
+    steps = 0
+    while not long_:
+        before, seen[:] = [len(r) for r in rows], []
+        sched.step()
+        steps += 1
+        assert sum(seen) <= 48, seen
+        assert all(len(r) > b for r, b in zip(rows, before))       # each row's token on this step too
+    chunk = 48 - 9 * (3 if speculate else 1)
+    assert chunk >= PREFILL_FLOOR and steps == -(-80 // chunk)
+    alone, _ = _run(model, [long_prompt], Features(), Sampling(0), n=4)
+    while sched.busy:
+        sched.step()
+    assert [ev.id for ev in long_ if isinstance(ev, Token)] == alone[0]
 
 
 # ----------------------------------------------------------------------------
@@ -279,9 +324,9 @@ def test_server_features_give_the_same_answers_and_metrics_count_them(model_dir)
     """One server with every feature on (speculation too), one with every one off: the same greedy and
     seeded texts; /metrics parsed by prometheus_client counts the requests, tokens and cache hits."""
     key = {"Authorization": "Bearer k"}
-    with server(model_dir, "--prefix-cache", "0", "--prefill-chunk", "0") as (base, _):
+    with server(model_dir, "--prefix-cache", "0", "--max-num-batched-tokens", "0") as (base, _):
         plain = [_answers(base, None, temperature=0), _answers(base, None, seed=7)]
-    with server(model_dir, "--api-key", "k", "--speculate", "ngram", "--prefill-chunk", "8") as (base, _):
+    with server(model_dir, "--api-key", "k", "--speculate", "ngram", "--max-num-batched-tokens", "8") as (base, _):
         greedy = _answers(base, key, temperature=0)
         assert httpx.get(f"{base}/metrics").status_code == 401
         text = httpx.get(f"{base}/metrics", headers=key).text
@@ -325,3 +370,4 @@ def test_a_draft_with_another_tokenizer_is_refused_at_startup_in_one_line(tmp_pa
         text = httpx.get(f"{base}/metrics").text
     found = {s.name: s.value for fam in text_string_to_metric_families(text) for s in fam.samples}
     assert found["vllm:spec_decode_num_draft_tokens_total"] > 0
+

@@ -43,6 +43,10 @@ in the grammar's automaton, chooses only among the ids that state allows (its st
 is complete), and ends with Done("stop") once nothing more may follow; max_new_tokens reached first gives
 Done("length") with a message saying the text is incomplete. Grammar rows are not speculated.
 
+What a request is made of (Request, Token, Done, Context, Features) lives in zerollm.generation.request;
+step 2's prompts, chunked within Features.step_tokens and taken from the prefix cache, in
+zerollm.generation.prefill; step 5 with guesses (speculative decoding) in zerollm.generation.speculate.
+
 Shapes: A active rows, P prompt length, T tokens so far, V vocabulary.
 """
 
@@ -50,103 +54,17 @@ import collections
 import threading
 import warnings
 from dataclasses import dataclass, field
-from typing import Callable, NamedTuple
 
 import numpy as np
 
 from zerollm.io.errors import ZeroLLMError
 from zerollm.model.kvcache import KVCache
+from zerollm.generation.prefill import Prefilling
 from zerollm.generation.prefix import PrefixCache
-from zerollm.generation.sample import GREEDY_BELOW, Sampling, choose, probabilities, token_counts
-from zerollm.generation.speculate import Speculation, lookup
-
-
-class Token(NamedTuple):
-    """One generated id; with logprobs asked for: its log-probability and the top (id, logprob) pairs;
-    with a TextStream: ``text``, the whole characters it completes (stop strings cut out)."""
-    id: int
-    logprob: float | None = None
-    top: tuple = ()
-    text: str = ""
-
-
-class Done(NamedTuple):
-    """The end of a request: reason 'stop' (a stop id or stop string), 'length' (max_new_tokens),
-    'cancelled', or 'error'; ``text``: what its TextStream held back until the end."""
-    reason: str
-    message: str = ""
-    text: str = ""
-
-
-class QueueFull(ZeroLLMError):
-    """submit() found no room: the free rows and max_queue places beyond the batch are taken."""
-
-
-class BeyondContext(ZeroLLMError):
-    """A request that must fit the context does not (Scheduler.check)."""
-
-
-class ContextWarning(UserWarning):
-    """The prompt or the generation does not fit the context (see context_notes)."""
-
-
-@dataclass(frozen=True)
-class Context:
-    """How a request of a group meets the end of the context: its prompt is cut to the last block_size
-    tokens, and past the context ``window`` rolls a cache of ``sinks`` + ``window`` slots (RoPE or
-    sinusoidal positions), or else each token recomputes the last block_size tokens. ``cache=False``
-    recomputes every token from the start (the reference a cached run is checked against)."""
-    window: int | None = None
-    sinks: int = 0
-    cache: bool = True
-
-
-@dataclass(eq=False)
-class Request:
-    """What to generate and where the tokens go. ``emit`` is called from the scheduler's thread with
-    each Token, then once with Done. ``top_logprobs``: None = no log-probabilities, k = the best k too."""
-    prompt: list
-    max_new_tokens: int
-    sampling: Sampling
-    rng: np.random.Generator
-    emit: Callable | None = None
-    stop_ids: frozenset = frozenset()
-    top_logprobs: int | None = None
-    text: object = None                        # a zerollm.generation.text.TextStream, or None: ids only
-    context: Context | None = None             # None: prompt + max_new_tokens must fit the context
-    keep_logits: bool = False                  # keep every step's (V,) logits in .logits (tests, measurements)
-    grammar: object = None                     # a zerollm.generation.grammar TokenIndex: the text must match it
-    logits: list = field(default_factory=list)
-    ids: list = field(default_factory=list)    # every id generated so far, a stop id included
-    cancelled: bool = False
-
-    def cancel(self):
-        """Ask the scheduler to drop this request at its next step (the client went away)."""
-        self.cancelled = True
-
-
-@dataclass(frozen=True)
-class Features:
-    """What the shared batch (``submit``) does beyond plain continuous batching; groups (``stream``) never
-    use them. ``prefix_cache``: bytes of prompt keys and values kept for later prompts that begin alike
-    (0 = off; zerollm.generation.prefix); ``prefill_chunk``: at most this many prompt tokens prefilled per
-    step, between the running rows' steps (None = each prompt whole when it joins); ``speculation``:
-    tokens guessed and checked in one forward (zerollm.generation.speculate); ``draft``: the smaller model
-    (same tokenizer) that guesses when speculation.method is 'draft'."""
-    prefix_cache: int = 0
-    prefill_chunk: int | None = None
-    speculation: Speculation = Speculation()
-    draft: object = None
-
-    def __post_init__(self):
-        if self.prefix_cache < 0 or (self.prefill_chunk is not None and self.prefill_chunk < 1):
-            raise ZeroLLMError(f"prefix_cache must be >= 0 bytes and prefill_chunk >= 1 token; got "
-                               f"{self.prefix_cache}, {self.prefill_chunk}")
-        if self.speculation.method not in ("off", "ngram", "draft") or self.speculation.tokens < 1:
-            raise ZeroLLMError(f"speculation must be 'off', 'ngram' or 'draft' with >= 1 token; got "
-                               f"{self.speculation.method!r}, {self.speculation.tokens}")
-        if (self.speculation.method == "draft") != (self.draft is not None):
-            raise ZeroLLMError("speculation 'draft' needs a draft model, and a draft model needs speculation 'draft'")
+from zerollm.generation.request import (INCOMPLETE, BeyondContext, Context, ContextWarning, Done, Features,  # noqa: F401
+                                        QueueFull, Request, Token, context_notes, done, full_message, rolls)
+from zerollm.generation.sample import choose, token_counts
+from zerollm.generation.speculate import Speculating
 
 
 @dataclass(eq=False)
@@ -158,15 +76,6 @@ class _Row:
     forced: int | None = None                   # its next id, already drawn (a refused guess's replacement)
     ended: bool = False                         # Done sent while its guesses were emitted: leaves next step
     state: int = 0                              # where its text is in its grammar's automaton (Request.grammar)
-
-
-@dataclass(eq=False)
-class _Prefill:
-    """Requests with prompts of one length (and one prefix-cache hit) being prefilled, ``done`` tokens so far."""
-    reqs: list
-    cache: KVCache
-    done: int
-    blocks: list                                # per request, the prefix-cache blocks held for it
 
 
 @dataclass(eq=False)
@@ -182,40 +91,9 @@ class _Batch:
 
 
 # ----------------------------------------------------------------------------
-# what the context allows
-
-def context_notes(cfg, n_prompt, max_new_tokens, window=None):
-    """The ContextWarnings a group with Context(window) will give, known before it starts: a command prints
-    them before any text, so they never land in the middle of the streamed output."""
-    if window is not None and cfg.pos != "learned":
-        return []                              # a rolling cache: any length fits
-    if n_prompt > cfg.block_size:             # one line: the context is full from the start
-        crop = (f"prompt of {n_prompt} tokens is longer than the context ({cfg.block_size}); keeping its last "
-                f"{cfg.block_size} tokens")
-        return [crop + (f", so {_recomputed(cfg)}" if max_new_tokens > 1 else "")]
-    if n_prompt + max_new_tokens - 1 > cfg.block_size:
-        return [_full_message(cfg)]
-    return []
-
-
-def _full_message(cfg):
-    return f"the context is full ({cfg.block_size} tokens) before the last new token: {_recomputed(cfg)}"
-
-
-def _recomputed(cfg):
-    how = ("use --window for a rolling cache" if cfg.pos != "learned" else
-           "this model's positions are learned, so its context cannot roll")
-    return f"each further token recomputes the last block_size tokens (slower); {how}"
-
-
-def _rolls(cfg, context):
-    return context.window is not None and cfg.pos != "learned"
-
-
-# ----------------------------------------------------------------------------
 # the scheduler
 
-class Scheduler:
+class Scheduler(Prefilling, Speculating):
     """The loop of the module docstring. ``submit`` and ``cancel`` may be called from any thread;
     ``run``, ``step`` or ``stream`` from one thread only, the one that owns the model. ``allowed``: (V,)
     bool, the ids that may be chosen (those the tokenizer can decode); None = all."""
@@ -337,7 +215,7 @@ class Scheduler:
         with self.wake:
             waiting, self.waiting = list(self.waiting), collections.deque()
         for req in waiting:
-            req.emit(_done(req, "cancelled", message))
+            req.emit(done(req, "cancelled", message))
         for req in [row.req for row in self.rows] + self.joining:
             req.cancel()
 
@@ -351,7 +229,7 @@ class Scheduler:
             self._step()
         except Exception as err:       # noqa: BLE001 - the scheduler serves everyone else afterwards
             for req in [row.req for row in self.rows] + self.joining:
-                req.emit(_done(req, "error", f"{type(err).__name__}: {err}"))
+                req.emit(done(req, "error", f"{type(err).__name__}: {err}"))
             self._release([row.blocks for row in self.shared.rows] + [b for p in self.prefills for b in p.blocks])
             self.shared, self.groups, self.joining, self.prefills = self._empty_batch(), [], [], []
 
@@ -395,217 +273,14 @@ class Scheduler:
                 batch.draft.pos = batch.cache.pos.copy()
             return
         batch.tokens = np.concatenate([batch.tokens, nxt[:, None]], axis=1)  # (A, T + 1)
-        if batch.cache is not None and (_rolls(self.cfg, batch.context) or batch.cache.pos < self.cfg.block_size):
+        if batch.cache is not None and (rolls(self.cfg, batch.context) or batch.cache.pos < self.cfg.block_size):
             batch.logits = self._full_logits(nxt[:, None], batch.cache)
             return
         if batch.cache is not None and not batch.warned:
-            warnings.warn(_full_message(self.cfg), ContextWarning, stacklevel=4)
+            warnings.warn(full_message(self.cfg), ContextWarning, stacklevel=4)
             batch.warned = True
         batch.cache = None
         batch.logits = self._full_logits(batch.tokens[:, -self.cfg.block_size:])
-
-    # ------------------------------------------------------------------
-    # speculation (zerollm.generation.speculate)
-
-    def _guesses(self, batch, nxt):
-        """Each row's guessed next tokens (a list per row; none past what its max_new_tokens leaves)."""
-        if self.features.speculation.method != "draft":
-            return [self._guess(row) for row in batch.rows]
-        drafted = self._draft(batch, nxt)                                        # (A, K)
-        return [drafted[a, :self._room(row)].tolist() for a, row in enumerate(batch.rows)]
-
-    def _room(self, row):
-        """How many tokens a row may guess: none without speculation, for a grammar row (a guess would need
-        its mask too) or in its last token; else up to speculation.tokens."""
-        req = row.req
-        if self.features.speculation.method == "off" or req.grammar is not None:
-            return 0
-        return max(min(self.features.speculation.tokens, req.max_new_tokens - len(req.ids) - 1), 0)
-
-    def _draft(self, batch, nxt):
-        """The draft model's greedy guesses (A, K) after each row's new id nxt: K + 1 steps of (A, 1) over its
-        own cache, the last one only to store the K-th guess's keys (the big model may keep every guess)."""
-        draft, cache, K = self.features.draft, batch.draft, self.features.speculation.tokens
-        cache.reserve(int(cache.pos.max()) + K + 1)
-        out, tok = np.zeros((len(batch.rows), K), np.int64), nxt
-        for j in range(K + 1):
-            h = draft.forward_hidden(tok[:, None], kv_cache=cache)[:, -1]            # (A, C)
-            if j == K:
-                break
-            logits = draft.head(h)                                                   # (A, V)
-            if self.allowed is not None:
-                logits = np.where(self.allowed, logits, -np.inf)
-            out[:, j] = tok = np.argmax(logits, axis=-1)
-        return out
-
-    def _guess(self, row):
-        """Prompt lookup's guess for one row."""
-        s, room = self.features.speculation, self._room(row)
-        return lookup(row.req.prompt + row.req.ids, room, s.ngram, s.min_ngram) if room else []
-
-    def _verify(self, batch, nxt, guesses):
-        """Step 5 with guesses: each row's new id and its guesses (up to G) in one forward, (A, 1 + G); each
-        row keeps the guesses its own distribution accepts and goes on after the last one kept."""
-        A, G = len(batch.rows), max(len(g) for g in guesses)
-        idx = np.zeros((A, 1 + G), np.int64)                          # rows with fewer guesses pad with 0
-        idx[:, 0] = nxt
-        for a, g in enumerate(guesses):
-            idx[a, 1:1 + len(g)] = g
-        cache = batch.cache
-        cache.reserve(int(cache.pos.max()) + 1 + G)
-        start = cache.pos.copy()
-        logits = self.model.head(self.model.forward_hidden(idx, kv_cache=cache))   # (A, 1 + G, V)
-        kept = np.array([self._check_guess(row, g, logits[a]) for a, (row, g) in enumerate(zip(batch.rows, guesses))],
-                        dtype=np.int64)
-        cache.pos = start + 1 + kept                  # a refused guess's keys are overwritten before any query sees them
-        batch.logits = logits[np.arange(A), kept]                                   # (A, V)
-
-    def _check_guess(self, row, guess, logits):
-        """Keep guess[j] with probability p(guess[j]), p from logits[j] as choose would make it; at the first
-        refusal draw the row's next id from p without the guess (it is ``forced`` on the next step) ->
-        the number of guesses kept. Every kept token is emitted now."""
-        req, seen = row.req, row.seen[None] if row.seen is not None else None
-        for j, g in enumerate(guess):
-            p = probabilities(logits[j][None], req.sampling, row.counts[None], seen, self.allowed)[0]  # (V,)
-            greedy = req.sampling.temperature < GREEDY_BELOW                    # p is then one-hot: no draw
-            self.drafted += 1
-            if (p[g] == 1.0) if greedy else (req.rng.random() < p[g]):
-                self.accepted += 1
-                if req.keep_logits:
-                    req.logits.append(logits[j].copy())
-                if not self._emit(row, g, logits[j]):
-                    row.ended = True
-                    return j + 1
-                continue
-            rest = p.copy()
-            rest[g] = 0.0
-            row.forced = int(np.argmax(rest)) if greedy else _draw(rest / rest.sum(), req.rng)
-            self.drafted += len(guess) - j - 1
-            return j
-        return len(guess)
-
-    def _join(self):
-        """Step 2: take waiting requests into free rows and prefill their prompts (those of one length and
-        one prefix-cache hit together, each row still alone in its attention; with a prefill_chunk, at most
-        that many prompt tokens this step, oldest first). Rows whose prompt is done join the batch's
-        cache in one copy. A request whose first prefix-cache block another prompt being prefilled will
-        store waits for it, so requests arriving together with one system prompt compute it once."""
-        new, later = [], []
-        with self.wake:
-            while self.waiting and len(self.shared.rows) + len(self.joining) + len(new) < self.max_batch:
-                req = self.waiting.popleft()
-                if req.cancelled:
-                    req.emit(_done(req, "cancelled"))
-                elif self._coming(req, new):
-                    later.append(req)
-                else:
-                    new.append(req)
-            self.waiting.extendleft(reversed(later))
-            self.joining = self.joining + new  # still counted by busy while their prompts are prefilled
-        self.prefills += self._prefill_groups(new)
-        self._drop_cancelled_prefills()
-        ready = self._prefill_step()
-        if not ready:
-            return
-        caches, logits, rows = [], [self.shared.logits], []
-        for pre, last in ready:
-            caches.append(pre.cache)
-            logits.append(last)
-            rows += [self._row(r, r.prompt, blocks) for r, blocks in zip(pre.reqs, pre.blocks)]
-        self.shared.cache.add_rows(*caches)
-        if self.shared.draft is not None:
-            self.shared.draft.add_rows(*[self._draft_prefill(pre.reqs) for pre, _ in ready])
-        self.shared.logits = np.concatenate(logits).astype(self.shared.logits.dtype)                    # (A, V)
-        joined = {id(row.req) for row in rows}
-        with self.wake:
-            self.shared.rows = self.shared.rows + rows
-            self.joining = [r for r in self.joining if id(r) not in joined]
-
-    def _draft_prefill(self, reqs):
-        """The draft model's per-row cache of ``reqs``' prompts (of one length), for Features.draft."""
-        draft = self.features.draft
-        cache = KVCache(draft.config, len(reqs), max_len=max(len(r.prompt) + r.max_new_tokens - 1 for r in reqs),
-                        per_row=True)
-        draft.forward_hidden(np.array([r.prompt for r in reqs], dtype=np.int64), kv_cache=cache)
-        return cache
-
-    def _coming(self, req, new):
-        """Whether ``req``'s first block is not stored yet but will be, by a prompt being prefilled (or taken
-        this step, ``new``) that begins with it."""
-        K = self.prefix.block if self.prefix is not None else 0
-        if not K or len(req.prompt) <= K or self.prefix.known(req.prompt[:K]):
-            return False
-        first = req.prompt[:K]
-        return any(len(r.prompt) >= K and r.prompt[:K] == first for r in [*self.joining, *new])
-
-    def _prefill_groups(self, reqs):
-        """_Prefill groups for new requests: each row's cache starts with the keys and values of the
-        prefix-cache blocks found for its prompt."""
-        groups = {}
-        for req in reqs:
-            blocks = self.prefix.lookup(req.prompt) if self.prefix is not None else []
-            groups.setdefault((len(req.prompt), len(blocks)), []).append((req, blocks))
-        out = []
-        for (P, n), members in groups.items():
-            slots = max(P + r.max_new_tokens - 1 for r, _ in members)
-            cache = KVCache(self.cfg, len(members), max_len=max(slots, 1), per_row=True)
-            for b, (_, blocks) in enumerate(members):
-                for i, block in enumerate(blocks):
-                    cache.put(b, i * self.prefix.block, block.k, block.v)
-            hit = n * self.prefix.block if n else 0
-            cache.pos[:] = hit
-            out.append(_Prefill([r for r, _ in members], cache, hit, [blocks for _, blocks in members]))
-        return out
-
-    def _drop_cancelled_prefills(self):
-        """Requests cancelled while their prompt is prefilled end now and give back their prefix blocks."""
-        for pre in self.prefills:
-            keep = [not r.cancelled for r in pre.reqs]
-            if all(keep):
-                continue
-            for req, k, blocks in zip(pre.reqs, keep, pre.blocks):
-                if not k:
-                    req.emit(_done(req, "cancelled"))
-                    self._release([blocks])
-            rows = np.flatnonzero(keep)
-            pre.reqs, pre.blocks = [pre.reqs[i] for i in rows], [pre.blocks[i] for i in rows]
-            pre.cache.keep_rows(rows)
-        self.prefills = [pre for pre in self.prefills if pre.reqs]
-        with self.wake:
-            self.joining = [r for r in self.joining if not r.cancelled]
-
-    def _prefill_step(self):
-        """Prefill the next part of each waiting prompt (all of it without a prefill_chunk) -> [(_Prefill,
-        (k, V) the logits after its last prompt token)] for the groups whose prompt is now done."""
-        budget, ready = self.features.prefill_chunk, []
-        for pre in list(self.prefills):
-            P, k = len(pre.reqs[0].prompt), len(pre.reqs)
-            n = P - pre.done if budget is None else min(P - pre.done, max(budget // k, 1))
-            idx = np.array([r.prompt[pre.done:pre.done + n] for r in pre.reqs], dtype=np.int64)         # (k, n)
-            h = self.model.forward_hidden(idx, kv_cache=pre.cache)                                      # (k, n, C)
-            pre.done += n
-            if pre.done == P:
-                self._store(pre)
-                ready.append((pre, self.model.head(h[:, -1])))                                          # (k, V)
-                self.prefills.remove(pre)
-            if budget is not None:
-                budget -= n * k
-                if budget <= 0:
-                    break
-        return ready
-
-    def _store(self, pre):
-        """Keep the full blocks of each prefilled prompt in the prefix cache."""
-        if self.prefix is None:
-            return
-        for b, req in enumerate(pre.reqs):
-            pre.blocks[b] = self.prefix.store(req.prompt, pre.blocks[b], [k[b] for k in pre.cache.k],
-                                              [v[b] for v in pre.cache.v])
-
-    def _release(self, block_lists):
-        if self.prefix is not None:
-            for blocks in block_lists:
-                self.prefix.release(blocks)
 
     def _group(self, reqs):
         """A batch of its own for ``reqs`` (prompts of one length), prefilled now."""
@@ -616,7 +291,7 @@ class Scheduler:
         if context is None:
             cache = KVCache(cfg, len(reqs), max_len=idx.shape[1] + max(r.max_new_tokens for r in reqs) - 1)
             return _Batch([self._row(r, r.prompt) for r in reqs], cache, self._last_logits(idx, cache))
-        if idx.shape[1] > cfg.block_size and not _rolls(cfg, context):
+        if idx.shape[1] > cfg.block_size and not rolls(cfg, context):
             warnings.warn(context_notes(cfg, idx.shape[1], 1)[0], ContextWarning, stacklevel=4)
             idx = idx[:, -cfg.block_size:]
         cache = None
@@ -668,18 +343,18 @@ class Scheduler:
         req.ids.append(t)
         row.counts[t] += 1
         if t in req.stop_ids:
-            req.emit(_done(req, "stop"))
+            req.emit(done(req, "stop"))
             return False
         if req.grammar is not None:
             row.state = req.grammar.next_state(row.state, t)
         piece = req.text.push(t) if req.text is not None else ""
         req.emit(Token(t, *_logprobs(logits, t, req.top_logprobs), piece))
         if (req.text is not None and req.text.stopped) or (req.grammar is not None and req.grammar.finished(row.state)):
-            req.emit(_done(req, "stop"))
+            req.emit(done(req, "stop"))
             return False
         if len(req.ids) >= req.max_new_tokens:
             unfinished = req.grammar is not None and not req.grammar.accepting(row.state)
-            req.emit(_done(req, "length", INCOMPLETE if unfinished else ""))
+            req.emit(done(req, "length", INCOMPLETE if unfinished else ""))
             return False
         return True
 
@@ -690,7 +365,7 @@ class Scheduler:
         if reason is not None:
             for row, k in zip(batch.rows, keep):
                 if not k:
-                    row.req.emit(_done(row.req, reason))
+                    row.req.emit(done(row.req, reason))
         self._release([row.blocks for row, k in zip(batch.rows, keep) if not k])
         rows = np.flatnonzero(keep)
         batch.rows = [batch.rows[a] for a in rows]
@@ -703,17 +378,6 @@ class Scheduler:
             batch.tokens = batch.tokens[rows]
 
 
-def _draw(probs, rng):
-    """One id from the (V,) ``probs`` by the inverse CDF, as the sampler draws (one uniform number)."""
-    return int(min((np.cumsum(probs) < rng.random()).sum(), len(probs) - 1))
-
-
-INCOMPLETE = "max_new_tokens was reached before the text matched its grammar: the output is incomplete"
-
-
-def _done(req, reason, message=""):
-    """Done, with what the request's TextStream held back."""
-    return Done(reason, message, req.text.flush() if req.text is not None else "")
 
 
 def _logprobs(logits, t, k):

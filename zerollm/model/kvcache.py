@@ -137,13 +137,15 @@ class KVCache:
 
     def add_rows(self, *others):
         """Append the rows of other per-row caches (prompts just prefilled) after this cache's rows, in
-        one copy. All grow to the largest number of slots; the new slots hold zeros, which the mask hides."""
+        one copy. All grow to the largest number of slots; the new slots hold zeros, which the mask hides.
+        Only the slots each cache has filled are copied: a long prompt joining short rows copies its own
+        keys, not the short rows' padding (the zeros of np.zeros are not written)."""
         caches = (self, *others)
         if not all(c.per_row for c in caches):
             raise ZeroLLMError("add_rows joins per-row caches (KVCache(..., per_row=True))")
         slots = max(c.slots for c in caches)
-        self.k = [np.concatenate([_pad_slots(c.k[i], slots) for c in caches]) for i in range(len(self.k))]
-        self.v = [np.concatenate([_pad_slots(c.v[i], slots) for c in caches]) for i in range(len(self.v))]
+        self.k = [_stack_rows([c.k[i] for c in caches], [c.pos for c in caches], slots) for i in range(len(self.k))]
+        self.v = [_stack_rows([c.v[i] for c in caches], [c.pos for c in caches], slots) for i in range(len(self.v))]
         self.pos = np.concatenate([c.pos for c in caches])
         self.slots = slots
         self.slot_pos = np.full(slots, -1)
@@ -191,3 +193,16 @@ def _pad_slots(a, slots):
     """(B, nkv, 1, S, hs) -> (B, nkv, 1, slots, hs), zeros after the first S slots."""
     extra = slots - a.shape[-2]
     return a if extra == 0 else np.pad(a, [(0, 0)] * (a.ndim - 2) + [(0, extra), (0, 0)])
+
+
+def _stack_rows(arrays, positions, slots):
+    """Per-row caches' (B_i, nkv, 1, S_i, hs) keys -> one (sum B_i, nkv, 1, slots, hs) array holding each
+    array's filled slots (those before its rows' largest next position); every other slot is zero."""
+    first = arrays[0]
+    out = np.zeros((sum(a.shape[0] for a in arrays), *first.shape[1:3], slots, first.shape[-1]), first.dtype)
+    at = 0
+    for a, pos in zip(arrays, positions):
+        used = int(pos.max()) if len(pos) else 0
+        out[at:at + a.shape[0], ..., :used, :] = a[..., :used, :]
+        at += a.shape[0]
+    return out

@@ -56,15 +56,19 @@ def add_arguments(p):
     add_engine_argument(p)
 
 
+STEP_TOKENS = 64          # docs/serving.md, "Chunked prefill": how this default was chosen
+
+
 def add_feature_arguments(p):
     """The serving engine's features (docs/serving.md): each can be switched off; the defaults give the same
     greedy tokens as without them."""
     p.add_argument("--prefix-cache", type=Range(float, 0, 1 << 20), default=256, metavar="MIB",
                    help="MiB of prompt keys and values kept so that later prompts beginning alike skip that part "
                         "of their prefill (default 256; 0: off)")
-    p.add_argument("--prefill-chunk", type=Range(int, 0, 1 << 20), default=256, metavar="TOKENS",
-                   help="prompt tokens prefilled per step between the running streams' tokens, so a long prompt "
-                        "does not stall them (default 256; 0: each prompt whole at once)")
+    p.add_argument("--max-num-batched-tokens", type=Range(int, 0, 1 << 20), default=STEP_TOKENS, metavar="TOKENS",
+                   help="tokens one step puts through the model: the running streams' next tokens first, then "
+                        "chunks of waiting prompts, so a long prompt does not stall them (vLLM's name; default "
+                        f"{STEP_TOKENS}; 0: each prompt whole at once)")
     p.add_argument("--speculate", choices=("off", "ngram"), default="off",
                    help="guess tokens by prompt lookup and check them in one forward: the same tokens at "
                         "greedy, the same distribution when sampling (default off: it pays on repetitive text)")
@@ -82,7 +86,7 @@ def features_of(args, draft=None):
     from zerollm.generation.batching import Features
     from zerollm.generation.speculate import Speculation
     method = "draft" if draft is not None else args.speculate
-    return Features(prefix_cache=int(args.prefix_cache * (1 << 20)), prefill_chunk=args.prefill_chunk or None,
+    return Features(prefix_cache=int(args.prefix_cache * (1 << 20)), step_tokens=args.max_num_batched_tokens or None,
                     speculation=Speculation(method, args.speculate_tokens), draft=draft)
 
 

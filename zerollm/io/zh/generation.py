@@ -37,8 +37,6 @@ ZH = {
         "repetition_penalty 必须在 [{0}, {1}] 之内（1 表示不惩罚，> 1 会抑制重复），收到的是 {2}",
     "{0} must be in [-2, 2] (0 = none), got {1}":
         "{0} 必须在 [-2, 2] 之内（0 表示不惩罚），收到的是 {1}",
-    "prefix_cache must be >= 0 bytes and prefill_chunk >= 1 token; got {0}, {1}":
-        "prefix_cache 必须 >= 0 字节，prefill_chunk 必须 >= 1 个 token；收到的是 {0}、{1}",
     "prompts of up to {0} tokens leave room for only {1} new tokens in the context of {2}; those completions are cut there":
         "最长的提示词有 {0} 个 token，在 {2} 个 token 的上下文里只能再生成 {1} 个新 token；这些续写会在那里被截断",
     "speculation must be 'off', 'ngram' or 'draft' with >= 1 token; got {0}, {1}":

@@ -315,8 +315,6 @@ ZH = {
         '客户端在请求头之后发送整个请求体的时限，单位秒；超时：回 408 并关闭连接（默认 30）',
     'MiB of prompt keys and values kept so that later prompts beginning alike skip that part of their prefill (default 256; 0: off)':
         '保留多少 MiB 的提示键和值，让开头相同的后续提示跳过这部分预填充（默认 256；0：关闭）',
-    "prompt tokens prefilled per step between the running streams' tokens, so a long prompt does not stall them (default 256; 0: each prompt whole at once)":
-        '每一步在正在运行的流的 token 之间预填充多少个提示 token，这样长提示不会卡住它们（默认 256；0：每个提示一次整个预填充）',
     'guess tokens by prompt lookup and check them in one forward: the same tokens at greedy, the same distribution when sampling (default off: it pays on repetitive text)':
         '用提示查找来猜 token，并在一次前向计算里检验：贪心时得到同样的 token，采样时得到同样的分布（默认关闭：它在重复性强的文本上才划算）',
     'tokens guessed per step with --speculate ngram (default 4)':

@@ -1,6 +1,12 @@
 """中文 of the serving engine's messages and flags (issue 60: --draft; see zerollm/io/zh/__init__.py)."""
 
 ZH = {
+    "prefix_cache must be >= 0 bytes and step_tokens >= 1 token; got {0}, {1}":
+        "prefix_cache 必须 >= 0 字节，step_tokens 必须 >= 1 个 token；收到的是 {0}、{1}",
+    "tokens one step puts through the model: the running streams' next tokens first, then chunks of waiting "
+    "prompts, so a long prompt does not stall them (vLLM's name; default {0}; 0: each prompt whole at once)":
+        "每一步送进模型的 token 数：先给正在生成的各条流各自的下一个 token，剩下的留给等待中的提示词分块预填充，"
+        "这样长提示词不会卡住它们（沿用 vLLM 的名字；默认 {0}；0：每个提示词一次整段预填充）",
     "--draft and --speculate {0} are two ways to guess: give one of them":
         "--draft 和 --speculate {0} 是两种猜测方式：只给其中一个",
     "{0} has {1} token ids ({2} logits), the served model {3} ({4}): speculative decoding needs a draft with the "

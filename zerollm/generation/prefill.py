@@ -1,0 +1,178 @@
+"""Prompts on their way into the shared batch: prefilled in chunks between the running rows' steps, from
+the prefix cache's blocks where a prompt begins like an earlier one (the Scheduler's step 2).
+
+A step puts at most Features.step_tokens tokens through the model (vLLM's max_num_batched_tokens):
+every running row's next token (and its guesses) first, then what is left goes to prompts, oldest
+first, never less than PREFILL_FLOOR. So a 2,000-token prompt arriving amid 8 decoding streams costs
+each of their steps one chunk, not the whole prefill (Agrawal et al. 2024, "Sarathi-Serve"):
+
+    step   │ 8 rows + 56 prompt tokens │ 8 rows + 56 │ ... │ 8 rows + 40, the prompt done │ 9 rows │
+           └──── step_tokens = 64 ─────┘
+
+Chunks of one prompt go through its own per-row KV cache (zerollm.model.kvcache), each chunk attending
+to the keys of the chunks before it; when the last chunk is done the row's cache joins the batch's cache
+(one copy) and its first token is chosen in the same step. Prompts of one length (and one prefix-cache
+hit) are prefilled together, each row alone in its attention.
+
+The methods here are the Scheduler's (zerollm.generation.batching); they read its fields.
+
+Shapes: k rows of one prompt length, n tokens in a chunk, C channels, V vocabulary.
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from zerollm.model.kvcache import KVCache
+from zerollm.generation.request import done
+
+PREFILL_FLOOR = 16        # prompt tokens a step may prefill however many rows run: a waiting prompt advances
+
+
+@dataclass(eq=False)
+class _Prefill:
+    """Requests with prompts of one length (and one prefix-cache hit) being prefilled, ``done`` tokens so far."""
+    reqs: list
+    cache: KVCache
+    done: int
+    blocks: list                                # per request, the prefix-cache blocks held for it
+
+
+class Prefilling:
+    """The Scheduler's step 2 (a mixin: zerollm.generation.batching.Scheduler is the one class using it)."""
+
+    def _join(self):
+        """Step 2: take waiting requests into free rows and prefill their prompts (those of one length and
+        one prefix-cache hit together, each row still alone in its attention; with Features.step_tokens, at
+        most what the running rows leave of it this step, oldest first). Rows whose prompt is done join the
+        batch's cache in one copy. A request whose first prefix-cache block another prompt being prefilled will
+        store waits for it, so requests arriving together with one system prompt compute it once."""
+        new, later = [], []
+        with self.wake:
+            while self.waiting and len(self.shared.rows) + len(self.joining) + len(new) < self.max_batch:
+                req = self.waiting.popleft()
+                if req.cancelled:
+                    req.emit(done(req, "cancelled"))
+                elif self._coming(req, new):
+                    later.append(req)
+                else:
+                    new.append(req)
+            self.waiting.extendleft(reversed(later))
+            self.joining = self.joining + new  # still counted by busy while their prompts are prefilled
+        self.prefills += self._prefill_groups(new)
+        self._drop_cancelled_prefills()
+        ready = self._prefill_step()
+        if not ready:
+            return
+        caches, logits, rows = [], [self.shared.logits], []
+        for pre, last in ready:
+            caches.append(pre.cache)
+            logits.append(last)
+            rows += [self._row(r, r.prompt, blocks) for r, blocks in zip(pre.reqs, pre.blocks)]
+        self.shared.cache.add_rows(*caches)
+        if self.shared.draft is not None:
+            self.shared.draft.add_rows(*[self._draft_prefill(pre.reqs) for pre, _ in ready])
+        self.shared.logits = np.concatenate(logits).astype(self.shared.logits.dtype)                    # (A, V)
+        joined = {id(row.req) for row in rows}
+        with self.wake:
+            self.shared.rows = self.shared.rows + rows
+            self.joining = [r for r in self.joining if id(r) not in joined]
+
+    def _draft_prefill(self, reqs):
+        """The draft model's per-row cache of ``reqs``' prompts (of one length), for Features.draft."""
+        draft = self.features.draft
+        cache = KVCache(draft.config, len(reqs), max_len=max(len(r.prompt) + r.max_new_tokens - 1 for r in reqs),
+                        per_row=True)
+        draft.forward_hidden(np.array([r.prompt for r in reqs], dtype=np.int64), kv_cache=cache)
+        return cache
+
+    def _coming(self, req, new):
+        """Whether ``req``'s first block is not stored yet but will be, by a prompt being prefilled (or taken
+        this step, ``new``) that begins with it."""
+        K = self.prefix.block if self.prefix is not None else 0
+        if not K or len(req.prompt) <= K or self.prefix.known(req.prompt[:K]):
+            return False
+        first = req.prompt[:K]
+        return any(len(r.prompt) >= K and r.prompt[:K] == first for r in [*self.joining, *new])
+
+    def _prefill_groups(self, reqs):
+        """_Prefill groups for new requests: each row's cache starts with the keys and values of the
+        prefix-cache blocks found for its prompt."""
+        groups = {}
+        for req in reqs:
+            blocks = self.prefix.lookup(req.prompt) if self.prefix is not None else []
+            groups.setdefault((len(req.prompt), len(blocks)), []).append((req, blocks))
+        out = []
+        for (P, n), members in groups.items():
+            slots = max(P + r.max_new_tokens - 1 for r, _ in members)
+            cache = KVCache(self.cfg, len(members), max_len=max(slots, 1), per_row=True)
+            for b, (_, blocks) in enumerate(members):
+                for i, block in enumerate(blocks):
+                    cache.put(b, i * self.prefix.block, block.k, block.v)
+            hit = n * self.prefix.block if n else 0
+            cache.pos[:] = hit
+            out.append(_Prefill([r for r, _ in members], cache, hit, [blocks for _, blocks in members]))
+        return out
+
+    def _drop_cancelled_prefills(self):
+        """Requests cancelled while their prompt is prefilled end now and give back their prefix blocks."""
+        for pre in self.prefills:
+            keep = [not r.cancelled for r in pre.reqs]
+            if all(keep):
+                continue
+            for req, k, blocks in zip(pre.reqs, keep, pre.blocks):
+                if not k:
+                    req.emit(done(req, "cancelled"))
+                    self._release([blocks])
+            rows = np.flatnonzero(keep)
+            pre.reqs, pre.blocks = [pre.reqs[i] for i in rows], [pre.blocks[i] for i in rows]
+            pre.cache.keep_rows(rows)
+        self.prefills = [pre for pre in self.prefills if pre.reqs]
+        with self.wake:
+            self.joining = [r for r in self.joining if not r.cancelled]
+
+    def _prefill_room(self):
+        """Prompt tokens this step may prefill: Features.step_tokens less the tokens every row that runs this
+        step puts through the model (one each, and its guesses with speculation), counting the rows being
+        prefilled, which may join this very step; at least PREFILL_FLOOR. None: no limit."""
+        budget = self.features.step_tokens
+        if budget is None:
+            return None
+        s = self.features.speculation
+        per_row = 1 + (s.tokens if s.method != "off" else 0)
+        rows = len(self.shared.rows) + sum(len(pre.reqs) for pre in self.prefills)
+        return max(budget - rows * per_row, min(PREFILL_FLOOR, budget))
+
+    def _prefill_step(self):
+        """Prefill the next part of each waiting prompt, oldest first, within _prefill_room (all of every
+        prompt without Features.step_tokens) -> [(_Prefill, (k, V) the logits after its last prompt token)]
+        for the groups whose prompt is now done."""
+        room, ready = self._prefill_room(), []
+        for pre in list(self.prefills):
+            P, k = len(pre.reqs[0].prompt), len(pre.reqs)
+            n = P - pre.done if room is None else min(P - pre.done, max(room // k, 1))
+            idx = np.array([r.prompt[pre.done:pre.done + n] for r in pre.reqs], dtype=np.int64)         # (k, n)
+            h = self.model.forward_hidden(idx, kv_cache=pre.cache)                                      # (k, n, C)
+            pre.done += n
+            if pre.done == P:
+                self._store(pre)
+                ready.append((pre, self.model.head(h[:, -1])))                                          # (k, V)
+                self.prefills.remove(pre)
+            if room is not None:
+                room -= n * k
+                if room <= 0:
+                    break
+        return ready
+
+    def _store(self, pre):
+        """Keep the full blocks of each prefilled prompt in the prefix cache."""
+        if self.prefix is None:
+            return
+        for b, req in enumerate(pre.reqs):
+            pre.blocks[b] = self.prefix.store(req.prompt, pre.blocks[b], [k[b] for k in pre.cache.k],
+                                              [v[b] for v in pre.cache.v])
+
+    def _release(self, block_lists):
+        if self.prefix is not None:
+            for blocks in block_lists:
+                self.prefix.release(blocks)

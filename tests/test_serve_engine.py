@@ -7,6 +7,7 @@ byte limit and a cancelled request gives its blocks back; /metrics, read with pr
 parser, counts what was sent, and needs the API key unless --metrics-public.
 """
 
+import json
 import math
 import os
 import subprocess
@@ -371,3 +372,53 @@ def test_a_draft_with_another_tokenizer_is_refused_at_startup_in_one_line(tmp_pa
     found = {s.name: s.value for fam in text_string_to_metric_families(text) for s in fam.samples}
     assert found["vllm:spec_decode_num_draft_tokens_total"] > 0
 
+
+# ----------------------------------------------------------------------------
+# a stream whose model fails ends with an error, never with "stop"
+
+def _failing_after(model, calls):
+    """Make model.forward_hidden raise from its ``calls``-th call on (a model failing mid-answer); -> undo."""
+    forward, count = model.forward_hidden, [0]
+
+    def failing(idx, **kw):
+        count[0] += 1
+        if count[0] >= calls:
+            raise MemoryError("the test's model ran out of memory")
+        return forward(idx, **kw)
+    model.forward_hidden = failing
+    return lambda: vars(model).pop("forward_hidden")
+
+
+def test_a_stream_whose_model_fails_ends_with_an_error_event_not_stop():
+    """The model fails at its third forward (after the prompt and a token): the raw stream has what was made
+    so far, then OpenAI's error event and [DONE], and no chunk has a finish_reason ("stop" before); the openai client
+    raises APIError with the message. The same request with a working model ends with "length" and the
+    client reads it whole; the server answers again after the failure."""
+    import openai
+    from fastapi.testclient import TestClient
+    from zerollm.serve.api import build_app
+    from zerollm.serve.backend import Backend
+    from zerollm.tokenizers import ByteTokenizer
+    tok = ByteTokenizer()
+    model = GPT(GPTConfig(vocab_size=tok.vocab_size, block_size=64, n_layer=1, n_head=2, n_embd=16), seed=0)
+    backend = Backend(model, tok, name="t")
+    backend.start()
+    http = TestClient(build_app(backend))
+    client = openai.OpenAI(api_key="none", base_url="http://testserver/v1", http_client=http, max_retries=0)
+    body = {"model": "t", "prompt": "abc", "max_tokens": 8, "temperature": 0, "stream": True}
+    try:
+        undo = _failing_after(model, 3)
+        events = [line[6:] for line in http.post("/v1/completions", json=body).text.splitlines() if line.startswith("data: ")]
+        undo()
+        chunks = [json.loads(e) for e in events[:-1]]
+        assert events[-1] == "[DONE]" and "cut short: the model failed" in chunks[-1]["error"]["message"]
+        assert all(ch.get("finish_reason") is None for c in chunks[:-1] for ch in c["choices"])
+        undo = _failing_after(model, 3)
+        with pytest.raises(openai.APIError, match="the model failed"):
+            list(client.completions.create(**{k: v for k, v in body.items() if k != "stream"}, stream=True))
+        undo()
+        whole = list(client.completions.create(**{k: v for k, v in body.items() if k != "stream"}, stream=True))
+        assert whole[-1].choices[0].finish_reason == "length"
+        assert sum(len(c.choices[0].text.encode("utf-8", "surrogateescape")) > 0 for c in whole) >= 1
+    finally:
+        backend.close()

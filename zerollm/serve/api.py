@@ -412,6 +412,9 @@ async def _stream(backend, run, choices, meta, n_prompt, chat, include_usage):
             text = "".join(_chunks(backend, run, choices, batch, chat, chunk))
             if text:
                 yield text
+            if any(c.finish in CUT for c in choices):     # the error event said it: nothing else is complete
+                yield STREAM_END
+                return
         if include_usage:
             yield sse({**meta, "object": obj, "choices": [], "usage": _usage(choices, n_prompt)})
         yield STREAM_END
@@ -419,9 +422,15 @@ async def _stream(backend, run, choices, meta, n_prompt, chat, include_usage):
         run.cancel()
 
 
+# how a stream ends when its answer cannot be finished: the model failed, or the server is shutting down
+CUT = {"error": "the model failed", "cancelled": SHUTDOWN}
+
+
 def _chunks(backend, run, choices, batch, chat, chunk):
     """The SSE events for a batch of scheduler events: per choice, one with all its new text (and
-    logprobs), then one with its finish_reason if it ended."""
+    logprobs), then one with its finish_reason if it ended. A choice that could not finish (CUT) gets
+    OpenAI's error event instead of a finish_reason, which the openai client raises as APIError: no
+    chunk says "stop" for an answer that was cut short."""
     for i in dict.fromkeys(i for i, _ in batch):               # choices in order of first appearance
         c = choices[i]
         before, known, pieces = c.finish, len(c.logprobs), []
@@ -431,8 +440,7 @@ def _chunks(backend, run, choices, batch, chat, chunk):
         logprobs = ({"content": lp} if chat else _completion_logprobs(lp)) if lp else None
         if piece or logprobs:
             yield chunk(i, piece, None, logprobs)
-        if before is None and c.finish is not None:
-            if c.finish in ("error", "cancelled"):
-                yield stream_cut("the model failed" if c.finish == "error" else SHUTDOWN)
-                c.finish = "stop"
+        if before is None and c.finish in CUT:
+            yield stream_cut(CUT[c.finish])
+        elif before is None and c.finish is not None:
             yield chunk(i, None, c.finish)

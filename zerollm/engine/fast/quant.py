@@ -6,8 +6,8 @@ bytes per 32 weights and Q4_0 18, where float32 reads 128. Two ways to multiply,
 as stored:
 
 **Integer products** (inference, the default; what llama.cpp does). Each row of x is first quantized
-to Q8_0 blocks itself (32 numbers share a float32 scale e, int8 codes p = round(x / e), e = max|x| / 127),
-once per call. Then each block of a row of W against the same block of x is one integer dot product:
+to Q8_0 blocks itself (32 numbers share a float32 scale e, codes p = round(x / e) in -127..127, e = max|x| / 127),
+once per call; the codes are held as int16, the width vpmaddwd multiplies. Then each block of a row of W against the same block of x is one integer dot product:
 
     y[n, r] = sum_b  d[r, b] e[n, b]  sum_j q[r, 32 b + j] p[n, 32 b + j]        (int32 inner sum)
     Q4_0:  q[j] = c[j] - 8, c the 4-bit codes (byte j of a block: c[j] | c[j + 16] << 4)
@@ -25,6 +25,10 @@ logit (tests/test_fast_quant.py).
 see ``zerollm.engine.amp.exact_block_products``): each 32-number block of a row of W is decoded into
 registers and multiplied by the float row of x; this differs from the reference only in the order of
 the sums.
+
+**Many rows of x** (SLAB_FROM or more: a prompt's prefill, a training batch): W is decoded 256 rows at a
+time into a float buffer and BLAS multiplies (``_by_slabs``); on a GPT-2-124M matrix that beat the
+integer kernel from about 32 rows (one thread), as a GEMM reuses each weight for every row of x.
 
 Rows of W are split between threads (numba's, as many as BLAS may use: ``--threads``), each thread
 streaming its own rows front to back; one row is 24 blocks at GPT-2's width, so the split is even.
@@ -45,19 +49,21 @@ from numba.extending import intrinsic
 from zerollm.engine.amp import block_products_exact
 from zerollm.engine.fast.blas import run_threaded, kernel_threads
 from zerollm.engine.fast.jit import float32_arrays, kernel, parallel_kernel
+from zerollm.engine.fast.qlora import _DECODERS as DECODERS, ROWS
 
 BLOCK = 32
 LANES = 8                 # float32 lanes of the accumulator: one AVX2 register
 INT8_TOLERANCE = 2e-2     # |fast - reference| <= this * max|reference| with the activations in 8 bits
+SLAB_FROM = 32            # rows of x from which W is decoded in slabs for BLAS (measured crossover: 16-64)
 
 
 # ----------------------------------------------------------------------------
 # one block of W against one block of x, in LLVM vector IR
 
 def _load(context, builder, array_type, array, offset, n):
-    """n int8 / uint8 at array's element ``offset`` as an LLVM <n x i8> (unaligned load)."""
+    """n integers at array's element ``offset`` as an LLVM vector (<n x i8> or <n x i16>; unaligned load)."""
     data = context.make_array(array_type)(context, builder, value=array).data
-    vec = ir.VectorType(ir.IntType(8), n)
+    vec = ir.VectorType(ir.IntType(array_type.dtype.bitwidth), n)
     return builder.load(builder.bitcast(builder.gep(data, [offset]), vec.as_pointer()), align=1)
 
 
@@ -78,14 +84,14 @@ def _halves_added(builder, v):
     return builder.add(pick(list(range(m))), pick(list(range(m, 2 * m))))
 
 
-def _eight_sums_q8(builder, w8, x8):
-    """<32 x i8> weights and activations -> <8 x i32>: each lane the sum of four of the 32 products."""
+def _eight_sums_q8(builder, w8, x16):
+    """<32 x i8> weights and <32 x i16> activations -> <8 x i32>: each lane the sum of four of the 32 products."""
     wide = ir.VectorType(ir.IntType(32), BLOCK)
-    return _halves_added(builder, _pairs(builder, builder.sext(w8, wide), builder.sext(x8, wide)))
+    return _halves_added(builder, _pairs(builder, builder.sext(w8, wide), builder.sext(x16, wide)))
 
 
-def _eight_sums_q4(builder, c16, x8):
-    """16 packed bytes (low nibbles: positions 0..15, high: 16..31; weight c - 8) and <32 x i8> activations
+def _eight_sums_q4(builder, c16, x16):
+    """16 packed bytes (low nibbles: positions 0..15, high: 16..31; weight c - 8) and <32 x i16> activations
     -> <8 x i32>. The nibbles are unpacked in registers (an and, a shift) and each half multiplies its own
     half of x: no shuffle across the halves."""
     i8, i32 = ir.IntType(8), ir.IntType(32)
@@ -93,7 +99,7 @@ def _eight_sums_q4(builder, c16, x8):
     eight = ir.Constant(w16, [8] * 16)
     low = builder.sub(builder.zext(builder.and_(c16, ir.Constant(v16, [15] * 16)), w16), eight)
     high = builder.sub(builder.zext(builder.lshr(c16, ir.Constant(v16, [4] * 16)), w16), eight)
-    x = builder.sext(x8, ir.VectorType(i32, BLOCK))
+    x = builder.sext(x16, ir.VectorType(i32, BLOCK))
     half = lambda lo: builder.shuffle_vector(x, x, ir.Constant(w16, list(range(lo, lo + 16))))   # noqa: E731
     return builder.add(_pairs(builder, low, half(0)), _pairs(builder, high, half(16)))
 
@@ -148,7 +154,8 @@ def _row_dot_q4(typingctx, codes, d, xq, e, nb):
 
 @kernel
 def _quantize_rows(x, xq, e):
-    """x (N, K) -> xq (N, K) int8 and e (N, nb): e = max|x| / 127 over each block, xq = round(x / e)."""
+    """x (N, K) -> xq (N, K) and e (N, nb): e = max|x| / 127 over each block, xq = round(x / e) in -127..127,
+    held as int16: the kernels then load x's 16-bit lanes as vpmaddwd takes them, with no widening a block."""
     N, K = x.shape
     for n in range(N):
         for b in range(K // BLOCK):
@@ -160,7 +167,7 @@ def _quantize_rows(x, xq, e):
             e[n, b] = d
             for j in range(BLOCK):
                 v = x[n, b * BLOCK + j] * inv
-                xq[n, b * BLOCK + j] = np.int8(np.int32(v + np.float32(0.5) if v >= 0 else v - np.float32(0.5)))
+                xq[n, b * BLOCK + j] = np.int16(np.int32(v + np.float32(0.5) if v >= 0 else v - np.float32(0.5)))
 
 
 # two functions of their own for each kind, not one dispatcher: numba's disk cache is keyed by the function
@@ -252,6 +259,22 @@ def _row_bounds(R, n_threads):
     return np.linspace(0, R, n_threads + 1).astype(np.int64)
 
 
+def _by_slabs(x, w):
+    """y = x @ W^T with W decoded ROWS rows at a time (QLoRA's backward decoders, engine/fast/qlora.py) and
+    each slab multiplied by BLAS: for many rows of x (a prompt's prefill, a training batch) a GEMM beats
+    SLAB_FROM or more integer dot products per row of W. The float matrix never exists whole."""
+    N, (R, K) = x.shape[0], w.shape
+    y = np.empty((N, R), np.float32)
+    buf = np.empty((min(ROWS, R), K), np.float32)
+    part = np.empty((N, buf.shape[0]), np.float32)
+    for r0 in range(0, R, ROWS):
+        r1 = min(r0 + ROWS, R)
+        DECODERS[w.kind](w.scales, w.codes, r0, r1, buf)
+        np.matmul(x, buf[:r1 - r0].T, out=part[:, :r1 - r0])         # (N, K) @ (K, r1 - r0)
+        y[:, r0:r1] = part[:, :r1 - r0]
+    return y
+
+
 def quantized_matmul(x, w):
     """x (N, K) float32, w a QuantizedMatrix (R, K) -> y (N, R) float32, or NotImplemented (the
     reference then runs) for a kind or an input this module has no kernel for."""
@@ -263,11 +286,13 @@ def quantized_matmul(x, w):
             or not w.codes.flags.c_contiguous):
         return NotImplemented
     N, K = x.shape
+    if N >= SLAB_FROM:
+        return _by_slabs(x, w)
     y = np.empty((N, w.shape[0]), np.float32)
     if block_products_exact():
         _FLOAT[kind](x, w.scales, w.codes, y)
         return y
-    xq, e = np.empty((N, K), np.int8), np.empty((N, K // BLOCK), np.float32)
+    xq, e = np.empty((N, K), np.int16), np.empty((N, K // BLOCK), np.float32)
     _quantize_rows(x, xq, e)
     n_threads = kernel_threads(w.shape[0] // 64)         # at least 64 rows a thread
     serial, threaded = _INT8[kind]

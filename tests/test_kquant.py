@@ -17,11 +17,13 @@ import numpy as np
 import pytest
 
 from tests.test_gguf import GPT2, LLAMA, tiny
+from tests.tiny_runs import run_main
 from zerollm.engine import use_engine
 from zerollm.interop import kquant, quant
 from zerollm.interop.gguf import export_gguf, read_gguf
 from zerollm.interop.gguf_load import load_gguf
 from zerollm.io.errors import ZeroLLMError
+from zerollm.teach.fmt import number
 from zerollm.tokenizers import ByteTokenizer
 
 gguf = pytest.importorskip("gguf")
@@ -274,3 +276,33 @@ def test_fast_kernel_equals_the_numpy_reference(kind):
         got, want = fast.quantized_matmul(x, w), quantized_matmul.reference(x, w)
         assert got is not NotImplemented and got.shape == (N, 37)
         assert np.allclose(got, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
+
+
+# ----------------------------------------------------------------------------
+# zerollm quantize --explain --kind q4_K
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_quantize_explain_walks_through_a_q4_k_super_block(capsys, lang):
+    """The walkthrough prints the bytes convert writes (the 12 packed scale bytes, sub-block 0's codes), the
+    super-block's error next to Q4_0's on the same numbers, and gguf.quants reading the bytes back alike."""
+    code, out, _ = run_main(["quantize", "--explain", "--kind", "q4_K", "--rows", "1", "--seed", "3", "--lang", lang],
+                            capsys)
+    assert code == 0
+    x = (np.random.default_rng(3).standard_normal((1, 256)) * 0.5).astype(np.float32)
+    raw = quant.quantize(x, "q4_K")[0]
+    assert " ".join(f"{v:02x}" for v in raw[4:16]) in out                       # the six-bit scales, packed
+    codes = (raw[16:48] & 15).reshape(4, 8)
+    assert all(" ".join(f"{c:2d}" for c in row) in out for row in codes)         # sub-block 0's codes
+    errors = {}
+    for kind in ("q4_K", "q4_0"):
+        back = quant.dequantize(quant.quantize(x, kind), kind, x.shape)
+        errors[kind] = float(np.sqrt(np.mean((back - x) ** 2)))
+        assert f"RMS {number(errors[kind], 5)}" in out or f"均方根 {number(errors[kind], 5)}" in out
+    assert errors["q4_K"] < errors["q4_0"]
+    assert ("完全相同" if lang == "zh" else "identical") in out
+
+
+def test_quantize_explain_q4_k_needs_whole_super_blocks(capsys):
+    code, _, err = run_main(["quantize", "--explain", "--kind", "q4_K", "--cols", "96"], capsys)
+    assert code != 0 and err.strip().endswith("--cols must be a multiple of 256 (whole blocks), got 96")
+    assert len(err.strip().splitlines()) == 1

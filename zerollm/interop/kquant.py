@@ -227,12 +227,22 @@ def _sub_blocks(x, n, whole=QK):
     return x.reshape(-1, n)
 
 
-def _quantize_qk(x, nmax, search):
+SEARCH = {"q4_K": (15, (-1.0, 0.1, 20)), "q5_K": (31, (-0.5, 0.1, 15))}     # nmax, (rmin, rdelta, nstep)
+
+
+def fit_sub_blocks(xs, kind):
+    """(S, 32) sub-blocks -> (scale, min <= 0, codes) of Q4_K / Q5_K's search, with the reference's weights
+    w = the sub-block's RMS + |x| (a big number's error counts more)."""
+    nmax, search = SEARCH[kind]
+    av = np.sqrt(_running(xs * xs) / np.float32(32))
+    return _scale_and_min(xs, av[:, None] + np.abs(xs), nmax, search)
+
+
+def _quantize_qk(x, kind):
     """Q4_K / Q5_K: (..., K) -> (d16, dmin16 (nb,), packed scales (nb, 12), codes (nb, 256) in 0..nmax)."""
     xs = _sub_blocks(x, 32)                                                  # (S, 32)
-    av = np.sqrt(_running(xs * xs) / np.float32(32))
-    w = av[:, None] + np.abs(xs)                                             # the reference's weights
-    scale, lo, L = _scale_and_min(xs, w, nmax, search)
+    nmax = SEARCH[kind][0]
+    scale, lo, L = fit_sub_blocks(xs, kind)
     scale, mins = scale.reshape(-1, 8), (-lo).reshape(-1, 8)                 # (nb, 8)
     max_scale, max_min = np.maximum(scale.max(axis=1), 0), np.maximum(mins.max(axis=1), 0)
     with np.errstate(divide="ignore"):
@@ -257,13 +267,13 @@ def _nibble_bytes(L):
 
 
 def quantize_q4_k(x):
-    d, dmin, scales, L = _quantize_qk(x, 15, (-1.0, 0.1, 20))
+    d, dmin, scales, L = _quantize_qk(x, "q4_K")
     return np.concatenate([d.view(np.uint8).reshape(-1, 2), dmin.view(np.uint8).reshape(-1, 2), scales,
                            _nibble_bytes(L)], axis=1)
 
 
 def quantize_q5_k(x):
-    d, dmin, scales, L = _quantize_qk(x, 31, (-0.5, 0.1, 15))
+    d, dmin, scales, L = _quantize_qk(x, "q5_K")
     bit5 = (L >> 4).reshape(-1, 8, 32)                                       # sub-block j -> bit j of qh
     qh = (bit5 << np.arange(8, dtype=np.uint8)[None, :, None]).sum(axis=1).astype(np.uint8)
     return np.concatenate([d.view(np.uint8).reshape(-1, 2), dmin.view(np.uint8).reshape(-1, 2), scales, qh,

@@ -2,6 +2,7 @@
 page (explain/), gradcheck, the exercises that grade themselves (exercises/: ``zerollm exercise``), and
 the PyTorch twin the parity tests measure against (torch_ref). May import every room up to align.
 
-Each module here is one ``zerollm`` subcommand (``add_arguments`` + ``run``). The maths lives
+Each module here is one ``zerollm`` subcommand (``add_arguments`` + ``run``), or one part of one
+(quantize_k: the Q4_K super-block of ``zerollm quantize --explain``). The maths lives
 in the library modules; these modules only choose examples, print, and explain.
 """

@@ -8,6 +8,7 @@ code ``zerollm convert --quant`` writes files with.
 
     zerollm quantize --explain                         # Q8_0 and Q4_0 on a 2 x 64 random matrix
     zerollm quantize --explain --kind q4_0 --rows 1 --cols 32 --lang zh
+    zerollm quantize --explain --kind q4_K              # a super-block of 256: zerollm.teach.quantize_k
 """
 
 import numpy as np
@@ -15,8 +16,9 @@ import numpy as np
 from zerollm.io.argtypes import SEED, Range
 from zerollm.io.errors import ZeroLLMError
 from zerollm.io.i18n import add_lang_argument, resolve_lang, translator
-from zerollm.interop import quant
+from zerollm.interop import kquant, quant
 from zerollm.teach.fmt import heading, matrix, number
+from zerollm.teach.quantize_k import explain_q4_k
 
 TEXT = {
     "title": {"zh": "手算 {kind} 量化：{R} x {K} 的矩阵（seed={seed}），每块 32 个数，一个 float16 缩放因子",
@@ -71,10 +73,12 @@ SHOWN_BLOCKS = 2
 def add_arguments(p):
     add_lang_argument(p)
     p.add_argument("--explain", action="store_true", help="print the step-by-step walkthrough")
-    p.add_argument("--kind", choices=quant.KINDS + ("both",), default="both", help="q8_0, q4_0 or both (default)")
+    p.add_argument("--kind", choices=quant.KINDS + ("both", "q4_K"), default="both",
+                   help="q8_0, q4_0 or both (default); q4_K: a k-quant super-block of 256, next to Q4_0")
     p.add_argument("--rows", type=Range(int, 1, 64), default=2, help="rows of the example matrix (default 2)")
-    p.add_argument("--cols", type=Range(int, 32, 4096), default=64,
-                   help="columns, a multiple of 32 (default 64: two blocks a row)")
+    p.add_argument("--cols", type=Range(int, 32, 4096), default=None,
+                   help="columns, a multiple of 32 (default 64: two blocks a row); for q4_K a multiple of 256 "
+                        "(default 256)")
     p.add_argument("--seed", type=SEED, default=0, help="random seed of the example (default 0)")
 
 
@@ -82,11 +86,16 @@ def run(args):
     if not args.explain:
         raise ZeroLLMError("zerollm quantize explains Q8_0 / Q4_0 on a small matrix: add --explain. To quantize "
                            "a model, write a GGUF file: zerollm convert --from RUN --to FILE.gguf --quant q8_0")
-    if args.cols % quant.BLOCK:
-        raise ZeroLLMError(f"--cols must be a multiple of {quant.BLOCK} (whole blocks), got {args.cols}")
+    whole = kquant.QK if args.kind == "q4_K" else quant.BLOCK
+    cols = args.cols if args.cols is not None else (kquant.QK if args.kind == "q4_K" else 64)
+    if cols % whole:
+        raise ZeroLLMError(f"--cols must be a multiple of {whole} (whole blocks), got {cols}")
     lang = resolve_lang(args.lang)
     rng = np.random.default_rng(args.seed)
-    w = (rng.standard_normal((args.rows, args.cols)) * 0.5).astype(np.float32)
+    w = (rng.standard_normal((args.rows, cols)) * 0.5).astype(np.float32)
+    if args.kind == "q4_K":
+        explain_q4_k(w, lang, args.seed)
+        return 0
     for kind in (quant.KINDS if args.kind == "both" else (args.kind,)):
         explain(w, kind, lang, args.seed, rng)
     return 0

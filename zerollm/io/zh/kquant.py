@@ -13,4 +13,8 @@ ZH = {
     "with --to FILE.gguf: how the matrices are stored (default f32; q4_K_M and q5_K_M are llama.cpp's mixes, with Q6_K where it puts them); norms and biases stay f32":
         "配合 --to FILE.gguf：矩阵用什么格式存储（默认 f32；q4_K_M 和 q5_K_M 是 llama.cpp 的混合方案，"
         "在它放 Q6_K 的地方同样用 Q6_K）；归一化层和偏置保持 f32",
+    "q8_0, q4_0 or both (default); q4_K: a k-quant super-block of 256, next to Q4_0":
+        "q8_0、q4_0 或 both（默认，两种都讲）；q4_K：一个 256 个数的 k-quant 超级块，并和 Q4_0 对比",
+    "columns, a multiple of 32 (default 64: two blocks a row); for q4_K a multiple of 256 (default 256)":
+        "列数，32 的倍数（默认 64：每行两块）；q4_K 要 256 的倍数（默认 256）",
 }

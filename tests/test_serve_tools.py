@@ -133,6 +133,13 @@ def tools_app():
 
 
 @pytest.fixture(scope="module")
+def no_think_app():
+    backend, client = _app(("tools",))          # a model that calls tools but never learned to think
+    yield client
+    backend.close()
+
+
+@pytest.fixture(scope="module")
 def plain_app():
     backend, client = _app(())
     yield client
@@ -220,23 +227,58 @@ def test_tool_choice_none_leaves_the_tools_out_of_the_prompt(tools_app):
 
 
 @pytest.mark.parametrize("choice", ["required", {"type": "function", "function": {"name": "weather"}}])
-def test_a_forced_call_cut_short_comes_back_as_text(tools_app, choice):
+def test_a_forced_call_cut_short_comes_back_as_text(no_think_app, choice):
     # weather's two required arguments cannot be written in 4 tokens: the begun call is text, not a 500
-    r = _post(tools_app, tools=[WEATHER], tool_choice=choice)
+    r = _post(no_think_app, tools=[WEATHER], tool_choice=choice)
     assert r.status_code == 200
     choice = r.json()["choices"][0]
     assert choice["message"]["content"].startswith('<tool_call>{"name": "weather", "arguments": {"')
     assert "tool_calls" not in choice["message"] and choice["finish_reason"] == "length"
 
 
+def test_a_thinking_model_may_think_before_a_forced_call():
+    # the grammar of a forced call for a model that knows <think>: the answer begins with <think> or
+    # <tool_call> (special tokens as grammar markers), any text thinks, then the call as the schema says
+    from zerollm.serve.schemas import ChatRequest
+    from zerollm.serve.tools import tool_plan
+    sid = lambda t: chat.special_id(THINKER, t)
+    for choice in ("required", {"type": "function", "function": {"name": "calculator"}}):
+        plan = tool_plan(THINKER, ChatRequest.model_validate({"messages": ASK, "tools": [CALCULATOR, WEATHER],
+                                                               "tool_choice": choice}))
+        index, call = plan.grammar, '<tool_call>{"name": "calculator", "arguments": {"expression": "1"}}'
+        assert plan.forced == "" and plan.forced_ids(THINKER) == []            # nothing forced into the prompt
+        assert sorted(index.row(index.start).ids) == [sid(chat.THINK), sid(chat.TOOL_CALL)]
+        for text in ("<think>12*34: 乘法\n</think>" + call, call):
+            state = index.start
+            for t in THINKER.encode(text, allowed_special="all"):
+                state = index.next_state(state, t)
+                assert state >= 0, text
+            assert index.finished(state)
+        inside = index.row(index.next_state(index.start, sid(chat.THINK))).ids
+        assert sid(chat.THINK_END) in inside and sid(chat.TOOL_CALL) not in inside and 255 not in inside
+        weather = '<tool_call>{"name": "weather", "arguments": {"city": "Rome", "days": 2}}'
+        state = index.start
+        for t in THINKER.encode(weather, allowed_special="all"):
+            state = index.next_state(state, t)
+        assert (state >= 0 and index.finished(state)) == (choice == "required")
+    plan = tool_plan(NO_THINKER, ChatRequest.model_validate({"messages": ASK, "tools": [CALCULATOR],
+                                                              "tool_choice": "required"}))
+    assert plan.forced.startswith("<tool_call>") and plan.forced_ids(NO_THINKER)[0] == chat.special_id(
+        NO_THINKER, chat.TOOL_CALL)                                          # no thinking: the call starts it
+
+
+THINKER = chat.prepare_tokenizer(ByteTokenizer(), needs=("think", "tools"))
+NO_THINKER = chat.prepare_tokenizer(ByteTokenizer(), needs=("tools",))
 DICE = {"type": "function", "function": {"name": "dice", "parameters": {
     "type": "object", "properties": {"sides": {"type": "integer", "enum": [6, 20]}}, "required": ["sides"]}}}
 
 
 @pytest.mark.parametrize("seed", range(3))
 @pytest.mark.parametrize("stream", [False, True])
-def test_tool_choice_required_makes_even_a_random_model_write_a_valid_call(tools_app, seed, stream):
-    # the arguments have a few possible values: a random model finishes them within 70 tokens (bytes)
+def test_tool_choice_required_makes_even_a_random_model_write_a_valid_call(no_think_app, seed, stream):
+    # the arguments have a few possible values: a random model finishes them within 70 tokens (bytes); a
+    # model without thinking (one that thinks may think first: test_a_thinking_model_may_think_before_...)
+    tools_app = no_think_app
     body = {"messages": ASK, "max_tokens": 70, "temperature": 1, "seed": seed, "tools": [DICE, WEATHER],
             "tool_choice": {"type": "function", "function": {"name": "weather"}} if seed == 2 else "required"}
     if stream:
@@ -329,18 +371,19 @@ def test_the_openai_client_drives_the_tool_loop(client, stream, question, answer
 @pytest.mark.slow
 @pytest.mark.parametrize("stream", [False, True])
 def test_a_forced_call_of_the_trained_model_is_a_call(client, stream):
-    # forced, the call starts the answer (no thinking first): the model writes arguments it never learned
-    # there, and the grammar keeps them to the schema
+    # forced, the model still thinks first as it learned ("calc"), then writes its call, which the grammar
+    # keeps to the schema: the call it learned, whole
     ask = dict(model="run", messages=[{"role": "user", "content": "56*78=?"}], tools=[CALCULATOR], temperature=0,
                tool_choice={"type": "function", "function": {"name": "calculator"}})
     if stream:
-        _, content, [(_, name, arguments)], finish = _streamed_choice(client.chat.completions.create(stream=True, **ask))
+        reasoning, content, [(_, name, arguments)], finish = _streamed_choice(
+            client.chat.completions.create(stream=True, **ask))
     else:
         choice = client.chat.completions.create(**ask).choices[0]
         content, finish, [call] = choice.message.content, choice.finish_reason, choice.message.tool_calls
-        name, arguments = call.function.name, call.function.arguments
-    assert (content or "", finish, name) == ("", "tool_calls", "calculator")
-    assert set(json.loads(arguments)) <= {"expression"} and all(isinstance(v, str) for v in json.loads(arguments).values())
+        reasoning, name, arguments = choice.message.reasoning_content, call.function.name, call.function.arguments
+    assert (reasoning, content or "", finish, name) == ("calc", "", "tool_calls", "calculator")
+    assert json.loads(arguments) == {"expression": "56*78"}
 
 
 @pytest.mark.slow

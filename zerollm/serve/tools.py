@@ -25,17 +25,23 @@ with the named function's whole head up to its arguments), and the rest is const
 (zerollm.generation.grammar): one of the tools' names, then arguments that match its ``parameters``
 schema, then the closing brace, where the grammar ends the answer and ``</tool_call>`` is added. The
 result is still read by the parser like any other answer; one cut short by max_tokens is text. A forced
-call skips the model's thinking (the call starts the answer) and is one call (parallel_tool_calls off).
+call is one call (parallel_tool_calls off). A model that thinks may think first: then nothing is put in
+the prompt, and the grammar is the whole answer, an optional ``<think>…</think>`` (any text inside),
+``<tool_call>`` and the same head and arguments (the special tokens are grammar markers, automaton.marker).
 ``parallel_tool_calls: false`` (with "auto"): ``</tool_call>`` is a stop id of the request, so the answer
 ends at the end of its first call (the server puts the marker the stop id took back into the text).
 """
 
+import functools
 import json
 import uuid
 from dataclasses import dataclass
 
 from zerollm.data import chat
-from zerollm.generation.grammar import grammar_for_regex, regex_for_schema
+from zerollm.generation.grammar import Grammar, grammar_for_regex, regex_for_schema
+from zerollm.generation.grammar.automaton import marker
+from zerollm.generation.grammar.regex import MAX_CHAR, Cat, Chars, Repeat, literal
+from zerollm.generation.grammar.regex import parse as parse_pattern
 from zerollm.io.errors import ZeroLLMError
 from zerollm.serve.guard import ApiError
 
@@ -114,8 +120,15 @@ def tool_plan(tok, body, vocab_size=None):
                             "response_format cannot apply too; leave out response_format, or set tool_choice to "
                             "\"auto\"", param="tool_choice")
     forced = _head(tools[0]["function"]["name"]) if len(tools) == 1 else CALL_OPEN + '{"name": "'
+    called = frozenset(t["function"]["name"] for t in tools)
+    if plain.thinking:
+        # a thinking model may think first: nothing is forced into the prompt, and the grammar is an optional
+        # <think>...</think>, then <tool_call>, the forced head as text, and the arguments
+        grammar = _forced_grammar(tools, len(tools) > 1, names, forced[len(CALL_OPEN):])
+        markers = [chat.special_id(tok, t) for t in (THINK_OPEN, THINK_CLOSE, CALL_OPEN)]
+        return ToolPlan(tools, called, "", False, True, grammar.index(tok, vocab_size, markers))
     grammar = _forced_grammar(tools, len(tools) > 1, names).index(tok, vocab_size)
-    return ToolPlan(tools, frozenset(t["function"]["name"] for t in tools), forced, False, plain.thinking, grammar)
+    return ToolPlan(tools, called, forced, False, plain.thinking, grammar)
 
 
 def _head(name):
@@ -123,10 +136,12 @@ def _head(name):
     return CALL_OPEN + json.dumps({"name": name, "arguments": 0}, ensure_ascii=False)[:-2]
 
 
-def _forced_grammar(tools, with_name, names):
+def _forced_grammar(tools, with_name, names, thinking_head=None):
     """What follows a forced call's head: its arguments as the tool's parameters schema says, then the
     closing brace (``with_name``: first one of the names, for tool_choice required among several tools).
-    The grammar ends the answer there; Answer writes the </tool_call> marker after it."""
+    The grammar ends the answer there; Answer writes the </tool_call> marker after it. ``thinking_head``
+    (a thinking model): the whole answer instead, an optional <think>...</think>, <tool_call>, this text
+    (the head after the marker), then the same; the special tokens are automaton.marker 0, 1 and 2."""
     heads = []
     for t in tools:
         fn = t["function"]
@@ -137,7 +152,17 @@ def _forced_grammar(tools, with_name, names):
             raise ApiError(400, f"tools[{i}].function.parameters: {err} (a forced call's arguments follow the "
                                 "schema)", param=f"tools.{i}.function.parameters") from None
         heads.append((fn["name"] + '", "arguments": ' if with_name else "") + args)
-    return grammar_for_regex("(" + "|".join(heads) + ")\\}")
+    pattern = "(" + "|".join(heads) + ")\\}"
+    if thinking_head is None:
+        return grammar_for_regex(pattern)
+    return _thinking_grammar(pattern, thinking_head)
+
+
+@functools.lru_cache(maxsize=64)
+def _thinking_grammar(pattern, head):
+    any_text = Repeat(Chars(((0, MAX_CHAR),)), 0, None)        # the thinking: any text (markers are not text)
+    think = Repeat(Cat((marker(0), any_text, marker(1))), 0, 1)
+    return Grammar(Cat((think, marker(2), literal(head), parse_pattern(pattern))), "thinking, then " + head + pattern)
 
 
 def _check_parameters(parameters, i):

@@ -9,6 +9,7 @@ rollouts, forced tool calls):
     grammar = grammar_for_regex(r"(yes|no)")              # or grammar_for_schema(schema), json_object_grammar()
     regex_for_schema(schema)                              # the same schema as a pattern (to show, or compare)
     index = grammar.index(tokenizer, model.config.vocab_size)    # cached per (grammar, tokenizer)
+    Grammar(Cat((marker(0), tree)), "...").index(tok, V, markers=[think_id])   # special tokens in a grammar
     Request(prompt, 64, sampling, rng, stop_ids={end}, grammar=index)    # zerollm.generation.batching
 
 The Scheduler (zerollm.generation.batching) keeps one state per row: before each choice the row's mask is
@@ -52,14 +53,16 @@ class Grammar:
     def pattern(self):
         return to_regex(self.tree)
 
-    def index(self, tokenizer, vocab_size=None):
-        """The TokenIndex of this grammar over ``tokenizer`` (padded to ``vocab_size`` ids)."""
+    def index(self, tokenizer, vocab_size=None, markers=()):
+        """The TokenIndex of this grammar over ``tokenizer`` (padded to ``vocab_size`` ids); ``markers``: the
+        special token ids its automaton.marker(k) nodes stand for (a forced tool call's <tool_call>)."""
         V = tokenizer.vocab_size if vocab_size is None else vocab_size
+        key = (V, tuple(markers))
         with self._lock:
             per = self._indexes.setdefault(tokenizer, {})
-            if V not in per:
-                per[V] = TokenIndex(self.dfa, vocab_of(tokenizer, V))
-            return per[V]
+            if key not in per:
+                per[key] = TokenIndex(self.dfa, vocab_of(tokenizer, V, key[1]))
+            return per[key]
 
 
 @functools.lru_cache(maxsize=64)

@@ -59,9 +59,27 @@ def _least_states(node, memo):
     return got
 
 
+# Special tokens in a grammar (a forced tool call after an optional <think>...</think>): "code points" past
+# Unicode, MARKER_BASE + k, stand for the k-th special token a TokenIndex is given, written as the bytes
+# MARKER_BYTE, k. No UTF-8 text holds the byte 0xFF, so only that special token can walk there (index.py
+# leaves text tokens holding 0xFF out of a vocabulary with markers).
+MARKER_BASE = 0x110000
+MARKER_BYTE = 0xFF
+MAX_MARKERS = 16
+
+
+def marker(k):
+    """The tree node of the k-th special token of a TokenIndex (index.token_pieces ``markers``)."""
+    if not 0 <= k < MAX_MARKERS:
+        raise ZeroLLMError(f"a grammar takes at most {MAX_MARKERS} special tokens")
+    return Chars(((MARKER_BASE + k, MARKER_BASE + k),))
+
+
 def utf8_sequences(lo, hi):
     """[lo, hi] code points (surrogates left out) -> a list of byte-range sequences [((b0, b1), ...)] whose
-    byte strings are exactly the UTF-8 encodings of those code points."""
+    byte strings are exactly the UTF-8 encodings of those code points (a marker: its two bytes)."""
+    if lo >= MARKER_BASE:
+        return [((MARKER_BYTE, MARKER_BYTE), (lo - MARKER_BASE, lo - MARKER_BASE))]
     if lo == hi and not 0xD800 <= lo <= 0xDFFF:                  # one character: its own bytes
         return [tuple((b, b) for b in _encode(lo))]
     out = []

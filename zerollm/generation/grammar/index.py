@@ -28,24 +28,32 @@ from dataclasses import dataclass
 import numpy as np
 
 from zerollm.io.errors import ZeroLLMError
-from zerollm.generation.grammar.automaton import DEAD
+from zerollm.generation.grammar.automaton import DEAD, MARKER_BYTE
 
 
 # ----------------------------------------------------------------------------
 # the vocabulary as bytes
 
-def token_pieces(tokenizer, vocab_size=None):
+def token_pieces(tokenizer, vocab_size=None, markers=()):
     """[bytes | None] per id: the bytes of each text token; None for special tokens, a character
-    tokenizer's unknown-character id, ids the tokenizer does not use, and ids beyond it (up to vocab_size)."""
+    tokenizer's unknown-character id, ids the tokenizer does not use, and ids beyond it (up to vocab_size).
+    ``markers``: special token ids a grammar may name (automaton.marker(k) is markers[k]): theirs are the
+    bytes MARKER_BYTE, k, and text tokens holding MARKER_BYTE (never in UTF-8 text) are left out."""
     V = tokenizer.vocab_size if vocab_size is None else vocab_size
     specials = set(tokenizer.special_tokens.values())
     unk = getattr(tokenizer, "unk_id", None)
+    named = {t: bytes([MARKER_BYTE, k]) for k, t in enumerate(markers)}
     pieces = []
     for i in range(V):
+        if i in named:
+            pieces.append(named[i])
+            continue
         if i >= tokenizer.vocab_size or i in specials or i == unk:
             pieces.append(None)
             continue
         piece = _piece(tokenizer, i)
+        if markers and piece and MARKER_BYTE in piece:
+            piece = None
         pieces.append(piece or None)    # an empty token would allow itself forever: never text
     return pieces
 
@@ -68,12 +76,14 @@ class Vocab:
     off the automaton takes all the tokens below it along: in a state that expects '"' only the tokens
     beginning with '"' are walked further. ids (N,): the text tokens; ``ends``: each one's node (flat)."""
 
-    def __init__(self, pieces):
+    def __init__(self, pieces, markers=False):
         self.size = len(pieces)
         text = [(p, i) for i, p in enumerate(pieces) if p]
         self.ids = np.array([i for _, i in text], np.int64)                              # (N,)
         self._piece = {i: p for p, i in text}
-        self.byte_complete = len({p[0] for p, _ in text if len(p) == 1}) == 256
+        # with markers the byte MARKER_BYTE is no text token: no text path of a grammar needs it
+        singles = {p[0] for p, _ in text if len(p) == 1} | ({MARKER_BYTE} if markers else set())
+        self.byte_complete = len(singles) == 256
         L = max((len(p) for p, _ in text), default=0)
         prefixes = [sorted({p[:j + 1] for p, _ in text if len(p) > j}) for j in range(L)]
         index = [{q: k for k, q in enumerate(level)} for level in prefixes]
@@ -124,14 +134,16 @@ _VOCABS = weakref.WeakKeyDictionary()
 _LOCK = threading.Lock()
 
 
-def vocab_of(tokenizer, vocab_size=None):
-    """The Vocab of ``tokenizer`` padded to ``vocab_size`` ids, built once per tokenizer."""
+def vocab_of(tokenizer, vocab_size=None, markers=()):
+    """The Vocab of ``tokenizer`` padded to ``vocab_size`` ids (with the special tokens ``markers`` a
+    grammar may name), built once per tokenizer."""
     V = tokenizer.vocab_size if vocab_size is None else vocab_size
+    key = (V, tuple(markers))
     with _LOCK:
         per = _VOCABS.setdefault(tokenizer, {})
-        if V not in per:
-            per[V] = Vocab(token_pieces(tokenizer, V))
-        return per[V]
+        if key not in per:
+            per[key] = Vocab(token_pieces(tokenizer, V, key[1]), markers=bool(key[1]))
+        return per[key]
 
 
 # ----------------------------------------------------------------------------

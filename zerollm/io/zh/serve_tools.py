@@ -16,4 +16,7 @@ ZH = {
     "or fine-tune it on tool calls first (zerollm tasks make calc --tools, then zerollm sft)":
         "--tools：这个模型没有用工具训练过（它的分词器里没有 <tool_call> 词元）；请去掉 --tools，"
         "或者先用工具调用的数据微调它（先 zerollm tasks make calc --tools，再 zerollm sft）",
+    # zerollm/generation/grammar/automaton.py: special tokens in a forced call's grammar
+    "a grammar takes at most {0} special tokens":
+        "一个语法最多只能用 {0} 个特殊词元",
 }

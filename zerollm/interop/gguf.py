@@ -185,7 +185,8 @@ def storage_kind(name, a, quant_kind, n_layer=1, tied=False):
     """What a tensor is stored as: 1-D tensors (norms, biases) and the router stay f32, as llama.cpp
     keeps them; a matrix whose rows are not whole blocks of 32 cannot be Q8_0/Q4_0 and stays f32.
     q4_K_M / q5_K_M are llama.cpp's mixes (_mixed_kind); a row that is not whole super-blocks of 256
-    falls back as llama.cpp's does (kquant.FALLBACK: Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0)."""
+    falls back as llama.cpp's does (kquant.FALLBACK: Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0; F16 for a
+    row that is not whole blocks of 32 either)."""
     if a.ndim == 1 or quant_kind == "f32" or ".ffn_gate_inp." in name:
         return "f32"
     kind = _mixed_kind(name, quant_kind, n_layer, tied) if quant_kind.endswith("_M") else quant_kind
@@ -193,6 +194,8 @@ def storage_kind(name, a, quant_kind, n_layer=1, tied=False):
         return "f32"
     if kind in kquant.K_KINDS and a.shape[-1] % kquant.QK:
         kind = kquant.FALLBACK[kind]
+        if a.shape[-1] % quant.BLOCK:              # not even blocks of 32: llama.cpp's last fallback
+            return "f16"
     if kind in quant.ALL_KINDS and a.shape[-1] % quant.BLOCK:
         return "f32"
     return kind

@@ -138,6 +138,47 @@ def fresh_clone(dest, repo=REPO):
         if source.is_file():
             (dest / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(source, dest / name)
+    seed_kernel_cache(dest, repo)
+
+
+def seed_kernel_cache(dest, repo):
+    """With NUMBA_CACHE_DIR set (tests/conftest.py), numba files a source's compiled kernels under a hash of
+    its folder's path, so the clone's own path would find none and every tour that runs the fast engine
+    would compile it anew (tens of seconds). The repository's entries, copied under the clone's paths,
+    are found; numba still checks each source's size and time (kept by copy2) and each function's code."""
+    if not os.environ.get("NUMBA_CACHE_DIR"):
+        return
+    from numba.core.caching import _CacheLocator       # the subfolder numba's own lookup computes
+    cache = Path(os.environ["NUMBA_CACHE_DIR"])
+    folders = {p.parent.relative_to(repo) for top in PROJECT_FOLDERS for p in (Path(repo) / top).glob("**/*.py")}
+    for folder in folders:
+        source, target = (cache / _CacheLocator.get_suitable_cache_subpath(str(root / folder / "x.py"))
+                          for root in (repo, dest))
+        if source.is_dir():
+            target.mkdir(parents=True, exist_ok=True)
+            # the kernels before the indexes that name them, as numba itself writes them (another test may be
+            # adding one now: an index whose kernel file is missing is only a miss)
+            for kernel in sorted(source.iterdir(), key=lambda f: f.suffix == ".nbi"):
+                shutil.copy2(kernel, target / kernel.name)
+
+
+def test_a_fresh_clone_finds_the_kernels_numba_compiled_for_the_repository(tmp_path, monkeypatch):
+    repo, dest = tmp_path / "repo", tmp_path / "clone"
+    (repo / "zerollm").mkdir(parents=True)
+    (repo / "zerollm" / "kern.py").write_text("import numba\n\n\n@numba.njit(cache=True)\ndef twice(x):\n"
+                                              "    return 2 * x\n")
+    subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
+    subprocess.run(["git", "add", "."], cwd=repo, check=True)
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path / "numba-cache"))
+    probe = "import kern; assert kern.twice(21) == 42; print(sum(kern.twice.stats.cache_hits.values()))"
+
+    def cache_hits(root):
+        return int(subprocess.run([sys.executable, "-c", probe], cwd=root / "zerollm", capture_output=True, text=True,
+                                  check=True).stdout)
+    assert cache_hits(repo) == 0                    # compiled here, and saved under the repository's path
+    dest.mkdir()
+    fresh_clone(dest, repo)
+    assert cache_hits(dest) == 1                    # the clone loads it instead of compiling it again
 
 
 def test_a_fresh_clone_leaves_out_what_a_tour_wrote_into_the_checkout(tmp_path):
@@ -240,6 +281,7 @@ def run_tour(tour, root, internet, branches=()):
             if k == i and docs_blocks.own_rest(other, tour, k):
                 fork = root / f"branch-{len(forks)}"
                 shutil.copytree(clone, fork / "clone", symlinks=True)
+                seed_kernel_cache(fork / "clone", clone)
                 shutil.copytree(home, fork / "home", symlinks=True)
                 forks.append((other, k, fork))
         if i < len(tour.commands):

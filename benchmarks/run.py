@@ -282,13 +282,15 @@ def meta(mode, threads, rounds, engines=("numpy",)):
 
 
 def run_bpe(mode, engines):
-    """BPE training and encoding, zerollm vs Hugging Face tokenizers (benchmarks/bpe_speed.py), in its own
-    process with one thread: its CPU pinning must not reach the other workers."""
+    """BPE training and encoding, zerollm vs Hugging Face tokenizers (benchmarks/bpe_speed.py, each run a fresh
+    process), with one thread: its CPU pinning must not reach the other workers."""
     out = Path(tempfile.mkdtemp()) / "bpe.json"
     cmd = [sys.executable, str(HERE / "bpe_speed.py"), "--json", str(out), "--rounds", str(bpe_speed.ROUNDS[mode]),
            "--engines", ",".join(engines), "--sizes", *map(str, bpe_speed.SIZES[mode])]
     if bpe_speed.SLICE[mode]:
         cmd += ["--chars", str(bpe_speed.SLICE[mode])]
+    if not bpe_speed.FIRST_CALL[mode]:
+        cmd.append("--no-first-call")
     proc = subprocess.run(cmd, env=worker_env(1), capture_output=True, text=True, cwd=ROOT, timeout=WORKER_TIMEOUT_S)
     print(proc.stdout, end="", flush=True)
     if proc.returncode != 0:

@@ -26,7 +26,8 @@ reference function it stands in for, and answers NotImplemented for what it was 
     optim.sum_of_squares                zerollm.training.optim.sum_of_squares               float64 sum
     optim.add_scaled                    zerollm.training.objective.add_scaled               bit-identical
     linear.linear_forward               zerollm.nn.linear.linear_forward           b added first (BLAS beta = 1)
-    quant.quantized_matmul              zerollm.nn.linear.quantized_matmul         sums reordered
+    quant.quantized_matmul              zerollm.nn.linear.quantized_matmul         x in 8-bit blocks (<= 2%; float32,
+                                                                               sums reordered, in train mode)
       (Q4_K / Q5_K / Q6_K: kquant.kquant_matmul, the same branch)
     qlora.quantized_matmul_t            zerollm.nn.linear.quantized_matmul_t       sums reordered (same slabs)
     bpe.learn_merges                    zerollm.tokenizers.bpe_train.learn_merges  the same merges

@@ -40,6 +40,8 @@ format) answers NotImplemented and the reference runs. Add a format by adding a 
 ``quantized_matmul`` that keeps its signature (x, w) -> y or NotImplemented.
 """
 
+import functools
+
 import numpy as np
 from llvmlite import ir
 from numba import prange, types
@@ -254,9 +256,13 @@ def _q4_0_matmul(x, scales, codes, y):
 _FLOAT = {"q8_0": _q8_0_matmul, "q4_0": _q4_0_matmul}
 
 
+@functools.lru_cache(maxsize=256)
 def _row_bounds(R, n_threads):
-    """n_threads + 1 row boundaries: thread t multiplies rows bounds[t] .. bounds[t + 1] - 1."""
-    return np.linspace(0, R, n_threads + 1).astype(np.int64)
+    """n_threads + 1 row boundaries: thread t multiplies rows bounds[t] .. bounds[t + 1] - 1. Cached: a decode
+    step asks for the same few a hundred times, and np.linspace costs about 10 us of Python a call."""
+    bounds = np.linspace(0, R, n_threads + 1).astype(np.int64)
+    bounds.flags.writeable = False
+    return bounds
 
 
 def _by_slabs(x, w):

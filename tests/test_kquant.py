@@ -264,17 +264,28 @@ def test_a_k_block_with_an_infinite_scale_is_refused_by_name(tmp_path, files):
 # the fast engine's kernels
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_fast_kernel_equals_the_numpy_reference(kind):
+@pytest.mark.parametrize("threads", [1, 2])
+def test_fast_kernels_equal_the_numpy_reference(kind, threads):
     """engine/fast/kquant.py multiplies by the blocks as stored; the reference dequantizes, then BLAS. Rows of
-    W from a random matrix (every scale, min and code in use), x of 1 and 3 rows, a subnormal scale too."""
+    W from a random matrix (every scale, min and code in use; one row of scale 1e-6), x of 1 and 3 rows, on 1
+    and 2 threads. Integer products (x in 8-bit blocks, llama.cpp's way) within the Q8_0 / Q4_0 kernels'
+    tolerance of the largest entry; float products (a model in train mode) to float32 rounding."""
     fast = pytest.importorskip("zerollm.engine.fast.quant")
+    from zerollm.engine.amp import exact_block_products
+    from zerollm.engine.threads import limit_threads
     from zerollm.nn.linear import quantized_matmul
     rng = np.random.default_rng(5)
-    w = kquant.KQuantMatrix.from_float(rng.standard_normal((37, 512)) * np.linspace(1e-6, 3, 37)[:, None], kind)
+    w = kquant.KQuantMatrix.from_float(rng.standard_normal((131, 512)) * np.linspace(1e-6, 3, 131)[:, None], kind)
     for N in (1, 3):
         x = rng.standard_normal((N, 512)).astype(np.float32)
-        got, want = fast.quantized_matmul(x, w), quantized_matmul.reference(x, w)
-        assert got is not NotImplemented and got.shape == (N, 37)
+        want = quantized_matmul.reference(x, w)
+        with limit_threads(threads):
+            got = fast.quantized_matmul(x, w)
+        assert got is not NotImplemented and got.shape == (N, 131)
+        assert np.abs(got - want).max() <= fast.INT8_TOLERANCE * np.abs(want).max()
+        assert np.abs(got - want).max() > 1e-5 * np.abs(want).max()             # x was rounded: not the float path
+        with exact_block_products():
+            got = fast.quantized_matmul(x, w)
         assert np.allclose(got, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
 
 
@@ -306,3 +317,26 @@ def test_quantize_explain_q4_k_needs_whole_super_blocks(capsys):
     code, _, err = run_main(["quantize", "--explain", "--kind", "q4_K", "--cols", "96"], capsys)
     assert code != 0 and err.strip().endswith("--cols must be a multiple of 256 (whole blocks), got 96")
     assert len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("layout", ["gpt2", "llama"])
+def test_fast_engine_runs_a_q4_k_m_file_in_its_blocks(tmp_path, files, layout):
+    """--engine fast keeps the file's k-quant matrices as blocks (KQuantMatrix) and its logits agree with the
+    NumPy engine's dequantized copy within the integer kernels' tolerance, the same argmax where clear."""
+    pytest.importorskip("zerollm.engine.fast.quant")
+    from zerollm.engine.fast.quant import INT8_TOLERANCE
+    path = tmp_path / "m.gguf"
+    export_gguf(files[layout][0], path, tokenizer=ByteTokenizer(["<|endoftext|>"]), quant_kind="q4_K_M")
+    blocks, _, info = load_gguf(path, quantized=True)
+    dense, _, _ = load_gguf(path, quantized=False)
+    kept = [v for v in blocks.params.values() if isinstance(v, kquant.KQuantMatrix)]
+    assert info["quantized"] == len(kept) and {m.kind for m in kept} >= {"q4_K"}
+    prompt = np.array([[72, 101, 108, 108, 111, 32, 119, 111]])
+    with use_engine("fast"):
+        got = blocks.forward(prompt)[0][0]
+    with use_engine("numpy"):
+        want = dense.forward(prompt)[0][0]
+    assert np.abs(got - want).max() <= INT8_TOLERANCE * np.abs(want).max()
+    top2 = np.sort(want, axis=1)[:, -2:]
+    clear = top2[:, 1] - top2[:, 0] > 2 * INT8_TOLERANCE * np.abs(want).max()
+    assert np.array_equal(got.argmax(axis=1)[clear], want.argmax(axis=1)[clear])

@@ -8,15 +8,32 @@ exists. The sub-block's scale and min are taken out of the inner sum:
     Q4_K / Q5_K   sum_l (d sc q_l - dmin m) x_l  =  d sc * sum_l q_l x_l  -  dmin m * sum_l x_l
     Q6_K          sum_l d sc (q_l - 32) x_l      =  d sc * sum_l (q_l - 32) x_l
 
-so the inner loop is one integer-to-float multiply-add per weight. The float32 sums run in another order
-than the NumPy reference (dequantize, then BLAS): results agree to float32 rounding, not to the bit.
+Two ways, as engine/fast/quant.py does for Q8_0 / Q4_0:
+
+**Integer products** (inference, the default; llama.cpp's vec_dot_q4_K_q8_K and its siblings). Each row of
+x is first rounded to 8-bit blocks of 256 (Q8_K: a float32 scale e = max|x| / 127, codes p in -127..127,
+and the sum of the codes of every 16), once per call; then a sub-block's inner sum is an int32 sum of
+code times code, and the min's term needs only the codes' sums:
+
+    Q4_K / Q5_K   y += e * (d * sum_j sc_j sum_l q_l p_l  -  dmin * sum_j m_j sum_l p_l)
+    Q6_K          y += e * d * sum_j sc_j (sum_l q_l p_l - 32 sum_l p_l)
+
+Rounding x to 8 bits moves y by about 0.5% of its largest entry, as in llama.cpp (the tolerance is
+engine/fast/quant.py's INT8_TOLERANCE). Rows of W are split between threads like the Q8_0 / Q4_0 kernels'.
+
+**Float products** (a model in train mode: zerollm.engine.amp.exact_block_products): the sub-block decoded
+in registers is multiplied by the float row of x, which then differs from the NumPy reference (dequantize,
+then BLAS) only in the order of the float32 sums.
 
 Shapes: x (N, K), W (R, K) as blocks (R, nb, bytes), y (N, R); nb = K / 256.
 """
 
 import numpy as np
+from numba import prange
 
-from zerollm.engine.fast.jit import float32_arrays, inline, kernel
+from zerollm.engine.amp import block_products_exact
+from zerollm.engine.fast.blas import kernel_threads, run_threaded
+from zerollm.engine.fast.jit import float32_arrays, inline, kernel, parallel_kernel
 
 QK = 256
 
@@ -100,6 +117,112 @@ def _q6_k_matmul(x, blocks, y):
             y[n, r] = s
 
 
+# ----------------------------------------------------------------------------
+# integer products: x in Q8_K blocks
+
+@kernel
+def _quantize_rows(x, xq, e, sums):
+    """x (N, K) -> xq (N, K) int16 codes in -127..127, e (N, nb) = max|x| / 127 of each 256, and sums
+    (N, K / 16) int32: the codes of each 16 added (the min's and Q6_K's offset's term)."""
+    N, K = x.shape
+    for n in range(N):
+        for b in range(K // QK):
+            m = np.float32(0.0)
+            for j in range(QK):
+                m = max(m, abs(x[n, b * QK + j]))
+            d = m / np.float32(127.0)
+            inv = np.float32(1.0) / d if d > 0 else np.float32(0.0)
+            e[n, b] = d
+            for g in range(QK // 16):
+                total = np.int32(0)
+                for l in range(16):
+                    v = x[n, b * QK + 16 * g + l] * inv
+                    q = np.int32(v + np.float32(0.5) if v >= 0 else v - np.float32(0.5))
+                    xq[n, b * QK + 16 * g + l] = np.int16(q)
+                    total += q
+                sums[n, b * (QK // 16) + g] = total
+
+
+@inline
+def _q45_row(blk_row, xq, e, sums, fifth):
+    """One row of W (nb, bytes) against one row of x in Q8_K: sum over its super-blocks."""
+    codes = 48 if fifth else 16
+    s = np.float32(0.0)
+    for b in range(blk_row.shape[0]):
+        blk = blk_row[b]
+        scaled, shifted = np.int32(0), np.int32(0)
+        for j in range(8):
+            sc = (blk[4 + j] & 63) if j < 4 else ((blk[8 + j] & 15) | ((blk[j] >> 6) << 4))
+            m = (blk[8 + j] & 63) if j < 4 else ((blk[8 + j] >> 4) | ((blk[4 + j] >> 6) << 4))
+            at, shift, start = codes + 32 * (j >> 1), 4 * (j & 1), b * QK + 32 * j
+            dot = np.int32(0)
+            for l in range(32):
+                q = (np.int32(blk[at + l]) >> shift) & 15
+                if fifth:
+                    q |= ((np.int32(blk[16 + l]) >> j) & 1) << 4
+                dot += q * np.int32(xq[start + l])
+            scaled += np.int32(sc) * dot
+            shifted += np.int32(m) * (sums[b * 16 + 2 * j] + sums[b * 16 + 2 * j + 1])
+        d, dmin = _f16(blk[0], blk[1]), _f16(blk[2], blk[3])
+        s += e[b] * (d * np.float32(scaled) - dmin * np.float32(shifted))
+    return s
+
+
+@inline
+def _q6_row(blk_row, xq, e, sums):
+    s = np.float32(0.0)
+    for b in range(blk_row.shape[0]):
+        blk = blk_row[b]
+        total = np.int32(0)
+        for half in range(2):
+            for quarter in range(4):
+                low_at, low_shift, high_shift = 64 * half + 32 * (quarter & 1), 4 * (quarter >> 1), 2 * quarter
+                start = b * QK + 128 * half + 32 * quarter
+                for g in range(2):
+                    dot = np.int32(0)
+                    for l in range(16 * g, 16 * g + 16):
+                        q = ((np.int32(blk[low_at + l]) >> low_shift) & 15) | \
+                            (((np.int32(blk[128 + 32 * half + l]) >> high_shift) & 3) << 4)
+                        dot += q * np.int32(xq[start + l])
+                    sc = np.int32(np.int8(blk[192 + 8 * half + 2 * quarter + g]))
+                    total += sc * (dot - 32 * sums[(start + 16 * g) // 16])
+        s += e[b] * _f16(blk[208], blk[209]) * np.float32(total)
+    return s
+
+
+# two functions for each kind and way, not one dispatcher: numba's disk cache is keyed by the function
+def _q45_rows_serial(bounds, blocks, xq, e, sums, fifth, y):
+    for t in range(bounds.shape[0] - 1):
+        for r in range(bounds[t], bounds[t + 1]):
+            for n in range(xq.shape[0]):
+                y[n, r] = _q45_row(blocks[r], xq[n], e[n], sums[n], fifth)
+
+
+def _q45_rows_threaded(bounds, blocks, xq, e, sums, fifth, y):
+    for t in prange(bounds.shape[0] - 1):
+        for r in range(bounds[t], bounds[t + 1]):
+            for n in range(xq.shape[0]):
+                y[n, r] = _q45_row(blocks[r], xq[n], e[n], sums[n], fifth)
+
+
+def _q6_rows_serial(bounds, blocks, xq, e, sums, y):
+    for t in range(bounds.shape[0] - 1):
+        for r in range(bounds[t], bounds[t + 1]):
+            for n in range(xq.shape[0]):
+                y[n, r] = _q6_row(blocks[r], xq[n], e[n], sums[n])
+
+
+def _q6_rows_threaded(bounds, blocks, xq, e, sums, y):
+    for t in prange(bounds.shape[0] - 1):
+        for r in range(bounds[t], bounds[t + 1]):
+            for n in range(xq.shape[0]):
+                y[n, r] = _q6_row(blocks[r], xq[n], e[n], sums[n])
+
+
+_Q45 = (kernel(_q45_rows_serial), parallel_kernel(_q45_rows_threaded))
+_Q6 = (kernel(_q6_rows_serial), parallel_kernel(_q6_rows_threaded))
+
+
 def kquant_matmul(x, w):
     """x (N, K) float32, w a k-quant matrix (R, K) -> y (N, R) float32; NotImplemented (the reference runs)
     for any other matrix or input."""
@@ -107,9 +230,20 @@ def kquant_matmul(x, w):
     if kind not in ("q4_K", "q5_K", "q6_K") or not float32_arrays(x) or x.ndim != 2 or x.shape[1] != w.shape[1]:
         return NotImplemented
     blocks = np.ascontiguousarray(w.blocks)
-    y = np.empty((x.shape[0], w.shape[0]), np.float32)
+    (N, K), R = x.shape, w.shape[0]
+    y = np.empty((N, R), np.float32)
+    if block_products_exact():
+        if kind == "q6_K":
+            _q6_k_matmul(x, blocks, y)
+        else:
+            _q45_k_matmul(x, blocks, kind == "q5_K", y)
+        return y
+    xq, e, sums = np.empty((N, K), np.int16), np.empty((N, K // QK), np.float32), np.empty((N, K // 16), np.int32)
+    _quantize_rows(x, xq, e, sums)
+    n_threads = kernel_threads(R // 64)                  # at least 64 rows a thread
+    bounds = np.linspace(0, R, n_threads + 1).astype(np.int64)
     if kind == "q6_K":
-        _q6_k_matmul(x, blocks, y)
+        run_threaded(*_Q6, n_threads, bounds, blocks, xq, e, sums, y)
     else:
-        _q45_k_matmul(x, blocks, kind == "q5_K", y)
+        run_threaded(*_Q45, n_threads, bounds, blocks, xq, e, sums, kind == "q5_K", y)
     return y

@@ -340,3 +340,13 @@ def test_fast_engine_runs_a_q4_k_m_file_in_its_blocks(tmp_path, files, layout):
     top2 = np.sort(want, axis=1)[:, -2:]
     clear = top2[:, 1] - top2[:, 0] > 2 * INT8_TOLERANCE * np.abs(want).max()
     assert np.array_equal(got.argmax(axis=1)[clear], want.argmax(axis=1)[clear])
+
+
+def test_a_truncated_k_quant_file_is_one_line_from_the_cli(tmp_path, files, capsys):
+    """A q4_K file cut inside its last super-block: `zerollm sample --gguf` says so in one line, no traceback."""
+    path = tmp_path / "cut.gguf"
+    export_gguf(files["llama"][0], path, tokenizer=ByteTokenizer(["<|endoftext|>"]), quant_kind="q4_K")
+    path.write_bytes(path.read_bytes()[:-100])
+    code, _, err = run_main(["sample", "--gguf", str(path), "--prompt", "a", "--max-new-tokens", "2"], capsys)
+    assert code != 0 and "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert str(path) in err and ("truncated" in err or "damaged" in err)

@@ -161,10 +161,62 @@ def think_track(args, results):
     results["think_seconds"] = times
 
 
+def acrostic_track(args, results):
+    """藏头诗 with and without thinking: the tang preset (2 layers x 128 here) pre-trained on the shipped poems, then SFT on
+    the plain acrostic rows or on the same rows with the four heads listed inside <think> (tasks make
+    acrostic --think), the same steps; both measured on the same heldout head sets."""
+    out = os.path.join(args.out, "acrostic")
+    os.makedirs(out, exist_ok=True)
+    think_rows = make(out, "acrostic", "think.jsonl", args.acrostic_examples, "train", 2, "--think")
+    plain_rows = make(out, "acrostic", "plain.jsonl", args.acrostic_examples, "train", 2)
+    held = make(out, "acrostic", "held.jsonl", args.heldout, "heldout", 4)
+    base, sft_plain, sft_think = (os.path.join(out, n) for n in ("base", "sft-plain", "sft-think"))
+    sft = ["--max-iters", args.acrostic_sft_steps, "--batch-size", 16, "--lr", 2e-3, "--min-lr", 2e-4,
+           "--eval-interval", args.acrostic_sft_steps]
+    times = {"base": train_once(base, "train", "--preset", "tang", "--n-layer", args.acrostic_layers, "--n-embd",
+                                args.acrostic_embd, "--block-size", 96, "--max-iters",
+                                args.acrostic_base_steps, "--eval-interval", args.acrostic_base_steps,
+                                "--eval-iters", 4, "--sample-tokens", 0),
+             "sft-plain": train_once(sft_plain, "sft", "--init", base, "--data", plain_rows, *sft),
+             "sft-think": train_once(sft_think, "sft", "--init", base, "--data", think_rows, *sft)}
+    results["acrostic"] = {
+        "base (plain prompt)": evaluate("acrostic", base, held, args, "plain"),
+        "SFT without thinking": evaluate("acrostic", sft_plain, held, args),
+        "SFT with thinking": evaluate("acrostic", sft_think, held, args),
+    }
+    results["acrostic_seconds"] = times
+
+
+def curve_rows(run, per_step, window, every=1):
+    """A GRPO/PPO run's rollouts in windows of ``window`` steps: (first step, last step, successes, answers,
+    95% Wilson interval, mean tokens the model wrote, mean tool calls, share of valid calls), from log.jsonl;
+    ``per_step``: the answers of one rollout batch (prompts per step x group size); ``every``: the optimizer
+    steps of one rollout batch (PPO: epochs x minibatches, each logging the same batch's measures)."""
+    from zerollm.align.tasks.evaluate import wilson
+    rows = [r for r in grpo_curve(run) if "success" in r][::every]
+    out = []
+    for k in range(0, len(rows), window):
+        part = rows[k:k + window]
+        wins = round(sum(r["success"] for r in part) * per_step)
+        n = len(part) * per_step
+        mean = lambda key: sum(r.get(key, 0.0) for r in part) / len(part)
+        out.append((part[0]["step"], part[-1]["step"], wins, n, wilson(wins, n), mean("response_tokens"),
+                    mean("tool_calls"), mean("tool_call_valid")))
+    return out
+
+
+def print_curve(run, per_step, window, every=1):
+    print("| steps | rollout success (95% CI) | tokens written | tool calls | valid calls |")
+    print("|---|---|---|---|---|")
+    for first, last, wins, n, (low, high), tokens, calls, valid in curve_rows(run, per_step, window, every):
+        print(f"| {first}–{last} | {wins}/{n} = {wins / n:.1%} ({low:.1%}–{high:.1%}) | {tokens:.1f} | {calls:.2f} | "
+              f"{valid:.0%} |")
+
+
 def table(results):
     lines = ["| track | model | success (95% CI) | tool calls / answer | valid calls | think tokens |",
              "|---|---|---|---|---|---|"]
-    for track in ("calc", "think"):
+    for track in ("calc", "think", "acrostic"):
         for name, r in results.get(track, {}).items():
             low, high = r["ci95"]
             cells = [f"{r['successes']}/{r['n']} = {r['success_rate']:.1%} ({low:.1%}–{high:.1%})",
@@ -212,7 +264,7 @@ def plot(results, path):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--out", required=True)
+    p.add_argument("--out", default=None)
     p.add_argument("--plot", default=None, help="write the figure there (PNG)")
     p.add_argument("--tracks", default="calc,think")
     p.add_argument("--n-layer", type=int, default=2)
@@ -228,14 +280,30 @@ def main():
     p.add_argument("--grpo-steps", type=int, default=60)
     p.add_argument("--grpo-lr", type=float, default=2e-5)
     p.add_argument("--heldout", type=int, default=200)
+    p.add_argument("--acrostic-examples", type=int, default=3000)
+    p.add_argument("--acrostic-base-steps", type=int, default=300)
+    p.add_argument("--acrostic-sft-steps", type=int, default=400)
+    p.add_argument("--acrostic-layers", type=int, default=2)
+    p.add_argument("--acrostic-embd", type=int, default=128)
+    p.add_argument("--curve", default=None, metavar="RUN", help="only print RUN's rollout curve (a GRPO/PPO run)")
+    p.add_argument("--per-step", type=int, default=32, help="--curve: answers per rollout batch")
+    p.add_argument("--window", type=int, default=10, help="--curve: rollout batches per row")
+    p.add_argument("--every", type=int, default=1, help="--curve: optimizer steps per rollout batch (PPO: "
+                                                         "epochs x minibatches)")
     args = p.parse_args()
+    if args.curve:
+        print_curve(args.curve, args.per_step, args.window, args.every)
+        return
+    if not args.out:
+        p.error("--out is required (or --curve RUN)")
     if docsmode.active():                       # the docs test: every step, at the tiniest size
         args.base_lines, args.sft_examples, args.heldout, args.bpe_vocab = 3000, 64, 16, 300
+        args.acrostic_examples = 64
     os.makedirs(args.out, exist_ok=True)
     path = os.path.join(args.out, "results.json")
     for track in [t for t in args.tracks.split(",") if t]:     # --tracks calc and --tracks think may run at once
         mine = {}
-        {"calc": calc_track, "think": think_track}[track](args, mine)
+        {"calc": calc_track, "think": think_track, "acrostic": acrostic_track}[track](args, mine)
         results = json.load(open(path, encoding="utf-8")) if os.path.exists(path) else {}
         results.update(mine)
         with open(path, "w", encoding="utf-8") as f:

@@ -200,10 +200,11 @@ def test_zerollm_runs_llama_cpp_files_as_llama_cpp_does(tmp_path, files, layout,
     assert_agree(want, np.array(llm.scores[:len(prompt)]))
 
 
-@pytest.mark.parametrize("layout,kind", [(layout, kind) for layout in ("gpt2", "llama")
-                                         for kind in ("q4_K", "q5_K", "q6_K", "q4_K_M")] + [("llama-128", "q5_K_M")])
+@pytest.mark.parametrize("layout,kind", [("gpt2", "q4_K"), ("gpt2", "q6_K"), ("gpt2", "q4_K_M"), ("llama", "q5_K"),
+                                         ("llama", "q4_K_M"), ("llama-128", "q5_K_M")])
 def test_llama_cpp_runs_zerollm_k_files_with_the_same_greedy_tokens(tmp_path, files, layout, kind):
-    """A zerollm k-quant file in llama.cpp: its logits along zerollm's greedy continuation agree (assert_agree),
+    """A zerollm k-quant file in llama.cpp (every type, both layouts, and the fallbacks of a narrow model): its
+    logits along zerollm's 8-token greedy continuation agree (assert_agree),
     and llama.cpp's own greedy continuation, through its KV cache, is zerollm's up to the first step where
     zerollm's top two are too close to call."""
     m = files[layout][0]
@@ -212,7 +213,7 @@ def test_llama_cpp_runs_zerollm_k_files_with_the_same_greedy_tokens(tmp_path, fi
     back, _, _ = load_gguf(path, quantized=False)
     ours = [72, 101, 108, 108, 111]
     with use_engine("numpy"):
-        for _ in range(12):
+        for _ in range(8):
             ours.append(int(np.argmax(back.forward(np.array([ours]))[0][0, -1])))
         want = back.forward(np.array([ours]))[0][0]
     llm = llama(path)
@@ -221,11 +222,11 @@ def test_llama_cpp_runs_zerollm_k_files_with_the_same_greedy_tokens(tmp_path, fi
     llm.reset()
     theirs = ours[:5]
     llm.eval(theirs)
-    for _ in range(12):
+    for _ in range(8):
         theirs.append(int(np.argmax(llm.scores[llm.n_tokens - 1])))
         llm.eval(theirs[-1:])
-    sure = int(np.argmin(clear[4:-1])) if not clear[4:-1].all() else 12      # steps before the first near tie
-    assert theirs[:5 + sure] == ours[:5 + sure] and len(set(ours[5:])) > 3
+    sure = int(np.argmin(clear[4:-1])) if not clear[4:-1].all() else 8       # steps before the first near tie
+    assert theirs[:5 + sure] == ours[:5 + sure] and len(set(ours[5:])) > 2
 
 
 # ----------------------------------------------------------------------------

@@ -6,8 +6,8 @@ SIDE is tokenizers, numpy or fast (zerollm's engine); CORPUS a text file; REGEX 
 as text, so the tokenizers side imports nothing of zerollm's before it has trained); SPAWNED_AT the
 parent's time.time() just before it started this process. Prints one JSON line: the time from the spawn
 to a trained tokenizer (the interpreter's start, the imports, numba's compilation or cache load, reading
-the text, the split and the training: what a user waits for), the parts, then the encoding of the whole
-text, timed apart, and the learned merges.
+the text, the split and the training: what a user waits for), the parts, the CPU time spent until then,
+then the encoding of the whole text, timed apart, and the learned merges.
 """
 
 import time
@@ -68,11 +68,14 @@ def main(argv):
         tok, imported = train_zerollm(Path(corpus).read_text(encoding="utf-8"), int(vocab), regex, side)
     trained = time.perf_counter()
     user_s = time.time() - float(spawned)
+    # the CPU time of every thread of this process since it started: unlike the times above, it hardly
+    # grows when other programs share the CPU
+    cpu_s = time.process_time()
     text = Path(corpus).read_text(encoding="utf-8")
     ids = tok.encode(text).ids if side == "tokenizers" else tok.encode(text)
     encoded = time.perf_counter()
     vocab_size = tok.get_vocab_size() if side == "tokenizers" else tok.vocab_size
-    print(json.dumps({"user_s": user_s, "start_s": user_s - (trained - STARTED), "import_s": imported - began,
+    print(json.dumps({"user_s": user_s, "cpu_s": cpu_s, "start_s": user_s - (trained - STARTED), "import_s": imported - began,
                       "train_s": trained - imported, "encode_s": encoded - trained, "tokens": len(ids),
                       "vocab_size": vocab_size, "merges": merges_of(side, tok)}))
 

@@ -269,7 +269,7 @@ def test_a_k_block_with_an_infinite_scale_is_refused_by_name(tmp_path, files):
 def test_fast_kernels_equal_the_numpy_reference(kind, threads):
     """engine/fast/kquant.py multiplies by the blocks as stored; the reference dequantizes, then BLAS. Rows of
     W from a random matrix (every scale, min and code in use; one row of scale 1e-6), x of 1 and 3 rows, on 1
-    and 2 threads. Integer products (x in 8-bit blocks, llama.cpp's way) within the Q8_0 / Q4_0 kernels'
+    and 2 threads, and of 40 rows (a prefill: W dequantized in slabs of 256 rows for BLAS). Integer products (x in 8-bit blocks, llama.cpp's way) within the Q8_0 / Q4_0 kernels'
     tolerance of the largest entry; float products (a model in train mode) to float32 rounding."""
     fast = pytest.importorskip("zerollm.engine.fast.quant")
     from zerollm.engine.amp import exact_block_products
@@ -288,6 +288,9 @@ def test_fast_kernels_equal_the_numpy_reference(kind, threads):
         with exact_block_products():
             got = fast.quantized_matmul(x, w)
         assert np.allclose(got, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
+    x = rng.standard_normal((40, 512)).astype(np.float32)                       # a prefill: slabs and BLAS
+    got, want = fast.quantized_matmul(x, w), quantized_matmul.reference(x, w)
+    assert np.allclose(got, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
 
 
 # ----------------------------------------------------------------------------

@@ -21,6 +21,10 @@ code times code, and the min's term needs only the codes' sums:
 Rounding x to 8 bits moves y by about 0.5% of its largest entry, as in llama.cpp (the tolerance is
 engine/fast/quant.py's INT8_TOLERANCE). Rows of W are split between threads like the Q8_0 / Q4_0 kernels'.
 
+**Many rows of x** (SLAB_FROM or more, a prompt's prefill): W is dequantized ROWS rows at a time by the
+matrix itself (its ``m[rows]``) and BLAS multiplies each slab, as engine/fast/quant.py does for Q8_0 / Q4_0:
+a GEMM reuses each weight for every row of x. The float matrix never exists whole.
+
 **Float products** (a model in train mode: zerollm.engine.amp.exact_block_products): the sub-block decoded
 in registers is multiplied by the float row of x, which then differs from the NumPy reference (dequantize,
 then BLAS) only in the order of the float32 sums.
@@ -36,6 +40,8 @@ from zerollm.engine.fast.blas import kernel_threads, run_threaded
 from zerollm.engine.fast.jit import float32_arrays, inline, kernel, parallel_kernel
 
 QK = 256
+SLAB_FROM = 32            # rows of x from which W is dequantized in slabs for BLAS (engine/fast/quant.py's)
+ROWS = 256                # rows of W in one slab
 
 
 @inline
@@ -232,6 +238,11 @@ def kquant_matmul(x, w):
     blocks = np.ascontiguousarray(w.blocks)
     (N, K), R = x.shape, w.shape[0]
     y = np.empty((N, R), np.float32)
+    if N >= SLAB_FROM and not block_products_exact():
+        for r0 in range(0, R, ROWS):
+            r1 = min(r0 + ROWS, R)
+            np.matmul(x, w[np.arange(r0, r1)].T, out=y[:, r0:r1])            # (N, K) @ (K, r1 - r0)
+        return y
     if block_products_exact():
         if kind == "q6_K":
             _q6_k_matmul(x, blocks, y)

@@ -150,7 +150,8 @@ def think_track(args, results):
     times["grpo-think"] = train_once(grpo, "grpo", "--init", sft_think, "--data", prompts, "--eval-data", held,
                                      "--reward", "addition", "--format-reward", 0.1, "--group-size", 8,
                                      "--prompts-per-step", 4, "--max-new-tokens", 64, "--max-iters", args.grpo_steps,
-                                     "--lr", args.grpo_lr, "--eval-interval", args.grpo_steps, "--eval-prompts", 32)
+                                     "--lr", args.grpo_lr, "--eval-interval", args.grpo_steps, "--eval-prompts", 32,
+                                     "--temperature", args.grpo_temperature)
     results["think"] = {
         "base (plain prompt)": evaluate("addition", base, held, args, "plain"),
         "SFT without thinking": evaluate("addition", sft_plain, held, args),
@@ -279,6 +280,7 @@ def main():
     p.add_argument("--sft-lr", type=float, default=4e-3)
     p.add_argument("--grpo-steps", type=int, default=60)
     p.add_argument("--grpo-lr", type=float, default=2e-5)
+    p.add_argument("--grpo-temperature", type=float, default=1.0, help="the think track's rollouts")
     p.add_argument("--heldout", type=int, default=200)
     p.add_argument("--acrostic-examples", type=int, default=3000)
     p.add_argument("--acrostic-base-steps", type=int, default=300)

@@ -150,48 +150,69 @@ def _quantize_rows(x, xq, e, sums):
 
 
 @inline
+def _sc_m(blk, j):
+    """Sub-block j's six-bit scale and min as int32 (the 12 bytes from blk[4])."""
+    if j < 4:
+        return np.int32(blk[4 + j] & 63), np.int32(blk[8 + j] & 63)
+    return (np.int32((blk[8 + j] & 15) | ((blk[j] >> 6) << 4)),
+            np.int32((blk[8 + j] >> 4) | ((blk[4 + j] >> 6) << 4)))
+
+
+@inline
 def _q45_row(blk_row, xq, e, sums, fifth):
-    """One row of W (nb, bytes) against one row of x in Q8_K: sum over its super-blocks."""
+    """One row of W (nb, bytes) against one row of x in Q8_K: sum over its super-blocks. By 64 numbers: byte l
+    of a group gives sub-block 2g's code l (low nibble) and 2g + 1's (high), two plain int32 dot products
+    that LLVM vectorises."""
     codes = 48 if fifth else 16
     s = np.float32(0.0)
     for b in range(blk_row.shape[0]):
         blk = blk_row[b]
         scaled, shifted = np.int32(0), np.int32(0)
-        for j in range(8):
-            sc = (blk[4 + j] & 63) if j < 4 else ((blk[8 + j] & 15) | ((blk[j] >> 6) << 4))
-            m = (blk[8 + j] & 63) if j < 4 else ((blk[8 + j] >> 4) | ((blk[4 + j] >> 6) << 4))
-            at, shift, start = codes + 32 * (j >> 1), 4 * (j & 1), b * QK + 32 * j
-            dot = np.int32(0)
-            for l in range(32):
-                q = (np.int32(blk[at + l]) >> shift) & 15
-                if fifth:
-                    q |= ((np.int32(blk[16 + l]) >> j) & 1) << 4
-                dot += q * np.int32(xq[start + l])
-            scaled += np.int32(sc) * dot
-            shifted += np.int32(m) * (sums[b * 16 + 2 * j] + sums[b * 16 + 2 * j + 1])
-        d, dmin = _f16(blk[0], blk[1]), _f16(blk[2], blk[3])
-        s += e[b] * (d * np.float32(scaled) - dmin * np.float32(shifted))
+        for g in range(4):
+            at, start = codes + 32 * g, b * QK + 64 * g
+            low, high = np.int32(0), np.int32(0)
+            if fifth:
+                for l in range(32):
+                    c, h = np.int32(blk[at + l]), np.int32(blk[16 + l]) >> (2 * g)
+                    low += ((c & 15) | ((h & 1) << 4)) * np.int32(xq[start + l])
+                    high += ((c >> 4) | ((h & 2) << 3)) * np.int32(xq[start + 32 + l])
+            else:
+                for l in range(32):
+                    c = np.int32(blk[at + l])
+                    low += (c & 15) * np.int32(xq[start + l])
+                    high += (c >> 4) * np.int32(xq[start + 32 + l])
+            sc0, m0 = _sc_m(blk, 2 * g)
+            sc1, m1 = _sc_m(blk, 2 * g + 1)
+            k = b * 16 + 4 * g                                   # this group's four sums of 16 codes
+            scaled += sc0 * low + sc1 * high
+            shifted += m0 * (sums[k] + sums[k + 1]) + m1 * (sums[k + 2] + sums[k + 3])
+        s += e[b] * (_f16(blk[0], blk[1]) * np.float32(scaled) - _f16(blk[2], blk[3]) * np.float32(shifted))
     return s
 
 
 @inline
 def _q6_row(blk_row, xq, e, sums):
+    """As _q45_row for Q6_K: by halves of 128 and 16 positions l, the four codes of l, l+32, l+64, l+96 from
+    ql[l], ql[l+32] and qh[l]; each 16 numbers have their own int8 scale."""
     s = np.float32(0.0)
     for b in range(blk_row.shape[0]):
         blk = blk_row[b]
         total = np.int32(0)
         for half in range(2):
-            for quarter in range(4):
-                low_at, low_shift, high_shift = 64 * half + 32 * (quarter & 1), 4 * (quarter >> 1), 2 * quarter
-                start = b * QK + 128 * half + 32 * quarter
-                for g in range(2):
-                    dot = np.int32(0)
-                    for l in range(16 * g, 16 * g + 16):
-                        q = ((np.int32(blk[low_at + l]) >> low_shift) & 15) | \
-                            (((np.int32(blk[128 + 32 * half + l]) >> high_shift) & 3) << 4)
-                        dot += q * np.int32(xq[start + l])
-                    sc = np.int32(np.int8(blk[192 + 8 * half + 2 * quarter + g]))
-                    total += sc * (dot - 32 * sums[(start + 16 * g) // 16])
+            ql, qh, start = 64 * half, 128 + 32 * half, b * QK + 128 * half
+            for g in range(2):
+                d0, d1, d2, d3 = np.int32(0), np.int32(0), np.int32(0), np.int32(0)
+                for l in range(16 * g, 16 * g + 16):
+                    a, c, h = np.int32(blk[ql + l]), np.int32(blk[ql + 32 + l]), np.int32(blk[qh + l])
+                    d0 += ((a & 15) | ((h & 3) << 4)) * np.int32(xq[start + l])
+                    d1 += ((c & 15) | (((h >> 2) & 3) << 4)) * np.int32(xq[start + 32 + l])
+                    d2 += ((a >> 4) | (((h >> 4) & 3) << 4)) * np.int32(xq[start + 64 + l])
+                    d3 += ((c >> 4) | (((h >> 6) & 3) << 4)) * np.int32(xq[start + 96 + l])
+                k, sc = (start + 16 * g) // 16, 192 + 8 * half + g           # sums of codes; scale of quarter 0
+                total += np.int32(np.int8(blk[sc])) * (d0 - 32 * sums[k])
+                total += np.int32(np.int8(blk[sc + 2])) * (d1 - 32 * sums[k + 2])
+                total += np.int32(np.int8(blk[sc + 4])) * (d2 - 32 * sums[k + 4])
+                total += np.int32(np.int8(blk[sc + 6])) * (d3 - 32 * sums[k + 6])
         s += e[b] * _f16(blk[208], blk[209]) * np.float32(total)
     return s
 

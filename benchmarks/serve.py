@@ -4,6 +4,7 @@ median, p99) and throughput, at 1, 4, 16, 64 streaming clients and with each eng
     python benchmarks/serve.py                          # the tang preset's shape, 32 new tokens a request
     python benchmarks/serve.py --shape gpt2 --clients 1 4 --new-tokens 16
     python benchmarks/serve.py --only features --system-tokens 1000 --long-prompt 2000
+    python benchmarks/serve.py --only budget --long-prompt 2000    # the step budget's sweep, in process
     python benchmarks/serve.py --request-rate 20        # Poisson arrivals, 20 requests/s on average
     python benchmarks/serve.py --json serve.json        # the numbers as JSON too
 
@@ -15,7 +16,7 @@ chunk; ITL: every gap between two content chunks of one request; TPOT: per reque
 chunk) / (tokens - 1).
 
 1. ``clients``: C concurrent streaming clients, --rounds requests each (temperature 0.8, seeded), beside the
-   same prompts one after another in one process as `zerollm sample` decodes them (zerollm.generation.decode,
+   same prompts one after another in this process, on the server's cores, as `zerollm sample` decodes them (zerollm.generation.decode,
    "sequential") and transformers' batched generate on the exported model at batch C.
 2. ``features`` (on the shape's weights with a context of 4096 and a byte tokenizer, so long prompts fit):
    - prefix cache: 32 requests sharing a --system-tokens system prompt, 8 at a time; TTFT with
@@ -32,6 +33,7 @@ the host (lscpu), the BLAS library and a GEMM's GFLOP/s, so numbers from two mac
 """
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -104,8 +106,9 @@ def _server_cores():
 # ----------------------------------------------------------------------------
 # the clients, in a process of their own
 
-async def one_request(client, base, body, record):
-    """Stream one request -> record (send time, content-chunk times, completion tokens, error)."""
+async def one_request(client, base, body, record, progress=None):
+    """Stream one request -> record (send time, content-chunk times, completion tokens, error); ``progress``:
+    a one-item list counting its content chunks as they come."""
     start, times, tokens = time.perf_counter(), [], 0
     try:
         async with client.stream("POST", base + body.pop("_path", "/v1/chat/completions"), json=body) as r:
@@ -119,6 +122,8 @@ async def one_request(client, base, body, record):
                     tokens = chunk["usage"]["completion_tokens"]
                 if any(ch.get("delta", {}).get("content") or ch.get("text") for ch in chunk["choices"]):
                     times.append(time.perf_counter())
+                    if progress is not None:
+                        progress[0] += 1
         record.append((start, times, tokens, None))
     except Exception as err:        # noqa: BLE001 - counted as an error of the load test
         record.append((start, times, tokens, repr(err)))
@@ -131,19 +136,25 @@ def _client_process(base, plan, out):
     if len(_cores()) > 1:
         os.sched_setaffinity(0, {_cores()[-1]})
     records = [[] for _ in plan["clients"]]
+    progress = [[0] for _ in plan["clients"]]
 
     async def client(http, k, delay):
-        await asyncio.sleep(delay)
+        if delay < 0:                  # -m: once every client starting at once has had m content chunks
+            while min(progress[j][0] for j, d in enumerate(starts) if d == 0) < -delay:
+                await asyncio.sleep(0.002)
+        else:
+            await asyncio.sleep(delay)
         for body in plan["clients"][k]:
-            await one_request(http, base, dict(body), records[k])
+            await one_request(http, base, dict(body), records[k], progress[k])
 
     async def everyone():
         n, rate = len(plan["clients"]), plan["rate"]
         gaps = np.random.default_rng(plan["seed"]).exponential(1 / rate, n) if rate != float("inf") else np.zeros(n)
-        starts = plan["delays"] if plan["delays"] is not None else np.cumsum(gaps) - gaps[0]
+        starts[:] = plan["delays"] if plan["delays"] is not None else np.cumsum(gaps) - gaps[0]
         limits = httpx.Limits(max_connections=n + 4)
         async with httpx.AsyncClient(timeout=600, trust_env=False, limits=limits) as http:
             await asyncio.gather(*(client(http, k, d) for k, d in enumerate(starts)))
+    starts = [0.0] * len(plan["clients"])
     t0 = time.perf_counter()
     asyncio.run(everyone())
     out.send({"wall": time.perf_counter() - t0, "records": records})
@@ -151,8 +162,8 @@ def _client_process(base, plan, out):
 
 def load(base, clients, rate=float("inf"), seed=0, delays=None):
     """Run ``clients`` (each a list of request bodies sent one after another; client k starts at delays[k]
-    seconds, else by the Poisson process of ``rate``) from a separate process -> its summary (tokens/s,
-    TTFT, TPOT, ITL) and the per-client records."""
+    seconds, or at -m: once every client starting at 0 has had m content chunks; else by the Poisson process
+    of ``rate``) from a separate process -> its summary (tokens/s, TTFT, TPOT, ITL) and the per-client records."""
     import multiprocessing
     ctx = multiprocessing.get_context("spawn")
     here, there = ctx.Pipe()
@@ -173,6 +184,7 @@ def summary(wall, records):
     for name, values in (("ttft", ttft), ("tpot", tpot), ("itl", itl)):
         for stat, f in (("mean", np.mean), ("median", np.median), ("p99", lambda v: np.percentile(v, 99))):
             out[f"{name}_{stat}_ms"] = float(f(values) * 1000) if values else None
+    out["itl_max_ms"] = float(max(itl) * 1000) if itl else None      # one stall is below p99 of long streams
     return out
 
 
@@ -190,16 +202,31 @@ def load_test(base, clients, rounds, new_tokens, rate):
 
 
 def sequential(model, tok, n, new_tokens):
-    """The prompts one after another in this process, as `zerollm sample` generates (tokens/s)."""
+    """The prompts one after another in this process, as `zerollm sample` generates (tokens/s), on the
+    server's cores: the same CPU the served answers get."""
     from zerollm.data import chat
     from zerollm.generation.decode import generate
     from zerollm.generation.sample import Sampling
-    t0, total = time.perf_counter(), 0
-    for i in range(n):
-        ids = chat.encode_prompt(tok, PROMPTS[i % len(PROMPTS)])
-        for _ in generate(model, np.array([ids]), new_tokens, Sampling(0.8), rng=np.random.default_rng(i)):
-            total += 1
-    return total / (time.perf_counter() - t0)
+    with _on_server_cores():
+        t0, total = time.perf_counter(), 0
+        for i in range(n):
+            ids = chat.encode_prompt(tok, PROMPTS[i % len(PROMPTS)])
+            for _ in generate(model, np.array([ids]), new_tokens, Sampling(0.8), rng=np.random.default_rng(i)):
+                total += 1
+        return total / (time.perf_counter() - t0)
+
+
+@contextlib.contextmanager
+def _on_server_cores():
+    """Run this process on the server's cores inside the block: a baseline gets the CPU the server gets."""
+    before = _cores()
+    if _server_cores():
+        os.sched_setaffinity(0, _server_cores())
+    try:
+        yield
+    finally:
+        if before:
+            os.sched_setaffinity(0, before)
 
 
 def logit_gap(model, tok, rows=16, new_tokens=24):
@@ -234,7 +261,7 @@ def logit_gap(model, tok, rows=16, new_tokens=24):
 
 
 def transformers_batched(folder, tok, batch, new_tokens, rounds):
-    """transformers' generate on the exported model, ``batch`` prompts at a time (tokens/s)."""
+    """transformers' generate on the exported model, ``batch`` prompts at a time (tokens/s), on the server's cores."""
     import torch
     from transformers import AutoModelForCausalLM
     from zerollm.data import chat
@@ -243,8 +270,9 @@ def transformers_batched(folder, tok, batch, new_tokens, rounds):
     width = max(map(len, prompts))
     ids = torch.tensor([[0] * (width - len(p)) + p for p in prompts])
     mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts])
-    t0 = time.perf_counter()
-    with torch.no_grad():
+    with torch.no_grad(), _on_server_cores():
+        hf.generate(ids[:1], attention_mask=mask[:1], max_new_tokens=2, pad_token_id=0)     # its first call's setup
+        t0 = time.perf_counter()
         for _ in range(rounds):
             hf.generate(ids, attention_mask=mask, do_sample=True, temperature=0.8, top_k=0, max_new_tokens=new_tokens,
                         min_new_tokens=new_tokens, pad_token_id=0)
@@ -299,17 +327,22 @@ def prefix_rows(folder, args):
 
 
 def chunk_rows(folder, args):
-    """8 streams decoding; a --long-prompt prompt arrives after 0.5 s: the 8 streams' ITL."""
+    """8 streams decoding; a --long-prompt prompt arrives once each has had --long-after tokens: the 8 streams'
+    ITL, with no long prompt, with it prefilled whole, and with it chunked (the server's default budget, or
+    each of --budgets)."""
     streams = [[completion(f"Stream {k}: " + text_of(40), args.stream_tokens, k)] for k in range(8)]
     long_one = [[completion(text_of(args.long_prompt), 4, 99)]]
+    chunked = ([("chunked (default budget)", ())] if args.budgets is None else
+               [(f"--max-num-batched-tokens {b}", ("--max-num-batched-tokens", str(b))) for b in args.budgets])
     rows = []
     for label, flags, plan in (("no long prompt", (), streams),
                                ("long prompt, --max-num-batched-tokens 0", ("--max-num-batched-tokens", "0"),
                                 streams + long_one),
-                               ("long prompt, chunked (default budget)", (), streams + long_one)):
+                               *((f"long prompt, {name}", f, streams + long_one) for name, f in chunked)):
         proc, base = start_server(folder, 16, args.threads, *flags)
         try:
-            _, records = load(base, plan, delays=[0.0] * 8 + [0.5] * (len(plan) - 8))
+            load(base, [[completion("warm", 4, 0)]])        # the server's first request pays its first calls' setup
+            _, records = load(base, plan, delays=[0.0] * 8 + [-args.long_after] * (len(plan) - 8))
         finally:
             stop_server(proc)
         row = {**summary(1.0, [r for rec in records[:8] for r in rec]), "tokens_per_s": None}   # the 8 streams' times
@@ -331,6 +364,47 @@ def lookup_rows(folder, args):
             stop_server(proc)
         rows.append({"case": f"{label}: greedy, a copied passage, 1 client", **row})
     return rows
+
+
+def budget_rows(args, budgets=(0, 32, 64, 128, 256)):
+    """In this process, no HTTP: 8 rows decoding when a --long-prompt prompt arrives, for each step budget
+    (Features.step_tokens, `--max-num-batched-tokens`; 0 = the prompt whole): the decode steps' median time
+    before it, the steps that prefill a chunk of it (median, and the largest: the step its row joins in), and
+    the time until its first token. How the server's default budget was chosen (docs/serving.md)."""
+    from zerollm.generation.batching import Features, Request, Scheduler
+    from zerollm.generation.sample import Sampling
+    from zerollm.model.gpt import GPT, GPTConfig
+    from zerollm.training.presets import PRESETS
+    p = PRESETS["tang"] if args.shape == "tang" else dict(n_layer=12, n_head=12, n_embd=768, bias=True)
+    cfg = GPTConfig(vocab_size=259, block_size=FEATURE_CONTEXT, n_layer=p["n_layer"], n_head=p["n_head"],
+                    n_embd=p["n_embd"], bias=p["bias"])
+    model, rows = GPT(cfg, seed=0), []
+    for budget in budgets:
+        s = Scheduler(model, max_batch=16, features=Features(prefix_cache=256 << 20, step_tokens=budget or None))
+        rng = np.random.default_rng(0)
+        for k in range(8):
+            s.submit(Request(rng.integers(0, 250, 50).tolist(), 200 + args.long_prompt, Sampling(0.8),
+                             np.random.default_rng(k), emit=_ignore))
+        decode = [_timed(s.step) for _ in range(30)][10:]
+        s.submit(Request(rng.integers(0, 250, args.long_prompt).tolist(), 1, Sampling(0.8), np.random.default_rng(99),
+                         emit=_ignore))
+        t0, chunked = time.perf_counter(), []
+        while s.prefills or s.waiting:
+            chunked.append(_timed(s.step))
+        rows.append({"budget": budget, "decode_ms": 1000 * float(np.median(decode)), "steps": len(chunked),
+                     "chunk_median_ms": 1000 * float(np.median(chunked)), "chunk_max_ms": 1000 * max(chunked),
+                     "prompt_s": time.perf_counter() - t0})
+    return rows
+
+
+def _ignore(event):
+    return None
+
+
+def _timed(fn):
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
 
 
 def _metric_ratio(base, top, bottom):
@@ -366,7 +440,8 @@ def host_rows(threads):
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--shape", choices=("tang", "gpt2"), default="tang")
-    p.add_argument("--only", choices=("clients", "features"), default=None, help="run one part (default both)")
+    p.add_argument("--only", choices=("clients", "features", "chunked", "budget"), default=None,
+                   help="run one part (default clients and features; budget: the step budget's sweep, in process)")
     p.add_argument("--clients", type=int, nargs="+", default=[1, 4, 16, 64])
     p.add_argument("--rounds", type=int, default=2, help="requests per client (default 2)")
     p.add_argument("--new-tokens", type=int, default=32)
@@ -375,12 +450,18 @@ def main(argv=None):
     p.add_argument("--system-tokens", type=int, default=1000, help="the shared system prompt (default 1000)")
     p.add_argument("--long-prompt", type=int, default=2000, help="the prompt arriving amid 8 streams (default 2000)")
     p.add_argument("--stream-tokens", type=int, default=64, help="new tokens of the features' streams (default 64)")
+    p.add_argument("--long-after", type=int, default=8,
+                   help="the long prompt arrives once each of the 8 streams has had this many tokens (default 8)")
+    p.add_argument("--budgets", type=int, nargs="+", default=None,
+                   help="--max-num-batched-tokens of the chunked cases (default: the server's default)")
     p.add_argument("--threads", type=int, default=1, help="BLAS threads of the server and the baselines")
     p.add_argument("--json", default=None, help="also write the results here")
     args = p.parse_args(argv)
-    os.environ.setdefault("OPENBLAS_NUM_THREADS", str(args.threads))
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", str(args.threads))     # for the server's process
     import torch
+    from threadpoolctl import threadpool_limits
     torch.set_num_threads(args.threads)
+    threadpool_limits(args.threads)    # NumPy's BLAS in this process was loaded before the variable was set
     host = host_rows(args.threads)
     print(f"host: {host['host']}; BLAS: {host['blas']}; GEMM 1024^2 float32: {host['gemm_gflops']:.1f} GFLOP/s; "
           f"load average {host['load'][0]:.1f}; {args.threads} BLAS thread(s); clients pinned to core "
@@ -389,15 +470,30 @@ def main(argv=None):
     with tempfile.TemporaryDirectory() as tmp:
         if args.only in (None, "clients"):
             result["rows"], result["logit_gap"] = clients_rows(Path(tmp) / args.shape, args)
+        if args.only == "chunked":
+            folder = Path(tmp) / f"{args.shape}-long"
+            build_long(args.shape, folder)
+            print("| case | tok/s | TTFT mean / median / p99 ms | TPOT median ms | ITL median / p99 / max ms | note |\n"
+                  "|---|---:|---:|---:|---:|---|", flush=True)
+            for row in chunk_rows(folder, args):
+                result["features"].append(row)
+                print(_feature_line(row), flush=True)
         if args.only in (None, "features"):
             folder = Path(tmp) / f"{args.shape}-long"
             build_long(args.shape, folder)
-            print("| case | tok/s | TTFT mean / median / p99 ms | TPOT median ms | ITL median / p99 ms | note |\n"
+            print("| case | tok/s | TTFT mean / median / p99 ms | TPOT median ms | ITL median / p99 / max ms | note |\n"
                   "|---|---:|---:|---:|---:|---|", flush=True)
             for rows in (prefix_rows, chunk_rows, lookup_rows):
                 for row in rows(folder, args):
                     result["features"].append(row)
                     print(_feature_line(row), flush=True)
+    if args.only == "budget":
+        print("| --max-num-batched-tokens | decode step median ms | steps with a chunk | their median / max ms | "
+              "long prompt's first token s |\n|---:|---:|---:|---:|---:|", flush=True)
+        for r in budget_rows(args):
+            result["features"].append(r)
+            print(f"| {r['budget'] or 'whole'} | {r['decode_ms']:.1f} | {r['steps']} | {r['chunk_median_ms']:.1f} / "
+                  f"{r['chunk_max_ms']:.1f} | {r['prompt_s']:.2f} |", flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
     return 0
@@ -414,6 +510,7 @@ def clients_rows(folder, args):
     rows = []
     proc, base = start_server(folder, max(args.clients), args.threads)
     try:
+        load_test(base, 1, 1, 4, float("inf"))          # the server's first request pays its first calls' setup
         for c in args.clients:
             row = load_test(base, c, args.rounds, args.new_tokens, args.request_rate)
             row["sequential_tokens_per_s"] = sequential(model, tok, min(c * args.rounds, 8), args.new_tokens)
@@ -440,7 +537,7 @@ def _feature_line(r):
             f"acceptance {r['acceptance']:.2f}" if r.get("acceptance") is not None else "")
     return (f"| {r['case']} | {_ms(r['tokens_per_s'])} | {_ms(r['ttft_mean_ms'])} / {_ms(r['ttft_median_ms'])} / "
             f"{_ms(r['ttft_p99_ms'])} | {_ms(r['tpot_median_ms'])} | {_ms(r['itl_median_ms'])} / {_ms(r['itl_p99_ms'])} "
-            f"| {note} |")
+            f"/ {_ms(r['itl_max_ms'])} | {note} |")
 
 
 if __name__ == "__main__":

@@ -185,6 +185,30 @@ def test_no_step_puts_more_than_step_tokens_through_the_model(speculate):
     assert [ev.id for ev in long_ if isinstance(ev, Token)] == alone[0]
 
 
+def test_prompts_arriving_at_an_idle_batch_join_in_one_step_whatever_the_budget():
+    """6 prompts of 12 tokens reach a scheduler with no row decoding, step_tokens=16: no stream waits, so
+    all 72 prompt tokens are prefilled in the first step (up to IDLE_TOKENS) and every request has its first
+    token after it; once rows decode, a 60-token prompt is cut to what the budget leaves (16 a step here)."""
+    from zerollm.generation.prefill import IDLE_TOKENS, PREFILL_FLOOR
+    model = _model()
+    sched = Scheduler(model, max_batch=8, features=Features(step_tokens=16))
+    got = [[] for _ in range(6)]
+    for k in range(6):
+        sched.submit(Request([k + 1] * 12, 30, Sampling(0), np.random.default_rng(k), emit=got[k].append))
+    seen = _counting_forwards(model)
+    sched.step()
+    assert all(len(g) == 1 for g in got) and 72 <= IDLE_TOKENS
+    late = []
+    sched.submit(Request(list(range(60)), 2, Sampling(0), np.random.default_rng(0), emit=late.append))
+    steps = 0
+    while not late:
+        seen[:] = []
+        sched.step()
+        steps += 1
+        assert sum(seen) <= PREFILL_FLOOR + 6                # the prompt's chunk, then the 6 rows' tokens
+    assert steps == -(-60 // PREFILL_FLOOR)
+
+
 # ----------------------------------------------------------------------------
 # speculation keeps the distribution
 
@@ -389,6 +413,7 @@ def _failing_after(model, calls):
     return lambda: vars(model).pop("forward_hidden")
 
 
+@pytest.mark.slow
 def test_a_stream_whose_model_fails_ends_with_an_error_event_not_stop():
     """The model fails at its third forward (after the prompt and a token): the raw stream has what was made
     so far, then OpenAI's error event and [DONE], and no chunk has a finish_reason ("stop" before); the openai client

@@ -3,10 +3,11 @@ the prefix cache's blocks where a prompt begins like an earlier one (the Schedul
 
 A step puts at most Features.step_tokens tokens through the model (vLLM's max_num_batched_tokens):
 every running row's next token (and its guesses) first, then what is left goes to prompts, oldest
-first, never less than PREFILL_FLOOR. So a 2,000-token prompt arriving amid 8 decoding streams costs
-each of their steps one chunk, not the whole prefill (Agrawal et al. 2024, "Sarathi-Serve"):
+first, never less than PREFILL_FLOOR; while no row decodes, up to IDLE_TOKENS of prompts. So a 2,000-token
+prompt arriving amid 8 decoding streams costs each of their steps one chunk, not the whole prefill
+(Agrawal et al. 2024, "Sarathi-Serve"):
 
-    step   │ 8 rows + 56 prompt tokens │ 8 rows + 56 │ ... │ 8 rows + 40, the prompt done │ 9 rows │
+    step   │ 8 rows + 55 prompt tokens │ 8 rows + 55 │ ... │ 8 rows + 20, the prompt done │ 9 rows │
            └──── step_tokens = 64 ─────┘
 
 Chunks of one prompt go through its own per-row KV cache (zerollm.model.kvcache), each chunk attending
@@ -27,6 +28,10 @@ from zerollm.model.kvcache import KVCache
 from zerollm.generation.request import done
 
 PREFILL_FLOOR = 16        # prompt tokens a step may prefill however many rows run: a waiting prompt advances
+# prompt tokens a step may prefill while no row decodes: a burst of short prompts joins in one step (rows
+# joining one by one would decode in small, dear batches), and a long prompt is still cut into pieces whose
+# attention scores stay small (one forward over 2,000 tokens is slower than its chunks: docs/serving.md)
+IDLE_TOKENS = 1024
 
 
 @dataclass(eq=False)
@@ -134,10 +139,13 @@ class Prefilling:
     def _prefill_room(self):
         """Prompt tokens this step may prefill: Features.step_tokens less the tokens every row that runs this
         step puts through the model (one each, and its guesses with speculation), counting the rows being
-        prefilled, which may join this very step; at least PREFILL_FLOOR. None: no limit."""
+        prefilled, which may join this very step; at least PREFILL_FLOOR. With no row decoding, no stream
+        waits on this step: then up to IDLE_TOKENS. None: no limit."""
         budget = self.features.step_tokens
         if budget is None:
             return None
+        if not self.shared.rows:
+            return max(budget, IDLE_TOKENS)
         s = self.features.speculation
         per_row = 1 + (s.tokens if s.method != "off" else 0)
         rows = len(self.shared.rows) + sum(len(pre.reqs) for pre in self.prefills)

@@ -32,7 +32,7 @@ llama_cpp = pytest.importorskip("llama_cpp", reason='llama.cpp\'s Python binding
 KINDS = ("q4_K", "q5_K", "q6_K")
 FALLBACKS = ("q5_0", "q5_1")             # llama.cpp's types for rows that are not whole super-blocks
 WIDE = dict(n_embd=256, n_head=4)
-LAYOUTS = {"gpt2": dict(GPT2, **WIDE), "llama": dict(LLAMA, **WIDE, n_kv_head=2, n_inner=512),
+LAYOUTS = {"gpt2": dict(GPT2, **WIDE, block_size=64), "llama": dict(LLAMA, **WIDE, n_kv_head=2, n_inner=512),
            # as wide as the README's presets: rows of 128 and 344 numbers, none whole super-blocks (344: not even 32s)
            "llama-128": dict(LLAMA, n_embd=128, n_head=4, n_kv_head=2, n_inner=344)}
 # what llama.cpp calls each file type, and the --quant that writes the same file with zerollm

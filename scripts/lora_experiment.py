@@ -158,14 +158,16 @@ def gpt2(args):
     for stage, data in (("sft", "sft.jsonl"), ("dpo", "prefs.jsonl"))[:args.gpt2_stages]:
         for name, flags in (("full", []), ("lora r=8", lora), ("qlora q8_0 r=8", [*lora, "--quantize-base", "q8_0"]),
                             ("qlora q4_0 r=8", [*lora, "--quantize-base", "q4_0"])):
+            if args.gpt2_runs and name.split()[0] not in args.gpt2_runs.split(","):
+                continue
             common = ["--init", base, "--data", os.path.join(out, data), "--batch-size", args.batch,
-                      "--max-iters", args.gpt2_steps, "--threads", 1, *flags]
+                      "--max-iters", args.gpt2_steps, "--threads", 1, "--engine", args.engine, *flags]
             text, _, _ = zerollm(stage, *common, "--dry-run", capture=True)
             estimate = re.search(r"total\s+([\d.]+ \w+)", text)
             run = os.path.join(out, f"{stage}-{re.sub(r'[^a-z0-9]+', '-', name)}")
             _, seconds, rss = zerollm(stage, *common, "--out", run, "--no-progress", "--eval-interval", 1000,
                                       "--checkpoint-interval", 1000)
-            rows.append(dict(stage=stage, run=name, estimate=estimate.group(1) if estimate else None,
+            rows.append(dict(stage=stage, run=name, engine=args.engine, estimate=estimate.group(1) if estimate else None,
                              peak_rss_mib=rss, step_ms=step_ms(run), seconds=seconds))
             print(json.dumps(rows[-1]), flush=True)
     return rows
@@ -188,6 +190,8 @@ def main(argv=None):
     p.add_argument("--batch", type=int, default=2)
     p.add_argument("--gpt2-steps", type=int, default=4)
     p.add_argument("--gpt2-stages", type=int, default=2, help="gpt2: 1 = SFT only, 2 = SFT and DPO")
+    p.add_argument("--gpt2-runs", default="", help="gpt2: only these runs, e.g. lora,qlora (default: full,lora,qlora)")
+    p.add_argument("--engine", default="numpy", choices=("numpy", "fast"), help="gpt2: the engine of every run")
     args = p.parse_args(argv)
     if args.n_layer is None:
         args.n_layer = 2 if args.part == "acrostic" else 12

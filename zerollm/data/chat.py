@@ -158,7 +158,8 @@ def resize_model(model, vocab_size, rng):
         if name in ("wte.weight", "lm_head.weight") and extra:
             mean, std = value.mean(axis=0), value.std(axis=0)                            # (C,), (C,)
             rows = mean + NEW_ROW_NOISE * std * rng.standard_normal((extra, value.shape[1]))   # (extra, C)
-            value = np.concatenate([value, rows.astype(value.dtype)], axis=0)           # (V', C)
+            bigger.params[name] = np.concatenate([value, rows.astype(value.dtype)], axis=0)   # (V', C), a new array:
+            continue                                                                    # kept, not copied again
         if not isinstance(value, np.ndarray):       # a QLoRA base's matrix in quantized blocks: frozen, shared
             bigger.params[name] = value
             continue

@@ -154,6 +154,7 @@ def gpt2(args):
     zerollm("tasks", "make", "acrostic", "--out", os.path.join(out, "sft.jsonl"), "--n", 64, "--split", "train")
     zerollm("tasks", "make", "prefs", "--out", os.path.join(out, "prefs.jsonl"), "--n", 64, "--split", "train")
     rows = []
+    os.environ["ZEROLLM_ENGINE"] = args.engine          # the stages' engine (they have no --engine flag)
     lora = ["--lora-r", "8", *ALL_LINEARS]
     for stage, data in (("sft", "sft.jsonl"), ("dpo", "prefs.jsonl"))[:args.gpt2_stages]:
         for name, flags in (("full", []), ("lora r=8", lora), ("qlora q8_0 r=8", [*lora, "--quantize-base", "q8_0"]),
@@ -161,7 +162,7 @@ def gpt2(args):
             if args.gpt2_runs and name.split()[0] not in args.gpt2_runs.split(","):
                 continue
             common = ["--init", base, "--data", os.path.join(out, data), "--batch-size", args.batch,
-                      "--max-iters", args.gpt2_steps, "--threads", 1, "--engine", args.engine, *flags]
+                      "--max-iters", args.gpt2_steps, "--threads", 1, *flags]
             text, _, _ = zerollm(stage, *common, "--dry-run", capture=True)
             estimate = re.search(r"total\s+([\d.]+ \w+)", text)
             run = os.path.join(out, f"{stage}-{re.sub(r'[^a-z0-9]+', '-', name)}")

@@ -447,3 +447,15 @@ def test_a_stream_whose_model_fails_ends_with_an_error_event_not_stop():
         assert sum(len(c.choices[0].text.encode("utf-8", "surrogateescape")) > 0 for c in whole) >= 1
     finally:
         backend.close()
+
+
+@pytest.mark.parametrize("flag", ["--max-num-batched-tokens", "--prefill-chunk"])
+def test_the_step_budget_flag_and_its_earlier_name_set_the_same_feature(flag):
+    """--prefill-chunk (the flag's first name, in scripts written before the step budget) still parses, into
+    the same Features as --max-num-batched-tokens; 0 still means each prompt whole."""
+    from zerollm.cli.commands.serve import add_feature_arguments, features_of
+    import argparse
+    p = argparse.ArgumentParser()
+    add_feature_arguments(p)
+    assert features_of(p.parse_args([flag, "24"])).step_tokens == 24
+    assert features_of(p.parse_args([flag, "0"])).step_tokens is None

@@ -65,7 +65,8 @@ def add_feature_arguments(p):
     p.add_argument("--prefix-cache", type=Range(float, 0, 1 << 20), default=256, metavar="MIB",
                    help="MiB of prompt keys and values kept so that later prompts beginning alike skip that part "
                         "of their prefill (default 256; 0: off)")
-    p.add_argument("--max-num-batched-tokens", type=Range(int, 0, 1 << 20), default=STEP_TOKENS, metavar="TOKENS",
+    # --prefill-chunk: the flag's earlier name (a chunk of one prompt), kept so that scripts written for it run
+    p.add_argument("--max-num-batched-tokens", "--prefill-chunk", type=Range(int, 0, 1 << 20), default=STEP_TOKENS, metavar="TOKENS",
                    help="tokens one step puts through the model: the running streams' next tokens first, then "
                         "chunks of waiting prompts, so a long prompt does not stall them (vLLM's name; default "
                         f"{STEP_TOKENS}; 0: each prompt whole at once)")

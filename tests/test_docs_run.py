@@ -376,6 +376,31 @@ def test_the_docs_mode_has_two_sizes(value, size):
         {None: 1500, "smoke": 8, "small": 150}[size]
 
 
+@pytest.mark.parametrize("value, group", [("", 16), ("1", 4), ("small", 16)])
+def test_the_docs_mode_gives_grpo_groups_of_four(monkeypatch, value, group):
+    # docs/alignment.md section 9 runs three GRPOs with --group-size 16: in the smoke run each compares 4 answers
+    # a prompt (a quarter of the rollouts); the small run, which still learns, keeps the group asked for
+    import copy
+    from zerollm.align.rl.grpo import GRPOConfig, GRPOObjective
+    from zerollm.align.rl.objective import Prompts
+    from zerollm.align.rl.rewards import RewardSource
+    from zerollm.data.chat import encode_prompt, prepare_tokenizer
+    from zerollm.io import docsmode
+    from zerollm.model.gpt import GPT, GPTConfig
+    from zerollm.tokenizers import train_tokenizer
+    from zerollm.training.trainer import TrainConfig, Trainer
+    monkeypatch.setenv(docsmode.ENV, value)
+    tok = prepare_tokenizer(train_tokenizer("char", "abcd"))
+    model = GPT(GPTConfig(vocab_size=tok.vocab_size, block_size=16, n_layer=1, n_head=2, n_embd=16), seed=0)
+    source = RewardSource("a", lambda prompts, answers, fields, seqs: [float(a == "a") for a in answers])
+    cfg = GRPOConfig(group_size=16, prompts_per_step=2, max_new_tokens=1, beta=0.0)
+    objective = GRPOObjective(model, copy.deepcopy(model), tok, Prompts(({"prompt": "d"},), (encode_prompt(tok, "d"),)),
+                              config=cfg, sources=[source], seed=0)
+    Trainer(objective, TrainConfig(max_iters=1), threads=1)          # gives the objective its shards
+    objective.next_batch()
+    assert len(objective.buffer["reward"]) == len(objective.buffer["adv"]) == 2 * group
+
+
 @pytest.mark.parametrize("value", ["1", "small"])
 def test_the_docs_mode_shrinks_a_presets_model_but_not_the_users_flags(monkeypatch, value):
     from zerollm.io import docsmode

@@ -34,10 +34,11 @@ LIMITS = {
     "poems": 8,                  # scripts/tang_form.py
     "examples evaluated": 16,    # a task's prompts sampled by `tasks eval` and at each SFT evaluation
     "rollout prompts per step": 4,   # GRPO / PPO: prompts of each rollout batch (each answered group-size times)
+    "answers per prompt": 4,     # GRPO's group: enough to compare answers, a quarter of a group of 16's work
     "BPE training characters": 100_000,   # the text a BPE learns its merges from (it still encodes all of it)
 }
 SMALL = {**LIMITS, "pre-training steps": 150, "training steps": 800, "evaluation batches": 4,
-         "examples evaluated": 64, "BPE training characters": 400_000}
+         "examples evaluated": 64, "BPE training characters": 400_000, "answers per prompt": 64}
 SMALL_MODEL = {"n_layer": 2, "n_embd": 64}      # in place of a preset's own (a flag the user gives still wins)
 _said = set()
 

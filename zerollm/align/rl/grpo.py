@@ -9,6 +9,7 @@ clipping never acts; more passes reuse the samples, and then it does.
 
 from dataclasses import dataclass, field
 
+from zerollm.io import docsmode
 from zerollm.io.errors import ZeroLLMError
 from zerollm.training.objective import ShardResult
 from zerollm.model.policy import token_logprobs, token_logprobs_backward
@@ -41,7 +42,7 @@ class GRPOObjective(RolloutObjective):
 
     def __init__(self, *args, config, **kw):
         super().__init__(*args, config=config, **kw)
-        self.group = config.group_size
+        self.group = docsmode.limit("answers per prompt", config.group_size)    # tests/test_docs_run.py
 
     def advantages(self, buffer):
         return {"adv": group_advantages(buffer["reward"], self.group, scale=self.cfg.scale_rewards)}

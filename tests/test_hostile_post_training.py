@@ -411,6 +411,13 @@ def test_hostile_tasks_make_more_than_there_are(tmp_path, capsys, argv, fragment
     assert time.time() - started < 10 and not (tmp_path / "x.jsonl").exists()
 
 
+def test_addition_counts_its_pairs_only_above_what_each_split_surely_has():
+    """make() skips the count (a million hashes) for n up to SURELY_THERE: each split must have more."""
+    from zerollm.align.tasks import addition
+    for split in ("train", "heldout"):
+        assert addition.SURELY_THERE[split] < addition.distinct_pairs(split), split
+
+
 @pytest.mark.parametrize("command, argv", [
     ("grpo", [*RL, "--group-size", "65536"]),
     ("ppo", ["--reward", "addition", "--prompts-per-step", "65536", "--max-new-tokens", "3"]),

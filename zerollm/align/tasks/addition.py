@@ -29,6 +29,9 @@ from zerollm.align.tasks.common import check_make_args, split_of
 PROMPT = re.compile(r"\s*(\d{1,3})\+(\d{1,3})=\s*")
 EXAMPLE_COMPLETION = "1998"
 MAX_PAIRS_TRIED = 50          # draws per example before giving up (small splits run out of pairs)
+# Up to these sizes a split surely has enough pairs (899,917 train and 100,083 heldout: the hostile tests
+# check the count), so make() counts (a million hashes, ~2 s) only when asked for more.
+SURELY_THERE = {"train": 800_000, "heldout": 50_000}
 
 
 def prompt_for(a, b):
@@ -55,7 +58,7 @@ def _split_sizes():
 def make(n, split, seed):
     """n distinct pairs of ``split``, drawn from default_rng(seed)."""
     check_make_args(n, split, seed)
-    if n > 50_000 and n > (have := distinct_pairs(split)):    # below 50,000 both splits have enough
+    if n > SURELY_THERE[split] and n > (have := distinct_pairs(split)):
         raise ZeroLLMError(f"--n {n}: the addition {split} split has only {have} distinct problems "
                            f"(a+b with a, b up to 999); ask for at most {have}")
     rng = np.random.default_rng(seed)

@@ -3,8 +3,8 @@ the same order, with the same ids, and the same vocabulary.
 
 tests/golden/bpe_merges_ab437b9.json holds what that trainer (one Python list per distinct chunk, rebuilt
 at each merge) learned on the cases of tests/golden/bpe_cases.py (both shipped corpora, both split
-patterns); tests/golden/make_bpe_golden.py wrote it, running the old code. Here the NumPy trainer (the
-engine `zerollm prepare` uses by default) and the fast engine's train them again. Speed is measured in
+patterns); tests/golden/make_bpe_golden.py wrote it, running the old code. Here the trainer (both
+engines use it) trains them again. Speed is measured in
 benchmarks/bpe_speed.py, not here.
 """
 
@@ -15,7 +15,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from zerollm.engine.fast import bpe as fast_bpe
 from zerollm.tokenizers import bpe_train
 from zerollm.tokenizers.bpe_train import learn_merges
 
@@ -39,12 +38,7 @@ def chunks():
 @pytest.mark.parametrize("name", list(CASES))
 def test_the_numpy_trainer_learns_what_the_old_one_did(chunks, name):
     assert len(RECORDED[name]["merges"]) == CASES[name][3]
-    assert as_recorded(*learn_merges.reference(chunks[name], CASES[name][3])) == RECORDED[name]
-
-
-@pytest.mark.parametrize("name", ["shakespeare-gpt4", "tang-gpt4"])
-def test_the_fast_engine_learns_what_the_old_one_did(chunks, name):
-    assert as_recorded(*fast_bpe.learn_merges(chunks[name], CASES[name][3])) == RECORDED[name]
+    assert as_recorded(*learn_merges(chunks[name], CASES[name][3])) == RECORDED[name]
 
 
 @pytest.mark.parametrize("candidates", [1, 3])
@@ -53,7 +47,7 @@ def test_few_candidates_give_the_same_merges(chunks, monkeypatch, candidates):
     most frequent pair must still find it, ties included."""
     monkeypatch.setattr(bpe_train, "CANDIDATES", candidates)
     name = "tang-gpt2"
-    assert as_recorded(*learn_merges.reference(chunks[name], 200))["merges"] == RECORDED[name]["merges"][:200]
+    assert as_recorded(*learn_merges(chunks[name], 200))["merges"] == RECORDED[name]["merges"][:200]
 
 
 def recount(pairs):

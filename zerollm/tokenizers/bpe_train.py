@@ -29,7 +29,6 @@ from collections import Counter, defaultdict
 
 import numpy as np
 
-from zerollm.engine import accelerated
 
 CANDIDATES = 1024      # how many of the most frequent pairs the search for the best one starts from
 
@@ -297,12 +296,11 @@ class Best:
 # ----------------------------------------------------------------------------
 # the training loop
 
-@accelerated
 def learn_merges(chunks, n_new_tokens):
     """Learn merges until ``n_new_tokens`` tokens were added to the 256 bytes (or no pair is left).
 
-    The fast engine (``--engine fast``) runs zerollm/engine/fast/bpe.py instead: the same merges,
-    computed in compiled code (tests/test_bpe_fast.py compares them).
+    The fast engine trains with it too: its compiled trainer was slower than these array steps, as a
+    user meets them (docs/benchmarks.md, "BPE"), so it was removed and nothing compiles for training.
 
     chunks: the pre-split training text (a list of strings).
     Returns ``merges`` [(left, right, new_id), ...] in learning order (= rank order) and

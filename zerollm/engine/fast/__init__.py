@@ -30,7 +30,7 @@ reference function it stands in for, and answers NotImplemented for what it was 
                                                                                sums reordered, in train mode)
       (Q4_K / Q5_K / Q6_K: kquant.kquant_matmul, the same branch)
     qlora.quantized_matmul_t            zerollm.nn.linear.quantized_matmul_t       sums reordered (same slabs)
-    bpe.learn_merges                    zerollm.tokenizers.bpe_train.learn_merges  the same merges
+    bpe.encode_chunks                   zerollm.tokenizers.bpe.encode_chunks       the same ids
 
 The attention kernels (sdpa, flash) multiply their small blocks with microkernel.sgemm, our own
 AVX-512 register-blocked product, on CPUs with AVX-512 (OpenBLAS's sgemm elsewhere, or with

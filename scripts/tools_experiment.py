@@ -18,10 +18,14 @@ Two tracks, every step a documented zerollm command in its own process:
 Every model is measured on the same heldout problems with `zerollm tasks eval` (greedy; success with its
 95% Wilson interval; tool-call validity and think length for a chat model that knows those tokens).
 results.json in --out holds every number; --plot draws success with intervals and the GRPO curves.
-Sizes are flags; ZEROLLM_DOCS_TEST=1 runs everything at the docs test's tiny size.
+Sizes are flags. With ZEROLLM_DOCS_TEST=1 (the docs test, zerollm.io.docsmode) each track runs one small
+case in seconds: its last model only (GRPO with tools, GRPO with thinking, SFT with thinking), built by the
+same commands at the tiniest size, and measured on a few heldout problems.
 """
 
 import argparse
+import contextlib
+import io
 import json
 import os
 import subprocess
@@ -34,10 +38,26 @@ from zerollm.io import docsmode
 def zerollm(*argv):
     """One zerollm command in its own process -> (stdout, seconds); a failure stops the script."""
     t0 = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "zerollm", *map(str, argv)], text=True, capture_output=True)
-    if proc.returncode != 0:
-        raise SystemExit(f"zerollm {' '.join(map(str, argv))} failed:\n{proc.stderr[-2000:]}")
-    return proc.stdout, time.perf_counter() - t0
+    argv = [str(a) for a in argv]
+    if docsmode.active():
+        # the docs test: the same command line through the CLI's own entry, in this process (a new process
+        # would spend most of a tiny command's time importing NumPy and zerollm again)
+        from zerollm.cli.entry import main
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = main(argv)
+        stdout, stderr = out.getvalue(), err.getvalue()
+    else:
+        proc = subprocess.run([sys.executable, "-m", "zerollm", *argv], text=True, capture_output=True)
+        code, stdout, stderr = proc.returncode, proc.stdout, proc.stderr
+    if code != 0:
+        raise SystemExit(f"zerollm {' '.join(argv)} failed:\n{stderr[-2000:]}")
+    return stdout, time.perf_counter() - t0
+
+
+def rl_prompts():
+    """The prompts GRPO draws from: 2,000, or a few in the docs test (it runs two rollout steps)."""
+    return 32 if docsmode.active() else 2000
 
 
 def evaluate(task, ckpt, data, args, fmt="auto"):
@@ -103,7 +123,7 @@ def calc_track(args, results):
     plain_rows = make(out, "calc", "plain.jsonl", args.sft_examples, "train", 3)
     held_tools = make(out, "calc", "held-tools.jsonl", args.heldout, "heldout", 4, "--tools")
     held_plain = make(out, "calc", "held-plain.jsonl", args.heldout, "heldout", 4)
-    prompts = make(out, "calc", "prompts.jsonl", 2000, "train", 5)
+    prompts = make(out, "calc", "prompts.jsonl", rl_prompts(), "train", 5)
     mix = os.path.join(out, "mix.jsonl")
     rows = [json.loads(line) for path in (tools_rows, plain_rows) for line in open(path, encoding="utf-8")]
     if not os.path.exists(mix):
@@ -113,20 +133,19 @@ def calc_track(args, results):
     if not os.path.exists(base):
         calc_base(base, rows, args)
     sft = ["--max-iters", args.sft_steps, "--batch-size", 32, "--lr", args.sft_lr, "--eval-interval", args.sft_steps]
-    times = {"sft-plain": train_once(sft_plain, "sft", "--init", base, "--data", plain_rows, *sft),
-             "sft-tools": train_once(sft_tools, "sft", "--init", base, "--data", mix, *sft)}
+    times = {"sft-tools": train_once(sft_tools, "sft", "--init", base, "--data", mix, *sft)}
+    if not docsmode.active():                   # the docs test: the track's last model only
+        times["sft-plain"] = train_once(sft_plain, "sft", "--init", base, "--data", plain_rows, *sft)
     times["grpo-tools"] = train_once(grpo, "grpo", "--init", sft_tools, "--data", prompts, "--eval-data", held_plain,
                                      "--reward", "calc", "--tools", "calculator", "--format-reward", 0.1,
                                      "--group-size", 8, "--prompts-per-step", 4, "--max-new-tokens", 48,
                                      "--max-iters", args.grpo_steps, "--lr", args.grpo_lr, "--eval-interval",
                                      args.grpo_steps, "--eval-prompts", 32)
-    results["calc"] = {
-        "random init (no training)": evaluate("calc", base, held_plain, args),
-        "SFT without tools": evaluate("calc", sft_plain, held_plain, args),
-        "SFT with tools, tools offered": evaluate("calc", sft_tools, held_tools, args),
-        "SFT with tools, no tools offered": evaluate("calc", sft_tools, held_plain, args),
-        "GRPO with tools, tools offered": evaluate("calc", grpo, held_tools, args),
-    }
+    rows = {"random init (no training)": (base, held_plain), "SFT without tools": (sft_plain, held_plain),
+            "SFT with tools, tools offered": (sft_tools, held_tools),
+            "SFT with tools, no tools offered": (sft_tools, held_plain),
+            "GRPO with tools, tools offered": (grpo, held_tools)}
+    results["calc"] = {name: evaluate("calc", ckpt, data, args) for name, (ckpt, data) in measured(rows).items()}
     results["calc_grpo_curve"] = grpo_curve(grpo)
     results["calc_seconds"] = times
 
@@ -138,26 +157,24 @@ def think_track(args, results):
     think_rows = make(out, "addition", "think.jsonl", args.sft_examples, "train", 2, "--think")
     plain_rows = make(out, "addition", "plain.jsonl", args.sft_examples, "train", 2)
     held = make(out, "addition", "held.jsonl", args.heldout, "heldout", 4)
-    prompts = make(out, "addition", "prompts.jsonl", 2000, "train", 5)
+    prompts = make(out, "addition", "prompts.jsonl", rl_prompts(), "train", 5)
     base, sft_plain, sft_think, grpo = (os.path.join(out, n) for n in ("base", "sft-plain", "sft-think", "grpo-think"))
     sft = ["--max-iters", args.think_sft_steps, "--batch-size", 16, "--lr", args.sft_lr, "--eval-interval",
            args.think_sft_steps]
     times = {"base": train_once(base, "train", "--data", text, *model_flags(args), "--block-size", 128,
                                 "--max-iters", args.base_steps, "--batch-size", 8, "--eval-interval", args.base_steps,
                                 "--eval-iters", 2, "--sample-tokens", 0),
-             "sft-plain": train_once(sft_plain, "sft", "--init", base, "--data", plain_rows, *sft),
              "sft-think": train_once(sft_think, "sft", "--init", base, "--data", think_rows, *sft)}
+    if not docsmode.active():
+        times["sft-plain"] = train_once(sft_plain, "sft", "--init", base, "--data", plain_rows, *sft)
     times["grpo-think"] = train_once(grpo, "grpo", "--init", sft_think, "--data", prompts, "--eval-data", held,
                                      "--reward", "addition", "--format-reward", 0.1, "--group-size", 8,
                                      "--prompts-per-step", 4, "--max-new-tokens", 64, "--max-iters", args.grpo_steps,
                                      "--lr", args.grpo_lr, "--eval-interval", args.grpo_steps, "--eval-prompts", 32,
                                      "--temperature", args.grpo_temperature)
-    results["think"] = {
-        "base (plain prompt)": evaluate("addition", base, held, args, "plain"),
-        "SFT without thinking": evaluate("addition", sft_plain, held, args),
-        "SFT with thinking": evaluate("addition", sft_think, held, args),
-        "GRPO with thinking": evaluate("addition", grpo, held, args),
-    }
+    rows = {"base (plain prompt)": (base, "plain"), "SFT without thinking": (sft_plain, "auto"),
+            "SFT with thinking": (sft_think, "auto"), "GRPO with thinking": (grpo, "auto")}
+    results["think"] = {name: evaluate("addition", ckpt, held, args, fmt) for name, (ckpt, fmt) in measured(rows).items()}
     results["think_grpo_curve"] = grpo_curve(grpo)
     results["think_seconds"] = times
 
@@ -178,14 +195,18 @@ def acrostic_track(args, results):
                                 args.acrostic_embd, "--block-size", 96, "--max-iters",
                                 args.acrostic_base_steps, "--eval-interval", args.acrostic_base_steps,
                                 "--eval-iters", 4, "--sample-tokens", 0),
-             "sft-plain": train_once(sft_plain, "sft", "--init", base, "--data", plain_rows, *sft),
              "sft-think": train_once(sft_think, "sft", "--init", base, "--data", think_rows, *sft)}
-    results["acrostic"] = {
-        "base (plain prompt)": evaluate("acrostic", base, held, args, "plain"),
-        "SFT without thinking": evaluate("acrostic", sft_plain, held, args),
-        "SFT with thinking": evaluate("acrostic", sft_think, held, args),
-    }
+    if not docsmode.active():
+        times["sft-plain"] = train_once(sft_plain, "sft", "--init", base, "--data", plain_rows, *sft)
+    rows = {"base (plain prompt)": (base, "plain"), "SFT without thinking": (sft_plain, "auto"),
+            "SFT with thinking": (sft_think, "auto")}
+    results["acrostic"] = {name: evaluate("acrostic", ckpt, held, args, fmt) for name, (ckpt, fmt) in measured(rows).items()}
     results["acrostic_seconds"] = times
+
+
+def measured(rows):
+    """The rows of a track's table to measure: all of them, or in the docs test its last model's only."""
+    return dict([list(rows.items())[-1]]) if docsmode.active() else rows
 
 
 def curve_rows(run, per_step, window, every=1):
@@ -298,9 +319,11 @@ def main():
         return
     if not args.out:
         p.error("--out is required (or --curve RUN)")
-    if docsmode.active():                       # the docs test: every step, at the tiniest size
-        args.base_lines, args.sft_examples, args.heldout, args.bpe_vocab = 3000, 64, 16, 300
-        args.acrostic_examples = 64
+    if docsmode.active():                       # the docs test: one small case per track, seconds each
+        args.base_lines, args.sft_examples, args.heldout, args.bpe_vocab = 500, 32, 8, 300
+        args.acrostic_examples, args.grpo_steps = 32, 2
+        args.base_steps = args.sft_steps = args.think_sft_steps = 4
+        args.acrostic_base_steps = args.acrostic_sft_steps = 4
     os.makedirs(args.out, exist_ok=True)
     path = os.path.join(args.out, "results.json")
     for track in [t for t in args.tracks.split(",") if t]:     # --tracks calc and --tracks think may run at once

@@ -55,6 +55,11 @@ def zerollm(*argv):
     return stdout, time.perf_counter() - t0
 
 
+def batch(size):
+    """A batch size: ``size``, or at most 8 in the docs test (its few steps only have to run)."""
+    return min(size, 8) if docsmode.active() else size
+
+
 def rl_prompts():
     """The prompts GRPO draws from: 2,000, or a few in the docs test (it runs two rollout steps)."""
     return 32 if docsmode.active() else 2000
@@ -132,7 +137,7 @@ def calc_track(args, results):
     base, sft_plain, sft_tools, grpo = (os.path.join(out, n) for n in ("base", "sft-plain", "sft-tools", "grpo-tools"))
     if not os.path.exists(base):
         calc_base(base, rows, args)
-    sft = ["--max-iters", args.sft_steps, "--batch-size", 32, "--lr", args.sft_lr, "--eval-interval", args.sft_steps]
+    sft = ["--max-iters", args.sft_steps, "--batch-size", batch(32), "--lr", args.sft_lr, "--eval-interval", args.sft_steps]
     times = {"sft-tools": train_once(sft_tools, "sft", "--init", base, "--data", mix, *sft)}
     if not docsmode.active():                   # the docs test: the track's last model only
         times["sft-plain"] = train_once(sft_plain, "sft", "--init", base, "--data", plain_rows, *sft)
@@ -159,10 +164,10 @@ def think_track(args, results):
     held = make(out, "addition", "held.jsonl", args.heldout, "heldout", 4)
     prompts = make(out, "addition", "prompts.jsonl", rl_prompts(), "train", 5)
     base, sft_plain, sft_think, grpo = (os.path.join(out, n) for n in ("base", "sft-plain", "sft-think", "grpo-think"))
-    sft = ["--max-iters", args.think_sft_steps, "--batch-size", 16, "--lr", args.sft_lr, "--eval-interval",
+    sft = ["--max-iters", args.think_sft_steps, "--batch-size", batch(16), "--lr", args.sft_lr, "--eval-interval",
            args.think_sft_steps]
     times = {"base": train_once(base, "train", "--data", text, *model_flags(args), "--block-size", 128,
-                                "--max-iters", args.base_steps, "--batch-size", 8, "--eval-interval", args.base_steps,
+                                "--max-iters", args.base_steps, "--batch-size", batch(8), "--eval-interval", args.base_steps,
                                 "--eval-iters", 2, "--sample-tokens", 0),
              "sft-think": train_once(sft_think, "sft", "--init", base, "--data", think_rows, *sft)}
     if not docsmode.active():
@@ -189,12 +194,13 @@ def acrostic_track(args, results):
     plain_rows = make(out, "acrostic", "plain.jsonl", args.acrostic_examples, "train", 2)
     held = make(out, "acrostic", "held.jsonl", args.heldout, "heldout", 4)
     base, sft_plain, sft_think = (os.path.join(out, n) for n in ("base", "sft-plain", "sft-think"))
-    sft = ["--max-iters", args.acrostic_sft_steps, "--batch-size", 16, "--lr", 2e-3, "--min-lr", 2e-4,
+    sft = ["--max-iters", args.acrostic_sft_steps, "--batch-size", batch(16), "--lr", 2e-3, "--min-lr", 2e-4,
            "--eval-interval", args.acrostic_sft_steps]
     times = {"base": train_once(base, "train", "--preset", "tang", "--n-layer", args.acrostic_layers, "--n-embd",
                                 args.acrostic_embd, "--block-size", 96, "--max-iters",
                                 args.acrostic_base_steps, "--eval-interval", args.acrostic_base_steps,
-                                "--eval-iters", 4, "--sample-tokens", 0),
+                                "--eval-iters", 4, "--sample-tokens", 0,
+                                *(["--batch-size", 8, "--eval-iters", 1] if docsmode.active() else [])),
              "sft-think": train_once(sft_think, "sft", "--init", base, "--data", think_rows, *sft)}
     if not docsmode.active():
         times["sft-plain"] = train_once(sft_plain, "sft", "--init", base, "--data", plain_rows, *sft)

@@ -255,13 +255,21 @@ def table(results):
     return "\n".join(lines)
 
 
-def plot(results, path):
+def rollout_success(run, every=1, window=5):
+    """(middle rollout batch, mean rollout success) over windows of ``window`` rollout batches of a GRPO/PPO run
+    (``every``: optimizer steps per rollout batch, as for --curve)."""
+    rows = [r for r in grpo_curve(run) if "success" in r][::every]
+    return [(k + len(rows[k:k + window]) / 2, sum(r["success"] for r in rows[k:k + window]) / len(rows[k:k + window]))
+            for k in range(0, len(rows), window)]
+
+
+def plot(results, path, rl_runs=()):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
+    fig, axes = plt.subplots(1, 4 if rl_runs else 3, figsize=(20 if rl_runs else 15, 4.2))
     names, rates, errs = [], [], [[], []]
-    for track in ("calc", "think"):
+    for track in ("calc", "think", "acrostic"):
         for name, r in results.get(track, {}).items():
             names.append(f"{track}: {name}")
             rates.append(r["success_rate"])
@@ -286,6 +294,15 @@ def plot(results, path):
         twin.set_ylim(0, 1)
         ax.legend(loc="upper left", fontsize=7)
         twin.legend(loc="upper right", fontsize=7)
+    if rl_runs:
+        for spec in rl_runs:                    # RUN, or RUN:EVERY for PPO
+            run, _, every = spec.partition(":")
+            points = rollout_success(run, int(every or 1))
+            axes[3].plot([x for x, _ in points], [y for _, y in points], marker="o", label=os.path.basename(run))
+        axes[3].set_xlabel("rollout batch (mean of 5)")
+        axes[3].set_ylabel("rollout success")
+        axes[3].set_title("GRPO / PPO with tools from the 80% calc model", fontsize=9)
+        axes[3].legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
 
@@ -294,6 +311,8 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--out", default=None)
     p.add_argument("--plot", default=None, help="write the figure there (PNG)")
+    p.add_argument("--rl-runs", nargs="*", default=(), metavar="RUN[:EVERY]",
+                   help="--plot: GRPO/PPO runs whose rollout success is drawn too (RUN:EVERY as --every for PPO)")
     p.add_argument("--tracks", default="calc,think")
     p.add_argument("--n-layer", type=int, default=2)
     p.add_argument("--n-embd", type=int, default=64)
@@ -342,7 +361,7 @@ def main():
     results = json.load(open(path, encoding="utf-8")) if os.path.exists(path) else {}
     print(table(results))
     if args.plot:
-        plot(results, args.plot)
+        plot(results, args.plot, args.rl_runs)
         print(f"figure: {args.plot}")
 
 

@@ -7,7 +7,8 @@ right), Han text (3 bytes a character), random texts, and slices of both shipped
 split patterns. Speed is measured in benchmarks/bpe_speed.py, not here.
 """
 
-from collections import Counter
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -21,6 +22,9 @@ from zerollm.tokenizers import BPETokenizer
 from zerollm.tokenizers.bpe import encode_chunks
 from zerollm.tokenizers.bpe_train import learn_merges
 from zerollm.tokenizers.patterns import compile_pattern, resolve_pattern, split_text
+
+sys.path.insert(0, str(Path(__file__).parent))
+from bpe_reference import naive_learn  # noqa: E402
 
 SMALL = {   # text, split pattern
     "wikipedia": ("aaabdaaabac", r".+"),
@@ -36,43 +40,6 @@ SMALL = {   # text, split pattern
 def chunks_of(text, pattern):
     name, regex_text = resolve_pattern(pattern)
     return split_text(text, compile_pattern(regex_text), covers_all=name is not None)
-
-
-def naive_learn(chunks, n):
-    """Recount every pair after every merge (slow, obviously right), with the trainer's two rules: the
-    most frequent pair, ties to the smallest (left, right); a merge whose bytes already are a token
-    reuses that token's id and adds nothing to the vocabulary."""
-    words = Counter(tuple(c.encode("utf-8")) for c in chunks)
-    vocab = {i: bytes([i]) for i in range(256)}
-    id_of = {b: i for i, b in vocab.items()}
-    merges = []
-    while len(vocab) < 256 + n:
-        counts = Counter()
-        for w, f in words.items():
-            for p in zip(w, w[1:]):
-                counts[p] += f
-        if not counts:
-            break
-        best = min(counts, key=lambda p: (-counts[p], p))
-        joined = vocab[best[0]] + vocab[best[1]]
-        if joined not in id_of:
-            id_of[joined] = len(vocab)
-            vocab[len(vocab)] = joined
-        merges.append((*best, id_of[joined]))
-        words = Counter({tuple(_merge(w, best, id_of[joined])): f for w, f in words.items()})
-    return merges, vocab
-
-
-def _merge(w, pair, new_id):
-    out, i = [], 0
-    while i < len(w):
-        if tuple(w[i:i + 2]) == pair:
-            out.append(new_id)
-            i += 2
-        else:
-            out.append(w[i])
-            i += 1
-    return out
 
 
 def both(chunks, n):

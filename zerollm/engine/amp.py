@@ -92,14 +92,19 @@ _active = threading.local()      # per thread, like torch.autocast: data-paralle
 
 
 @contextlib.contextmanager
-def autocast(fmt):
-    """Inside this block, ``cast`` rounds to ``fmt`` ('bf16' | 'fp16'); ``fmt=None`` is float32."""
-    previous = getattr(_active, "fmt", None)
-    _active.fmt = fmt
+def _in_this_thread(name, value):
+    """Set the per-thread setting ``name`` to ``value`` inside the block, and back after it."""
+    previous = getattr(_active, name, None)
+    setattr(_active, name, value)
     try:
         yield
     finally:
-        _active.fmt = previous
+        setattr(_active, name, previous)
+
+
+def autocast(fmt):
+    """Inside this block, ``cast`` rounds to ``fmt`` ('bf16' | 'fp16'); ``fmt=None`` is float32."""
+    return _in_this_thread("fmt", fmt)
 
 
 def autocast_format():
@@ -107,23 +112,17 @@ def autocast_format():
     return getattr(_active, "fmt", None)
 
 
-@contextlib.contextmanager
 def exact_block_products():
     """Inside this block the fast engine multiplies by Q8_0 / Q4_0 weights in float32 (the blocks decoded,
     x as it is), not with x rounded to 8-bit blocks and integer products (llama.cpp's way, ~0.5% off):
     what a model in train mode uses (a QLoRA base), so its gradients are the NumPy reference's.
     zerollm.model.gpt sets it; zerollm.engine.fast.quant reads it. Per thread, like autocast."""
-    previous = getattr(_active, "exact_blocks", False)
-    _active.exact_blocks = True
-    try:
-        yield
-    finally:
-        _active.exact_blocks = previous
+    return _in_this_thread("exact_blocks", True)
 
 
 def block_products_exact():
     """True inside exact_block_products() in this thread."""
-    return getattr(_active, "exact_blocks", False)
+    return bool(getattr(_active, "exact_blocks", False))
 
 
 def cast(x):

@@ -352,7 +352,7 @@ def test_hostile_reward_code(root, tmp_path, capsys, monkeypatch, name):
     code, _, err = run_main(["grpo", "--init", root / "base", "--data", root / "prompts.jsonl", "--out", run, *RL,
                              "--reward", f"{module}:f", "--reward-timeout", "0.5", *SMALL], capsys)
     one_line_error(code, err, fragment)
-    assert module in err and names in err and time.time() - started < 20
+    assert module in err and names in err and time.time() - started < 60     # not hung (generous under load)
     assert not run.exists() or not list(run.glob("step-*"))        # it failed at step 0: nothing to keep
 
 
@@ -390,7 +390,7 @@ def test_hostile_sigterm_while_reward_code_runs(root, tmp_path):
         if job.poll() is None:
             job.kill()
             job.wait()
-    assert time.time() - sent < 5 and job.returncode == 130, err
+    assert time.time() - sent < 15 and job.returncode == 130, err      # at once, not after the 1000 s sleep
     assert "Traceback" not in err and "stopped at once" in err
     # it stopped in step 0's rollout: there is no checkpoint, and the line must not promise one
     assert "no checkpoint was saved yet" in err and "is kept" not in err, err
@@ -411,7 +411,9 @@ def test_hostile_tasks_make_more_than_there_are(tmp_path, capsys, argv, fragment
     started = time.time()
     code, _, err = run_main(["tasks", "make", *argv, "--out", tmp_path / "x.jsonl"], capsys)
     one_line_error(code, err, fragment)
-    assert time.time() - started < 10 and not (tmp_path / "x.jsonl").exists()
+    # refused before making them, not after: a generous bound (making 9 million takes minutes), so that a
+    # loaded machine cannot fail it
+    assert time.time() - started < 60 and not (tmp_path / "x.jsonl").exists()
 
 
 def test_addition_counts_its_pairs_only_above_what_each_split_surely_has():

@@ -202,6 +202,42 @@ def test_the_base_is_quantized_as_it_is_read_one_matrix_at_a_time(where, tmp_pat
             np.testing.assert_array_equal(got, w)
 
 
+@pytest.mark.parametrize("stored, quantize", [("q8_0", "stored"), ("q4_K", "stored"), ("f32", "q4_0")])
+def test_a_gguf_base_is_read_in_its_blocks_never_through_float_copies(stored, quantize, tmp_path, monkeypatch):
+    from zerollm.interop import gguf_load, quant
+    from zerollm.interop.gguf import export_gguf
+    from zerollm.interop.opening import Source, open_model
+    tok = CharTokenizer.train(TEXT)
+    cfg = GPTConfig(vocab_size=tok.vocab_size, block_size=8, n_layer=1, n_head=2, n_embd=256)   # whole super-blocks
+    path = str(tmp_path / "m.gguf")
+    export_gguf(GPT(cfg, seed=3), path, tokenizer=tok, quant_kind=stored)
+    expected = gguf_load.load_gguf(path, quantized=False)[0].params                # every tensor dequantized
+    readings, floated = [], []
+    real_init, real_float = quant.QuantizeOnRead.__init__, gguf_load._finite_float
+    monkeypatch.setattr(quant.QuantizeOnRead, "__init__",
+                        lambda self, *a: readings.append(self) or real_init(self, *a))
+    monkeypatch.setattr(gguf_load, "_finite_float",
+                        lambda t, name, where: floated.append(name) or real_float(t, name, where))
+    model = open_model(Source(gguf=path, quantize=quantize), tokenizer="skip").model
+    linears = [n for n, w in expected.items() if quant.is_base_linear(n, w)]
+    assert len(readings) == 1 and len(linears) == 4
+    assert not any(isinstance(model.params[n], np.ndarray) for n in linears)              # in blocks
+    assert isinstance(model.params["wte.weight"], np.ndarray)                             # the table: float32
+    if stored == "f32":          # a float file's linear matrices are quantized one at a time as they are read
+        assert readings[0].peak_float_bytes == max(expected[n].nbytes for n in linears)
+        want = quant.quantize_base(dict(expected), quantize)
+        assert all(np.array_equal(model.params[n].codes, want[n].codes) for n in linears)
+        return
+    assert readings[0].peak_float_bytes == 0                                              # no float base at all
+    dequantized = [n for n in floated if n.startswith("blk.") and n.endswith(".weight") and "norm" not in n]
+    assert floated and dequantized == []          # only the table and the norms and biases became float
+    for n in linears:
+        np.testing.assert_allclose(quant.float_param(n, model.params[n]), expected[n], rtol=0, atol=1e-6)
+    for n, w in expected.items():
+        if n not in linears:
+            np.testing.assert_array_equal(model.params[n], w)
+
+
 def _acrostic(tmp_path):
     from zerollm.align.tasks import acrostic
     from zerollm.data.formats import write_jsonl

@@ -4,9 +4,10 @@
 
 The metadata is turned into a transformers config and checked like config.json (zerollm.interop.hf.configs);
 the tensors go through transformers' layout (zerollm.interop.hf.weights.from_hf), so a missing tensor, a
-stray one or a wrong shape is one error naming the file. On the fast engine the Q8_0 / Q4_0
-matrices of the linear layers and the token table then stay as blocks (QuantizedMatrix) and run
-through the quantized matmul kernel; on the NumPy engine everything is float32, dequantized at load.
+stray one or a wrong shape is one error naming the file. On the fast engine the Q8_0 / Q4_0 (and k-quant)
+matrices of the linear layers and the token table stay as blocks (QuantizedMatrix, KQuantMatrix), read straight
+from the file and never dequantized, and run through the quantized matmul kernel; on the NumPy engine everything
+is float32, dequantized at load. Each float tensor is made only while it is copied into the model (HFFloats).
 """
 
 
@@ -136,21 +137,55 @@ def check_tensors(tensors, meta, cfg, family, where):
 # ----------------------------------------------------------------------------
 # tensors -> transformers' bare names and layout, as floats
 
-def hf_floats(tensors, arch, cfg, where):
-    """{bare transformers name: float32 array} from the GGUF tensors (dequantized)."""
-    out = {}
-    for name, t in tensors.items():
-        block, base, kind = _split(name)
-        if base in _EXPERTS and block is not None:     # stacked experts -> one tensor per expert
-            for j, a in enumerate(_finite_float(t, name, where)):
-                out[f"layers.{block}.block_sparse_moe.experts.{j}.{_EXPERTS[base]}.weight"] = a
-            continue
-        hf = _hf_name(name, arch)
-        if hf is None:
-            raise ZeroLLMError(f"{where}: tensor {name} has no place in the {arch} models zerollm runs "
-                               "(the file is of another architecture, or uses a feature such as RoPE scaling)")
-        out[hf] = _to_hf_layout(_finite_float(t, name, where), base, kind, arch, cfg)
-    return out
+class HFFloats:
+    """{bare transformers name: float32 array} of the GGUF tensors, each dequantized only when it is asked for (a
+    mapping that fill_params reads one tensor at a time), so the float model is never made twice over. A tensor
+    named in ``kept`` (its matrix stays in the file's blocks) is a zero-stride stand-in of its shape: no float
+    copy of it is ever made. ``failed``: a tensor was refused (not finite), an error of its own."""
+
+    def __init__(self, tensors, arch, cfg, where, kept=()):
+        self.tensors, self.arch, self.cfg, self.where, self.kept = tensors, arch, cfg, where, set(kept)
+        self.names, self.failed, self._experts = {}, False, {}
+        for name in tensors:
+            block, base, _ = _split(name)
+            if base in _EXPERTS and block is not None:     # stacked experts -> one tensor per expert
+                for j in range(tensors[name].shape[0]):
+                    self.names[f"layers.{block}.block_sparse_moe.experts.{j}.{_EXPERTS[base]}.weight"] = (name, j)
+                continue
+            hf = _hf_name(name, arch)
+            if hf is None:
+                raise ZeroLLMError(f"{where}: tensor {name} has no place in the {arch} models zerollm runs "
+                                   "(the file is of another architecture, or uses a feature such as RoPE scaling)")
+            self.names[hf] = (name, None)
+
+    def __iter__(self):
+        return iter(self.names)
+
+    def __len__(self):
+        return len(self.names)
+
+    def __getitem__(self, hf):
+        name, j = self.names[hf]
+        _, base, kind = _split(name)
+        if name in self.kept:
+            shape = tuple(self.tensors[name].shape)
+            if self.arch == "gpt2" and base in _CONV1D and kind == "weight":
+                shape = shape[::-1]
+            return np.broadcast_to(np.float32(0), shape)
+        if j is not None:        # one dequantization for all the experts of a tensor, kept while its block is read
+            block = _split(name)[0]
+            if name not in self._experts:
+                self._experts = {n: a for n, a in self._experts.items() if _split(n)[0] == block}
+                self._experts[name] = self._finite(name)
+            return self._experts[name][j]
+        return _to_hf_layout(self._finite(name), base, kind, self.arch, self.cfg)
+
+    def _finite(self, name):
+        try:
+            return _finite_float(self.tensors[name], name, self.where)
+        except ZeroLLMError:
+            self.failed = True
+            raise
 
 
 def _finite_float(t, name, where):
@@ -192,51 +227,64 @@ def _quantized_param(ours, parts, tensors, arch, cfg):
     return quant.blocks_matrix(np.concatenate(rows), kind, shape)
 
 
-def keep_quantized(model, tensors, arch, family):
-    """Swap the float copies of the Q8_0 / Q4_0 matrices for their blocks; returns how many."""
+def kept_blocks(cfg, tensors, arch, family, tables=True):
+    """{our parameter: its blocks (QuantizedMatrix / KQuantMatrix)} for every matrix of the linear layers (and, with
+    ``tables``, the token table and head) whose GGUF pieces are all of one block kind, read straight from the file."""
     from zerollm.interop.hf.weights import pieces
-    table, n = pieces(model.config, family), 0
-    for ours, parts in table.items():
-        wanted = ours in ("wte.weight", "lm_head.weight") or (ours.endswith(_QUANTIZABLE) and ".experts." not in ours)
-        m = _quantized_param(ours, parts, tensors, arch, model.config) if wanted else None
+    kept = {}
+    for ours, parts in pieces(cfg, family).items():
+        table = ours in ("wte.weight", "lm_head.weight")
+        wanted = (table and tables) or (ours.endswith(_QUANTIZABLE) and ".experts." not in ours)
+        m = _quantized_param(ours, parts, tensors, arch, cfg) if wanted else None
         if m is not None:
-            model.params[ours] = m
-            n += 1
-    return n
+            kept[ours] = m
+    return kept
 
 
 # ----------------------------------------------------------------------------
 # the whole load
 
-def load_gguf(path, *, quantized=None, force=None):
+def load_gguf(path, *, quantized=None, force=None, quantize=None):
     """(GPT in eval mode, tokenizer or None, info dict) from a GGUF file.
 
-    ``quantized``: keep Q8_0 / Q4_0 matrices as blocks (default: when the fast engine is selected,
-    whose kernel multiplies by them; the NumPy engine gets float32 copies made at load).
-    info: {"arch", "kinds": {kind: tensors}, "quantized": matrices kept as blocks, "dequantized": bool}.
+    ``quantized``: keep Q8_0 / Q4_0 (and k-quant) matrices as blocks (default: when the fast engine is selected,
+    whose kernel multiplies by them; the NumPy engine gets float32 copies made at load). A kept matrix is read
+    from the file's blocks and never dequantized; every other tensor is dequantized only while it is copied in.
+    ``quantize``: QLoRA's base (zerollm.interop.opening's Source.quantize): "stored" keeps the linear layers' blocks
+    and leaves the float ones float, "q8_0" / "q4_0" also quantizes the float ones one matrix at a time as they are
+    read (zerollm.interop.quant.QuantizeOnRead); the token table and head stay float32 either way.
+    info: {"arch", "kinds": {kind: tensors}, "quantized": matrices kept as blocks, "dequantized": bool,
+    "reading": the QuantizeOnRead that filled the model}.
     """
     from zerollm.engine import get_engine
     from zerollm.interop.hf.configs import hf_to_config
-    from zerollm.interop.hf.weights import from_hf
+    from zerollm.interop.hf.weights import fill_params, pieces
     from zerollm.model.gpt import GPT
     where = str(path)
     meta, tensors = read_gguf(path)
+    arch = meta["general.architecture"]
     family, cfg = hf_to_config(hf_config(meta, tensors, where), where)
     budget.require(budget.loading(cfg, what=f"loading {where}"), force=force)
     check_tensors(tensors, meta, cfg, family, where)
-    floats = hf_floats(tensors, meta["general.architecture"], cfg, where)   # its own errors: a tensor not finite
-    try:
-        state = from_hf(floats, cfg, family, where)
-        model = GPT(cfg, init=False).load_state_dict(state)
-    except (ValueError, ZeroLLMError) as err:
-        raise ZeroLLMError(f"{where}: the tensors do not fit the metadata "
-                           f"({' '.join(str(err).split())[:300]}); the file is damaged or inconsistent") from None
     kinds = [t.kind for t in tensors.values()]
     has_blocks = any(k in quant.ALL_KINDS for k in kinds)
-    keep = (get_engine() == "fast") if quantized is None else quantized
-    n_kept = keep_quantized(model, tensors, meta["general.architecture"], family) if keep and has_blocks else 0
-    info = {"arch": meta["general.architecture"], "kinds": {k: kinds.count(k) for k in sorted(set(kinds))},
-            "quantized": n_kept, "dequantized": has_blocks and not n_kept}
+    keep = quantize is not None or ((get_engine() == "fast") if quantized is None else quantized)
+    kept = kept_blocks(cfg, tensors, arch, family, tables=quantize is None) if keep and has_blocks else {}
+    table = pieces(cfg, family)
+    floats = HFFloats(tensors, arch, cfg, where, kept={_gguf_name(bare, arch) for ours in kept
+                                                       for bare, _ in table[ours]})
+    model = GPT(cfg, init=False)
+    reading = quant.QuantizeOnRead(model.params, None if quantize in (None, "stored") else quantize, kept)
+    try:
+        fill_params(reading, floats, cfg, family, where)
+        reading.done()
+    except (ValueError, ZeroLLMError) as err:
+        if floats.failed:                    # a tensor not finite: its own error, naming it
+            raise
+        raise ZeroLLMError(f"{where}: the tensors do not fit the metadata "
+                           f"({' '.join(str(err).split())[:300]}); the file is damaged or inconsistent") from None
+    info = {"arch": arch, "kinds": {k: kinds.count(k) for k in sorted(set(kinds))},
+            "quantized": len(kept), "dequantized": has_blocks and not kept, "reading": reading}
     return model.eval(), read_tokenizer(meta, where, cfg.vocab_size), info
 
 

@@ -32,9 +32,10 @@ class Source:
     force: go on when the memory estimate says it will not fit (zerollm.model.budget); quantize: "q8_0" or "q4_0"
     to keep the linear layers of attention and MLP in blocks (QLoRA's base, zerollm.interop.quant), each matrix
     quantized as it is read from a zerollm or Hugging Face safetensors file, so the float model never exists
-    whole (a LoRA run or an adapter is folded in float first, then quantized). With a GGUF file the Q8_0 / Q4_0
-    linear layers stay the blocks it stores, its float ones are quantized to the kind (or stay float with
-    quantize="stored"), and the token table and head come out in float32."""
+    whole (a LoRA run is folded in float first, then quantized; an adapter, unless merged, goes on top of the blocks
+    as a QLoRA run's does). With a GGUF file the Q8_0 / Q4_0 / k-quant linear layers are read straight into the
+    blocks it stores, never through a float copy, its float ones are quantized to the kind as they are read (or
+    stay float with quantize="stored"), and the token table and head come out in float32."""
     ckpt: str | None = None
     hf: str | None = None
     gguf: str | None = None
@@ -119,10 +120,9 @@ def _open_gguf(source, prog):
     if source.adapter:
         raise ZeroLLMError("--adapter goes on --ckpt or --hf models, not on a GGUF file; convert the model "
                            "with its adapters merged (zerollm merge) instead")
-    model, tok, info = load_gguf(source.gguf, force=source.force, quantized=True if source.quantize else None)
-    if source.quantize is not None:               # QLoRA on the file's blocks: the token table and head train in float
-        from zerollm.interop.quant import float_tables
-        float_tables(model.params)
+    # QLoRA on the file's blocks (quantize): read straight from them, the float ones quantized as they are read,
+    # the token table and head in float32 (they are looked up and may train)
+    model, tok, info = load_gguf(source.gguf, force=source.force, quantize=source.quantize)
     note = load_note(info, prog)
     error = None if tok is not None else (f"{source.gguf} has no tokenizer (it was written with --no-tokenizer), "
                                           "so text cannot be encoded; convert the model again with its tokenizer")

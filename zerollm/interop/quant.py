@@ -240,16 +240,21 @@ class QuantizeOnRead:
     Source(quantize=KIND)): ``reading[name]`` is the array the reader fills; for a linear weight that is a float
     matrix allocated then, and the one asked for before it, complete by now, is quantized and let go. So the
     float base exists one matrix at a time, never whole (QLoRA's memory). ``peak_float_bytes``: the most bytes of
-    such float matrices alive at once, the accounting the tests read; ``done()`` quantizes the last one."""
+    such float matrices alive at once, the accounting the tests read; ``done()`` quantizes the last one.
+    ``kept``: {name: blocks} read straight from a file's blocks (a GGUF base): ``reading[name]`` puts them in and
+    hands the reader a zero-stride stand-in that holds nothing. ``kind`` None: the float linear weights stay float."""
 
-    def __init__(self, params, kind):
-        self.params, self.kind = params, check_kind(kind)
+    def __init__(self, params, kind, kept=None):
+        self.params, self.kind, self.kept = params, None if kind is None else check_kind(kind), dict(kept or {})
         self.pending, self.float_bytes, self.peak_float_bytes = None, 0, 0
 
     def __getitem__(self, name):
         self.done()
         w = self.params[name]
-        if not is_base_linear(name, w) or w.shape[0] % BLOCK:
+        if name in self.kept:
+            self.params[name] = self.kept.pop(name)
+            return np.lib.stride_tricks.as_strided(np.zeros(1, w.dtype), w.shape, (0,) * w.ndim)   # writes vanish
+        if self.kind is None or not is_base_linear(name, w) or w.shape[0] % BLOCK:
             return w                               # stays float (quantize_base names the too-narrow one later)
         fresh = np.empty(w.shape, w.dtype)          # the model's own array was never written: no memory held
         self.params[name], self.pending = fresh, name
@@ -275,15 +280,6 @@ def quantized_bytes(params, kind):
         blocks = name.endswith(LINEAR_SUFFIXES) and getattr(w, "ndim", 0) == 2 and w.shape[0] % BLOCK == 0
         total += w.size // BLOCK * BLOCK_BYTES[kind] if blocks else w.nbytes
     return total
-
-
-def float_tables(params):
-    """The token table and head of a model opened from GGUF with its blocks kept, back in float32, in place: QLoRA
-    trains on a GGUF base whose linear layers stay as stored, while the table is looked up and may train."""
-    for name in ("wte.weight", "lm_head.weight"):
-        if name in params and not isinstance(params[name], np.ndarray):
-            params[name] = params[name].dequantize()             # (V, C): a table is stored in its own layout
-    return params
 
 
 def float_param(name, w):

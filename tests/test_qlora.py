@@ -255,7 +255,7 @@ def _sft(tmp_path, out, *extra):
                  "--lora-r", "4", *extra])
 
 
-def test_a_qlora_run_opens_on_its_base_in_blocks_merges_and_exports_a_peft_adapter(tmp_path, capsys):
+def test_a_qlora_run_opens_on_its_base_in_blocks_merges_and_exports_a_peft_adapter(tmp_path, capsys, monkeypatch):
     from zerollm.interop.opening import Source, open_model
     _acrostic(tmp_path)
     assert _sft(tmp_path, "qlora", "--quantize-base", "q4_0") == 0
@@ -285,9 +285,33 @@ def test_a_qlora_run_opens_on_its_base_in_blocks_merges_and_exports_a_peft_adapt
                       tokenizer="skip").model
     assert peft.lora is not None
     np.testing.assert_allclose(peft.forward(idx)[0], logits, atol=1e-4)
-    # sample --adapter over the base read in blocks
+    # sample over the run's base read in blocks
     assert main(["sample", "--ckpt", str(tmp_path / "qlora"), "--prompt", "春", "--max-new-tokens", "4",
                  "--temperature", "0"]) == 0
+    # sample and serve --adapter over the exported base opened in blocks (--quantize-base): unmerged, the run's logits
+    _adapter_over_blocks(tmp_path, monkeypatch, capsys, run, logits)
+
+
+def _adapter_over_blocks(tmp_path, monkeypatch, capsys, run, logits):
+    from zerollm.cli import source
+    from zerollm.serve import backend
+    seen, real_open = [], source.open_model
+    monkeypatch.setattr(source, "open_model", lambda *a, **k: seen.append(real_open(*a, **k)) or seen[-1])
+
+    def stop(model, tok, **kwargs):
+        raise ZeroLLMError("stopped before serving")
+    monkeypatch.setattr(backend, "Backend", stop)
+    given = ["--hf", str(tmp_path / "hf"), "--adapter", str(tmp_path / "hf" / "adapter"), "--quantize-base", "q4_0"]
+    capsys.readouterr()
+    assert main(["sample", *given, "--prompt", "春", "--max-new-tokens", "4", "--temperature", "0"]) == 0
+    assert main(["serve", *given]) == 1 and "stopped before serving" in capsys.readouterr().err
+    assert len(seen) == 2
+    idx = np.arange(1, 30)[None] % run.config.vocab_size
+    for opened in seen:
+        model = opened.model
+        assert model.lora is not None and len(model.lora.adapters) == len(run.lora.adapters)   # on top, unmerged
+        assert sum(isinstance(w, QuantizedMatrix) for w in model.params.values()) == 4          # the base in blocks
+        np.testing.assert_allclose(model.forward(idx)[0], logits, rtol=0, atol=1e-5)
 
 
 def test_a_gguf_base_trains_adapters_over_its_own_blocks_and_resumes(tmp_path, capsys):

@@ -1,6 +1,7 @@
 """Where the model of `zerollm sample`, `chat` and `serve` comes from: ``--ckpt DIR`` (a zerollm run),
-``--hf DIR`` (a Hugging Face directory) or ``--gguf FILE``, with an optional ``--adapter``; the same
-flags for all three (and `zerollm eval`), and the one opener of zerollm.interop.opening."""
+``--hf DIR`` (a Hugging Face directory) or ``--gguf FILE``, with an optional ``--adapter`` (unmerged over a base in
+blocks with ``--quantize-base``); the same flags for all three (and `zerollm eval`), and the one opener of
+zerollm.interop.opening."""
 
 import sys
 
@@ -15,6 +16,10 @@ def add_source_arguments(p):
                                                     "quantized weights run as such with --engine fast")
     p.add_argument("--adapter", metavar="DIR", help="a PEFT LoRA adapter directory to put on the model "
                    "(zerollm.interop.peft)")
+    p.add_argument("--quantize-base", choices=("q8_0", "q4_0"), default=None,
+                   help="open the model's linear layers in Q8_0 / Q4_0 blocks, each matrix quantized as it is read "
+                        "(a GGUF file's own blocks are kept), and put --adapter on top unmerged: a QLoRA adapter on "
+                        "the base it was trained on (docs/lora.md)")
 
 
 def load_source(args, prog="zerollm sample"):

@@ -45,9 +45,10 @@ class Source:
 
     @classmethod
     def of(cls, args):
-        """The Source that a command's --ckpt/--hf/--gguf/--adapter/--force flags name (absent flags: None)."""
+        """The Source that a command's --ckpt/--hf/--gguf/--adapter/--force/--quantize-base flags name (absent
+        flags: None)."""
         return cls(*(getattr(args, k, None) for k in ("ckpt", "hf", "gguf", "adapter")),
-                   force=getattr(args, "force", None))
+                   force=getattr(args, "force", None), quantize=getattr(args, "quantize_base", None))
 
     @property
     def path(self):

@@ -22,4 +22,9 @@ ZH = {
     "re-quantize the merged weights (a QLoRA run's dequantized base + its adapters) into a GGUF file of these "
     "blocks: --to FILE.gguf":
         "把合并后的权重（QLoRA 运行反量化后的基座加上适配器）重新量化成这种块，写成 GGUF 文件：--to 文件.gguf",
+    "open the model's linear layers in Q8_0 / Q4_0 blocks, each matrix quantized as it is read (a GGUF file's own "
+    "blocks are kept), and put --adapter on top unmerged: a QLoRA adapter on the base it was trained on "
+    "(docs/lora.md)":
+        "以 Q8_0 / Q4_0 量化块打开模型的线性层，每个矩阵读入时就量化（GGUF 文件自带的块原样保留），再把 --adapter "
+        "不合并地放在上面：让 QLoRA 适配器回到它训练时的那个基座上（docs/lora.md）",
 }

@@ -99,9 +99,9 @@ def sft_rows(out, base, runs, common):
     return rows
 
 
-def recipe(args):
-    """docs/lora.md's recipe against what it replaced, from the `tang` preset at the docs test's small size
-    (2 layers x 64 dims, zerollm.io.docsmode.SMALL_MODEL), as issue #57 measured it."""
+def base_and_tasks(args):
+    """Part 3's base (the `tang` preset at the docs test's small size, trained once into OUT/base) and the
+    acrostic train / heldout files beside it; returns the base's folder."""
     out = args.out
     os.makedirs(out, exist_ok=True)
     base = os.path.join(out, "base")
@@ -112,6 +112,14 @@ def recipe(args):
     for split, n in (("train", 15000), ("heldout", args.heldout)):       # docs/alignment.md's 15,000: 800 steps
         zerollm("tasks", "make", "acrostic", "--out", os.path.join(out, f"{split}.jsonl"), "--n", n, "--split", split,
                 "--seed", 0)                                              # of 16 see each example about once
+    return base
+
+
+def recipe(args):
+    """docs/lora.md's recipe against what it replaced, from the `tang` preset at the docs test's small size
+    (2 layers x 64 dims, zerollm.io.docsmode.SMALL_MODEL), as issue #57 measured it."""
+    out = args.out
+    base = base_and_tasks(args)
     full, lora = ["--lr", args.full_lr], ["--lr", args.lora_lr]
     runs = {f"full lr {args.full_lr}": full,
             f"lora r=8 c_attn lr {args.full_lr}": ["--lora-r", "8", "--lora-targets", "c_attn", *full],
@@ -125,15 +133,7 @@ def qlora(args):
     size, acrostic SFT): the recipe's LoRA r=8 on every linear + the token table, then the same on a q8_0 and a
     q4_0 base (--quantize-base), same steps, rate and seed."""
     out = args.out
-    os.makedirs(out, exist_ok=True)
-    base = os.path.join(out, "base")
-    if not os.path.isdir(base):
-        zerollm("train", "--preset", "tang", "--out", base, "--n-layer", 2, "--n-embd", 64, "--max-iters",
-                args.base_steps, "--eval-interval", args.base_steps, "--sample-tokens", 0, "--threads", 1,
-                "--no-progress")
-    for split, n in (("train", 15000), ("heldout", args.heldout)):
-        zerollm("tasks", "make", "acrostic", "--out", os.path.join(out, f"{split}.jsonl"), "--n", n, "--split", split,
-                "--seed", 0)
+    base = base_and_tasks(args)
     lora = ["--lora-r", "8", "--lora-modules-to-save", "wte", "--lr", args.lora_lr]
     runs = {"lora r=8 + wte, float base": lora, "qlora q8_0 r=8 + wte": [*lora, "--quantize-base", "q8_0"],
             "qlora q4_0 r=8 + wte": [*lora, "--quantize-base", "q4_0"]}

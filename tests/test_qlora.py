@@ -302,10 +302,17 @@ def _adapter_over_blocks(tmp_path, monkeypatch, capsys, run, logits):
         raise ZeroLLMError("stopped before serving")
     monkeypatch.setattr(backend, "Backend", stop)
     given = ["--hf", str(tmp_path / "hf"), "--adapter", str(tmp_path / "hf" / "adapter"), "--quantize-base", "q4_0"]
+    # sample, serve and eval: each opens the base in blocks with the adapter on top
     capsys.readouterr()
     assert main(["sample", *given, "--prompt", "春", "--max-new-tokens", "4", "--temperature", "0"]) == 0
     assert main(["serve", *given]) == 1 and "stopped before serving" in capsys.readouterr().err
-    assert len(seen) == 2
+    from zerollm.interop import opening
+    real_opener = opening.open_model                 # zerollm eval opens through the opener itself
+    monkeypatch.setattr(opening, "open_model", lambda *a, **k: seen.append(real_opener(*a, **k)) or seen[-1])
+    rows = (json.loads(line) for line in (tmp_path / "train.jsonl").read_text(encoding="utf-8").splitlines())
+    (tmp_path / "eval.txt").write_text("\n".join(r["completion"] for r in rows), encoding="utf-8")   # known characters
+    assert main(["eval", *given, "--data", str(tmp_path / "eval.txt")]) == 0, capsys.readouterr().err
+    assert len(seen) == 3
     idx = np.arange(1, 30)[None] % run.config.vocab_size
     for opened in seen:
         model = opened.model

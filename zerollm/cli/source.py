@@ -12,10 +12,16 @@ def add_source_arguments(p):
     src = p.add_mutually_exclusive_group()
     src.add_argument("--ckpt", metavar="DIR", help="a training run directory (its latest checkpoint) or a step directory")
     src.add_argument("--hf", metavar="DIR", help="a Hugging Face model directory (config.json + *.safetensors)")
-    src.add_argument("--gguf", metavar="FILE", help="a GGUF file (GPT-2 or Llama; f32, f16, q8_0 or q4_0): "
-                                                    "quantized weights run as such with --engine fast")
+    src.add_argument("--gguf", metavar="FILE", help="a GGUF file (GPT-2 or Llama; f32, f16, q8_0, q4_0, or llama.cpp's "
+                                                    "k-quant files such as Q4_K_M): quantized weights run as such with "
+                                                    "--engine fast")
     p.add_argument("--adapter", metavar="DIR", help="a PEFT LoRA adapter directory to put on the model "
                    "(zerollm.interop.peft)")
+    add_quantize_base_argument(p)
+
+
+def add_quantize_base_argument(p):
+    """--quantize-base of sample, chat, serve and eval."""
     p.add_argument("--quantize-base", choices=("q8_0", "q4_0"), default=None,
                    help="open the model's linear layers in Q8_0 / Q4_0 blocks, each matrix quantized as it is read "
                         "(a GGUF file's own blocks are kept), and put --adapter on top unmerged: a QLoRA adapter on "

@@ -26,13 +26,16 @@ def add_arguments(p):
     src.add_argument("--ckpt", metavar="DIR", help="a training run directory, a step directory or a zerollm model "
                      "directory")
     src.add_argument("--hf", metavar="DIR", help="a Hugging Face model directory (config.json + *.safetensors)")
-    src.add_argument("--gguf", metavar="FILE", help="a GGUF file (GPT-2 or Llama; f32, f16, q8_0 or q4_0)")
+    src.add_argument("--gguf", metavar="FILE", help="a GGUF file (GPT-2 or Llama; f32, f16, q8_0, q4_0, or "
+                                                    "llama.cpp's k-quant files such as Q4_K_M)")
     p.add_argument("--data", metavar="FILE", required=True, help="a UTF-8 text file")
     p.add_argument("--max-tokens", type=Range(int, 2, 2 ** 40), default=None, help="evaluate only the first N tokens")
     p.add_argument("--batch-size", type=FIELD_RANGES["batch_size"], default=16,
                    help="windows per forward pass (default 16)")
     add_force_argument(p)
     p.add_argument("--adapter", metavar="DIR", help="a PEFT LoRA adapter directory to put on the model")
+    from zerollm.cli.source import add_quantize_base_argument
+    add_quantize_base_argument(p)
     add_threads_argument(p)
     add_engine_argument(p)
 

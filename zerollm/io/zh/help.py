@@ -249,8 +249,8 @@ ZH = {
         '一个训练运行目录（用它最新的检查点）或某一步的目录',
     'a Hugging Face model directory (config.json + *.safetensors)':
         '一个 Hugging Face 模型目录（config.json + *.safetensors）',
-    'a GGUF file (GPT-2 or Llama; f32, f16, q8_0 or q4_0): quantized weights run as such with --engine fast':
-        '一个 GGUF 文件（GPT-2 或 Llama；f32、f16、q8_0 或 q4_0）：加 --engine fast 时量化权重直接参与计算',
+    'a GGUF file (GPT-2 or Llama; f32, f16, q8_0, q4_0, or llama.cpp\'s k-quant files such as Q4_K_M): quantized weights run as such with --engine fast':
+        '一个 GGUF 文件（GPT-2 或 Llama；f32、f16、q8_0、q4_0，或 llama.cpp 的 k-quant 文件，如 Q4_K_M）：加 --engine fast 时量化权重直接参与计算',
     'a PEFT LoRA adapter directory to put on the model (zerollm.interop.peft)':
         '要加到模型上的 PEFT LoRA 适配器目录（zerollm.interop.peft）',
     "text to continue, or the user's turn of a chat model; '-' reads it from stdin (default: a newline)":
@@ -323,8 +323,8 @@ ZH = {
         'GET /metrics 不需要 API 密钥（默认：和 /v1 一样需要密钥）',
     'a training run directory, a step directory or a zerollm model directory':
         '一个训练运行目录、某一步的目录或 zerollm 模型目录',
-    'a GGUF file (GPT-2 or Llama; f32, f16, q8_0 or q4_0)':
-        '一个 GGUF 文件（GPT-2 或 Llama；f32、f16、q8_0 或 q4_0）',
+    'a GGUF file (GPT-2 or Llama; f32, f16, q8_0, q4_0, or llama.cpp\'s k-quant files such as Q4_K_M)':
+        '一个 GGUF 文件（GPT-2 或 Llama；f32、f16、q8_0、q4_0，或 llama.cpp 的 k-quant 文件，如 Q4_K_M）',
     'evaluate only the first N tokens':
         '只评估前 N 个 token',
     'windows per forward pass (default 16)':

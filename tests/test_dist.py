@@ -196,6 +196,16 @@ def tiny_base(tmp_path_factory):
     return root
 
 
+def _ranks_and_threads(argv, tmp_path, field):
+    """Run a stage over 2 MPI ranks (into tmp_path/ranks) and as one process with 2 threads (tmp_path/threads);
+    each run's logged (step, loss, field) of every training step."""
+    ranks = mpirun(2, *argv, "--out", str(tmp_path / "ranks"), timeout=300)
+    threads = single(*argv, "--out", str(tmp_path / "threads"), "--threads", "2")
+    assert ranks.returncode == 0 and threads.returncode == 0, ranks.stderr + threads.stderr
+    return [[(r["step"], r["loss"], r[field]) for r in read_log(tmp_path / run / "log.jsonl") if "loss" in r]
+            for run in ("ranks", "threads")]
+
+
 @pytest.mark.parametrize("prompts, group", [(2, 4), (3, 3)])      # 8 answers split 4 + 4; 9 split 5 + 4
 def test_grpo_over_two_ranks_equals_two_threads(tiny_base, tmp_path, prompts, group):
     """A post-training stage's batch need not split evenly: a rank may hold a row more than the other,
@@ -204,13 +214,8 @@ def test_grpo_over_two_ranks_equals_two_threads(tiny_base, tmp_path, prompts, gr
             "--reward", "addition", "--max-new-tokens", "6", "--prompts-per-step", str(prompts), "--group-size", str(group),
             "--max-iters", "4", "--epochs", "1", "--minibatches", "1", "--eval-interval", "100", "--no-progress",
             "--checkpoint-interval", "2"]
-    ranks = mpirun(2, *argv, "--out", str(tmp_path / "ranks"), timeout=300)
-    threads = single(*argv, "--out", str(tmp_path / "threads"), "--threads", "2")
-    assert ranks.returncode == 0 and threads.returncode == 0, ranks.stderr + threads.stderr
-    steps = [(r["step"], r["loss"], r["reward"]) for r in read_log(tmp_path / "ranks" / "log.jsonl") if "loss" in r]
-    assert len(steps) == 4
-    assert steps == [(r["step"], r["loss"], r["reward"]) for r in read_log(tmp_path / "threads" / "log.jsonl")
-                     if "loss" in r]
+    steps = _ranks_and_threads(argv, tmp_path, "reward")
+    assert len(steps[0]) == 4 and steps[0] == steps[1]
     mine, theirs = final_weights(tmp_path / "ranks"), final_weights(tmp_path / "threads")
     assert mine.keys() == theirs.keys() and all(np.array_equal(mine[k], theirs[k]) for k in mine)
 
@@ -280,13 +285,8 @@ def test_distill_over_two_ranks_equals_two_threads(tmp_path):
             "--data", str(tmp_path / "poems.txt"), "--batch-size", "4", "--max-iters", "4", "--eval-interval", "2",
             "--eval-iters", "1", "--checkpoint-interval", "2", "--lr-decay-iters", "4", "--warmup-iters", "1",
             "--ce-weight", "0.5", "--on-policy", "0.5", "--no-progress"]
-    ranks = mpirun(2, *argv, "--out", str(tmp_path / "ranks"), timeout=300)
-    threads = single(*argv, "--out", str(tmp_path / "threads"), "--threads", "2")
-    assert ranks.returncode == 0 and threads.returncode == 0, ranks.stderr + threads.stderr
-    steps = [(r["step"], r["loss"], r["kd"]) for r in read_log(tmp_path / "ranks" / "log.jsonl") if "loss" in r]
-    assert len(steps) == 4
-    assert steps == [(r["step"], r["loss"], r["kd"]) for r in read_log(tmp_path / "threads" / "log.jsonl")
-                     if "loss" in r]
+    steps = _ranks_and_threads(argv, tmp_path, "kd")
+    assert len(steps[0]) == 4 and steps[0] == steps[1]
     held_out = [[(r["step"], r["val_loss"], r["val_kd"]) for r in evals(tmp_path / run)] for run in ("ranks", "threads")]
     assert len(held_out[0]) == 3 and held_out[0] == held_out[1]
     mine, theirs = final_weights(tmp_path / "ranks"), final_weights(tmp_path / "threads")

@@ -142,19 +142,25 @@ def fresh_clone(dest, repo=REPO):
     seed_kernel_cache(dest, repo)
 
 
+def _cache_folders(src, dst):
+    """(numba's cache folder for a source folder of ``src``, the one for the same folder of ``dst``), for each
+    source folder of the project; nothing without NUMBA_CACHE_DIR."""
+    if not os.environ.get("NUMBA_CACHE_DIR"):
+        return
+    from numba.core.caching import _CacheLocator       # the subfolder numba's own lookup computes
+    cache = Path(os.environ["NUMBA_CACHE_DIR"])
+    folders = {p.parent.relative_to(src) for top in PROJECT_FOLDERS for p in (Path(src) / top).glob("**/*.py")}
+    for folder in folders:
+        yield tuple(cache / _CacheLocator.get_suitable_cache_subpath(str(root / folder / "x.py"))
+                    for root in (src, dst))
+
+
 def seed_kernel_cache(dest, repo):
     """With NUMBA_CACHE_DIR set (tests/conftest.py), numba files a source's compiled kernels under a hash of
     its folder's path, so the clone's own path would find none and every tour that runs the fast engine
     would compile it anew (tens of seconds). The repository's entries, copied under the clone's paths,
     are found; numba still checks each source's size and time (kept by copy2) and each function's code."""
-    if not os.environ.get("NUMBA_CACHE_DIR"):
-        return
-    from numba.core.caching import _CacheLocator       # the subfolder numba's own lookup computes
-    cache = Path(os.environ["NUMBA_CACHE_DIR"])
-    folders = {p.parent.relative_to(repo) for top in PROJECT_FOLDERS for p in (Path(repo) / top).glob("**/*.py")}
-    for folder in folders:
-        source, target = (cache / _CacheLocator.get_suitable_cache_subpath(str(root / folder / "x.py"))
-                          for root in (repo, dest))
+    for source, target in _cache_folders(repo, dest):
         if source.is_dir():
             target.mkdir(parents=True, exist_ok=True)
             # the kernels before the indexes that name them, as numba itself writes them (another test may be
@@ -171,14 +177,7 @@ def return_kernel_cache(clone, repo):
     and the next tour compiled the same again). Whole functions only, each file created only where none is:
     an index names its kernels by number, and numbers merged into another index could pair one signature's
     entry with another signature's kernel."""
-    if not os.environ.get("NUMBA_CACHE_DIR"):
-        return
-    from numba.core.caching import _CacheLocator
-    cache = Path(os.environ["NUMBA_CACHE_DIR"])
-    folders = {p.parent.relative_to(clone) for top in PROJECT_FOLDERS for p in (Path(clone) / top).glob("**/*.py")}
-    for folder in folders:
-        source, target = (cache / _CacheLocator.get_suitable_cache_subpath(str(root / folder / "x.py"))
-                          for root in (clone, repo))
+    for source, target in _cache_folders(clone, repo):
         for index in (source.glob("*.nbi") if source.is_dir() else ()):
             if (target / index.name).exists():
                 continue

@@ -152,32 +152,34 @@ def _counting_forwards(model):
     return seen
 
 
-@pytest.mark.parametrize("speculate", [False, True], ids=["plain", "ngram"])
+@pytest.mark.parametrize("speculate", ["off", "ngram", "draft"])
 def test_no_step_puts_more_than_step_tokens_through_the_model(speculate):
     """8 rows decoding, then an 80-token prompt arrives, with step_tokens=48: every step's forwards together
     take at most 48 tokens (the rows' tokens and guesses counted first, the prompt's chunk gets the rest),
     every running row gets one token (or more, guesses kept) on every step the prompt is prefilled in, and
-    the prompt takes as many steps as its chunks: 80 / (48 - 9 rows x (1 + guesses)) rounded up. The long
-    prompt's answer is the one it gets alone."""
+    the prompt takes as many steps as its chunks: 80 / (48 - 9 rows x (1 + guesses)) rounded up. A draft
+    model takes the prompt in the same chunks (before, it took all 80 tokens in the step the prompt joined
+    in). The long prompt's answer is the one it gets alone."""
     from zerollm.generation.prefill import PREFILL_FLOOR
-    model = _model()
-    spec = Speculation("ngram", tokens=2) if speculate else Speculation()
-    sched = Scheduler(model, max_batch=16, features=Features(step_tokens=48, speculation=spec))
+    model, draft = _model(), _model(seed=9, n_layer=1)
+    spec = Speculation(speculate, tokens=2) if speculate != "off" else Speculation()
+    sched = Scheduler(model, max_batch=16, features=Features(step_tokens=48, speculation=spec,
+                                                             draft=draft if speculate == "draft" else None))
     rows = [[] for _ in range(8)]
     for k in range(8):
         sched.submit(Request([k + 1, 2, 3], 60, Sampling(0), np.random.default_rng(k), emit=rows[k].append))
-    seen = _counting_forwards(model)
+    seen, drafted = _counting_forwards(model), _counting_forwards(draft)
     sched.step()
     long_prompt, long_ = list(np.random.default_rng(1).integers(0, 61, 80)), []
     sched.submit(Request(long_prompt, 4, Sampling(0), np.random.default_rng(0), emit=long_.append))
-    steps = 0
+    steps, chunk = 0, 48 - 9 * (1 if speculate == "off" else 3)
     while not long_:
-        before, seen[:] = [len(r) for r in rows], []
+        before, seen[:], drafted[:] = [len(r) for r in rows], [], []
         sched.step()
         steps += 1
         assert sum(seen) <= 48, seen
         assert all(len(r) > b for r, b in zip(rows, before))       # each row's token on this step too
-    chunk = 48 - 9 * (3 if speculate else 1)
+        assert max(drafted, default=0) <= chunk, drafted            # the draft's piece of the prompt, its guesses
     assert chunk >= PREFILL_FLOOR and steps == -(-80 // chunk)
     alone, _ = _run(model, [long_prompt], Features(), Sampling(0), n=4)
     while sched.busy:
@@ -459,3 +461,61 @@ def test_the_step_budget_flag_and_its_earlier_name_set_the_same_feature(flag):
     add_feature_arguments(p)
     assert features_of(p.parse_args([flag, "24"])).step_tokens == 24
     assert features_of(p.parse_args([flag, "0"])).step_tokens is None
+
+
+def test_a_long_prompt_with_a_draft_model_is_prefilled_in_chunks_through_the_server():
+    """The server with --draft and a 24-token step budget: a 150-byte prompt arrives while a stream decodes.
+    The draft takes that prompt in chunks of the budget's room (18 tokens: 24 less 2 rows x (1 + 2 guesses)),
+    each chunk in a step that also decodes the stream (the draft's one-token steps come between them; it
+    took all 150 at once before); both answers are the ones a server without features gives."""
+    import threading
+    from fastapi.testclient import TestClient
+    from zerollm.serve.api import build_app
+    from zerollm.serve.backend import Backend
+    from zerollm.tokenizers import ByteTokenizer
+    tok, cfg = ByteTokenizer(), dict(vocab_size=256, block_size=256, n_head=2, n_embd=16, dtype="float64")
+    model, draft = GPT(GPTConfig(n_layer=2, **cfg), seed=0), GPT(GPTConfig(n_layer=1, **cfg), seed=4)
+    long_prompt = "".join(chr(97 + (i * 7) % 26) for i in range(150))
+    stream = {"model": "t", "prompt": "abc", "max_tokens": 90, "temperature": 0, "stream": True}
+    other = {"model": "t", "prompt": long_prompt, "max_tokens": 8, "temperature": 0}
+
+    def answers(features, calls=None):
+        backend = Backend(model, tok, name="t", features=features)
+        # once the stream has 3 tokens, the model waits for the long prompt to be queued: it then arrives
+        # while the stream decodes, however slow the machine
+        gate, arrived, submitted, submit = threading.Event(), threading.Event(), [], backend.scheduler.submit_all
+        backend.scheduler.submit_all = lambda reqs: (submit(reqs), submitted.append(1),
+                                                     len(submitted) == 2 and arrived.set())
+        model.forward_hidden = lambda idx, **kw: (gate.is_set() and arrived.wait(60),
+                                                  GPT.forward_hidden(model, idx, **kw))[1]
+        backend.start()
+        http, out = TestClient(build_app(backend)), {}
+        try:
+            with http.stream("POST", "/v1/completions", json=stream) as r:
+                pieces, later = [], None
+                for line in r.iter_lines():
+                    if not line.startswith("data: {"):
+                        continue
+                    pieces.append(json.loads(line[6:])["choices"][0]["text"])
+                    if len(pieces) == 3:
+                        if calls is not None:
+                            calls[:] = []
+                        gate.set()
+                        later = threading.Thread(target=lambda: out.update(r=http.post("/v1/completions", json=other)))
+                        later.start()
+                later.join()
+            assert out["r"].status_code == 200, out["r"].text
+            return "".join(pieces), out["r"].json()["choices"][0]["text"]
+        finally:
+            backend.close()
+            vars(model).pop("forward_hidden")
+
+    plain = answers(Features())
+    calls = []
+    forward = draft.forward_hidden
+    draft.forward_hidden = lambda idx, **kw: (calls.append(np.asarray(idx).shape), forward(idx, **kw))[1]
+    got = answers(Features(step_tokens=24, speculation=Speculation("draft", 2), draft=draft), calls)
+    assert got == plain
+    chunks = [i for i, (rows, n) in enumerate(calls) if n > 1]            # the long prompt's pieces (1 row each)
+    assert sum(calls[i][1] for i in chunks) == 150 and max(calls[i][1] for i in chunks) <= 18
+    assert all(any(n == 1 for _, n in calls[a + 1:b]) for a, b in zip(chunks, chunks[1:]))   # decoding between

@@ -13,7 +13,9 @@ prompt arriving amid 8 decoding streams costs each of their steps one chunk, not
 Chunks of one prompt go through its own per-row KV cache (zerollm.model.kvcache), each chunk attending
 to the keys of the chunks before it; when the last chunk is done the row's cache joins the batch's cache
 (one copy) and its first token is chosen in the same step. Prompts of one length (and one prefix-cache
-hit) are prefilled together, each row alone in its attention.
+hit) are prefilled together, each row alone in its attention. With a draft model (speculative decoding)
+the draft's own cache of the prompt is filled the same way, chunk by chunk within the same step budget,
+so a long prompt stalls the running rows no more with a draft than without.
 
 The methods here are the Scheduler's (zerollm.generation.batching); they read its fields.
 
@@ -41,6 +43,13 @@ class _Prefill:
     cache: KVCache
     done: int
     blocks: list                                # per request, the prefix-cache blocks held for it
+    draft: KVCache | None = None                # the draft model's cache of the same rows (Features.draft)
+    drafted: int = 0                            # prompt tokens the draft has taken (it has no prefix cache)
+    logits: np.ndarray | None = None            # (k, V) after the last prompt token, once the target is done
+
+    @property
+    def finished(self):
+        return self.done == len(self.reqs[0].prompt) and (self.draft is None or self.drafted == self.done)
 
 
 class Prefilling:
@@ -70,26 +79,18 @@ class Prefilling:
         if not ready:
             return
         caches, logits, rows = [], [self.shared.logits], []
-        for pre, last in ready:
+        for pre in ready:
             caches.append(pre.cache)
-            logits.append(last)
+            logits.append(pre.logits)
             rows += [self._row(r, r.prompt, blocks) for r, blocks in zip(pre.reqs, pre.blocks)]
         self.shared.cache.add_rows(*caches)
         if self.shared.draft is not None:
-            self.shared.draft.add_rows(*[self._draft_prefill(pre.reqs) for pre, _ in ready])
+            self.shared.draft.add_rows(*[pre.draft for pre in ready])
         self.shared.logits = np.concatenate(logits).astype(self.shared.logits.dtype)                    # (A, V)
         joined = {id(row.req) for row in rows}
         with self.wake:
             self.shared.rows = self.shared.rows + rows
             self.joining = [r for r in self.joining if id(r) not in joined]
-
-    def _draft_prefill(self, reqs):
-        """The draft model's per-row cache of ``reqs``' prompts (of one length), for Features.draft."""
-        draft = self.features.draft
-        cache = KVCache(draft.config, len(reqs), max_len=max(len(r.prompt) + r.max_new_tokens - 1 for r in reqs),
-                        per_row=True)
-        draft.forward_hidden(np.array([r.prompt for r in reqs], dtype=np.int64), kv_cache=cache)
-        return cache
 
     def _coming(self, req, new):
         """Whether ``req``'s first block is not stored yet but will be, by a prompt being prefilled (or taken
@@ -116,7 +117,9 @@ class Prefilling:
                     cache.put(b, i * self.prefix.block, block.k, block.v)
             hit = n * self.prefix.block if n else 0
             cache.pos[:] = hit
-            out.append(_Prefill([r for r, _ in members], cache, hit, [blocks for _, blocks in members]))
+            draft = self.features.draft     # the draft's own cache of these rows, filled chunk by chunk too
+            draft = KVCache(draft.config, len(members), max_len=max(slots, 1), per_row=True) if draft else None
+            out.append(_Prefill([r for r, _ in members], cache, hit, [blocks for _, blocks in members], draft))
         return out
 
     def _drop_cancelled_prefills(self):
@@ -132,6 +135,10 @@ class Prefilling:
             rows = np.flatnonzero(keep)
             pre.reqs, pre.blocks = [pre.reqs[i] for i in rows], [pre.blocks[i] for i in rows]
             pre.cache.keep_rows(rows)
+            if pre.draft is not None:
+                pre.draft.keep_rows(rows)
+            if pre.logits is not None:
+                pre.logits = pre.logits[rows]
         self.prefills = [pre for pre in self.prefills if pre.reqs]
         with self.wake:
             self.joining = [r for r in self.joining if not r.cancelled]
@@ -153,24 +160,46 @@ class Prefilling:
 
     def _prefill_step(self):
         """Prefill the next part of each waiting prompt, oldest first, within _prefill_room (all of every
-        prompt without Features.step_tokens) -> [(_Prefill, (k, V) the logits after its last prompt token)]
-        for the groups whose prompt is now done."""
+        prompt without Features.step_tokens) -> the _Prefill groups whose prompt is now done (their
+        ``logits``: (k, V) after the last prompt token). With a draft model, the draft takes its chunk of the
+        prompt in the same step, within the same room: a chunk of n tokens puts n through each model (the
+        draft starts at 0 where the target starts after its prefix-cache hit, so it may still be behind)."""
         room, ready = self._prefill_room(), []
         for pre in list(self.prefills):
             P, k = len(pre.reqs[0].prompt), len(pre.reqs)
-            n = P - pre.done if room is None else min(P - pre.done, max(room // k, 1))
-            idx = np.array([r.prompt[pre.done:pre.done + n] for r in pre.reqs], dtype=np.int64)         # (k, n)
-            h = self.model.forward_hidden(idx, kv_cache=pre.cache)                                      # (k, n, C)
-            pre.done += n
-            if pre.done == P:
-                self._store(pre)
-                ready.append((pre, self.model.head(h[:, -1])))                                          # (k, V)
+            n = P if room is None else max(room // k, 1)
+            took = self._prefill_chunk(pre, min(P - pre.done, n))
+            took = max(took, self._draft_chunk(pre, min(P - pre.drafted, n)))
+            if pre.finished:
+                ready.append(pre)
                 self.prefills.remove(pre)
             if room is not None:
-                room -= n * k
+                room -= took * k
                 if room <= 0:
                     break
         return ready
+
+    def _prefill_chunk(self, pre, n):
+        """The target model over the next n prompt tokens of ``pre`` -> n; the last chunk stores the prompt's
+        blocks in the prefix cache and keeps the logits after its last token."""
+        if n <= 0:
+            return 0
+        idx = np.array([r.prompt[pre.done:pre.done + n] for r in pre.reqs], dtype=np.int64)             # (k, n)
+        h = self.model.forward_hidden(idx, kv_cache=pre.cache)                                          # (k, n, C)
+        pre.done += n
+        if pre.done == len(pre.reqs[0].prompt):
+            self._store(pre)
+            pre.logits = self.model.head(h[:, -1])                                                      # (k, V)
+        return n
+
+    def _draft_chunk(self, pre, n):
+        """The draft model over the next n prompt tokens of ``pre`` (none without a draft) -> n."""
+        if pre.draft is None or n <= 0:
+            return 0
+        idx = np.array([r.prompt[pre.drafted:pre.drafted + n] for r in pre.reqs], dtype=np.int64)       # (k, n)
+        self.features.draft.forward_hidden(idx, kv_cache=pre.draft)
+        pre.drafted += n
+        return n
 
     def _store(self, pre):
         """Keep the full blocks of each prefilled prompt in the prefix cache."""

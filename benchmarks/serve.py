@@ -5,6 +5,7 @@ median, p99) and throughput, at 1, 4, 16, 64 streaming clients and with each eng
     python benchmarks/serve.py --shape gpt2 --clients 1 4 --new-tokens 16
     python benchmarks/serve.py --only features --system-tokens 1000 --long-prompt 2000
     python benchmarks/serve.py --only budget --long-prompt 2000    # the step budget's sweep, in process
+    python benchmarks/serve.py --only join --shape gpt2            # a row joining / leaving the batch, in process
     python benchmarks/serve.py --request-rate 20        # Poisson arrivals, 20 requests/s on average
     python benchmarks/serve.py --json serve.json        # the numbers as JSON too
 
@@ -397,6 +398,51 @@ def budget_rows(args, budgets=(0, 32, 64, 128, 256)):
     return rows
 
 
+def join_rows(args, rows=15, context=1024):
+    """In this process, no HTTP: ``rows`` rows decoding with --join-tokens of context each (one shared system
+    prompt, so the prefix cache computes it once), then one more request joins and one row leaves. Times:
+    a decode step (median of 10), the step the new row joins in, the KV cache's join alone (add_rows), the
+    step a row leaves in, and the cache's leave alone (keep_rows). Run at one commit and another to compare."""
+    from zerollm.generation.batching import Features, Request, Scheduler
+    from zerollm.generation.sample import Sampling
+    from zerollm.model.gpt import GPT, GPTConfig
+    from zerollm.training.presets import PRESETS
+    p = PRESETS["tang"] if args.shape == "tang" else dict(n_layer=12, n_head=12, n_embd=768, bias=True)
+    cfg = GPTConfig(vocab_size=259, block_size=context, n_layer=p["n_layer"], n_head=p["n_head"],
+                    n_embd=p["n_embd"], bias=p["bias"])
+    model, rng = GPT(cfg, seed=0), np.random.default_rng(0)
+    system = rng.integers(0, 250, args.join_tokens - 16).tolist()
+    s = Scheduler(model, max_batch=rows + 1, features=Features(prefix_cache=256 << 20, step_tokens=64))
+    reqs = [Request(system + rng.integers(0, 250, 16).tolist(), context - args.join_tokens, Sampling(0.8),
+                    np.random.default_rng(k), emit=_ignore) for k in range(rows + 1)]
+    s.submit(reqs[0])
+    while s.waiting or s.prefills:
+        s.step()
+    for r in reqs[1:rows]:
+        s.submit(r)
+    while s.waiting or s.prefills:
+        s.step()
+    decode = [_timed(s.step) for _ in range(12)][2:]
+    cache, spent = s.shared.cache, {}
+    for name in ("add_rows", "keep_rows"):
+        def timed(*a, _f=getattr(cache, name), _name=name):
+            t0 = time.perf_counter()
+            _f(*a)
+            spent[_name] = time.perf_counter() - t0
+        setattr(cache, name, timed)
+    s.submit(reqs[rows])
+    join = 0.0
+    while s.waiting or s.prefills:
+        join = _timed(s.step)
+    reqs[0].cancel()
+    leave = _timed(s.step)
+    return [{"shape": args.shape, "rows": rows, "context": args.join_tokens,
+             "decode_ms": 1000 * float(np.median(decode)),
+             "join_step_ms": 1000 * join, "add_rows_ms": 1000 * spent.get("add_rows", 0.0),
+             "leave_step_ms": 1000 * leave, "keep_rows_ms": 1000 * spent.get("keep_rows", 0.0),
+             "cache_mb": sum(a.nbytes for a in cache.k + cache.v) / 2 ** 20}]
+
+
 def _ignore(event):
     return None
 
@@ -440,8 +486,9 @@ def host_rows(threads):
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--shape", choices=("tang", "gpt2"), default="tang")
-    p.add_argument("--only", choices=("clients", "features", "chunked", "budget"), default=None,
-                   help="run one part (default clients and features; budget: the step budget's sweep, in process)")
+    p.add_argument("--only", choices=("clients", "features", "chunked", "budget", "join"), default=None,
+                   help="run one part (default clients and features; budget: the step budget's sweep, in process; "
+                        "join: what a row joining and leaving the batch costs, in process)")
     p.add_argument("--clients", type=int, nargs="+", default=[1, 4, 16, 64])
     p.add_argument("--rounds", type=int, default=2, help="requests per client (default 2)")
     p.add_argument("--new-tokens", type=int, default=32)
@@ -454,6 +501,7 @@ def main(argv=None):
                    help="the long prompt arrives once each of the 8 streams has had this many tokens (default 8)")
     p.add_argument("--budgets", type=int, nargs="+", default=None,
                    help="--max-num-batched-tokens of the chunked cases (default: the server's default)")
+    p.add_argument("--join-tokens", type=int, default=256, help="each row's context in the join part (default 256)")
     p.add_argument("--threads", type=int, default=1, help="BLAS threads of the server and the baselines")
     p.add_argument("--json", default=None, help="also write the results here")
     args = p.parse_args(argv)
@@ -494,6 +542,14 @@ def main(argv=None):
             result["features"].append(r)
             print(f"| {r['budget'] or 'whole'} | {r['decode_ms']:.1f} | {r['steps']} | {r['chunk_median_ms']:.1f} / "
                   f"{r['chunk_max_ms']:.1f} | {r['prompt_s']:.2f} |", flush=True)
+    if args.only == "join":
+        print("| shape | rows | context | KV cache MiB | decode step median ms | join step ms | its cache join ms | "
+              "leave step ms | its cache leave ms |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|", flush=True)
+        for r in join_rows(args):
+            result["features"].append(r)
+            print(f"| {r['shape']} | {r['rows']} | {r['context']} | {r['cache_mb']:.0f} | {r['decode_ms']:.1f} | "
+                  f"{r['join_step_ms']:.1f} | {r['add_rows_ms']:.1f} | {r['leave_step_ms']:.1f} | "
+                  f"{r['keep_rows_ms']:.1f} |", flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
     return 0

@@ -519,3 +519,35 @@ def test_a_long_prompt_with_a_draft_model_is_prefilled_in_chunks_through_the_ser
     chunks = [i for i, (rows, n) in enumerate(calls) if n > 1]            # the long prompt's pieces (1 row each)
     assert sum(calls[i][1] for i in chunks) == 150 and max(calls[i][1] for i in chunks) <= 18
     assert all(any(n == 1 for _, n in calls[a + 1:b]) for a, b in zip(chunks, chunks[1:]))   # decoding between
+
+
+def test_a_row_joining_or_leaving_reuses_the_batch_cache_storage():
+    """Once the shared batch's cache has room (rows doubled up to max_batch, slots doubled up to the context),
+    a row joining writes into a free row of the same storage and a row leaving has the last row moved into its
+    place within it: no new array for the whole batch (before, every join and leave made one). The answers
+    are the ones each request gets alone."""
+    model = _model()
+    sched = Scheduler(model, max_batch=8)
+    got = [[] for _ in range(7)]
+
+    def submit(k, n):
+        sched.submit(Request([k + 1, 2, 3], n, Sampling(0), np.random.default_rng(k), emit=got[k].append))
+    for k in range(4):
+        submit(k, 40 if k != 1 else 8)       # row 1 ends first
+    sched.step()
+    submit(4, 40)                            # the storage grows: 4 -> 8 rows
+    sched.step()
+    storage = sched.cache.k[0]
+    for k in (5, 6):
+        submit(k, 30)
+        sched.step()
+        assert sched.cache.batch_size == k + 1 and np.shares_memory(storage, sched.cache.k[0])
+    while len(got[1]) == 0 or not isinstance(got[1][-1], Done):
+        sched.step()
+    sched.step()
+    assert sched.cache.batch_size == 6 and np.shares_memory(storage, sched.cache.k[0])
+    while sched.busy:
+        sched.step()
+    for k, n in enumerate([40, 8, 40, 40, 40, 30, 30]):
+        alone, _ = _run(model, [[k + 1, 2, 3]], Features(), Sampling(0), n=n)
+        assert [ev.id for ev in got[k] if isinstance(ev, Token)] == alone[0]

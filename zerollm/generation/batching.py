@@ -59,7 +59,7 @@ import numpy as np
 
 from zerollm.io.errors import ZeroLLMError
 from zerollm.model.kvcache import KVCache
-from zerollm.generation.prefill import Prefilling
+from zerollm.generation.prefill import BatchCache, Prefilling
 from zerollm.generation.prefix import PrefixCache
 from zerollm.generation.request import (INCOMPLETE, BeyondContext, Context, ContextWarning, Done, Features,  # noqa: F401
                                         QueueFull, Request, Token, context_notes, done, full_message, rolls)
@@ -115,9 +115,8 @@ class Scheduler(Prefilling, Speculating):
 
     def _empty_batch(self):
         draft = self.features.draft
-        return _Batch([], KVCache(self.cfg, 0, max_len=1, per_row=True),
-                      np.zeros((0, self.cfg.vocab_size), self.cfg.dtype),
-                      draft=KVCache(draft.config, 0, max_len=1, per_row=True) if draft is not None else None)
+        return _Batch([], BatchCache(self.cfg, self.max_batch), np.zeros((0, self.cfg.vocab_size), self.cfg.dtype),
+                      draft=BatchCache(draft.config, self.max_batch) if draft is not None else None)
 
     @property
     def rows(self):
@@ -244,9 +243,9 @@ class Scheduler(Prefilling, Speculating):
             if not batch.rows:
                 continue
             ids, keep = self._choose(batch)
-            self._leave(batch, keep, None)
+            order = self._leave(batch, keep, None)
             if batch.rows:
-                self._advance(batch, ids[np.asarray(keep)])
+                self._advance(batch, ids[order])
                 forwards = 1
         self.steps += forwards
         self.groups = [g for g in self.groups if g.rows]
@@ -359,15 +358,17 @@ class Scheduler(Prefilling, Speculating):
         return True
 
     def _leave(self, batch, keep, reason):
-        """Rows with keep False leave the batch (and its cache) now."""
+        """Rows with keep False leave the batch (and its cache) now -> the kept rows' old indices, in their new
+        order. In the shared batch the last rows take the places of those that left (its BatchCache then
+        moves only them); a group keeps its order (its rows may draw from one generator, in row order)."""
         if all(keep):
-            return
+            return np.arange(len(keep))
         if reason is not None:
             for row, k in zip(batch.rows, keep):
                 if not k:
                     row.req.emit(done(row.req, reason))
         self._release([row.blocks for row, k in zip(batch.rows, keep) if not k])
-        rows = np.flatnonzero(keep)
+        rows = _fill_from_end(keep) if batch is self.shared else np.flatnonzero(keep)
         batch.rows = [batch.rows[a] for a in rows]
         if batch.cache is not None:
             batch.cache.keep_rows(rows)
@@ -376,8 +377,17 @@ class Scheduler(Prefilling, Speculating):
         batch.logits = batch.logits[rows]
         if batch.tokens is not None:
             batch.tokens = batch.tokens[rows]
+        return rows
 
 
+def _fill_from_end(keep):
+    """The rows kept, each place of one that leaves taken by a kept row from the end: [T, F, T, T] -> [0, 3, 2]."""
+    keep = np.asarray(keep, bool)
+    n = int(keep.sum())
+    order, fillers = np.arange(n), list(np.flatnonzero(keep[n:]) + n)
+    for i in np.flatnonzero(~keep[:n]):
+        order[i] = fillers.pop()
+    return order
 
 
 def _logprobs(logits, t, k):

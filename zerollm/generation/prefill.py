@@ -12,7 +12,8 @@ prompt arriving amid 8 decoding streams costs each of their steps one chunk, not
 
 Chunks of one prompt go through its own per-row KV cache (zerollm.model.kvcache), each chunk attending
 to the keys of the chunks before it; when the last chunk is done the row's cache joins the batch's cache
-(one copy) and its first token is chosen in the same step. Prompts of one length (and one prefix-cache
+(its filled slots copied into a free row of the BatchCache's storage, which is kept from step to step:
+a join or a leave never copies the other rows) and its first token is chosen in the same step. Prompts of one length (and one prefix-cache
 hit) are prefilled together, each row alone in its attention. With a draft model (speculative decoding)
 the draft's own cache of the prompt is filled the same way, chunk by chunk within the same step budget,
 so a long prompt stalls the running rows no more with a draft than without.
@@ -50,6 +51,78 @@ class _Prefill:
     @property
     def finished(self):
         return self.done == len(self.reqs[0].prompt) and (self.draft is None or self.drafted == self.done)
+
+
+class BatchCache(KVCache):
+    """The shared batch's per-row KV cache, its keys and values held in storage with room to spare: a row
+    joining copies only its own filled slots into a free row, and a row leaving has the last row's filled
+    slots moved into its place (the batch's order follows: Scheduler._leave), so neither copies the whole
+    batch's cache as a fresh array would. The storage has ``max_rows`` rows from the start (np.zeros: pages
+    that are never written take no memory) and its slots grow in steps, doubling up to the context, each
+    step one copy of what is filled. ``k`` and ``v`` are views of the storage's first A rows, as
+    KVCache.update expects. Slots past a row's position may hold an earlier row's keys: the mask hides
+    them, as it hides the zeros."""
+
+    def __init__(self, config, max_rows):
+        super().__init__(config, max_rows, max_len=1, per_row=True)
+        self.context = config.block_size
+        self.store_k, self.store_v = self.k, self.v                     # L arrays (R, nkv, 1, S, hs)
+        self.pos = np.zeros(0, np.int64)
+        self._view(0)
+
+    def _used(self):
+        return int(self.pos.max()) if len(self.pos) else 0
+
+    def _view(self, rows):
+        self.k = [a[:rows] for a in self.store_k]
+        self.v = [a[:rows] for a in self.store_v]
+
+    def _grow(self, rows, slots):
+        """Storage for at least ``rows`` rows of ``slots`` slots (slots: at least double what there is, up
+        to the context)."""
+        R, S = self.store_k[0].shape[0], self.slots
+        if rows <= R and slots <= S:
+            return
+        R, S = max(R, rows), max(S, slots, min(2 * S, self.context)) if slots > S else S
+        A, used = self.batch_size, self._used()
+        for store in (self.store_k, self.store_v):
+            for i, a in enumerate(store):
+                bigger = np.zeros((R, *a.shape[1:3], S, a.shape[-1]), a.dtype)
+                bigger[:A, ..., :used, :] = a[:A, ..., :used, :]
+                store[i] = bigger
+        self.slots, self.slot_pos = S, np.full(S, -1)
+        self._view(A)
+
+    def add_rows(self, *others):
+        """Append the rows of per-row caches (prompts just prefilled) after this cache's rows: their filled
+        slots are copied into the storage's free rows."""
+        A = self.batch_size
+        self._grow(A + sum(o.batch_size for o in others), max(o.slots for o in others))
+        at = A
+        for o in others:
+            used, b = (int(o.pos.max()) if len(o.pos) else 0), o.batch_size
+            for store, theirs in ((self.store_k, o.k), (self.store_v, o.v)):
+                for a, t in zip(store, theirs):
+                    a[at:at + b, ..., :used, :] = t[..., :used, :]
+            at += b
+        self.pos = np.concatenate([self.pos, *[o.pos for o in others]])
+        self._view(at)
+
+    def keep_rows(self, rows):
+        """Keep the rows ``rows`` (in that order): only those not already in their place are copied (their
+        filled slots)."""
+        rows = np.asarray(rows, dtype=np.int64)
+        n, used = len(rows), self._used()
+        moved = np.flatnonzero(rows != np.arange(n))
+        if moved.size and used:
+            for store in (self.store_k, self.store_v):
+                for a in store:
+                    a[moved, ..., :used, :] = a[rows[moved], ..., :used, :]
+        self.pos = self.pos[rows]
+        self._view(n)
+
+    def reserve(self, slots):
+        self._grow(self.batch_size, slots)
 
 
 class Prefilling:

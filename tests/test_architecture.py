@@ -198,6 +198,7 @@ OPENERS = {                     # (module, function): what reads a saved model o
     ("zerollm.interop.hf.loading", "load"), ("zerollm.interop.hf.loading", "load_tokenizer_dir"),
     ("zerollm.interop.hf", "load"), ("zerollm.interop.hf", "load_tokenizer_dir"),
     ("zerollm.interop.gguf_load", "load_gguf"), ("zerollm.tokenizers", "load_tokenizer"),
+    ("zerollm.tokenizers", "find_tokenizer"),
 }
 OPENER_MAY_CALL = {
     "zerollm.interop.opening": {f for _, f in OPENERS},          # the one opener

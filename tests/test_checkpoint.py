@@ -105,6 +105,22 @@ def test_load_step_dir_directly_and_without_optimizer(tmp_path):
     assert latest.optimizer_state["step"] == 2 and latest.optimizer_state["betas"] == [0.9, 0.999]
 
 
+@pytest.mark.parametrize("content, kind", [
+    ('{"format": "zerollm-tokenizer", "version": 1, "type": "char", "chars": ["a"]}', "char"),
+    ('{"format": "something-else", "version": 1, "type": "byte"}', None),     # not zerollm's format
+    ('{"model": {"type": "BPE", "vocab": {}, "merges": []}, "type": "byte"}', None),  # Hugging Face's form
+    ('{"type": "byte", ', None),                                               # damaged: still copied
+])
+def test_the_recorded_tokenizer_kind_is_the_readers(tmp_path, content, kind):
+    """config.json's "tokenizer" is what zerollm.tokenizers' one reader makes of the copied file, not any
+    "type" key: opening the step checks the tokenizer against it."""
+    run = Run(tmp_path)
+    run.tokenizer.write_text(content, encoding="utf-8")
+    ck = load_checkpoint(run.save(step=1))
+    assert ck.tokenizer_kind == kind
+    assert open(ck.tokenizer_path, encoding="utf-8").read() == content
+
+
 def test_generator_accepted_as_rng_state(tmp_path):
     run = Run(tmp_path)
     path = save_checkpoint(run.dir, Snapshot(step=0, model_config={}, train_config={}, params=run.params,

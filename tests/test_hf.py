@@ -315,6 +315,18 @@ def test_byte_and_char_tokenizers_are_exported_too(tmp_path, kind):
     assert AutoTokenizer.from_pretrained(tmp_path / "m").encode("world, hello") == tok.encode("world, hello")
 
 
+def test_a_model_directory_opens_with_a_hugging_face_tokenizer_json(tmp_path):
+    """zerollm's one tokenizer reader takes either form wherever a tokenizer.json is read, here a model
+    directory whose file was replaced by the same tokenizer as Hugging Face writes it."""
+    model = random_gpt(replace(EXPORT_CASES["gpt2-tied"][0], vocab_size=256))
+    tok = train_tokenizer("char", "hello, world\n")
+    save_zerollm(model, tmp_path / "m", tokenizer=tok)
+    tok.to_hf_tokenizer_json(tmp_path / "m" / "tokenizer.json")
+    opened = open_model(Source(ckpt=tmp_path / "m"))
+    assert opened.tokenizer.name == "char"
+    assert opened.tokenizer.encode("world, hello") == tok.encode("world, hello")
+
+
 # ----------------------------------------------------------------------------
 # greedy generation with the KV cache equals transformers' generate
 

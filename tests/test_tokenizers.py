@@ -1,6 +1,7 @@
 """Tokenizers: round trips, worked examples, incremental BPE vs a naive reference, save/load,
 special tokens, unknown characters, bad files."""
 
+import ast
 import json
 import sys
 from pathlib import Path
@@ -12,7 +13,7 @@ from hypothesis import strategies as st
 
 from zerollm.io.errors import ZeroLLMError
 from zerollm.tokenizers import (ENDOFTEXT, BPETokenizer, ByteTokenizer, CharTokenizer,
-                                load_tokenizer, train_tokenizer)
+                                find_tokenizer, load_tokenizer, train_tokenizer)
 from zerollm.tokenizers.bpe_train import count_pairs, learn_merges, merge_word
 from zerollm.tokenizers.patterns import GPT2_PATTERN, compile_pattern, split_text
 
@@ -344,6 +345,71 @@ def test_bad_tokenizer_files(tmp_path, content, fragment):
 def test_damaged_bpe_files(tmp_path, toks, edit, fragment):
     with pytest.raises(ZeroLLMError, match=fragment):
         load_tokenizer(_bpe_file(tmp_path, toks, edit))
+
+
+# ----------------------------------------------------------------------------
+# one reader of a tokenizer file, in both forms
+
+@pytest.mark.parametrize("kind", ["byte", "char", "bpe"])
+def test_load_tokenizer_reads_zerollms_form_and_hugging_faces(toks, kind, tmp_path):
+    tok = toks[kind]
+    tok.save(tmp_path / "ours.json")
+    tok.to_hf_tokenizer_json(tmp_path / "theirs.json")
+    for file in ("ours.json", "theirs.json"):
+        back = load_tokenizer(tmp_path / file)
+        assert (back.name, back.vocab_size) == (tok.name, tok.vocab_size), file
+        assert back.encode(SAMPLE) == tok.encode(SAMPLE), file
+
+
+def test_find_tokenizer_finds_a_folders_tokenizer_or_says_there_is_none(toks, tmp_path):
+    assert find_tokenizer(tmp_path) is None
+    with pytest.raises(ZeroLLMError, match="has neither tokenizer.json nor vocab.json"):
+        find_tokenizer(tmp_path, required=True)
+    toks["char"].to_hf_tokenizer_json(tmp_path / "tokenizer.json")
+    assert find_tokenizer(tmp_path, required=True).encode("abc") == toks["char"].encode("abc")
+    (tmp_path / "tokenizer.json").write_text("{not json", encoding="utf-8")
+    with pytest.raises(ZeroLLMError, match="tokenizer.json is not valid JSON"):
+        find_tokenizer(tmp_path)                   # a damaged file is an error, never taken for "none"
+
+
+READERS = {"read_json", "read_json_file", "open_regular", "load", "loads", "open"}
+
+
+def tokenizer_file_readers(root):
+    """(module, function) of every call in ``root`` that opens or parses a file it names as a tokenizer's
+    (a read_json / open_regular / json.load / open call with a string that mentions "tokenizer")."""
+    def reads_one(call):
+        name = getattr(call.func, "id", getattr(call.func, "attr", None))
+        return name in READERS and any(isinstance(c, ast.Constant) and isinstance(c.value, str)
+                                       and "tokenizer" in c.value.lower() for c in ast.walk(call))
+
+    def visit(node, module, where, found):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            where = node.name
+        elif isinstance(node, ast.Call) and where and reads_one(node):
+            found.add((module, where))
+        for child in ast.iter_child_nodes(node):
+            visit(child, module, where, found)
+
+    found = set()
+    for path in sorted(Path(root).rglob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        if "tokenizer" in text.lower():
+            visit(ast.parse(text), path.relative_to(root).with_suffix("").as_posix(), None, found)
+    return found
+
+
+def test_one_function_reads_a_tokenizer_file():
+    # checkpoint.py's copy opens the file to copy its bytes; its kind comes from read_tokenizer_file
+    root = Path(__file__).parent.parent / "zerollm"
+    assert tokenizer_file_readers(root) == {("tokenizers/base", "read_tokenizer_file"),
+                                            ("training/checkpoint", "_copy_tokenizer")}
+
+
+def test_the_reader_check_sees_a_second_reader(tmp_path):
+    (tmp_path / "x.py").write_text('def f(p):\n    return read_json(p, what="tokenizer.json")\n'
+                                   'def g(p):\n    return read_json(p, what="meta.json")\n')
+    assert tokenizer_file_readers(tmp_path) == {("x", "f")}
 
 
 # ----------------------------------------------------------------------------

@@ -10,7 +10,7 @@ from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import GPT2TokenizerFast
 
 from zerollm.io.errors import ZeroLLMError
-from zerollm.tokenizers import ENDOFTEXT, BPETokenizer, load_tokenizer
+from zerollm.tokenizers import ENDOFTEXT, BPETokenizer, find_tokenizer, load_tokenizer
 from zerollm.tokenizers.hf import bytes_to_unicode
 
 TRICKY = ["", "a", "你好，世界。秦川雄帝宅 😀👍🏽🇨🇳", "   lots   of\n\n\n spaces\t\t end  ",
@@ -114,8 +114,8 @@ def gpt2_files(corpora, tmp_path_factory):
 def imported_all_ways(files, full):
     return {"vocab+merges": BPETokenizer.from_gpt2_files(files / "vocab.json", files / "merges.txt"),
             "tokenizer.json": BPETokenizer.from_hf_tokenizer_json(full / "tokenizer.json"),
-            "dir (vocab+merges)": BPETokenizer.from_hf_dir(files),
-            "dir (tokenizer.json)": BPETokenizer.from_hf_dir(full)}
+            "dir (vocab+merges)": find_tokenizer(files),
+            "dir (tokenizer.json)": find_tokenizer(full)}
 
 
 @pytest.mark.slow
@@ -149,7 +149,7 @@ def test_imported_gpt2_files_agree_with_transformers(gpt2_files, corpora):
 
 def test_imported_tokenizer_saves_loads_and_exports(gpt2_files, corpora, tmp_path):
     hf, files, _ = gpt2_files
-    tok = BPETokenizer.from_hf_dir(files)
+    tok = find_tokenizer(files)
     tok.save(tmp_path / "zerollm.json")
     back = load_tokenizer(tmp_path / "zerollm.json")
     text = corpora["shakespeare"][:50_000] + TRICKY[2]
@@ -218,7 +218,7 @@ def test_bad_gpt2_files(gpt2_files, tmp_path):
     with pytest.raises(ZeroLLMError, match="merges file not found"):
         BPETokenizer.from_gpt2_files(files / "vocab.json", tmp_path / "nope.txt")
     with pytest.raises(ZeroLLMError, match="neither tokenizer.json nor vocab.json"):
-        BPETokenizer.from_hf_dir(tmp_path / "empty_dir_that_is_missing")
+        find_tokenizer(tmp_path / "empty_dir_that_is_missing", required=True)
 
 
 def test_vocabulary_without_all_bytes_is_refused(corpora, tmp_path):

@@ -1,7 +1,9 @@
 """tokenizers: text <-> integer ids. Byte, char and byte-level BPE, one interface. May import io only.
 
-Everything else in zerollm uses only these two functions and the ``Tokenizer`` interface
-(``encode``, ``decode``, ``vocab_size``, ``save``, ``name``)::
+Everything else in zerollm uses only these functions and the ``Tokenizer`` interface
+(``encode``, ``decode``, ``vocab_size``, ``save``, ``name``). A tokenizer file is read in one place
+(``base.read_tokenizer_file``: zerollm's format or a Hugging Face tokenizer.json, told apart by their
+keys): ``load_tokenizer`` builds the tokenizer of a file, ``find_tokenizer`` the one saved in a folder::
 
     from zerollm.tokenizers import train_tokenizer, load_tokenizer
     tok = train_tokenizer("bpe", text, vocab_size=1024)
@@ -11,17 +13,22 @@ Everything else in zerollm uses only these two functions and the ``Tokenizer`` i
     assert tok.decode(ids) == "To be, or not to be"
 """
 
+import os
+
 from zerollm.io.errors import ZeroLLMError
-from zerollm.tokenizers.base import Tokenizer, check_header, read_json_file
+from zerollm.tokenizers.base import HF_KIND, Tokenizer, read_tokenizer_file
 from zerollm.tokenizers.bpe import ENDOFTEXT, BPETokenizer
 from zerollm.tokenizers.byte import ByteTokenizer
 from zerollm.tokenizers.char import CharTokenizer
+from zerollm.tokenizers.hf import hf_bpe_arguments
+from zerollm.tokenizers.hf_import import tokenizer_from_json
 from zerollm.tokenizers.patterns import GPT2_PATTERN, GPT4_PATTERN
 
 KINDS = {"byte": ByteTokenizer, "char": CharTokenizer, "bpe": BPETokenizer}
 
 __all__ = ["Tokenizer", "ByteTokenizer", "CharTokenizer", "BPETokenizer", "KINDS", "ENDOFTEXT",
-           "GPT2_PATTERN", "GPT4_PATTERN", "train_tokenizer", "load_tokenizer"]
+           "GPT2_PATTERN", "GPT4_PATTERN", "train_tokenizer", "load_tokenizer",
+           "find_tokenizer"]
 
 
 def train_tokenizer(kind, text, vocab_size=None, **kw):
@@ -56,9 +63,12 @@ def train_tokenizer(kind, text, vocab_size=None, **kw):
 
 
 def load_tokenizer(path):
-    """Load any tokenizer saved by ``Tokenizer.save``; the file's "type" picks the class."""
-    data = read_json_file(path, "tokenizer file")
-    kind = check_header(data, path)
+    """The tokenizer of a file: zerollm's own format (``Tokenizer.save``; its "type" picks the class) or a
+    Hugging Face tokenizer.json (a char or byte tokenizer that zerollm exported, else byte-level BPE)."""
+    kind, data = read_tokenizer_file(path)
+    if kind == HF_KIND:
+        tok = tokenizer_from_json(data, path)
+        return tok if tok is not None else BPETokenizer(**hf_bpe_arguments(data, path))
     if not isinstance(kind, str) or kind not in KINDS:
         raise ZeroLLMError(f"{path}: unknown tokenizer type {kind!r}; this zerollm knows "
                            f"{', '.join(KINDS)}")
@@ -69,3 +79,19 @@ def load_tokenizer(path):
     except (KeyError, TypeError, ValueError, AttributeError) as err:
         raise ZeroLLMError(f"{path} is a damaged {kind} tokenizer file ({type(err).__name__}: {err}); "
                            "re-create it, e.g. with 'zerollm prepare'") from None
+
+
+def find_tokenizer(folder, required=False):
+    """The tokenizer saved in ``folder``: its tokenizer.json (either form load_tokenizer reads), else GPT-2's
+    vocab.json + merges.txt. None when it has neither, or with required=True a ZeroLLMError that says so."""
+    folder = os.fspath(folder)
+    file = os.path.join(folder, "tokenizer.json")
+    if os.path.isfile(file):
+        return load_tokenizer(file)
+    vocab, merges = os.path.join(folder, "vocab.json"), os.path.join(folder, "merges.txt")
+    if os.path.isfile(vocab) and os.path.isfile(merges):
+        return BPETokenizer.from_gpt2_files(vocab, merges)
+    if required:
+        raise ZeroLLMError(f"{folder} has neither tokenizer.json nor vocab.json + merges.txt; "
+                           "point at a Hugging Face model folder such as a saved 'gpt2'")
+    return None

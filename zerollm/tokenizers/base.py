@@ -34,6 +34,7 @@ from zerollm.io.fileio import atomic_write, read_json
 FORMAT = "zerollm-tokenizer"
 VERSION = 2                 # the newest version this zerollm writes and reads
 READABLE = (1, 2)
+HF_KIND = "hf"              # read_tokenizer_file's kind of a Hugging Face tokenizer.json
 
 
 def dumps_readable(obj, ascii_only=False):
@@ -258,6 +259,21 @@ def check_header(data, path):
                            f"zerollm reads versions {READABLE[0]} to {READABLE[-1]}; re-create the tokenizer "
                            "or upgrade zerollm")
     return data.get("type")
+
+
+def read_tokenizer_file(path):
+    """(kind, data) of a tokenizer file: its JSON object and what it holds, "hf" for a Hugging Face
+    tokenizer.json (it has a "model" and no "format"), else the "type" of zerollm's own format, its header
+    checked (check_header). The one place a tokenizer file is opened, parsed and told apart; a missing or
+    damaged file is a ZeroLLMError naming it.
+
+    >>> read_tokenizer_file("runs/x/tokenizer.json")[0]    # doctest: +SKIP
+    'char'
+    """
+    data = read_json_file(path, "tokenizer file")
+    if "format" not in data and "model" in data:
+        return HF_KIND, data
+    return check_header(data, os.fspath(path)), data
 
 
 def specials_by_id(specials, first, what):

@@ -22,7 +22,7 @@ import unicodedata
 
 from zerollm.engine import accelerated
 from zerollm.io.errors import ZeroLLMError
-from zerollm.tokenizers.base import Tokenizer, as_id_list, text_bytes
+from zerollm.tokenizers.base import Tokenizer, as_id_list, read_tokenizer_file, text_bytes
 from zerollm.tokenizers.bpe_train import learn_merges
 from zerollm.tokenizers.patterns import compile_pattern, known_pattern, resolve_pattern, split_text
 
@@ -255,15 +255,11 @@ class BPETokenizer(Tokenizer):
 
     @classmethod
     def from_hf_tokenizer_json(cls, path):
-        """Import a byte-level BPE ``tokenizer.json`` (GPT-2 style; see hf.py)."""
-        from zerollm.tokenizers.hf import read_hf_tokenizer_json
-        return cls(**read_hf_tokenizer_json(path))
-
-    @classmethod
-    def from_hf_dir(cls, folder):
-        """Import from a folder: ``tokenizer.json`` if present, else vocab.json + merges.txt."""
-        from zerollm.tokenizers.hf import read_hf_dir
-        return cls(**read_hf_dir(folder))
+        """Import a byte-level BPE ``tokenizer.json`` (GPT-2 style; see hf.py). A folder's tokenizer of any
+        kind: zerollm.tokenizers.find_tokenizer."""
+        from zerollm.tokenizers.hf import hf_bpe_arguments
+        _, data = read_tokenizer_file(path)
+        return cls(**hf_bpe_arguments(data, path))
 
 
 # ----------------------------------------------------------------------------

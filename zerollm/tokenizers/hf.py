@@ -248,9 +248,9 @@ def check_tokenizer_json(data, path):
         raise wrong('"pre_tokenizer.pretokenizers[0].pattern"', "a JSON object")
 
 
-def read_hf_tokenizer_json(path, data=None):
-    """The byte-level BPE of ``path``; ``data``: its JSON when the caller has read it already."""
-    data = read_json_file(path, "tokenizer.json") if data is None else data
+def hf_bpe_arguments(data, path):
+    """BPETokenizer keyword arguments from ``data``, the JSON of a byte-level BPE tokenizer.json at ``path``
+    (zerollm.tokenizers.base.read_tokenizer_file reads it)."""
     check_tokenizer_json(data, path)
     model = data.get("model") or {}
     if model.get("type") != "BPE":
@@ -268,14 +268,3 @@ def read_hf_tokenizer_json(path, data=None):
     specials = {t["content"]: t["id"] for t in data.get("added_tokens", [])}
     return dict(_build(model.get("vocab", {}), merges, pattern, specials, where=os.fspath(path)),
                 normalizer="NFC" if normalizer else None)
-
-
-def read_hf_dir(folder):
-    folder = os.fspath(folder)
-    if os.path.isfile(os.path.join(folder, "tokenizer.json")):
-        return read_hf_tokenizer_json(os.path.join(folder, "tokenizer.json"))
-    vocab, merges = os.path.join(folder, "vocab.json"), os.path.join(folder, "merges.txt")
-    if os.path.isfile(vocab) and os.path.isfile(merges):
-        return read_gpt2_files(vocab, merges)
-    raise ZeroLLMError(f"{folder} has neither tokenizer.json nor vocab.json + merges.txt; "
-                       "point at a Hugging Face model folder such as a saved 'gpt2'")

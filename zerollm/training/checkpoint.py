@@ -165,7 +165,7 @@ def _save_optimizer(state, path):
 
 
 def _copy_tokenizer(src, dst):
-    """Copy the tokenizer file (durably) and return its "type" field (byte/char/bpe) if it has one."""
+    """Copy the tokenizer file (durably) and return its kind (byte/char/bpe) if it is in zerollm's format."""
     src = os.fspath(src)
     require_regular(src, "tokenizer file")
     if not os.path.isfile(src):
@@ -173,12 +173,13 @@ def _copy_tokenizer(src, dst):
                            "`zerollm prepare` wrote next to the data")
     with open_regular(src, "rb", what="tokenizer file") as fin, atomic_write(dst, "wb") as fout:
         shutil.copyfileobj(fin, fout)
+    from zerollm.tokenizers import KINDS
+    from zerollm.tokenizers.base import read_tokenizer_file
     try:
-        with open_regular(src, "r", what="tokenizer file", encoding="utf-8") as f:
-            kind = json.load(f).get("type")
-    except (ValueError, AttributeError, RecursionError):   # not our JSON format: the copy is still useful
+        kind, _ = read_tokenizer_file(dst)            # the copy itself: the kind recorded is the file kept
+    except ZeroLLMError:      # damaged or not a tokenizer: the copy still travels, and opening it says what is wrong
         return None
-    return kind if isinstance(kind, str) else None
+    return kind if kind in KINDS else None            # a Hugging Face tokenizer.json has no zerollm kind
 
 
 def _move_into_place(run_dir, tmp, name):

@@ -111,7 +111,7 @@ def load_trained(path, ckpt=None, *, force=None, base=None):
 def read_tokenizer(path, ckpt=None):
     """The tokenizer saved with a model directory, a checkpoint step or a run (its newest step), or None.
     With ``ckpt`` (what load_trained gave for ``path``) it is the step's own copy, checked against the model."""
-    from zerollm.tokenizers import load_tokenizer
+    from zerollm.tokenizers import find_tokenizer, load_tokenizer
     if ckpt is not None:
         tokenizer = load_tokenizer(ckpt.tokenizer_path) if ckpt.tokenizer_path else None
         if tokenizer is not None:
@@ -122,8 +122,7 @@ def read_tokenizer(path, ckpt=None):
         folder = path                              # a model directory or a checkpoint step directory
     else:
         folder = latest_checkpoint(path)           # a run directory
-    file = os.path.join(folder, "tokenizer.json") if folder else None
-    return load_tokenizer(file) if file and os.path.isfile(file) else None
+    return find_tokenizer(folder) if folder else None
 
 
 def check_tokenizer(tokenizer, cfg, ckpt):

@@ -73,22 +73,12 @@ def _is_base_model(hf):
 
 
 def load_tokenizer_dir(path):
-    """The tokenizer of a transformers directory: a char or byte tokenizer that zerollm exported
-    (zerollm.tokenizers.hf_import), else byte-level BPE from tokenizer.json or vocab.json + merges.txt
-    (GPT-2's files). No tokenizer files, or another kind (e.g. Llama's SentencePiece), is a
-    ZeroLLMError from the importer (zerollm.tokenizers.hf).
+    """The tokenizer of a transformers directory (zerollm.tokenizers.find_tokenizer): its tokenizer.json (a char
+    or byte tokenizer that zerollm exported, else byte-level BPE), else GPT-2's vocab.json + merges.txt. No
+    tokenizer files, or another kind (e.g. Llama's SentencePiece), is a ZeroLLMError from the importer.
     """
-    from zerollm.tokenizers import BPETokenizer
-    from zerollm.tokenizers.base import read_json_file
-    from zerollm.tokenizers.hf import read_hf_tokenizer_json
-    from zerollm.tokenizers.hf_import import tokenizer_from_json
-    file = os.path.join(os.fspath(path), "tokenizer.json")
-    if not os.path.isfile(file):
-        return BPETokenizer.from_hf_dir(os.fspath(path))      # vocab.json + merges.txt, or an error naming both
-    data = read_json_file(file, "tokenizer.json")             # read once, whichever form it is
-    tok = tokenizer_from_json(data, file)
-    tok = tok if tok is not None else BPETokenizer(**read_hf_tokenizer_json(file, data))
-    return _with_chat_family(tok, path)
+    from zerollm.tokenizers import find_tokenizer
+    return _with_chat_family(find_tokenizer(path, required=True), path)
 
 
 def _chat_template(path):

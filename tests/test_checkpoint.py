@@ -1,8 +1,10 @@
 """zerollm.training.checkpoint: exact round trip and resume, pruning, recovery after interrupted saves."""
 
+import hashlib
 import json
 import os
 import shutil
+import tracemalloc
 
 import numpy as np
 import pytest
@@ -317,3 +319,34 @@ def test_bad_optimizer_state_and_foreign_config(tmp_path):
         json.dump({"architectures": ["GPT2LMHeadModel"]}, f)     # a Hugging Face config
     with pytest.raises(ZeroLLMError, match="not a zerollm checkpoint"):
         load_checkpoint(path)
+
+
+# ----------------------------------------------------------------------------
+# weights_digest
+
+def tobytes_digest(params):
+    """The digest as weights_digest has always defined it, through a copy of each array's bytes."""
+    h = hashlib.sha256()
+    for name in sorted(params):
+        a = np.ascontiguousarray(params[name])
+        h.update(f"{name}:{a.dtype.str}:{a.shape};".encode())
+        h.update(a.tobytes())
+    return h.hexdigest()
+
+
+def test_weights_digest_is_unchanged_and_copies_no_array():
+    rng = np.random.default_rng(0)
+    big = rng.standard_normal((512, 1024)).astype(np.float32)                # 2 MiB
+    params = {"wte.weight": big, "h.0.attn.c_attn.weight": big[:, ::3],       # strided: not C-contiguous
+              "lm_head.weight": big[:64].T, "scale": np.array(1.5),           # transposed; 0-d
+              "h.0.ln_1.weight": rng.standard_normal(7).astype(np.float16),
+              "mask": np.zeros((3, 0), np.int64), "on": np.array([True, False])}
+    assert ckpt.weights_digest(params) == tobytes_digest(params)
+    assert ckpt.weights_digest({"wte.weight": big}) != ckpt.weights_digest({"wte.weight": big[::-1]})
+    tracemalloc.start()
+    try:
+        ckpt.weights_digest({"wte.weight": big})
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < big.nbytes // 8, f"hashing {big.nbytes:,} bytes allocated {peak:,}"

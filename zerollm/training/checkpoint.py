@@ -432,9 +432,16 @@ def weights_digest(params):
             m = params[name]
             h.update(f"{name}:{m.kind}:{m.shape};".encode())
             for part in (getattr(m, "scales", None), getattr(m, "codes", None), getattr(m, "blocks", None)):
-                h.update(b"" if part is None else np.ascontiguousarray(part).tobytes())
+                if part is not None:
+                    h.update(_memory(np.ascontiguousarray(part)))
             continue
         a = np.ascontiguousarray(params[name])
         h.update(f"{name}:{a.dtype.str}:{a.shape};".encode())
-        h.update(a.tobytes())
+        h.update(_memory(a))
     return h.hexdigest()
+
+
+def _memory(a):
+    """The bytes of the C-contiguous array ``a`` as hashlib reads them, without a copy (``a.tobytes()`` would
+    make one as large as the array: a whole GPT-2 embedding table). Byte for byte what tobytes() gives."""
+    return memoryview(a.reshape(-1).view(np.uint8))

@@ -80,16 +80,22 @@ def sample_next(logits, rng, temperature=1.0, top_k=None, top_p=None, min_p=None
     probs = _probabilities(logits, temperature, top_k, top_p, min_p)
     # inverse-CDF sampling with one uniform number per row: reproducible from the rng alone
     if isinstance(rng, (list, tuple)):
-        u = np.array([r.random() for r in rng])[:, None]                  # (B, 1) each from its own row's
+        u = np.array([r.random() for r in rng])                           # (B,) each from its own row's
     else:
-        u = rng.random((probs.shape[0], 1))
-    ids = (np.cumsum(probs, axis=-1) < u).sum(axis=-1)
+        u = rng.random((probs.shape[0], 1))[:, 0]
+    # the ids whose cumulative mass is below u: the CDF never decreases, so a binary search counts them
+    # (the same count as summing cumsum < u over the row, without two more passes over (B, V))
+    cdf = np.cumsum(probs, axis=-1, out=probs)
+    ids = np.array([np.searchsorted(row, x, side="left") for row, x in zip(cdf, u)], dtype=np.int64)
     return np.minimum(ids, probs.shape[-1] - 1)
 
 
 def _probabilities(logits, temperature, top_k, top_p, min_p):
     """(B, V) logits -> (B, V) the distribution sample_next draws from (temperature >= GREEDY_BELOW)."""
-    return softmax(filter_logits(np.asarray(logits, np.float64) / temperature, top_k, top_p, min_p))
+    scaled = np.divide(logits, temperature, dtype=np.float64)        # one pass: cast and divide (a new array)
+    if top_k is not None or top_p is not None or min_p is not None:
+        scaled = filter_logits(scaled, top_k, top_p, min_p)
+    return softmax(scaled, out=scaled)
 
 
 @dataclass(frozen=True)

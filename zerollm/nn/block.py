@@ -11,6 +11,7 @@ In the blocks ``cfg.is_moe(layer)`` picks, the MLP is a mixture of experts (zero
 
 from typing import NamedTuple
 
+from zerollm.engine import accelerated
 from zerollm.nn.attention import AttentionConfig, AttentionWeights, ForwardPass, mha_backward, mha_forward
 from zerollm.nn.dropout import dropout_backward, dropout_forward
 from zerollm.nn.mlp import MLPWeights, gelu_mlp_backward, gelu_mlp_forward, swiglu_backward, swiglu_forward
@@ -107,9 +108,12 @@ class BlockCache(NamedTuple):
     moe: bool = False
 
 
+@accelerated
 def block_forward(x, params, prefix, cfg, run=ForwardPass(), *, layer=0, lora=None):
     """One block: (B, T, C) -> (B, T, C). ``prefix`` is e.g. "h.3."; run (a ForwardPass) and layer: see
-    mha_forward. lora: the model's LoRA (zerollm.nn.lora): the linears are frozen and their adapters join in."""
+    mha_forward. lora: the model's LoRA (zerollm.nn.lora): the linears are frozen and their adapters join in.
+    The fast engine runs a decode step's rows (one token each through a KV cache) in a few compiled calls
+    instead (zerollm.engine.fast.decode); everything else comes here."""
     attn_lora = None if lora is None else (lora.on(prefix + "attn.c_attn"), lora.on(prefix + "attn.c_proj"))
     weights = AttentionWeights(params[prefix + "attn.c_attn.weight"], params.get(prefix + "attn.c_attn.bias"),
                                params[prefix + "attn.c_proj.weight"], params.get(prefix + "attn.c_proj.bias"),

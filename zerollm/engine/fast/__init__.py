@@ -31,6 +31,8 @@ reference function it stands in for, and answers NotImplemented for what it was 
       (Q4_K / Q5_K / Q6_K: kquant.kquant_matmul, the same branch)
     qlora.quantized_matmul_t            zerollm.nn.linear.quantized_matmul_t       sums reordered (same slabs)
     bpe.encode_chunks                   zerollm.tokenizers.bpe.encode_chunks       the same ids
+    decode.block_forward                zerollm.nn.block.block_forward             sums reordered, exp (decode rows
+                                                                               through a KV cache only)
 
 The attention kernels (sdpa, flash) multiply their small blocks with microkernel.sgemm, our own
 AVX-512 register-blocked product, on CPUs with AVX-512 (OpenBLAS's sgemm elsewhere, or with
@@ -40,7 +42,8 @@ Importing this package imports numba and compiles nothing: each kernel is compil
 numba's cache) the first time it runs.
 """
 
-from zerollm.engine.fast import activation, attention, bpe, flash, linear, norm, optim, qlora, quant, sdpa
+from zerollm.engine.fast import activation, attention, bpe, decode, flash, linear, norm, optim, qlora, quant, sdpa
 
 KERNELS = {**attention.KERNELS, **flash.KERNELS, **norm.KERNELS, **activation.KERNELS, **optim.KERNELS,
-           **quant.KERNELS, **qlora.KERNELS, **bpe.KERNELS, **sdpa.KERNELS, **linear.KERNELS}
+           **quant.KERNELS, **qlora.KERNELS, **bpe.KERNELS, **sdpa.KERNELS, **linear.KERNELS,
+           **decode.KERNELS}

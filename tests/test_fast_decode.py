@@ -1,0 +1,133 @@
+"""The fast engine's fused decode block (zerollm.engine.fast.decode) against the unfused fast engine and the
+NumPy engine (issue #61): the GPT-2 and Llama layouts, float32 / Q8_0 / Q4_0 / Q4_K weights, 1 and 3 rows,
+1 and 2 threads.
+
+Logits are compared step by step through a KV cache on the same forced tokens (so one near-tie cannot send
+two runs down different paths), then the greedy tokens of the Scheduler's decode loop. Tiny models: 2 layers,
+width 64 (256 for Q4_K, whose super-blocks are 256 wide).
+"""
+
+import numpy as np
+import pytest
+
+from tests.test_gguf import GPT2, LLAMA, tiny
+from zerollm.engine import use_engine
+from zerollm.engine.threads import limit_threads
+from zerollm.generation.decode import generate
+from zerollm.generation.sample import Sampling
+from zerollm.interop import kquant, quant
+from zerollm.model.gpt import GPT, GPTConfig
+from zerollm.model.kvcache import KVCache
+
+pytest.importorskip("numba")                               # the fast engine's one requirement
+from zerollm.engine.fast import KERNELS, decode            # noqa: E402
+from zerollm.engine.fast.quant import INT8_TOLERANCE       # noqa: E402
+
+PROMPTS = np.array([[1, 7, 42, 99, 5], [3, 4, 5, 6, 7], [9, 9, 8, 8, 7]])
+STEPS = 6
+
+
+def model_of(layout, kind):
+    """A tiny eval-mode model with its attention and MLP weights in ``kind`` (the head stays float)."""
+    if kind == "q4_K":                     # rows of 256: the super-block
+        H = 256 if layout is LLAMA else 1024
+        cfg = GPTConfig(**{"vocab_size": 300, "block_size": 32, "n_layer": 2, "n_head": 4, "n_embd": 256,
+                           **layout, "n_inner": H})
+        model = GPT(cfg, seed=0).eval()
+    else:
+        model = tiny(layout)
+    if kind != "f32":
+        blocks = kquant.KQuantMatrix if kind == "q4_K" else quant.QuantizedMatrix
+        for name, w in list(model.params.items()):
+            if quant.is_base_linear(name, w):
+                model.params[name] = blocks.from_float(np.asarray(w).T, kind)
+    return model
+
+
+class unfused:
+    """The fast engine without its fused block: each layer through the reference's steps."""
+
+    def __enter__(self):
+        self.saved = KERNELS.pop("block_forward")
+
+    def __exit__(self, *exc):
+        KERNELS["block_forward"] = self.saved
+
+
+def forced_logits(model, rows):
+    """(STEPS, rows, V): the logits of each decode step through a per-row KV cache, the inputs fixed."""
+    cache = KVCache(model.config, rows, 16, per_row=True)
+    model.forward(PROMPTS[:rows], kv_cache=cache)
+    steps = np.random.default_rng(3).integers(0, model.config.vocab_size, (STEPS, rows, 1))
+    return np.stack([model.forward(tokens, kv_cache=cache)[0][:, -1] for tokens in steps])
+
+
+def greedy(model, rows):
+    return [[int(t) for t in step] for step in generate(model, PROMPTS[:rows], STEPS, Sampling(0.0))]
+
+
+def close(got, ref, tol):
+    return np.abs(got - ref).max() <= tol * np.abs(ref).max()
+
+
+@pytest.mark.parametrize("kind", ["f32", "q8_0", "q4_0", "q4_K"])
+@pytest.mark.parametrize("layout", [GPT2, LLAMA], ids=["gpt2", "llama"])
+def test_fused_decode_equals_the_unfused_fast_engine_and_numpy(layout, kind):
+    model = model_of(layout, kind)
+    # float32: sums reordered and exp32; blocks: the same 8-bit activations as the unfused fast engine
+    # (rounded from norms computed in another order), so a code can move by one
+    tol_unfused = 1e-5 if kind == "f32" else 2e-3
+    tol_numpy = 1e-5 if kind == "f32" else INT8_TOLERANCE
+    for rows in (1, 3):
+        with use_engine("numpy"):
+            ref = forced_logits(model, rows)
+            ref_tokens = greedy(model, rows)
+        for threads in (1, 2):
+            with limit_threads(threads), use_engine("fast"):
+                fused = forced_logits(model, rows)
+                fused_tokens = greedy(model, rows)
+                with unfused():
+                    plain = forced_logits(model, rows)
+                    plain_tokens = greedy(model, rows)
+            assert close(fused, plain, tol_unfused), (rows, threads)
+            assert close(fused, ref, tol_numpy), (rows, threads)
+            assert fused_tokens == plain_tokens, (rows, threads)
+            if kind == "f32":
+                assert fused_tokens == ref_tokens, (rows, threads)
+            else:           # 8-bit activations move a logit by up to tol_numpy: argmax equal where the lead is wider
+                top2 = np.sort(ref, axis=-1)[..., -2:]
+                clear = top2[..., 1] - top2[..., 0] > 2 * tol_numpy * np.abs(ref).max()
+                assert clear.any() and (fused.argmax(-1) == ref.argmax(-1))[clear].all(), (rows, threads)
+
+
+def test_a_decode_step_takes_the_fused_block_and_a_prefill_does_not(monkeypatch):
+    """One _attend call per layer and decode step; none for the prompt (T > 1), none on the NumPy engine."""
+    calls = []
+    attend = decode._attend
+    monkeypatch.setattr(decode, "_attend", lambda *a: calls.append(a[0].shape[0]) or attend(*a))
+    model = model_of(LLAMA, "q8_0")
+    cache = KVCache(model.config, 3, 16, per_row=True)
+    with use_engine("fast"):
+        model.forward(PROMPTS, kv_cache=cache)
+        assert calls == []
+        model.forward(np.array([[1], [2], [3]]), kv_cache=cache)
+    assert calls == [3] * model.config.n_layer
+    with use_engine("numpy"):
+        model.forward(np.array([[1], [2], [3]]), kv_cache=cache)
+    assert len(calls) == model.config.n_layer
+
+
+def test_what_the_fused_block_was_not_written_for_runs_the_reference():
+    """A rolling KV cache (a window), LoRA, train-mode dropout: NotImplemented, and the reference's block runs."""
+    model = model_of(GPT2, "f32")
+    p, cfg = model.params, model.config
+    x = np.ones((1, 1, cfg.n_embd), np.float32)
+    from zerollm.nn.attention import ForwardPass
+    rolling = KVCache(cfg, 1, window=4)
+    assert decode.block_forward(x, p, "h.0.", cfg, ForwardPass(kv=rolling)) is NotImplemented
+    full = KVCache(cfg, 1, 8)
+    assert decode.block_forward(x, p, "h.0.", cfg, ForwardPass(kv=full), lora=object()) is NotImplemented
+    assert decode.block_forward(x, p, "h.0.", cfg, ForwardPass()) is NotImplemented          # no cache
+    assert decode.block_forward(x.astype(np.float64), p, "h.0.", cfg, ForwardPass(kv=full)) is NotImplemented
+    out, cache = decode.block_forward(x, p, "h.0.", cfg, ForwardPass(kv=full))
+    assert out.shape == x.shape and cache.moe is False

@@ -1,0 +1,292 @@
+"""A transformer block for decode rows in a few compiled calls: the fast engine's ``block_forward``.
+
+Reference: ``zerollm.nn.block.block_forward``. Decoding one token per row through a KV cache, the
+reference's block makes about sixty small NumPy calls (norm statistics, reshapes, split_qkv's
+transposes, RoPE's concatenations, the cache's fancy-index writes, a masked softmax, residual adds,
+named tuples of caches), each a few microseconds of Python on (B, C) arrays of a few kilobytes. On a
+GPT-2-124M-shaped Q8_0 file that was about two thirds of a token's time, the matrix products the other
+third (docs/gguf.md#decode-speed). Here the same steps are five compiled kernels around the four matrix
+products, which stay those of the rest of the fast engine (BLAS for float32 weights, engine/fast/quant.py
+and kquant.py for blocks):
+
+    _norm_rows      h = norm_1(x)                                  (LayerNorm or RMSNorm, one pass a row)
+    product         qkv = h @ W_attn
+    _attend         + b_attn; RoPE on q and k; k, v written into the cache at each row's position;
+                    softmax(q k^T / sqrt(hs)) v over that row's slots 0..pos, every head
+    product         a = y @ W_proj
+    _add_norm       x1 = x + (a + b_proj);  h = norm_2(x1)
+    product         f = h @ W_fc
+    _activate       g = gelu(f + b_fc), or silu(gate) * up for SwiGLU
+    product         m = g @ W_proj2
+    _add_rows       x1 += m + b_proj2
+
+Each step computes what the reference computes, in float32, with sums taken in another order and exp
+from engine/fast/jit.py's exp32 (<= 2 ulp): logits within the fast engine's tolerances of the
+reference, greedy tokens the same (tests/test_fast_decode.py).
+
+Taken only for what it was written for, else NotImplemented and the reference runs: one new token per
+row (T = 1) through a full (not rolling) KV cache with room for it, inference (no dropout, no LoRA, no
+padding mask), a dense block (no mixture of experts, no QK-norm), tanh GELU or SwiGLU, float32 without
+autocast, weights float32 (i, o) or a block format engine/fast/quant.py multiplies. A prompt's prefill
+(T > 1) keeps the reference's block, whose products are large enough for Python not to matter.
+The block keeps no activations (there is no backward through a KV cache): its cache has moe=False and
+nothing else.
+"""
+
+from typing import NamedTuple
+
+import numpy as np
+
+from zerollm.engine.amp import autocast_format
+from zerollm.engine.fast.jit import exp32, kernel
+from zerollm.engine.fast.quant import quantized_matmul
+
+BLOCK_KINDS = ("q8_0", "q4_0", "q4_K", "q5_K", "q6_K")   # what quant.quantized_matmul multiplies as stored
+_NONE = np.zeros(0, np.float32)                           # "no bias": one numba signature for both cases
+_NO_ROPE = np.zeros((1, 0), np.float32)               # one row of no angles: RoPE off
+
+
+class FusedBlockCache(NamedTuple):
+    """What the model reads of a block's cache when it keeps none (zerollm.model.gpt: ``c.moe``)."""
+    moe: bool = False
+
+
+# ----------------------------------------------------------------------------
+# the kernels
+
+@kernel
+def _norm_row(x, w, b, eps, rms, out):
+    """out = norm(x) * w (+ b) for one row: RMSNorm, or LayerNorm with the biased variance."""
+    C = x.shape[0]
+    mean = np.float32(0.0)
+    if not rms:
+        for c in range(C):
+            mean += x[c]
+        mean /= np.float32(C)
+    var = np.float32(0.0)
+    for c in range(C):
+        d = x[c] - mean
+        var += d * d
+    rstd = np.float32(1.0) / np.sqrt(var / np.float32(C) + np.float32(eps))
+    for c in range(C):
+        v = (x[c] - mean) * rstd * w[c]
+        out[c] = v + b[c] if b.shape[0] else v
+
+
+@kernel
+def _norm_rows(x, w, b, eps, rms, out):
+    for n in range(x.shape[0]):
+        _norm_row(x[n], w, b, eps, rms, out[n])
+
+
+@kernel
+def _add_norm(x, a, ba, w, b, eps, rms, x_out, h_out):
+    """x_out = x + (a + ba) (the attention's output with its bias, then the residual), h_out = norm(x_out)."""
+    N, C = x.shape
+    for n in range(N):
+        for c in range(C):
+            v = a[n, c] + ba[c] if ba.shape[0] else a[n, c]
+            x_out[n, c] = x[n, c] + v
+        _norm_row(x_out[n], w, b, eps, rms, h_out[n])
+
+
+@kernel
+def _add_rows(x, m, bm):
+    """x += m + bm (the MLP's output with its bias, then the residual), in place."""
+    N, C = x.shape
+    for n in range(N):
+        for c in range(C):
+            x[n, c] += m[n, c] + bm[c] if bm.shape[0] else m[n, c]
+
+
+_K = np.float32(-2.0 * np.sqrt(2.0 / np.pi))               # -2 sqrt(2/pi): exp(-2u) for the tanh GELU
+_CK = np.float32(0.044715 * (-2.0 * np.sqrt(2.0 / np.pi)))
+
+
+@kernel
+def _activate(f, bf, swiglu, out):
+    """GELU (tanh form, as x sigmoid(2u)) of f + bf, or for SwiGLU silu(gate) * up with [gate | up] = f + bf."""
+    N = f.shape[0]
+    H = out.shape[1]
+    one = np.float32(1.0)
+    for n in range(N):
+        for i in range(H):
+            v = f[n, i] + bf[i] if bf.shape[0] else f[n, i]
+            if swiglu:
+                u = f[n, H + i] + bf[H + i] if bf.shape[0] else f[n, H + i]
+                out[n, i] = (v * (one / (one + exp32(-v)))) * u
+            else:
+                out[n, i] = v * (one / (exp32(((v * v) * _CK + _K) * v) + one))
+
+
+@kernel
+def _rotate(src, bias, at, cos, sin, out):
+    """out = src[at:at + hs] (+ bias[at:at + hs]), turned by RoPE (rotate-half layout) unless cos is empty."""
+    hs = out.shape[0]
+    half = hs // 2
+    for i in range(hs):
+        out[i] = src[at + i] + bias[at + i] if bias.shape[0] else src[at + i]
+    if cos.shape[0]:
+        for i in range(half):
+            a, b = out[i], out[half + i]
+            out[i] = a * cos[i] - b * sin[i]
+            out[half + i] = b * cos[half + i] + a * sin[half + i]
+
+
+@kernel
+def _attend(qkv, bias, cos, sin, kc, vc, pos, n_head, y):
+    """For each row b at position p = pos[b]: its new key and value (with the bias, k turned by RoPE) go
+    into slot p of the cache kc, vc (B, nkv, S, hs); each query head j (turned by RoPE) attends to slots
+    0..p of its key/value head j // g; y[b, j hs:(j + 1) hs] = softmax(q k^T / sqrt(hs)) v.
+    cos, sin: (B, hs), or (1, hs) for every row, or (1, 0) without RoPE."""
+    B = qkv.shape[0]
+    nkv, S, hs = kc.shape[1], kc.shape[2], kc.shape[3]
+    g = n_head // nkv
+    nq = n_head * hs
+    scale = np.float32(1.0 / np.sqrt(np.float64(hs)))
+    q = np.empty(hs, np.float32)
+    kn = np.empty(hs, np.float32)
+    scores = np.empty(S, np.float32)
+    acc = np.empty(hs, np.float32)
+    for b in range(B):
+        p = pos[b]
+        r = b if cos.shape[0] > 1 else 0
+        for h in range(nkv):                                  # 1. this step's keys and values into the cache
+            _rotate(qkv[b], bias, nq + h * hs, cos[r], sin[r], kn)
+            for i in range(hs):
+                kc[b, h, p, i] = kn[i]
+                at = nq + nkv * hs + h * hs + i
+                vc[b, h, p, i] = qkv[b, at] + bias[at] if bias.shape[0] else qkv[b, at]
+        for j in range(n_head):                               # 2. every query head over slots 0..p
+            kvh = j // g
+            _rotate(qkv[b], bias, j * hs, cos[r], sin[r], q)
+            m = np.float32(-np.inf)
+            for t in range(p + 1):
+                s = np.float32(0.0)
+                for i in range(hs):
+                    s += q[i] * kc[b, kvh, t, i]
+                s *= scale
+                scores[t] = s
+                m = max(m, s)
+            total = np.float32(0.0)
+            for t in range(p + 1):
+                e = exp32(scores[t] - m)
+                scores[t] = e
+                total += e
+            acc[:] = 0
+            for t in range(p + 1):
+                w = scores[t]
+                for i in range(hs):
+                    acc[i] += w * vc[b, kvh, t, i]
+            inv = np.float32(1.0) / total
+            for i in range(hs):
+                y[b, j * hs + i] = acc[i] * inv
+
+
+# ----------------------------------------------------------------------------
+# when the fused block applies, and the block itself
+
+def _weight_ok(w, n_in):
+    """A weight the fused block multiplies: float32 (n_in, o), or blocks of a kind quant.py takes."""
+    if isinstance(w, np.ndarray):
+        return w.dtype == np.float32 and w.ndim == 2 and w.shape[0] == n_in
+    kind = getattr(w, "kind", None)
+    if kind not in BLOCK_KINDS or w.shape[1] != n_in:
+        return False
+    return kind not in ("q8_0", "q4_0") or (w.scales.dtype == np.float32 and w.codes.flags.c_contiguous)
+
+
+def _product(h, w):
+    """h (N, i) @ the weight: BLAS for float32 (i, o), the block kernels for a quantized (o, i)."""
+    if isinstance(w, np.ndarray):
+        return h @ w
+    return quantized_matmul(h, w)
+
+
+def _float_or_none(a, n):
+    return a is None or (isinstance(a, np.ndarray) and a.dtype == np.float32 and a.shape == (n,)
+                         and a.flags.c_contiguous)
+
+
+def _plan(x, params, prefix, cfg, run, layer, lora):
+    """The weights of the fused block as a dict, or None where the reference must run."""
+    if (run is None or lora is not None or run.kv is None or run.training or run.mask is not None
+            or not isinstance(x, np.ndarray) or x.dtype != np.float32 or x.ndim != 3 or x.shape[1] != 1
+            or cfg.is_moe(layer) or getattr(cfg, "qk_norm", False) or not cfg.causal
+            or cfg.mlp not in ("gelu", "swiglu") or (cfg.mlp == "gelu" and cfg.gelu != "tanh")
+            or autocast_format() is not None):
+        return None
+    kv = run.kv
+    if kv.rolling or layer >= len(kv.k):
+        return None
+    kc, vc = kv.k[layer], kv.v[layer]
+    B, _, C = x.shape
+    pos = np.asarray(kv.pos, np.int64).reshape(-1)
+    if (kc.dtype != np.float32 or not kc.flags.c_contiguous or not vc.flags.c_contiguous or kc.shape[0] != B
+            or pos.size not in (1, B) or int(pos.max(initial=0)) + 1 > kc.shape[-2]):
+        return None
+    get = params.get
+    w = {k: get(prefix + k) for k in ("ln_1.weight", "ln_1.bias", "ln_2.weight", "ln_2.bias",
+                                       "attn.c_attn.weight", "attn.c_attn.bias", "attn.c_proj.weight",
+                                       "attn.c_proj.bias", "mlp.c_fc.weight", "mlp.c_fc.bias",
+                                       "mlp.c_proj.weight", "mlp.c_proj.bias")}
+    H = cfg.n_inner
+    fc = 2 * H if cfg.mlp == "swiglu" else H
+    qkv = (cfg.n_head + 2 * cfg.n_kv_head) * cfg.head_size
+    shapes = (("ln_1", C, C), ("ln_2", C, C), ("attn.c_attn", C, qkv), ("attn.c_proj", cfg.attn_width, C),
+              ("mlp.c_fc", C, fc), ("mlp.c_proj", H, C))
+    for name, n_in, n_out in shapes:
+        weight, bias = w[name + ".weight"], w[name + ".bias"]
+        if name.startswith("ln_"):
+            if not (_float_or_none(weight, C) and weight is not None and _float_or_none(bias, C)):
+                return None
+        elif not (_weight_ok(weight, n_in) and _float_or_none(bias, n_out)):
+            return None
+    w["pos"] = pos if pos.size == B else np.full(B, pos[0])           # a shared position: the same for each row
+    return w
+
+
+def _rope_rows(run, B, hs):
+    """RoPE's cos and sin as (rows, hs) float32 (one row for all, or one per row), or the empty tables."""
+    if run.rope is None:
+        return _NO_ROPE, _NO_ROPE
+    cos, sin = (np.ascontiguousarray(t, np.float32).reshape(-1, hs) for t in run.rope)
+    if cos.shape[0] not in (1, B):
+        return None
+    return cos, sin
+
+
+def _bias(b):
+    return _NONE if b is None else b
+
+
+def block_forward(x, params, prefix, cfg, run=None, *, layer=0, lora=None):
+    w = _plan(x, params, prefix, cfg, run, layer, lora)
+    if w is None:
+        return NotImplemented
+    B, _, C = x.shape
+    hs, nkv = cfg.head_size, cfg.n_kv_head
+    rope = _rope_rows(run, B, hs)
+    if rope is None:
+        return NotImplemented
+    rms, eps = cfg.norm == "rmsnorm", float(cfg.norm_eps)
+    x2 = x.reshape(B, C)
+    h = np.empty((B, C), np.float32)
+    _norm_rows(x2, w["ln_1.weight"], _bias(w["ln_1.bias"]), eps, rms, h)
+    qkv = _product(h, w["attn.c_attn.weight"])                               # (B, (nh + 2 nkv) hs)
+    kc, vc = run.kv.k[layer], run.kv.v[layer]                                # (B, nkv, 1, S, hs) each
+    S = kc.shape[-2]
+    y = np.empty((B, cfg.n_head * hs), np.float32)
+    _attend(qkv, _bias(w["attn.c_attn.bias"]), rope[0], rope[1], kc.reshape(B, nkv, S, hs),
+            vc.reshape(B, nkv, S, hs), w["pos"], cfg.n_head, y)
+    a = _product(y, w["attn.c_proj.weight"])                                 # (B, C)
+    out = np.empty((B, C), np.float32)
+    _add_norm(x2, a, _bias(w["attn.c_proj.bias"]), w["ln_2.weight"], _bias(w["ln_2.bias"]), eps, rms, out, h)
+    f = _product(h, w["mlp.c_fc.weight"])                                    # (B, H) or (B, 2H)
+    g = np.empty((B, cfg.n_inner), np.float32)
+    _activate(f, _bias(w["mlp.c_fc.bias"]), cfg.mlp == "swiglu", g)
+    _add_rows(out, _product(g, w["mlp.c_proj.weight"]), _bias(w["mlp.c_proj.bias"]))
+    return out.reshape(B, 1, C), FusedBlockCache()
+
+
+KERNELS = {"block_forward": block_forward}

@@ -96,7 +96,7 @@ def model_flags(args):
 def grpo_curve(run):
     """Per rollout step: mean reward, success, tool calls, think tokens and the tokens the model wrote."""
     rows = [json.loads(line) for line in open(os.path.join(run, "log.jsonl"), encoding="utf-8")]
-    keys = ("reward", "success", "tool_calls", "tool_call_valid", "think_tokens", "response_tokens")
+    keys = ("reward", "success", "answers", "tool_calls", "tool_call_valid", "think_tokens", "response_tokens")
     return [{"step": r["step"], **{k: r[k] for k in keys if k in r}} for r in rows if "reward" in r]
 
 
@@ -217,16 +217,19 @@ def measured(rows):
 
 def curve_rows(run, per_step, window, every=1):
     """A GRPO/PPO run's rollouts in windows of ``window`` steps: (first step, last step, successes, answers,
-    95% Wilson interval, mean tokens the model wrote, mean tool calls, share of valid calls), from log.jsonl;
-    ``per_step``: the answers of one rollout batch (prompts per step x group size); ``every``: the optimizer
-    steps of one rollout batch (PPO: epochs x minibatches, each logging the same batch's measures)."""
+    95% Wilson interval, mean tokens the model wrote, mean tool calls, share of valid calls), from log.jsonl.
+    The answers of each rollout batch are the run's own ("answers" in its log, smaller in the docs mode than
+    the flags asked); ``per_step`` (prompts per step x group size) stands in for a log written before zerollm
+    recorded them. ``every``: the optimizer steps of one rollout batch (PPO: epochs x minibatches, each
+    logging the same batch's measures)."""
     from zerollm.align.tasks.evaluate import wilson
     rows = [r for r in grpo_curve(run) if "success" in r][::every]
     out = []
     for k in range(0, len(rows), window):
         part = rows[k:k + window]
-        wins = round(sum(r["success"] for r in part) * per_step)
-        n = len(part) * per_step
+        answers = [r.get("answers", per_step) for r in part]
+        wins = round(sum(r["success"] * a for r, a in zip(part, answers)))
+        n = round(sum(answers))
         mean = lambda key: sum(r.get(key, 0.0) for r in part) / len(part)
         out.append((part[0]["step"], part[-1]["step"], wins, n, wilson(wins, n), mean("response_tokens"),
                     mean("tool_calls"), mean("tool_call_valid")))
@@ -334,7 +337,8 @@ def main():
     p.add_argument("--acrostic-layers", type=int, default=2)
     p.add_argument("--acrostic-embd", type=int, default=128)
     p.add_argument("--curve", default=None, metavar="RUN", help="only print RUN's rollout curve (a GRPO/PPO run)")
-    p.add_argument("--per-step", type=int, default=32, help="--curve: answers per rollout batch")
+    p.add_argument("--per-step", type=int, default=32, help="--curve: answers per rollout batch, for a log.jsonl "
+                   "that does not record them (\"answers\", written since zerollm logs it)")
     p.add_argument("--window", type=int, default=10, help="--curve: rollout batches per row")
     p.add_argument("--every", type=int, default=1, help="--curve: optimizer steps per rollout batch (PPO: "
                                                          "epochs x minibatches)")

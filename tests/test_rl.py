@@ -88,6 +88,7 @@ def test_ppo_logs_its_quantities():
     for key in ("reward", "completion_len", "clip_frac", "kl", "approx_kl", "entropy",
                 "value_loss", "kl_coef"):
         assert key in record and np.isfinite(record[key]), key
+    assert record["answers"] == 16                                # the rollout batch's own count
     assert set(trainer.params) - set(trainer.model.params) == {"v_head.weight", "v_head.bias"}
 
 
@@ -96,6 +97,7 @@ def test_grpo_logs_its_quantities():
     record = trainer.step()
     for key in ("reward", "completion_len", "clip_frac", "kl", "approx_kl", "entropy"):
         assert key in record and np.isfinite(record[key]), key
+    assert record["answers"] == 2 * 8                             # prompts per step x group size
     vocab = trainer.model.config.vocab_size
     assert 0 < record["entropy"] <= np.log(vocab) + 1e-9          # exact entropy of a softmax over the vocabulary
 

@@ -200,6 +200,7 @@ class RolloutObjective(Objective):
 
     def _rollout_metrics(self, reward, each, prompts, texts, fields, completions):
         m = {"reward": float(reward.mean()),
+             "answers": len(completions),       # the batch's own count: --prompts-per-step x G, less in docs mode
              "completion_len": float(np.mean([len(c) for c in completions])),
              "stopped": float(np.mean([bool(c) and c[-1] in self.stop_ids for c in completions]))}
         if len(each) > 1:

@@ -55,6 +55,26 @@ def test_integer_kernel_equals_the_same_arithmetic_in_numpy(kind, N, threads):
     assert 0 < err <= fast.INT8_TOLERANCE              # rounded activations: close to, not equal to, float products
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+def test_q4_0_through_vpmaddubsw_equals_the_16_bit_kernel(monkeypatch, threads):
+    """On x86 with AVX2 Q4_0 multiplies 8-bit activations with vpmaddubsw (Q4_BYTES); elsewhere the 16-bit lanes
+    of _row_dot_q4. The same integer sum a block (its eight lanes split differently), so y agrees to float32's
+    rounding of the running sums, and both equal the same arithmetic written in NumPy."""
+    if not fast.Q4_BYTES:
+        pytest.skip("this host has no AVX2 (or numba compiles for another CPU): only the 16-bit kernel runs here")
+    rng = np.random.default_rng(11)
+    w = quant.QuantizedMatrix.from_float(rng.standard_normal((131, 96)), "q4_0")
+    x = rng.standard_normal((3, 96)).astype(np.float32)
+    x[1, 32:64] = 0
+    with limit_threads(threads):
+        got = fast.quantized_matmul(x, w)
+        monkeypatch.setattr(fast, "Q4_BYTES", False)
+        lanes16 = fast.quantized_matmul(x, w)
+    assert not np.array_equal(got, lanes16)            # (the two did take different paths)
+    np.testing.assert_allclose(got, lanes16, rtol=1e-5, atol=1e-6 * np.abs(got).max())
+    np.testing.assert_allclose(got, int8_products(x, w), rtol=1e-5, atol=1e-5 * np.abs(got).max())
+
+
 @pytest.mark.parametrize("kind", ["q8_0", "q4_0"])
 def test_float_products_in_train_mode_equal_the_reference(kind):
     rng = np.random.default_rng(8)

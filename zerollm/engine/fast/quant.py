@@ -17,6 +17,11 @@ widened and multiplied; LLVM turns it into AVX2's vpmaddwd (16-bit products summ
 lanes), and the eight 32-bit sums of a block go to float and into an 8-lane float accumulator times the
 two scales, so a row needs one horizontal sum at its end, not one a block (docs/gguf.md shows the
 assembly counts). The Q4_0 nibbles are unpacked in registers (an and, a shift), never to an array.
+On x86 with AVX2 (``Q4_BYTES``) Q4_0 takes x's codes as bytes instead: the 32 nibbles of a block go into one
+register, AVX2's vpmaddubsw multiplies them (unsigned, 0..15) by x's bytes and adds neighbours, vpmaddwd by
+ones adds neighbours again, and the weights' -8 comes off as 8 times x's sums precomputed per row of x
+(``_lane_sums``). That is 3 vector operations a block where the 16-bit lanes take 7, and Q4_0, which reads half
+Q8_0's bytes, is no longer slower than Q8_0 (docs/gguf.md#decode-speed). Elsewhere the 16-bit kernel runs.
 Rounding x to 8 bits changes y by about 0.5% of its largest entry, as in llama.cpp: the fast engine's
 logits on a quantized file are within ``INT8_TOLERANCE`` of the NumPy engine's, relative to the largest
 logit (tests/test_fast_quant.py).
@@ -151,13 +156,91 @@ def _row_dot_q4(typingctx, codes, d, xq, e, nb):
     return types.float32(codes, d, xq, e, types.int64), _row_dot_codegen(q4=True)
 
 
+def _avx2_call(builder, name, operands):
+    """AVX2's vpmaddubsw ("pmadd.ub.sw": <32 x u8> x <32 x i8> -> <16 x i16>) or vpmaddwd ("pmadd.wd":
+    <16 x i16> x <16 x i16> -> <8 x i32>), each product added to its neighbour's."""
+    i8, i16, i32 = ir.IntType(8), ir.IntType(16), ir.IntType(32)
+    types_ = {"pmadd.ub.sw": (ir.VectorType(i16, 16), [ir.VectorType(i8, 32)] * 2),
+              "pmadd.wd": (ir.VectorType(i32, 8), [ir.VectorType(i16, 16)] * 2)}[name]
+    fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(*types_), "llvm.x86.avx2." + name)
+    return builder.call(fn, operands)
+
+
+def _eight_sums_q4_bytes(builder, c16, x8, lane_sums):
+    """16 packed bytes (Q4_0) and <32 x i8> activations -> <8 x i32>, as _eight_sums_q4 but with x in 8 bits:
+    the nibbles c (0..15, unsigned) go into one 32-byte register (the low ones, then the high ones: positions
+    0..31 in order), vpmaddubsw multiplies them by x and adds neighbours into 16-bit lanes (|sum| <= 2 * 15 *
+    127: no saturation), vpmaddwd by ones adds neighbours again into 32-bit lanes, and the weight's -8 comes off
+    as 8 times the activations' sum over each lane's four positions (``lane_sums``, once per row of x). Three
+    vector operations a block where _eight_sums_q4 takes seven; LLVM does not find vpmaddubsw in generic IR
+    (its saturation pattern compiled to a slow clamp), so it is called by name."""
+    i8, i16, i32 = ir.IntType(8), ir.IntType(16), ir.IntType(32)
+    v16 = ir.VectorType(i8, 16)
+    low = builder.and_(c16, ir.Constant(v16, [15] * 16))
+    high = builder.lshr(c16, ir.Constant(v16, [4] * 16))
+    c32 = builder.shuffle_vector(low, high, ir.Constant(ir.VectorType(i32, BLOCK), list(range(BLOCK))))
+    pairs = _avx2_call(builder, "pmadd.ub.sw", [c32, x8])
+    sums = _avx2_call(builder, "pmadd.wd", [pairs, ir.Constant(ir.VectorType(i16, 16), [1] * 16)])
+    return builder.sub(sums, lane_sums)
+
+
+def _row_dot_q4_bytes_codegen(context, builder, sig, args):
+    """acc = 0 (8 floats); for each block b: acc += (d[b] e[b]) * float(eight_sums(c_b, x_b) - 8 lane sums);
+    return sum(acc). The arguments of _row_dot_codegen's, and the lane sums (nb * 8 int32) after x's scales."""
+    codes, d, xq, e, lanes, nb = args
+    f32, i64, i32 = ir.FloatType(), ir.IntType(64), ir.IntType(32)
+    vf = ir.VectorType(f32, LANES)
+    acc_ptr = builder.alloca(vf)
+    builder.store(ir.Constant(vf, [0.0] * LANES), acc_ptr)
+    d_data = context.make_array(sig.args[1])(context, builder, value=d).data
+    e_data = context.make_array(sig.args[3])(context, builder, value=e).data
+    with cgutils.for_range(builder, nb) as loop:
+        b = loop.index
+        xb = _load(context, builder, sig.args[2], xq, builder.mul(b, ir.Constant(i64, BLOCK)), BLOCK)
+        c16 = _load(context, builder, sig.args[0], codes, builder.mul(b, ir.Constant(i64, BLOCK // 2)), BLOCK // 2)
+        lane_sums = _load(context, builder, sig.args[4], lanes, builder.mul(b, ir.Constant(i64, LANES)), LANES)
+        sums = builder.sitofp(_eight_sums_q4_bytes(builder, c16, xb, lane_sums), vf)
+        scale = builder.fmul(builder.load(builder.gep(d_data, [b])), builder.load(builder.gep(e_data, [b])))
+        splat = builder.insert_element(ir.Constant(vf, ir.Undefined), scale, ir.Constant(i32, 0))
+        splat = builder.shuffle_vector(splat, splat, ir.Constant(ir.VectorType(i32, LANES), [0] * LANES))
+        acc = builder.load(acc_ptr)
+        builder.store(builder.fadd(acc, builder.fmul(sums, splat, flags=["contract"]), flags=["contract"]), acc_ptr)
+    acc = builder.load(acc_ptr)
+    total = builder.extract_element(acc, ir.Constant(i32, 0))
+    for lane in range(1, LANES):
+        total = builder.fadd(total, builder.extract_element(acc, ir.Constant(i32, lane)))
+    return total
+
+
+@intrinsic
+def _row_dot_q4_bytes(typingctx, codes, d, xq, e, lanes, nb):
+    """As _row_dot_q4 with x's codes in int8 and their lane sums (x86 with AVX2 only: Q4_BYTES)."""
+    return types.float32(codes, d, xq, e, lanes, types.int64), _row_dot_q4_bytes_codegen
+
+
+def _avx2_host():
+    """May the kernels call AVX2's instructions by name? x86-64 with AVX2, and numba compiling for this very
+    CPU (no NUMBA_CPU_NAME / NUMBA_CPU_FEATURES, which could name a CPU without them)."""
+    import os
+    import platform
+    from llvmlite import binding
+    if platform.machine().lower() not in ("x86_64", "amd64") or os.environ.get("NUMBA_CPU_NAME") \
+            or os.environ.get("NUMBA_CPU_FEATURES"):
+        return False
+    return bool(binding.get_host_cpu_features().get("avx2"))
+
+
+Q4_BYTES = _avx2_host()     # Q4_0 against 8-bit activations through vpmaddubsw; else _row_dot_q4 (16-bit x)
+
+
 # ----------------------------------------------------------------------------
 # the activations in Q8_0 blocks (float32 scales: nothing is stored, so no float16 rounding)
 
 @kernel
 def _quantize_rows(x, xq, e):
     """x (N, K) -> xq (N, K) and e (N, nb): e = max|x| / 127 over each block, xq = round(x / e) in -127..127,
-    held as int16: the kernels then load x's 16-bit lanes as vpmaddwd takes them, with no widening a block."""
+    held as int16: the kernels then load x's 16-bit lanes as vpmaddwd takes them, with no widening a block
+    (int8 for the Q4_0 kernel of AVX2, whose vpmaddubsw takes bytes)."""
     N, K = x.shape
     for n in range(N):
         for b in range(K // BLOCK):
@@ -169,7 +252,18 @@ def _quantize_rows(x, xq, e):
             e[n, b] = d
             for j in range(BLOCK):
                 v = x[n, b * BLOCK + j] * inv
-                xq[n, b * BLOCK + j] = np.int16(np.int32(v + np.float32(0.5) if v >= 0 else v - np.float32(0.5)))
+                xq[n, b * BLOCK + j] = np.int32(v + np.float32(0.5) if v >= 0 else v - np.float32(0.5))
+
+
+@kernel
+def _lane_sums(xq, lanes):
+    """lanes[n, 8 b + k] = 8 * (xq[n, 32 b + 4 k] + ... + xq[n, 32 b + 4 k + 3]): the -8 of every Q4_0 weight
+    times the four activations that land in lane k of a block's eight sums."""
+    N, K = xq.shape
+    for n in range(N):
+        for i in range(K // 4):
+            lanes[n, i] = 8 * (np.int32(xq[n, 4 * i]) + np.int32(xq[n, 4 * i + 1]) + np.int32(xq[n, 4 * i + 2])
+                               + np.int32(xq[n, 4 * i + 3]))
 
 
 # two functions of their own for each kind, not one dispatcher: numba's disk cache is keyed by the function
@@ -201,6 +295,21 @@ def _q4_rows_threaded(bounds, codes, d, xq, e, y):
                 y[n, r] = _row_dot_q4(codes[r], d[r], xq[n], e[n], d.shape[1])
 
 
+def _q4_bytes_rows_serial(bounds, codes, d, xq, e, lanes, y):
+    for t in range(bounds.shape[0] - 1):
+        for r in range(bounds[t], bounds[t + 1]):
+            for n in range(xq.shape[0]):
+                y[n, r] = _row_dot_q4_bytes(codes[r], d[r], xq[n], e[n], lanes[n], d.shape[1])
+
+
+def _q4_bytes_rows_threaded(bounds, codes, d, xq, e, lanes, y):
+    for t in prange(bounds.shape[0] - 1):
+        for r in range(bounds[t], bounds[t + 1]):
+            for n in range(xq.shape[0]):
+                y[n, r] = _row_dot_q4_bytes(codes[r], d[r], xq[n], e[n], lanes[n], d.shape[1])
+
+
+_Q4_BYTES = (kernel(_q4_bytes_rows_serial), parallel_kernel(_q4_bytes_rows_threaded))
 _INT8 = {"q8_0": (kernel(_q8_rows_serial), parallel_kernel(_q8_rows_threaded)),
          "q4_0": (kernel(_q4_rows_serial), parallel_kernel(_q4_rows_threaded))}
 
@@ -298,11 +407,18 @@ def quantized_matmul(x, w):
     if block_products_exact():
         _FLOAT[kind](x, w.scales, w.codes, y)
         return y
-    xq, e = np.empty((N, K), np.int16), np.empty((N, K // BLOCK), np.float32)
-    _quantize_rows(x, xq, e)
     n_threads = kernel_threads(w.shape[0] // 64)         # at least 64 rows a thread
-    serial, threaded = _INT8[kind]
-    run_threaded(serial, threaded, n_threads, _row_bounds(w.shape[0], n_threads), w.codes, w.scales, xq, e, y)
+    bounds = _row_bounds(w.shape[0], n_threads)
+    e = np.empty((N, K // BLOCK), np.float32)
+    if kind == "q4_0" and Q4_BYTES:
+        xq, lanes = np.empty((N, K), np.int8), np.empty((N, K // 4), np.int32)
+        _quantize_rows(x, xq, e)
+        _lane_sums(xq, lanes)
+        run_threaded(*_Q4_BYTES, n_threads, bounds, w.codes, w.scales, xq, e, lanes, y)
+        return y
+    xq = np.empty((N, K), np.int16)
+    _quantize_rows(x, xq, e)
+    run_threaded(*_INT8[kind], n_threads, bounds, w.codes, w.scales, xq, e, y)
     return y
 
 

@@ -293,6 +293,35 @@ def test_fast_kernels_equal_the_numpy_reference(kind, threads):
     assert np.allclose(got, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+def test_q4_k_through_vpmaddubsw_equals_the_float_lane_kernel(monkeypatch, threads):
+    """On x86 with AVX2 (quant.Q4_BYTES) Q4_K multiplies x's codes as bytes (vpmaddubsw, then vpmaddwd by each
+    sub-block's scale); elsewhere the codes are whole numbers in float32 lanes. Both sums are exact integers and
+    the float steps after them are the same: the same y, bit for bit, with every scale, min and code in use and a
+    block of x all zeros."""
+    fast = pytest.importorskip("zerollm.engine.fast.quant")
+    if not fast.Q4_BYTES:
+        pytest.skip("this host has no AVX2 (or numba compiles for another CPU): only the float-lane kernel runs here")
+    from zerollm.engine.fast import kquant as kernels
+    from zerollm.engine.threads import limit_threads
+    calls = []
+    serial, threaded = kernels._Q4K_BYTES
+    monkeypatch.setattr(kernels, "_Q4K_BYTES", (lambda *a: calls.append(1) or serial(*a),
+                                                lambda *a: calls.append(2) or threaded(*a)))
+    rng = np.random.default_rng(6)
+    w = kquant.KQuantMatrix.from_float(rng.standard_normal((131, 512)) * np.linspace(1e-6, 3, 131)[:, None], "q4_K")
+    x = rng.standard_normal((3, 512)).astype(np.float32)
+    x[1, 256:] = 0
+    with limit_threads(threads):
+        got = kernels.kquant_matmul(x, w)
+        assert len(calls) == 1                                   # the bytes kernel ran
+        monkeypatch.setattr(fast, "Q4_BYTES", False)
+        lanes = kernels.kquant_matmul(x, w)
+    assert len(calls) == 1
+    np.testing.assert_array_equal(got, lanes)
+    assert np.abs(got).max() > 0
+
+
 # ----------------------------------------------------------------------------
 # zerollm quantize --explain --kind q4_K
 

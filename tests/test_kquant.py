@@ -293,23 +293,26 @@ def test_fast_kernels_equal_the_numpy_reference(kind, threads):
     assert np.allclose(got, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
 
 
+@pytest.mark.parametrize("kind", ["q4_K", "q6_K"])
 @pytest.mark.parametrize("threads", [1, 2])
-def test_q4_k_through_vpmaddubsw_equals_the_float_lane_kernel(monkeypatch, threads):
-    """On x86 with AVX2 (quant.Q4_BYTES) Q4_K multiplies x's codes as bytes (vpmaddubsw, then vpmaddwd by each
-    sub-block's scale); elsewhere the codes are whole numbers in float32 lanes. Both sums are exact integers and
-    the float steps after them are the same: the same y, bit for bit, with every scale, min and code in use and a
-    block of x all zeros."""
+def test_k_quants_through_vpmaddubsw_equal_the_float_lane_kernels(monkeypatch, threads, kind):
+    """On x86 with AVX2 (quant.Q4_BYTES) Q4_K and Q6_K multiply x's codes as bytes (vpmaddubsw, then vpmaddwd by
+    each sub-block's scale); elsewhere the codes are whole numbers in float32 lanes. Q4_K's sums are exact
+    integers both ways and the float steps after them the same: the same y, bit for bit. Q6_K's float-lane sum
+    of a super-block passes 2^24 and rounds where the bytes kernel's int32 does not: equal to float32's
+    rounding. Every scale, min and code in use, and a block of x all zeros."""
     fast = pytest.importorskip("zerollm.engine.fast.quant")
     if not fast.Q4_BYTES:
         pytest.skip("this host has no AVX2 (or numba compiles for another CPU): only the float-lane kernel runs here")
     from zerollm.engine.fast import kquant as kernels
     from zerollm.engine.threads import limit_threads
     calls = []
-    serial, threaded = kernels._Q4K_BYTES
-    monkeypatch.setattr(kernels, "_Q4K_BYTES", (lambda *a: calls.append(1) or serial(*a),
-                                                lambda *a: calls.append(2) or threaded(*a)))
+    name = "_Q4K_BYTES" if kind == "q4_K" else "_Q6K_BYTES"
+    serial, threaded = getattr(kernels, name)
+    monkeypatch.setattr(kernels, name, (lambda *a: calls.append(1) or serial(*a),
+                                        lambda *a: calls.append(2) or threaded(*a)))
     rng = np.random.default_rng(6)
-    w = kquant.KQuantMatrix.from_float(rng.standard_normal((131, 512)) * np.linspace(1e-6, 3, 131)[:, None], "q4_K")
+    w = kquant.KQuantMatrix.from_float(rng.standard_normal((131, 512)) * np.linspace(1e-6, 3, 131)[:, None], kind)
     x = rng.standard_normal((3, 512)).astype(np.float32)
     x[1, 256:] = 0
     with limit_threads(threads):
@@ -317,9 +320,11 @@ def test_q4_k_through_vpmaddubsw_equals_the_float_lane_kernel(monkeypatch, threa
         assert len(calls) == 1                                   # the bytes kernel ran
         monkeypatch.setattr(fast, "Q4_BYTES", False)
         lanes = kernels.kquant_matmul(x, w)
-    assert len(calls) == 1
-    np.testing.assert_array_equal(got, lanes)
-    assert np.abs(got).max() > 0
+    assert len(calls) == 1 and np.abs(got).max() > 0
+    if kind == "q4_K":
+        np.testing.assert_array_equal(got, lanes)
+    else:
+        np.testing.assert_allclose(got, lanes, rtol=1e-6, atol=1e-6 * np.abs(lanes).max())
 
 
 # ----------------------------------------------------------------------------

@@ -21,10 +21,11 @@ code, and the min's term needs only the codes' sums:
 The codes are whole numbers held in float32 (the nibbles split off with a floor): every product and every
 sub-block's sum is below 2^24, so exact, as int32 sums would be, but numba types int32 arithmetic as int64
 (4 lanes of AVX2) where float32 takes 8: measured 3.7-5x faster so (3072 x 768, one row, under load).
-On x86 with AVX2 (engine/fast/quant.py's ``Q4_BYTES``) Q4_K takes x's codes as bytes instead, as Q4_0 does
-there: vpmaddubsw multiplies 32 nibbles by 32 bytes of x and adds neighbours, vpmaddwd by the sub-block's
-scale adds neighbours again into int32 lanes, one horizontal sum a super-block (``_q4k_scaled``); the same
-exact integer sums, so the same y bit for bit, about twice as fast (docs/gguf.md#decode-speed). The float16
+On x86 with AVX2 (engine/fast/quant.py's ``Q4_BYTES``) Q4_K and Q6_K take x's codes as bytes instead, as
+Q4_0 does there: vpmaddubsw multiplies 32 codes by 32 bytes of x and adds neighbours, vpmaddwd by the
+sub-block's scale adds neighbours again into int32 lanes, one horizontal sum a super-block (``_q4k_scaled``,
+``_q6k_scaled``): Q4_K the same y bit for bit, about 2x faster; Q6_K exact in int32 where the float lanes
+round past 2^24, about 3.5x faster (docs/gguf.md#decode-speed). Q5_K keeps the float lanes. The float16
 scales are widened by LLVM's fpext (vcvtph2ps), not by float arithmetic with a power of two from libm.
 Rounding x to 8 bits moves y by about 0.5% of its largest entry, as in llama.cpp (the tolerance is
 engine/fast/quant.py's INT8_TOLERANCE). Rows of W are split between threads like the Q8_0 / Q4_0 kernels'.
@@ -303,6 +304,83 @@ def _q4k_row_bytes(blk_row, xq, e, sums, sc):
     return s
 
 
+def _q6k_scaled_codegen(context, builder, sig, args):
+    """sum_i sc[i] sum_l q_il x_il over the 16 groups of 16 of one Q6_K super-block (codes q in 0..63, without
+    the -32), in int32. By halves of 128: 32 bytes of ql (twice) and 32 of qh give four registers of 32 six-bit
+    codes (positions l, l + 32, l + 64, l + 96: a low or high nibble and two bits of qh); vpmaddubsw by x's
+    bytes (<= 2 * 63 * 127, no saturation), vpmaddwd by the two int8 scales of the register's two groups of 16
+    (8 lanes each). Per lane at most 8 * 2 * 16002 * 128: no overflow."""
+    blk, xq = args
+    i8, i16, i32, i64 = ir.IntType(8), ir.IntType(16), ir.IntType(32), ir.IntType(64)
+    v32, w16 = ir.VectorType(i8, 32), ir.VectorType(i16, 16)
+    data = context.make_array(sig.args[0])(context, builder, value=blk).data
+
+    def byte_splat(v):
+        return ir.Constant(v32, [v] * 32)
+
+    def scales(i):
+        """<16 x i16>: the int8 scale i on lanes 0..7, scale i + 1 on lanes 8..15."""
+        a, b = (builder.sext(builder.load(builder.gep(data, [ir.Constant(i64, 192 + k)])), i16) for k in (i, i + 1))
+        v = builder.insert_element(ir.Constant(w16, ir.Undefined), a, ir.Constant(i32, 0))
+        v = builder.insert_element(v, b, ir.Constant(i32, 8))
+        return builder.shuffle_vector(v, v, ir.Constant(ir.VectorType(i32, 16), [0] * 8 + [8] * 8))
+
+    acc = ir.Constant(ir.VectorType(i32, 8), [0] * 8)
+    for half in range(2):
+        ql0 = _load(context, builder, sig.args[0], blk, ir.Constant(i64, 64 * half), 32)
+        ql1 = _load(context, builder, sig.args[0], blk, ir.Constant(i64, 64 * half + 32), 32)
+        qh = _load(context, builder, sig.args[0], blk, ir.Constant(i64, 128 + 32 * half), 32)
+        for k, (ql, high) in enumerate(((ql0, False), (ql1, False), (ql0, True), (ql1, True))):
+            nibble = builder.lshr(ql, byte_splat(4)) if high else builder.and_(ql, byte_splat(15))
+            two = builder.and_(builder.lshr(qh, byte_splat(2 * k)), byte_splat(3))
+            codes = builder.or_(nibble, builder.shl(two, byte_splat(4)))
+            x = _load(context, builder, sig.args[1], xq, ir.Constant(i64, 128 * half + 32 * k), 32)
+            pairs = _avx2_call(builder, "pmadd.ub.sw", [codes, x])
+            acc = builder.add(acc, _avx2_call(builder, "pmadd.wd", [pairs, scales(8 * half + 2 * k)]))
+    total = builder.extract_element(acc, ir.Constant(i32, 0))
+    for lane in range(1, 8):
+        total = builder.add(total, builder.extract_element(acc, ir.Constant(i32, lane)))
+    return total
+
+
+@intrinsic
+def _q6k_scaled(typingctx, blk, xq):
+    """blk: one Q6_K super-block (210 bytes), xq: its 256 activations as int8."""
+    return types.int32(blk, xq), _q6k_scaled_codegen
+
+
+@inline
+def _q6k_row_bytes(blk_row, xq, e, sums):
+    """_q6_row with x in bytes: sum_i sc_i (sum_l q_il x_il - 32 sum_l x_il), all in int32 (exact; the float-lane
+    kernel rounds its running sum once it passes 2^24), then times e d."""
+    s = np.float32(0.0)
+    for b in range(blk_row.shape[0]):
+        blk = blk_row[b]
+        shifted = np.int32(0)
+        for i in range(16):
+            shifted += np.int32(np.int8(blk[192 + i])) * sums[16 * b + i]
+        total = _q6k_scaled(blk, xq[b * QK:(b + 1) * QK]) - np.int32(32) * shifted
+        s += e[b] * _f16(blk[208], blk[209]) * np.float32(total)
+    return s
+
+
+def _q6k_bytes_rows_serial(bounds, blocks, xq, e, sums, y):
+    for t in range(bounds.shape[0] - 1):
+        for r in range(bounds[t], bounds[t + 1]):
+            for n in range(xq.shape[0]):
+                y[n, r] = _q6k_row_bytes(blocks[r], xq[n], e[n], sums[n])
+
+
+def _q6k_bytes_rows_threaded(bounds, blocks, xq, e, sums, y):
+    for t in prange(bounds.shape[0] - 1):
+        for r in range(bounds[t], bounds[t + 1]):
+            for n in range(xq.shape[0]):
+                y[n, r] = _q6k_row_bytes(blocks[r], xq[n], e[n], sums[n])
+
+
+_Q6K_BYTES = (kernel(_q6k_bytes_rows_serial), parallel_kernel(_q6k_bytes_rows_threaded))
+
+
 def _q4k_bytes_rows_serial(bounds, blocks, xq, e, sums, y):
     sc = np.empty(8, np.int16)
     for t in range(bounds.shape[0] - 1):
@@ -378,10 +456,10 @@ def kquant_matmul(x, w):
     n_threads = kernel_threads(R // 64)                  # at least 64 rows a thread
     bounds = _row_bounds(R, n_threads)
     e, sums = np.empty((N, K // QK), np.float32), np.empty((N, K // 16), np.int32)
-    if kind == "q4_K" and quant.Q4_BYTES:
+    if kind in ("q4_K", "q6_K") and quant.Q4_BYTES:
         xq = np.empty((N, K), np.int8)
         _quantize_rows(x, xq, e, sums)
-        run_threaded(*_Q4K_BYTES, n_threads, bounds, blocks, xq, e, sums, y)
+        run_threaded(*(_Q4K_BYTES if kind == "q4_K" else _Q6K_BYTES), n_threads, bounds, blocks, xq, e, sums, y)
         return y
     xq = np.empty((N, K), np.float32)
     _quantize_rows(x, xq, e, sums)

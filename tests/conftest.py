@@ -33,6 +33,17 @@ for _var in ("ZEROLLM_LANG", "LANGUAGE", "LC_ALL", "LC_MESSAGES"):
     os.environ.pop(_var, None)
 os.environ["LANG"] = "C.UTF-8"
 
+# Every training command ends by drawing loss.png with matplotlib: about 0.8 s of CPU (most of it the import)
+# in each of the suite's hundreds of runs. Off here (zerollm.training.run.PLOTS_ENV); the tests of the plots
+# turn it back on with the `plots` fixture or their own environment.
+os.environ["ZEROLLM_PLOTS"] = "0"
+
+
+@pytest.fixture
+def plots(monkeypatch):
+    """loss.png and expert_load.png drawn at the end of a run, as for a user."""
+    monkeypatch.setenv("ZEROLLM_PLOTS", "1")
+
 
 # ----------------------------------------------------------------------------
 # the guard: nothing outside the repository

@@ -270,7 +270,8 @@ def test_a_fresh_clone_leaves_out_what_a_tour_wrote_into_the_checkout(tmp_path):
 def reader_env(home, clone, shims):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ZEROLLM_", "HF_", "PYTHON", "XDG_"))
            and k not in PROXIES and k.lower() != "no_proxy"}
-    env.update(HOME=str(home), PYTHONPATH=str(clone), ZEROLLM_DOCS_TEST="1", LANG="C.UTF-8", LC_ALL="C.UTF-8",
+    # ZEROLLM_PLOTS=0: no loss.png at the end of each training command (matplotlib, ~0.8 s CPU each; tests/conftest.py)
+    env.update(HOME=str(home), PYTHONPATH=str(clone), ZEROLLM_DOCS_TEST="1", ZEROLLM_PLOTS="0", LANG="C.UTF-8", LC_ALL="C.UTF-8",
                MPLBACKEND="Agg", OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PATH=os.pathsep.join([str(shims), str(Path(sys.executable).parent),
                                                        "/usr/local/bin", "/usr/bin", "/bin"]))
     return env

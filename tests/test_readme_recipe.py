@@ -66,7 +66,7 @@ def test_the_readme_assistant_path_learns_the_task_at_the_small_docs_size(tmp_pa
     home = tmp_path / "home"
     home.mkdir()
     env = {k: v for k, v in os.environ.items() if not k.startswith("ZEROLLM_")}
-    env.update(ZEROLLM_DOCS_TEST="small", HOME=str(home), MPLBACKEND="Agg", OPENBLAS_NUM_THREADS="1",
+    env.update(ZEROLLM_DOCS_TEST="small", ZEROLLM_PLOTS="0", HOME=str(home), MPLBACKEND="Agg", OPENBLAS_NUM_THREADS="1",
                PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")])))
     work = tmp_path / "work"
     work.mkdir()

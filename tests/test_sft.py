@@ -126,7 +126,9 @@ def _evals(run):
 @pytest.fixture(scope="module")
 def reference(setup):
     out = setup / "ref"
-    assert _sft(setup, out, "--max-iters", "30", "--threads", "2") == 0
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("ZEROLLM_PLOTS", "1")                 # the suite turns the plots off (conftest)
+        assert _sft(setup, out, "--max-iters", "30", "--threads", "2") == 0
     return out
 
 

@@ -32,9 +32,10 @@ def corpus(tmp_path_factory, shakespeare_path):
     return path
 
 
-def train_cli(*argv, cwd=None):
+def train_cli(*argv, cwd=None, plots=False):
+    env = {**os.environ, "ZEROLLM_PLOTS": "1"} if plots else None     # the suite turns the plots off (conftest)
     return subprocess.run([sys.executable, "-m", "zerollm", "train", *argv], capture_output=True, text=True,
-                          cwd=cwd)
+                          cwd=cwd, env=env)
 
 
 def step_losses(run_dir):
@@ -46,7 +47,7 @@ def reference_run(tmp_path_factory, corpus):
     """60 steps without interruption: the losses every resumed run must reproduce bit for bit."""
     out = tmp_path_factory.mktemp("runs") / "ref"
     res = train_cli("--data", str(corpus), "--out", str(out), "--max-iters", "60",
-                    "--checkpoint-interval", "10", *SMALL)
+                    "--checkpoint-interval", "10", *SMALL, plots=True)
     assert res.returncode == 0, res.stderr
     return out
 
@@ -350,7 +351,7 @@ MOE = ["--n-expert", "4", "--n-expert-active", "2", "--moe-every", "2", "--capac
 def moe_run(tmp_path_factory, corpus):
     out = tmp_path_factory.mktemp("runs") / "moe"
     res = train_cli("--data", str(corpus), "--out", str(out), "--max-iters", "40", "--checkpoint-interval", "10",
-                    "--threads", "2", *SMALL, *MOE)
+                    "--threads", "2", *SMALL, *MOE, plots=True)
     assert res.returncode == 0, res.stderr
     assert "mixture of experts in blocks [1]: top-2 of 4 experts + 1 shared" in res.stderr
     return out

@@ -56,7 +56,7 @@ def test_labels_in_chinese_only_with_a_font_that_draws_them(tmp_path):
     assert {"奖励", "成功率"} <= set(panels)
 
 
-def test_a_chinese_locale_gets_chinese_plot_labels_when_a_cjk_font_is_there(tmp_path, monkeypatch):
+def test_a_chinese_locale_gets_chinese_plot_labels_when_a_cjk_font_is_there(tmp_path, monkeypatch, plots):
     from zerollm.training import run
     seen = {}
     for var in ("LANGUAGE", "LC_ALL", "LC_MESSAGES"):
@@ -69,3 +69,15 @@ def test_a_chinese_locale_gets_chinese_plot_labels_when_a_cjk_font_is_there(tmp_
     monkeypatch.setattr(run, "find_fonts", lambda fm: (["DejaVu Sans"], set()))     # no CJK font: English
     run._maybe_plot(str(tmp_path / "log.jsonl"), str(tmp_path), types.SimpleNamespace(n_expert=0), "grpo")
     assert seen["lang"] == "zh" and seen["families"] is None
+
+
+def test_zerollm_plots_0_skips_the_pictures_with_a_line_and_the_default_draws_them(tmp_path, monkeypatch, capsys):
+    from zerollm.training import run
+    log = _log(tmp_path / "log.jsonl", RL_LOG)
+    monkeypatch.setenv("ZEROLLM_PLOTS", "0")
+    run._maybe_plot(str(log), str(tmp_path), types.SimpleNamespace(n_expert=0), "grpo")
+    assert capsys.readouterr().out == "plots skipped: ZEROLLM_PLOTS=0 (log.jsonl holds every number)\n"
+    assert not (tmp_path / "loss.png").exists()
+    monkeypatch.delenv("ZEROLLM_PLOTS")                 # a user's default: drawn
+    run._maybe_plot(str(log), str(tmp_path), types.SimpleNamespace(n_expert=0), "grpo")
+    assert (tmp_path / "loss.png").read_bytes()[:4] == b"\x89PNG"

@@ -185,7 +185,13 @@ def _moe_line(model):
             f"{model.num_params(active=True):,} parameters active per token")
 
 
+PLOTS_ENV = "ZEROLLM_PLOTS"      # 0: no loss.png / expert_load.png (sweeps, and the test suite: ~0.8 s CPU a run)
+
+
 def _maybe_plot(log_path, run_dir, model_cfg, kind):
+    if os.environ.get(PLOTS_ENV, "1").strip() == "0":
+        print(f"plots skipped: {PLOTS_ENV}=0 (log.jsonl holds every number)")
+        return
     png = os.path.join(run_dir, "loss.png")
     try:
         lang = default_lang()                       # 中文 labels in a Chinese locale, when a CJK font is there

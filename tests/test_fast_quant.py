@@ -56,18 +56,25 @@ def test_integer_kernel_equals_the_same_arithmetic_in_numpy(kind, N, threads):
 
 
 @pytest.mark.parametrize("threads", [1, 2])
-def test_q4_0_through_vpmaddubsw_equals_the_16_bit_kernel(monkeypatch, threads):
-    """On x86 with AVX2 Q4_0 multiplies 8-bit activations with vpmaddubsw (Q4_BYTES); elsewhere the 16-bit lanes
-    of _row_dot_q4. The same integer sum a block (its eight lanes split differently), so y agrees to float32's
-    rounding of the running sums, and both equal the same arithmetic written in NumPy."""
+@pytest.mark.parametrize("K", [96, 128], ids=["odd-blocks", "block-pairs"])
+def test_q4_0_through_vpmaddubsw_equals_the_16_bit_kernel(monkeypatch, K, threads):
+    """On x86 with AVX2 Q4_0 multiplies 8-bit activations with vpmaddubsw (Q4_BYTES): two blocks at a time
+    (_Q4_PAIRS) when a row has an even number of blocks, else one at a time; elsewhere the 16-bit lanes of
+    _row_dot_q4. The same integer sum a block (its eight lanes split differently), so y agrees to float32's
+    rounding of the running sums, and all equal the same arithmetic written in NumPy."""
     if not fast.Q4_BYTES:
         pytest.skip("this host has no AVX2 (or numba compiles for another CPU): only the 16-bit kernel runs here")
+    calls = []
+    serial, threaded = fast._Q4_PAIRS
+    monkeypatch.setattr(fast, "_Q4_PAIRS", (lambda *a: calls.append(1) or serial(*a),
+                                            lambda *a: calls.append(2) or threaded(*a)))
     rng = np.random.default_rng(11)
-    w = quant.QuantizedMatrix.from_float(rng.standard_normal((131, 96)), "q4_0")
-    x = rng.standard_normal((3, 96)).astype(np.float32)
+    w = quant.QuantizedMatrix.from_float(rng.standard_normal((131, K)), "q4_0")
+    x = rng.standard_normal((3, K)).astype(np.float32)
     x[1, 32:64] = 0
     with limit_threads(threads):
         got = fast.quantized_matmul(x, w)
+        assert len(calls) == (K // 32 + 1) % 2                 # pairs for 4 blocks, one at a time for 3
         monkeypatch.setattr(fast, "Q4_BYTES", False)
         lanes16 = fast.quantized_matmul(x, w)
     assert not np.array_equal(got, lanes16)            # (the two did take different paths)

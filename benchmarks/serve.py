@@ -6,6 +6,7 @@ median, p99) and throughput, at 1, 4, 16, 64 streaming clients and with each eng
     python benchmarks/serve.py --only features --system-tokens 1000 --long-prompt 2000
     python benchmarks/serve.py --only budget --long-prompt 2000    # the step budget's sweep, in process
     python benchmarks/serve.py --only join --shape gpt2            # a row joining / leaving the batch, in process
+    python benchmarks/serve.py --only single --pairs 12            # one client vs sequential, request by request
     python benchmarks/serve.py --request-rate 20        # Poisson arrivals, 20 requests/s on average
     python benchmarks/serve.py --json serve.json        # the numbers as JSON too
 
@@ -486,9 +487,10 @@ def host_rows(threads):
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--shape", choices=("tang", "gpt2"), default="tang")
-    p.add_argument("--only", choices=("clients", "features", "chunked", "budget", "join"), default=None,
+    p.add_argument("--only", choices=("clients", "features", "chunked", "budget", "join", "single"), default=None,
                    help="run one part (default clients and features; budget: the step budget's sweep, in process; "
-                        "join: what a row joining and leaving the batch costs, in process)")
+                        "join: what a row joining and leaving the batch costs, in process; single: one streaming "
+                        "client against the sequential run, request by request)")
     p.add_argument("--clients", type=int, nargs="+", default=[1, 4, 16, 64])
     p.add_argument("--rounds", type=int, default=2, help="requests per client (default 2)")
     p.add_argument("--new-tokens", type=int, default=32)
@@ -501,6 +503,7 @@ def main(argv=None):
                    help="the long prompt arrives once each of the 8 streams has had this many tokens (default 8)")
     p.add_argument("--budgets", type=int, nargs="+", default=None,
                    help="--max-num-batched-tokens of the chunked cases (default: the server's default)")
+    p.add_argument("--pairs", type=int, default=12, help="requests of the single part (default 12)")
     p.add_argument("--join-tokens", type=int, default=256, help="each row's context in the join part (default 256)")
     p.add_argument("--threads", type=int, default=1, help="BLAS threads of the server and the baselines")
     p.add_argument("--json", default=None, help="also write the results here")
@@ -518,6 +521,13 @@ def main(argv=None):
     with tempfile.TemporaryDirectory() as tmp:
         if args.only in (None, "clients"):
             result["rows"], result["logit_gap"] = clients_rows(Path(tmp) / args.shape, args)
+        if args.only == "single":
+            r = single_rows(Path(tmp) / args.shape, args)
+            result["single"] = r
+            q = np.percentile(r["ratios"], [0, 50, 100])
+            print(f"one streaming client: {r['serve_tokens_per_s']:.1f} tok/s; sequential in process "
+                  f"{r['sequential_tokens_per_s']:.1f} tok/s; ratio {r['ratio']:.2f} over {r['pairs']} pairs "
+                  f"(a pair's ratio: min {q[0]:.2f}, median {q[1]:.2f}, max {q[2]:.2f})", flush=True)
         if args.only == "chunked":
             folder = Path(tmp) / f"{args.shape}-long"
             build_long(args.shape, folder)
@@ -576,6 +586,41 @@ def clients_rows(folder, args):
     finally:
         stop_server(proc)
     return rows, gap
+
+
+def single_rows(folder, args):
+    """One streaming client against the in-process sequential run, request by request: each pair is one
+    HTTP request (the client's clock, send -> last content chunk) and right after it the same prompt
+    decoded in this process on the server's core. The load of a shared machine changes from one minute to
+    the next (the sequential run alone went from 108 to 403 tok/s within a minute at load 3-4), so a ratio
+    of two blocks run a minute apart measured the machine more than the server; pairs seconds apart do not."""
+    from zerollm.data import chat
+    from zerollm.generation.decode import generate
+    from zerollm.generation.sample import Sampling
+    model, tok = build(args.shape, folder)
+    proc, base = start_server(folder, 16, args.threads)
+    serve_s = seq_s = 0.0
+    tokens, ratios = 0, []
+    try:
+        load_test(base, 1, 1, 4, float("inf"))
+        ids = chat.encode_prompt(tok, PROMPTS[0])
+        for i in range(args.pairs):
+            _, records = load(base, [[chat_body(PROMPTS[0], args.new_tokens, i)]])
+            start, times, got, err = records[0][0]
+            if err is not None or not times:
+                raise RuntimeError(f"the request failed: {err}")
+            with _on_server_cores():
+                t0 = time.perf_counter()
+                n = sum(1 for _ in generate(model, np.array([ids]), args.new_tokens, Sampling(0.8),
+                                            rng=np.random.default_rng(i)))
+                seq = time.perf_counter() - t0
+            served = times[-1] - start                               # send -> last content chunk
+            serve_s, seq_s, tokens = serve_s + served * n / got, seq_s + seq, tokens + n
+            ratios.append((got / served) / (n / seq))
+    finally:
+        stop_server(proc)
+    return {"pairs": args.pairs, "serve_tokens_per_s": tokens / serve_s, "sequential_tokens_per_s": tokens / seq_s,
+            "ratio": seq_s / serve_s, "ratios": ratios}
 
 
 def _ms(v):

@@ -71,12 +71,17 @@ def _run(model, prompts, features, sampling, max_batch=3, n=12, seed=5):
 
 GREEDY, SEEDED = Sampling(0), Sampling(0.9, top_k=20)
 # speculation changes what a seeded row draws (its distribution is tested below), so it runs greedy only here
+# a draft model with the prefix cache and chunks: the big model's prefill starts after its cache hit, the
+# draft's (no prefix cache) at the prompt's start, both within the step budget
+DRAFTED = Features(prefix_cache=1 << 20, step_tokens=7, speculation=Speculation("draft", 3),
+                   draft=_model(seed=9, n_layer=1, scale=3.0))
 CASES = [(PREFIX, GREEDY), (CHUNKED, GREEDY), (ALL, GREEDY), (PREFIX, SEEDED), (CHUNKED, SEEDED),
-         (Features(prefix_cache=1 << 20, step_tokens=7), SEEDED)]
+         (Features(prefix_cache=1 << 20, step_tokens=7), SEEDED), (DRAFTED, GREEDY)]
 
 
 @pytest.mark.parametrize("features, sampling", CASES, ids=["prefix", "chunked", "all", "prefix-seeded",
-                                                           "chunked-seeded", "prefix-chunked-seeded"])
+                                                           "chunked-seeded", "prefix-chunked-seeded",
+                                                           "prefix-chunked-draft"])
 def test_each_feature_gives_the_tokens_of_the_plain_scheduler(features, sampling):
     model, prompts = _model(), _prompts()
     plain, _ = _run(model, prompts, Features(), sampling)

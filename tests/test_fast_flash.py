@@ -11,6 +11,7 @@ from threadpoolctl import threadpool_limits
 
 import zerollm.engine.fast.flash as fast
 from zerollm.engine.fast import microkernel
+from zerollm.engine.fast.blas import planned_splits
 from zerollm.engine import use_engine
 from zerollm.engine.amp import autocast
 from zerollm.nn.flash import FlashOptions, flash_sdpa_backward, flash_sdpa_forward
@@ -97,14 +98,15 @@ def test_every_tile_size_matches_torch(tiles, case, monkeypatch):
 
 
 def on_one_and_two_threads(run, kernels, *args):
-    """run(*args) with BLAS allowed 1 thread, then 2; where the machine has 2 CPUs, the module
-    ``kernels``' threaded twins must have run. Returns (results on 1 thread, results on 2)."""
+    """run(*args) with BLAS allowed 1 thread, then 2; where the machine has 2 CPUs, the forward and the
+    backward must each have split their items over 2 threads. Returns (results on 1 thread, results on 2)."""
     with threadpool_limits(limits=1):
         one = run(*args)
+    before = planned_splits()
     with threadpool_limits(limits=2):
         two = run(*args)
     if numba.config.NUMBA_NUM_THREADS >= 2:                    # a machine with 2 CPUs or more
-        assert kernels._forward_threaded.signatures and kernels._backward_threaded.signatures
+        assert planned_splits() - before == 2, kernels.__name__
     return one, two
 
 

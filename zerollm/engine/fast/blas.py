@@ -108,6 +108,38 @@ def kernel_threads(n_items):
 _THREADED = threading.Lock()      # one threaded launch at a time (numba's workqueue layer allows no more)
 
 
+_PLANNED = {"pool": None, "split": 0}    # the planned kernels' Python threads; launches split over 2+ threads
+
+
+def run_planned(serial, n_threads, plan, *args, per_thread=()):
+    """``serial(plan, *args)``, where row t of the int plan is thread t's list of work items: on one thread,
+    or with each row on its own Python thread (the kernels are nogil, so the rows run at once), BLAS on
+    one thread each. ``per_thread``: the positions in ``args`` of arrays with one slab per thread (axis 0),
+    each row given its own. The attention kernels (sdpa.py, flash.py) run this way rather than through a
+    parallel=True twin: compiling a kernel that large again for numba's threads costs 10-25 s of CPU
+    each, the same arithmetic a row at a time costs nothing more, and a launch of milliseconds does not
+    feel the ~50 us a Python thread takes to start its row."""
+    if n_threads == 1 or plan.shape[0] == 1:
+        return serial(plan, *args)
+    if _PLANNED["pool"] is None:
+        from concurrent.futures import ThreadPoolExecutor
+        _PLANNED["pool"] = ThreadPoolExecutor(max_workers=max(1, numba.config.NUMBA_NUM_THREADS - 1),
+                                              thread_name_prefix="zerollm-kernel")
+    with single_threaded_blas():
+        def row(t):
+            return plan[t:t + 1], *(a[t:t + 1] if i in per_thread else a for i, a in enumerate(args))
+        rest = [_PLANNED["pool"].submit(serial, *row(t)) for t in range(1, plan.shape[0])]
+        serial(*row(0))                             # this thread takes the first row
+        for row in rest:
+            row.result()
+    _PLANNED["split"] += 1
+
+
+def planned_splits():
+    """How many planned launches have run over two threads or more (for the tests)."""
+    return _PLANNED["split"]
+
+
 def run_threaded(serial, threaded, n_threads, *args):
     """The serial kernel on one thread, else the threaded one on n_threads numba threads, BLAS on one
     each. While another Python thread's threaded launch runs, this one runs serially."""

@@ -4,7 +4,7 @@
    loop of the forward and the backward in numba, the products in our AVX-512 micro-kernel
    (zerollm/engine/fast/microkernel.py) or, without AVX-512, in NumPy's own BLAS (sgemm through ctypes,
    zerollm/engine/fast/blas.py), the online softmax fused between them, threads over heads
-   and tiles (prange). Used for float32 without a padding mask, dropout or autocast. With our
+   and tiles (one Python thread per list of tiles, blas.run_planned). Used for float32 without a padding mask, dropout or autocast. With our
    micro-kernel, a tile that every query row sees whole (off the causal diagonal) and whose rows have
    a fixed m (FIXED_MAX) gets its weights exp(s - m) and their row sums straight from the product's
    registers (microkernel.sgemm_exp), and the backward's P = exp(s - lse) and dS = P (dP - D) likewise
@@ -28,8 +28,8 @@ from numba import prange
 
 from zerollm.engine.amp import autocast_format
 from zerollm.engine.fast import microkernel
-from zerollm.engine.fast.blas import NO_TRANS, TRANS, kernel_threads, run_threaded, sgemm
-from zerollm.engine.fast.jit import exact_kernel, exp32, float32_arrays, inline, kernel, parallel_kernel
+from zerollm.engine.fast.blas import NO_TRANS, TRANS, kernel_threads, run_planned, sgemm
+from zerollm.engine.fast.jit import exact_kernel, exp32, float32_arrays, inline, kernel
 from zerollm.engine.fast.microkernel import product
 
 
@@ -121,7 +121,8 @@ def tile_softmax_backward(p, dp, D):
 # C-contiguous array, so no copy is ever made. The work is cut into items, (query head, query tile)
 # in the forward and (kv head, key tile) in the backward, and the items are dealt to the threads
 # beforehand so that each thread gets the same number of (query tile, key tile) pairs (causal rows
-# differ in length); ``prange`` then runs one thread's list per iteration.
+# differ in length); each thread then runs its own list (blas.run_planned: the kernel's prange is
+# a plain loop over the one list it is given).
 
 def tiles(T):
     """(forward tq, tk, backward tq, tk): queries and keys per tile for T queries. Larger tiles make
@@ -358,27 +359,15 @@ def _row_dots(a, b, out):
             out[h, i] = x
 
 
-# each loop compiled twice: serial (prange is range; one thread, e.g. inside a data-parallel shard)
-# and threaded (numba's threads, one per BLAS thread the caller allowed). Two functions of their own,
-# not two dispatchers of one: numba's disk cache is keyed by the function, not by parallel=True.
+# one compiled kernel each (prange is range there), run a plan row per thread (blas.run_planned)
 
 @kernel
 def _forward_serial(plan, q, k_t, v, bound, out, lse, g, offset, causal, tq, tk, gemm, own):
     _forward_items(plan, q, k_t, v, bound, out, lse, g, offset, causal, tq, tk, gemm, own)
 
 
-@parallel_kernel
-def _forward_threaded(plan, q, k_t, v, bound, out, lse, g, offset, causal, tq, tk, gemm, own):
-    _forward_items(plan, q, k_t, v, bound, out, lse, g, offset, causal, tq, tk, gemm, own)
-
-
 @kernel
 def _backward_serial(plan, q, k, k_t, v_t, dout, lse, D, dq, dk, dv, g, offset, causal, tq, tk, gemm, own):
-    _backward_items(plan, q, k, k_t, v_t, dout, lse, D, dq, dk, dv, g, offset, causal, tq, tk, gemm, own)
-
-
-@parallel_kernel
-def _backward_threaded(plan, q, k, k_t, v_t, dout, lse, D, dq, dk, dv, g, offset, causal, tq, tk, gemm, own):
     _backward_items(plan, q, k, k_t, v_t, dout, lse, D, dq, dk, dv, g, offset, causal, tq, tk, gemm, own)
 
 
@@ -430,7 +419,7 @@ def flash_forward_tiles(q, k, v, options):
                   for _ in range(q_s.shape[0]) for i in range(n_tiles))
     n_threads = kernel_threads(len(costs))
     k_t = microkernel.transposed(k_c)                                    # (BKV, hs, Tk)
-    run_threaded(_forward_serial, _forward_threaded, n_threads, _plan(n_threads, costs), q_s, k_t, v_c, bound, out, lse,
+    run_planned(_forward_serial, n_threads, _plan(n_threads, costs), q_s, k_t, v_c, bound, out, lse,
          g, offset, bool(causal), tq, tk, sgemm(), microkernel.USE)
     return out.reshape(q.shape), lse.reshape(q.shape[:-1] + (1,))
 
@@ -459,8 +448,8 @@ def flash_sdpa_backward(dout, cache):
     dq = np.zeros((n_threads, BH, T, hs), np.float32)                    # one buffer per thread
     dk, dv = np.empty((BKV, Tk, hs), np.float32), np.empty((BKV, Tk, hs), np.float32)
     k_t, v_t = microkernel.transposed(k_c), microkernel.transposed(v_c)  # (BKV, hs, Tk)
-    run_threaded(_backward_serial, _backward_threaded, n_threads, _plan(n_threads, costs), q_s, k_c, k_t, v_t, do, lse, D,
-         dq, dk, dv, g, offset, causal, tq, tk, sgemm(), microkernel.USE)
+    run_planned(_backward_serial, n_threads, _plan(n_threads, costs), q_s, k_c, k_t, v_t, do, lse, D,
+         dq, dk, dv, g, offset, causal, tq, tk, sgemm(), microkernel.USE, per_thread=(7,))
     dq = dq[0] if n_threads == 1 else dq.sum(axis=0)
     dq *= np.float32(cache.scale)
     return dq.reshape(q.shape), dk.reshape(k.shape), dv.reshape(v.shape)

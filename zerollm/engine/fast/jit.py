@@ -6,9 +6,11 @@ Settings (``kernel`` and ``exact_kernel``):
 - cache=True: the machine code is saved next to this package (or, where that folder is read-only,
   in numba's per-user cache; NUMBA_CACHE_DIR moves it), so only the first run compiles (seconds);
 - no threads inside a kernel: the threads are the shards', as for the BLAS calls. The one exception
-  is ``parallel_kernel`` (numba's prange), for kernels that replace a whole op whose BLAS calls would
-  otherwise be the only thing running in parallel (flash attention, engine/fast/flash.py); each has
-  a serial twin for one thread;
+  is ``parallel_kernel`` (numba's prange), for the small quantized products of a decode step
+  (engine/fast/quant.py, kquant.py), where a launch must cost microseconds; each has a serial twin for
+  one thread. The attention kernels (flash.py, sdpa.py), large and launched for milliseconds of work,
+  instead run one list of items per Python thread (blas.run_planned): a parallel=True twin of them
+  costs 10-25 s of compilation each;
 - on CPUs with AVX-512, vectors of the full 512-bit width (``wide_vector_features`` below).
 ``kernel`` lets LLVM reorder sums (fastmath 'reassoc') so that loops with a running sum or max
 use SIMD registers; it never assumes away inf or NaN (no 'nnan' / 'ninf'), so masked -inf scores

@@ -30,9 +30,9 @@ from numba import prange
 
 from zerollm.engine.amp import autocast_format
 from zerollm.engine.fast import microkernel
-from zerollm.engine.fast.blas import NO_TRANS, TRANS, kernel_threads, run_threaded, sgemm
+from zerollm.engine.fast.blas import NO_TRANS, TRANS, kernel_threads, run_planned, sgemm
 from zerollm.engine.fast.flash import _plan, _row_max
-from zerollm.engine.fast.jit import exp32, inline, kernel, parallel_kernel
+from zerollm.engine.fast.jit import exp32, inline, kernel
 from zerollm.engine.fast.microkernel import ROW_PAD, product
 
 # query rows per product. Smaller blocks skip more of the hidden keys but multiply smaller blocks. 32 was
@@ -175,23 +175,15 @@ def _backward_items(plan, dout, q, k, v, att, dq, dk, dv, scale, causal, block, 
                             qh[i0:].ctypes, _rows_of(qh), beta, dkh.ctypes, _rows_of(dkh))  # dk += scale dS^T q
 
 
+# one compiled kernel each, run a plan row per thread (blas.run_planned)
+
 @kernel
 def _forward_serial(plan, q, k, v, att, out, scale, causal, block, gemm, own):
     _forward_items(plan, q, k, v, att, out, scale, causal, block, gemm, own)
 
 
-@parallel_kernel
-def _forward_threaded(plan, q, k, v, att, out, scale, causal, block, gemm, own):
-    _forward_items(plan, q, k, v, att, out, scale, causal, block, gemm, own)
-
-
 @kernel
 def _backward_serial(plan, dout, q, k, v, att, dq, dk, dv, scale, causal, block, gemm, own):
-    _backward_items(plan, dout, q, k, v, att, dq, dk, dv, scale, causal, block, gemm, own)
-
-
-@parallel_kernel
-def _backward_threaded(plan, dout, q, k, v, att, dq, dk, dv, scale, causal, block, gemm, own):
     _backward_items(plan, dout, q, k, v, att, dq, dk, dv, scale, causal, block, gemm, own)
 
 
@@ -221,7 +213,7 @@ def softmax_attention(q, k, v, scale, causal):
     out = merged.transpose(0, 2, 3, 1, 4)
     n_items = B * nkv * g
     n_threads = kernel_threads(n_items)
-    run_threaded(_forward_serial, _forward_threaded, n_threads, _plan(n_threads, (1,) * n_items), q, k, v, att, out,
+    run_planned(_forward_serial, n_threads, _plan(n_threads, (1,) * n_items), q, k, v, att, out,
          float(scale), bool(causal), BLOCK, sgemm(), microkernel.USE)
     return out, att
 
@@ -238,7 +230,7 @@ def softmax_attention_backward(dout, q, k, v, att, scale, causal, out=None):
     B, nkv = k.shape[:2]
     n_items = B * nkv
     n_threads = kernel_threads(n_items)
-    run_threaded(_backward_serial, _backward_threaded, n_threads, _plan(n_threads, (1,) * n_items), dout, q, k, v, att,
+    run_planned(_backward_serial, n_threads, _plan(n_threads, (1,) * n_items), dout, q, k, v, att,
          dq, dk, dv, float(scale), bool(causal), BLOCK, sgemm(), microkernel.USE)
     return dq, dk, dv
 

@@ -43,6 +43,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -527,7 +528,9 @@ def main(argv=None):
             q = np.percentile(r["ratios"], [0, 50, 100])
             print(f"one streaming client: {r['serve_tokens_per_s']:.1f} tok/s; sequential in process "
                   f"{r['sequential_tokens_per_s']:.1f} tok/s; ratio {r['ratio']:.2f} over {r['pairs']} pairs "
-                  f"(a pair's ratio: min {q[0]:.2f}, median {q[1]:.2f}, max {q[2]:.2f})", flush=True)
+                  f"(a pair's ratio: min {q[0]:.2f}, median {q[1]:.2f}, max {q[2]:.2f}); CPU a token: the server "
+                  f"process {r['serve_cpu_ms_per_token']:.2f} ms (every thread), in process "
+                  f"{r['sequential_cpu_ms_per_token']:.2f} ms", flush=True)
         if args.only == "chunked":
             folder = Path(tmp) / f"{args.shape}-long"
             build_long(args.shape, folder)
@@ -599,28 +602,42 @@ def single_rows(folder, args):
     from zerollm.generation.sample import Sampling
     model, tok = build(args.shape, folder)
     proc, base = start_server(folder, 16, args.threads)
-    serve_s = seq_s = 0.0
-    tokens, ratios = 0, []
+    threading.Thread(target=lambda: [None for _ in proc.stderr], daemon=True).start()   # its log never blocks it
+    serve_s = seq_s = serve_cpu = seq_cpu = 0.0
+    tokens, served_tokens, ratios = 0, 0, []
     try:
         load_test(base, 1, 1, 4, float("inf"))
         ids = chat.encode_prompt(tok, PROMPTS[0])
         for i in range(args.pairs):
+            c0 = _cpu_seconds(proc.pid)
             _, records = load(base, [[chat_body(PROMPTS[0], args.new_tokens, i)]])
+            serve_cpu += _cpu_seconds(proc.pid) - c0
             start, times, got, err = records[0][0]
             if err is not None or not times:
                 raise RuntimeError(f"the request failed: {err}")
             with _on_server_cores():
-                t0 = time.perf_counter()
+                t0, c0 = time.perf_counter(), time.process_time()
                 n = sum(1 for _ in generate(model, np.array([ids]), args.new_tokens, Sampling(0.8),
                                             rng=np.random.default_rng(i)))
-                seq = time.perf_counter() - t0
+                seq, seq_cpu = time.perf_counter() - t0, seq_cpu + time.process_time() - c0
             served = times[-1] - start                               # send -> last content chunk
-            serve_s, seq_s, tokens = serve_s + served * n / got, seq_s + seq, tokens + n
+            serve_s, seq_s = serve_s + served * n / got, seq_s + seq
+            tokens, served_tokens = tokens + n, served_tokens + got
             ratios.append((got / served) / (n / seq))
     finally:
         stop_server(proc)
     return {"pairs": args.pairs, "serve_tokens_per_s": tokens / serve_s, "sequential_tokens_per_s": tokens / seq_s,
-            "ratio": seq_s / serve_s, "ratios": ratios}
+            "ratio": seq_s / serve_s, "ratios": ratios, "serve_cpu_ms_per_token": 1000 * serve_cpu / served_tokens,
+            "sequential_cpu_ms_per_token": 1000 * seq_cpu / tokens}
+
+
+def _cpu_seconds(pid):
+    """User + system CPU seconds of process ``pid`` so far, every thread (Linux's /proc/PID/stat); 0 elsewhere."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _ms(v):

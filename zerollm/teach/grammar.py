@@ -95,9 +95,7 @@ def _tokenizer(args):
         return open_model(Source(ckpt=args.ckpt)).tokenizer, args.ckpt
     if args.tokenizer == "byte":
         return ByteTokenizer(), "byte"
-    if args.tokenizer == "bpe":
-        return BPETokenizer.train(corpora.read_text("shakespeare")[:100_000], args.vocab), f"BPE {args.vocab}"
-    return load_tokenizer(args.tokenizer), args.tokenizer
+    return BPETokenizer.train(corpora.read_text("shakespeare")[:100_000], args.vocab), f"BPE {args.vocab}"   # bpe
 
 
 def automaton_lines(dfa, word="state", shown=SHOWN_STATES):

@@ -21,6 +21,7 @@ from zerollm.interop.gguf_load import load_gguf
 from zerollm.nn.linear import quantized_matmul
 
 fast = pytest.importorskip("zerollm.engine.fast.quant")
+from zerollm.engine.fast import jit        # noqa: E402  (numba: the line above checks it is there)
 
 
 def int8_products(x, w):
@@ -58,11 +59,11 @@ def test_integer_kernel_equals_the_same_arithmetic_in_numpy(kind, N, threads):
 @pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("K", [96, 128], ids=["odd-blocks", "block-pairs"])
 def test_q4_0_through_vpmaddubsw_equals_the_16_bit_kernel(monkeypatch, K, threads):
-    """On x86 with AVX2 Q4_0 multiplies 8-bit activations with vpmaddubsw (Q4_BYTES): two blocks at a time
+    """On x86 with AVX2 Q4_0 multiplies 8-bit activations with vpmaddubsw (jit.BYTE_PRODUCTS): two blocks at a time
     (_Q4_PAIRS) when a row has an even number of blocks, else one at a time; elsewhere the 16-bit lanes of
     _row_dot_q4. The same integer sum a block (its eight lanes split differently), so y agrees to float32's
     rounding of the running sums, and all equal the same arithmetic written in NumPy."""
-    if not fast.Q4_BYTES:
+    if not jit.BYTE_PRODUCTS:
         pytest.skip("this host has no AVX2 (or numba compiles for another CPU): only the 16-bit kernel runs here")
     calls = []
     serial, threaded = fast._Q4_PAIRS
@@ -75,7 +76,7 @@ def test_q4_0_through_vpmaddubsw_equals_the_16_bit_kernel(monkeypatch, K, thread
     with limit_threads(threads):
         got = fast.quantized_matmul(x, w)
         assert len(calls) == (K // 32 + 1) % 2                 # pairs for 4 blocks, one at a time for 3
-        monkeypatch.setattr(fast, "Q4_BYTES", False)
+        monkeypatch.setattr(jit, "BYTE_PRODUCTS", False)
         lanes16 = fast.quantized_matmul(x, w)
     assert not np.array_equal(got, lanes16)            # (the two did take different paths)
     np.testing.assert_allclose(got, lanes16, rtol=1e-5, atol=1e-6 * np.abs(got).max())

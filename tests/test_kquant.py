@@ -296,13 +296,14 @@ def test_fast_kernels_equal_the_numpy_reference(kind, threads):
 @pytest.mark.parametrize("kind", ["q4_K", "q6_K"])
 @pytest.mark.parametrize("threads", [1, 2])
 def test_k_quants_through_vpmaddubsw_equal_the_float_lane_kernels(monkeypatch, threads, kind):
-    """On x86 with AVX2 (quant.Q4_BYTES) Q4_K and Q6_K multiply x's codes as bytes (vpmaddubsw, then vpmaddwd by
+    """On x86 with AVX2 (jit.BYTE_PRODUCTS) Q4_K and Q6_K multiply x's codes as bytes (vpmaddubsw, then vpmaddwd by
     each sub-block's scale); elsewhere the codes are whole numbers in float32 lanes. Q4_K's sums are exact
     integers both ways and the float steps after them the same: the same y, bit for bit. Q6_K's float-lane sum
     of a super-block passes 2^24 and rounds where the bytes kernel's int32 does not: equal to float32's
     rounding. Every scale, min and code in use, and a block of x all zeros."""
-    fast = pytest.importorskip("zerollm.engine.fast.quant")
-    if not fast.Q4_BYTES:
+    pytest.importorskip("zerollm.engine.fast.quant")
+    from zerollm.engine.fast import jit
+    if not jit.BYTE_PRODUCTS:
         pytest.skip("this host has no AVX2 (or numba compiles for another CPU): only the float-lane kernel runs here")
     from zerollm.engine.fast import kquant as kernels
     from zerollm.engine.threads import limit_threads
@@ -318,7 +319,7 @@ def test_k_quants_through_vpmaddubsw_equal_the_float_lane_kernels(monkeypatch, t
     with limit_threads(threads):
         got = kernels.kquant_matmul(x, w)
         assert len(calls) == 1                                   # the bytes kernel ran
-        monkeypatch.setattr(fast, "Q4_BYTES", False)
+        monkeypatch.setattr(jit, "BYTE_PRODUCTS", False)
         lanes = kernels.kquant_matmul(x, w)
     assert len(calls) == 1 and np.abs(got).max() > 0
     if kind == "q4_K":

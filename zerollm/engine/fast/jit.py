@@ -1,4 +1,5 @@
-"""What every fast kernel shares: the numba settings, a vectorisable float32 exp, input checks.
+"""What every fast kernel shares: the numba settings, a vectorisable float32 exp, input checks, and for the
+block kernels (quant.py, kquant.py) vector loads, AVX2's byte products (``BYTE_PRODUCTS``) and the row split.
 
 Settings (``kernel`` and ``exact_kernel``):
 - nogil=True: a kernel releases Python's GIL like a NumPy ufunc does, so the batch shards of
@@ -18,8 +19,10 @@ and overflow behave as in NumPy. ``exact_kernel`` allows nothing: it rounds ever
 as the NumPy reference does, and gives bit-identical results.
 """
 
+import functools
 import math
 import os
+import platform
 import sys
 import tempfile
 
@@ -159,3 +162,44 @@ def exp32(x):
     p = p * (r * r) + r + _ONE                                 # exp(r)
     y = _ldexp(p, np.int32(n))                                 # times 2^n
     return x if x != x else y                                  # NaN stays NaN
+
+
+# ----------------------------------------------------------------------------
+# what the block kernels (quant.py, kquant.py) share: vector loads, AVX2's byte products, the row split
+
+def vector_load(context, builder, array_type, array, offset, n):
+    """n integers at array's element ``offset`` as an LLVM vector (<n x i8> or <n x i16>; unaligned load)."""
+    data = context.make_array(array_type)(context, builder, value=array).data
+    vec = ir.VectorType(ir.IntType(array_type.dtype.bitwidth), n)
+    return builder.load(builder.bitcast(builder.gep(data, [offset]), vec.as_pointer()), align=1)
+
+
+def avx2_call(builder, name, operands):
+    """AVX2's vpmaddubsw ("pmadd.ub.sw": <32 x u8> x <32 x i8> -> <16 x i16>) or vpmaddwd ("pmadd.wd":
+    <16 x i16> x <16 x i16> -> <8 x i32>), each product added to its neighbour's."""
+    i8, i16, i32 = ir.IntType(8), ir.IntType(16), ir.IntType(32)
+    types_ = {"pmadd.ub.sw": (ir.VectorType(i16, 16), [ir.VectorType(i8, 32)] * 2),
+              "pmadd.wd": (ir.VectorType(i32, 8), [ir.VectorType(i16, 16)] * 2)}[name]
+    fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(*types_), "llvm.x86.avx2." + name)
+    return builder.call(fn, operands)
+
+
+def _avx2_host():
+    """May the kernels call AVX2's instructions by name? x86-64 with AVX2, and numba compiling for this very
+    CPU (no NUMBA_CPU_NAME / NUMBA_CPU_FEATURES, which could name a CPU without them)."""
+    if platform.machine().lower() not in ("x86_64", "amd64") or os.environ.get("NUMBA_CPU_NAME") \
+            or os.environ.get("NUMBA_CPU_FEATURES"):
+        return False
+    return bool(llvm_binding.get_host_cpu_features().get("avx2"))
+
+
+BYTE_PRODUCTS = _avx2_host()    # Q4_0, Q4_K, Q6_K against 8-bit activations through vpmaddubsw (quant.py, kquant.py)
+
+
+@functools.lru_cache(maxsize=256)
+def row_bounds(R, n_threads):
+    """n_threads + 1 row boundaries: thread t multiplies rows bounds[t] .. bounds[t + 1] - 1. Cached: a decode
+    step asks for the same few a hundred times, and np.linspace costs about 10 us of Python a call."""
+    bounds = np.linspace(0, R, n_threads + 1).astype(np.int64)
+    bounds.flags.writeable = False
+    return bounds

@@ -21,7 +21,7 @@ code, and the min's term needs only the codes' sums:
 The codes are whole numbers held in float32 (the nibbles split off with a floor): every product and every
 sub-block's sum is below 2^24, so exact, as int32 sums would be, but numba types int32 arithmetic as int64
 (4 lanes of AVX2) where float32 takes 8: measured 3.7-5x faster so (3072 x 768, one row, under load).
-On x86 with AVX2 (engine/fast/quant.py's ``Q4_BYTES``) Q4_K and Q6_K take x's codes as bytes instead, as
+On x86 with AVX2 (engine/fast/jit.py's ``BYTE_PRODUCTS``) Q4_K and Q6_K take x's codes as bytes instead, as
 Q4_0 does there: vpmaddubsw multiplies 32 codes by 32 bytes of x and adds neighbours, vpmaddwd by the
 sub-block's scale adds neighbours again into int32 lanes, one horizontal sum a super-block (``_q4k_scaled``,
 ``_q6k_scaled``): Q4_K the same y bit for bit, about 2x faster; Q6_K exact in int32 where the float lanes
@@ -48,9 +48,8 @@ from numba.extending import intrinsic
 
 from zerollm.engine.amp import block_products_exact
 from zerollm.engine.fast.blas import kernel_threads, run_threaded
-from zerollm.engine.fast.jit import float32_arrays, inline, kernel, parallel_kernel
-from zerollm.engine.fast import quant
-from zerollm.engine.fast.quant import _avx2_call, _load, _row_bounds
+from zerollm.engine.fast import jit
+from zerollm.engine.fast.jit import avx2_call, float32_arrays, inline, kernel, parallel_kernel, row_bounds, vector_load
 
 QK = 256
 SLAB_FROM = 32            # rows of x from which W is dequantized in slabs for BLAS (engine/fast/quant.py's)
@@ -249,7 +248,7 @@ def _q6_row(blk_row, xq, e, sums):
 
 
 # ----------------------------------------------------------------------------
-# Q4_K with x's codes as bytes (x86 with AVX2: quant.Q4_BYTES), as Q4_0's kernel there
+# Q4_K and Q6_K with x's codes as bytes (x86 with AVX2: jit.BYTE_PRODUCTS), as Q4_0's kernel there
 
 def _q4k_scaled_codegen(context, builder, sig, args):
     """sum_j sc[j] sum_l q_jl x_jl over the 8 sub-blocks of one super-block, in int32: for each 64 numbers, the
@@ -269,13 +268,13 @@ def _q4k_scaled_codegen(context, builder, sig, args):
 
     acc = ir.Constant(ir.VectorType(i32, 8), [0] * 8)
     for g in range(4):
-        q = _load(context, builder, sig.args[0], blk, ir.Constant(i64, 16 + 32 * g), 32)
+        q = vector_load(context, builder, sig.args[0], blk, ir.Constant(i64, 16 + 32 * g), 32)
         low = builder.and_(q, ir.Constant(v32, [15] * 32))
         high = builder.lshr(q, ir.Constant(v32, [4] * 32))
         for codes, at, j in ((low, 64 * g, 2 * g), (high, 64 * g + 32, 2 * g + 1)):
-            x = _load(context, builder, sig.args[1], xq, ir.Constant(i64, at), 32)
-            pairs = _avx2_call(builder, "pmadd.ub.sw", [codes, x])
-            acc = builder.add(acc, _avx2_call(builder, "pmadd.wd", [pairs, splat(j)]))
+            x = vector_load(context, builder, sig.args[1], xq, ir.Constant(i64, at), 32)
+            pairs = avx2_call(builder, "pmadd.ub.sw", [codes, x])
+            acc = builder.add(acc, avx2_call(builder, "pmadd.wd", [pairs, splat(j)]))
     total = builder.extract_element(acc, ir.Constant(i32, 0))
     for lane in range(1, 8):
         total = builder.add(total, builder.extract_element(acc, ir.Constant(i32, lane)))
@@ -327,16 +326,16 @@ def _q6k_scaled_codegen(context, builder, sig, args):
 
     acc = ir.Constant(ir.VectorType(i32, 8), [0] * 8)
     for half in range(2):
-        ql0 = _load(context, builder, sig.args[0], blk, ir.Constant(i64, 64 * half), 32)
-        ql1 = _load(context, builder, sig.args[0], blk, ir.Constant(i64, 64 * half + 32), 32)
-        qh = _load(context, builder, sig.args[0], blk, ir.Constant(i64, 128 + 32 * half), 32)
+        ql0 = vector_load(context, builder, sig.args[0], blk, ir.Constant(i64, 64 * half), 32)
+        ql1 = vector_load(context, builder, sig.args[0], blk, ir.Constant(i64, 64 * half + 32), 32)
+        qh = vector_load(context, builder, sig.args[0], blk, ir.Constant(i64, 128 + 32 * half), 32)
         for k, (ql, high) in enumerate(((ql0, False), (ql1, False), (ql0, True), (ql1, True))):
             nibble = builder.lshr(ql, byte_splat(4)) if high else builder.and_(ql, byte_splat(15))
             two = builder.and_(builder.lshr(qh, byte_splat(2 * k)), byte_splat(3))
             codes = builder.or_(nibble, builder.shl(two, byte_splat(4)))
-            x = _load(context, builder, sig.args[1], xq, ir.Constant(i64, 128 * half + 32 * k), 32)
-            pairs = _avx2_call(builder, "pmadd.ub.sw", [codes, x])
-            acc = builder.add(acc, _avx2_call(builder, "pmadd.wd", [pairs, scales(8 * half + 2 * k)]))
+            x = vector_load(context, builder, sig.args[1], xq, ir.Constant(i64, 128 * half + 32 * k), 32)
+            pairs = avx2_call(builder, "pmadd.ub.sw", [codes, x])
+            acc = builder.add(acc, avx2_call(builder, "pmadd.wd", [pairs, scales(8 * half + 2 * k)]))
     total = builder.extract_element(acc, ir.Constant(i32, 0))
     for lane in range(1, 8):
         total = builder.add(total, builder.extract_element(acc, ir.Constant(i32, lane)))
@@ -454,9 +453,9 @@ def kquant_matmul(x, w):
             _q45_k_matmul(x, blocks, kind == "q5_K", y)
         return y
     n_threads = kernel_threads(R // 64)                  # at least 64 rows a thread
-    bounds = _row_bounds(R, n_threads)
+    bounds = row_bounds(R, n_threads)
     e, sums = np.empty((N, K // QK), np.float32), np.empty((N, K // 16), np.int32)
-    if kind in ("q4_K", "q6_K") and quant.Q4_BYTES:
+    if kind in ("q4_K", "q6_K") and jit.BYTE_PRODUCTS:
         xq = np.empty((N, K), np.int8)
         _quantize_rows(x, xq, e, sums)
         run_threaded(*(_Q4K_BYTES if kind == "q4_K" else _Q6K_BYTES), n_threads, bounds, blocks, xq, e, sums, y)

@@ -17,7 +17,7 @@ widened and multiplied; LLVM turns it into AVX2's vpmaddwd (16-bit products summ
 lanes), and the eight 32-bit sums of a block go to float and into an 8-lane float accumulator times the
 two scales, so a row needs one horizontal sum at its end, not one a block (docs/gguf.md shows the
 assembly counts). The Q4_0 nibbles are unpacked in registers (an and, a shift), never to an array.
-On x86 with AVX2 (``Q4_BYTES``) Q4_0 takes x's codes as bytes instead: the 32 nibbles of a block go into one
+On x86 with AVX2 (engine/fast/jit.py's ``BYTE_PRODUCTS``) Q4_0 takes x's codes as bytes instead: the 32 nibbles of a block go into one
 register, AVX2's vpmaddubsw multiplies them (unsigned, 0..15) by x's bytes and adds neighbours, vpmaddwd by
 ones adds neighbours again, and the weights' -8 comes off as 8 times x's sums precomputed per row of x
 (``_lane_sums``). That is 3 vector operations a block where the 16-bit lanes take 7. With an even number of
@@ -49,8 +49,6 @@ format) answers NotImplemented and the reference runs. Add a format by adding a 
 ``quantized_matmul`` that keeps its signature (x, w) -> y or NotImplemented.
 """
 
-import functools
-
 import numpy as np
 from llvmlite import ir
 from numba import prange, types
@@ -59,7 +57,8 @@ from numba.extending import intrinsic
 
 from zerollm.engine.amp import block_products_exact
 from zerollm.engine.fast.blas import run_threaded, kernel_threads
-from zerollm.engine.fast.jit import float32_arrays, kernel, parallel_kernel
+from zerollm.engine.fast import jit
+from zerollm.engine.fast.jit import avx2_call, float32_arrays, kernel, parallel_kernel, row_bounds, vector_load
 from zerollm.engine.fast.qlora import _DECODERS as DECODERS, ROWS
 
 BLOCK = 32
@@ -70,13 +69,6 @@ SLAB_FROM = 32            # rows of x from which W is decoded in slabs for BLAS 
 
 # ----------------------------------------------------------------------------
 # one block of W against one block of x, in LLVM vector IR
-
-def _load(context, builder, array_type, array, offset, n):
-    """n integers at array's element ``offset`` as an LLVM vector (<n x i8> or <n x i16>; unaligned load)."""
-    data = context.make_array(array_type)(context, builder, value=array).data
-    vec = ir.VectorType(ir.IntType(array_type.dtype.bitwidth), n)
-    return builder.load(builder.bitcast(builder.gep(data, [offset]), vec.as_pointer()), align=1)
-
 
 def _pairs(builder, w, x):
     """<n x i32> w and x, both within 16 bits -> <n/2 x i32>: w[2i] x[2i] + w[2i+1] x[2i+1]. Products of
@@ -127,12 +119,12 @@ def _row_dot_codegen(q4):
         e_data = context.make_array(sig.args[3])(context, builder, value=e).data
         with cgutils.for_range(builder, nb) as loop:
             b = loop.index
-            xb = _load(context, builder, sig.args[2], xq, builder.mul(b, ir.Constant(i64, BLOCK)), BLOCK)
+            xb = vector_load(context, builder, sig.args[2], xq, builder.mul(b, ir.Constant(i64, BLOCK)), BLOCK)
             if q4:
-                c16 = _load(context, builder, sig.args[0], codes, builder.mul(b, ir.Constant(i64, BLOCK // 2)), BLOCK // 2)
+                c16 = vector_load(context, builder, sig.args[0], codes, builder.mul(b, ir.Constant(i64, BLOCK // 2)), BLOCK // 2)
                 sums = _eight_sums_q4(builder, c16, xb)
             else:
-                wb = _load(context, builder, sig.args[0], codes, builder.mul(b, ir.Constant(i64, BLOCK)), BLOCK)
+                wb = vector_load(context, builder, sig.args[0], codes, builder.mul(b, ir.Constant(i64, BLOCK)), BLOCK)
                 sums = _eight_sums_q8(builder, wb, xb)
             sums = builder.sitofp(sums, vf)
             scale = builder.fmul(builder.load(builder.gep(d_data, [b])), builder.load(builder.gep(e_data, [b])))
@@ -160,16 +152,6 @@ def _row_dot_q4(typingctx, codes, d, xq, e, nb):
     return types.float32(codes, d, xq, e, types.int64), _row_dot_codegen(q4=True)
 
 
-def _avx2_call(builder, name, operands):
-    """AVX2's vpmaddubsw ("pmadd.ub.sw": <32 x u8> x <32 x i8> -> <16 x i16>) or vpmaddwd ("pmadd.wd":
-    <16 x i16> x <16 x i16> -> <8 x i32>), each product added to its neighbour's."""
-    i8, i16, i32 = ir.IntType(8), ir.IntType(16), ir.IntType(32)
-    types_ = {"pmadd.ub.sw": (ir.VectorType(i16, 16), [ir.VectorType(i8, 32)] * 2),
-              "pmadd.wd": (ir.VectorType(i32, 8), [ir.VectorType(i16, 16)] * 2)}[name]
-    fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(*types_), "llvm.x86.avx2." + name)
-    return builder.call(fn, operands)
-
-
 def _eight_sums_q4_bytes(builder, c16, x8, lane_sums):
     """16 packed bytes (Q4_0) and <32 x i8> activations -> <8 x i32>, as _eight_sums_q4 but with x in 8 bits:
     the nibbles c (0..15, unsigned) go into one 32-byte register (the low ones, then the high ones: positions
@@ -183,8 +165,8 @@ def _eight_sums_q4_bytes(builder, c16, x8, lane_sums):
     low = builder.and_(c16, ir.Constant(v16, [15] * 16))
     high = builder.lshr(c16, ir.Constant(v16, [4] * 16))
     c32 = builder.shuffle_vector(low, high, ir.Constant(ir.VectorType(i32, BLOCK), list(range(BLOCK))))
-    pairs = _avx2_call(builder, "pmadd.ub.sw", [c32, x8])
-    sums = _avx2_call(builder, "pmadd.wd", [pairs, ir.Constant(ir.VectorType(i16, 16), [1] * 16)])
+    pairs = avx2_call(builder, "pmadd.ub.sw", [c32, x8])
+    sums = avx2_call(builder, "pmadd.wd", [pairs, ir.Constant(ir.VectorType(i16, 16), [1] * 16)])
     return builder.sub(sums, lane_sums)
 
 
@@ -200,9 +182,9 @@ def _row_dot_q4_bytes_codegen(context, builder, sig, args):
     e_data = context.make_array(sig.args[3])(context, builder, value=e).data
     with cgutils.for_range(builder, nb) as loop:
         b = loop.index
-        xb = _load(context, builder, sig.args[2], xq, builder.mul(b, ir.Constant(i64, BLOCK)), BLOCK)
-        c16 = _load(context, builder, sig.args[0], codes, builder.mul(b, ir.Constant(i64, BLOCK // 2)), BLOCK // 2)
-        lane_sums = _load(context, builder, sig.args[4], lanes, builder.mul(b, ir.Constant(i64, LANES)), LANES)
+        xb = vector_load(context, builder, sig.args[2], xq, builder.mul(b, ir.Constant(i64, BLOCK)), BLOCK)
+        c16 = vector_load(context, builder, sig.args[0], codes, builder.mul(b, ir.Constant(i64, BLOCK // 2)), BLOCK // 2)
+        lane_sums = vector_load(context, builder, sig.args[4], lanes, builder.mul(b, ir.Constant(i64, LANES)), LANES)
         sums = builder.sitofp(_eight_sums_q4_bytes(builder, c16, xb, lane_sums), vf)
         scale = builder.fmul(builder.load(builder.gep(d_data, [b])), builder.load(builder.gep(e_data, [b])))
         splat = builder.insert_element(ir.Constant(vf, ir.Undefined), scale, ir.Constant(i32, 0))
@@ -218,7 +200,7 @@ def _row_dot_q4_bytes_codegen(context, builder, sig, args):
 
 @intrinsic
 def _row_dot_q4_bytes(typingctx, codes, d, xq, e, lanes, nb):
-    """As _row_dot_q4 with x's codes in int8 and their lane sums (x86 with AVX2 only: Q4_BYTES)."""
+    """As _row_dot_q4 with x's codes in int8 and their lane sums (x86 with AVX2 only: jit.BYTE_PRODUCTS)."""
     return types.float32(codes, d, xq, e, lanes, types.int64), _row_dot_q4_bytes_codegen
 
 
@@ -243,16 +225,16 @@ def _row_dot_q4_pairs_codegen(context, builder, sig, args):
 
     with cgutils.for_range(builder, builder.udiv(nb, ir.Constant(i64, 2))) as loop:
         p = loop.index
-        c32 = _load(context, builder, sig.args[0], codes, builder.mul(p, ir.Constant(i64, BLOCK)), BLOCK)
+        c32 = vector_load(context, builder, sig.args[0], codes, builder.mul(p, ir.Constant(i64, BLOCK)), BLOCK)
         low = builder.and_(c32, ir.Constant(v32, [15] * 32))
         high = builder.lshr(c32, ir.Constant(v32, [4] * 32))
-        x_low = _load(context, builder, sig.args[2], xq, builder.mul(p, ir.Constant(i64, 2 * BLOCK)), BLOCK)
-        x_high = _load(context, builder, sig.args[2], xq, builder.add(builder.mul(p, ir.Constant(i64, 2 * BLOCK)),
+        x_low = vector_load(context, builder, sig.args[2], xq, builder.mul(p, ir.Constant(i64, 2 * BLOCK)), BLOCK)
+        x_high = vector_load(context, builder, sig.args[2], xq, builder.add(builder.mul(p, ir.Constant(i64, 2 * BLOCK)),
                                                                        ir.Constant(i64, BLOCK)), BLOCK)
-        pairs = builder.add(_avx2_call(builder, "pmadd.ub.sw", [low, x_low]),
-                            _avx2_call(builder, "pmadd.ub.sw", [high, x_high]))
-        sums = _avx2_call(builder, "pmadd.wd", [pairs, ir.Constant(ir.VectorType(i16, 16), [1] * 16)])
-        lane_sums = _load(context, builder, sig.args[4], lanes, builder.mul(p, ir.Constant(i64, LANES)), LANES)
+        pairs = builder.add(avx2_call(builder, "pmadd.ub.sw", [low, x_low]),
+                            avx2_call(builder, "pmadd.ub.sw", [high, x_high]))
+        sums = avx2_call(builder, "pmadd.wd", [pairs, ir.Constant(ir.VectorType(i16, 16), [1] * 16)])
+        lane_sums = vector_load(context, builder, sig.args[4], lanes, builder.mul(p, ir.Constant(i64, LANES)), LANES)
         sums = builder.sitofp(builder.sub(sums, lane_sums), vf)
         at = builder.mul(p, ir.Constant(i64, 2))
         scales = builder.fmul(two(d_data, at), two(e_data, at))
@@ -270,21 +252,6 @@ def _row_dot_q4_pairs_codegen(context, builder, sig, args):
 def _row_dot_q4_pairs(typingctx, codes, d, xq, e, lanes, nb):
     """As _row_dot_q4_bytes with x in the pair layout (an even number of blocks nb)."""
     return types.float32(codes, d, xq, e, lanes, types.int64), _row_dot_q4_pairs_codegen
-
-
-def _avx2_host():
-    """May the kernels call AVX2's instructions by name? x86-64 with AVX2, and numba compiling for this very
-    CPU (no NUMBA_CPU_NAME / NUMBA_CPU_FEATURES, which could name a CPU without them)."""
-    import os
-    import platform
-    from llvmlite import binding
-    if platform.machine().lower() not in ("x86_64", "amd64") or os.environ.get("NUMBA_CPU_NAME") \
-            or os.environ.get("NUMBA_CPU_FEATURES"):
-        return False
-    return bool(binding.get_host_cpu_features().get("avx2"))
-
-
-Q4_BYTES = _avx2_host()     # Q4_0 against 8-bit activations through vpmaddubsw; else _row_dot_q4 (16-bit x)
 
 
 # ----------------------------------------------------------------------------
@@ -457,15 +424,6 @@ def _q4_0_matmul(x, scales, codes, y):
 _FLOAT = {"q8_0": _q8_0_matmul, "q4_0": _q4_0_matmul}
 
 
-@functools.lru_cache(maxsize=256)
-def _row_bounds(R, n_threads):
-    """n_threads + 1 row boundaries: thread t multiplies rows bounds[t] .. bounds[t + 1] - 1. Cached: a decode
-    step asks for the same few a hundred times, and np.linspace costs about 10 us of Python a call."""
-    bounds = np.linspace(0, R, n_threads + 1).astype(np.int64)
-    bounds.flags.writeable = False
-    return bounds
-
-
 def _by_slabs(x, w):
     """y = x @ W^T with W decoded ROWS rows at a time (QLoRA's backward decoders, engine/fast/qlora.py) and
     each slab multiplied by BLAS: for many rows of x (a prompt's prefill, a training batch) a GEMM beats
@@ -500,9 +458,9 @@ def quantized_matmul(x, w):
         _FLOAT[kind](x, w.scales, w.codes, y)
         return y
     n_threads = kernel_threads(w.shape[0] // 64)         # at least 64 rows a thread
-    bounds = _row_bounds(w.shape[0], n_threads)
+    bounds = row_bounds(w.shape[0], n_threads)
     e = np.empty((N, K // BLOCK), np.float32)
-    if kind == "q4_0" and Q4_BYTES:
+    if kind == "q4_0" and jit.BYTE_PRODUCTS:
         xq, lanes = np.empty((N, K), np.int8), np.empty((N, K // 4), np.int32)
         _quantize_rows(x, xq, e)
         if (K // BLOCK) % 2 == 0:                        # blocks two at a time

@@ -392,16 +392,29 @@ async def _stream(backend, run, choices, meta, n_prompt, chat, include_usage):
     extra = {"usage": None} if include_usage else {}
     answers = [Answer(chat) for _ in choices] if chat else []
 
+    def chat_event(i, d, lp, f):
+        if lp is None and f is None and len(d) == 1:
+            (key, text), = d.items()
+            if type(text) is str:
+                return framed(i, key, text)
+        return sse({**meta, "object": obj, **extra, "choices": [
+            {"index": i, "delta": d, "logprobs": lp, "finish_reason": f}]})
+
     def chunk(i, piece=None, finish=None, logprobs=None):
         if chat:                # reasoning, content and whole tool calls, each its own delta (serve.tools)
             deltas, finish = answers[i].stream(piece, finish)
             events = [(d, logprobs if k == 0 else None, None) for k, d in enumerate(deltas or [{}] * bool(logprobs))]
             events += [({}, None, finish)] if finish is not None else []
-            return "".join(sse({**meta, "object": obj, **extra, "choices": [
-                {"index": i, "delta": d, "logprobs": lp, "finish_reason": f}]}) for d, lp, f in events)
-        else:
-            choice = {"index": i, "text": piece or "", "logprobs": logprobs, "finish_reason": finish}
+            return "".join(chat_event(i, d, lp, f) for d, lp, f in events)
+        if logprobs is None and finish is None and piece:
+            return framed(i, "text", piece)
+        choice = {"index": i, "text": piece or "", "logprobs": logprobs, "finish_reason": finish}
         return sse({**meta, "object": obj, "choices": [choice], **extra})
+
+    framed = _Framed(lambda i, key, text: ({**meta, "object": obj, **extra, "choices": [
+        {"index": i, "delta": {key: text}, "logprobs": None, "finish_reason": None}]}) if chat else
+        {**meta, "object": obj, "choices": [{"index": i, "text": text, "logprobs": None, "finish_reason": None}],
+         **extra})
 
     try:
         if chat:
@@ -420,6 +433,26 @@ async def _stream(backend, run, choices, meta, n_prompt, chat, include_usage):
         yield STREAM_END
     finally:
         run.cancel()
+
+
+class _Framed:
+    """A stream's text events, each serialised as sse() would, from a frame made once per (choice, field):
+    the event's JSON cut where its one text field goes, so each token json-escapes only its own text. A
+    frame is the event of a marker text, split at the marker's JSON; a stream whose other fields hold the
+    marker too (a model named with a NUL) keeps using sse()."""
+
+    MARK = "\0"
+
+    def __init__(self, event):
+        self.event, self.frames = event, {}
+
+    def __call__(self, i, key, text):
+        frame = self.frames.get((i, key))
+        if frame is None:
+            frame = self.frames[i, key] = sse(self.event(i, key, self.MARK)).split(json.dumps(self.MARK))
+        if len(frame) != 2:
+            return sse(self.event(i, key, text))
+        return frame[0] + json.dumps(text, ensure_ascii=False) + frame[1]
 
 
 # how a stream ends when its answer cannot be finished: the model failed, or the server is shutting down

@@ -147,7 +147,7 @@ class Run:
     def __init__(self, loop):
         self.loop, self.reqs = loop, []
         self.items = collections.deque()       # appended on the scheduler's thread, taken on the loop's
-        self.ready = asyncio.Event()
+        self.waiter = None                     # the loop's future while it waits for items (one wait at a time)
         self.waking = False                    # a wake-up is scheduled and has not run yet
         self.lock = threading.Lock()
 
@@ -165,7 +165,8 @@ class Run:
     def _wake(self):                           # on the loop
         with self.lock:
             self.waking = False
-        self.ready.set()
+        if self.waiter is not None and not self.waiter.done():
+            self.waiter.set_result(None)
 
     def cancel(self):
         """Stop every choice (the client went away)."""
@@ -198,14 +199,21 @@ class Run:
 
     async def _next(self, disconnected):
         while not self.items:
-            self.ready.clear()
-            if self.items:                     # came between the check and the clear
+            # a plain future, not an asyncio.Event (its wait() makes a future and a waiter list every time);
+            # an item that came before this line is seen by the check above or wakes this future
+            self.waiter = self.loop.create_future()
+            if self.items:
                 break
             try:
-                await asyncio.wait_for(self.ready.wait(), DISCONNECT_POLL_S if disconnected else None)
+                if disconnected is None:
+                    await self.waiter
+                else:
+                    await asyncio.wait_for(self.waiter, DISCONNECT_POLL_S)
             except asyncio.TimeoutError:
                 if await disconnected():
                     return None
+            finally:
+                self.waiter = None
         return self.items.popleft()
 
 

@@ -368,7 +368,7 @@ def test_fast_engine_runs_a_q4_k_m_file_in_its_blocks(tmp_path, files, layout):
     export_gguf(files[layout][0], path, tokenizer=ByteTokenizer(["<|endoftext|>"]), quant_kind="q4_K_M")
     blocks, _, info = load_gguf(path, quantized=True)
     dense, _, _ = load_gguf(path, quantized=False)
-    kept = [v for v in blocks.params.values() if isinstance(v, kquant.KQuantMatrix)]
+    kept = [v for v in blocks.params.values() if isinstance(v, (kquant.KQuantMatrix, quant.StackedBlocks))]
     assert info["quantized"] == len(kept) and {m.kind for m in kept} >= {"q4_K"}
     prompt = np.array([[72, 101, 108, 108, 111, 32, 119, 111]])
     with use_engine("fast"):
@@ -389,3 +389,58 @@ def test_a_truncated_k_quant_file_is_one_line_from_the_cli(tmp_path, files, caps
     code, _, err = run_main(["sample", "--gguf", str(path), "--prompt", "a", "--max-new-tokens", "2"], capsys)
     assert code != 0 and "Traceback" not in err and len(err.strip().splitlines()) == 1
     assert str(path) in err and ("truncated" in err or "damaged" in err)
+
+
+def test_a_q4_k_m_llama_file_keeps_q_k_v_of_different_kinds_in_their_own_blocks(tmp_path, files):
+    """In a Llama Q4_K_M file attn_q / attn_k are Q4_K and attn_v Q6_K (where llama.cpp gives v more bits): the
+    stacked c_attn keeps each piece in its own blocks (StackedBlocks), no linear weight is turned into float32,
+    the fast engine's logits agree with the NumPy engine's dequantized copy, and greedy decoding gives the same
+    tokens (the fused decode block multiplies the parts one after the other)."""
+    pytest.importorskip("zerollm.engine.fast.quant")
+    from zerollm.engine.fast.quant import INT8_TOLERANCE
+    from zerollm.generation.decode import generate
+    from zerollm.generation.sample import Sampling
+    path = tmp_path / "m.gguf"
+    export_gguf(files["llama"][0], path, tokenizer=ByteTokenizer(["<|endoftext|>"]), quant_kind="q4_K_M")
+    blocks, _, info = load_gguf(path, quantized=True)
+    dense, _, _ = load_gguf(path, quantized=False)
+    stacked = [v for v in blocks.params.values() if isinstance(v, quant.StackedBlocks)]
+    assert [m.kinds for m in stacked] == [("q4_K", "q4_K", "q6_K")]          # layer 1's c_attn (llama.cpp's rule)
+    floats = [k for k, v in blocks.params.items() if isinstance(v, np.ndarray) and v.ndim == 2]
+    assert floats == [] and info["quantized"] == 10
+    w = stacked[0]
+    assert w.nbytes < w.size and np.array_equal(w.dequantize(), dense.params["h.1.attn.c_attn.weight"].T)
+    rows = np.array([[0, 300], [511, 256]])                                  # rows of q, k, v (offsets 0, 256, 384)
+    assert np.array_equal(w[rows], w.dequantize()[rows])
+    prompt = [1, 7, 42, 99, 5]
+    with use_engine("numpy"):
+        numpy_tokens = [int(t[0]) for t in generate(dense, np.array([prompt]), 8, Sampling(0.0))]
+        want = dense.forward(np.array([prompt + numpy_tokens]))[0][0]        # every step's logits, teacher-forced
+    with use_engine("fast"):
+        fast_tokens = [int(t[0]) for t in generate(blocks, np.array([prompt]), 8, Sampling(0.0))]
+        got = blocks.forward(np.array([prompt + numpy_tokens]))[0][0]
+    tol = INT8_TOLERANCE * np.abs(want).max()
+    assert np.abs(got - want).max() <= tol
+    top2 = np.sort(want, axis=1)[len(prompt) - 1:-1, -2:]
+    assert (top2[:, 1] - top2[:, 0] > 2 * tol).all()         # no near tie on this path, so the tokens must agree
+    assert fast_tokens == numpy_tokens
+
+
+@pytest.mark.parametrize("N", [1, 40])
+def test_stacked_blocks_multiply_part_by_part_as_the_reference(N):
+    """The fast engine's quantized_matmul on a StackedBlocks (Q4_K, Q6_K, Q8_0 parts): each part's columns equal
+    that part alone through its own kernel, for one row (decode) and for a prompt's rows (the slab path)."""
+    fast = pytest.importorskip("zerollm.engine.fast.quant")
+    from zerollm.nn.linear import quantized_matmul
+    rng = np.random.default_rng(3)
+    parts = [kquant.KQuantMatrix.from_float(rng.standard_normal((64, 256)), "q4_K"),
+             kquant.KQuantMatrix.from_float(rng.standard_normal((32, 256)), "q6_K"),
+             quant.QuantizedMatrix.from_float(rng.standard_normal((96, 256)), "q8_0")]
+    w = quant.StackedBlocks(parts)
+    x = rng.standard_normal((N, 256)).astype(np.float32)
+    got = fast.quantized_matmul(x, w)
+    assert got.shape == (N, 192)
+    for part, r0, r1 in zip(parts, w.offsets[:-1], w.offsets[1:]):
+        assert np.array_equal(got[:, r0:r1], fast.quantized_matmul(x, part))
+    ref = quantized_matmul.reference(x, w)
+    assert np.abs(got - ref).max() <= fast.INT8_TOLERANCE * np.abs(ref).max()

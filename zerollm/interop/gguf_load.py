@@ -209,13 +209,14 @@ def _to_hf_layout(a, base, kind, arch, cfg):
 # keeping the quantized matrices as blocks
 
 def _quantized_param(ours, parts, tensors, arch, cfg):
-    """The QuantizedMatrix (out, in) for one of our parameters, or None when it stays float: its
-    GGUF pieces are stacked row on row (q, k, v; gate, up) if all are Q8_0 (or all Q4_0)."""
+    """The blocks (out, in) for one of our parameters, or None when it stays float: its GGUF pieces stacked row on
+    row (q, k, v; gate, up). Pieces of one kind are joined into one QuantizedMatrix / KQuantMatrix; pieces of
+    several block kinds (a Llama Q4_K_M file: q and k in Q4_K, v in Q6_K) become a StackedBlocks, each piece in its
+    own blocks, so none is turned into float32. A float piece among them keeps the whole parameter float."""
     names = [_gguf_name(bare, arch) for bare, _ in parts]
-    kinds = {tensors[n].kind for n in names}
-    if len(kinds) != 1 or next(iter(kinds)) not in quant.ALL_KINDS:
+    kinds = [tensors[n].kind for n in names]
+    if any(k not in quant.ALL_KINDS for k in kinds):
         return None
-    kind = kinds.pop()
     rows = []
     for n in names:
         data = np.asarray(tensors[n].data).reshape(tensors[n].shape[0], -1)     # (out rows, bytes a row)
@@ -223,13 +224,13 @@ def _quantized_param(ours, parts, tensors, arch, cfg):
         if base in ("attn_q", "attn_k") and arch == "llama":
             data = _permute(data, cfg.n_head if base == "attn_q" else cfg.n_kv_head, inverse=True)
         rows.append(data)
-    shape = (sum(tensors[n].shape[0] for n in names), tensors[names[0]].shape[1])
-    return quant.blocks_matrix(np.concatenate(rows), kind, shape)
+    return quant.stacked_blocks(rows, kinds, [tuple(tensors[n].shape) for n in names])
 
 
 def kept_blocks(cfg, tensors, arch, family, tables=True):
-    """{our parameter: its blocks (QuantizedMatrix / KQuantMatrix)} for every matrix of the linear layers (and, with
-    ``tables``, the token table and head) whose GGUF pieces are all of one block kind, read straight from the file."""
+    """{our parameter: its blocks (QuantizedMatrix / KQuantMatrix, StackedBlocks)} for every matrix of the linear
+    layers (and, with ``tables``, the token table and head) whose GGUF pieces are all in blocks, read straight from
+    the file."""
     from zerollm.interop.hf.weights import pieces
     kept = {}
     for ours, parts in pieces(cfg, family).items():

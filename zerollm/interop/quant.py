@@ -187,6 +187,61 @@ class QuantizedMatrix:
         return f"QuantizedMatrix({self.kind}, shape={self.shape})"
 
 
+class StackedBlocks:
+    """A weight W (out, in) whose row ranges are blocks of different kinds, each part as its file stores it: a
+    Llama Q4_K_M file's attn_q and attn_k in Q4_K and attn_v in Q6_K, which zerollm's c_attn stacks row on row.
+    ``parts``: QuantizedMatrix / KQuantMatrix of the same width, in row order; ``offsets``: the first row of each
+    and the total (len(parts) + 1). A kernel multiplies part by part into the output's columns (the fast engine's
+    quantized_matmul); the NumPy engine dequantizes the whole, as for any other blocks, so its numbers stay the
+    reference's. No part is ever turned into float32 to make the kinds agree."""
+
+    kind = "stacked"
+    scales = None
+
+    def __init__(self, parts):
+        self.parts = tuple(parts)
+        widths = {p.shape[1] for p in self.parts}
+        if not self.parts or len(widths) != 1:
+            raise ZeroLLMError(f"stacked blocks need parts of one width, got {[p.shape for p in self.parts]}")
+        self.offsets = np.cumsum([0] + [p.shape[0] for p in self.parts])
+        self.shape = (int(self.offsets[-1]), widths.pop())
+        self.ndim, self.size, self.dtype = 2, self.shape[0] * self.shape[1], np.dtype(np.float32)
+
+    @property
+    def kinds(self):
+        return tuple(p.kind for p in self.parts)
+
+    @property
+    def nbytes(self):
+        return sum(p.nbytes for p in self.parts)
+
+    def dequantize(self):
+        return np.concatenate([p.dequantize() for p in self.parts])
+
+    def __getitem__(self, idx):
+        """Rows ``idx`` (ints of any shape) dequantized, each from its own part: (*idx.shape, in)."""
+        idx = np.asarray(idx)
+        rows = idx.reshape(-1)
+        out = np.empty((rows.size, self.shape[1]), np.float32)
+        which = np.searchsorted(self.offsets, rows, side="right") - 1
+        for i, part in enumerate(self.parts):
+            at = np.flatnonzero(which == i)
+            if at.size:
+                out[at] = part[rows[at] - self.offsets[i]]
+        return out.reshape(*idx.shape, self.shape[1])
+
+    def __repr__(self):
+        return f"StackedBlocks({'+'.join(self.kinds)}, shape={self.shape})"
+
+
+def stacked_blocks(rows, kinds, shapes):
+    """One matrix for parts ``rows`` (each (out_i, row bytes) uint8) of ``kinds`` and float ``shapes``, stacked row
+    on row: blocks_matrix's matrix when every kind is the same (the bytes joined), else a StackedBlocks."""
+    if len(set(kinds)) == 1:
+        return blocks_matrix(np.concatenate(rows), kinds[0], (sum(s[0] for s in shapes), shapes[0][1]))
+    return StackedBlocks([blocks_matrix(r, k, s) for r, k, s in zip(rows, kinds, shapes)])
+
+
 # ----------------------------------------------------------------------------
 # QLoRA: a base model's linear layers kept in blocks
 

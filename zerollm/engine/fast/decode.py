@@ -191,6 +191,8 @@ def _weight_ok(w, n_in):
     if isinstance(w, np.ndarray):
         return w.dtype == np.float32 and w.ndim == 2 and w.shape[0] == n_in
     kind = getattr(w, "kind", None)
+    if kind == "stacked":                         # parts of several kinds, each multiplied in its own blocks
+        return w.shape[1] == n_in and all(_weight_ok(p, n_in) for p in w.parts)
     if kind not in BLOCK_KINDS or w.shape[1] != n_in:
         return False
     return kind not in ("q8_0", "q4_0") or (w.scales.dtype == np.float32 and w.codes.flags.c_contiguous)

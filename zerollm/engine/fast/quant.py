@@ -444,6 +444,8 @@ def quantized_matmul(x, w):
     """x (N, K) float32, w a QuantizedMatrix (R, K) -> y (N, R) float32, or NotImplemented (the
     reference then runs) for a kind or an input this module has no kernel for."""
     kind = getattr(w, "kind", None)
+    if kind == "stacked":                                # parts of different kinds (q, k in Q4_K, v in Q6_K)
+        return _stacked_matmul(x, w)
     if kind in ("q4_K", "q5_K", "q6_K"):                 # super-blocks of 256: engine/fast/kquant.py
         from zerollm.engine.fast.kquant import kquant_matmul
         return kquant_matmul(x, w)
@@ -474,6 +476,18 @@ def quantized_matmul(x, w):
     xq = np.empty((N, K), np.int16)
     _quantize_rows(x, xq, e)
     run_threaded(*_INT8[kind], n_threads, bounds, w.codes, w.scales, xq, e, y)
+    return y
+
+
+def _stacked_matmul(x, w):
+    """y = x @ W^T for a StackedBlocks W: each part (rows offsets[i]:offsets[i + 1] of W) through its own kind's
+    kernel into its columns of y; NotImplemented when one part has no kernel here (the reference then runs)."""
+    y = np.empty((x.shape[0], w.shape[0]), np.float32)
+    for part, r0, r1 in zip(w.parts, w.offsets[:-1], w.offsets[1:]):
+        got = quantized_matmul(x, part)
+        if got is NotImplemented:
+            return NotImplemented
+        y[:, r0:r1] = got
     return y
 
 

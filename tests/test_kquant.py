@@ -269,7 +269,7 @@ def test_a_k_block_with_an_infinite_scale_is_refused_by_name(tmp_path, files):
 def test_fast_kernels_equal_the_numpy_reference(kind, threads):
     """engine/fast/kquant.py multiplies by the blocks as stored; the reference dequantizes, then BLAS. Rows of
     W from a random matrix (every scale, min and code in use; one row of scale 1e-6), x of 1 and 3 rows, on 1
-    and 2 threads, and of 40 rows (a prefill: W dequantized in slabs of 256 rows for BLAS). Integer products (x in 8-bit blocks, llama.cpp's way) within the Q8_0 / Q4_0 kernels'
+    and 2 threads, and of 40 rows (a prefill: W decoded in slabs of 256 rows for BLAS). Integer products (x in 8-bit blocks, llama.cpp's way) within the Q8_0 / Q4_0 kernels'
     tolerance of the largest entry; float products (a model in train mode) to float32 rounding."""
     fast = pytest.importorskip("zerollm.engine.fast.quant")
     from zerollm.engine.amp import exact_block_products
@@ -291,6 +291,23 @@ def test_fast_kernels_equal_the_numpy_reference(kind, threads):
     x = rng.standard_normal((40, 512)).astype(np.float32)                       # a prefill: slabs and BLAS
     got, want = fast.quantized_matmul(x, w), quantized_matmul.reference(x, w)
     assert np.allclose(got, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_prefill_slabs_are_decoded_to_the_numpy_dequantizer_s_numbers_bit_for_bit(kind):
+    """A prompt's rows multiply W decoded slab by slab by compiled decoders: rows r0..r1 (a slab cut short at the
+    end, and one starting mid-matrix) equal the NumPy dequantizer's float32 numbers to the bit."""
+    fk = pytest.importorskip("zerollm.engine.fast.kquant")
+    rng = np.random.default_rng(8)
+    w = kquant.KQuantMatrix.from_float(rng.standard_normal((300, 512)) * np.linspace(1e-6, 3, 300)[:, None], kind)
+    want = w.dequantize()
+    for r0, r1 in ((0, 256), (256, 300), (7, 20)):
+        out = np.full((r1 - r0, 512), np.nan, np.float32)
+        if kind == "q6_K":
+            fk._decode_q6_k(w.blocks, r0, r1, out)
+        else:
+            fk._decode_q45_k(w.blocks, kind == "q5_K", r0, r1, out)
+        assert np.array_equal(out.view(np.int32), want[r0:r1].view(np.int32))
 
 
 @pytest.mark.parametrize("kind", ["q4_K", "q6_K"])

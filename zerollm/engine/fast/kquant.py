@@ -30,9 +30,11 @@ scales are widened by LLVM's fpext (vcvtph2ps), not by float arithmetic with a p
 Rounding x to 8 bits moves y by about 0.5% of its largest entry, as in llama.cpp (the tolerance is
 engine/fast/quant.py's INT8_TOLERANCE). Rows of W are split between threads like the Q8_0 / Q4_0 kernels'.
 
-**Many rows of x** (SLAB_FROM or more, a prompt's prefill): W is dequantized ROWS rows at a time by the
-matrix itself (its ``m[rows]``) and BLAS multiplies each slab, as engine/fast/quant.py does for Q8_0 / Q4_0:
-a GEMM reuses each weight for every row of x. The float matrix never exists whole.
+**Many rows of x** (SLAB_FROM or more, a prompt's prefill): W is decoded ROWS rows at a time into one reused
+float buffer by a compiled decoder (``_decode_q45_k``, ``_decode_q6_k``: the NumPy dequantizer's numbers, bit
+for bit) and BLAS multiplies each slab, as engine/fast/quant.py does for Q8_0 / Q4_0: a GEMM reuses each weight
+for every row of x. The float matrix never exists whole. (The slabs were the matrix's own ``m[rows]``, NumPy's
+dequantizer with its temporaries: most of a q4_K prefill's time.)
 
 **Float products** (a model in train mode: zerollm.engine.amp.exact_block_products): the sub-block decoded
 in registers is multiplied by the float row of x, which then differs from the NumPy reference (dequantize,
@@ -132,6 +134,68 @@ def _q6_k_matmul(x, blocks, y):
                                 acc += np.float32(q - 32) * x[n, start + l]
                             s += (d * sc) * acc
             y[n, r] = s
+
+
+# ----------------------------------------------------------------------------
+# many rows of x: rows r0..r1 of W decoded into a float slab for BLAS
+
+@kernel
+def _decode_q45_k(blocks, fifth, r0, r1, out):
+    """Rows r0..r1 of a Q4_K / Q5_K matrix into out (r1 - r0, K): (d * sc) * q - dmin * m, in the order and the
+    float32 rounding of zerollm.interop.kquant's dequantizer (so the same numbers, bit for bit)."""
+    nb = blocks.shape[1]
+    codes = 48 if fifth else 16
+    for r in range(r0, r1):
+        for b in range(nb):
+            blk = blocks[r, b]
+            d, dmin = _f16(blk[0], blk[1]), _f16(blk[2], blk[3])
+            for j in range(8):
+                sc, m = _scale_min(blk, j, 4)
+                scale, shift = d * sc, dmin * m
+                start, bits, at = b * QK + 32 * j, 4 * (j & 1), codes + 32 * (j >> 1)
+                for l in range(32):
+                    q = (np.int32(blk[at + l]) >> bits) & 15
+                    if fifth:
+                        q |= ((np.int32(blk[16 + l]) >> j) & 1) << 4
+                    out[r - r0, start + l] = scale * np.float32(q) - shift
+
+
+@kernel
+def _decode_q6_k(blocks, r0, r1, out):
+    """Rows r0..r1 of a Q6_K matrix into out: (d * sc) * (q - 32), as the NumPy dequantizer computes it."""
+    nb = blocks.shape[1]
+    for r in range(r0, r1):
+        for b in range(nb):
+            blk = blocks[r, b]
+            d = _f16(blk[208], blk[209])
+            for half in range(2):
+                for quarter in range(4):                  # numbers 128 half + 32 quarter + l
+                    low_at = 64 * half + 32 * (quarter & 1)
+                    low_shift, high_shift = 4 * (quarter >> 1), 2 * quarter
+                    start = b * QK + 128 * half + 32 * quarter
+                    for g in range(2):
+                        scale = d * np.float32(np.int8(blk[192 + 8 * half + 2 * quarter + g]))
+                        for l in range(16 * g, 16 * g + 16):
+                            q = ((np.int32(blk[low_at + l]) >> low_shift) & 15) | \
+                                (((np.int32(blk[128 + 32 * half + l]) >> high_shift) & 3) << 4)
+                            out[r - r0, start + l] = scale * np.float32(q - 32)
+
+
+def _by_slabs(x, blocks, kind, y):
+    """y = x @ W^T with W decoded ROWS rows at a time into one reused float buffer and each slab multiplied by
+    BLAS (a GEMM reuses each weight for every row of x); the float matrix never exists whole."""
+    R, K = blocks.shape[0], x.shape[1]
+    buf = np.empty((min(ROWS, R), K), np.float32)
+    part = np.empty((x.shape[0], buf.shape[0]), np.float32)
+    for r0 in range(0, R, ROWS):
+        r1 = min(r0 + ROWS, R)
+        if kind == "q6_K":
+            _decode_q6_k(blocks, r0, r1, buf)
+        else:
+            _decode_q45_k(blocks, kind == "q5_K", r0, r1, buf)
+        np.matmul(x, buf[:r1 - r0].T, out=part[:, :r1 - r0])          # (N, K) @ (K, r1 - r0)
+        y[:, r0:r1] = part[:, :r1 - r0]
+    return y
 
 
 # ----------------------------------------------------------------------------
@@ -442,10 +506,7 @@ def kquant_matmul(x, w):
     (N, K), R = x.shape, w.shape[0]
     y = np.empty((N, R), np.float32)
     if N >= SLAB_FROM and not block_products_exact():
-        for r0 in range(0, R, ROWS):
-            r1 = min(r0 + ROWS, R)
-            np.matmul(x, w[np.arange(r0, r1)].T, out=y[:, r0:r1])            # (N, K) @ (K, r1 - r0)
-        return y
+        return _by_slabs(x, blocks, kind, y)
     if block_products_exact():
         if kind == "q6_K":
             _q6_k_matmul(x, blocks, y)

@@ -529,7 +529,8 @@ def main(argv=None):
             print(f"one streaming client: {r['serve_tokens_per_s']:.1f} tok/s; sequential in process "
                   f"{r['sequential_tokens_per_s']:.1f} tok/s; ratio {r['ratio']:.2f} over {r['pairs']} pairs "
                   f"(a pair's ratio: min {q[0]:.2f}, median {q[1]:.2f}, max {q[2]:.2f}); CPU a token: the server "
-                  f"process {r['serve_cpu_ms_per_token']:.2f} ms (every thread), in process "
+                  f"process {r['serve_cpu_ms_per_token']:.2f} ms (every thread; the event loop's "
+                  f"{r['loop_cpu_ms_per_token']:.2f} ms), in process "
                   f"{r['sequential_cpu_ms_per_token']:.2f} ms", flush=True)
         if args.only == "chunked":
             folder = Path(tmp) / f"{args.shape}-long"
@@ -603,15 +604,15 @@ def single_rows(folder, args):
     model, tok = build(args.shape, folder)
     proc, base = start_server(folder, 16, args.threads)
     threading.Thread(target=lambda: [None for _ in proc.stderr], daemon=True).start()   # its log never blocks it
-    serve_s = seq_s = serve_cpu = seq_cpu = 0.0
+    serve_s = seq_s = serve_cpu = loop_cpu = seq_cpu = 0.0
     tokens, served_tokens, ratios = 0, 0, []
     try:
         load_test(base, 1, 1, 4, float("inf"))
         ids = chat.encode_prompt(tok, PROMPTS[0])
         for i in range(args.pairs):
-            c0 = _cpu_seconds(proc.pid)
+            c0, l0 = _cpu_seconds(proc.pid), _cpu_seconds(proc.pid, proc.pid)
             _, records = load(base, [[chat_body(PROMPTS[0], args.new_tokens, i)]])
-            serve_cpu += _cpu_seconds(proc.pid) - c0
+            serve_cpu, loop_cpu = serve_cpu + _cpu_seconds(proc.pid) - c0, loop_cpu + _cpu_seconds(proc.pid, proc.pid) - l0
             start, times, got, err = records[0][0]
             if err is not None or not times:
                 raise RuntimeError(f"the request failed: {err}")
@@ -628,13 +629,16 @@ def single_rows(folder, args):
         stop_server(proc)
     return {"pairs": args.pairs, "serve_tokens_per_s": tokens / serve_s, "sequential_tokens_per_s": tokens / seq_s,
             "ratio": seq_s / serve_s, "ratios": ratios, "serve_cpu_ms_per_token": 1000 * serve_cpu / served_tokens,
-            "sequential_cpu_ms_per_token": 1000 * seq_cpu / tokens}
+            "sequential_cpu_ms_per_token": 1000 * seq_cpu / tokens, "loop_cpu_ms_per_token": 1000 * loop_cpu / served_tokens}
 
 
-def _cpu_seconds(pid):
-    """User + system CPU seconds of process ``pid`` so far, every thread (Linux's /proc/PID/stat); 0 elsewhere."""
+def _cpu_seconds(pid, thread=None):
+    """User + system CPU seconds of process ``pid`` so far, every thread (Linux's /proc/PID/stat), or only
+    its thread ``thread`` (/proc/PID/task/TID/stat; the main thread's id is the process's: uvicorn's event
+    loop); 0 elsewhere."""
     try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        where = f"/proc/{pid}/stat" if thread is None else f"/proc/{pid}/task/{thread}/stat"
+        fields = Path(where).read_text().rsplit(")", 1)[1].split()
     except OSError:
         return 0.0
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")

@@ -32,7 +32,7 @@ from zerollm.io.errors import ZeroLLMError
 from zerollm.generation.batching import BeyondContext, Done, QueueFull
 from zerollm.generation.sample import Sampling
 from zerollm.serve.backend import Choices
-from zerollm.serve.guard import (RETRY_AFTER_S, SHUTDOWN, STREAM_END, ApiError, Ending, Framing, Guard,
+from zerollm.serve.guard import (JSON, RETRY_AFTER_S, SHUTDOWN, STREAM_END, ApiError, Ending, Framing, Guard,
                                  error_response, sse, stream_cut)
 from zerollm.serve.metrics import CONTENT_TYPE as METRICS_TYPE
 from zerollm.serve.schemas import ChatRequest, CompletionRequest, first_problem
@@ -449,10 +449,10 @@ class _Framed:
     def __call__(self, i, key, text):
         frame = self.frames.get((i, key))
         if frame is None:
-            frame = self.frames[i, key] = sse(self.event(i, key, self.MARK)).split(json.dumps(self.MARK))
+            frame = self.frames[i, key] = sse(self.event(i, key, self.MARK)).split(JSON.encode(self.MARK))
         if len(frame) != 2:
             return sse(self.event(i, key, text))
-        return frame[0] + json.dumps(text, ensure_ascii=False) + frame[1]
+        return frame[0] + JSON.encode(text) + frame[1]
 
 
 # how a stream ends when its answer cannot be finished: the model failed, or the server is shutting down

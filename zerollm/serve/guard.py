@@ -43,8 +43,13 @@ def error_response(err):
     return JSONResponse(error_body(err.message, err.type, err.param, err.code), err.status, headers=err.headers)
 
 
+# json.dumps(obj, ensure_ascii=False) is this encoder's encode(obj), but builds the encoder on every call: a
+# stream makes one event a token
+JSON = json.JSONEncoder(ensure_ascii=False)
+
+
 def sse(obj):
-    return f"data: {json.dumps(obj, ensure_ascii=False)}\n\n"
+    return f"data: {JSON.encode(obj)}\n\n"
 
 
 def stream_cut(why):

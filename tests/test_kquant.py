@@ -429,6 +429,8 @@ def test_a_q4_k_m_llama_file_keeps_q_k_v_of_different_kinds_in_their_own_blocks(
     assert w.nbytes < w.size and np.array_equal(w.dequantize(), dense.params["h.1.attn.c_attn.weight"].T)
     rows = np.array([[0, 300], [511, 256]])                                  # rows of q, k, v (offsets 0, 256, 384)
     assert np.array_equal(w[rows], w.dequantize()[rows])
+    from zerollm.engine.fast.decode import _weight_ok
+    assert _weight_ok(w, 256)                                  # the fused decode block takes it, not the reference
     prompt = [1, 7, 42, 99, 5]
     with use_engine("numpy"):
         numpy_tokens = [int(t[0]) for t in generate(dense, np.array([prompt]), 8, Sampling(0.0))]

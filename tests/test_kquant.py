@@ -463,3 +463,15 @@ def test_stacked_blocks_multiply_part_by_part_as_the_reference(N):
         assert np.array_equal(got[:, r0:r1], fast.quantized_matmul(x, part))
     ref = quantized_matmul.reference(x, w)
     assert np.abs(got - ref).max() <= fast.INT8_TOLERANCE * np.abs(ref).max()
+
+
+def test_two_stacked_bases_that_differ_in_one_part_have_different_digests():
+    """weights_digest (an adapter's record of its base) reads every part of a StackedBlocks: a base whose v rows
+    alone differ is another base."""
+    from zerollm.training.checkpoint import weights_digest
+    rng = np.random.default_rng(5)
+    q = kquant.KQuantMatrix.from_float(rng.standard_normal((64, 256)), "q4_K")
+    v1, v2 = (kquant.KQuantMatrix.from_float(rng.standard_normal((32, 256)), "q6_K") for _ in range(2))
+    one, two = quant.StackedBlocks([q, v1]), quant.StackedBlocks([q, v2])
+    assert weights_digest({"c_attn": one}) != weights_digest({"c_attn": two})
+    assert weights_digest({"c_attn": one}) == weights_digest({"c_attn": quant.StackedBlocks([q, v1])})

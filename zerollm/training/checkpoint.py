@@ -431,9 +431,12 @@ def weights_digest(params):
         if not isinstance(params[name], np.ndarray):     # a matrix in quantized blocks (a QLoRA base): its bytes
             m = params[name]
             h.update(f"{name}:{m.kind}:{m.shape};".encode())
-            for part in (getattr(m, "scales", None), getattr(m, "codes", None), getattr(m, "blocks", None)):
-                if part is not None:
-                    h.update(_memory(np.ascontiguousarray(part)))
+            for piece in getattr(m, "parts", None) or (m,):  # StackedBlocks: each part in its own kind
+                if piece is not m:
+                    h.update(f"{piece.kind}:{piece.shape};".encode())
+                for part in (getattr(piece, "scales", None), getattr(piece, "codes", None), getattr(piece, "blocks", None)):
+                    if part is not None:
+                        h.update(_memory(np.ascontiguousarray(part)))
             continue
         a = np.ascontiguousarray(params[name])
         h.update(f"{name}:{a.dtype.str}:{a.shape};".encode())

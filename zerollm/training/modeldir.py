@@ -129,7 +129,7 @@ def check_tokenizer(tokenizer, cfg, ckpt):
     """The step's tokenizer.json must be the one the model was trained with: the kind config.json names, and
     no more tokens than the model has rows for (a model may have more: vocabularies are padded). A file that
     was replaced or damaged would otherwise turn ids into the wrong text without a word."""
-    fix = (f"the file was replaced or damaged: restore it (the run's data/tokenizer.json, or the one the run "
+    fix = ("the file was replaced or damaged: restore it (the run's data/tokenizer.json, or the one the run "
            "was prepared with, is the same file)")
     kind = ckpt.tokenizer_kind
     if kind is not None and tokenizer.name != kind:

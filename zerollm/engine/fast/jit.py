@@ -20,7 +20,6 @@ as the NumPy reference does, and gives bit-identical results.
 """
 
 import functools
-import math
 import os
 import platform
 import sys

@@ -39,6 +39,7 @@ import numpy as np
 
 from zerollm.engine.amp import autocast_format
 from zerollm.engine.fast.jit import exp32, kernel
+from zerollm.engine.fast.norm import row_mean_rstd
 from zerollm.engine.fast.quant import quantized_matmul
 
 BLOCK_KINDS = ("q8_0", "q4_0", "q4_K", "q5_K", "q6_K")   # what quant.quantized_matmul multiplies as stored
@@ -57,18 +58,8 @@ class FusedBlockCache(NamedTuple):
 @kernel
 def _norm_row(x, w, b, eps, rms, out):
     """out = norm(x) * w (+ b) for one row: RMSNorm, or LayerNorm with the biased variance."""
-    C = x.shape[0]
-    mean = np.float32(0.0)
-    if not rms:
-        for c in range(C):
-            mean += x[c]
-        mean /= np.float32(C)
-    var = np.float32(0.0)
-    for c in range(C):
-        d = x[c] - mean
-        var += d * d
-    rstd = np.float32(1.0) / np.sqrt(var / np.float32(C) + np.float32(eps))
-    for c in range(C):
+    mean, rstd = row_mean_rstd(x, np.float32(eps), not rms)
+    for c in range(x.shape[0]):
         v = (x[c] - mean) * rstd * w[c]
         out[c] = v + b[c] if b.shape[0] else v
 

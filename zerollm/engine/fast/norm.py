@@ -8,9 +8,26 @@ sum over thousands of rows would drift by about 1e-6).
 
 import numpy as np
 
-from zerollm.engine.fast.jit import float32_arrays, kernel
+from zerollm.engine.fast.jit import float32_arrays, inline, kernel
 from zerollm.engine.caches import NormCache
 from zerollm.engine.memory import empty_apart
+
+
+@inline
+def row_mean_rstd(row, eps, centre):
+    """(mean, 1 / sqrt(variance + eps)) of one row: LayerNorm's (centre), or RMSNorm's mean square with
+    mean 0. The one place both norms' statistics are computed (this file's kernels, decode.py's block)."""
+    C = row.shape[0]
+    mean = np.float32(0.0)
+    if centre:
+        for j in range(C):
+            mean += row[j]
+        mean /= np.float32(C)
+    var = np.float32(0.0)
+    for j in range(C):
+        d = row[j] - mean
+        var += d * d
+    return mean, np.float32(1.0) / np.sqrt(var / np.float32(C) + eps)
 
 
 @kernel
@@ -19,16 +36,7 @@ def _layernorm_rows(x, w, b, eps, centre, y, xhat, rstd):
     N, C = x.shape
     for n in range(N):
         row = x[n]
-        mean = np.float32(0.0)
-        if centre:
-            for j in range(C):
-                mean += row[j]
-            mean /= np.float32(C)
-        var = np.float32(0.0)
-        for j in range(C):
-            d = row[j] - mean
-            var += d * d
-        r = np.float32(1.0) / np.sqrt(var / np.float32(C) + eps)
+        mean, r = row_mean_rstd(row, eps, centre)
         rstd[n, 0] = r
         for j in range(C):
             h = (row[j] - mean) * r

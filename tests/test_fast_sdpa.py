@@ -174,3 +174,24 @@ def test_block_pairs_counts_what_the_causal_blocks_multiply():
     assert fast.block_pairs(128, 128, True, block=64) == 64 * 64 + 64 * 128
     assert fast.block_pairs(10, 5, True, block=4) == 4 * 0 + 4 * 3 + 2 * 5
     assert fast.block_pairs(7, 9, False) == 63
+
+
+def test_views_and_contiguous_arrays_run_one_compiled_kernel():
+    """q, k, v as strided views of one qkv array (as the model passes them) and as C-contiguous copies (as
+    other callers do) run the same compiled kernels (jit.one_layout: one specialisation, not one per layout),
+    with the same numbers; the kernels really ran (not the reference's NotImplemented)."""
+    rng = np.random.default_rng(0)
+    qkv = rng.standard_normal((2, 16, 3, 2, 1, 8)).astype(np.float32)       # (B, T, 3, nkv, g, hs)
+    views = [qkv[:, :, i].transpose(0, 2, 3, 1, 4) for i in range(3)]      # (B, nkv, g, T, hs), strided
+    copies = [np.ascontiguousarray(v) for v in views]
+    dout = rng.standard_normal(copies[0].shape).astype(np.float32)
+    results = []
+    for q, k, v in (views, copies):
+        forward = fast.softmax_attention(q, k, v, 0.3, True)
+        assert forward is not NotImplemented
+        backward = fast.softmax_attention_backward(dout, q, k, v, forward[1], 0.3, True)
+        assert backward is not NotImplemented
+        results.append((*forward, *backward))
+    for a, b in zip(*results):
+        assert np.array_equal(a, b)
+    assert len(fast._forward_serial.signatures) == 1 and len(fast._backward_serial.signatures) == 1

@@ -106,6 +106,20 @@ exact_kernel = numba.njit(nogil=True, cache=True, error_model="numpy")
 inline = numba.njit(inline="always", fastmath=FASTMATH, error_model="numpy")
 
 
+def one_layout(dispatcher, args, loose):
+    """Compile ``dispatcher`` once for ``args``, with the arrays at the positions ``loose`` typed as any
+    layout ('A'), then no more: a C-contiguous array and a strided view then run the same machine code,
+    where numba would compile one specialisation per layout combination (sdpa.py's kernels met four, each
+    several seconds of compilation). A later call whose other types differ raises TypeError before any of
+    the kernel runs (the caller then answers NotImplemented, and the NumPy reference runs)."""
+    if not dispatcher.signatures:
+        kinds = [numba.typeof(a) for a in args]
+        for i in loose:
+            kinds[i] = types.Array(kinds[i].dtype, kinds[i].ndim, "A")
+        dispatcher.compile(tuple(kinds))             # from numba's disk cache when it is there
+        dispatcher.disable_compile()
+
+
 def float32_arrays(*arrays):
     """True when every array is float32 and C-contiguous (what the kernels are compiled for);
     otherwise the caller answers NotImplemented and the NumPy reference runs."""

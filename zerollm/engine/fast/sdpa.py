@@ -32,7 +32,7 @@ from zerollm.engine.amp import autocast_format
 from zerollm.engine.fast import microkernel
 from zerollm.engine.fast.blas import NO_TRANS, TRANS, kernel_threads, run_planned, sgemm
 from zerollm.engine.fast.flash import _plan, _row_max
-from zerollm.engine.fast.jit import exp32, inline, kernel
+from zerollm.engine.fast.jit import exp32, inline, kernel, one_layout
 from zerollm.engine.fast.microkernel import ROW_PAD, product
 
 # query rows per product. Smaller blocks skip more of the hidden keys but multiply smaller blocks. 32 was
@@ -213,8 +213,13 @@ def softmax_attention(q, k, v, scale, causal):
     out = merged.transpose(0, 2, 3, 1, 4)
     n_items = B * nkv * g
     n_threads = kernel_threads(n_items)
-    run_planned(_forward_serial, n_threads, _plan(n_threads, (1,) * n_items), q, k, v, att, out,
-         float(scale), bool(causal), BLOCK, sgemm(), microkernel.USE)
+    args = (_plan(n_threads, (1,) * n_items), q, k, v, att, out, float(scale), bool(causal), BLOCK, sgemm(),
+            microkernel.USE)
+    one_layout(_forward_serial, args, loose=(1, 2, 3, 5))            # q, k, v, out: views or not
+    try:
+        run_planned(_forward_serial, n_threads, *args)
+    except TypeError:                                               # types the one compiled version cannot take
+        return NotImplemented
     return out, att
 
 
@@ -230,8 +235,13 @@ def softmax_attention_backward(dout, q, k, v, att, scale, causal, out=None):
     B, nkv = k.shape[:2]
     n_items = B * nkv
     n_threads = kernel_threads(n_items)
-    run_planned(_backward_serial, n_threads, _plan(n_threads, (1,) * n_items), dout, q, k, v, att,
-         dq, dk, dv, float(scale), bool(causal), BLOCK, sgemm(), microkernel.USE)
+    args = (_plan(n_threads, (1,) * n_items), dout, q, k, v, att, dq, dk, dv, float(scale), bool(causal), BLOCK,
+            sgemm(), microkernel.USE)
+    one_layout(_backward_serial, args, loose=(1, 2, 3, 4, 6, 7, 8))   # all but att: views or not
+    try:
+        run_planned(_backward_serial, n_threads, *args)
+    except TypeError:                                               # types the one compiled version cannot take
+        return NotImplemented
     return dq, dk, dv
 
 

@@ -37,6 +37,7 @@ from zerollm.engine.threads import add_threads_argument
 from zerollm.training.trainer import (CHANGEABLE_ON_RESUME, TrainConfig, check_max_iters, check_schedule, lora_rng,
                                      resume_point)
 from zerollm.io.validate import dataclass_from_dict
+from zerollm.tokenizers import tokenizer_file
 
 LM_ONLY = {"tokenizer", "vocab_size"}          # TrainConfig fields that only pre-training uses
 
@@ -347,7 +348,7 @@ class StageRun(RunCommand):
             objective.saved["lora"] = objective.model.lora.config.to_dict()
         if plan.quantize is not None:            # QLoRA: resume quantizes the same base the same way
             objective.saved["quantize_base"] = plan.quantize
-        tokenizer_path = os.path.join(self.run_dir, "tokenizer.json")
+        tokenizer_path = tokenizer_file(self.run_dir)
         if world.is_main:
             tok.save(tokenizer_path)
         world.barrier()

@@ -24,7 +24,7 @@ from zerollm.io.argtypes import FIELD_RANGES, FRACTION, Range
 from zerollm.io.errors import ZeroLLMError
 from zerollm.io.fileio import atomic_write, not_utf8_advice, open_regular, require_regular, utf8_json
 from zerollm.io.outdir import atomic_dir, check_outside_runs, check_separate
-from zerollm.tokenizers import load_tokenizer, train_tokenizer
+from zerollm.tokenizers import load_tokenizer, tokenizer_file, train_tokenizer
 from zerollm.tokenizers.base import dumps_readable, read_json_file
 
 META_FORMAT = "zerollm-data"
@@ -138,7 +138,7 @@ def prepare(data_file, out_dir, tokenizer="byte", vocab_size=None, val_fraction=
         tmp = Path(tmp)
         _write_ids(tmp / "train.bin", ids[:n_train])
         _write_ids(tmp / "val.bin", ids[n_train:])
-        tok.save(tmp / "tokenizer.json")
+        tok.save(tokenizer_file(tmp))
         with atomic_write(tmp / "meta.json", "w") as f:
             f.write(utf8_json(lambda ascii_only: dumps_readable(meta, ascii_only)))
     return meta
@@ -222,7 +222,7 @@ def load_prepared(folder):
     meta = _read_meta(folder)
     train = _open_ids(folder / "train.bin", meta["dtype"], meta.get("train_tokens"))
     val = _open_ids(folder / "val.bin", meta["dtype"], meta.get("val_tokens"))
-    tok = load_tokenizer(folder / "tokenizer.json")
+    tok = load_tokenizer(tokenizer_file(folder))
     if tok.vocab_size != meta.get("vocab_size"):
         raise ZeroLLMError(f"{folder}: tokenizer.json has vocab_size {tok.vocab_size} but meta.json "
                            f"says {meta.get('vocab_size')}; run 'zerollm prepare' again")

@@ -81,11 +81,20 @@ def load_tokenizer(path):
                            "re-create it, e.g. with 'zerollm prepare'") from None
 
 
+TOKENIZER_FILE = "tokenizer.json"      # a run's, a step's, a prepared folder's and a model directory's
+
+
+def tokenizer_file(folder):
+    """Where ``folder`` (a run, a checkpoint step, a prepared data folder, a model directory) keeps its
+    tokenizer: the one name every writer and reader uses."""
+    return os.path.join(os.fspath(folder), TOKENIZER_FILE)
+
+
 def find_tokenizer(folder, required=False):
     """The tokenizer saved in ``folder``: its tokenizer.json (either form load_tokenizer reads), else GPT-2's
     vocab.json + merges.txt. None when it has neither, or with required=True a ZeroLLMError that says so."""
     folder = os.fspath(folder)
-    file = os.path.join(folder, "tokenizer.json")
+    file = tokenizer_file(folder)
     if os.path.isfile(file):
         return load_tokenizer(file)
     vocab, merges = os.path.join(folder, "vocab.json"), os.path.join(folder, "merges.txt")

@@ -38,6 +38,7 @@ from zerollm.io.fileio import (atomic_write, folder_not_found, fsync_dir, open_r
                                write_json)
 from zerollm.io.safetensors import load_file, load_metadata, save_file
 from zerollm.io.validate import checkpoint_state, optimizer_metadata, require_finite, rng_states
+from zerollm.tokenizers import tokenizer_file
 
 FORMAT, VERSION = "zerollm-checkpoint", 1
 REQUIRED = ("config.json", "model.safetensors", "optimizer.safetensors", "rng.json", "state.json")
@@ -138,7 +139,7 @@ def _write_step_files(d, s):
     """The files of Snapshot ``s`` (its step an int, its extra checked) into the directory ``d``."""
     kind = None
     if s.tokenizer_path is not None:
-        kind = _copy_tokenizer(s.tokenizer_path, os.path.join(d, "tokenizer.json"))
+        kind = _copy_tokenizer(s.tokenizer_path, tokenizer_file(d))
     write_json(os.path.join(d, "config.json"), {"format": FORMAT, "version": VERSION,
                                                 "model": s.model_config, "train": s.train_config,
                                                 "tokenizer": kind, "objective": s.objective})
@@ -310,7 +311,7 @@ def load_checkpoint(path, *, optimizer=True, force=None, weights=True):
     params = load_file(model_file) if weights else {}
     require_finite(params, model_file, dtype)
     opt_state = _load_optimizer(os.path.join(step_dir, "optimizer.safetensors"), dtype) if optimizer else None
-    tokenizer = os.path.join(step_dir, "tokenizer.json")
+    tokenizer = tokenizer_file(step_dir)
     objective_file = os.path.join(step_dir, "objective.safetensors")
     objective_arrays = load_file(objective_file) if os.path.isfile(objective_file) else {}
     require_finite(objective_arrays, objective_file)       # a rollout's advantages feed the next step's weights

@@ -25,6 +25,7 @@ from zerollm.model.config import GPTConfig
 from zerollm.model.gpt import GPT
 from zerollm.model.heads import split_head_params
 from zerollm.training.checkpoint import latest_checkpoint, load_checkpoint, weights_digest
+from zerollm.tokenizers import tokenizer_file
 
 FORMAT, VERSION = "zerollm-model", 1
 
@@ -55,7 +56,7 @@ def write_model_dir(folder, model, tokenizer=None):
     write_json(os.path.join(folder, "config.json"), header)
     save_file(model.state_dict(), os.path.join(folder, "model.safetensors"), {"format": "np"})
     if tokenizer is not None:
-        tokenizer.save(os.path.join(folder, "tokenizer.json"))
+        tokenizer.save(tokenizer_file(folder))
 
 
 def saved_checkpoint(path, *, force=None, weights=True):

@@ -32,6 +32,7 @@ from zerollm.training.presets import DEFAULT_PRESET, MODEL_FIELDS, PRESETS, buil
 from zerollm.training.flags import add_config_flags, add_lora_arguments
 from zerollm.training.run import RunCommand, Setup, _moe_line, run_recipe, say
 from zerollm.training.trainer import TrainConfig, lm_objective
+from zerollm.tokenizers import tokenizer_file
 
 
 def add_arguments(p):
@@ -137,7 +138,7 @@ def _load_data(folder, tokenizer_kind):
     if meta["tokenizer"] != tokenizer_kind:
         raise ZeroLLMError(f"{folder} was prepared with the {meta['tokenizer']} tokenizer but this run asks "
                            f"for {tokenizer_kind}; pass --tokenizer {meta['tokenizer']} or prepare again")
-    return train, val, tok, os.path.join(folder, "tokenizer.json")
+    return train, val, tok, tokenizer_file(folder)
 
 
 # ----------------------------------------------------------------------------

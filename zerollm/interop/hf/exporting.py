@@ -33,6 +33,7 @@ from zerollm.interop.quant import float_param
 from zerollm.model.gpt import GPT, param_shapes
 from zerollm.io.outdir import atomic_dir
 from zerollm.io.safetensors import save_file
+from zerollm.tokenizers import tokenizer_file
 
 ENDOFTEXT = "<|endoftext|>"
 
@@ -226,7 +227,7 @@ def _write_tokenizer(tokenizer, folder, cfg):
     if tokenizer.vocab_size > cfg.vocab_size:
         raise ZeroLLMError(f"the tokenizer has {tokenizer.vocab_size} tokens but the model only "
                            f"{cfg.vocab_size}; export with the tokenizer the model was trained with")
-    tokenizer.to_hf_tokenizer_json(os.path.join(folder, "tokenizer.json"))
+    tokenizer.to_hf_tokenizer_json(tokenizer_file(folder))
     settings = {"tokenizer_class": "PreTrainedTokenizerFast", "model_max_length": cfg.block_size,
                 "clean_up_tokenization_spaces": False}
     settings.update({f"{role}_token": text for role, text in _special_tokens(tokenizer).items()})

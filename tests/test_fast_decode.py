@@ -131,3 +131,34 @@ def test_what_the_fused_block_was_not_written_for_runs_the_reference():
     assert decode.block_forward(x.astype(np.float64), p, "h.0.", cfg, ForwardPass(kv=full)) is NotImplemented
     out, cache = decode.block_forward(x, p, "h.0.", cfg, ForwardPass(kv=full))
     assert out.shape == x.shape and cache.moe is False
+
+
+def test_a_block_s_checks_are_kept_until_one_of_its_weights_is_replaced():
+    """The fused block checks a layer's weights once and keeps the answer (decode.py's _layer_weights); replacing
+    a weight by another object is seen at the next step: a weight it cannot take sends the step to the reference,
+    a new float32 one is multiplied (the step then equals the reference's block with it). It keeps only weak
+    references: a dropped model's weights are freed."""
+    import gc
+    import weakref
+    from zerollm.nn.attention import ForwardPass
+    from zerollm.nn.block import block_forward
+    model = model_of(GPT2, "f32")
+    p, cfg = model.params, model.config
+    x = np.random.default_rng(4).standard_normal((1, 1, cfg.n_embd)).astype(np.float32)
+
+    def step(params):
+        return decode.block_forward(x, params, "h.0.", cfg, ForwardPass(kv=KVCache(cfg, 1, 8)))
+
+    assert step(p) is not NotImplemented
+    p["h.0.mlp.c_fc.weight"] = p["h.0.mlp.c_fc.weight"].astype(np.float64)       # not a weight it takes
+    assert step(p) is NotImplemented
+    p["h.0.mlp.c_fc.weight"] = np.random.default_rng(5).standard_normal(p["h.0.mlp.c_fc.weight"].shape).astype(np.float32)
+    out, _ = step(p)
+    with use_engine("numpy"):
+        ref, _ = block_forward(x, p, "h.0.", cfg, ForwardPass(kv=KVCache(cfg, 1, 8)))
+    assert close(out, ref, 1e-5)
+    freed = weakref.ref(p["h.1.attn.c_attn.weight"])
+    assert decode.block_forward(x, p, "h.1.", cfg, ForwardPass(kv=KVCache(cfg, 1, 8))) is not NotImplemented
+    del model, p
+    gc.collect()
+    assert freed() is None

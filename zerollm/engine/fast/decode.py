@@ -33,6 +33,8 @@ The block keeps no activations (there is no backward through a KV cache): its ca
 nothing else.
 """
 
+import operator
+import weakref
 from typing import NamedTuple
 
 import numpy as np
@@ -201,49 +203,126 @@ def _float_or_none(a, n):
                          and a.flags.c_contiguous)
 
 
-def _plan(x, params, prefix, cfg, run, layer, lora):
-    """The weights of the fused block as a dict, or None where the reference must run."""
-    if (run is None or lora is not None or run.kv is None or run.training or run.mask is not None
-            or not isinstance(x, np.ndarray) or x.dtype != np.float32 or x.ndim != 3 or x.shape[1] != 1
-            or cfg.is_moe(layer) or getattr(cfg, "qk_norm", False) or not cfg.causal
-            or cfg.mlp not in ("gelu", "swiglu") or (cfg.mlp == "gelu" and cfg.gelu != "tanh")
-            or autocast_format() is not None):
-        return None
-    kv = run.kv
-    if kv.rolling or layer >= len(kv.k):
-        return None
-    kc, vc = kv.k[layer], kv.v[layer]
-    B, _, C = x.shape
-    pos = np.asarray(kv.pos, np.int64).reshape(-1)
-    if (kc.dtype != np.float32 or not kc.flags.c_contiguous or not vc.flags.c_contiguous or kc.shape[0] != B
-            or pos.size not in (1, B) or int(pos.max(initial=0)) + 1 > kc.shape[-2]):
-        return None
-    get = params.get
-    w = {k: get(prefix + k) for k in ("ln_1.weight", "ln_1.bias", "ln_2.weight", "ln_2.bias",
-                                       "attn.c_attn.weight", "attn.c_attn.bias", "attn.c_proj.weight",
-                                       "attn.c_proj.bias", "mlp.c_fc.weight", "mlp.c_fc.bias",
-                                       "mlp.c_proj.weight", "mlp.c_proj.bias")}
+NAMES = ("ln_1.weight", "ln_1.bias", "ln_2.weight", "ln_2.bias", "attn.c_attn.weight", "attn.c_attn.bias",
+         "attn.c_proj.weight", "attn.c_proj.bias", "mlp.c_fc.weight", "mlp.c_fc.bias", "mlp.c_proj.weight",
+         "mlp.c_proj.bias")
+
+
+def _layer_fits(w, cfg, layer, C):
+    """Do a block's config and weights (in NAMES' order) suit the fused block at width C?"""
+    if (cfg.is_moe(layer) or getattr(cfg, "qk_norm", False) or not cfg.causal or cfg.mlp not in ("gelu", "swiglu")
+            or (cfg.mlp == "gelu" and cfg.gelu != "tanh")):
+        return False
     H = cfg.n_inner
     fc = 2 * H if cfg.mlp == "swiglu" else H
     qkv = (cfg.n_head + 2 * cfg.n_kv_head) * cfg.head_size
-    shapes = (("ln_1", C, C), ("ln_2", C, C), ("attn.c_attn", C, qkv), ("attn.c_proj", cfg.attn_width, C),
-              ("mlp.c_fc", C, fc), ("mlp.c_proj", H, C))
-    for name, n_in, n_out in shapes:
-        weight, bias = w[name + ".weight"], w[name + ".bias"]
-        if name.startswith("ln_"):
-            if not (_float_or_none(weight, C) and weight is not None and _float_or_none(bias, C)):
-                return None
+    for i, (n_in, n_out) in enumerate(((C, C), (C, C), (C, qkv), (cfg.attn_width, C), (C, fc), (H, C))):
+        weight, bias = w[2 * i], w[2 * i + 1]
+        if i < 2:                                                    # the norms
+            if not (weight is not None and _float_or_none(weight, C) and _float_or_none(bias, C)):
+                return False
         elif not (_weight_ok(weight, n_in) and _float_or_none(bias, n_out)):
+            return False
+    return True
+
+
+def _none():
+    return None
+
+
+class _Layer(NamedTuple):
+    """What was decided about one block of one model: its parameter names, weak references to its weights and
+    its config as they were when checked, and whether they fit."""
+    names: tuple
+    refs: tuple
+    cfg: weakref.ref
+    fits: bool
+
+
+_LAYERS = {}            # (id(params), prefix, layer, C) -> _Layer
+_MAX_LAYERS = 4096      # forgotten all at once past this (dropped models leave their small entries behind)
+
+
+def _layer_weights(params, prefix, cfg, layer, C):
+    """The block's weights in NAMES' order, or None where the fused block cannot take them. The checks run once
+    per block, not once per step: the answer is kept until any weight or the config is replaced by another
+    object. Only weak references are kept, so a dropped model's weights are freed."""
+    key = (id(params), prefix, layer, C)
+    known = _LAYERS.get(key)
+    get = params.get
+    if known is not None and known.cfg() is cfg:
+        w = tuple(map(get, known.names))
+        if all(map(operator.is_, w, [r() for r in known.refs])):
+            return w if known.fits else None
+    names = tuple(prefix + n for n in NAMES)
+    w = tuple(map(get, names))
+    fits = _layer_fits(w, cfg, layer, C)
+    try:
+        refs = tuple(_none if v is None else weakref.ref(v) for v in w)
+        cfg_ref = weakref.ref(cfg)
+    except TypeError:                             # an object that takes no weak reference: checked every step
+        return w if fits else None
+    if len(_LAYERS) >= _MAX_LAYERS:
+        _LAYERS.clear()
+    _LAYERS[key] = _Layer(names, refs, cfg_ref, fits)
+    return w if fits else None
+
+
+_SHARED_POS = {}        # (B, p) -> every row at position p, the last step's only
+
+
+def _positions(kv, B, S):
+    """Each row's position as int64 (B,), or None where one would not fit the cache's S slots."""
+    pos = kv.pos
+    if isinstance(pos, np.ndarray):
+        if pos.dtype != np.int64 or pos.shape != (B,) or not pos.flags.c_contiguous or int(pos.max(initial=0)) >= S:
             return None
-    w["pos"] = pos if pos.size == B else np.full(B, pos[0])           # a shared position: the same for each row
-    return w
+        return pos
+    p = int(pos)
+    if p >= S:
+        return None
+    got = _SHARED_POS.get((B, p))
+    if got is None:
+        _SHARED_POS.clear()
+        got = _SHARED_POS[B, p] = np.full(B, p, np.int64)
+    return got
+
+
+def _plan(x, params, prefix, cfg, run, layer, lora):
+    """The weights of the fused block in NAMES' order and each row's position, or None where the reference
+    must run."""
+    if (run is None or lora is not None or run.training or run.mask is not None or not isinstance(x, np.ndarray)
+            or x.dtype != np.float32 or x.ndim != 3 or x.shape[1] != 1 or autocast_format() is not None):
+        return None
+    kv = run.kv
+    if kv is None or kv.rolling or layer >= len(kv.k):
+        return None
+    B, _, C = x.shape
+    kc, vc = kv.k[layer], kv.v[layer]
+    if kc.dtype != np.float32 or not kc.flags.c_contiguous or not vc.flags.c_contiguous or kc.shape[0] != B:
+        return None
+    w = _layer_weights(params, prefix, cfg, layer, C)
+    if w is None:
+        return None
+    pos = _positions(kv, B, kc.shape[-2])
+    return None if pos is None else (w, pos)
+
+
+_ROPE = {}              # id of the last step's (cos, sin) -> (the pair itself, its tables as (rows, hs))
 
 
 def _rope_rows(run, B, hs):
-    """RoPE's cos and sin as (rows, hs) float32 (one row for all, or one per row), or the empty tables."""
+    """RoPE's cos and sin as (rows, hs) float32 (one row for all, or one per row), or the empty tables. Every
+    block of a step gets the same pair: turned into tables once."""
     if run.rope is None:
         return _NO_ROPE, _NO_ROPE
-    cos, sin = (np.ascontiguousarray(t, np.float32).reshape(-1, hs) for t in run.rope)
+    got = _ROPE.get(id(run.rope))
+    if got is not None and got[0] is run.rope and got[1][0].shape[1] == hs:
+        cos, sin = got[1]
+    else:
+        cos, sin = (np.ascontiguousarray(t, np.float32).reshape(-1, hs) for t in run.rope)
+        _ROPE.clear()
+        _ROPE[id(run.rope)] = (run.rope, (cos, sin))
     if cos.shape[0] not in (1, B):
         return None
     return cos, sin
@@ -254,9 +333,10 @@ def _bias(b):
 
 
 def block_forward(x, params, prefix, cfg, run=None, *, layer=0, lora=None):
-    w = _plan(x, params, prefix, cfg, run, layer, lora)
-    if w is None:
+    plan = _plan(x, params, prefix, cfg, run, layer, lora)
+    if plan is None:
         return NotImplemented
+    (ln1, ln1_b, ln2, ln2_b, w_attn, b_attn, w_proj, b_proj, w_fc, b_fc, w_proj2, b_proj2), pos = plan
     B, _, C = x.shape
     hs, nkv = cfg.head_size, cfg.n_kv_head
     rope = _rope_rows(run, B, hs)
@@ -265,20 +345,20 @@ def block_forward(x, params, prefix, cfg, run=None, *, layer=0, lora=None):
     rms, eps = cfg.norm == "rmsnorm", float(cfg.norm_eps)
     x2 = x.reshape(B, C)
     h = np.empty((B, C), np.float32)
-    _norm_rows(x2, w["ln_1.weight"], _bias(w["ln_1.bias"]), eps, rms, h)
-    qkv = _product(h, w["attn.c_attn.weight"])                               # (B, (nh + 2 nkv) hs)
+    _norm_rows(x2, ln1, _bias(ln1_b), eps, rms, h)
+    qkv = _product(h, w_attn)                                                # (B, (nh + 2 nkv) hs)
     kc, vc = run.kv.k[layer], run.kv.v[layer]                                # (B, nkv, 1, S, hs) each
     S = kc.shape[-2]
     y = np.empty((B, cfg.n_head * hs), np.float32)
-    _attend(qkv, _bias(w["attn.c_attn.bias"]), rope[0], rope[1], kc.reshape(B, nkv, S, hs),
-            vc.reshape(B, nkv, S, hs), w["pos"], cfg.n_head, y)
-    a = _product(y, w["attn.c_proj.weight"])                                 # (B, C)
+    _attend(qkv, _bias(b_attn), rope[0], rope[1], kc.reshape(B, nkv, S, hs), vc.reshape(B, nkv, S, hs), pos,
+            cfg.n_head, y)
+    a = _product(y, w_proj)                                                  # (B, C)
     out = np.empty((B, C), np.float32)
-    _add_norm(x2, a, _bias(w["attn.c_proj.bias"]), w["ln_2.weight"], _bias(w["ln_2.bias"]), eps, rms, out, h)
-    f = _product(h, w["mlp.c_fc.weight"])                                    # (B, H) or (B, 2H)
+    _add_norm(x2, a, _bias(b_proj), ln2, _bias(ln2_b), eps, rms, out, h)
+    f = _product(h, w_fc)                                                    # (B, H) or (B, 2H)
     g = np.empty((B, cfg.n_inner), np.float32)
-    _activate(f, _bias(w["mlp.c_fc.bias"]), cfg.mlp == "swiglu", g)
-    _add_rows(out, _product(g, w["mlp.c_proj.weight"]), _bias(w["mlp.c_proj.bias"]))
+    _activate(f, _bias(b_fc), cfg.mlp == "swiglu", g)
+    _add_rows(out, _product(g, w_proj2), _bias(b_proj2))
     return out.reshape(B, 1, C), FusedBlockCache()
 
 

@@ -225,6 +225,24 @@ def _quantize_rows(x, xq, e, sums):
                 sums[n, b * (QK // 16) + g] = total
 
 
+@kernel
+def _x_bytes(x):
+    """x (N, K) in Q8_K blocks for the AVX2 kernels: codes int8, scales (N, K / 256), sums of 16 codes."""
+    N, K = x.shape
+    xq, e, sums = np.empty((N, K), np.int8), np.empty((N, K // QK), np.float32), np.empty((N, K // 16), np.int32)
+    _quantize_rows(x, xq, e, sums)
+    return xq, e, sums
+
+
+@kernel
+def _x_floats(x):
+    """x (N, K) in Q8_K blocks for the float-lane kernels: codes as whole numbers in float32, scales, sums."""
+    N, K = x.shape
+    xq, e, sums = np.empty((N, K), np.float32), np.empty((N, K // QK), np.float32), np.empty((N, K // 16), np.int32)
+    _quantize_rows(x, xq, e, sums)
+    return xq, e, sums
+
+
 @inline
 def _sc_m(blk, j):
     """Sub-block j's six-bit scale and min as int32 (the 12 bytes from blk[4])."""
@@ -427,14 +445,16 @@ def _q6k_row_bytes(blk_row, xq, e, sums):
     return s
 
 
-def _q6k_bytes_rows_serial(bounds, blocks, xq, e, sums, y):
+def _q6k_bytes_rows_serial(bounds, blocks, x, y):
+    xq, e, sums = _x_bytes(x)
     for t in range(bounds.shape[0] - 1):
         for r in range(bounds[t], bounds[t + 1]):
             for n in range(xq.shape[0]):
                 y[n, r] = _q6k_row_bytes(blocks[r], xq[n], e[n], sums[n])
 
 
-def _q6k_bytes_rows_threaded(bounds, blocks, xq, e, sums, y):
+def _q6k_bytes_rows_threaded(bounds, blocks, x, y):
+    xq, e, sums = _x_bytes(x)
     for t in prange(bounds.shape[0] - 1):
         for r in range(bounds[t], bounds[t + 1]):
             for n in range(xq.shape[0]):
@@ -444,7 +464,8 @@ def _q6k_bytes_rows_threaded(bounds, blocks, xq, e, sums, y):
 _Q6K_BYTES = (kernel(_q6k_bytes_rows_serial), parallel_kernel(_q6k_bytes_rows_threaded))
 
 
-def _q4k_bytes_rows_serial(bounds, blocks, xq, e, sums, y):
+def _q4k_bytes_rows_serial(bounds, blocks, x, y):
+    xq, e, sums = _x_bytes(x)
     sc = np.empty(8, np.int16)
     for t in range(bounds.shape[0] - 1):
         for r in range(bounds[t], bounds[t + 1]):
@@ -452,7 +473,8 @@ def _q4k_bytes_rows_serial(bounds, blocks, xq, e, sums, y):
                 y[n, r] = _q4k_row_bytes(blocks[r], xq[n], e[n], sums[n], sc)
 
 
-def _q4k_bytes_rows_threaded(bounds, blocks, xq, e, sums, y):
+def _q4k_bytes_rows_threaded(bounds, blocks, x, y):
+    xq, e, sums = _x_bytes(x)
     for t in prange(bounds.shape[0] - 1):
         sc = np.empty(8, np.int16)                        # each thread its own
         for r in range(bounds[t], bounds[t + 1]):
@@ -463,29 +485,34 @@ def _q4k_bytes_rows_threaded(bounds, blocks, xq, e, sums, y):
 _Q4K_BYTES = (kernel(_q4k_bytes_rows_serial), parallel_kernel(_q4k_bytes_rows_threaded))
 
 
-# two functions for each kind and way, not one dispatcher: numba's disk cache is keyed by the function
-def _q45_rows_serial(bounds, blocks, xq, e, sums, fifth, y):
+# two functions for each kind and way, not one dispatcher: numba's disk cache is keyed by the function. Each
+# rounds x itself inside its one compiled call (a decode step launches about fifty products: engine/fast/quant.py)
+def _q45_rows_serial(bounds, blocks, x, fifth, y):
+    xq, e, sums = _x_floats(x)
     for t in range(bounds.shape[0] - 1):
         for r in range(bounds[t], bounds[t + 1]):
             for n in range(xq.shape[0]):
                 y[n, r] = _q45_row(blocks[r], xq[n], e[n], sums[n], fifth)
 
 
-def _q45_rows_threaded(bounds, blocks, xq, e, sums, fifth, y):
+def _q45_rows_threaded(bounds, blocks, x, fifth, y):
+    xq, e, sums = _x_floats(x)
     for t in prange(bounds.shape[0] - 1):
         for r in range(bounds[t], bounds[t + 1]):
             for n in range(xq.shape[0]):
                 y[n, r] = _q45_row(blocks[r], xq[n], e[n], sums[n], fifth)
 
 
-def _q6_rows_serial(bounds, blocks, xq, e, sums, y):
+def _q6_rows_serial(bounds, blocks, x, y):
+    xq, e, sums = _x_floats(x)
     for t in range(bounds.shape[0] - 1):
         for r in range(bounds[t], bounds[t + 1]):
             for n in range(xq.shape[0]):
                 y[n, r] = _q6_row(blocks[r], xq[n], e[n], sums[n])
 
 
-def _q6_rows_threaded(bounds, blocks, xq, e, sums, y):
+def _q6_rows_threaded(bounds, blocks, x, y):
+    xq, e, sums = _x_floats(x)
     for t in prange(bounds.shape[0] - 1):
         for r in range(bounds[t], bounds[t + 1]):
             for n in range(xq.shape[0]):
@@ -503,7 +530,7 @@ def kquant_matmul(x, w):
     if kind not in ("q4_K", "q5_K", "q6_K") or not float32_arrays(x) or x.ndim != 2 or x.shape[1] != w.shape[1]:
         return NotImplemented
     blocks = np.ascontiguousarray(w.blocks)
-    (N, K), R = x.shape, w.shape[0]
+    N, R = x.shape[0], w.shape[0]
     y = np.empty((N, R), np.float32)
     if N >= SLAB_FROM and not block_products_exact():
         return _by_slabs(x, blocks, kind, y)
@@ -515,16 +542,10 @@ def kquant_matmul(x, w):
         return y
     n_threads = kernel_threads(R // 64)                  # at least 64 rows a thread
     bounds = row_bounds(R, n_threads)
-    e, sums = np.empty((N, K // QK), np.float32), np.empty((N, K // 16), np.int32)
     if kind in ("q4_K", "q6_K") and jit.BYTE_PRODUCTS:
-        xq = np.empty((N, K), np.int8)
-        _quantize_rows(x, xq, e, sums)
-        run_threaded(*(_Q4K_BYTES if kind == "q4_K" else _Q6K_BYTES), n_threads, bounds, blocks, xq, e, sums, y)
-        return y
-    xq = np.empty((N, K), np.float32)
-    _quantize_rows(x, xq, e, sums)
-    if kind == "q6_K":
-        run_threaded(*_Q6, n_threads, bounds, blocks, xq, e, sums, y)
+        run_threaded(*(_Q4K_BYTES if kind == "q4_K" else _Q6K_BYTES), n_threads, bounds, blocks, x, y)
+    elif kind == "q6_K":
+        run_threaded(*_Q6, n_threads, bounds, blocks, x, y)
     else:
-        run_threaded(*_Q45, n_threads, bounds, blocks, xq, e, sums, kind == "q5_K", y)
+        run_threaded(*_Q45, n_threads, bounds, blocks, x, kind == "q5_K", y)
     return y

@@ -308,43 +308,80 @@ def _pair_layout(xq, xp, lanes):
                 lanes[n, p * LANES + lane] = 8 * total
 
 
-# two functions of their own for each kind, not one dispatcher: numba's disk cache is keyed by the function
-def _q8_rows_serial(bounds, codes, d, xq, e, y):
+@kernel
+def _x_int16(x):
+    """x (N, K) in Q8_0 blocks for the 16-bit lanes: codes (N, K) int16 and scales (N, K / 32)."""
+    xq, e = np.empty(x.shape, np.int16), np.empty((x.shape[0], x.shape[1] // BLOCK), np.float32)
+    _quantize_rows(x, xq, e)
+    return xq, e
+
+
+@kernel
+def _x_bytes(x):
+    """x (N, K) in Q8_0 blocks for _row_dot_q4_bytes: codes int8, scales and the lane sums of the weights' -8."""
+    xq, e = np.empty(x.shape, np.int8), np.empty((x.shape[0], x.shape[1] // BLOCK), np.float32)
+    lanes = np.empty((x.shape[0], x.shape[1] // 4), np.int32)
+    _quantize_rows(x, xq, e)
+    _lane_sums(xq, lanes)
+    return xq, e, lanes
+
+
+@kernel
+def _x_pairs(x):
+    """x (N, K) in Q8_0 blocks laid out for _row_dot_q4_pairs: codes int8 in the pair layout, scales, lane sums."""
+    xq, e = np.empty(x.shape, np.int8), np.empty((x.shape[0], x.shape[1] // BLOCK), np.float32)
+    xp, lanes = np.empty(x.shape, np.int8), np.empty((x.shape[0], x.shape[1] // 8), np.int32)
+    _quantize_rows(x, xq, e)
+    _pair_layout(xq, xp, lanes)
+    return xp, e, lanes
+
+
+# Each kernel takes x as floats and rounds it itself, inside the one compiled call: a decode step makes about
+# fifty of these products, and three launches each from Python (quantize, lay out, multiply) with their
+# scratch arrays allocated by NumPy cost more than a small matrix's arithmetic. Two functions of their own
+# for each kind, not one dispatcher: numba's disk cache is keyed by the function.
+def _q8_rows_serial(bounds, codes, d, x, y):
+    xq, e = _x_int16(x)
     for t in range(bounds.shape[0] - 1):
         for r in range(bounds[t], bounds[t + 1]):
             for n in range(xq.shape[0]):
                 y[n, r] = _row_dot_q8(codes[r], d[r], xq[n], e[n], d.shape[1])
 
 
-def _q8_rows_threaded(bounds, codes, d, xq, e, y):
+def _q8_rows_threaded(bounds, codes, d, x, y):
+    xq, e = _x_int16(x)
     for t in prange(bounds.shape[0] - 1):
         for r in range(bounds[t], bounds[t + 1]):
             for n in range(xq.shape[0]):
                 y[n, r] = _row_dot_q8(codes[r], d[r], xq[n], e[n], d.shape[1])
 
 
-def _q4_rows_serial(bounds, codes, d, xq, e, y):
+def _q4_rows_serial(bounds, codes, d, x, y):
+    xq, e = _x_int16(x)
     for t in range(bounds.shape[0] - 1):
         for r in range(bounds[t], bounds[t + 1]):
             for n in range(xq.shape[0]):
                 y[n, r] = _row_dot_q4(codes[r], d[r], xq[n], e[n], d.shape[1])
 
 
-def _q4_rows_threaded(bounds, codes, d, xq, e, y):
+def _q4_rows_threaded(bounds, codes, d, x, y):
+    xq, e = _x_int16(x)
     for t in prange(bounds.shape[0] - 1):
         for r in range(bounds[t], bounds[t + 1]):
             for n in range(xq.shape[0]):
                 y[n, r] = _row_dot_q4(codes[r], d[r], xq[n], e[n], d.shape[1])
 
 
-def _q4_bytes_rows_serial(bounds, codes, d, xq, e, lanes, y):
+def _q4_bytes_rows_serial(bounds, codes, d, x, y):
+    xq, e, lanes = _x_bytes(x)
     for t in range(bounds.shape[0] - 1):
         for r in range(bounds[t], bounds[t + 1]):
             for n in range(xq.shape[0]):
                 y[n, r] = _row_dot_q4_bytes(codes[r], d[r], xq[n], e[n], lanes[n], d.shape[1])
 
 
-def _q4_bytes_rows_threaded(bounds, codes, d, xq, e, lanes, y):
+def _q4_bytes_rows_threaded(bounds, codes, d, x, y):
+    xq, e, lanes = _x_bytes(x)
     for t in prange(bounds.shape[0] - 1):
         for r in range(bounds[t], bounds[t + 1]):
             for n in range(xq.shape[0]):
@@ -354,14 +391,16 @@ def _q4_bytes_rows_threaded(bounds, codes, d, xq, e, lanes, y):
 _Q4_BYTES = (kernel(_q4_bytes_rows_serial), parallel_kernel(_q4_bytes_rows_threaded))
 
 
-def _q4_pairs_rows_serial(bounds, codes, d, xq, e, lanes, y):
+def _q4_pairs_rows_serial(bounds, codes, d, x, y):
+    xq, e, lanes = _x_pairs(x)
     for t in range(bounds.shape[0] - 1):
         for r in range(bounds[t], bounds[t + 1]):
             for n in range(xq.shape[0]):
                 y[n, r] = _row_dot_q4_pairs(codes[r], d[r], xq[n], e[n], lanes[n], d.shape[1])
 
 
-def _q4_pairs_rows_threaded(bounds, codes, d, xq, e, lanes, y):
+def _q4_pairs_rows_threaded(bounds, codes, d, x, y):
+    xq, e, lanes = _x_pairs(x)
     for t in prange(bounds.shape[0] - 1):
         for r in range(bounds[t], bounds[t + 1]):
             for n in range(xq.shape[0]):
@@ -461,21 +500,11 @@ def quantized_matmul(x, w):
         return y
     n_threads = kernel_threads(w.shape[0] // 64)         # at least 64 rows a thread
     bounds = row_bounds(w.shape[0], n_threads)
-    e = np.empty((N, K // BLOCK), np.float32)
     if kind == "q4_0" and jit.BYTE_PRODUCTS:
-        xq, lanes = np.empty((N, K), np.int8), np.empty((N, K // 4), np.int32)
-        _quantize_rows(x, xq, e)
-        if (K // BLOCK) % 2 == 0:                        # blocks two at a time
-            xp, lanes = np.empty((N, K), np.int8), np.empty((N, K // 8), np.int32)
-            _pair_layout(xq, xp, lanes)
-            run_threaded(*_Q4_PAIRS, n_threads, bounds, w.codes, w.scales, xp, e, lanes, y)
-            return y
-        _lane_sums(xq, lanes)
-        run_threaded(*_Q4_BYTES, n_threads, bounds, w.codes, w.scales, xq, e, lanes, y)
-        return y
-    xq = np.empty((N, K), np.int16)
-    _quantize_rows(x, xq, e)
-    run_threaded(*_INT8[kind], n_threads, bounds, w.codes, w.scales, xq, e, y)
+        pick = _Q4_PAIRS if (K // BLOCK) % 2 == 0 else _Q4_BYTES     # blocks two at a time, else one
+    else:
+        pick = _INT8[kind]
+    run_threaded(*pick, n_threads, bounds, w.codes, w.scales, x, y)
     return y
 
 

@@ -288,9 +288,9 @@ def test_fast_kernels_equal_the_numpy_reference(kind, threads):
         with exact_block_products():
             got = fast.quantized_matmul(x, w)
         assert np.allclose(got, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
-    x = rng.standard_normal((40, 512)).astype(np.float32)                       # a prefill: slabs and BLAS
+    x = rng.standard_normal((40, 512)).astype(np.float32)    # a prefill: engine/fast/qgemm.py (AVX2), else slabs
     got, want = fast.quantized_matmul(x, w), quantized_matmul.reference(x, w)
-    assert np.allclose(got, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
+    assert np.abs(got - want).max() <= fast.INT8_TOLERANCE * np.abs(want).max()
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -314,10 +314,11 @@ def test_prefill_slabs_are_decoded_to_the_numpy_dequantizer_s_numbers_bit_for_bi
 @pytest.mark.parametrize("threads", [1, 2])
 def test_k_quants_through_vpmaddubsw_equal_the_float_lane_kernels(monkeypatch, threads, kind):
     """On x86 with AVX2 (jit.BYTE_PRODUCTS) Q4_K and Q6_K multiply x's codes as bytes (vpmaddubsw, then vpmaddwd by
-    each sub-block's scale); elsewhere the codes are whole numbers in float32 lanes. Q4_K's sums are exact
-    integers both ways and the float steps after them the same: the same y, bit for bit. Q6_K's float-lane sum
-    of a super-block passes 2^24 and rounds where the bytes kernel's int32 does not: equal to float32's
-    rounding. Every scale, min and code in use, and a block of x all zeros."""
+    each sub-block's scale); elsewhere the codes are whole numbers in float32 lanes. Q4_K's integer sums are
+    exact both ways, but the bytes kernel adds the super-blocks in 8 float lanes (one horizontal sum a row) where
+    the float-lane kernel adds one float a super-block; Q6_K's float-lane sum of a super-block passes 2^24 and
+    rounds where the bytes kernel's int32 does not: both equal to float32's rounding of the sums. Every scale,
+    min and code in use, and a block of x all zeros."""
     pytest.importorskip("zerollm.engine.fast.quant")
     from zerollm.engine.fast import jit
     if not jit.BYTE_PRODUCTS:
@@ -339,10 +340,7 @@ def test_k_quants_through_vpmaddubsw_equal_the_float_lane_kernels(monkeypatch, t
         monkeypatch.setattr(jit, "BYTE_PRODUCTS", False)
         lanes = kernels.kquant_matmul(x, w)
     assert len(calls) == 1 and np.abs(got).max() > 0
-    if kind == "q4_K":
-        np.testing.assert_array_equal(got, lanes)
-    else:
-        np.testing.assert_allclose(got, lanes, rtol=1e-6, atol=1e-6 * np.abs(lanes).max())
+    np.testing.assert_allclose(got, lanes, rtol=1e-6, atol=1e-6 * np.abs(lanes).max())
 
 
 # ----------------------------------------------------------------------------

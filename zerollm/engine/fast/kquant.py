@@ -50,7 +50,7 @@ from numba.extending import intrinsic
 
 from zerollm.engine.amp import block_products_exact
 from zerollm.engine.fast.blas import kernel_threads, run_threaded
-from zerollm.engine.fast import jit
+from zerollm.engine.fast import jit, qgemm
 from zerollm.engine.fast.jit import avx2_call, float32_arrays, inline, kernel, parallel_kernel, row_bounds, vector_load
 
 QK = 256
@@ -196,6 +196,55 @@ def _by_slabs(x, blocks, kind, y):
         np.matmul(x, buf[:r1 - r0].T, out=part[:, :r1 - r0])          # (N, K) @ (K, r1 - r0)
         y[:, r0:r1] = part[:, :r1 - r0]
     return y
+
+
+# ----------------------------------------------------------------------------
+# many rows of x in inference: engine/fast/qgemm.py's integer GEMM, with W's scales unpacked once a call
+
+@kernel
+def _q4_k_scales(blocks, sc, dd, mins):
+    """blocks (R, nb, 144) -> sc (R, nb * 8) int16 six-bit scales, dd (R, nb) float32 d, and mins (R, nb * 8)
+    float32 dmin * m: the weights of the mins' term."""
+    R, nb = blocks.shape[0], blocks.shape[1]
+    for r in range(R):
+        for b in range(nb):
+            blk = blocks[r, b]
+            dd[r, b] = _f16(blk[0], blk[1])
+            dmin = _f16(blk[2], blk[3])
+            for j in range(8):
+                s, m = _sc_m(blk, j)
+                sc[r, 8 * b + j] = s
+                mins[r, 8 * b + j] = dmin * np.float32(m)
+
+
+@kernel
+def _q6_k_scales(blocks, dd, offs):
+    """blocks (R, nb, 210) -> dd (R, nb) float32 d, and offs (R, nb * 16) float32 32 d sc_i: the weights of the
+    -32 term against x's sums of 16."""
+    R, nb = blocks.shape[0], blocks.shape[1]
+    for r in range(R):
+        for b in range(nb):
+            blk = blocks[r, b]
+            d = _f16(blk[208], blk[209])
+            dd[r, b] = d
+            for i in range(16):
+                offs[r, 16 * b + i] = np.float32(32.0) * d * np.float32(np.int8(blk[192 + i]))
+
+
+def _many_rows(x, blocks, kind):
+    """y = x @ W^T for many rows of x (a prompt's prefill), Q4_K or Q6_K, by the integer GEMM on the blocks as
+    stored: x rounded to Q8_K blocks once (_quantize_rows, as the decode kernels round it), W's scales unpacked."""
+    (N, K), R, nb = x.shape, blocks.shape[0], blocks.shape[1]
+    xq, e, sums = np.empty((N, K), np.int8), np.empty((N, nb), np.float32), np.empty((N, K // 16), np.int32)
+    _quantize_rows(x, xq, e, sums)
+    dd, flat = np.empty((R, nb), np.float32), blocks.reshape(R, -1)
+    if kind == "q4_K":
+        sc, mins = np.empty((R, nb * 8), np.int16), np.empty((R, nb * 8), np.float32)
+        _q4_k_scales(blocks, sc, dd, mins)
+        return qgemm.q4_k(xq, e, sums, flat, sc, dd, mins)
+    offs = np.empty((R, nb * 16), np.float32)
+    _q6_k_scales(blocks, dd, offs)
+    return qgemm.q6_k(xq, e, sums, flat, dd, offs)
 
 
 # ----------------------------------------------------------------------------
@@ -532,7 +581,9 @@ def kquant_matmul(x, w):
     blocks = np.ascontiguousarray(w.blocks)
     N, R = x.shape[0], w.shape[0]
     y = np.empty((N, R), np.float32)
-    if N >= SLAB_FROM and not block_products_exact():
+    if N >= SLAB_FROM and not block_products_exact():   # many rows: the integer GEMM, else BLAS slabs
+        if qgemm.available(kind, x.shape[1]):
+            return _many_rows(x, blocks, kind)
         return _by_slabs(x, blocks, kind, y)
     if block_products_exact():
         if kind == "q6_K":

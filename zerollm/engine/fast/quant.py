@@ -57,7 +57,7 @@ from numba.extending import intrinsic
 
 from zerollm.engine.amp import block_products_exact
 from zerollm.engine.fast.blas import run_threaded, kernel_threads
-from zerollm.engine.fast import jit
+from zerollm.engine.fast import jit, qgemm
 from zerollm.engine.fast.jit import avx2_call, float32_arrays, kernel, parallel_kernel, row_bounds, vector_load
 from zerollm.engine.fast.qlora import _DECODERS as DECODERS, ROWS
 
@@ -479,6 +479,21 @@ def _by_slabs(x, w):
     return y
 
 
+def _many_rows(x, w):
+    """y = x @ W^T for many rows of x (a prompt's prefill) by engine/fast/qgemm.py's integer GEMM on the blocks as
+    stored, x rounded to 8-bit blocks once as the decode kernels round it."""
+    N, K = x.shape
+    e = np.empty((N, K // BLOCK), np.float32)
+    if w.kind == "q8_0":
+        xq = np.empty((N, K), np.int16)
+        _quantize_rows(x, xq, e)
+        return qgemm.q8_0(xq, e, w.codes, w.scales)
+    xq, xp, lanes = np.empty((N, K), np.int8), np.empty((N, K), np.int8), np.empty((N, K // 8), np.int32)
+    _quantize_rows(x, xq, e)
+    _pair_layout(xq, xp, lanes)
+    return qgemm.q4_0(xp, e, lanes, w.codes, w.scales)
+
+
 def quantized_matmul(x, w):
     """x (N, K) float32, w a QuantizedMatrix (R, K) -> y (N, R) float32, or NotImplemented (the
     reference then runs) for a kind or an input this module has no kernel for."""
@@ -492,7 +507,9 @@ def quantized_matmul(x, w):
             or not w.codes.flags.c_contiguous):
         return NotImplemented
     N, K = x.shape
-    if N >= SLAB_FROM:
+    if N >= SLAB_FROM:                                   # many rows: the integer GEMM, else (training) BLAS slabs
+        if not block_products_exact() and qgemm.available(kind, K):
+            return _many_rows(x, w)
         return _by_slabs(x, w)
     y = np.empty((N, w.shape[0]), np.float32)
     if block_products_exact():

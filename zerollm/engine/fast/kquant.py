@@ -23,9 +23,11 @@ sub-block's sum is below 2^24, so exact, as int32 sums would be, but numba types
 (4 lanes of AVX2) where float32 takes 8: measured 3.7-5x faster so (3072 x 768, one row, under load).
 On x86 with AVX2 (engine/fast/jit.py's ``BYTE_PRODUCTS``) Q4_K and Q6_K take x's codes as bytes instead, as
 Q4_0 does there: vpmaddubsw multiplies 32 codes by 32 bytes of x and adds neighbours, vpmaddwd by the
-sub-block's scale adds neighbours again into int32 lanes, one horizontal sum a super-block (``_q4k_scaled``,
-``_q6k_scaled``): Q4_K the same y bit for bit, about 2x faster; Q6_K exact in int32 where the float lanes
-round past 2^24, about 3.5x faster (docs/gguf.md#decode-speed). Q5_K keeps the float lanes. The float16
+sub-block's scale adds neighbours again into int32 lanes; a whole row is one intrinsic (``_q4k_row``,
+``_q6k_row``): the six-bit scales and mins split in 32-bit words, the mins' (or Q6_K's offset's) term as eight
+products of vectors, each super-block's int32 lanes into float lanes times its scales, one horizontal sum a
+row. About Q4_0's time per byte (benchmarks/kquant_matvec.py); exact integer sums, the float sums in another
+order than the float-lane kernels'. Q5_K keeps the float lanes. The float16
 scales are widened by LLVM's fpext (vcvtph2ps), not by float arithmetic with a power of two from libm.
 Rounding x to 8 bits moves y by about 0.5% of its largest entry, as in llama.cpp (the tolerance is
 engine/fast/quant.py's INT8_TOLERANCE). Rows of W are split between threads like the Q8_0 / Q4_0 kernels'.
@@ -46,6 +48,7 @@ Shapes: x (N, K), W (R, K) as blocks (R, nb, bytes), y (N, R); nb = K / 256.
 import numpy as np
 from llvmlite import ir
 from numba import prange, types
+from numba.core import cgutils
 from numba.extending import intrinsic
 
 from zerollm.engine.amp import block_products_exact
@@ -381,117 +384,151 @@ def _q6_row(blk_row, xq, e, sums):
 # ----------------------------------------------------------------------------
 # Q4_K and Q6_K with x's codes as bytes (x86 with AVX2: jit.BYTE_PRODUCTS), as Q4_0's kernel there
 
-def _q4k_scaled_codegen(context, builder, sig, args):
-    """sum_j sc[j] sum_l q_jl x_jl over the 8 sub-blocks of one super-block, in int32: for each 64 numbers, the
-    32 bytes of codes give sub-block 2g (low nibbles) and 2g + 1 (high); vpmaddubsw multiplies each by its 32
-    bytes of x and adds neighbours (<= 2 * 15 * 127, no saturation), vpmaddwd by the sub-block's scale
-    (broadcast, <= 63) adds neighbours again, and the eight 32-bit lanes add up over the super-block
-    (<= 8 * 2 * 3810 * 63 per lane: no overflow). One horizontal sum a super-block."""
-    blk, xq, sc = args
-    i8, i16, i32, i64 = ir.IntType(8), ir.IntType(16), ir.IntType(32), ir.IntType(64)
-    v32, w16 = ir.VectorType(i8, 32), ir.VectorType(i16, 16)
-    sc_data = context.make_array(sig.args[2])(context, builder, value=sc).data
+def _q4k_row_codegen(context, builder, sig, args):
+    """One row of W (nb super-blocks of 144 bytes) against one row of x (int8 codes, nb scales, sums of 16 codes),
+    all in registers, one horizontal sum a row. Each super-block: the 12 scale bytes read as three 32-bit words
+    and split a byte lane at a time (scales 0..3 = w0 & 0x3f.., 4..7 = (w2 & 0x0f..) | ((w0 >> 6) & 0x03..) << 4,
+    mins alike from w1 and w2), not byte by byte; for each 64 numbers the 32 bytes of codes give sub-block 2g
+    (low nibbles) and 2g + 1 (high), vpmaddubsw multiplies each by its 32 bytes of x and adds neighbours (<= 2 *
+    15 * 127, no saturation), vpmaddwd by the sub-block's scale (a register lane broadcast, <= 63) adds
+    neighbours again, and the eight 32-bit lanes add up over the super-block (<= 8 * 2 * 3810 * 63: no
+    overflow); the mins' term is the eight mins times x's code sums of each 32, one vpmulld. Both go to float
+    lanes times d e and dmin e (d, dmin: float16 widened by vcvtph2ps) into one float accumulator."""
+    blk_row, xq, e, sums, nb = args
+    f32, i8, i16, i32, i64 = ir.FloatType(), ir.IntType(8), ir.IntType(16), ir.IntType(32), ir.IntType(64)
+    v32, l8, vf = ir.VectorType(i8, 32), ir.VectorType(i32, 8), ir.VectorType(f32, 8)
+    data = context.make_array(sig.args[0])(context, builder, value=blk_row).data
+    e_data = context.make_array(sig.args[2])(context, builder, value=e).data
+    acc_ptr = builder.alloca(vf)
+    builder.store(ir.Constant(vf, [0.0] * 8), acc_ptr)
 
-    def splat(j):
-        v = builder.insert_element(ir.Constant(w16, ir.Undefined), builder.load(builder.gep(sc_data, [ir.Constant(i64, j)])),
-                                   ir.Constant(i32, 0))
-        return builder.shuffle_vector(v, v, ir.Constant(ir.VectorType(i32, 16), [0] * 16))
+    def const(v):
+        return ir.Constant(i32, v)
 
-    acc = ir.Constant(ir.VectorType(i32, 8), [0] * 8)
-    for g in range(4):
-        q = vector_load(context, builder, sig.args[0], blk, ir.Constant(i64, 16 + 32 * g), 32)
-        low = builder.and_(q, ir.Constant(v32, [15] * 32))
-        high = builder.lshr(q, ir.Constant(v32, [4] * 32))
-        for codes, at, j in ((low, 64 * g, 2 * g), (high, 64 * g + 32, 2 * g + 1)):
-            x = vector_load(context, builder, sig.args[1], xq, ir.Constant(i64, at), 32)
-            pairs = avx2_call(builder, "pmadd.ub.sw", [codes, x])
-            acc = builder.add(acc, avx2_call(builder, "pmadd.wd", [pairs, splat(j)]))
-    total = builder.extract_element(acc, ir.Constant(i32, 0))
+    def splat(v, n, t):
+        one = builder.insert_element(ir.Constant(ir.VectorType(t, n), ir.Undefined), v, const(0))
+        return builder.shuffle_vector(one, one, ir.Constant(ir.VectorType(i32, n), [0] * n))
+
+    with cgutils.for_range(builder, nb) as loop:
+        b = loop.index
+        base = builder.mul(b, ir.Constant(i64, 144))
+        at = lambda k: builder.gep(data, [builder.add(base, ir.Constant(i64, k))])          # noqa: E731
+        word = lambda k: builder.load(builder.bitcast(at(k), i32.as_pointer()), align=1)     # noqa: E731
+        half = lambda k: builder.fpext(builder.load(builder.bitcast(at(k), ir.HalfType().as_pointer()), align=1),
+                                       f32)                                                  # noqa: E731
+        w0, w1, w2 = word(4), word(8), word(12)
+        low6, low4, low2 = const(0x3F3F3F3F), const(0x0F0F0F0F), const(0x03030303)
+        high2 = lambda w: builder.shl(builder.and_(builder.lshr(w, const(6)), low2), const(4))   # noqa: E731
+
+        def eight_bytes(lo, hi):
+            v = ir.Constant(ir.VectorType(i32, 2), ir.Undefined)
+            v = builder.insert_element(builder.insert_element(v, lo, const(0)), hi, const(1))
+            return builder.bitcast(v, ir.VectorType(i8, 8))
+
+        scales = builder.zext(eight_bytes(builder.and_(w0, low6), builder.or_(builder.and_(w2, low4), high2(w0))),
+                              ir.VectorType(i16, 8))
+        mins = builder.zext(eight_bytes(builder.and_(w1, low6),
+                                        builder.or_(builder.and_(builder.lshr(w2, const(4)), low4), high2(w1))), l8)
+        acc = ir.Constant(l8, [0] * 8)
+        x0 = builder.mul(b, ir.Constant(i64, QK))
+        for g in range(4):
+            q = builder.load(builder.bitcast(at(16 + 32 * g), v32.as_pointer()), align=1)
+            low = builder.and_(q, ir.Constant(v32, [15] * 32))
+            high = builder.lshr(q, ir.Constant(v32, [4] * 32))
+            for codes, off, j in ((low, 64 * g, 2 * g), (high, 64 * g + 32, 2 * g + 1)):
+                x = vector_load(context, builder, sig.args[1], xq, builder.add(x0, ir.Constant(i64, off)), 32)
+                pairs = avx2_call(builder, "pmadd.ub.sw", [codes, x])
+                scale = builder.shuffle_vector(scales, scales, ir.Constant(ir.VectorType(i32, 16), [j] * 16))
+                acc = builder.add(acc, avx2_call(builder, "pmadd.wd", [pairs, scale]))
+        s16 = vector_load(context, builder, sig.args[3], sums, builder.mul(b, ir.Constant(i64, 16)), 16)
+        pick = lambda idx: builder.shuffle_vector(s16, s16, ir.Constant(l8, idx))   # noqa: E731
+        shifted = builder.mul(mins, builder.add(pick(list(range(0, 16, 2))), pick(list(range(1, 16, 2)))))
+        eb = builder.load(builder.gep(e_data, [b]))
+        de, dme = builder.fmul(half(0), eb), builder.fmul(half(2), eb)
+        total = builder.fmul(builder.sitofp(acc, vf), splat(de, 8, f32), flags=["contract"])
+        total = builder.fsub(total, builder.fmul(builder.sitofp(shifted, vf), splat(dme, 8, f32), flags=["contract"]),
+                             flags=["contract"])
+        builder.store(builder.fadd(builder.load(acc_ptr), total, flags=["contract"]), acc_ptr)
+    acc = builder.load(acc_ptr)
+    out = builder.extract_element(acc, const(0))
     for lane in range(1, 8):
-        total = builder.add(total, builder.extract_element(acc, ir.Constant(i32, lane)))
-    return total
+        out = builder.fadd(out, builder.extract_element(acc, const(lane)))
+    return out
 
 
 @intrinsic
-def _q4k_scaled(typingctx, blk, xq, sc):
-    """blk: one Q4_K super-block (144 bytes), xq: its 256 activations as int8, sc: the 8 six-bit scales (int16)."""
-    return types.int32(blk, xq, sc), _q4k_scaled_codegen
+def _q4k_row(typingctx, blk_row, xq, e, sums, nb):
+    """One row of a Q4_K matrix (nb, 144) uint8 against one row of x in Q8_K: codes int8 (nb * 256), scales (nb),
+    sums of 16 codes (nb * 16) int32 -> the float32 dot product (x86 with AVX2 only: jit.BYTE_PRODUCTS)."""
+    return types.float32(blk_row, xq, e, sums, types.int64), _q4k_row_codegen
 
 
-@inline
-def _q4k_row_bytes(blk_row, xq, e, sums, sc):
-    """_q45_row for Q4_K with x in bytes: the same integer sums (exact either way), the same float steps after."""
-    s = np.float32(0.0)
-    for b in range(blk_row.shape[0]):
-        blk = blk_row[b]
-        shifted = np.int32(0)
-        for j in range(8):
-            scale, m = _sc_m(blk, j)
-            sc[j] = scale
-            shifted += m * (sums[16 * b + 2 * j] + sums[16 * b + 2 * j + 1])
-        scaled = np.float32(_q4k_scaled(blk, xq[b * QK:(b + 1) * QK], sc))
-        s += e[b] * (_f16(blk[0], blk[1]) * scaled - _f16(blk[2], blk[3]) * np.float32(shifted))
-    return s
-
-
-def _q6k_scaled_codegen(context, builder, sig, args):
-    """sum_i sc[i] sum_l q_il x_il over the 16 groups of 16 of one Q6_K super-block (codes q in 0..63, without
-    the -32), in int32. By halves of 128: 32 bytes of ql (twice) and 32 of qh give four registers of 32 six-bit
-    codes (positions l, l + 32, l + 64, l + 96: a low or high nibble and two bits of qh); vpmaddubsw by x's
-    bytes (<= 2 * 63 * 127, no saturation), vpmaddwd by the two int8 scales of the register's two groups of 16
-    (8 lanes each). Per lane at most 8 * 2 * 16002 * 128: no overflow."""
-    blk, xq = args
-    i8, i16, i32, i64 = ir.IntType(8), ir.IntType(16), ir.IntType(32), ir.IntType(64)
-    v32, w16 = ir.VectorType(i8, 32), ir.VectorType(i16, 16)
-    data = context.make_array(sig.args[0])(context, builder, value=blk).data
+def _q6k_row_codegen(context, builder, sig, args):
+    """One row of W (nb super-blocks of 210 bytes) against one row of x (int8 codes, nb scales, sums of 16 codes),
+    all in registers, one horizontal sum a row. Each super-block by halves of 128: 32 bytes of ql (twice) and 32
+    of qh give four registers of 32 six-bit codes (positions l, l + 32, l + 64, l + 96: a low or high nibble and
+    two bits of qh); vpmaddubsw by x's bytes (<= 2 * 63 * 127, no saturation), vpmaddwd by the two int8 scales
+    of the register's two groups of 16 (8 lanes each, picked from the 16 scales loaded once). Per lane at most
+    8 * 2 * 16002 * 128: no overflow. The codes' offset of 32: the 16 scales times x's 16 code sums (vpmulld), 32
+    times that taken off in int32 (exact); then float lanes times d e into one float accumulator."""
+    blk_row, xq, e, sums, nb = args
+    f32, i8, i16, i32, i64 = ir.FloatType(), ir.IntType(8), ir.IntType(16), ir.IntType(32), ir.IntType(64)
+    v32, l8, vf = ir.VectorType(i8, 32), ir.VectorType(i32, 8), ir.VectorType(f32, 8)
+    data = context.make_array(sig.args[0])(context, builder, value=blk_row).data
+    e_data = context.make_array(sig.args[2])(context, builder, value=e).data
+    acc_ptr = builder.alloca(vf)
+    builder.store(ir.Constant(vf, [0.0] * 8), acc_ptr)
 
     def byte_splat(v):
         return ir.Constant(v32, [v] * 32)
 
-    def scales(i):
-        """<16 x i16>: the int8 scale i on lanes 0..7, scale i + 1 on lanes 8..15."""
-        a, b = (builder.sext(builder.load(builder.gep(data, [ir.Constant(i64, 192 + k)])), i16) for k in (i, i + 1))
-        v = builder.insert_element(ir.Constant(w16, ir.Undefined), a, ir.Constant(i32, 0))
-        v = builder.insert_element(v, b, ir.Constant(i32, 8))
-        return builder.shuffle_vector(v, v, ir.Constant(ir.VectorType(i32, 16), [0] * 8 + [8] * 8))
+    def lanes(n, idx):
+        return ir.Constant(ir.VectorType(i32, n), idx)
 
-    acc = ir.Constant(ir.VectorType(i32, 8), [0] * 8)
-    for half in range(2):
-        ql0 = vector_load(context, builder, sig.args[0], blk, ir.Constant(i64, 64 * half), 32)
-        ql1 = vector_load(context, builder, sig.args[0], blk, ir.Constant(i64, 64 * half + 32), 32)
-        qh = vector_load(context, builder, sig.args[0], blk, ir.Constant(i64, 128 + 32 * half), 32)
-        for k, (ql, high) in enumerate(((ql0, False), (ql1, False), (ql0, True), (ql1, True))):
-            nibble = builder.lshr(ql, byte_splat(4)) if high else builder.and_(ql, byte_splat(15))
-            two = builder.and_(builder.lshr(qh, byte_splat(2 * k)), byte_splat(3))
-            codes = builder.or_(nibble, builder.shl(two, byte_splat(4)))
-            x = vector_load(context, builder, sig.args[1], xq, ir.Constant(i64, 128 * half + 32 * k), 32)
-            pairs = avx2_call(builder, "pmadd.ub.sw", [codes, x])
-            acc = builder.add(acc, avx2_call(builder, "pmadd.wd", [pairs, scales(8 * half + 2 * k)]))
-    total = builder.extract_element(acc, ir.Constant(i32, 0))
+    with cgutils.for_range(builder, nb) as loop:
+        b = loop.index
+        base = builder.mul(b, ir.Constant(i64, 210))
+        at = lambda k: builder.gep(data, [builder.add(base, ir.Constant(i64, k))])                # noqa: E731
+        load = lambda k, n: builder.load(builder.bitcast(at(k), ir.VectorType(i8, n).as_pointer()), align=1)  # noqa: E731
+        sc8 = load(192, 16)
+        sc16 = builder.sext(sc8, ir.VectorType(i16, 16))
+        acc = ir.Constant(l8, [0] * 8)
+        x0 = builder.mul(b, ir.Constant(i64, QK))
+        for half in range(2):
+            ql0, ql1, qh = load(64 * half, 32), load(64 * half + 32, 32), load(128 + 32 * half, 32)
+            for k, (ql, high) in enumerate(((ql0, False), (ql1, False), (ql0, True), (ql1, True))):
+                nibble = builder.lshr(ql, byte_splat(4)) if high else builder.and_(ql, byte_splat(15))
+                two = builder.and_(builder.lshr(qh, byte_splat(2 * k)), byte_splat(3))
+                codes = builder.or_(nibble, builder.shl(two, byte_splat(4)))
+                x = vector_load(context, builder, sig.args[1], xq, builder.add(x0, ir.Constant(i64, 128 * half + 32 * k)),
+                                32)
+                pairs = avx2_call(builder, "pmadd.ub.sw", [codes, x])
+                i = 8 * half + 2 * k
+                scale = builder.shuffle_vector(sc16, sc16, lanes(16, [i] * 8 + [i + 1] * 8))
+                acc = builder.add(acc, avx2_call(builder, "pmadd.wd", [pairs, scale]))
+        s16 = vector_load(context, builder, sig.args[3], sums, builder.mul(b, ir.Constant(i64, 16)), 16)
+        sc32 = builder.sext(sc8, ir.VectorType(i32, 16))
+        prod = builder.mul(sc32, s16)
+        shifted = builder.add(builder.shuffle_vector(prod, prod, lanes(8, list(range(8)))),
+                              builder.shuffle_vector(prod, prod, lanes(8, list(range(8, 16)))))
+        total = builder.sub(acc, builder.shl(shifted, ir.Constant(l8, [5] * 8)))
+        d = builder.fpext(builder.load(builder.bitcast(at(208), ir.HalfType().as_pointer()), align=1), f32)
+        de = builder.fmul(builder.load(builder.gep(e_data, [b])), d)
+        one = builder.insert_element(ir.Constant(vf, ir.Undefined), de, ir.Constant(i32, 0))
+        splat = builder.shuffle_vector(one, one, lanes(8, [0] * 8))
+        builder.store(builder.fadd(builder.load(acc_ptr), builder.fmul(builder.sitofp(total, vf), splat,
+                                                                      flags=["contract"]), flags=["contract"]), acc_ptr)
+    acc = builder.load(acc_ptr)
+    out = builder.extract_element(acc, ir.Constant(i32, 0))
     for lane in range(1, 8):
-        total = builder.add(total, builder.extract_element(acc, ir.Constant(i32, lane)))
-    return total
+        out = builder.fadd(out, builder.extract_element(acc, ir.Constant(i32, lane)))
+    return out
 
 
 @intrinsic
-def _q6k_scaled(typingctx, blk, xq):
-    """blk: one Q6_K super-block (210 bytes), xq: its 256 activations as int8."""
-    return types.int32(blk, xq), _q6k_scaled_codegen
-
-
-@inline
-def _q6k_row_bytes(blk_row, xq, e, sums):
-    """_q6_row with x in bytes: sum_i sc_i (sum_l q_il x_il - 32 sum_l x_il), all in int32 (exact; the float-lane
-    kernel rounds its running sum once it passes 2^24), then times e d."""
-    s = np.float32(0.0)
-    for b in range(blk_row.shape[0]):
-        blk = blk_row[b]
-        shifted = np.int32(0)
-        for i in range(16):
-            shifted += np.int32(np.int8(blk[192 + i])) * sums[16 * b + i]
-        total = _q6k_scaled(blk, xq[b * QK:(b + 1) * QK]) - np.int32(32) * shifted
-        s += e[b] * _f16(blk[208], blk[209]) * np.float32(total)
-    return s
+def _q6k_row(typingctx, blk_row, xq, e, sums, nb):
+    """One row of a Q6_K matrix (nb, 210) uint8 against one row of x in Q8_K (as _q4k_row's) -> float32."""
+    return types.float32(blk_row, xq, e, sums, types.int64), _q6k_row_codegen
 
 
 def _q6k_bytes_rows_serial(bounds, blocks, x, y):
@@ -499,7 +536,7 @@ def _q6k_bytes_rows_serial(bounds, blocks, x, y):
     for t in range(bounds.shape[0] - 1):
         for r in range(bounds[t], bounds[t + 1]):
             for n in range(xq.shape[0]):
-                y[n, r] = _q6k_row_bytes(blocks[r], xq[n], e[n], sums[n])
+                y[n, r] = _q6k_row(blocks[r], xq[n], e[n], sums[n], blocks.shape[1])
 
 
 def _q6k_bytes_rows_threaded(bounds, blocks, x, y):
@@ -507,7 +544,7 @@ def _q6k_bytes_rows_threaded(bounds, blocks, x, y):
     for t in prange(bounds.shape[0] - 1):
         for r in range(bounds[t], bounds[t + 1]):
             for n in range(xq.shape[0]):
-                y[n, r] = _q6k_row_bytes(blocks[r], xq[n], e[n], sums[n])
+                y[n, r] = _q6k_row(blocks[r], xq[n], e[n], sums[n], blocks.shape[1])
 
 
 _Q6K_BYTES = (kernel(_q6k_bytes_rows_serial), parallel_kernel(_q6k_bytes_rows_threaded))
@@ -515,20 +552,18 @@ _Q6K_BYTES = (kernel(_q6k_bytes_rows_serial), parallel_kernel(_q6k_bytes_rows_th
 
 def _q4k_bytes_rows_serial(bounds, blocks, x, y):
     xq, e, sums = _x_bytes(x)
-    sc = np.empty(8, np.int16)
     for t in range(bounds.shape[0] - 1):
         for r in range(bounds[t], bounds[t + 1]):
             for n in range(xq.shape[0]):
-                y[n, r] = _q4k_row_bytes(blocks[r], xq[n], e[n], sums[n], sc)
+                y[n, r] = _q4k_row(blocks[r], xq[n], e[n], sums[n], blocks.shape[1])
 
 
 def _q4k_bytes_rows_threaded(bounds, blocks, x, y):
     xq, e, sums = _x_bytes(x)
     for t in prange(bounds.shape[0] - 1):
-        sc = np.empty(8, np.int16)                        # each thread its own
         for r in range(bounds[t], bounds[t + 1]):
             for n in range(xq.shape[0]):
-                y[n, r] = _q4k_row_bytes(blocks[r], xq[n], e[n], sums[n], sc)
+                y[n, r] = _q4k_row(blocks[r], xq[n], e[n], sums[n], blocks.shape[1])
 
 
 _Q4K_BYTES = (kernel(_q4k_bytes_rows_serial), parallel_kernel(_q4k_bytes_rows_threaded))

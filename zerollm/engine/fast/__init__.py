@@ -28,7 +28,8 @@ reference function it stands in for, and answers NotImplemented for what it was 
     linear.linear_forward               zerollm.nn.linear.linear_forward           b added first (BLAS beta = 1)
     quant.quantized_matmul              zerollm.nn.linear.quantized_matmul         x in 8-bit blocks (<= 2%; float32,
                                                                                sums reordered, in train mode)
-      (Q4_K / Q5_K / Q6_K: kquant.kquant_matmul, the same branch)
+      (Q4_K / Q5_K / Q6_K: kquant.kquant_matmul, the same branch; many rows of x in inference, a prefill:
+       qgemm's integer GEMM on the blocks as stored, x86 with AVX2)
     qlora.quantized_matmul_t            zerollm.nn.linear.quantized_matmul_t       sums reordered (same slabs)
     bpe.encode_chunks                   zerollm.tokenizers.bpe.encode_chunks       the same ids
     decode.block_forward                zerollm.nn.block.block_forward             sums reordered, exp (decode rows

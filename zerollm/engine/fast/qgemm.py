@@ -1,0 +1,464 @@
+"""Many rows of x times a quantized W, on the blocks as stored: an integer GEMM for a prompt's prefill.
+
+y = x @ W^T for N rows of x (SLAB_FROM or more; engine/fast/quant.py and kquant.py hand their many-row branch
+here in inference), W as Q8_0 / Q4_0 blocks or Q4_K / Q6_K super-blocks. The callers round the rows of x to 8-bit
+blocks once, with the decode kernels' own ``_quantize_rows`` (and unpack W's k-quant scales, ``_many_rows`` in
+quant.py and kquant.py: this module imports neither), and then the products are integer products,
+as in the decode kernels, but register-blocked: a tile step takes NX = 4 rows of x and one row of W, loads and
+unpacks each block of W ONCE and multiplies it by the four rows of x, each product summed into its own vector
+of eight float32 lanes (one horizontal sum an output, at the end). A slab of rows of W, cut along K into chunks
+of about CHUNK numbers (SLAB_BYTES a chunk: it stays in L1), is walked by every group of four rows of x before
+the next, so W is read from memory once a call and x comes from the caches; the chunks add into y. Rows of W
+are split between threads as in the decode kernels.
+
+Why not BLAS on decoded slabs (quant.py's ``_by_slabs``, which the float path still takes): decoding costs a pass
+over W in float32, and sgemm's FMAs, 8 numbers each, run on two of the core's four vector pipes, where AVX2's
+integer products (vpmaddubsw: 32 bytes) and the adds, shifts and conversions around them spread over all four.
+The compiled inner loops (``inspect_asm``), in instructions per 32 weights and row of x: Q4_0 6.0 (4.9 of them
+vector), Q4_K 5.8, Q8_0 9.0, Q6_K 7.9, against sgemm's 4 FMAs and their broadcasts; measured, about 1.2-1.5x
+sgemm's speed on a 64 x 768 @ 3072 x 768 product (benchmarks/qgemm.py; docs/gguf.md). W is read in its own 4.5
+to 8.5 bits a number.
+
+Per kind (x86 with AVX2 only, ``jit.BYTE_PRODUCTS``; elsewhere the callers keep the BLAS slabs):
+
+- Q4_0: blocks two at a time in the decode kernel's pair layout (quant.py's ``_pair_layout``): one load, an and and
+  a shift give the 64 nibbles of two blocks; per row of x two vpmaddubsw, one 16-bit add, a vpmaddwd by ones,
+  the weights' -8 off as x's lane sums, then one float multiply-add by the two blocks' scales.
+- Q8_0: x's codes in 16 bits (the decode kernel's), each block of W sign-extended to 16 bits once; two vpmaddwd
+  a row of x.
+- Q4_K: a super-block's eight sub-blocks of 32, vpmaddubsw by x's bytes and vpmaddwd by the sub-block's six-bit
+  scale into int32 lanes (kquant.py's ``_q4k_scaled``), one float multiply-add by d e a super-block; the mins'
+  term, dmin m times x's sums, is a small float GEMM of its own (K / 32 long: BLAS, a few per cent of the time).
+- Q6_K: the six-bit codes (0..63) built in registers from ql and qh (kquant.py's ``_q6k_scaled``), vpmaddwd by
+  the int8 scales of two groups of 16; the -32 of every code is again a small GEMM on x's sums of 16.
+
+The integer sums are those of the decode kernels (the same codes of x, the same integer products), so each
+output differs from theirs only in the order of the float sums over the blocks: tests/test_fast_qgemm.py checks
+it row by row, and against the NumPy reference within INT8_TOLERANCE.
+"""
+
+import numpy as np
+from llvmlite import ir
+from numba import prange, types
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+from zerollm.engine.fast import jit
+from zerollm.engine.fast.blas import kernel_threads, run_threaded
+from zerollm.engine.fast.jit import avx2_call, kernel, parallel_kernel, row_bounds
+
+NX = 4                    # rows of x in one tile step (6 and 8 measured no faster: registers run out)
+SLAB_BYTES = 16384        # bytes of W in a slab's chunk: with x's rows it stays in a 32 KiB L1
+CHUNK = 1024              # numbers of K in a chunk (a K of 3072, GPT-2's MLP down matrix, goes in three)
+BLOCK, QK, LANES = 32, 256, 8
+
+# ----------------------------------------------------------------------------
+# LLVM helpers: pointers to rows of C-contiguous 2-D arrays, vector loads, splats
+
+
+def _row(context, builder, aty, ary, row):
+    """A pointer to element [row, 0] of a C-contiguous 2-D array."""
+    a = context.make_array(aty)(context, builder, value=ary)
+    cols = cgutils.unpack_tuple(builder, a.shape)[1]
+    return builder.gep(a.data, [builder.mul(row, cols)])
+
+
+def _load(builder, ptr, at, vtype):
+    """A vector of type vtype from ptr + at elements (unaligned)."""
+    return builder.load(builder.bitcast(builder.gep(ptr, [at]), vtype.as_pointer()), align=1)
+
+
+def _splat(builder, scalar, n):
+    vec = ir.VectorType(scalar.type, n)
+    v = builder.insert_element(ir.Constant(vec, ir.Undefined), scalar, ir.Constant(ir.IntType(32), 0))
+    return builder.shuffle_vector(v, v, ir.Constant(ir.VectorType(ir.IntType(32), n), [0] * n))
+
+
+def _hsum_add(builder, acc, out_ptr):
+    """*out_ptr += the sum of acc's 8 lanes."""
+    i32 = ir.IntType(32)
+    total = builder.extract_element(acc, ir.Constant(i32, 0))
+    for lane in range(1, LANES):
+        total = builder.fadd(total, builder.extract_element(acc, ir.Constant(i32, lane)))
+    builder.store(builder.fadd(builder.load(out_ptr), total), out_ptr)
+
+
+def _tile_frame(context, builder, sig, args, body):
+    """The common frame of a tile step: args end with (y, r, n, last, start, stop); NX float accumulators of 8
+    lanes, ``body(k, r, rows_x, accs)`` for k in start..stop - 1 (steps of K: a pair of blocks, a block or a
+    super-block) adding into them, then y[n + i, r] += sum(acc_i) for the rows n + i <= last. ``rows_x`` are the
+    NX row indices of x, none past ``last`` (a tail computes the last row again, and does not add it twice)."""
+    f32, i64 = ir.FloatType(), ir.IntType(64)
+    vf = ir.VectorType(f32, LANES)
+    y_ty, y = sig.args[-6], args[-6]
+    r, n, last, start, stop = args[-5:]
+    rows_x, inside = [], []
+    for i in range(NX):
+        k = builder.add(n, ir.Constant(i64, i))
+        inside.append(builder.icmp_signed("<=", k, last))
+        rows_x.append(builder.select(inside[-1], k, last))
+    accs = []
+    for _ in range(NX):
+        p = cgutils.alloca_once(builder, vf)
+        builder.store(ir.Constant(vf, [0.0] * LANES), p)
+        accs.append(p)
+    with cgutils.for_range(builder, stop, start=start) as loop:
+        body(loop.index, r, rows_x, accs)
+    for i in range(NX):
+        with builder.if_then(inside[i], likely=True):
+            _hsum_add(builder, builder.load(accs[i]), builder.gep(_row(context, builder, y_ty, y, rows_x[i]), [r]))
+
+
+def _fma_into(builder, acc_ptr, sums, scale):
+    """acc += float(sums) * scale (8 lanes)."""
+    vf = ir.VectorType(ir.FloatType(), LANES)
+    acc = builder.load(acc_ptr)
+    prod = builder.fmul(builder.sitofp(sums, vf), scale, flags=["contract"])
+    builder.store(builder.fadd(acc, prod, flags=["contract"]), acc_ptr)
+
+
+_TILE_ARGS = (types.int64,) * 5          # r, n, last, start, stop
+
+
+# ----------------------------------------------------------------------------
+# Q4_0: two blocks a step, x in the pair layout (quant._pair_layout)
+
+def _q4_0_codegen(context, builder, sig, args):
+    codes_ty, d_ty, x_ty, e_ty, l_ty = sig.args[:5]
+    codes, d, xp, e, lanes = args[:5]
+    i8, i16, i32, i64, f32 = ir.IntType(8), ir.IntType(16), ir.IntType(32), ir.IntType(64), ir.FloatType()
+    v32, v2f, vf = ir.VectorType(i8, 32), ir.VectorType(f32, 2), ir.VectorType(f32, LANES)
+    spread = ir.Constant(ir.VectorType(i32, LANES), [0] * 4 + [1] * 4)
+    ones = ir.Constant(ir.VectorType(i16, 16), [1] * 16)
+
+    def body(p, r, rows_x, accs):
+        w = _load(builder, _row(context, builder, codes_ty, codes, r), builder.mul(p, ir.Constant(i64, BLOCK)), v32)
+        low = builder.and_(w, ir.Constant(v32, [15] * 32))
+        high = builder.lshr(w, ir.Constant(v32, [4] * 32))
+        dv = _load(builder, _row(context, builder, d_ty, d, r), builder.mul(p, ir.Constant(i64, 2)), v2f)
+        dv = builder.shuffle_vector(dv, dv, spread)
+        for i, n in enumerate(rows_x):
+            xrow = _row(context, builder, x_ty, xp, n)
+            at = builder.mul(p, ir.Constant(i64, 2 * BLOCK))
+            x_low = _load(builder, xrow, at, v32)
+            x_high = _load(builder, xrow, builder.add(at, ir.Constant(i64, BLOCK)), v32)
+            pairs = builder.add(avx2_call(builder, "pmadd.ub.sw", [low, x_low]),
+                                avx2_call(builder, "pmadd.ub.sw", [high, x_high]))
+            sums = avx2_call(builder, "pmadd.wd", [pairs, ones])
+            lane_sums = _load(builder, _row(context, builder, l_ty, lanes, n), builder.mul(p, ir.Constant(i64, LANES)),
+                              ir.VectorType(i32, LANES))
+            ev = _load(builder, _row(context, builder, e_ty, e, n), builder.mul(p, ir.Constant(i64, LANES)), vf)
+            _fma_into(builder, accs[i], builder.sub(sums, lane_sums), builder.fmul(dv, ev))
+
+    _tile_frame(context, builder, sig, args, body)
+    return context.get_dummy_value()
+
+
+@intrinsic
+def _q4_0_tile(typingctx, codes, d, xp, e, lanes, y, r, n, last, start, stop):
+    """y[n_i, r] for the NX rows n_i of x and row r of a Q4_0 W (nb blocks, even); e (N, 4 nb) holds x's scales
+    as the accumulator's lanes take them (``_pair_scales``)."""
+    return types.void(codes, d, xp, e, lanes, y, *_TILE_ARGS), _q4_0_codegen
+
+
+# ----------------------------------------------------------------------------
+# Q8_0: one block a step, x's codes in 16 bits
+
+def _q8_0_codegen(context, builder, sig, args):
+    codes_ty, d_ty, x_ty, e_ty = sig.args[:4]
+    codes, d, xq, e = args[:4]
+    i8, i16, i64 = ir.IntType(8), ir.IntType(16), ir.IntType(64)
+    v16b, v16w = ir.VectorType(i8, 16), ir.VectorType(i16, 16)
+
+    def body(b, r, rows_x, accs):
+        wrow = _row(context, builder, codes_ty, codes, r)
+        at = builder.mul(b, ir.Constant(i64, BLOCK))
+        w0 = builder.sext(_load(builder, wrow, at, v16b), v16w)
+        w1 = builder.sext(_load(builder, wrow, builder.add(at, ir.Constant(i64, 16)), v16b), v16w)
+        db = builder.load(builder.gep(_row(context, builder, d_ty, d, r), [b]))
+        for i, n in enumerate(rows_x):
+            xrow = _row(context, builder, x_ty, xq, n)
+            x0 = _load(builder, xrow, at, v16w)
+            x1 = _load(builder, xrow, builder.add(at, ir.Constant(i64, 16)), v16w)
+            sums = builder.add(avx2_call(builder, "pmadd.wd", [w0, x0]), avx2_call(builder, "pmadd.wd", [w1, x1]))
+            eb = builder.load(builder.gep(_row(context, builder, e_ty, e, n), [b]))
+            _fma_into(builder, accs[i], sums, _splat(builder, builder.fmul(db, eb), LANES))
+
+    _tile_frame(context, builder, sig, args, body)
+    return context.get_dummy_value()
+
+
+@intrinsic
+def _q8_0_tile(typingctx, codes, d, xq, e, y, r, n, last, start, stop):
+    """y[n_i, r] for the NX rows n_i of x (int16 codes) and row r of a Q8_0 W."""
+    return types.void(codes, d, xq, e, y, *_TILE_ARGS), _q8_0_codegen
+
+
+# ----------------------------------------------------------------------------
+# Q4_K: one super-block a step; W's scales and d unpacked once a call (_k_scales)
+
+def _q4_k_codegen(context, builder, sig, args):
+    blocks_ty, sc_ty, dd_ty, x_ty, e_ty = sig.args[:5]
+    blocks, sc, dd, xq, e = args[:5]
+    i8, i32, i64 = ir.IntType(8), ir.IntType(32), ir.IntType(64)
+    v32 = ir.VectorType(i8, 32)
+    zero = ir.Constant(ir.VectorType(i32, LANES), [0] * LANES)
+
+    def body(b, r, rows_x, accs):
+        brow = _row(context, builder, blocks_ty, blocks, r)
+        scrow = _row(context, builder, sc_ty, sc, r)
+        ints = [zero] * NX
+        for g in range(4):
+            at = builder.add(builder.mul(b, ir.Constant(i64, 144)), ir.Constant(i64, 16 + 32 * g))
+            w = _load(builder, brow, at, v32)
+            halves = (builder.and_(w, ir.Constant(v32, [15] * 32)), builder.lshr(w, ir.Constant(v32, [4] * 32)))
+            for h in range(2):
+                j = builder.add(builder.mul(b, ir.Constant(i64, 8)), ir.Constant(i64, 2 * g + h))
+                s = _splat(builder, builder.load(builder.gep(scrow, [j])), 16)
+                for i, n in enumerate(rows_x):
+                    xat = builder.add(builder.mul(b, ir.Constant(i64, QK)), ir.Constant(i64, 64 * g + 32 * h))
+                    x = _load(builder, _row(context, builder, x_ty, xq, n), xat, v32)
+                    prod = avx2_call(builder, "pmadd.wd", [avx2_call(builder, "pmadd.ub.sw", [halves[h], x]), s])
+                    ints[i] = builder.add(ints[i], prod)
+        db = builder.load(builder.gep(_row(context, builder, dd_ty, dd, r), [b]))
+        for i, n in enumerate(rows_x):
+            eb = builder.load(builder.gep(_row(context, builder, e_ty, e, n), [b]))
+            _fma_into(builder, accs[i], ints[i], _splat(builder, builder.fmul(db, eb), LANES))
+
+    _tile_frame(context, builder, sig, args, body)
+    return context.get_dummy_value()
+
+
+@intrinsic
+def _q4_k_tile(typingctx, blocks, sc, dd, xq, e, y, r, n, last, start, stop):
+    """sum over super-blocks of d e sum_j sc_j sum_l q_l x_l for the NX rows of x and row r of a Q4_K W
+    (blocks (R, nb * 144) uint8, sc (R, nb * 8) int16, dd (R, nb) float32); the mins come off outside."""
+    return types.void(blocks, sc, dd, xq, e, y, *_TILE_ARGS), _q4_k_codegen
+
+
+# ----------------------------------------------------------------------------
+# Q6_K: one super-block a step
+
+def _q6_k_codegen(context, builder, sig, args):
+    blocks_ty, dd_ty, x_ty, e_ty = sig.args[:4]
+    blocks, dd, xq, e = args[:4]
+    i8, i16, i32, i64 = ir.IntType(8), ir.IntType(16), ir.IntType(32), ir.IntType(64)
+    v32, w16 = ir.VectorType(i8, 32), ir.VectorType(i16, 16)
+    zero = ir.Constant(ir.VectorType(i32, LANES), [0] * LANES)
+
+    def byte_splat(v):
+        return ir.Constant(v32, [v] * 32)
+
+    def body(b, r, rows_x, accs):
+        brow = _row(context, builder, blocks_ty, blocks, r)
+        base = builder.mul(b, ir.Constant(i64, 210))
+        at = lambda k: builder.add(base, ir.Constant(i64, k))   # noqa: E731
+        ints = [zero] * NX
+        for half in range(2):
+            for k in range(4):
+                ql = _load(builder, brow, at(64 * half + 32 * (k & 1)), v32)
+                qh = _load(builder, brow, at(128 + 32 * half), v32)
+                nibble = builder.lshr(ql, byte_splat(4)) if k >= 2 else builder.and_(ql, byte_splat(15))
+                two = builder.and_(builder.lshr(qh, byte_splat(2 * k)), byte_splat(3))
+                codes = builder.or_(nibble, builder.shl(two, byte_splat(4)))
+                i = 8 * half + 2 * k
+                s0, s1 = (builder.sext(builder.load(builder.gep(brow, [at(192 + i + t)])), i16) for t in (0, 1))
+                sv = builder.insert_element(ir.Constant(w16, ir.Undefined), s0, ir.Constant(i32, 0))
+                sv = builder.insert_element(sv, s1, ir.Constant(i32, 8))
+                sv = builder.shuffle_vector(sv, sv, ir.Constant(ir.VectorType(i32, 16), [0] * 8 + [8] * 8))
+                for t, n in enumerate(rows_x):
+                    xat = builder.add(builder.mul(b, ir.Constant(i64, QK)), ir.Constant(i64, 128 * half + 32 * k))
+                    x = _load(builder, _row(context, builder, x_ty, xq, n), xat, v32)
+                    prod = avx2_call(builder, "pmadd.wd", [avx2_call(builder, "pmadd.ub.sw", [codes, x]), sv])
+                    ints[t] = builder.add(ints[t], prod)
+        db = builder.load(builder.gep(_row(context, builder, dd_ty, dd, r), [b]))
+        for t, n in enumerate(rows_x):
+            eb = builder.load(builder.gep(_row(context, builder, e_ty, e, n), [b]))
+            _fma_into(builder, accs[t], ints[t], _splat(builder, builder.fmul(db, eb), LANES))
+
+    _tile_frame(context, builder, sig, args, body)
+    return context.get_dummy_value()
+
+
+@intrinsic
+def _q6_k_tile(typingctx, blocks, dd, xq, e, y, r, n, last, start, stop):
+    """sum over super-blocks of d e sum_i sc_i sum_l q_l x_l (codes 0..63) for the NX rows of x and row r of a
+    Q6_K W (blocks (R, nb * 210) uint8, dd (R, nb) float32); the -32 comes off outside."""
+    return types.void(blocks, dd, xq, e, y, *_TILE_ARGS), _q6_k_codegen
+
+
+# ----------------------------------------------------------------------------
+# the tile loops: slabs of `tile` rows of W by chunks of K, every group of NX rows of x over each; rows of W by thread
+
+def _q4_0_serial(bounds, codes, d, xq, e, lanes, y, tile, chunk):
+    N, steps = xq.shape[0], d.shape[1] // 2
+    for t in range(bounds.shape[0] - 1):
+        for r0 in range(bounds[t], bounds[t + 1], tile):
+            r1 = min(r0 + tile, bounds[t + 1])
+            for k0 in range(0, steps, chunk):
+                for n in range(0, N, NX):
+                    for r in range(r0, r1):
+                        _q4_0_tile(codes, d, xq, e, lanes, y, r, n, N - 1, k0, min(k0 + chunk, steps))
+
+
+def _q4_0_threaded(bounds, codes, d, xq, e, lanes, y, tile, chunk):
+    N, steps = xq.shape[0], d.shape[1] // 2
+    for t in prange(bounds.shape[0] - 1):
+        for r0 in range(bounds[t], bounds[t + 1], tile):
+            r1 = min(r0 + tile, bounds[t + 1])
+            for k0 in range(0, steps, chunk):
+                for n in range(0, N, NX):
+                    for r in range(r0, r1):
+                        _q4_0_tile(codes, d, xq, e, lanes, y, r, n, N - 1, k0, min(k0 + chunk, steps))
+
+
+def _q8_0_serial(bounds, codes, d, xq, e, y, tile, chunk):
+    N, steps = xq.shape[0], d.shape[1]
+    for t in range(bounds.shape[0] - 1):
+        for r0 in range(bounds[t], bounds[t + 1], tile):
+            r1 = min(r0 + tile, bounds[t + 1])
+            for k0 in range(0, steps, chunk):
+                for n in range(0, N, NX):
+                    for r in range(r0, r1):
+                        _q8_0_tile(codes, d, xq, e, y, r, n, N - 1, k0, min(k0 + chunk, steps))
+
+
+def _q8_0_threaded(bounds, codes, d, xq, e, y, tile, chunk):
+    N, steps = xq.shape[0], d.shape[1]
+    for t in prange(bounds.shape[0] - 1):
+        for r0 in range(bounds[t], bounds[t + 1], tile):
+            r1 = min(r0 + tile, bounds[t + 1])
+            for k0 in range(0, steps, chunk):
+                for n in range(0, N, NX):
+                    for r in range(r0, r1):
+                        _q8_0_tile(codes, d, xq, e, y, r, n, N - 1, k0, min(k0 + chunk, steps))
+
+
+def _q4_k_serial(bounds, blocks, sc, dd, xq, e, y, tile, chunk):
+    N, steps = xq.shape[0], dd.shape[1]
+    for t in range(bounds.shape[0] - 1):
+        for r0 in range(bounds[t], bounds[t + 1], tile):
+            r1 = min(r0 + tile, bounds[t + 1])
+            for k0 in range(0, steps, chunk):
+                for n in range(0, N, NX):
+                    for r in range(r0, r1):
+                        _q4_k_tile(blocks, sc, dd, xq, e, y, r, n, N - 1, k0, min(k0 + chunk, steps))
+
+
+def _q4_k_threaded(bounds, blocks, sc, dd, xq, e, y, tile, chunk):
+    N, steps = xq.shape[0], dd.shape[1]
+    for t in prange(bounds.shape[0] - 1):
+        for r0 in range(bounds[t], bounds[t + 1], tile):
+            r1 = min(r0 + tile, bounds[t + 1])
+            for k0 in range(0, steps, chunk):
+                for n in range(0, N, NX):
+                    for r in range(r0, r1):
+                        _q4_k_tile(blocks, sc, dd, xq, e, y, r, n, N - 1, k0, min(k0 + chunk, steps))
+
+
+def _q6_k_serial(bounds, blocks, dd, xq, e, y, tile, chunk):
+    N, steps = xq.shape[0], dd.shape[1]
+    for t in range(bounds.shape[0] - 1):
+        for r0 in range(bounds[t], bounds[t + 1], tile):
+            r1 = min(r0 + tile, bounds[t + 1])
+            for k0 in range(0, steps, chunk):
+                for n in range(0, N, NX):
+                    for r in range(r0, r1):
+                        _q6_k_tile(blocks, dd, xq, e, y, r, n, N - 1, k0, min(k0 + chunk, steps))
+
+
+def _q6_k_threaded(bounds, blocks, dd, xq, e, y, tile, chunk):
+    N, steps = xq.shape[0], dd.shape[1]
+    for t in prange(bounds.shape[0] - 1):
+        for r0 in range(bounds[t], bounds[t + 1], tile):
+            r1 = min(r0 + tile, bounds[t + 1])
+            for k0 in range(0, steps, chunk):
+                for n in range(0, N, NX):
+                    for r in range(r0, r1):
+                        _q6_k_tile(blocks, dd, xq, e, y, r, n, N - 1, k0, min(k0 + chunk, steps))
+
+
+_LOOPS = {"q4_0": (kernel(_q4_0_serial), parallel_kernel(_q4_0_threaded)),
+          "q8_0": (kernel(_q8_0_serial), parallel_kernel(_q8_0_threaded)),
+          "q4_K": (kernel(_q4_k_serial), parallel_kernel(_q4_k_threaded)),
+          "q6_K": (kernel(_q6_k_serial), parallel_kernel(_q6_k_threaded))}
+
+
+@kernel
+def _scaled_sums(e, sums, group, out):
+    """out[n, g] = e[n, g // (G / nb)] * (x's sums of 16 codes, ``group`` at a time): x's side of the correction
+    GEMMs. sums (N, K / 16); group = 2 gives the sums of 32 (Q4_K's sub-blocks), 1 those of 16 (Q6_K's)."""
+    N, G = out.shape
+    per = G // e.shape[1]
+    for n in range(N):
+        for g in range(G):
+            total = np.int32(0)
+            for k in range(group):
+                total += sums[n, group * g + k]
+            out[n, g] = e[n, g // per] * np.float32(total)
+
+
+# ----------------------------------------------------------------------------
+# the entry points: x already rounded to 8-bit blocks (and W's k-quant scales unpacked) by the caller,
+# engine/fast/quant.py or kquant.py, with the decode kernels' own functions
+
+def available(kind, K):
+    """Is there an integer GEMM for this kind and width on this host?"""
+    if not jit.BYTE_PRODUCTS:
+        return False
+    if kind == "q4_0":
+        return K % (2 * BLOCK) == 0
+    return kind in ("q8_0", "q4_K", "q6_K")
+
+
+def _plan(K, step, step_bytes):
+    """(tile, chunk): rows of W in a slab and steps of K in a chunk, so that a slab's chunk of W is about SLAB_BYTES
+    (it stays in L1 while every group of NX rows of x passes over it) and a chunk about CHUNK numbers of K (a group
+    of x's rows over a chunk, a few KiB, stays there too)."""
+    chunk = max(1, min(K // step, CHUNK // step))
+    return max(NX, SLAB_BYTES // (chunk * step_bytes)), chunk
+
+
+def _run(kind, R, K, *args):
+    """y (N, R) = the tile loops of ``kind`` over args (ending with y), rows of W split between threads."""
+    n_threads = kernel_threads(R // 64)
+    step, step_bytes = {"q4_0": (2 * BLOCK, 36), "q8_0": (BLOCK, 34), "q4_K": (QK, 144), "q6_K": (QK, 210)}[kind]
+    run_threaded(*_LOOPS[kind], n_threads, row_bounds(R, n_threads), *args, *_plan(K, step, step_bytes))
+    return args[-1]
+
+
+def q8_0(xq, e, codes, scales):
+    """xq (N, K) int16 codes and e (N, K / 32) scales of x (quant._quantize_rows), W as Q8_0 codes (R, K) int8 and
+    scales (R, K / 32) -> y (N, R)."""
+    (N, K), R = xq.shape, codes.shape[0]
+    return _run("q8_0", R, K, codes, scales, xq, e, np.zeros((N, R), np.float32))
+
+
+def q4_0(xp, e, lanes, codes, scales):
+    """xp (N, K) int8 codes of x in the pair layout and lanes (N, K / 8) their lane sums (quant._pair_layout), e
+    (N, K / 32) x's scales, W as Q4_0 codes (R, K / 2) and scales (R, K / 32) -> y (N, R)."""
+    (N, K), R = xp.shape, codes.shape[0]
+    e = np.repeat(e, 4, axis=1)                         # lanes 0..3 take block 2p's scale, 4..7 block 2p + 1's
+    return _run("q4_0", R, K, codes, scales, xp, e, lanes, np.zeros((N, R), np.float32))
+
+
+def q4_k(xq, e, sums, blocks, sc, dd, mins):
+    """xq (N, K) int8, e (N, K / 256), sums (N, K / 16) of x in Q8_K blocks (kquant._quantize_rows); W as blocks
+    (R, K / 256 * 144) uint8 with its scales unpacked (kquant._q4_k_scales: sc (R, K / 32) int16, d (R, K / 256),
+    mins (R, K / 32) = dmin m) -> y (N, R): the integer GEMM, then the mins' term, a GEMM K / 32 long."""
+    (N, K), R = xq.shape, blocks.shape[0]
+    y = _run("q4_K", R, K, blocks, sc, dd, xq, e, np.zeros((N, R), np.float32))
+    xs = np.empty((N, K // 32), np.float32)
+    _scaled_sums(e, sums, 2, xs)
+    y -= xs @ mins.T                                    # dmin m times x's sums of 32
+    return y
+
+
+def q6_k(xq, e, sums, blocks, dd, offs):
+    """As q4_k for Q6_K: W's d (R, K / 256) and offs (R, K / 16) = 32 d sc (kquant._q6_k_scales) -> y (N, R)."""
+    (N, K), R = xq.shape, blocks.shape[0]
+    y = _run("q6_K", R, K, blocks, dd, xq, e, np.zeros((N, R), np.float32))
+    xs = np.empty((N, K // 16), np.float32)
+    _scaled_sums(e, sums, 1, xs)
+    y -= xs @ offs.T                                    # 32 d sc times x's sums of 16
+    return y

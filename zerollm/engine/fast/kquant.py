@@ -221,9 +221,9 @@ def _q4_k_scales(blocks, sc, dd, mins):
 
 
 @kernel
-def _q6_k_scales(blocks, dd, offs):
-    """blocks (R, nb, 210) -> dd (R, nb) float32 d, and offs (R, nb * 16) float32 32 d sc_i: the weights of the
-    -32 term against x's sums of 16."""
+def _q6_k_scales(blocks, sc, dd, offs):
+    """blocks (R, nb, 210) -> sc (R, nb * 16) int16 its int8 scales, dd (R, nb) float32 d, and offs (R, nb * 16)
+    float32 32 d sc_i: the weights of the -32 term against x's sums of 16."""
     R, nb = blocks.shape[0], blocks.shape[1]
     for r in range(R):
         for b in range(nb):
@@ -231,7 +231,9 @@ def _q6_k_scales(blocks, dd, offs):
             d = _f16(blk[208], blk[209])
             dd[r, b] = d
             for i in range(16):
-                offs[r, 16 * b + i] = np.float32(32.0) * d * np.float32(np.int8(blk[192 + i]))
+                s = np.int8(blk[192 + i])
+                sc[r, 16 * b + i] = s
+                offs[r, 16 * b + i] = np.float32(32.0) * d * np.float32(s)
 
 
 def _many_rows(x, blocks, kind):
@@ -245,9 +247,9 @@ def _many_rows(x, blocks, kind):
         sc, mins = np.empty((R, nb * 8), np.int16), np.empty((R, nb * 8), np.float32)
         _q4_k_scales(blocks, sc, dd, mins)
         return qgemm.q4_k(xq, e, sums, flat, sc, dd, mins)
-    offs = np.empty((R, nb * 16), np.float32)
-    _q6_k_scales(blocks, dd, offs)
-    return qgemm.q6_k(xq, e, sums, flat, dd, offs)
+    sc, offs = np.empty((R, nb * 16), np.int16), np.empty((R, nb * 16), np.float32)
+    _q6_k_scales(blocks, sc, dd, offs)
+    return qgemm.q6_k(xq, e, sums, flat, sc, dd, offs)
 
 
 # ----------------------------------------------------------------------------

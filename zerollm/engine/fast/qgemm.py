@@ -74,19 +74,22 @@ def _splat(builder, scalar, n):
     return builder.shuffle_vector(v, v, ir.Constant(ir.VectorType(ir.IntType(32), n), [0] * n))
 
 
-def _hsum_add(builder, acc, out_ptr):
-    """*out_ptr += the sum of acc's 8 lanes."""
+def _hsum_add(builder, acc, out_ptr, first):
+    """*out_ptr = (0 if first else *out_ptr) + the sum of acc's 8 lanes (y is not cleared first: a memset of N R
+    floats a call, a few per cent of a prefill)."""
     i32 = ir.IntType(32)
     total = builder.extract_element(acc, ir.Constant(i32, 0))
     for lane in range(1, LANES):
         total = builder.fadd(total, builder.extract_element(acc, ir.Constant(i32, lane)))
-    builder.store(builder.fadd(builder.load(out_ptr), total), out_ptr)
+    before = builder.select(first, ir.Constant(ir.FloatType(), 0.0), builder.load(out_ptr))
+    builder.store(builder.fadd(before, total), out_ptr)
 
 
 def _tile_frame(context, builder, sig, args, body):
     """The common frame of a tile step: args end with (y, r, n, last, start, stop); NX float accumulators of 8
     lanes, ``body(k, r, rows_x, accs)`` for k in start..stop - 1 (steps of K: a pair of blocks, a block or a
-    super-block) adding into them, then y[n + i, r] += sum(acc_i) for the rows n + i <= last. ``rows_x`` are the
+    super-block) adding into them, then y[n + i, r] += sum(acc_i) for the rows n + i <= last (= for the first
+    chunk, start 0). ``rows_x`` are the
     NX row indices of x, none past ``last`` (a tail computes the last row again, and does not add it twice)."""
     f32, i64 = ir.FloatType(), ir.IntType(64)
     vf = ir.VectorType(f32, LANES)
@@ -104,9 +107,10 @@ def _tile_frame(context, builder, sig, args, body):
         accs.append(p)
     with cgutils.for_range(builder, stop, start=start) as loop:
         body(loop.index, r, rows_x, accs)
+    first = builder.icmp_signed("==", start, ir.Constant(i64, 0))
     for i in range(NX):
         with builder.if_then(inside[i], likely=True):
-            _hsum_add(builder, builder.load(accs[i]), builder.gep(_row(context, builder, y_ty, y, rows_x[i]), [r]))
+            _hsum_add(builder, builder.load(accs[i]), builder.gep(_row(context, builder, y_ty, y, rows_x[i]), [r]), first)
 
 
 def _fma_into(builder, acc_ptr, sums, scale):
@@ -240,10 +244,10 @@ def _q4_k_tile(typingctx, blocks, sc, dd, xq, e, y, r, n, last, start, stop):
 # Q6_K: one super-block a step
 
 def _q6_k_codegen(context, builder, sig, args):
-    blocks_ty, dd_ty, x_ty, e_ty = sig.args[:4]
-    blocks, dd, xq, e = args[:4]
+    blocks_ty, sc_ty, dd_ty, x_ty, e_ty = sig.args[:5]
+    blocks, sc, dd, xq, e = args[:5]
     i8, i16, i32, i64 = ir.IntType(8), ir.IntType(16), ir.IntType(32), ir.IntType(64)
-    v32, w16 = ir.VectorType(i8, 32), ir.VectorType(i16, 16)
+    v32 = ir.VectorType(i8, 32)
     zero = ir.Constant(ir.VectorType(i32, LANES), [0] * LANES)
 
     def byte_splat(v):
@@ -251,6 +255,7 @@ def _q6_k_codegen(context, builder, sig, args):
 
     def body(b, r, rows_x, accs):
         brow = _row(context, builder, blocks_ty, blocks, r)
+        scrow = _row(context, builder, sc_ty, sc, r)
         base = builder.mul(b, ir.Constant(i64, 210))
         at = lambda k: builder.add(base, ir.Constant(i64, k))   # noqa: E731
         ints = [zero] * NX
@@ -261,11 +266,9 @@ def _q6_k_codegen(context, builder, sig, args):
                 nibble = builder.lshr(ql, byte_splat(4)) if k >= 2 else builder.and_(ql, byte_splat(15))
                 two = builder.and_(builder.lshr(qh, byte_splat(2 * k)), byte_splat(3))
                 codes = builder.or_(nibble, builder.shl(two, byte_splat(4)))
-                i = 8 * half + 2 * k
-                s0, s1 = (builder.sext(builder.load(builder.gep(brow, [at(192 + i + t)])), i16) for t in (0, 1))
-                sv = builder.insert_element(ir.Constant(w16, ir.Undefined), s0, ir.Constant(i32, 0))
-                sv = builder.insert_element(sv, s1, ir.Constant(i32, 8))
-                sv = builder.shuffle_vector(sv, sv, ir.Constant(ir.VectorType(i32, 16), [0] * 8 + [8] * 8))
+                at_sc = builder.add(builder.mul(b, ir.Constant(i64, 16)), ir.Constant(i64, 8 * half + 2 * k))
+                sv = _load(builder, scrow, at_sc, ir.VectorType(i16, 2))      # the scales of its two groups of 16
+                sv = builder.shuffle_vector(sv, sv, ir.Constant(ir.VectorType(i32, 16), [0] * 8 + [1] * 8))
                 for t, n in enumerate(rows_x):
                     xat = builder.add(builder.mul(b, ir.Constant(i64, QK)), ir.Constant(i64, 128 * half + 32 * k))
                     x = _load(builder, _row(context, builder, x_ty, xq, n), xat, v32)
@@ -281,10 +284,11 @@ def _q6_k_codegen(context, builder, sig, args):
 
 
 @intrinsic
-def _q6_k_tile(typingctx, blocks, dd, xq, e, y, r, n, last, start, stop):
+def _q6_k_tile(typingctx, blocks, sc, dd, xq, e, y, r, n, last, start, stop):
     """sum over super-blocks of d e sum_i sc_i sum_l q_l x_l (codes 0..63) for the NX rows of x and row r of a
-    Q6_K W (blocks (R, nb * 210) uint8, dd (R, nb) float32); the -32 comes off outside."""
-    return types.void(blocks, dd, xq, e, y, *_TILE_ARGS), _q6_k_codegen
+    Q6_K W (blocks (R, nb * 210) uint8, its int8 scales as sc (R, nb * 16) int16, dd (R, nb) float32); the -32
+    comes off outside."""
+    return types.void(blocks, sc, dd, xq, e, y, *_TILE_ARGS), _q6_k_codegen
 
 
 # ----------------------------------------------------------------------------
@@ -356,7 +360,7 @@ def _q4_k_threaded(bounds, blocks, sc, dd, xq, e, y, tile, chunk):
                         _q4_k_tile(blocks, sc, dd, xq, e, y, r, n, N - 1, k0, min(k0 + chunk, steps))
 
 
-def _q6_k_serial(bounds, blocks, dd, xq, e, y, tile, chunk):
+def _q6_k_serial(bounds, blocks, sc, dd, xq, e, y, tile, chunk):
     N, steps = xq.shape[0], dd.shape[1]
     for t in range(bounds.shape[0] - 1):
         for r0 in range(bounds[t], bounds[t + 1], tile):
@@ -364,10 +368,10 @@ def _q6_k_serial(bounds, blocks, dd, xq, e, y, tile, chunk):
             for k0 in range(0, steps, chunk):
                 for n in range(0, N, NX):
                     for r in range(r0, r1):
-                        _q6_k_tile(blocks, dd, xq, e, y, r, n, N - 1, k0, min(k0 + chunk, steps))
+                        _q6_k_tile(blocks, sc, dd, xq, e, y, r, n, N - 1, k0, min(k0 + chunk, steps))
 
 
-def _q6_k_threaded(bounds, blocks, dd, xq, e, y, tile, chunk):
+def _q6_k_threaded(bounds, blocks, sc, dd, xq, e, y, tile, chunk):
     N, steps = xq.shape[0], dd.shape[1]
     for t in prange(bounds.shape[0] - 1):
         for r0 in range(bounds[t], bounds[t + 1], tile):
@@ -375,7 +379,7 @@ def _q6_k_threaded(bounds, blocks, dd, xq, e, y, tile, chunk):
             for k0 in range(0, steps, chunk):
                 for n in range(0, N, NX):
                     for r in range(r0, r1):
-                        _q6_k_tile(blocks, dd, xq, e, y, r, n, N - 1, k0, min(k0 + chunk, steps))
+                        _q6_k_tile(blocks, sc, dd, xq, e, y, r, n, N - 1, k0, min(k0 + chunk, steps))
 
 
 _LOOPS = {"q4_0": (kernel(_q4_0_serial), parallel_kernel(_q4_0_threaded)),
@@ -431,7 +435,7 @@ def q8_0(xq, e, codes, scales):
     """xq (N, K) int16 codes and e (N, K / 32) scales of x (quant._quantize_rows), W as Q8_0 codes (R, K) int8 and
     scales (R, K / 32) -> y (N, R)."""
     (N, K), R = xq.shape, codes.shape[0]
-    return _run("q8_0", R, K, codes, scales, xq, e, np.zeros((N, R), np.float32))
+    return _run("q8_0", R, K, codes, scales, xq, e, np.empty((N, R), np.float32))
 
 
 def q4_0(xp, e, lanes, codes, scales):
@@ -439,7 +443,7 @@ def q4_0(xp, e, lanes, codes, scales):
     (N, K / 32) x's scales, W as Q4_0 codes (R, K / 2) and scales (R, K / 32) -> y (N, R)."""
     (N, K), R = xp.shape, codes.shape[0]
     e = np.repeat(e, 4, axis=1)                         # lanes 0..3 take block 2p's scale, 4..7 block 2p + 1's
-    return _run("q4_0", R, K, codes, scales, xp, e, lanes, np.zeros((N, R), np.float32))
+    return _run("q4_0", R, K, codes, scales, xp, e, lanes, np.empty((N, R), np.float32))
 
 
 def q4_k(xq, e, sums, blocks, sc, dd, mins):
@@ -447,17 +451,18 @@ def q4_k(xq, e, sums, blocks, sc, dd, mins):
     (R, K / 256 * 144) uint8 with its scales unpacked (kquant._q4_k_scales: sc (R, K / 32) int16, d (R, K / 256),
     mins (R, K / 32) = dmin m) -> y (N, R): the integer GEMM, then the mins' term, a GEMM K / 32 long."""
     (N, K), R = xq.shape, blocks.shape[0]
-    y = _run("q4_K", R, K, blocks, sc, dd, xq, e, np.zeros((N, R), np.float32))
+    y = _run("q4_K", R, K, blocks, sc, dd, xq, e, np.empty((N, R), np.float32))
     xs = np.empty((N, K // 32), np.float32)
     _scaled_sums(e, sums, 2, xs)
     y -= xs @ mins.T                                    # dmin m times x's sums of 32
     return y
 
 
-def q6_k(xq, e, sums, blocks, dd, offs):
-    """As q4_k for Q6_K: W's d (R, K / 256) and offs (R, K / 16) = 32 d sc (kquant._q6_k_scales) -> y (N, R)."""
+def q6_k(xq, e, sums, blocks, sc, dd, offs):
+    """As q4_k for Q6_K: W's int8 scales sc (R, K / 16) as int16, d (R, K / 256) and offs (R, K / 16) = 32 d sc
+    (kquant._q6_k_scales) -> y (N, R)."""
     (N, K), R = xq.shape, blocks.shape[0]
-    y = _run("q6_K", R, K, blocks, dd, xq, e, np.zeros((N, R), np.float32))
+    y = _run("q6_K", R, K, blocks, sc, dd, xq, e, np.empty((N, R), np.float32))
     xs = np.empty((N, K // 16), np.float32)
     _scaled_sums(e, sums, 1, xs)
     y -= xs @ offs.T                                    # 32 d sc times x's sums of 16

@@ -29,7 +29,7 @@ ENV = "ZEROLLM_DOCS_TEST"
 LIMITS = {
     "pre-training steps": 8,     # per command: a --resume after it runs 8 more
     "training steps": 8,         # the other stages (SFT, reward, DPO, PPO, GRPO)
-    "evaluation batches": 2,     # of each split, at each evaluation
+    "evaluation batches": 1,     # of each split, at each evaluation: one batch prints every number a reader sees
     "sample tokens": 20,         # the sample printed at each evaluation
     "poems": 8,                  # scripts/tang_form.py
     "examples evaluated": 16,    # a task's prompts sampled by `tasks eval` and at each SFT evaluation

@@ -75,8 +75,9 @@ def close(got, ref, tol):
 def test_fused_decode_equals_the_unfused_fast_engine_and_numpy(layout, kind):
     model = model_of(layout, kind)
     # float32: sums reordered and exp32; blocks: the same 8-bit activations as the unfused fast engine
-    # (rounded from norms computed in another order), so a code can move by one
-    tol_unfused = 1e-5 if kind == "f32" else 2e-3
+    # (rounded from norms computed in another order), so a code can move by one, and the steps after it
+    # follow (on the Llama q4_K model one such code moved the logits by 4.4e-3 of the largest)
+    tol_unfused = 1e-5 if kind == "f32" else INT8_TOLERANCE / 2
     tol_numpy = 1e-5 if kind == "f32" else INT8_TOLERANCE
     for rows in (1, 3):
         with use_engine("numpy"):
@@ -162,3 +163,28 @@ def test_a_block_s_checks_are_kept_until_one_of_its_weights_is_replaced():
     del model, p
     gc.collect()
     assert freed() is None
+
+
+def test_exp32_scales_by_two_to_the_n_in_registers_bit_for_bit_as_ldexp():
+    """exp32's 2^n (jit._ldexp), which the decode block's GELU, SwiGLU and softmax use: without AVX-512 it is built
+    in the exponent bits (LLVM turned llvm.ldexp into one libm call per lane there), and equals np.ldexp bit for
+    bit over exp32's whole range of n, subnormal results, 0 and inf included; the compiled loop calls no ldexp."""
+    import numba
+    from zerollm.engine.fast import jit
+
+    @numba.njit(fastmath=jit.FASTMATH)
+    def scaled(x, n, out):
+        for i in range(x.shape[0]):
+            out[i] = jit._ldexp(x[i], n[i])
+
+    n = np.repeat(np.arange(-152, 130, dtype=np.int32), 64)
+    x = np.random.default_rng(2).uniform(0.5, 2.0, n.size).astype(np.float32)
+    x[::64], x[1::64] = np.float32(1.0), np.nextafter(np.float32(2.0), np.float32(0))
+    out = np.empty_like(x)
+    scaled(x, n, out)
+    with np.errstate(over="ignore"):
+        want = np.ldexp(x, n).astype(np.float32)
+    assert (want == 0).any() and np.isinf(want).any() and ((want > 0) & (want < np.finfo(np.float32).tiny)).any()
+    assert np.array_equal(out.view(np.int32), want.view(np.int32))
+    if not jit._LDEXP:
+        assert "ldexpf" not in scaled.inspect_asm(scaled.signatures[0])           # libm's, once per number

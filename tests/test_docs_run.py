@@ -483,6 +483,22 @@ def test_the_docs_mode_shrinks_a_presets_model_but_not_the_users_flags(monkeypat
     assert build_configs("tang", {}, vocab_size=100)[0].n_embd == 192
 
 
+@pytest.mark.parametrize("value, rows", [("", 2500), ("1", 2000), ("small", 2500)])
+def test_the_docs_mode_makes_fewer_task_examples_and_says_so(tmp_path, monkeypatch, capsys, value, rows):
+    # docs/alignment.md makes 100,000 sums and 15,000 acrostics, and each stage after it encodes all of them
+    # for its 8 steps; the small run's 800 SFT steps learn from every one the recipe asks for
+    from zerollm.cli import main
+    from zerollm.io import docsmode
+    monkeypatch.setenv(docsmode.ENV, value)
+    monkeypatch.setattr(docsmode, "_said", set())
+    assert main(["tasks", "make", "addition", "--out", str(tmp_path / "sums.txt"), "--n", "2500", "--format", "text"]) == 0
+    lines = (tmp_path / "sums.txt").read_text(encoding="utf-8").splitlines()
+    assert len(lines) == rows and len(set(lines)) > 1
+    out, err = capsys.readouterr()
+    assert f"wrote {rows} addition examples" in out
+    assert ("examples made limited to 2000 (asked for 2500)" in err) == (rows == 2000)
+
+
 def test_the_docs_mode_teaches_a_bpe_the_texts_start_and_encodes_all_of_it(tmp_path, monkeypatch):
     from zerollm.data import tokens
     from zerollm.io import docsmode

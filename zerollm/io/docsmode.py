@@ -36,9 +36,11 @@ LIMITS = {
     "rollout prompts per step": 4,   # GRPO / PPO: prompts of each rollout batch (each answered group-size times)
     "answers per prompt": 4,     # GRPO's group: enough to compare answers, a quarter of a group of 16's work
     "BPE training characters": 100_000,   # the text a BPE learns its merges from (it still encodes all of it)
+    "examples made": 2_000,      # by `tasks make`: more than 8 steps of any stage read (each SFT encodes them all)
 }
 SMALL = {**LIMITS, "pre-training steps": 150, "training steps": 800, "evaluation batches": 4,
-         "examples evaluated": 64, "BPE training characters": 400_000, "answers per prompt": 64}
+         "examples evaluated": 64, "BPE training characters": 400_000, "answers per prompt": 64,
+         "examples made": 1_000_000}       # 800 SFT steps learn from every example a recipe makes
 SMALL_MODEL = {"n_layer": 2, "n_embd": 64}      # in place of a preset's own (a flag the user gives still wins)
 _said = set()
 

@@ -114,7 +114,7 @@ def _make(args):
             have = [name for name, module in TASKS.items() if hasattr(module, attr)]
             raise ZeroLLMError(f"tasks make {args.name} has no {flag} variant; {flag} is for {', '.join(have)}")
     check_output_file(args.out, force=args.force)      # before minutes of drawing examples
-    rows = task.make(args.n, split, args.seed)
+    rows = task.make(docsmode.limit("examples made", args.n), split, args.seed)
     for _, attr in variants:
         rows = [getattr(task, attr)(row) for row in rows]
     if fmt == "jsonl":

@@ -54,9 +54,10 @@ from numba.extending import intrinsic
 from zerollm.engine.amp import block_products_exact
 from zerollm.engine.fast.blas import kernel_threads, run_threaded
 from zerollm.engine.fast import jit, qgemm
-from zerollm.engine.fast.jit import avx2_call, float32_arrays, inline, kernel, parallel_kernel, row_bounds, vector_load
+from zerollm.engine.fast.jit import avx2_call, inline, kernel, parallel_kernel, row_bounds, vector_load
 
 QK = 256
+_F32 = np.dtype(np.float32)
 SLAB_FROM = 32            # rows of x from which W is dequantized in slabs for BLAS (engine/fast/quant.py's)
 ROWS = 256                # rows of W in one slab
 
@@ -613,9 +614,10 @@ def kquant_matmul(x, w):
     """x (N, K) float32, w a k-quant matrix (R, K) -> y (N, R) float32; NotImplemented (the reference runs)
     for any other matrix or input."""
     kind = getattr(w, "kind", None)
-    if kind not in ("q4_K", "q5_K", "q6_K") or not float32_arrays(x) or x.ndim != 2 or x.shape[1] != w.shape[1]:
+    if (kind not in ("q4_K", "q5_K", "q6_K") or not (type(x) is np.ndarray and x.dtype == _F32 and x.flags.c_contiguous)
+            or x.ndim != 2 or x.shape[1] != w.shape[1]):
         return NotImplemented
-    blocks = np.ascontiguousarray(w.blocks)
+    blocks = w.blocks if w.blocks.flags.c_contiguous else np.ascontiguousarray(w.blocks)
     N, R = x.shape[0], w.shape[0]
     y = np.empty((N, R), np.float32)
     if N >= SLAB_FROM and not block_products_exact():   # many rows: the integer GEMM, else BLAS slabs
@@ -631,7 +633,11 @@ def kquant_matmul(x, w):
     n_threads = kernel_threads(R // 64)                  # at least 64 rows a thread
     bounds = row_bounds(R, n_threads)
     if kind in ("q4_K", "q6_K") and jit.BYTE_PRODUCTS:
-        run_threaded(*(_Q4K_BYTES if kind == "q4_K" else _Q6K_BYTES), n_threads, bounds, blocks, x, y)
+        pick = _Q4K_BYTES if kind == "q4_K" else _Q6K_BYTES
+        if n_threads == 1:                               # a decode step's usual case: the serial kernel, no more
+            pick[0](bounds, blocks, x, y)
+        else:
+            run_threaded(*pick, n_threads, bounds, blocks, x, y)
     elif kind == "q6_K":
         run_threaded(*_Q6, n_threads, bounds, blocks, x, y)
     else:

@@ -64,6 +64,7 @@ from zerollm.engine.fast.qlora import _DECODERS as DECODERS, ROWS
 BLOCK = 32
 LANES = 8                 # float32 lanes of the accumulator: one AVX2 register
 INT8_TOLERANCE = 2e-2     # |fast - reference| <= this * max|reference| with the activations in 8 bits
+_F32 = np.dtype(np.float32)
 SLAB_FROM = 32            # rows of x from which W is decoded in slabs for BLAS (measured crossover: 16-64)
 
 
@@ -503,7 +504,8 @@ def quantized_matmul(x, w):
     if kind in ("q4_K", "q5_K", "q6_K"):                 # super-blocks of 256: engine/fast/kquant.py
         from zerollm.engine.fast.kquant import kquant_matmul
         return kquant_matmul(x, w)
-    if (kind not in _FLOAT or not float32_arrays(x, w.scales) or x.ndim != 2 or x.shape[1] != w.shape[1]
+    if (kind not in _FLOAT or not (type(x) is np.ndarray and x.dtype == _F32 and x.flags.c_contiguous)
+            or not float32_arrays(w.scales) or x.ndim != 2 or x.shape[1] != w.shape[1]
             or not w.codes.flags.c_contiguous):
         return NotImplemented
     N, K = x.shape
@@ -521,7 +523,10 @@ def quantized_matmul(x, w):
         pick = _Q4_PAIRS if (K // BLOCK) % 2 == 0 else _Q4_BYTES     # blocks two at a time, else one
     else:
         pick = _INT8[kind]
-    run_threaded(*pick, n_threads, bounds, w.codes, w.scales, x, y)
+    if n_threads == 1:                                   # a decode step's usual case: the serial kernel, no more
+        pick[0](bounds, w.codes, w.scales, x, y)
+    else:
+        run_threaded(*pick, n_threads, bounds, w.codes, w.scales, x, y)
     return y
 
 

@@ -166,36 +166,59 @@ def _q4_0_tile(typingctx, codes, d, xp, e, lanes, y, r, n, last, start, stop):
 
 
 # ----------------------------------------------------------------------------
-# Q8_0: one block a step, x's codes in 16 bits
+# Q8_0: two blocks a step, x in the same pair layout as Q4_0's
+
+def _sign(builder, x, w):
+    """AVX2's vpsignb: x where w > 0, -x where w < 0, 0 where w = 0 (32 bytes)."""
+    v32 = ir.VectorType(ir.IntType(8), 32)
+    fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(v32, [v32, v32]), "llvm.x86.avx2.psign.b")
+    return builder.call(fn, [x, w])
+
 
 def _q8_0_codegen(context, builder, sig, args):
+    """vpmaddubsw takes one side unsigned: |w| against x with w's sign (vpsignb), the trick of llama.cpp's AVX2
+    kernels (|w| <= 128, so a pair of products is <= 2 * 128 * 127: no saturation). The two blocks' 64 codes are
+    regrouped once a row of W (two vperm2i128) into the halves of the pair layout: positions 0..15 of both blocks,
+    then 16..31 of both, so that lanes 0..3 of the sums are block 2p's and 4..7 block 2p + 1's."""
     codes_ty, d_ty, x_ty, e_ty = sig.args[:4]
-    codes, d, xq, e = args[:4]
-    i8, i16, i64 = ir.IntType(8), ir.IntType(16), ir.IntType(64)
-    v16b, v16w = ir.VectorType(i8, 16), ir.VectorType(i16, 16)
+    codes, d, xp, e = args[:4]
+    i8, i16, i32, i64, f32 = ir.IntType(8), ir.IntType(16), ir.IntType(32), ir.IntType(64), ir.FloatType()
+    v32, v2f, vf = ir.VectorType(i8, 32), ir.VectorType(f32, 2), ir.VectorType(f32, LANES)
+    spread = ir.Constant(ir.VectorType(i32, LANES), [0] * 4 + [1] * 4)
+    ones = ir.Constant(ir.VectorType(i16, 16), [1] * 16)
 
-    def body(b, r, rows_x, accs):
+    def halves(a, b, first):
+        return builder.shuffle_vector(a, b, ir.Constant(ir.VectorType(i32, 32), [first + i for i in range(16)]
+                                                        + [32 + first + i for i in range(16)]))
+
+    def body(p, r, rows_x, accs):
         wrow = _row(context, builder, codes_ty, codes, r)
-        at = builder.mul(b, ir.Constant(i64, BLOCK))
-        w0 = builder.sext(_load(builder, wrow, at, v16b), v16w)
-        w1 = builder.sext(_load(builder, wrow, builder.add(at, ir.Constant(i64, 16)), v16b), v16w)
-        db = builder.load(builder.gep(_row(context, builder, d_ty, d, r), [b]))
+        at = builder.mul(p, ir.Constant(i64, 2 * BLOCK))
+        wa, wb = _load(builder, wrow, at, v32), _load(builder, wrow, builder.add(at, ir.Constant(i64, BLOCK)), v32)
+        w_low, w_high = halves(wa, wb, 0), halves(wa, wb, 16)
+        abs_low, abs_high = (builder.select(builder.icmp_signed("<", v, ir.Constant(v32, [0] * 32)), builder.neg(v), v)
+                             for v in (w_low, w_high))
+        dv = _load(builder, _row(context, builder, d_ty, d, r), builder.mul(p, ir.Constant(i64, 2)), v2f)
+        dv = builder.shuffle_vector(dv, dv, spread)
         for i, n in enumerate(rows_x):
-            xrow = _row(context, builder, x_ty, xq, n)
-            x0 = _load(builder, xrow, at, v16w)
-            x1 = _load(builder, xrow, builder.add(at, ir.Constant(i64, 16)), v16w)
-            sums = builder.add(avx2_call(builder, "pmadd.wd", [w0, x0]), avx2_call(builder, "pmadd.wd", [w1, x1]))
-            eb = builder.load(builder.gep(_row(context, builder, e_ty, e, n), [b]))
-            _fma_into(builder, accs[i], sums, _splat(builder, builder.fmul(db, eb), LANES))
+            xrow = _row(context, builder, x_ty, xp, n)
+            x_low = _load(builder, xrow, at, v32)
+            x_high = _load(builder, xrow, builder.add(at, ir.Constant(i64, BLOCK)), v32)
+            sums = builder.add(
+                avx2_call(builder, "pmadd.wd", [avx2_call(builder, "pmadd.ub.sw", [abs_low, _sign(builder, x_low, w_low)]), ones]),
+                avx2_call(builder, "pmadd.wd", [avx2_call(builder, "pmadd.ub.sw", [abs_high, _sign(builder, x_high, w_high)]), ones]))
+            ev = _load(builder, _row(context, builder, e_ty, e, n), builder.mul(p, ir.Constant(i64, LANES)), vf)
+            _fma_into(builder, accs[i], sums, builder.fmul(dv, ev))
 
     _tile_frame(context, builder, sig, args, body)
     return context.get_dummy_value()
 
 
 @intrinsic
-def _q8_0_tile(typingctx, codes, d, xq, e, y, r, n, last, start, stop):
-    """y[n_i, r] for the NX rows n_i of x (int16 codes) and row r of a Q8_0 W."""
-    return types.void(codes, d, xq, e, y, *_TILE_ARGS), _q8_0_codegen
+def _q8_0_tile(typingctx, codes, d, xp, e, y, r, n, last, start, stop):
+    """y[n_i, r] for the NX rows n_i of x (int8 codes in the pair layout, scales as Q4_0's) and row r of a Q8_0 W
+    (an even number of blocks)."""
+    return types.void(codes, d, xp, e, y, *_TILE_ARGS), _q8_0_codegen
 
 
 # ----------------------------------------------------------------------------
@@ -317,7 +340,7 @@ def _q4_0_threaded(bounds, codes, d, xq, e, lanes, y, tile, chunk):
 
 
 def _q8_0_serial(bounds, codes, d, xq, e, y, tile, chunk):
-    N, steps = xq.shape[0], d.shape[1]
+    N, steps = xq.shape[0], d.shape[1] // 2
     for t in range(bounds.shape[0] - 1):
         for r0 in range(bounds[t], bounds[t + 1], tile):
             r1 = min(r0 + tile, bounds[t + 1])
@@ -328,7 +351,7 @@ def _q8_0_serial(bounds, codes, d, xq, e, y, tile, chunk):
 
 
 def _q8_0_threaded(bounds, codes, d, xq, e, y, tile, chunk):
-    N, steps = xq.shape[0], d.shape[1]
+    N, steps = xq.shape[0], d.shape[1] // 2
     for t in prange(bounds.shape[0] - 1):
         for r0 in range(bounds[t], bounds[t + 1], tile):
             r1 = min(r0 + tile, bounds[t + 1])
@@ -410,9 +433,9 @@ def available(kind, K):
     """Is there an integer GEMM for this kind and width on this host?"""
     if not jit.BYTE_PRODUCTS:
         return False
-    if kind == "q4_0":
-        return K % (2 * BLOCK) == 0
-    return kind in ("q8_0", "q4_K", "q6_K")
+    if kind in ("q4_0", "q8_0"):
+        return K % (2 * BLOCK) == 0                     # blocks two at a time
+    return kind in ("q4_K", "q6_K")
 
 
 def _plan(K, step, step_bytes):
@@ -426,16 +449,17 @@ def _plan(K, step, step_bytes):
 def _run(kind, R, K, *args):
     """y (N, R) = the tile loops of ``kind`` over args (ending with y), rows of W split between threads."""
     n_threads = kernel_threads(R // 64)
-    step, step_bytes = {"q4_0": (2 * BLOCK, 36), "q8_0": (BLOCK, 34), "q4_K": (QK, 144), "q6_K": (QK, 210)}[kind]
+    step, step_bytes = {"q4_0": (2 * BLOCK, 36), "q8_0": (2 * BLOCK, 68), "q4_K": (QK, 144), "q6_K": (QK, 210)}[kind]
     run_threaded(*_LOOPS[kind], n_threads, row_bounds(R, n_threads), *args, *_plan(K, step, step_bytes))
     return args[-1]
 
 
-def q8_0(xq, e, codes, scales):
-    """xq (N, K) int16 codes and e (N, K / 32) scales of x (quant._quantize_rows), W as Q8_0 codes (R, K) int8 and
-    scales (R, K / 32) -> y (N, R)."""
-    (N, K), R = xq.shape, codes.shape[0]
-    return _run("q8_0", R, K, codes, scales, xq, e, np.empty((N, R), np.float32))
+def q8_0(xp, e, codes, scales):
+    """xp (N, K) int8 codes of x in the pair layout (quant._pair_layout) and e (N, K / 32) their scales, W as Q8_0
+    codes (R, K) int8 and scales (R, K / 32) -> y (N, R)."""
+    (N, K), R = xp.shape, codes.shape[0]
+    e = np.repeat(e, 4, axis=1)                         # lanes 0..3 take block 2p's scale, 4..7 block 2p + 1's
+    return _run("q8_0", R, K, codes, scales, xp, e, np.empty((N, R), np.float32))
 
 
 def q4_0(xp, e, lanes, codes, scales):

@@ -485,13 +485,11 @@ def _many_rows(x, w):
     stored, x rounded to 8-bit blocks once as the decode kernels round it."""
     N, K = x.shape
     e = np.empty((N, K // BLOCK), np.float32)
-    if w.kind == "q8_0":
-        xq = np.empty((N, K), np.int16)
-        _quantize_rows(x, xq, e)
-        return qgemm.q8_0(xq, e, w.codes, w.scales)
     xq, xp, lanes = np.empty((N, K), np.int8), np.empty((N, K), np.int8), np.empty((N, K // 8), np.int32)
     _quantize_rows(x, xq, e)
-    _pair_layout(xq, xp, lanes)
+    _pair_layout(xq, xp, lanes)                          # both kinds take two blocks at a time
+    if w.kind == "q8_0":
+        return qgemm.q8_0(xp, e, w.codes, w.scales)
     return qgemm.q4_0(xp, e, lanes, w.codes, w.scales)
 
 

@@ -153,7 +153,8 @@ def test_a_block_s_checks_are_kept_until_one_of_its_weights_is_replaced():
     assert step(p) is not NotImplemented
     p["h.0.mlp.c_fc.weight"] = p["h.0.mlp.c_fc.weight"].astype(np.float64)       # not a weight it takes
     assert step(p) is NotImplemented
-    p["h.0.mlp.c_fc.weight"] = np.random.default_rng(5).standard_normal(p["h.0.mlp.c_fc.weight"].shape).astype(np.float32)
+    shape = p["h.0.mlp.c_fc.weight"].shape
+    p["h.0.mlp.c_fc.weight"] = np.random.default_rng(5).standard_normal(shape).astype(np.float32)
     out, _ = step(p)
     with use_engine("numpy"):
         ref, _ = block_forward(x, p, "h.0.", cfg, ForwardPass(kv=KVCache(cfg, 1, 8)))
@@ -188,3 +189,26 @@ def test_exp32_scales_by_two_to_the_n_in_registers_bit_for_bit_as_ldexp():
     assert np.array_equal(out.view(np.int32), want.view(np.int32))
     if not jit._LDEXP:
         assert "ldexpf" not in scaled.inspect_asm(scaled.signatures[0])           # libm's, once per number
+
+
+def test_a_decode_step_s_products_go_straight_to_the_integer_kernels(monkeypatch):
+    """The fused block checked the layer's blocks once, so its products call quant.integer_product, not
+    quantized_matmul and its checks, each step; under exact_block_products (float products) they go through
+    quantized_matmul. Both give the unfused engine's numbers."""
+    from zerollm.engine.amp import exact_block_products
+    calls = {"integer": 0, "checked": 0}
+    direct, checked = decode.integer_product, decode.quantized_matmul
+    monkeypatch.setattr(decode, "integer_product", lambda *a: calls.__setitem__("integer", calls["integer"] + 1)
+                        or direct(*a))
+    monkeypatch.setattr(decode, "quantized_matmul", lambda *a: calls.__setitem__("checked", calls["checked"] + 1)
+                        or checked(*a))
+    model = model_of(LLAMA, "q4_0")
+    with use_engine("fast"), limit_threads(1):
+        fused = forced_logits(model, 1)
+        assert calls == {"integer": 4 * model.config.n_layer * STEPS, "checked": 0}
+        with exact_block_products():
+            forced_logits(model, 1)
+        assert calls["checked"] == 4 * model.config.n_layer * STEPS
+        with unfused():
+            plain = forced_logits(model, 1)
+    assert close(fused, plain, INT8_TOLERANCE / 2)

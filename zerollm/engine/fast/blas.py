@@ -99,10 +99,16 @@ class single_threaded_blas:
             _blas().set_threads(self.before)
 
 
+def thread_cap():
+    """What BLAS was allowed (--threads), at most numba's threads: kernel_threads' limit, asked once by a caller
+    that launches several kernels in a row (engine/fast/decode.py's block)."""
+    return min(blas_threads(), numba.config.NUMBA_NUM_THREADS)
+
+
 def kernel_threads(n_items):
     """Threads for a threaded kernel (engine/fast/flash.py, quant.py): what BLAS was allowed
     (--threads), at most numba's and one per item."""
-    return max(1, min(blas_threads(), numba.config.NUMBA_NUM_THREADS, n_items))
+    return max(1, min(thread_cap(), n_items))
 
 
 _THREADED = threading.Lock()      # one threaded launch at a time (numba's workqueue layer allows no more)

@@ -42,7 +42,9 @@ import numpy as np
 from zerollm.engine.amp import autocast_format
 from zerollm.engine.fast.jit import exp32, kernel
 from zerollm.engine.fast.norm import row_mean_rstd
-from zerollm.engine.fast.quant import quantized_matmul
+from zerollm.engine.amp import block_products_exact
+from zerollm.engine.fast.blas import thread_cap
+from zerollm.engine.fast.quant import SLAB_FROM, integer_product, quantized_matmul
 
 BLOCK_KINDS = ("q8_0", "q4_0", "q4_K", "q5_K", "q6_K")   # what quant.quantized_matmul multiplies as stored
 _NONE = np.zeros(0, np.float32)                           # "no bias": one numba signature for both cases
@@ -188,14 +190,18 @@ def _weight_ok(w, n_in):
         return w.shape[1] == n_in and all(_weight_ok(p, n_in) for p in w.parts)
     if kind not in BLOCK_KINDS or w.shape[1] != n_in:
         return False
-    return kind not in ("q8_0", "q4_0") or (w.scales.dtype == np.float32 and w.codes.flags.c_contiguous)
+    if kind in ("q8_0", "q4_0"):
+        return w.scales.dtype == np.float32 and w.scales.flags.c_contiguous and w.codes.flags.c_contiguous
+    return w.blocks.flags.c_contiguous
 
 
-def _product(h, w):
-    """h (N, i) @ the weight: BLAS for float32 (i, o), the block kernels for a quantized (o, i)."""
+def _product(h, w, threads):
+    """h (N, i) @ the weight: BLAS for float32 (i, o), the block kernels for a quantized (o, i): straight to the
+    integer kernels (quant.integer_product: the weights were checked with the layer), or through quantized_matmul
+    when threads is 0 (many rows, or float products asked for)."""
     if isinstance(w, np.ndarray):
         return h @ w
-    return quantized_matmul(h, w)
+    return integer_product(h, w, threads) if threads else quantized_matmul(h, w)
 
 
 def _float_or_none(a, n):
@@ -343,22 +349,23 @@ def block_forward(x, params, prefix, cfg, run=None, *, layer=0, lora=None):
     if rope is None:
         return NotImplemented
     rms, eps = cfg.norm == "rmsnorm", float(cfg.norm_eps)
+    threads = 0 if B >= SLAB_FROM or block_products_exact() else thread_cap()     # 0: through quantized_matmul
     x2 = x.reshape(B, C)
     h = np.empty((B, C), np.float32)
     _norm_rows(x2, ln1, _bias(ln1_b), eps, rms, h)
-    qkv = _product(h, w_attn)                                                # (B, (nh + 2 nkv) hs)
+    qkv = _product(h, w_attn, threads)                                                # (B, (nh + 2 nkv) hs)
     kc, vc = run.kv.k[layer], run.kv.v[layer]                                # (B, nkv, 1, S, hs) each
     S = kc.shape[-2]
     y = np.empty((B, cfg.n_head * hs), np.float32)
     _attend(qkv, _bias(b_attn), rope[0], rope[1], kc.reshape(B, nkv, S, hs), vc.reshape(B, nkv, S, hs), pos,
             cfg.n_head, y)
-    a = _product(y, w_proj)                                                  # (B, C)
+    a = _product(y, w_proj, threads)                                                  # (B, C)
     out = np.empty((B, C), np.float32)
     _add_norm(x2, a, _bias(b_proj), ln2, _bias(ln2_b), eps, rms, out, h)
-    f = _product(h, w_fc)                                                    # (B, H) or (B, 2H)
+    f = _product(h, w_fc, threads)                                                    # (B, H) or (B, 2H)
     g = np.empty((B, cfg.n_inner), np.float32)
     _activate(f, _bias(b_fc), cfg.mlp == "swiglu", g)
-    _add_rows(out, _product(g, w_proj2), _bias(b_proj2))
+    _add_rows(out, _product(g, w_proj2, threads), _bias(b_proj2))
     return out.reshape(B, 1, C), FusedBlockCache()
 
 

@@ -157,7 +157,8 @@ def _ldexp(typingctx, x, n):
     def codegen(context, builder, signature, args):
         f32, i32 = ir.FloatType(), ir.IntType(32)
         if _LDEXP:
-            ldexp = cgutils.get_or_insert_function(builder.module, ir.FunctionType(f32, [f32, i32]), "llvm.ldexp.f32.i32")
+            ldexp = cgutils.get_or_insert_function(builder.module, ir.FunctionType(f32, [f32, i32]),
+                                                   "llvm.ldexp.f32.i32")
             return builder.call(ldexp, args)
         v, k = args
         low = builder.ashr(k, ir.Constant(i32, 1))

@@ -52,7 +52,7 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 from zerollm.engine.amp import block_products_exact
-from zerollm.engine.fast.blas import kernel_threads, run_threaded
+from zerollm.engine.fast.blas import run_threaded, thread_cap
 from zerollm.engine.fast import jit, qgemm
 from zerollm.engine.fast.jit import avx2_call, inline, kernel, parallel_kernel, row_bounds, vector_load
 
@@ -492,7 +492,8 @@ def _q6k_row_codegen(context, builder, sig, args):
         b = loop.index
         base = builder.mul(b, ir.Constant(i64, 210))
         at = lambda k: builder.gep(data, [builder.add(base, ir.Constant(i64, k))])                # noqa: E731
-        load = lambda k, n: builder.load(builder.bitcast(at(k), ir.VectorType(i8, n).as_pointer()), align=1)  # noqa: E731
+        load = lambda k, n: builder.load(builder.bitcast(at(k), ir.VectorType(i8, n).as_pointer()),   # noqa: E731
+                                         align=1)
         sc8 = load(192, 16)
         sc16 = builder.sext(sc8, ir.VectorType(i16, 16))
         acc = ir.Constant(l8, [0] * 8)
@@ -503,8 +504,8 @@ def _q6k_row_codegen(context, builder, sig, args):
                 nibble = builder.lshr(ql, byte_splat(4)) if high else builder.and_(ql, byte_splat(15))
                 two = builder.and_(builder.lshr(qh, byte_splat(2 * k)), byte_splat(3))
                 codes = builder.or_(nibble, builder.shl(two, byte_splat(4)))
-                x = vector_load(context, builder, sig.args[1], xq, builder.add(x0, ir.Constant(i64, 128 * half + 32 * k)),
-                                32)
+                x = vector_load(context, builder, sig.args[1], xq,
+                                builder.add(x0, ir.Constant(i64, 128 * half + 32 * k)), 32)
                 pairs = avx2_call(builder, "pmadd.ub.sw", [codes, x])
                 i = 8 * half + 2 * k
                 scale = builder.shuffle_vector(sc16, sc16, lanes(16, [i] * 8 + [i + 1] * 8))
@@ -630,7 +631,17 @@ def kquant_matmul(x, w):
         else:
             _q45_k_matmul(x, blocks, kind == "q5_K", y)
         return y
-    n_threads = kernel_threads(R // 64)                  # at least 64 rows a thread
+    return integer_product(x, w, thread_cap(), blocks)
+
+
+def integer_product(x, w, threads, blocks=None):
+    """quant.integer_product for k-quant blocks (the same contract): y = x @ W^T by the integer kernels for fewer
+    than SLAB_FROM rows of x, every check already made; blocks: w.blocks C-contiguous (w.blocks when None)."""
+    kind = w.kind
+    blocks = w.blocks if blocks is None else blocks
+    N, R = x.shape[0], w.shape[0]
+    y = np.empty((N, R), np.float32)
+    n_threads = max(1, min(threads, R // 64))           # at least 64 rows a thread
     bounds = row_bounds(R, n_threads)
     if kind in ("q4_K", "q6_K") and jit.BYTE_PRODUCTS:
         pick = _Q4K_BYTES if kind == "q4_K" else _Q6K_BYTES

@@ -56,7 +56,7 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 from zerollm.engine.amp import block_products_exact
-from zerollm.engine.fast.blas import run_threaded, kernel_threads
+from zerollm.engine.fast.blas import run_threaded, thread_cap
 from zerollm.engine.fast import jit, qgemm
 from zerollm.engine.fast.jit import avx2_call, float32_arrays, kernel, parallel_kernel, row_bounds, vector_load
 from zerollm.engine.fast.qlora import _DECODERS as DECODERS, ROWS
@@ -515,8 +515,28 @@ def quantized_matmul(x, w):
     if block_products_exact():
         _FLOAT[kind](x, w.scales, w.codes, y)
         return y
-    n_threads = kernel_threads(w.shape[0] // 64)         # at least 64 rows a thread
-    bounds = row_bounds(w.shape[0], n_threads)
+    return integer_product(x, w, thread_cap())
+
+
+def integer_product(x, w, threads):
+    """y = x @ W^T by the integer kernels (x rounded to 8-bit blocks), for fewer than SLAB_FROM rows of x, with
+    every check already made: x float32 C-contiguous (N, K), W blocks of a kind that has an integer kernel here or
+    in kquant.py (or stacked parts of such kinds), contiguous, with float32 scales; threads: blas.thread_cap().
+    quantized_matmul ends here after its checks; the fused decode block (engine/fast/decode.py), which checks
+    a layer's weights once and not at every step, calls it directly."""
+    kind = w.kind
+    if kind == "stacked":
+        y = np.empty((x.shape[0], w.shape[0]), np.float32)
+        for part, r0, r1 in zip(w.parts, w.offsets[:-1], w.offsets[1:]):
+            y[:, r0:r1] = integer_product(x, part, threads)
+        return y
+    if kind in ("q4_K", "q5_K", "q6_K"):
+        from zerollm.engine.fast.kquant import integer_product as kquant_product
+        return kquant_product(x, w, threads)
+    (N, K), R = x.shape, w.shape[0]
+    y = np.empty((N, R), np.float32)
+    n_threads = max(1, min(threads, R // 64))           # at least 64 rows a thread
+    bounds = row_bounds(R, n_threads)
     if kind == "q4_0" and jit.BYTE_PRODUCTS:
         pick = _Q4_PAIRS if (K // BLOCK) % 2 == 0 else _Q4_BYTES     # blocks two at a time, else one
     else:

@@ -93,6 +93,18 @@ def test_many_rows_go_to_qgemm_in_inference_and_to_float_products_in_training(mo
     assert calls == [kind] and np.abs(trained - ref).max() <= 1e-5 * np.abs(ref).max()
 
 
+@pytest.mark.parametrize("kind", ["q8_0", "q4_0"])
+def test_an_odd_number_of_blocks_a_row_keeps_the_blas_slabs(monkeypatch, kind):
+    """The integer GEMM takes Q8_0 / Q4_0 blocks two at a time: a row of 3 blocks (K = 96) goes to the BLAS slabs,
+    the reference's numbers up to the order of the sums."""
+    calls = spy(monkeypatch)
+    rng = np.random.default_rng(4)
+    w = quant.QuantizedMatrix.from_float(rng.standard_normal((67, 96)), kind)
+    x = rng.standard_normal((fast.SLAB_FROM, 96)).astype(np.float32)
+    got, ref = fast.quantized_matmul(x, w), quantized_matmul.reference(x, w)
+    assert calls == [] and np.abs(got - ref).max() <= 1e-5 * np.abs(ref).max()
+
+
 def _model(layout):
     cfg = GPTConfig(**{"vocab_size": 260, "block_size": 64, "n_layer": 2, "n_head": 4, "n_embd": 256, **layout})
     return GPT(cfg, seed=0).eval()

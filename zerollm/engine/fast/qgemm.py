@@ -15,17 +15,18 @@ Why not BLAS on decoded slabs (quant.py's ``_by_slabs``, which the float path st
 over W in float32, and sgemm's FMAs, 8 numbers each, run on two of the core's four vector pipes, where AVX2's
 integer products (vpmaddubsw: 32 bytes) and the adds, shifts and conversions around them spread over all four.
 The compiled inner loops (``inspect_asm``), in instructions per 32 weights and row of x: Q4_0 6.0 (4.9 of them
-vector), Q4_K 5.8, Q8_0 9.0, Q6_K 7.9, against sgemm's 4 FMAs and their broadcasts; measured, about 1.2-1.5x
+vector), Q4_K 5.8, Q8_0 7.6, Q6_K 7.2, against sgemm's 4 FMAs and their broadcasts; measured, about 1.2-1.5x
 sgemm's speed on a 64 x 768 @ 3072 x 768 product (benchmarks/qgemm.py; docs/gguf.md). W is read in its own 4.5
 to 8.5 bits a number.
 
-Per kind (x86 with AVX2 only, ``jit.BYTE_PRODUCTS``; elsewhere the callers keep the BLAS slabs):
+Per kind (x86 with AVX2 only, ``jit.BYTE_PRODUCTS``, and Q8_0 / Q4_0 with an even number of blocks a row;
+elsewhere the callers keep the BLAS slabs):
 
 - Q4_0: blocks two at a time in the decode kernel's pair layout (quant.py's ``_pair_layout``): one load, an and and
   a shift give the 64 nibbles of two blocks; per row of x two vpmaddubsw, one 16-bit add, a vpmaddwd by ones,
   the weights' -8 off as x's lane sums, then one float multiply-add by the two blocks' scales.
-- Q8_0: x's codes in 16 bits (the decode kernel's), each block of W sign-extended to 16 bits once; two vpmaddwd
-  a row of x.
+- Q8_0: the same pair layout; vpmaddubsw takes one side unsigned, so |w| (once a row of W) against x with w's
+  sign (vpsignb, per row of x), as llama.cpp's AVX2 kernels do; a vpmaddwd by ones for each of the two halves.
 - Q4_K: a super-block's eight sub-blocks of 32, vpmaddubsw by x's bytes and vpmaddwd by the sub-block's six-bit
   scale into int32 lanes (kquant.py's ``_q4k_scaled``), one float multiply-add by d e a super-block; the mins'
   term, dmin m times x's sums, is a small float GEMM of its own (K / 32 long: BLAS, a few per cent of the time).

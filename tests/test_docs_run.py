@@ -436,10 +436,10 @@ def test_chinese_halves_that_repeat_their_english_half_are_twins_or_branches():
 def test_the_docs_mode_has_two_sizes(value, size):
     from zerollm.io import docsmode
     assert docsmode.profile({docsmode.ENV: value}) == size
-    steps = {None: 2000, "smoke": 8, "small": 800}[size]
+    steps = {None: 2000, "smoke": 4, "small": 800}[size]
     assert docsmode.limit("training steps", 2000, environ={docsmode.ENV: value}, quiet=True) == steps
     assert docsmode.limit("pre-training steps", 1500, environ={docsmode.ENV: value}, quiet=True) == \
-        {None: 1500, "smoke": 8, "small": 150}[size]
+        {None: 1500, "smoke": 4, "small": 150}[size]
 
 
 @pytest.mark.parametrize("value, group", [("", 16), ("1", 4), ("small", 16)])

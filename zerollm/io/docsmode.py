@@ -7,7 +7,7 @@ else changes, so the text a reader sees never has to be edited for a test. Two s
 
 - ``ZEROLLM_DOCS_TEST=1`` (a smoke run, seconds): every command runs, at the LIMITS below, and a
   preset's model is SMALL_MODEL (2 layers, 64 wide; a flag the user gives still wins), so what is built
-  on it later (SFT, GRPO's rollouts, a server) is quick too. A model learns nothing in 8 steps, but every
+  on it later (SFT, GRPO's rollouts, a server) is quick too. A model learns nothing in 4 steps, but every
   file and line of output is there. benchmarks/*.py and scripts/*.py ask ``active()`` and then measure
   one small case only.
 - ``ZEROLLM_DOCS_TEST=small`` (tens of seconds): a run that still learns. The same SMALL_MODEL, and the
@@ -27,8 +27,8 @@ import sys
 
 ENV = "ZEROLLM_DOCS_TEST"
 LIMITS = {
-    "pre-training steps": 8,     # per command: a --resume after it runs 8 more
-    "training steps": 8,         # the other stages (SFT, reward, DPO, PPO, GRPO)
+    "pre-training steps": 4,     # per command: a --resume after it runs 4 more
+    "training steps": 4,         # the other stages (SFT, reward, DPO, PPO, GRPO)
     "evaluation batches": 1,     # of each split, at each evaluation: one batch prints every number a reader sees
     "sample tokens": 20,         # the sample printed at each evaluation
     "poems": 8,                  # scripts/tang_form.py
@@ -36,7 +36,7 @@ LIMITS = {
     "rollout prompts per step": 4,   # GRPO / PPO: prompts of each rollout batch (each answered group-size times)
     "answers per prompt": 4,     # GRPO's group: enough to compare answers, a quarter of a group of 16's work
     "BPE training characters": 100_000,   # the text a BPE learns its merges from (it still encodes all of it)
-    "examples made": 2_000,      # by `tasks make`: more than 8 steps of any stage read (each SFT encodes them all)
+    "examples made": 2_000,      # by `tasks make`: more than 4 steps of any stage read (each SFT encodes them all)
 }
 SMALL = {**LIMITS, "pre-training steps": 150, "training steps": 800, "evaluation batches": 4,
          "examples evaluated": 64, "BPE training characters": 400_000, "answers per prompt": 64,

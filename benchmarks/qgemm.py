@@ -5,9 +5,9 @@ and against BLAS's sgemm on the float matrix, per kind and number of rows N (iss
     python benchmarks/qgemm.py                         # 64 x 768 @ 3072 x 768 (GPT-2-124M's MLP), 1 thread
     python benchmarks/qgemm.py --rows 4 8 16 32 64 128 --threads 2
 
-For N below quant.SLAB_FROM the decode kernels (one row of W at a time) are timed too: the crossover. The ways take
-turns for --repeats rounds of --calls calls each (a burst of load from other jobs hits them all); the best round
-of each is printed, in microseconds a call, with sgemm's time divided by each (above 1: faster than float32
+For N below quant.SLAB_FROM the decode kernels (one row of W at a time) are timed too: the crossover, which
+sets qgemm.ROWS_FROM. The ways take turns for --repeats rounds of --calls calls each (a burst of load from other
+jobs hits them all); the best round of each is printed, in microseconds a call, with sgemm's time divided by each (above 1: faster than float32
 BLAS) and sgemm's GFLOP/s. Beside the table: the host (lscpu), NumPy's BLAS, the load average before and after,
 and one thread's memory bandwidth. The whole-model prefill table is benchmarks/decode.py's.
 """
@@ -35,6 +35,7 @@ def _timed(fn):
 def ways(kind, w, few):
     """name -> f(x) for one quantized matrix w."""
     from zerollm.engine.fast import kquant, quant
+    from zerollm.engine.fast.blas import thread_cap
     if kind.endswith("K"):
         blocks = np.ascontiguousarray(w.blocks)
 
@@ -50,8 +51,8 @@ def ways(kind, w, few):
         def integer(x):
             return quant._many_rows(x, w)
     out = {"qgemm": integer, "BLAS slabs": slabs}
-    if few:
-        out["decode kernels"] = lambda x: quant.quantized_matmul(x, w)
+    if few:                                               # the decode step's kernels, one row of W at a time
+        out["decode kernels"] = lambda x: quant.integer_product(x, w, thread_cap())
     return out
 
 

@@ -57,7 +57,7 @@ def matrices():
 
 
 @pytest.mark.parametrize("threads", [1, 2])
-@pytest.mark.parametrize("N", [32, 33, 64, 100])
+@pytest.mark.parametrize("N", [8, 32, 33, 64, 100])
 @pytest.mark.parametrize("kind", KINDS)
 def test_qgemm_equals_the_decode_kernels_row_by_row(monkeypatch, matrices, kind, N, threads):
     calls = spy(monkeypatch)
@@ -66,7 +66,7 @@ def test_qgemm_equals_the_decode_kernels_row_by_row(monkeypatch, matrices, kind,
     x = rng.standard_normal((N, K)).astype(np.float32)
     x[N - 1, :256] = 0                                             # a block of zeros in the tail row: scale 0
     with limit_threads(threads):
-        got = fast.quantized_matmul(x, w)                         # SLAB_FROM rows or more: the integer GEMM
+        got = fast.quantized_matmul(x, w)                         # ROWS_FROM rows or more: the integer GEMM
         rows = np.concatenate([fast.quantized_matmul(x[n:n + 1], w) for n in range(N)])   # the decode kernels
     ref = quantized_matmul.reference(x, w)
     assert calls == [kind] and got.shape == (N, 67) and got.dtype == np.float32
@@ -77,12 +77,12 @@ def test_qgemm_equals_the_decode_kernels_row_by_row(monkeypatch, matrices, kind,
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_many_rows_go_to_qgemm_in_inference_and_to_float_products_in_training(monkeypatch, matrices, kind):
-    """quantized_matmul hands SLAB_FROM rows or more to the integer GEMM, fewer to the decode kernels; a model in
-    train mode (exact_block_products) keeps its float products, the reference's numbers up to the order of
+    """quantized_matmul hands qgemm.ROWS_FROM rows or more to the integer GEMM, fewer to the decode kernels; a model
+    in train mode (exact_block_products) keeps its float products, the reference's numbers up to the order of
     the sums."""
     calls = spy(monkeypatch)
     w = matrices[kind]
-    x = np.random.default_rng(1).standard_normal((fast.SLAB_FROM, K)).astype(np.float32)
+    x = np.random.default_rng(1).standard_normal((qgemm.ROWS_FROM, K)).astype(np.float32)
     ref = quantized_matmul.reference(x, w)
     fast.quantized_matmul(x[:-1], w)
     assert calls == []
@@ -113,7 +113,7 @@ def _model(layout):
 @pytest.mark.parametrize("layout, ftype", [(GPT2, "q4_0"), (dict(LLAMA, n_kv_head=2, n_inner=512), "q4_K_M")],
                          ids=["gpt2-q4_0", "llama-q4_K_M"])
 def test_a_long_prompt_s_prefill_through_qgemm_keeps_logits_and_greedy_tokens(monkeypatch, tmp_path, layout, ftype):
-    """A 40-token prompt (a prefill of SLAB_FROM rows or more) on a GGUF file: the fast engine's logits within
+    """A 40-token prompt (a prefill) on a GGUF file: the fast engine's logits within
     INT8_TOLERANCE of the NumPy engine's dequantized copy, through the integer GEMM (in the Llama Q4_K_M file,
     attn_v and ffn_down are Q6_K), and the same greedy tokens."""
     calls = spy(monkeypatch)

@@ -621,9 +621,9 @@ def kquant_matmul(x, w):
     blocks = w.blocks if w.blocks.flags.c_contiguous else np.ascontiguousarray(w.blocks)
     N, R = x.shape[0], w.shape[0]
     y = np.empty((N, R), np.float32)
-    if N >= SLAB_FROM and not block_products_exact():   # many rows: the integer GEMM, else BLAS slabs
-        if qgemm.available(kind, x.shape[1]):
-            return _many_rows(x, blocks, kind)
+    if N >= qgemm.ROWS_FROM and not block_products_exact() and qgemm.available(kind, x.shape[1]):
+        return _many_rows(x, blocks, kind)               # several rows of x (a prefill): the integer GEMM
+    if N >= SLAB_FROM and not block_products_exact():   # no AVX2 (or Q5_K): BLAS slabs
         return _by_slabs(x, blocks, kind, y)
     if block_products_exact():
         if kind == "q6_K":

@@ -1,10 +1,10 @@
 """Many rows of x times a quantized W, on the blocks as stored: an integer GEMM for a prompt's prefill.
 
-y = x @ W^T for N rows of x (SLAB_FROM or more; engine/fast/quant.py and kquant.py hand their many-row branch
-here in inference), W as Q8_0 / Q4_0 blocks or Q4_K / Q6_K super-blocks. The callers round the rows of x to 8-bit
-blocks once, with the decode kernels' own ``_quantize_rows`` (and unpack W's k-quant scales, ``_many_rows`` in
-quant.py and kquant.py: this module imports neither), and then the products are integer products,
-as in the decode kernels, but register-blocked: a tile step takes NX = 4 rows of x and one row of W, loads and
+y = x @ W^T for N rows of x (ROWS_FROM or more: engine/fast/quant.py and kquant.py send them here in inference),
+W as Q8_0 / Q4_0 blocks or Q4_K / Q6_K super-blocks. The callers round the rows of x to 8-bit blocks once, with
+the decode kernels' own ``_quantize_rows`` (and unpack W's k-quant scales: ``_many_rows`` in quant.py and
+kquant.py; this module imports neither); then the products are integer products, as in the decode kernels, but
+register-blocked: a tile step takes NX = 4 rows of x and one row of W, loads and
 unpacks each block of W ONCE and multiplies it by the four rows of x, each product summed into its own vector
 of eight float32 lanes (one horizontal sum an output, at the end). A slab of rows of W, cut along K into chunks
 of about CHUNK numbers (SLAB_BYTES a chunk: it stays in L1), is walked by every group of four rows of x before
@@ -48,6 +48,8 @@ from zerollm.engine.fast import jit
 from zerollm.engine.fast.blas import kernel_threads, run_threaded
 from zerollm.engine.fast.jit import avx2_call, kernel, parallel_kernel, row_bounds
 
+ROWS_FROM = 8             # rows of x from which quant.py / kquant.py come here: measured faster than the decode
+#                           kernels from 8 rows for every kind, 4 for all but Q6_K (benchmarks/qgemm.py --rows 4 8 16)
 NX = 4                    # rows of x in one tile step (6 and 8 measured no faster: registers run out)
 SLAB_BYTES = 16384        # bytes of W in a slab's chunk: with x's rows it stays in a 32 KiB L1
 CHUNK = 1024              # numbers of K in a chunk (a K of 3072, GPT-2's MLP down matrix, goes in three)
@@ -111,7 +113,8 @@ def _tile_frame(context, builder, sig, args, body):
     first = builder.icmp_signed("==", start, ir.Constant(i64, 0))
     for i in range(NX):
         with builder.if_then(inside[i], likely=True):
-            _hsum_add(builder, builder.load(accs[i]), builder.gep(_row(context, builder, y_ty, y, rows_x[i]), [r]), first)
+            out = builder.gep(_row(context, builder, y_ty, y, rows_x[i]), [r])
+            _hsum_add(builder, builder.load(accs[i]), out, first)
 
 
 def _fma_into(builder, acc_ptr, sums, scale):
@@ -205,9 +208,10 @@ def _q8_0_codegen(context, builder, sig, args):
             xrow = _row(context, builder, x_ty, xp, n)
             x_low = _load(builder, xrow, at, v32)
             x_high = _load(builder, xrow, builder.add(at, ir.Constant(i64, BLOCK)), v32)
-            sums = builder.add(
-                avx2_call(builder, "pmadd.wd", [avx2_call(builder, "pmadd.ub.sw", [abs_low, _sign(builder, x_low, w_low)]), ones]),
-                avx2_call(builder, "pmadd.wd", [avx2_call(builder, "pmadd.ub.sw", [abs_high, _sign(builder, x_high, w_high)]), ones]))
+            low = avx2_call(builder, "pmadd.ub.sw", [abs_low, _sign(builder, x_low, w_low)])
+            high = avx2_call(builder, "pmadd.ub.sw", [abs_high, _sign(builder, x_high, w_high)])
+            sums = builder.add(avx2_call(builder, "pmadd.wd", [low, ones]),
+                               avx2_call(builder, "pmadd.wd", [high, ones]))
             ev = _load(builder, _row(context, builder, e_ty, e, n), builder.mul(p, ir.Constant(i64, LANES)), vf)
             _fma_into(builder, accs[i], sums, builder.fmul(dv, ev))
 

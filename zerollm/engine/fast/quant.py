@@ -507,9 +507,9 @@ def quantized_matmul(x, w):
             or not w.codes.flags.c_contiguous):
         return NotImplemented
     N, K = x.shape
-    if N >= SLAB_FROM:                                   # many rows: the integer GEMM, else (training) BLAS slabs
-        if not block_products_exact() and qgemm.available(kind, K):
-            return _many_rows(x, w)
+    if N >= qgemm.ROWS_FROM and not block_products_exact() and qgemm.available(kind, K):
+        return _many_rows(x, w)                          # several rows of x (a prefill): the integer GEMM
+    if N >= SLAB_FROM:                                   # training (or no AVX2): BLAS slabs
         return _by_slabs(x, w)
     y = np.empty((N, w.shape[0]), np.float32)
     if block_products_exact():

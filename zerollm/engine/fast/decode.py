@@ -31,6 +31,11 @@ autocast, weights float32 (i, o) or a block format engine/fast/quant.py multipli
 (T > 1) keeps the reference's block, whose products are large enough for Python not to matter.
 The block keeps no activations (there is no backward through a KV cache): its cache has moe=False and
 nothing else.
+
+Python around the kernels is kept small, as a step repeats it for every layer: a layer's weights and config are
+checked once and the answer kept (``_layer_weights``: weak references, checked again when any weight is
+replaced), the step's positions and RoPE tables are made once for all layers, and the quantized products go
+straight to the integer kernels (quant.integer_product), each one compiled call that also rounds x to 8 bits.
 """
 
 import operator

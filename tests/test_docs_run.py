@@ -29,6 +29,7 @@ commands (``own_rest``: alignment's tools chapter, in both halves) leaves those 
 
 import ast
 import contextlib
+import functools
 import json
 import re
 import os
@@ -155,6 +156,12 @@ def _cache_folders(src, dst):
                     for root in (src, dst))
 
 
+@functools.lru_cache(maxsize=256)
+def _folder_pairs(src, dst, cache_dir):
+    """_cache_folders, listed once per pair of roots (twice a command: finding the folders is most of the cost)."""
+    return tuple(_cache_folders(src, dst))
+
+
 def seed_kernel_cache(dest, repo):
     """With NUMBA_CACHE_DIR set (tests/conftest.py), numba files a source's compiled kernels under a hash of
     its folder's path, so the clone's own path would find none and every tour that runs the fast engine
@@ -174,10 +181,16 @@ def return_kernel_cache(clone, repo):
     """seed_kernel_cache the other way: the kernels a tour compiled for a function that has none under the
     repository's paths yet are filed there too, so that later tours and tests load them instead of compiling
     them again (on a clean clone's first run, each tour's fast-engine commands compiled for tens of seconds,
-    and the next tour compiled the same again). Whole functions only, each file created only where none is:
-    an index names its kernels by number, and numbers merged into another index could pair one signature's
-    entry with another signature's kernel."""
-    for source, target in _cache_folders(clone, repo):
+    and the next tour compiled the same again)."""
+    give_new_kernels(clone, repo)
+
+
+def give_new_kernels(source_root, target_root):
+    """The compiled kernels of every function that has an index under ``source_root``'s paths and none under
+    ``target_root``'s, filed there. Whole functions only, each file created only where none is: an index names
+    its kernels by number, and numbers merged into another index could pair one signature's entry with another
+    signature's kernel; a function the target has already is left as it is, so nothing it holds is lost."""
+    for source, target in _folder_pairs(Path(source_root), Path(target_root), os.environ.get("NUMBA_CACHE_DIR")):
         for index in (source.glob("*.nbi") if source.is_dir() else ()):
             if (target / index.name).exists():
                 continue
@@ -246,6 +259,35 @@ def test_kernels_a_tour_compiled_are_given_back_to_the_repository(tmp_path, monk
     assert cache_hits(repo, "thrice(2); kern.twice(2)") == (1, 1)
 
 
+def test_kernels_pass_between_the_clone_and_the_repository_around_each_command(tmp_path, monkeypatch):
+    # on a cold cache, the test beside a tour compiles a kernel the tour needs next (or the other way round):
+    # each finds the other's before its next command, not after the whole tour
+    repo, dest = tmp_path / "repo", tmp_path / "clone"
+    (repo / "zerollm").mkdir(parents=True)
+    (repo / "zerollm" / "kern.py").write_text("import numba\n\n\n@numba.njit(cache=True)\ndef twice(x):\n"
+                                              "    return 2 * x\n\n\n@numba.njit(cache=True)\ndef thrice(x):\n"
+                                              "    return 3 * x\n")
+    subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
+    subprocess.run(["git", "add", "."], cwd=repo, check=True)
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path / "numba-cache"))
+    monkeypatch.setattr(sys.modules[__name__], "REPO", repo)
+    dest.mkdir()
+    fresh_clone(dest, repo)                          # nothing compiled yet: the clone has no kernels
+    # another test compiles thrice, after the clone was made
+    subprocess.run([sys.executable, "-c", "import kern; kern.thrice(2)"], cwd=repo / "zerollm", check=True)
+    (ours, theirs), = [pair for pair in _cache_folders(repo, dest) if pair[0].is_dir()]
+    assert [p.name.split("-")[0] for p in ours.glob("*.nbi")] == ["kern.thrice"] and not theirs.exists()
+    # the tour's next command finds it (or fails), and compiles twice
+    probe = "import kern; kern.twice(2); kern.thrice(2); assert sum(kern.thrice.stats.cache_hits.values()) == 1"
+    command = docs_blocks.Command("bash", f'cd zerollm && python -c "{probe}"', 1, False, None)
+    env = {**os.environ, "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])}
+    counts = new_counts()
+    run_commands(docs_blocks.Tour("kern.md", "kern.md", (command,)), (command,), dest, env, {}, counts, [])
+    assert counts["bash"] == 1
+    # ... and the repository has the kernel the command compiled, before the tour ends
+    assert sorted(p.name.split("-")[0] for p in ours.glob("*.nbi")) == ["kern.thrice", "kern.twice"]
+
+
 def test_a_fresh_clone_leaves_out_what_a_tour_wrote_into_the_checkout(tmp_path):
     # after the README's tour the checkout holds explain.html, data/ ... untracked: the docs tests must not
     # meet them ("explain.html already exists"); a contributor's new, not yet added module still comes along
@@ -308,7 +350,12 @@ def run_commands(tour, commands, clone, env, internet, counts, times):
             counts["not tested"] += 1
             continue
         t0 = time.perf_counter()
+        # kernels the other tests compiled since the clone was made, and those this command compiles, pass
+        # between the clone and the repository at once, not when the tour ends: on a cold numba cache the
+        # suite's two workers otherwise compiled the same fast-engine kernels side by side (tens of seconds each)
+        give_new_kernels(REPO, clone)
         rc, output = run_command(command, clone, {**env, **internet} if command.online else offline(env))
+        give_new_kernels(clone, REPO)
         times.append((time.perf_counter() - t0, command.line))
         assert rc == 0, (f"{tour.page}:{command.line}: exit code {rc}\n$ {command.text}\n"
                          f"{output[-4000:]}")

@@ -44,11 +44,11 @@ from typing import NamedTuple
 
 import numpy as np
 
-from zerollm.engine.amp import autocast_format
+from zerollm.engine.amp import autocast_format, block_products_exact
+from zerollm.engine.fast import qgemm
+from zerollm.engine.fast.blas import thread_cap
 from zerollm.engine.fast.jit import exp32, kernel
 from zerollm.engine.fast.norm import row_mean_rstd
-from zerollm.engine.amp import block_products_exact
-from zerollm.engine.fast.blas import thread_cap
 from zerollm.engine.fast.quant import SLAB_FROM, integer_product, quantized_matmul
 
 BLOCK_KINDS = ("q8_0", "q4_0", "q4_K", "q5_K", "q6_K")   # what quant.quantized_matmul multiplies as stored
@@ -354,7 +354,8 @@ def block_forward(x, params, prefix, cfg, run=None, *, layer=0, lora=None):
     if rope is None:
         return NotImplemented
     rms, eps = cfg.norm == "rmsnorm", float(cfg.norm_eps)
-    threads = 0 if B >= SLAB_FROM or block_products_exact() else thread_cap()     # 0: through quantized_matmul
+    # 0: through quantized_matmul, which sends several rows to qgemm's integer GEMM, and float products to theirs
+    threads = 0 if B >= min(qgemm.ROWS_FROM, SLAB_FROM) or block_products_exact() else thread_cap()
     x2 = x.reshape(B, C)
     h = np.empty((B, C), np.float32)
     _norm_rows(x2, ln1, _bias(ln1_b), eps, rms, h)

@@ -44,7 +44,7 @@ from zerollm.nn.attention import ForwardPass
 from zerollm.nn.block import block_backward, block_forward, norm_backward, norm_forward
 from zerollm.nn.dropout import dropout_backward, dropout_forward
 from zerollm.nn.embedding import embedding_backward, embedding_forward
-from zerollm.nn.linear import quantized_matmul
+from zerollm.nn.linear import head_product, quantized_matmul
 from zerollm.nn.lora import LoRA
 from zerollm.nn.loss import cross_entropy_backward, cross_entropy_forward
 from zerollm.nn.moe import moe_statistics
@@ -362,7 +362,7 @@ class GPT:
         *lead, C = x.shape
         head = self.head_weight
         if isinstance(head, np.ndarray):
-            logits = cast(x.reshape(-1, C)) @ cast(head).T                               # (N, C) @ (C, V)
+            logits = head_product(x.reshape(-1, C), head)                                # (N, C) @ (C, V)
         else:
             logits = quantized_matmul(np.ascontiguousarray(x.reshape(-1, C)), head)
         return logits.reshape(*lead, -1)

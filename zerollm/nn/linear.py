@@ -45,6 +45,17 @@ def quantized_matmul(x, w):
     return x @ w.dequantize().T                 # (N, i) @ (i, o)
 
 
+@accelerated
+def head_product(x, w):
+    """logits = x @ w^T for the output head: x (N, C), w (V, C) float (lm_head or the tied embedding) -> (N, V).
+
+    Here BLAS multiplies (under autocast both rounded to 16 bits first). The fast engine streams w once for 2-16
+    rows of x, a decode step of several requests (zerollm.engine.fast.rows), where BLAS's sgemm would first copy
+    all of w into its packed panels.
+    """
+    return cast(x) @ cast(w).T                  # (N, C) @ (C, V)
+
+
 QUANT_ROWS = 256      # rows of a quantized W dequantized at a time in the backward: (256, i) floats, never all of W
 
 

@@ -31,6 +31,8 @@ reference function it stands in for, and answers NotImplemented for what it was 
       (Q4_K / Q5_K / Q6_K: kquant.kquant_matmul, the same branch; many rows of x in inference, a prefill:
        qgemm's integer GEMM on the blocks as stored, x86 with AVX2)
     qlora.quantized_matmul_t            zerollm.nn.linear.quantized_matmul_t       sums reordered (same slabs)
+    rows.head_product                   zerollm.nn.linear.head_product             sums reordered (2-16 rows of x:
+                                                                               W read once, not packed)
     bpe.encode_chunks                   zerollm.tokenizers.bpe.encode_chunks       the same ids
     decode.block_forward                zerollm.nn.block.block_forward             sums reordered, exp (decode rows
                                                                                through a KV cache only)
@@ -43,8 +45,9 @@ Importing this package imports numba and compiles nothing: each kernel is compil
 numba's cache) the first time it runs.
 """
 
-from zerollm.engine.fast import activation, attention, bpe, decode, flash, linear, norm, optim, qlora, quant, sdpa
+from zerollm.engine.fast import (activation, attention, bpe, decode, flash, linear, norm, optim, qlora, quant, rows,
+                                  sdpa)
 
 KERNELS = {**attention.KERNELS, **flash.KERNELS, **norm.KERNELS, **activation.KERNELS, **optim.KERNELS,
            **quant.KERNELS, **qlora.KERNELS, **bpe.KERNELS, **sdpa.KERNELS, **linear.KERNELS,
-           **decode.KERNELS}
+           **decode.KERNELS, **rows.KERNELS}

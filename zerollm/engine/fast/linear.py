@@ -14,8 +14,10 @@ The gain is a few percent of the linear layers alone and less inside a training 
 in the L3 cache when the reference adds b (docs/profiles/design-decisions.md#the-bias-folded-into-the-product).
 Small, but it costs one BLAS call.
 
-The backward is the reference's (three products; nothing to fold). One row of x (decoding), float64, autocast, weights that
-are neither (i, o) nor (o, i).T in memory, and layers without bias answer NotImplemented.
+For 2-16 rows of x (2-4 for w (i, o)) the few-row kernels of engine/fast/rows.py multiply instead, and b is
+added after, as in the reference. The backward is the reference's (three products; nothing to fold). One row
+of x (decoding), float64, autocast, weights that are neither (i, o) nor (o, i).T in memory, and layers without
+bias answer NotImplemented.
 """
 
 import numpy as np
@@ -23,6 +25,7 @@ import numpy as np
 from zerollm.engine.amp import autocast_format
 from zerollm.engine.fast.blas import NO_TRANS, ROW_MAJOR, TRANS, sgemm
 from zerollm.engine.caches import LinearCache
+from zerollm.engine.fast.rows import COLUMN_ROWS_UP_TO, few_rows, head_product, rows_product
 
 
 def _weight_layout(w):
@@ -52,6 +55,12 @@ def linear_forward(x, w, b=None):
     i, o = w.shape
     x2 = np.ascontiguousarray(x.reshape(-1, i))         # (N, i): a view when x is contiguous
     n = x2.shape[0]
+    # 2-16 rows (a decode step of a few requests): w read once (engine/fast/rows.py); BLAS's sgemm packs it first
+    few = (rows_product(x2, w) if op == NO_TRANS and few_rows(x2, w, COLUMN_ROWS_UP_TO)
+           else head_product(x2, w.T) if op == TRANS else NotImplemented)
+    if few is not NotImplemented:
+        few += b
+        return few.reshape(*x.shape[:-1], o), LinearCache(x, w, True)
     y = np.empty((n, o), np.float32)
     y[...] = b                                          # every row starts as the bias
     gemm(ROW_MAJOR, NO_TRANS, op, n, o, i, 1.0, x2.ctypes.data, i, w.ctypes.data, ldb,   # y += x2 @ w

@@ -1,0 +1,112 @@
+"""The fast engine's few-row float32 products (zerollm.engine.fast.rows, issue #60): 2-16 rows of x against the
+head's layout (x @ W.T, W (V, C)) and the linear layers' (x @ W, W (i, o)), within float32 rounding of BLAS;
+what they were not written for answers NotImplemented (BLAS runs); a model's head and a decode step reach them
+on the fast engine only; greedy tokens through the Scheduler equal the NumPy engine's at 2-5 rows. Tiny shapes.
+"""
+
+import numpy as np
+import pytest
+
+from tests.test_fast_decode import PROMPTS, STEPS
+from tests.test_gguf import GPT2, LLAMA, tiny
+from zerollm.engine import use_engine
+from zerollm.engine.amp import autocast
+from zerollm.engine.threads import limit_threads
+from zerollm.generation.decode import generate
+from zerollm.generation.sample import Sampling
+from zerollm.model.kvcache import KVCache
+from zerollm.nn import linear as nn_linear
+
+pytest.importorskip("numba")                               # the fast engine's one requirement
+from zerollm.engine.fast import KERNELS, decode, rows      # noqa: E402
+from zerollm.engine.fast import linear as fast_linear      # noqa: E402
+
+
+def close(got, ref):
+    """Within float32 rounding, relative to the output's scale (the same products summed in another order)."""
+    np.testing.assert_allclose(got, ref, rtol=0, atol=1e-5 * np.abs(ref).max())
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("n", [2, 3, 5, 16])
+def test_head_product_equals_blas(n, threads):
+    rng = np.random.default_rng(n)
+    x = rng.standard_normal((n, 23)).astype(np.float32)          # 23: no multiple of a vector
+    w = rng.standard_normal((301, 23)).astype(np.float32)        # 301 rows: split over 2 threads unevenly
+    with limit_threads(threads):
+        got = rows.head_product(x, w)
+    close(got, x @ w.T)
+    assert got.shape == (n, 301) and KERNELS["head_product"] is rows.head_product
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("n", [2, 3, 4])
+def test_rows_product_equals_blas(n, threads):
+    rng = np.random.default_rng(n)
+    x = rng.standard_normal((n, 23)).astype(np.float32)          # 23 = 5 x 4 + 3: the last rows of w one by one
+    w = rng.standard_normal((23, rows.COLUMNS + 70)).astype(np.float32)   # two column blocks, the last short
+    close(rows.rows_product(x, w, threads), x @ w)
+
+
+def test_what_the_few_row_kernels_were_not_written_for_answers_not_implemented():
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((40, 8)).astype(np.float32)
+    for x in (np.ones((1, 8), np.float32),                       # one row: BLAS's matrix-vector product
+              np.ones((rows.ROWS_UP_TO + 1, 8), np.float32),     # many rows: BLAS's sgemm
+              np.ones((3, 8)),                                   # float64
+              np.ones((3, 16), np.float32)[:, ::2],              # not contiguous
+              np.ones((3, 7), np.float32)):                      # C does not match
+        assert rows.head_product(x, w) is NotImplemented
+    with autocast("bf16"):
+        assert rows.head_product(np.ones((3, 8), np.float32), w) is NotImplemented
+    assert not rows.few_rows(np.ones((5, 8), np.float32), w.T.copy(), rows.COLUMN_ROWS_UP_TO)
+    assert rows.few_rows(np.ones((4, 8), np.float32), w.T.copy(), rows.COLUMN_ROWS_UP_TO)
+
+
+def test_linear_forward_takes_the_few_row_kernels_with_the_bias_added():
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((3, 24)).astype(np.float32)
+    w = rng.standard_normal((24, 40)).astype(np.float32)
+    b = rng.standard_normal(40).astype(np.float32)
+    for weight in (w, np.ascontiguousarray(w.T).T):              # (i, o), and the transpose of (o, i) (tied)
+        y, _ = fast_linear.linear_forward(x, weight, b)
+        close(y, x @ w + b)
+
+
+def test_the_head_and_a_decode_step_reach_the_kernels_on_the_fast_engine_only(monkeypatch):
+    calls = []
+    head, product = rows.head_product, rows.rows_product
+    monkeypatch.setitem(KERNELS, "head_product", lambda x, w: calls.append(("head", x.shape[0])) or head(x, w))
+    monkeypatch.setattr(decode, "rows_product", lambda x, w, t: calls.append(("rows", x.shape[0])) or product(x, w, t))
+    model = tiny(GPT2)
+
+    def step(engine):
+        cache = KVCache(model.config, 3, 16, per_row=True)
+        with use_engine(engine):
+            model.forward(PROMPTS, kv_cache=cache)               # the prompt: 15 rows through the head
+            assert calls == ([("head", 15)] if engine == "fast" else [])
+            calls.clear()
+            return model.forward(np.array([[1], [2], [3]]), kv_cache=cache)[0]
+
+    got = step("fast")
+    assert ("head", 3) in calls and ("rows", 3) in calls
+    calls.clear()
+    ref = step("numpy")
+    assert calls == []
+    np.testing.assert_allclose(got, ref, rtol=0, atol=1e-5 * np.abs(ref).max())
+    assert nn_linear.head_product.reference(np.ones((2, 3), np.float32), np.eye(3, dtype=np.float32)).shape == (2, 3)
+
+
+@pytest.mark.parametrize("layout", [GPT2, LLAMA], ids=["gpt2", "llama"])
+def test_greedy_tokens_at_2_to_5_rows_equal_the_numpy_engine(layout):
+    model = tiny(layout)
+    prompts = np.concatenate([PROMPTS, PROMPTS[:2] + 1])         # 5 prompts
+    for n in (2, 3, 5):
+        with use_engine("numpy"):
+            ref = greedy_rows(model, prompts[:n])
+        with use_engine("fast"):
+            assert greedy_rows(model, prompts[:n]) == ref, n
+
+
+def greedy_rows(model, prompts):
+    return [[int(t) for t in step] for step in generate(model, prompts, STEPS, Sampling(0.0))]

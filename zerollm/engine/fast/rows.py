@@ -1,0 +1,170 @@
+"""Float32 products of a few rows of x (2 to 16): each weight element read once a call.
+
+Why: a decode step of the server's continuous batching multiplies 2-16 rows (one new token per request) by
+every weight. For so few rows OpenBLAS's sgemm first copies the whole weight into its packed panels, then
+multiplies: at 2-16 rows of GPT-2's head (50257 x 768, 154 MB) it took 2-4x the time of the one-row
+matrix-vector product, which reads the weight once (benchmarks/rows.py). The products here read each element
+of W once and use it for every row of x while it is in a register.
+
+    head_product(x, w)        x (N, C) @ w.T, w (V, C) C-contiguous: the output head / tied embedding
+                              (reference: zerollm.nn.linear.head_product). For each row r of W, the dot
+                              products with 4 rows of x at a time: 4 running sums over C, which LLVM keeps in
+                              vector registers (vfmadd on ymm / zmm), one horizontal sum per output.
+    rows_product(x, w)        x (N, i) @ w, w (i, o) C-contiguous: the linear layers' layout (the fused decode
+                              block, zerollm.engine.fast.decode), 2..COLUMN_ROWS_UP_TO rows. Columns in blocks
+                              of ``COLUMNS``; in each block, 4 rows of W at a time are added into 2 rows of y at
+                              a time (y's block stays in the L1 cache, W's rows pass once).
+
+Exactness: the same products as BLAS's, summed in another order: within float32 rounding of it.
+Rows of W (head) or blocks of columns (rows_product) are split over threads like the quantized kernels
+(blas.run_threaded). Outside those rows, for float64, non-contiguous arrays or under autocast the
+callers keep BLAS (head_product answers NotImplemented, and the reference runs).
+"""
+
+import numpy as np
+from numba import prange
+
+from zerollm.engine.amp import autocast_format
+from zerollm.engine.fast.blas import run_threaded, thread_cap
+from zerollm.engine.fast.jit import float32_arrays, kernel, parallel_kernel, row_bounds
+
+ROWS_FROM = 2          # one row: BLAS's matrix-vector product already reads W once
+ROWS_UP_TO = 16        # head_product's crossover (benchmarks/rows.py): at 16 rows BLAS's packed sgemm is level
+COLUMN_ROWS_UP_TO = 4  # rows_product's: at 8 rows it and BLAS are level on GPT-2's c_fc
+COLUMNS = 1024         # columns of y a block of rows_product (y's block and 4 rows of w: a few KB of L1)
+_ROWS_PER_THREAD = 64  # at least this many rows of W (or columns of y) for a thread of its own
+
+
+def _dots(x, w, y, r0, r1):
+    """y[:, r] = x @ w[r] for r0 <= r < r1: each row of w read once, against 4 rows of x at a time."""
+    N, K = x.shape
+    for r in range(r0, r1):
+        n = 0
+        while n + 4 <= N:
+            s0 = s1 = s2 = s3 = np.float32(0)
+            for k in range(K):
+                wk = w[r, k]
+                s0 += x[n, k] * wk
+                s1 += x[n + 1, k] * wk
+                s2 += x[n + 2, k] * wk
+                s3 += x[n + 3, k] * wk
+            y[n, r] = s0
+            y[n + 1, r] = s1
+            y[n + 2, r] = s2
+            y[n + 3, r] = s3
+            n += 4
+        while n < N:                                   # the last 1-3 rows of x
+            s = np.float32(0)
+            for k in range(K):
+                s += x[n, k] * w[r, k]
+            y[n, r] = s
+            n += 1
+
+
+_dots_inline = kernel(_dots)
+
+
+def _head_serial(bounds, x, w, y):
+    for t in range(bounds.shape[0] - 1):
+        _dots_inline(x, w, y, bounds[t], bounds[t + 1])
+
+
+def _head_threaded(bounds, x, w, y):
+    for t in prange(bounds.shape[0] - 1):
+        _dots_inline(x, w, y, bounds[t], bounds[t + 1])
+
+
+_HEAD = (kernel(_head_serial), parallel_kernel(_head_threaded))
+
+
+def _axpys(x, w, y, c0, c1):
+    """y[:, c0:c1] = x @ w[:, c0:c1]: 4 rows of w at a time added into 2 rows of y's block at a time (each
+    element of w loaded once for both). Slices, not indices from c0: a loop index that starts at 0 lets LLVM
+    drop the negative-index check and vectorise."""
+    N, K = x.shape
+    for n in range(N):
+        yn = y[n, c0:c1]
+        for j in range(yn.shape[0]):
+            yn[j] = 0
+    k = 0
+    while k + 4 <= K:
+        w0, w1, w2, w3 = w[k, c0:c1], w[k + 1, c0:c1], w[k + 2, c0:c1], w[k + 3, c0:c1]
+        n = 0
+        while n + 2 <= N:
+            a0, a1, a2, a3 = x[n, k], x[n, k + 1], x[n, k + 2], x[n, k + 3]
+            b0, b1, b2, b3 = x[n + 1, k], x[n + 1, k + 1], x[n + 1, k + 2], x[n + 1, k + 3]
+            yn, ym = y[n, c0:c1], y[n + 1, c0:c1]
+            for j in range(yn.shape[0]):
+                u0, u1, u2, u3 = w0[j], w1[j], w2[j], w3[j]
+                yn[j] += a0 * u0 + a1 * u1 + a2 * u2 + a3 * u3
+                ym[j] += b0 * u0 + b1 * u1 + b2 * u2 + b3 * u3
+            n += 2
+        if n < N:                                      # an odd last row
+            a0, a1, a2, a3 = x[n, k], x[n, k + 1], x[n, k + 2], x[n, k + 3]
+            yn = y[n, c0:c1]
+            for j in range(yn.shape[0]):
+                yn[j] += a0 * w0[j] + a1 * w1[j] + a2 * w2[j] + a3 * w3[j]
+        k += 4
+    while k < K:                                       # the last 1-3 rows of w
+        wk = w[k, c0:c1]
+        for n in range(N):
+            a = x[n, k]
+            yn = y[n, c0:c1]
+            for j in range(yn.shape[0]):
+                yn[j] += a * wk[j]
+        k += 1
+
+
+_axpys_inline = kernel(_axpys)
+
+
+def _columns_serial(bounds, x, w, y):
+    for t in range(bounds.shape[0] - 1):
+        for c0 in range(bounds[t], bounds[t + 1], COLUMNS):
+            _axpys_inline(x, w, y, c0, min(c0 + COLUMNS, bounds[t + 1]))
+
+
+def _columns_threaded(bounds, x, w, y):
+    for t in prange(bounds.shape[0] - 1):
+        for c0 in range(bounds[t], bounds[t + 1], COLUMNS):
+            _axpys_inline(x, w, y, c0, min(c0 + COLUMNS, bounds[t + 1]))
+
+
+_COLUMNS = (kernel(_columns_serial), parallel_kernel(_columns_threaded))
+
+
+def few_rows(x, w, up_to=ROWS_UP_TO):
+    """True when x (N, K) @ a float32 weight goes to these kernels: 2..up_to rows (ROWS_UP_TO for the head's
+    layout, COLUMN_ROWS_UP_TO for rows_product's), float32, C-contiguous, no autocast."""
+    return (x.ndim == 2 and ROWS_FROM <= x.shape[0] <= up_to and w.ndim == 2 and float32_arrays(x, w)
+            and autocast_format() is None)
+
+
+def _run(pair, x, w, y, R, threads):
+    n_threads = max(1, min(threads, R // _ROWS_PER_THREAD))
+    bounds = row_bounds(R, n_threads)
+    if n_threads == 1:
+        pair[0](bounds, x, w, y)
+    else:
+        run_threaded(*pair, n_threads, bounds, x, w, y)
+    return y
+
+
+def rows_product(x, w, threads=None):
+    """y = x @ w for x (N, i), w (i, o), both float32 C-contiguous (few_rows(x, w, COLUMN_ROWS_UP_TO): the caller
+    checks). threads: blas.thread_cap() when None."""
+    y = np.empty((x.shape[0], w.shape[1]), np.float32)
+    return _run(_COLUMNS, x, w, y, w.shape[1], thread_cap() if threads is None else threads)
+
+
+def head_product(x, w):
+    """logits = x @ w.T for x (N, C), w (V, C) (the fast twin of zerollm.nn.linear.head_product); NotImplemented
+    outside few_rows or when the shapes do not match."""
+    if not (isinstance(x, np.ndarray) and isinstance(w, np.ndarray) and x.ndim == 2 and w.ndim == 2
+            and x.shape[1] == w.shape[1] and w.shape[0] > 0 and few_rows(x, w)):
+        return NotImplemented
+    y = np.empty((x.shape[0], w.shape[0]), np.float32)
+    return _run(_HEAD, x, w, y, w.shape[0], thread_cap())
+
+
+KERNELS = {"head_product": head_product}

@@ -63,7 +63,10 @@ def test_what_the_few_row_kernels_were_not_written_for_answers_not_implemented()
     assert rows.few_rows(np.ones((4, 8), np.float32), w.T.copy(), rows.COLUMN_ROWS_UP_TO)
 
 
-def test_linear_forward_takes_the_few_row_kernels_with_the_bias_added():
+def test_linear_forward_takes_the_few_row_kernels_with_the_bias_added(monkeypatch):
+    calls = []
+    monkeypatch.setattr(fast_linear, "rows_product", lambda x, w: calls.append("rows") or rows.rows_product(x, w))
+    monkeypatch.setattr(fast_linear, "head_product", lambda x, w: calls.append("head") or rows.head_product(x, w))
     rng = np.random.default_rng(1)
     x = rng.standard_normal((3, 24)).astype(np.float32)
     w = rng.standard_normal((24, 40)).astype(np.float32)
@@ -71,6 +74,7 @@ def test_linear_forward_takes_the_few_row_kernels_with_the_bias_added():
     for weight in (w, np.ascontiguousarray(w.T).T):              # (i, o), and the transpose of (o, i) (tied)
         y, _ = fast_linear.linear_forward(x, weight, b)
         close(y, x @ w + b)
+    assert calls == ["rows", "head"]
 
 
 def test_the_head_and_a_decode_step_reach_the_kernels_on_the_fast_engine_only(monkeypatch):

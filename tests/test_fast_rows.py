@@ -40,7 +40,7 @@ def test_head_product_equals_blas(n, threads):
 
 
 @pytest.mark.parametrize("threads", [1, 2])
-@pytest.mark.parametrize("n", [2, 3, 4])
+@pytest.mark.parametrize("n", [2, 3, 4, 5])
 def test_rows_product_equals_blas(n, threads):
     rng = np.random.default_rng(n)
     x = rng.standard_normal((n, 23)).astype(np.float32)          # 23 = 5 x 4 + 3: the last rows of w one by one
@@ -59,8 +59,9 @@ def test_what_the_few_row_kernels_were_not_written_for_answers_not_implemented()
         assert rows.head_product(x, w) is NotImplemented
     with autocast("bf16"):
         assert rows.head_product(np.ones((3, 8), np.float32), w) is NotImplemented
-    assert not rows.few_rows(np.ones((5, 8), np.float32), w.T.copy(), rows.COLUMN_ROWS_UP_TO)
-    assert rows.few_rows(np.ones((4, 8), np.float32), w.T.copy(), rows.COLUMN_ROWS_UP_TO)
+    up_to = rows.COLUMN_ROWS_UP_TO
+    assert not rows.few_rows(np.ones((up_to + 1, 8), np.float32), w.T.copy(), up_to)
+    assert rows.few_rows(np.ones((up_to, 8), np.float32), w.T.copy(), up_to)
 
 
 def test_linear_forward_takes_the_few_row_kernels_with_the_bias_added(monkeypatch):

@@ -206,7 +206,7 @@ def _product(h, w, threads):
     integer kernels (quant.integer_product: the weights were checked with the layer), or through quantized_matmul
     when threads is 0 (many rows, or float products asked for)."""
     if isinstance(w, np.ndarray):
-        # 2-4 rows (a decode step of a few requests): w read once (engine/fast/rows.py); BLAS would pack it first
+        # 2-6 rows (a decode step of a few requests): w read once (engine/fast/rows.py); BLAS would pack it first
         return rows_product(h, w, threads) if threads and few_rows(h, w, COLUMN_ROWS_UP_TO) else h @ w
     return integer_product(h, w, threads) if threads else quantized_matmul(h, w)
 

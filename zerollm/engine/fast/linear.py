@@ -14,7 +14,7 @@ The gain is a few percent of the linear layers alone and less inside a training 
 in the L3 cache when the reference adds b (docs/profiles/design-decisions.md#the-bias-folded-into-the-product).
 Small, but it costs one BLAS call.
 
-For 2-16 rows of x (2-4 for w (i, o)) the few-row kernels of engine/fast/rows.py multiply instead, and b is
+For 2-16 rows of x (2-6 for w (i, o)) the few-row kernels of engine/fast/rows.py multiply instead, and b is
 added after, as in the reference. The backward is the reference's (three products; nothing to fold). One row
 of x (decoding), float64, autocast, weights that are neither (i, o) nor (o, i).T in memory, and layers without
 bias answer NotImplemented.

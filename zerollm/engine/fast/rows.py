@@ -31,7 +31,8 @@ from zerollm.engine.fast.jit import float32_arrays, kernel, parallel_kernel, row
 ROWS_FROM = 2          # one row: BLAS's matrix-vector product already reads W once
 ROWS_UP_TO = 16        # head_product's crossover (benchmarks/rows.py): at 16 rows BLAS's packed sgemm is level
 COLUMN_ROWS_UP_TO = 6  # rows_product's: 1.4x BLAS at 6 rows of GPT-2's c_fc, 0.9x at 8
-COLUMNS = 1024         # columns of y a block of rows_product (y's block and 4 rows of w: a few KB of L1)
+COLUMNS = 1024         # columns of y a block of rows_product (4 KB a row of y's block and of w: L1 / L2; 256 and
+                       # 512 were slower on GPT-2's c_fc)
 _ROWS_PER_THREAD = 64  # at least this many rows of W (or columns of y) for a thread of its own
 
 

@@ -28,6 +28,7 @@ import subprocess
 import sys
 import time
 
+import zerollm  # noqa: F401  (first: it sets OpenBLAS's thread spin before NumPy loads OpenBLAS, as the CLI gets it)
 import numpy as np
 
 SHAPES = {"gpt2": dict(n_layer=12, n_head=12, n_embd=768, block_size=1024, gelu="tanh"),

@@ -35,9 +35,10 @@ see ``zerollm.engine.amp.exact_block_products``): each 32-number block of a row 
 registers and multiplied by the float row of x; this differs from the reference only in the order of
 the sums.
 
-**Many rows of x** (SLAB_FROM or more: a prompt's prefill, a training batch): W is decoded 256 rows at a
-time into a float buffer and BLAS multiplies (``_by_slabs``); on a GPT-2-124M matrix that beat the
-integer kernel from about 32 rows (one thread), as a GEMM reuses each weight for every row of x.
+**Many rows of x** (a prompt's prefill, a server's batch of 8 or more): in inference, from qgemm.ROWS_FROM
+rows, engine/fast/qgemm.py's integer GEMM on the blocks as stored (each block of W unpacked once for 4 rows of
+x). In training (float products) and where qgemm has no kernel, from SLAB_FROM rows, W is decoded 256 rows at a
+time into a float buffer and BLAS multiplies (``_by_slabs``), as a GEMM reuses each weight for every row of x.
 
 Rows of W are split between threads (numba's, as many as BLAS may use: ``--threads``), each thread
 streaming its own rows front to back; one row is 24 blocks at GPT-2's width, so the split is even.

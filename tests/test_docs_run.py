@@ -231,7 +231,9 @@ def test_a_fresh_clone_finds_the_kernels_numba_compiled_for_the_repository(tmp_p
     assert cache_hits(dest) == 1                    # the clone loads it instead of compiling it again
 
 
-def test_kernels_a_tour_compiled_are_given_back_to_the_repository(tmp_path, monkeypatch):
+def _two_kernel_repo(tmp_path, monkeypatch):
+    """A git repository whose zerollm/kern.py has two cached kernels (twice, thrice), a numba cache of the
+    test's own, and the path of a clone still to make: (repo, clone)."""
     repo, dest = tmp_path / "repo", tmp_path / "clone"
     (repo / "zerollm").mkdir(parents=True)
     (repo / "zerollm" / "kern.py").write_text("import numba\n\n\n@numba.njit(cache=True)\ndef twice(x):\n"
@@ -240,6 +242,11 @@ def test_kernels_a_tour_compiled_are_given_back_to_the_repository(tmp_path, monk
     subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
     subprocess.run(["git", "add", "."], cwd=repo, check=True)
     monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path / "numba-cache"))
+    return repo, dest
+
+
+def test_kernels_a_tour_compiled_are_given_back_to_the_repository(tmp_path, monkeypatch):
+    repo, dest = _two_kernel_repo(tmp_path, monkeypatch)
 
     def cache_hits(root, call):
         probe = f"import kern; kern.{call}; print(sum(kern.twice.stats.cache_hits.values()), " \
@@ -262,14 +269,7 @@ def test_kernels_a_tour_compiled_are_given_back_to_the_repository(tmp_path, monk
 def test_kernels_pass_between_the_clone_and_the_repository_around_each_command(tmp_path, monkeypatch):
     # on a cold cache, the test beside a tour compiles a kernel the tour needs next (or the other way round):
     # each finds the other's before its next command, not after the whole tour
-    repo, dest = tmp_path / "repo", tmp_path / "clone"
-    (repo / "zerollm").mkdir(parents=True)
-    (repo / "zerollm" / "kern.py").write_text("import numba\n\n\n@numba.njit(cache=True)\ndef twice(x):\n"
-                                              "    return 2 * x\n\n\n@numba.njit(cache=True)\ndef thrice(x):\n"
-                                              "    return 3 * x\n")
-    subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
-    subprocess.run(["git", "add", "."], cwd=repo, check=True)
-    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path / "numba-cache"))
+    repo, dest = _two_kernel_repo(tmp_path, monkeypatch)
     monkeypatch.setattr(sys.modules[__name__], "REPO", repo)
     dest.mkdir()
     fresh_clone(dest, repo)                          # nothing compiled yet: the clone has no kernels

@@ -23,6 +23,8 @@ import threading
 import numba
 import numpy as np
 
+from zerollm.engine.fast.jit import row_bounds
+
 ROW_MAJOR, NO_TRANS, TRANS = 101, 111, 112
 
 # (sgemm symbol, threads setter, threads getter, integer type): NumPy's wheels ship a 64-bit-integer
@@ -161,3 +163,14 @@ def run_threaded(serial, threaded, n_threads, *args):
                 numba.set_num_threads(before)
     finally:
         _THREADED.release()
+
+
+def run_rows(pair, threads, R, *args, per_thread=64):
+    """A (serial, threaded) pair of row kernels over R rows of W, each thread given at least ``per_thread`` rows
+    and at most ``threads`` threads (blas.thread_cap()); the kernels get the row bounds first, then args. One
+    thread calls the serial kernel straight away: a decode step's usual case, fifty products a token."""
+    n_threads = max(1, min(threads, R // per_thread))
+    bounds = row_bounds(R, n_threads)
+    if n_threads == 1:
+        return pair[0](bounds, *args)
+    return run_threaded(*pair, n_threads, bounds, *args)

@@ -52,9 +52,9 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 from zerollm.engine.amp import block_products_exact
-from zerollm.engine.fast.blas import run_threaded, thread_cap
+from zerollm.engine.fast.blas import run_rows, thread_cap
 from zerollm.engine.fast import jit, qgemm
-from zerollm.engine.fast.jit import avx2_call, inline, kernel, parallel_kernel, row_bounds, vector_load
+from zerollm.engine.fast.jit import avx2_call, inline, kernel, parallel_kernel, vector_load
 
 QK = 256
 _F32 = np.dtype(np.float32)
@@ -240,9 +240,8 @@ def _q6_k_scales(blocks, sc, dd, offs):
 def _many_rows(x, blocks, kind):
     """y = x @ W^T for many rows of x (a prompt's prefill), Q4_K or Q6_K, by the integer GEMM on the blocks as
     stored: x rounded to Q8_K blocks once (_quantize_rows, as the decode kernels round it), W's scales unpacked."""
-    (N, K), R, nb = x.shape, blocks.shape[0], blocks.shape[1]
-    xq, e, sums = np.empty((N, K), np.int8), np.empty((N, nb), np.float32), np.empty((N, K // 16), np.int32)
-    _quantize_rows(x, xq, e, sums)
+    R, nb = blocks.shape[0], blocks.shape[1]
+    xq, e, sums = _x_bytes(x)
     dd, flat = np.empty((R, nb), np.float32), blocks.reshape(R, -1)
     if kind == "q4_K":
         sc, mins = np.empty((R, nb * 8), np.int16), np.empty((R, nb * 8), np.float32)
@@ -620,9 +619,9 @@ def kquant_matmul(x, w):
         return NotImplemented
     blocks = w.blocks if w.blocks.flags.c_contiguous else np.ascontiguousarray(w.blocks)
     N, R = x.shape[0], w.shape[0]
-    y = np.empty((N, R), np.float32)
     if N >= qgemm.ROWS_FROM and not block_products_exact() and qgemm.available(kind, x.shape[1]):
         return _many_rows(x, blocks, kind)               # several rows of x (a prefill): the integer GEMM
+    y = np.empty((N, R), np.float32)
     if N >= SLAB_FROM and not block_products_exact():   # no AVX2 (or Q5_K): BLAS slabs
         return _by_slabs(x, blocks, kind, y)
     if block_products_exact():
@@ -641,16 +640,10 @@ def integer_product(x, w, threads, blocks=None):
     blocks = w.blocks if blocks is None else blocks
     N, R = x.shape[0], w.shape[0]
     y = np.empty((N, R), np.float32)
-    n_threads = max(1, min(threads, R // 64))           # at least 64 rows a thread
-    bounds = row_bounds(R, n_threads)
     if kind in ("q4_K", "q6_K") and jit.BYTE_PRODUCTS:
-        pick = _Q4K_BYTES if kind == "q4_K" else _Q6K_BYTES
-        if n_threads == 1:                               # a decode step's usual case: the serial kernel, no more
-            pick[0](bounds, blocks, x, y)
-        else:
-            run_threaded(*pick, n_threads, bounds, blocks, x, y)
+        run_rows(_Q4K_BYTES if kind == "q4_K" else _Q6K_BYTES, threads, R, blocks, x, y)
     elif kind == "q6_K":
-        run_threaded(*_Q6, n_threads, bounds, blocks, x, y)
+        run_rows(_Q6, threads, R, blocks, x, y)
     else:
-        run_threaded(*_Q45, n_threads, bounds, blocks, x, kind == "q5_K", y)
+        run_rows(_Q45, threads, R, blocks, x, kind == "q5_K", y)
     return y

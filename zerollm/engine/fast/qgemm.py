@@ -45,8 +45,8 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 from zerollm.engine.fast import jit
-from zerollm.engine.fast.blas import kernel_threads, run_threaded, single_threaded_blas
-from zerollm.engine.fast.jit import avx2_call, kernel, parallel_kernel, row_bounds
+from zerollm.engine.fast.blas import run_rows, single_threaded_blas, thread_cap
+from zerollm.engine.fast.jit import avx2_call, kernel, parallel_kernel
 
 ROWS_FROM = 8             # rows of x from which quant.py / kquant.py come here: measured faster than the decode
 #                           kernels from 8 rows for every kind, 4 for all but Q6_K (benchmarks/qgemm.py --rows 4 8 16)
@@ -453,9 +453,8 @@ def _plan(K, step, step_bytes):
 
 def _run(kind, R, K, *args):
     """y (N, R) = the tile loops of ``kind`` over args (ending with y), rows of W split between threads."""
-    n_threads = kernel_threads(R // 64)
     step, step_bytes = {"q4_0": (2 * BLOCK, 36), "q8_0": (2 * BLOCK, 68), "q4_K": (QK, 144), "q6_K": (QK, 210)}[kind]
-    run_threaded(*_LOOPS[kind], n_threads, row_bounds(R, n_threads), *args, *_plan(K, step, step_bytes))
+    run_rows(_LOOPS[kind], thread_cap(), R, *args, *_plan(K, step, step_bytes))
     return args[-1]
 
 

@@ -57,9 +57,9 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 from zerollm.engine.amp import block_products_exact
-from zerollm.engine.fast.blas import run_threaded, thread_cap
+from zerollm.engine.fast.blas import run_rows, thread_cap
 from zerollm.engine.fast import jit, qgemm
-from zerollm.engine.fast.jit import avx2_call, float32_arrays, kernel, parallel_kernel, row_bounds, vector_load
+from zerollm.engine.fast.jit import avx2_call, float32_arrays, kernel, parallel_kernel, vector_load
 from zerollm.engine.fast.qlora import _DECODERS as DECODERS, ROWS
 
 BLOCK = 32
@@ -484,11 +484,7 @@ def _by_slabs(x, w):
 def _many_rows(x, w):
     """y = x @ W^T for many rows of x (a prompt's prefill) by engine/fast/qgemm.py's integer GEMM on the blocks as
     stored, x rounded to 8-bit blocks once as the decode kernels round it."""
-    N, K = x.shape
-    e = np.empty((N, K // BLOCK), np.float32)
-    xq, xp, lanes = np.empty((N, K), np.int8), np.empty((N, K), np.int8), np.empty((N, K // 8), np.int32)
-    _quantize_rows(x, xq, e)
-    _pair_layout(xq, xp, lanes)                          # both kinds take two blocks at a time
+    xp, e, lanes = _x_pairs(x)                           # both kinds take two blocks at a time
     if w.kind == "q8_0":
         return qgemm.q8_0(xp, e, w.codes, w.scales)
     return qgemm.q4_0(xp, e, lanes, w.codes, w.scales)
@@ -536,16 +532,11 @@ def integer_product(x, w, threads):
         return kquant_product(x, w, threads)
     (N, K), R = x.shape, w.shape[0]
     y = np.empty((N, R), np.float32)
-    n_threads = max(1, min(threads, R // 64))           # at least 64 rows a thread
-    bounds = row_bounds(R, n_threads)
     if kind == "q4_0" and jit.BYTE_PRODUCTS:
         pick = _Q4_PAIRS if (K // BLOCK) % 2 == 0 else _Q4_BYTES     # blocks two at a time, else one
     else:
         pick = _INT8[kind]
-    if n_threads == 1:                                   # a decode step's usual case: the serial kernel, no more
-        pick[0](bounds, w.codes, w.scales, x, y)
-    else:
-        run_threaded(*pick, n_threads, bounds, w.codes, w.scales, x, y)
+    run_rows(pick, threads, R, w.codes, w.scales, x, y)
     return y
 
 

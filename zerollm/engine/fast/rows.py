@@ -17,7 +17,7 @@ of W once and use it for every row of x while it is in a register.
 
 Exactness: the same products as BLAS's, summed in another order: within float32 rounding of it.
 Rows of W (head) or blocks of columns (rows_product) are split over threads like the quantized kernels
-(blas.run_threaded). Outside those rows, for float64, non-contiguous arrays or under autocast the
+(blas.run_rows). Outside those rows, for float64, non-contiguous arrays or under autocast the
 callers keep BLAS (head_product answers NotImplemented, and the reference runs).
 """
 
@@ -25,8 +25,8 @@ import numpy as np
 from numba import prange
 
 from zerollm.engine.amp import autocast_format
-from zerollm.engine.fast.blas import run_threaded, thread_cap
-from zerollm.engine.fast.jit import float32_arrays, kernel, parallel_kernel, row_bounds
+from zerollm.engine.fast.blas import run_rows, thread_cap
+from zerollm.engine.fast.jit import float32_arrays, kernel, parallel_kernel
 
 ROWS_FROM = 2          # one row: BLAS's matrix-vector product already reads W once
 ROWS_UP_TO = 16        # head_product's crossover (benchmarks/rows.py): at 16 rows BLAS's packed sgemm is level
@@ -141,21 +141,12 @@ def few_rows(x, w, up_to=ROWS_UP_TO):
             and autocast_format() is None)
 
 
-def _run(pair, x, w, y, R, threads):
-    n_threads = max(1, min(threads, R // _ROWS_PER_THREAD))
-    bounds = row_bounds(R, n_threads)
-    if n_threads == 1:
-        pair[0](bounds, x, w, y)
-    else:
-        run_threaded(*pair, n_threads, bounds, x, w, y)
-    return y
-
-
 def rows_product(x, w, threads=None):
     """y = x @ w for x (N, i), w (i, o), both float32 C-contiguous (few_rows(x, w, COLUMN_ROWS_UP_TO): the caller
     checks). threads: blas.thread_cap() when None."""
     y = np.empty((x.shape[0], w.shape[1]), np.float32)
-    return _run(_COLUMNS, x, w, y, w.shape[1], thread_cap() if threads is None else threads)
+    run_rows(_COLUMNS, thread_cap() if threads is None else threads, w.shape[1], x, w, y, per_thread=_ROWS_PER_THREAD)
+    return y
 
 
 def head_product(x, w):
@@ -165,7 +156,8 @@ def head_product(x, w):
             and x.shape[1] == w.shape[1] and w.shape[0] > 0 and few_rows(x, w)):
         return NotImplemented
     y = np.empty((x.shape[0], w.shape[0]), np.float32)
-    return _run(_HEAD, x, w, y, w.shape[0], thread_cap())
+    run_rows(_HEAD, thread_cap(), w.shape[0], x, w, y, per_thread=_ROWS_PER_THREAD)
+    return y
 
 
 KERNELS = {"head_product": head_product}

@@ -241,7 +241,7 @@ def _many_rows(x, blocks, kind):
     """y = x @ W^T for many rows of x (a prompt's prefill), Q4_K or Q6_K, by the integer GEMM on the blocks as
     stored: x rounded to Q8_K blocks once (_quantize_rows, as the decode kernels round it), W's scales unpacked."""
     R, nb = blocks.shape[0], blocks.shape[1]
-    xq, e, sums = _x_bytes(x)
+    xq, e, sums = _x_codes(x, np.int8)
     dd, flat = np.empty((R, nb), np.float32), blocks.reshape(R, -1)
     if kind == "q4_K":
         sc, mins = np.empty((R, nb * 8), np.int16), np.empty((R, nb * 8), np.float32)
@@ -280,19 +280,11 @@ def _quantize_rows(x, xq, e, sums):
 
 
 @kernel
-def _x_bytes(x):
-    """x (N, K) in Q8_K blocks for the AVX2 kernels: codes int8, scales (N, K / 256), sums of 16 codes."""
+def _x_codes(x, dtype):
+    """x (N, K) in Q8_K blocks: codes (N, K) as ``dtype`` (np.int8 for the AVX2 byte kernels, np.float32, whole
+    numbers, for the float-lane kernels), scales (N, K / 256) and the sums of each 16 codes."""
     N, K = x.shape
-    xq, e, sums = np.empty((N, K), np.int8), np.empty((N, K // QK), np.float32), np.empty((N, K // 16), np.int32)
-    _quantize_rows(x, xq, e, sums)
-    return xq, e, sums
-
-
-@kernel
-def _x_floats(x):
-    """x (N, K) in Q8_K blocks for the float-lane kernels: codes as whole numbers in float32, scales, sums."""
-    N, K = x.shape
-    xq, e, sums = np.empty((N, K), np.float32), np.empty((N, K // QK), np.float32), np.empty((N, K // 16), np.int32)
+    xq, e, sums = np.empty((N, K), dtype), np.empty((N, K // QK), np.float32), np.empty((N, K // 16), np.int32)
     _quantize_rows(x, xq, e, sums)
     return xq, e, sums
 
@@ -535,7 +527,7 @@ def _q6k_row(typingctx, blk_row, xq, e, sums, nb):
 
 
 def _q6k_bytes_rows_serial(bounds, blocks, x, y):
-    xq, e, sums = _x_bytes(x)
+    xq, e, sums = _x_codes(x, np.int8)
     for t in range(bounds.shape[0] - 1):
         for r in range(bounds[t], bounds[t + 1]):
             for n in range(xq.shape[0]):
@@ -543,7 +535,7 @@ def _q6k_bytes_rows_serial(bounds, blocks, x, y):
 
 
 def _q6k_bytes_rows_threaded(bounds, blocks, x, y):
-    xq, e, sums = _x_bytes(x)
+    xq, e, sums = _x_codes(x, np.int8)
     for t in prange(bounds.shape[0] - 1):
         for r in range(bounds[t], bounds[t + 1]):
             for n in range(xq.shape[0]):
@@ -554,7 +546,7 @@ _Q6K_BYTES = (kernel(_q6k_bytes_rows_serial), parallel_kernel(_q6k_bytes_rows_th
 
 
 def _q4k_bytes_rows_serial(bounds, blocks, x, y):
-    xq, e, sums = _x_bytes(x)
+    xq, e, sums = _x_codes(x, np.int8)
     for t in range(bounds.shape[0] - 1):
         for r in range(bounds[t], bounds[t + 1]):
             for n in range(xq.shape[0]):
@@ -562,7 +554,7 @@ def _q4k_bytes_rows_serial(bounds, blocks, x, y):
 
 
 def _q4k_bytes_rows_threaded(bounds, blocks, x, y):
-    xq, e, sums = _x_bytes(x)
+    xq, e, sums = _x_codes(x, np.int8)
     for t in prange(bounds.shape[0] - 1):
         for r in range(bounds[t], bounds[t + 1]):
             for n in range(xq.shape[0]):
@@ -575,7 +567,7 @@ _Q4K_BYTES = (kernel(_q4k_bytes_rows_serial), parallel_kernel(_q4k_bytes_rows_th
 # two functions for each kind and way, not one dispatcher: numba's disk cache is keyed by the function. Each
 # rounds x itself inside its one compiled call (a decode step launches about fifty products: engine/fast/quant.py)
 def _q45_rows_serial(bounds, blocks, x, fifth, y):
-    xq, e, sums = _x_floats(x)
+    xq, e, sums = _x_codes(x, np.float32)
     for t in range(bounds.shape[0] - 1):
         for r in range(bounds[t], bounds[t + 1]):
             for n in range(xq.shape[0]):
@@ -583,7 +575,7 @@ def _q45_rows_serial(bounds, blocks, x, fifth, y):
 
 
 def _q45_rows_threaded(bounds, blocks, x, fifth, y):
-    xq, e, sums = _x_floats(x)
+    xq, e, sums = _x_codes(x, np.float32)
     for t in prange(bounds.shape[0] - 1):
         for r in range(bounds[t], bounds[t + 1]):
             for n in range(xq.shape[0]):
@@ -591,7 +583,7 @@ def _q45_rows_threaded(bounds, blocks, x, fifth, y):
 
 
 def _q6_rows_serial(bounds, blocks, x, y):
-    xq, e, sums = _x_floats(x)
+    xq, e, sums = _x_codes(x, np.float32)
     for t in range(bounds.shape[0] - 1):
         for r in range(bounds[t], bounds[t + 1]):
             for n in range(xq.shape[0]):
@@ -599,7 +591,7 @@ def _q6_rows_serial(bounds, blocks, x, y):
 
 
 def _q6_rows_threaded(bounds, blocks, x, y):
-    xq, e, sums = _x_floats(x)
+    xq, e, sums = _x_codes(x, np.float32)
     for t in prange(bounds.shape[0] - 1):
         for r in range(bounds[t], bounds[t + 1]):
             for n in range(xq.shape[0]):

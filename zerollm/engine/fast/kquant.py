@@ -378,6 +378,30 @@ def _q6_row(blk_row, xq, e, sums):
 # ----------------------------------------------------------------------------
 # Q4_K and Q6_K with x's codes as bytes (x86 with AVX2: jit.BYTE_PRODUCTS), as Q4_0's kernel there
 
+def _row_frame(context, builder, sig, args, width, superblock):
+    """The frame of the k-quant row intrinsics: a loop over the row's nb super-blocks of ``width`` bytes, where
+    ``superblock(b, at, eb)`` gives super-block b's 8 float32 lanes (at(k): a pointer to its byte k; eb: x's scale
+    of it), added into one float accumulator; one horizontal sum at the end -> the float32 dot product."""
+    blk_row, _, e, _, nb = args
+    f32, i32, i64 = ir.FloatType(), ir.IntType(32), ir.IntType(64)
+    vf = ir.VectorType(f32, 8)
+    data = context.make_array(sig.args[0])(context, builder, value=blk_row).data
+    e_data = context.make_array(sig.args[2])(context, builder, value=e).data
+    acc_ptr = builder.alloca(vf)
+    builder.store(ir.Constant(vf, [0.0] * 8), acc_ptr)
+    with cgutils.for_range(builder, nb) as loop:
+        b = loop.index
+        base = builder.mul(b, ir.Constant(i64, width))
+        at = lambda k: builder.gep(data, [builder.add(base, ir.Constant(i64, k))])          # noqa: E731
+        total = superblock(b, at, builder.load(builder.gep(e_data, [b])))
+        builder.store(builder.fadd(builder.load(acc_ptr), total, flags=["contract"]), acc_ptr)
+    acc = builder.load(acc_ptr)
+    out = builder.extract_element(acc, ir.Constant(i32, 0))
+    for lane in range(1, 8):
+        out = builder.fadd(out, builder.extract_element(acc, ir.Constant(i32, lane)))
+    return out
+
+
 def _q4k_row_codegen(context, builder, sig, args):
     """One row of W (nb super-blocks of 144 bytes) against one row of x (int8 codes, nb scales, sums of 16 codes),
     all in registers, one horizontal sum a row. Each super-block: the 12 scale bytes read as three 32-bit words
@@ -388,13 +412,9 @@ def _q4k_row_codegen(context, builder, sig, args):
     neighbours again, and the eight 32-bit lanes add up over the super-block (<= 8 * 2 * 3810 * 63: no
     overflow); the mins' term is the eight mins times x's code sums of each 32, one vpmulld. Both go to float
     lanes times d e and dmin e (d, dmin: float16 widened by vcvtph2ps) into one float accumulator."""
-    blk_row, xq, e, sums, nb = args
+    _, xq, _, sums, _ = args
     f32, i8, i16, i32, i64 = ir.FloatType(), ir.IntType(8), ir.IntType(16), ir.IntType(32), ir.IntType(64)
     v32, l8, vf = ir.VectorType(i8, 32), ir.VectorType(i32, 8), ir.VectorType(f32, 8)
-    data = context.make_array(sig.args[0])(context, builder, value=blk_row).data
-    e_data = context.make_array(sig.args[2])(context, builder, value=e).data
-    acc_ptr = builder.alloca(vf)
-    builder.store(ir.Constant(vf, [0.0] * 8), acc_ptr)
 
     def const(v):
         return ir.Constant(i32, v)
@@ -403,10 +423,7 @@ def _q4k_row_codegen(context, builder, sig, args):
         one = builder.insert_element(ir.Constant(ir.VectorType(t, n), ir.Undefined), v, const(0))
         return builder.shuffle_vector(one, one, ir.Constant(ir.VectorType(i32, n), [0] * n))
 
-    with cgutils.for_range(builder, nb) as loop:
-        b = loop.index
-        base = builder.mul(b, ir.Constant(i64, 144))
-        at = lambda k: builder.gep(data, [builder.add(base, ir.Constant(i64, k))])          # noqa: E731
+    def superblock(b, at, eb):
         word = lambda k: builder.load(builder.bitcast(at(k), i32.as_pointer()), align=1)     # noqa: E731
         half = lambda k: builder.fpext(builder.load(builder.bitcast(at(k), ir.HalfType().as_pointer()), align=1),
                                        f32)                                                  # noqa: E731
@@ -437,17 +454,12 @@ def _q4k_row_codegen(context, builder, sig, args):
         s16 = vector_load(context, builder, sig.args[3], sums, builder.mul(b, ir.Constant(i64, 16)), 16)
         pick = lambda idx: builder.shuffle_vector(s16, s16, ir.Constant(l8, idx))   # noqa: E731
         shifted = builder.mul(mins, builder.add(pick(list(range(0, 16, 2))), pick(list(range(1, 16, 2)))))
-        eb = builder.load(builder.gep(e_data, [b]))
         de, dme = builder.fmul(half(0), eb), builder.fmul(half(2), eb)
         total = builder.fmul(builder.sitofp(acc, vf), splat(de, 8, f32), flags=["contract"])
-        total = builder.fsub(total, builder.fmul(builder.sitofp(shifted, vf), splat(dme, 8, f32), flags=["contract"]),
-                             flags=["contract"])
-        builder.store(builder.fadd(builder.load(acc_ptr), total, flags=["contract"]), acc_ptr)
-    acc = builder.load(acc_ptr)
-    out = builder.extract_element(acc, const(0))
-    for lane in range(1, 8):
-        out = builder.fadd(out, builder.extract_element(acc, const(lane)))
-    return out
+        return builder.fsub(total, builder.fmul(builder.sitofp(shifted, vf), splat(dme, 8, f32), flags=["contract"]),
+                            flags=["contract"])
+
+    return _row_frame(context, builder, sig, args, 144, superblock)
 
 
 @intrinsic
@@ -465,13 +477,9 @@ def _q6k_row_codegen(context, builder, sig, args):
     of the register's two groups of 16 (8 lanes each, picked from the 16 scales loaded once). Per lane at most
     8 * 2 * 16002 * 128: no overflow. The codes' offset of 32: the 16 scales times x's 16 code sums (vpmulld), 32
     times that taken off in int32 (exact); then float lanes times d e into one float accumulator."""
-    blk_row, xq, e, sums, nb = args
+    _, xq, _, sums, _ = args
     f32, i8, i16, i32, i64 = ir.FloatType(), ir.IntType(8), ir.IntType(16), ir.IntType(32), ir.IntType(64)
     v32, l8, vf = ir.VectorType(i8, 32), ir.VectorType(i32, 8), ir.VectorType(f32, 8)
-    data = context.make_array(sig.args[0])(context, builder, value=blk_row).data
-    e_data = context.make_array(sig.args[2])(context, builder, value=e).data
-    acc_ptr = builder.alloca(vf)
-    builder.store(ir.Constant(vf, [0.0] * 8), acc_ptr)
 
     def byte_splat(v):
         return ir.Constant(v32, [v] * 32)
@@ -479,10 +487,7 @@ def _q6k_row_codegen(context, builder, sig, args):
     def lanes(n, idx):
         return ir.Constant(ir.VectorType(i32, n), idx)
 
-    with cgutils.for_range(builder, nb) as loop:
-        b = loop.index
-        base = builder.mul(b, ir.Constant(i64, 210))
-        at = lambda k: builder.gep(data, [builder.add(base, ir.Constant(i64, k))])                # noqa: E731
+    def superblock(b, at, eb):
         load = lambda k, n: builder.load(builder.bitcast(at(k), ir.VectorType(i8, n).as_pointer()),   # noqa: E731
                                          align=1)
         sc8 = load(192, 16)
@@ -508,16 +513,12 @@ def _q6k_row_codegen(context, builder, sig, args):
                               builder.shuffle_vector(prod, prod, lanes(8, list(range(8, 16)))))
         total = builder.sub(acc, builder.shl(shifted, ir.Constant(l8, [5] * 8)))
         d = builder.fpext(builder.load(builder.bitcast(at(208), ir.HalfType().as_pointer()), align=1), f32)
-        de = builder.fmul(builder.load(builder.gep(e_data, [b])), d)
+        de = builder.fmul(eb, d)
         one = builder.insert_element(ir.Constant(vf, ir.Undefined), de, ir.Constant(i32, 0))
-        splat = builder.shuffle_vector(one, one, lanes(8, [0] * 8))
-        builder.store(builder.fadd(builder.load(acc_ptr), builder.fmul(builder.sitofp(total, vf), splat,
-                                                                      flags=["contract"]), flags=["contract"]), acc_ptr)
-    acc = builder.load(acc_ptr)
-    out = builder.extract_element(acc, ir.Constant(i32, 0))
-    for lane in range(1, 8):
-        out = builder.fadd(out, builder.extract_element(acc, ir.Constant(i32, lane)))
-    return out
+        return builder.fmul(builder.sitofp(total, vf), builder.shuffle_vector(one, one, lanes(8, [0] * 8)),
+                            flags=["contract"])
+
+    return _row_frame(context, builder, sig, args, 210, superblock)
 
 
 @intrinsic

@@ -113,6 +113,12 @@ def _q45_k_matmul(x, blocks, fifth, y):
             y[n, r] = s
 
 
+@inline
+def _q6_code(blk, low_at, low_shift, high_at, high_shift):
+    """One six-bit Q6_K code (0..63): four bits of ql's byte low_at, two of qh's byte high_at."""
+    return ((np.int32(blk[low_at]) >> low_shift) & 15) | (((np.int32(blk[high_at]) >> high_shift) & 3) << 4)
+
+
 @kernel
 def _q6_k_matmul(x, blocks, y):
     """Q6_K: ql (128 bytes), qh (64), int8 scales (16), d; by halves of 128 numbers and quarters of 32."""
@@ -133,8 +139,7 @@ def _q6_k_matmul(x, blocks, y):
                             sc = np.float32(np.int8(blk[192 + 8 * half + 2 * quarter + g]))
                             acc = np.float32(0.0)
                             for l in range(16 * g, 16 * g + 16):
-                                q = ((np.int32(blk[low_at + l]) >> low_shift) & 15) | \
-                                    (((np.int32(blk[128 + 32 * half + l]) >> high_shift) & 3) << 4)
+                                q = _q6_code(blk, low_at + l, low_shift, 128 + 32 * half + l, high_shift)
                                 acc += np.float32(q - 32) * x[n, start + l]
                             s += (d * sc) * acc
             y[n, r] = s
@@ -180,8 +185,7 @@ def _decode_q6_k(blocks, r0, r1, out):
                     for g in range(2):
                         scale = d * np.float32(np.int8(blk[192 + 8 * half + 2 * quarter + g]))
                         for l in range(16 * g, 16 * g + 16):
-                            q = ((np.int32(blk[low_at + l]) >> low_shift) & 15) | \
-                                (((np.int32(blk[128 + 32 * half + l]) >> high_shift) & 3) << 4)
+                            q = _q6_code(blk, low_at + l, low_shift, 128 + 32 * half + l, high_shift)
                             out[r - r0, start + l] = scale * np.float32(q - 32)
 
 

@@ -78,7 +78,8 @@ def build(shape, folder):
 
 def start_server(folder, max_batch, threads, *flags):
     """`zerollm serve` on every core but the clients' one -> (process, base URL)."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    # this tree first; a PYTHONPATH given too stays behind it (an A/B run adds a package folder that way)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (str(ROOT), os.environ.get("PYTHONPATH"))))}
     cores = _server_cores()
     proc = subprocess.Popen([sys.executable, "-m", "zerollm", "serve", "--hf", str(folder), "--port", "0",
                              "--max-batch", str(max_batch), "--max-queue", "1024", "--threads", str(threads),

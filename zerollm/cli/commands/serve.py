@@ -4,8 +4,9 @@
     curl http://127.0.0.1:8000/v1/chat/completions -H 'Content-Type: application/json' \\
          -d '{"messages": [{"role": "user", "content": "藏头诗：春夏秋冬"}], "max_tokens": 40}'
 
-Needs ``pip install "zerollm[serve]"`` (FastAPI + uvicorn). Binds 127.0.0.1; any other --host needs
---api-key (or $ZEROLLM_API_KEY). SIGTERM or Ctrl-C: stop accepting, let what is running finish for up
+Needs ``pip install "zerollm[serve]"`` (FastAPI + uvicorn, and uvloop for the event loop where it
+installs; without it asyncio's own loop serves the same answers, more slowly). Binds 127.0.0.1; any
+other --host needs --api-key (or $ZEROLLM_API_KEY). SIGTERM or Ctrl-C: stop accepting, let what is running finish for up
 to --grace seconds, end the rest (a 503, or a stream's error event and [DONE]), exit 0.
 """
 
@@ -163,9 +164,11 @@ def run(args):
                           features=features_of(args, open_draft(args, model, tok)))
         app = build_app(backend, api_key=api_key, max_body=args.max_body, body_timeout=args.body_timeout,
                         metrics_public=args.metrics_public)
+        # loop "auto": uvloop where it is installed (the serve extra), else asyncio's own loop; a streamed token
+        # wakes the loop from the scheduler's thread, which costs less on uvloop (docs/serving.md, "The HTTP path")
         config = uvicorn.Config(app, host=args.host, port=args.port, log_level="warning", lifespan="off",
-                                timeout_graceful_shutdown=args.grace, ws="none",     # pinned: guard.py knows h11
-                                http=functools.partial(Protocol, header_timeout=args.header_timeout))
+                                timeout_graceful_shutdown=args.grace, ws="none", loop="auto",
+                                http=functools.partial(Protocol, header_timeout=args.header_timeout))  # h11: guard.py
         server = _server(uvicorn, config, app)
         backend.start()
         try:

@@ -149,18 +149,22 @@ def planned_splits():
 
 
 def run_threaded(serial, threaded, n_threads, *args):
-    """The serial kernel on one thread, else the threaded one on n_threads numba threads, BLAS on one
-    each. While another Python thread's threaded launch runs, this one runs serially."""
+    """The serial kernel on one thread, else the threaded one on n_threads numba threads. While another Python
+    thread's threaded launch runs, this one runs serially. The row kernels launched here never call BLAS, so
+    BLAS's thread count is left as it is, and numba's is changed only where it differs from n_threads (on a
+    machine of n_threads cores, never): a decode step makes about fifty launches, and switching both counts
+    there and back was about 8 us of Python each (engine/fast/decode.py)."""
     if n_threads == 1 or not _THREADED.acquire(blocking=False):
         return serial(*args)
     try:
-        with single_threaded_blas():
-            before = numba.get_num_threads()
-            numba.set_num_threads(n_threads)
-            try:
-                return threaded(*args)
-            finally:
-                numba.set_num_threads(before)
+        before = numba.get_num_threads()
+        if before == n_threads:
+            return threaded(*args)
+        numba.set_num_threads(n_threads)
+        try:
+            return threaded(*args)
+        finally:
+            numba.set_num_threads(before)
     finally:
         _THREADED.release()
 
@@ -168,7 +172,8 @@ def run_threaded(serial, threaded, n_threads, *args):
 def run_rows(pair, threads, R, *args, per_thread=64):
     """A (serial, threaded) pair of row kernels over R rows of W, each thread given at least ``per_thread`` rows
     and at most ``threads`` threads (blas.thread_cap()); the kernels get the row bounds first, then args. One
-    thread calls the serial kernel straight away: a decode step's usual case, fifty products a token."""
+    thread calls the serial kernel straight away: a decode step's usual case, fifty products a token. The kernels
+    must not call BLAS (run_threaded leaves BLAS's thread count as it is)."""
     n_threads = max(1, min(threads, R // per_thread))
     bounds = row_bounds(R, n_threads)
     if n_threads == 1:

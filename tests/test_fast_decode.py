@@ -212,3 +212,31 @@ def test_a_decode_step_s_products_go_straight_to_the_integer_kernels(monkeypatch
         with unfused():
             plain = forced_logits(model, 1)
     assert close(fused, plain, INT8_TOLERANCE / 2)
+
+
+def test_stacked_k_quant_parts_are_one_launch_bit_for_bit_the_part_by_part_products(monkeypatch):
+    """Llama Q4_K_M's c_attn (q, k in Q4_K, v in Q6_K): x is rounded once and all of W's rows are one launch, split
+    between the threads across the parts' edges; every column is bit for bit that part's own product. A stack
+    with a part of another kind keeps the part-by-part loop."""
+    from zerollm.engine.fast import blas, kquant as fast_kquant, quant as fast_quant
+    rng = np.random.default_rng(4)
+    parts = [kquant.KQuantMatrix.from_float(rng.standard_normal((rows, 256)), kind)
+             for rows, kind in ((96, "q4_K"), (64, "q4_K"), (96, "q6_K"))]
+    w = quant.StackedBlocks(parts)
+    launches = []
+    for module in (fast_quant, fast_kquant):
+        real = module.run_rows
+        monkeypatch.setattr(module, "run_rows", lambda *a, real=real, **k: launches.append(a[0]) or real(*a, **k))
+    for threads in (1, 2):
+        with limit_threads(threads):
+            cap = blas.thread_cap()
+            for N in (1, 3):
+                x = rng.standard_normal((N, 256)).astype(np.float32)
+                want = np.concatenate([fast_kquant.integer_product(x, p, cap) for p in parts], axis=1)
+                del launches[:]
+                got = fast_quant.integer_product(x, w, cap)              # the fused decode block's way in
+                assert len(launches) == 1 and np.array_equal(got, want)
+                del launches[:]
+                assert np.array_equal(fast_quant.quantized_matmul(x, w), want) and len(launches) == 1
+    mixed = quant.StackedBlocks(parts[:2] + [quant.QuantizedMatrix.from_float(rng.standard_normal((64, 256)), "q8_0")])
+    assert fast_quant.one_launch(w) and not fast_quant.one_launch(mixed)

@@ -59,7 +59,8 @@ from numba.extending import intrinsic
 from zerollm.engine.amp import block_products_exact
 from zerollm.engine.fast.blas import run_rows, thread_cap
 from zerollm.engine.fast import jit, qgemm
-from zerollm.engine.fast.jit import avx2_call, float32_arrays, kernel, parallel_kernel, vector_load
+from zerollm.engine.fast.jit import avx2_call, float32_arrays, inline, kernel, parallel_kernel, vector_load
+from zerollm.engine.fast.kquant import _q4k_row, _q6k_row, _x_codes
 from zerollm.engine.fast.qlora import _DECODERS as DECODERS, ROWS
 
 BLOCK = 32
@@ -515,6 +516,62 @@ def quantized_matmul(x, w):
     return integer_product(x, w, thread_cap())
 
 
+# ----------------------------------------------------------------------------
+# stacked Q4_K / Q6_K parts in one launch (llama.cpp's Q4_K_M c_attn: q and k in Q4_K, v in Q6_K)
+
+_STACK_KINDS = {"q4_K": 0, "q6_K": 1}          # which row intrinsic a part takes (kquant.py's byte kernels)
+
+
+@inline
+def _stack_span(r0, r1, parts, offsets, six, xq, e, sums, y):
+    """Rows r0..r1 - 1 of the stacked W, each through its part's row intrinsic (six[p]: Q6_K, else Q4_K)."""
+    p = 0
+    for r in range(r0, r1):
+        while r >= offsets[p + 1]:
+            p += 1
+        blk = parts[p]
+        i = r - offsets[p]
+        for n in range(xq.shape[0]):
+            if six[p]:
+                y[n, r] = _q6k_row(blk[i], xq[n], e[n], sums[n], blk.shape[1])
+            else:
+                y[n, r] = _q4k_row(blk[i], xq[n], e[n], sums[n], blk.shape[1])
+
+
+def _kstack_rows_serial(bounds, parts, offsets, six, x, y):
+    xq, e, sums = _x_codes(x, np.int8)
+    for t in range(bounds.shape[0] - 1):
+        _stack_span(bounds[t], bounds[t + 1], parts, offsets, six, xq, e, sums, y)
+
+
+def _kstack_rows_threaded(bounds, parts, offsets, six, x, y):
+    xq, e, sums = _x_codes(x, np.int8)
+    for t in prange(bounds.shape[0] - 1):
+        _stack_span(bounds[t], bounds[t + 1], parts, offsets, six, xq, e, sums, y)
+
+
+_KSTACK = (kernel(_kstack_rows_serial), parallel_kernel(_kstack_rows_threaded))
+
+
+def one_launch(w):
+    """Is a StackedBlocks multiplied in one launch? Where every part is Q4_K or Q6_K on the byte kernels
+    (jit.BYTE_PRODUCTS), contiguous: both kinds take x rounded to the same Q8_K blocks, so x is rounded once
+    for all the parts and the threads split all of W's rows together, where part by part x was rounded once a
+    part and each part (v's 256 rows at Llama-124M's size, say) was a launch and a split of its own. Each row
+    is the same intrinsic on the same codes, so y is bit for bit the part-by-part product."""
+    return jit.BYTE_PRODUCTS and all(getattr(p, "kind", None) in _STACK_KINDS and p.blocks.flags.c_contiguous
+                                     for p in w.parts)
+
+
+def _stacked_kquant(x, w, threads):
+    """y = x @ W^T for a StackedBlocks that ``one_launch`` takes, fewer than SLAB_FROM rows of x (float32 C)."""
+    six = np.array([_STACK_KINDS[p.kind] for p in w.parts], np.int64)
+    y = np.empty((x.shape[0], w.shape[0]), np.float32)
+    run_rows(_KSTACK, threads, w.shape[0], tuple(p.blocks for p in w.parts), np.asarray(w.offsets, np.int64), six,
+             x, y)
+    return y
+
+
 def integer_product(x, w, threads):
     """y = x @ W^T by the integer kernels (x rounded to 8-bit blocks), for fewer than SLAB_FROM rows of x, with
     every check already made: x float32 C-contiguous (N, K), W blocks of a kind that has an integer kernel here or
@@ -523,6 +580,8 @@ def integer_product(x, w, threads):
     a layer's weights once and not at every step, calls it directly."""
     kind = w.kind
     if kind == "stacked":
+        if one_launch(w):
+            return _stacked_kquant(x, w, threads)
         y = np.empty((x.shape[0], w.shape[0]), np.float32)
         for part, r0, r1 in zip(w.parts, w.offsets[:-1], w.offsets[1:]):
             y[:, r0:r1] = integer_product(x, part, threads)
@@ -542,7 +601,11 @@ def integer_product(x, w, threads):
 
 def _stacked_matmul(x, w):
     """y = x @ W^T for a StackedBlocks W: each part (rows offsets[i]:offsets[i + 1] of W) through its own kind's
-    kernel into its columns of y; NotImplemented when one part has no kernel here (the reference then runs)."""
+    kernel into its columns of y; NotImplemented when one part has no kernel here (the reference then runs).
+    A decode step's few rows of x and Q4_K / Q6_K parts: all parts in one launch (``one_launch``)."""
+    if (type(x) is np.ndarray and x.dtype == _F32 and x.flags.c_contiguous and x.ndim == 2 and x.shape[1] == w.shape[1]
+            and x.shape[0] < min(qgemm.ROWS_FROM, SLAB_FROM) and not block_products_exact() and one_launch(w)):
+        return _stacked_kquant(x, w, thread_cap())
     y = np.empty((x.shape[0], w.shape[0]), np.float32)
     for part, r0, r1 in zip(w.parts, w.offsets[:-1], w.offsets[1:]):
         got = quantized_matmul(x, part)

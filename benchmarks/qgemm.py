@@ -23,7 +23,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from kquant_matvec import bandwidth, blas, host  # noqa: E402
 
-KINDS = ("q8_0", "q4_0", "q4_K", "q6_K")
+KINDS = ("q8_0", "q4_0", "q4_K", "q5_K", "q6_K")
 
 
 def _timed(fn):
@@ -42,8 +42,8 @@ def ways(kind, w, few):
         def slabs(x):
             return kquant._by_slabs(x, blocks, kind, np.empty((x.shape[0], w.shape[0]), np.float32))
 
-        def integer(x):
-            return kquant._many_rows(x, blocks, kind)
+        def integer(x):                                   # Q4_K / Q5_K: scales unpacked at the first call
+            return kquant._many_rows(x, w, blocks)
     else:
         def slabs(x):
             return quant._by_slabs(x, w)

@@ -27,7 +27,7 @@ from zerollm.tokenizers import ByteTokenizer
 fast = pytest.importorskip("zerollm.engine.fast.quant")
 from zerollm.engine.fast import jit, qgemm  # noqa: E402  (numba: the line above checks it is there)
 
-KINDS = ("q8_0", "q4_0", "q4_K", "q6_K")
+KINDS = ("q8_0", "q4_0", "q4_K", "q5_K", "q6_K")
 K = 1280
 
 pytestmark = pytest.mark.skipif(not jit.BYTE_PRODUCTS, reason="the integer GEMM is written for x86 with AVX2; "
@@ -44,9 +44,15 @@ def matrix(kind, rows, rng):
 def spy(monkeypatch):
     """The kinds of the integer GEMMs called from now on (each still runs)."""
     calls = []
-    for name, kind in (("q8_0", "q8_0"), ("q4_0", "q4_0"), ("q4_k", "q4_K"), ("q6_k", "q6_K")):
+
+    def kind_of(name, args):                                       # q45_k(..., fifth): Q5_K when fifth
+        if name == "q45_k":
+            return "q5_K" if args[-1] else "q4_K"
+        return "q6_K" if name == "q6_k" else name
+
+    for name in ("q8_0", "q4_0", "q45_k", "q6_k"):
         real = getattr(qgemm, name)
-        monkeypatch.setattr(qgemm, name, lambda *a, real=real, kind=kind: calls.append(kind) or real(*a))
+        monkeypatch.setattr(qgemm, name, lambda *a, real=real, name=name: calls.append(kind_of(name, a)) or real(*a))
     return calls
 
 

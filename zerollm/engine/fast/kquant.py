@@ -21,18 +21,20 @@ code, and the min's term needs only the codes' sums:
 The codes are whole numbers held in float32 (the nibbles split off with a floor): every product and every
 sub-block's sum is below 2^24, so exact, as int32 sums would be, but numba types int32 arithmetic as int64
 (4 lanes of AVX2) where float32 takes 8: measured 3.7-5x faster so (3072 x 768, one row, under load).
-On x86 with AVX2 (engine/fast/jit.py's ``BYTE_PRODUCTS``) Q4_K and Q6_K take x's codes as bytes instead, as
-Q4_0 does there: vpmaddubsw multiplies 32 codes by 32 bytes of x and adds neighbours, vpmaddwd by the
-sub-block's scale adds neighbours again into int32 lanes; a whole row is one intrinsic (``_q4k_row``,
-``_q6k_row``): the six-bit scales and mins split in 32-bit words, the mins' (or Q6_K's offset's) term as eight
-products of vectors, each super-block's int32 lanes into float lanes times its scales, one horizontal sum a
-row. About Q4_0's time per byte (benchmarks/kquant_matvec.py); exact integer sums, the float sums in another
-order than the float-lane kernels'. Q5_K keeps the float lanes. The float16
-scales are widened by LLVM's fpext (vcvtph2ps), not by float arithmetic with a power of two from libm.
-Rounding x to 8 bits moves y by about 0.5% of its largest entry, as in llama.cpp (the tolerance is
-engine/fast/quant.py's INT8_TOLERANCE). Rows of W are split between threads like the Q8_0 / Q4_0 kernels'.
+On x86 with AVX2 (engine/fast/jit.py's ``BYTE_PRODUCTS``) Q4_K and Q6_K take x's codes as bytes instead, as Q4_0
+does there: vpmaddubsw multiplies 32 codes by 32 bytes of x and adds neighbours, vpmaddwd by the sub-block's scale
+adds neighbours again into int32 lanes; a whole row is one intrinsic (``_q4k_row``, ``_q6k_row``, and ``_q5k_row``:
+Q4_K's with a fifth bit from qh): the six-bit scales and mins split in 32-bit words, the mins' (or Q6_K's offset's)
+term as eight products of vectors, each super-block's int32 lanes into float lanes times its scales, one horizontal
+sum a row. About Q4_0's time per byte (benchmarks/kquant_matvec.py); exact integer sums, the float sums in another
+order than the float-lane kernels'. Elsewhere every kind keeps the float lanes. The float16 scales are widened by
+LLVM's fpext (vcvtph2ps), not by float arithmetic with a power of two from libm. Rounding x to 8 bits moves y by
+about 0.5% of its largest entry, as in llama.cpp (the tolerance is engine/fast/quant.py's INT8_TOLERANCE). Rows of W
+are split between threads like the Q8_0 / Q4_0 kernels'.
 
-**Many rows of x** (SLAB_FROM or more, a prompt's prefill): W is decoded ROWS rows at a time into one reused
+**Many rows of x** (qgemm.ROWS_FROM or more, a prompt's prefill): on x86 with AVX2 the integer GEMM of
+engine/fast/qgemm.py (``_many_rows``), Q4_K / Q5_K scales unpacked once a matrix (``_k_scales``). Elsewhere, from
+SLAB_FROM rows, W is decoded ROWS rows at a time into one reused
 float buffer by a compiled decoder (``_decode_q45_k``, ``_decode_q6_k``: the NumPy dequantizer's numbers, bit
 for bit) and BLAS multiplies each slab, as engine/fast/quant.py does for Q8_0 / Q4_0: a GEMM reuses each weight
 for every row of x. The float matrix never exists whole. (The slabs were the matrix's own ``m[rows]``, NumPy's
@@ -44,6 +46,8 @@ then BLAS) only in the order of the float32 sums.
 
 Shapes: x (N, K), W (R, K) as blocks (R, nb, bytes), y (N, R); nb = K / 256.
 """
+
+import weakref
 
 import numpy as np
 from llvmlite import ir
@@ -210,50 +214,64 @@ def _by_slabs(x, blocks, kind, y):
 # many rows of x in inference: engine/fast/qgemm.py's integer GEMM, with W's scales unpacked once a call
 
 @kernel
-def _q4_k_scales(blocks, sc, dd, mins):
-    """blocks (R, nb, 144) -> sc (R, nb * 8) int16 six-bit scales, dd (R, nb) float32 d, and mins (R, nb * 8)
-    float32 dmin * m: the weights of the mins' term."""
+def _unpack_k_scales(blocks, sc, mins):
+    """blocks (R, nb, 144 or 176) -> sc (R, nb * 8) int16 the six-bit scales (int16: qgemm's tile broadcasts one
+    straight from memory) and mins (R, nb * 8) uint8 the six-bit mins."""
     R, nb = blocks.shape[0], blocks.shape[1]
     for r in range(R):
         for b in range(nb):
             blk = blocks[r, b]
-            dd[r, b] = _f16(blk[0], blk[1])
-            dmin = _f16(blk[2], blk[3])
             for j in range(8):
                 s, m = _sc_m(blk, j)
                 sc[r, 8 * b + j] = s
-                mins[r, 8 * b + j] = dmin * np.float32(m)
+                mins[r, 8 * b + j] = m
 
 
-@kernel
-def _q6_k_scales(blocks, sc, dd, offs):
-    """blocks (R, nb, 210) -> sc (R, nb * 16) int16 its int8 scales, dd (R, nb) float32 d, and offs (R, nb * 16)
-    float32 32 d sc_i: the weights of the -32 term against x's sums of 16."""
+class _Unpacked:
+    """What _k_scales keeps for one matrix: its blocks array (to see it replaced) and (scales, mins) unpacked."""
+    __slots__ = ("blocks", "scales")
+
+    def __init__(self, blocks, scales):
+        self.blocks, self.scales = blocks, scales
+
+
+_SCALES = weakref.WeakKeyDictionary()    # a k-quant matrix -> _Unpacked; freed with the matrix
+
+
+def _k_scales(w, blocks):
+    """A Q4_K / Q5_K matrix's scales and mins unpacked from their 12 packed bytes once, at its first prefill, and
+    kept with the matrix (24 bytes a super-block of 144 or 176: 17% / 14% of the weights' bytes), instead of once a
+    call. Unpacked again if w.blocks is replaced by another array; an object that takes no weak reference is
+    unpacked every call."""
+    known = _SCALES.get(w) if _weak(w) else None
+    if known is not None and known.blocks is w.blocks:
+        return known.scales
     R, nb = blocks.shape[0], blocks.shape[1]
-    for r in range(R):
-        for b in range(nb):
-            blk = blocks[r, b]
-            d = _f16(blk[208], blk[209])
-            dd[r, b] = d
-            for i in range(16):
-                s = np.int8(blk[192 + i])
-                sc[r, 16 * b + i] = s
-                offs[r, 16 * b + i] = np.float32(32.0) * d * np.float32(s)
+    scales = np.empty((R, nb * 8), np.int16), np.empty((R, nb * 8), np.uint8)
+    _unpack_k_scales(blocks, *scales)
+    if _weak(w):
+        _SCALES[w] = _Unpacked(w.blocks, scales)
+    return scales
 
 
-def _many_rows(x, blocks, kind):
-    """y = x @ W^T for many rows of x (a prompt's prefill), Q4_K or Q6_K, by the integer GEMM on the blocks as
-    stored: x rounded to Q8_K blocks once (_quantize_rows, as the decode kernels round it), W's scales unpacked."""
-    R, nb = blocks.shape[0], blocks.shape[1]
+def _weak(w):
+    try:
+        weakref.ref(w)
+    except TypeError:
+        return False
+    return True
+
+
+def _many_rows(x, w, blocks):
+    """y = x @ W^T for many rows of x (a prompt's prefill), Q4_K, Q5_K or Q6_K, by the integer GEMM on the blocks
+    as stored: x rounded to Q8_K blocks once (_x_codes, as the decode kernels round it); a Q4_K / Q5_K matrix's
+    scales unpacked at its first call (_k_scales), Q6_K's int8 scales read from its blocks."""
+    R, kind = blocks.shape[0], w.kind
     xq, e, sums = _x_codes(x, np.int8)
-    dd, flat = np.empty((R, nb), np.float32), blocks.reshape(R, -1)
-    if kind == "q4_K":
-        sc, mins = np.empty((R, nb * 8), np.int16), np.empty((R, nb * 8), np.float32)
-        _q4_k_scales(blocks, sc, dd, mins)
-        return qgemm.q4_k(xq, e, sums, flat, sc, dd, mins)
-    sc, offs = np.empty((R, nb * 16), np.int16), np.empty((R, nb * 16), np.float32)
-    _q6_k_scales(blocks, sc, dd, offs)
-    return qgemm.q6_k(xq, e, sums, flat, sc, dd, offs)
+    flat = blocks.reshape(R, -1)
+    if kind == "q6_K":
+        return qgemm.q6_k(xq, e, sums, flat)
+    return qgemm.q45_k(xq, e, sums, flat, _k_scales(w, blocks), kind == "q5_K")
 
 
 # ----------------------------------------------------------------------------
@@ -406,7 +424,13 @@ def _row_frame(context, builder, sig, args, width, superblock):
     return out
 
 
-def _q4k_row_codegen(context, builder, sig, args):
+def _q45k_row_codegen(fifth):
+    """The row intrinsic's codegen for Q4_K (fifth False) or Q5_K (fifth True: 176 bytes a super-block, the qh
+    bytes at 16..47 give each code its bit 4, codes from byte 48)."""
+    return lambda context, builder, sig, args: _q4k_row_body(context, builder, sig, args, fifth)
+
+
+def _q4k_row_body(context, builder, sig, args, fifth):
     """One row of W (nb super-blocks of 144 bytes) against one row of x (int8 codes, nb scales, sums of 16 codes),
     all in registers, one horizontal sum a row. Each super-block: the 12 scale bytes read as three 32-bit words
     and split a byte lane at a time (scales 0..3 = w0 & 0x3f.., 4..7 = (w2 & 0x0f..) | ((w0 >> 6) & 0x03..) << 4,
@@ -446,10 +470,14 @@ def _q4k_row_codegen(context, builder, sig, args):
                                         builder.or_(builder.and_(builder.lshr(w2, const(4)), low4), high2(w1))), l8)
         acc = ir.Constant(l8, [0] * 8)
         x0 = builder.mul(b, ir.Constant(i64, QK))
+        qh = builder.load(builder.bitcast(at(16), v32.as_pointer()), align=1) if fifth else None
         for g in range(4):
-            q = builder.load(builder.bitcast(at(16 + 32 * g), v32.as_pointer()), align=1)
+            q = builder.load(builder.bitcast(at((48 if fifth else 16) + 32 * g), v32.as_pointer()), align=1)
             low = builder.and_(q, ir.Constant(v32, [15] * 32))
             high = builder.lshr(q, ir.Constant(v32, [4] * 32))
+            if fifth:           # codes 0..31: a pair of products <= 2 * 31 * 127, still no saturation
+                low = builder.or_(low, qgemm.fifth_bit(builder, qh, 2 * g))
+                high = builder.or_(high, qgemm.fifth_bit(builder, qh, 2 * g + 1))
             for codes, off, j in ((low, 64 * g, 2 * g), (high, 64 * g + 32, 2 * g + 1)):
                 x = vector_load(context, builder, sig.args[1], xq, builder.add(x0, ir.Constant(i64, off)), 32)
                 pairs = avx2_call(builder, "pmadd.ub.sw", [codes, x])
@@ -463,14 +491,20 @@ def _q4k_row_codegen(context, builder, sig, args):
         return builder.fsub(total, builder.fmul(builder.sitofp(shifted, vf), splat(dme, 8, f32), flags=["contract"]),
                             flags=["contract"])
 
-    return _row_frame(context, builder, sig, args, 144, superblock)
+    return _row_frame(context, builder, sig, args, 176 if fifth else 144, superblock)
 
 
 @intrinsic
 def _q4k_row(typingctx, blk_row, xq, e, sums, nb):
     """One row of a Q4_K matrix (nb, 144) uint8 against one row of x in Q8_K: codes int8 (nb * 256), scales (nb),
     sums of 16 codes (nb * 16) int32 -> the float32 dot product (x86 with AVX2 only: jit.BYTE_PRODUCTS)."""
-    return types.float32(blk_row, xq, e, sums, types.int64), _q4k_row_codegen
+    return types.float32(blk_row, xq, e, sums, types.int64), _q45k_row_codegen(False)
+
+
+@intrinsic
+def _q5k_row(typingctx, blk_row, xq, e, sums, nb):
+    """One row of a Q5_K matrix (nb, 176) uint8 against one row of x in Q8_K (as _q4k_row's) -> float32."""
+    return types.float32(blk_row, xq, e, sums, types.int64), _q45k_row_codegen(True)
 
 
 def _q6k_row_codegen(context, builder, sig, args):
@@ -569,6 +603,25 @@ def _q4k_bytes_rows_threaded(bounds, blocks, x, y):
 _Q4K_BYTES = (kernel(_q4k_bytes_rows_serial), parallel_kernel(_q4k_bytes_rows_threaded))
 
 
+def _q5k_bytes_rows_serial(bounds, blocks, x, y):
+    xq, e, sums = _x_codes(x, np.int8)
+    for t in range(bounds.shape[0] - 1):
+        for r in range(bounds[t], bounds[t + 1]):
+            for n in range(xq.shape[0]):
+                y[n, r] = _q5k_row(blocks[r], xq[n], e[n], sums[n], blocks.shape[1])
+
+
+def _q5k_bytes_rows_threaded(bounds, blocks, x, y):
+    xq, e, sums = _x_codes(x, np.int8)
+    for t in prange(bounds.shape[0] - 1):
+        for r in range(bounds[t], bounds[t + 1]):
+            for n in range(xq.shape[0]):
+                y[n, r] = _q5k_row(blocks[r], xq[n], e[n], sums[n], blocks.shape[1])
+
+
+_Q5K_BYTES = (kernel(_q5k_bytes_rows_serial), parallel_kernel(_q5k_bytes_rows_threaded))
+
+
 # two functions for each kind and way, not one dispatcher: numba's disk cache is keyed by the function. Each
 # rounds x itself inside its one compiled call (a decode step launches about fifty products: engine/fast/quant.py)
 def _q45_rows_serial(bounds, blocks, x, fifth, y):
@@ -617,7 +670,7 @@ def kquant_matmul(x, w):
     blocks = w.blocks if w.blocks.flags.c_contiguous else np.ascontiguousarray(w.blocks)
     N, R = x.shape[0], w.shape[0]
     if N >= qgemm.ROWS_FROM and not block_products_exact() and qgemm.available(kind, x.shape[1]):
-        return _many_rows(x, blocks, kind)               # several rows of x (a prefill): the integer GEMM
+        return _many_rows(x, w, blocks)                  # several rows of x (a prefill): the integer GEMM
     y = np.empty((N, R), np.float32)
     if N >= SLAB_FROM and not block_products_exact():   # no AVX2 (or Q5_K): BLAS slabs
         return _by_slabs(x, blocks, kind, y)
@@ -637,8 +690,9 @@ def integer_product(x, w, threads, blocks=None):
     blocks = w.blocks if blocks is None else blocks
     N, R = x.shape[0], w.shape[0]
     y = np.empty((N, R), np.float32)
-    if kind in ("q4_K", "q6_K") and jit.BYTE_PRODUCTS:
-        run_rows(_Q4K_BYTES if kind == "q4_K" else _Q6K_BYTES, threads, R, blocks, x, y)
+    if jit.BYTE_PRODUCTS:
+        run_rows(_Q4K_BYTES if kind == "q4_K" else _Q5K_BYTES if kind == "q5_K" else _Q6K_BYTES, threads, R, blocks,
+                 x, y)
     elif kind == "q6_K":
         run_rows(_Q6, threads, R, blocks, x, y)
     else:

@@ -1,23 +1,23 @@
 """Many rows of x times a quantized W, on the blocks as stored: an integer GEMM for a prompt's prefill.
 
-y = x @ W^T for N rows of x (ROWS_FROM or more: engine/fast/quant.py and kquant.py send them here in inference),
-W as Q8_0 / Q4_0 blocks or Q4_K / Q6_K super-blocks. The callers round the rows of x to 8-bit blocks once, with
-the decode kernels' own ``_quantize_rows`` (and unpack W's k-quant scales: ``_many_rows`` in quant.py and
-kquant.py; this module imports neither); then the products are integer products, as in the decode kernels, but
-register-blocked: a tile step takes NX = 4 rows of x and one row of W, loads and
-unpacks each block of W ONCE and multiplies it by the four rows of x, each product summed into its own vector
-of eight float32 lanes (one horizontal sum an output, at the end). A slab of rows of W, cut along K into chunks
-of about CHUNK numbers (SLAB_BYTES a chunk: it stays in L1), is walked by every group of four rows of x before
-the next, so W is read from memory once a call and x comes from the caches; the chunks add into y. Rows of W
+y = x @ W^T for N rows of x (ROWS_FROM or more: engine/fast/quant.py and kquant.py send them here in inference), W
+as Q8_0 / Q4_0 blocks or Q4_K / Q5_K / Q6_K super-blocks. The callers round the rows of x to 8-bit blocks once, with
+the decode kernels' own ``_quantize_rows`` (and hand over a Q4_K / Q5_K matrix's scales and mins, unpacked at its
+first prefill and kept: ``_many_rows`` in quant.py and kquant.py; this module imports neither); then the products
+are integer products, as in the decode kernels, but register-blocked: a tile step takes NX = 4 rows of x and one row
+of W, loads and unpacks each block of W ONCE and multiplies it by the four rows of x, each product summed into its
+own vector of eight float32 lanes (one horizontal sum an output, at the end). A slab of rows of W, cut along K into
+chunks of about CHUNK numbers (SLAB_BYTES a chunk: it stays in L1), is walked by every group of four rows of x
+before the next, so W is read from memory once a call and x comes from the caches; the chunks add into y. Rows of W
 are split between threads as in the decode kernels.
 
 Why not BLAS on decoded slabs (quant.py's ``_by_slabs``, which the float path still takes): decoding costs a pass
 over W in float32, and sgemm's FMAs, 8 numbers each, run on two of the core's four vector pipes, where AVX2's
 integer products (vpmaddubsw: 32 bytes) and the adds, shifts and conversions around them spread over all four.
 The compiled inner loops (``inspect_asm``), in instructions per 32 weights and row of x: Q4_0 6.0 (4.9 of them
-vector), Q4_K 5.8, Q8_0 7.6, Q6_K 7.2, against sgemm's 4 FMAs and their broadcasts; measured, about 1.2-1.5x
-sgemm's speed on a 64 x 768 @ 3072 x 768 product (benchmarks/qgemm.py; docs/gguf.md). W is read in its own 4.5
-to 8.5 bits a number.
+vector), Q4_K 6.6 and Q5_K 7.7 (their mins' term included), Q8_0 7.6, Q6_K 7.6 (its -32 included), against
+sgemm's 4 FMAs and their broadcasts; measured, about 1.2-1.5x sgemm's speed on a 64 x 768 @ 3072 x 768 product
+(benchmarks/qgemm.py; docs/gguf.md). W is read in its own 4.5 to 8.5 bits a number.
 
 Per kind (x86 with AVX2 only, ``jit.BYTE_PRODUCTS``, and Q8_0 / Q4_0 with an even number of blocks a row;
 elsewhere the callers keep the BLAS slabs):
@@ -28,10 +28,15 @@ elsewhere the callers keep the BLAS slabs):
 - Q8_0: the same pair layout; vpmaddubsw takes one side unsigned, so |w| (once a row of W) against x with w's
   sign (vpsignb, per row of x), as llama.cpp's AVX2 kernels do; a vpmaddwd by ones for each of the two halves.
 - Q4_K: a super-block's eight sub-blocks of 32, vpmaddubsw by x's bytes and vpmaddwd by the sub-block's six-bit
-  scale into int32 lanes (kquant.py's ``_q4k_scaled``), one float multiply-add by d e a super-block; the mins'
-  term, dmin m times x's sums, is a small float GEMM of its own (K / 32 long: BLAS, a few per cent of the time).
-- Q6_K: the six-bit codes (0..63) built in registers from ql and qh (kquant.py's ``_q6k_scaled``), vpmaddwd by
-  the int8 scales of two groups of 16; the -32 of every code is again a small GEMM on x's sums of 16.
+  scale (int16, broadcast from the unpacked copy) into int32 lanes, one float multiply-add by d e a super-block;
+  the mins' term in the same step: dmin m (eight float lanes, once a row of W) times x's e times its sums of 32
+  (eight float lanes, once a call), one more multiply-add per row of x. (It was a separate BLAS GEMM, K / 32 long,
+  and the scales were unpacked at every call.)
+- Q5_K: Q4_K's step with each code's fifth bit taken from the super-block's 32 qh bytes (an and and a shift for
+  each sub-block, once a row of W); codes 0..31, so a vpmaddubsw pair is <= 2 * 31 * 127, no saturation.
+- Q6_K: the six-bit codes (0..63) built in registers from ql and qh, vpmaddwd by the int8 scales of two groups
+  of 16 (read from the super-block, sign-extended once a row of W); the -32 of every code comes off in int32 in
+  the same step, the 16 scales times x's 16 sums of 16.
 
 The integer sums are those of the decode kernels (the same codes of x, the same integer products), so each
 output differs from theirs only in the order of the float sums over the blocks: tests/test_fast_qgemm.py checks
@@ -45,7 +50,7 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 from zerollm.engine.fast import jit
-from zerollm.engine.fast.blas import run_rows, single_threaded_blas, thread_cap
+from zerollm.engine.fast.blas import run_rows, thread_cap
 from zerollm.engine.fast.jit import avx2_call, kernel, parallel_kernel
 
 ROWS_FROM = 8             # rows of x from which quant.py / kquant.py come here: measured faster than the decode
@@ -227,96 +232,144 @@ def _q8_0_tile(typingctx, codes, d, xp, e, y, r, n, last, start, stop):
 
 
 # ----------------------------------------------------------------------------
-# Q4_K: one super-block a step; W's scales and d unpacked once a call (_k_scales)
+# Q4_K / Q5_K: one super-block a step; W's six-bit scales and mins unpacked once a matrix (kquant._k_scales)
 
-def _q4_k_codegen(context, builder, sig, args):
-    blocks_ty, sc_ty, dd_ty, x_ty, e_ty = sig.args[:5]
-    blocks, sc, dd, xq, e = args[:5]
-    i8, i32, i64 = ir.IntType(8), ir.IntType(32), ir.IntType(64)
-    v32 = ir.VectorType(i8, 32)
-    zero = ir.Constant(ir.VectorType(i32, LANES), [0] * LANES)
+def _half(builder, ptr):
+    """The float16 at ptr (a byte pointer) as float32: LLVM's fpext, vcvtph2ps on F16C."""
+    return builder.fpext(builder.load(builder.bitcast(ptr, ir.HalfType().as_pointer()), align=1), ir.FloatType())
 
-    def body(b, r, rows_x, accs):
-        brow = _row(context, builder, blocks_ty, blocks, r)
-        scrow = _row(context, builder, sc_ty, sc, r)
-        ints = [zero] * NX
-        for g in range(4):
-            at = builder.add(builder.mul(b, ir.Constant(i64, 144)), ir.Constant(i64, 16 + 32 * g))
-            w = _load(builder, brow, at, v32)
-            halves = (builder.and_(w, ir.Constant(v32, [15] * 32)), builder.lshr(w, ir.Constant(v32, [4] * 32)))
-            for h in range(2):
-                j = builder.add(builder.mul(b, ir.Constant(i64, 8)), ir.Constant(i64, 2 * g + h))
-                s = _splat(builder, builder.load(builder.gep(scrow, [j])), 16)
-                for i, n in enumerate(rows_x):
-                    xat = builder.add(builder.mul(b, ir.Constant(i64, QK)), ir.Constant(i64, 64 * g + 32 * h))
-                    x = _load(builder, _row(context, builder, x_ty, xq, n), xat, v32)
-                    prod = avx2_call(builder, "pmadd.wd", [avx2_call(builder, "pmadd.ub.sw", [halves[h], x]), s])
-                    ints[i] = builder.add(ints[i], prod)
-        db = builder.load(builder.gep(_row(context, builder, dd_ty, dd, r), [b]))
-        for i, n in enumerate(rows_x):
-            eb = builder.load(builder.gep(_row(context, builder, e_ty, e, n), [b]))
-            _fma_into(builder, accs[i], ints[i], _splat(builder, builder.fmul(db, eb), LANES))
 
-    _tile_frame(context, builder, sig, args, body)
-    return context.get_dummy_value()
+def fifth_bit(builder, qh, j):
+    """Bit j of each of Q5_K's 32 qh bytes moved to bit 4 (the code's fifth bit, 0 or 16): an and, a shift."""
+    v32 = qh.type
+    bit = builder.and_(qh, ir.Constant(v32, [1 << j] * 32))
+    if j < 4:
+        return builder.shl(bit, ir.Constant(v32, [4 - j] * 32))
+    return builder.lshr(bit, ir.Constant(v32, [j - 4] * 32)) if j > 4 else bit
+
+
+def _q45_k_codegen(fifth):
+    width, codes_at = (176, 48) if fifth else (144, 16)
+
+    def codegen(context, builder, sig, args):
+        blocks_ty, sc_ty, m_ty, x_ty, e_ty, xs_ty = sig.args[:6]
+        blocks, sc, mb, xq, e, xs = args[:6]
+        i8, i32, i64, f32 = ir.IntType(8), ir.IntType(32), ir.IntType(64), ir.FloatType()
+        v32, l8, vf = ir.VectorType(i8, 32), ir.VectorType(i32, LANES), ir.VectorType(f32, LANES)
+        zero = ir.Constant(l8, [0] * LANES)
+
+        def body(b, r, rows_x, accs):
+            brow = _row(context, builder, blocks_ty, blocks, r)
+            scrow = _row(context, builder, sc_ty, sc, r)
+            base = builder.mul(b, ir.Constant(i64, width))
+            at = lambda k: builder.gep(brow, [builder.add(base, ir.Constant(i64, k))])      # noqa: E731
+            eight = builder.mul(b, ir.Constant(i64, 8))
+            qh = _load(builder, brow, builder.add(base, ir.Constant(i64, 16)), v32) if fifth else None
+            ints = [zero] * NX
+            for g in range(4):
+                w = _load(builder, brow, builder.add(base, ir.Constant(i64, codes_at + 32 * g)), v32)
+                halves = [builder.and_(w, ir.Constant(v32, [15] * 32)), builder.lshr(w, ir.Constant(v32, [4] * 32))]
+                if fifth:       # codes 0..31: a pair of products <= 2 * 31 * 127, no saturation
+                    halves = [builder.or_(halves[h], fifth_bit(builder, qh, 2 * g + h)) for h in range(2)]
+                for h in range(2):
+                    j = builder.add(eight, ir.Constant(i64, 2 * g + h))
+                    s = _splat(builder, builder.load(builder.gep(scrow, [j])), 16)
+                    for i, n in enumerate(rows_x):
+                        xat = builder.add(builder.mul(b, ir.Constant(i64, QK)), ir.Constant(i64, 64 * g + 32 * h))
+                        x = _load(builder, _row(context, builder, x_ty, xq, n), xat, v32)
+                        prod = avx2_call(builder, "pmadd.wd", [avx2_call(builder, "pmadd.ub.sw", [halves[h], x]), s])
+                        ints[i] = builder.add(ints[i], prod)
+            # the mins' term: dmin m_j (eight float lanes, once a row of W) times x's e times its sums of 32
+            mins = builder.uitofp(_load(builder, _row(context, builder, m_ty, mb, r), eight, ir.VectorType(i8, 8)), vf)
+            mins = builder.fmul(mins, _splat(builder, _half(builder, at(2)), LANES))
+            d = _half(builder, at(0))
+            for i, n in enumerate(rows_x):
+                eb = builder.load(builder.gep(_row(context, builder, e_ty, e, n), [b]))
+                _fma_into(builder, accs[i], ints[i], _splat(builder, builder.fmul(d, eb), LANES))
+                xsv = _load(builder, _row(context, builder, xs_ty, xs, n), eight, vf)
+                acc = builder.load(accs[i])
+                builder.store(builder.fsub(acc, builder.fmul(mins, xsv, flags=["contract"]), flags=["contract"]),
+                              accs[i])
+
+        _tile_frame(context, builder, sig, args, body)
+        return context.get_dummy_value()
+    return codegen
 
 
 @intrinsic
-def _q4_k_tile(typingctx, blocks, sc, dd, xq, e, y, r, n, last, start, stop):
-    """sum over super-blocks of d e sum_j sc_j sum_l q_l x_l for the NX rows of x and row r of a Q4_K W
-    (blocks (R, nb * 144) uint8, sc (R, nb * 8) int16, dd (R, nb) float32); the mins come off outside."""
-    return types.void(blocks, sc, dd, xq, e, y, *_TILE_ARGS), _q4_k_codegen
+def _q4_k_tile(typingctx, blocks, sc, mb, xq, e, xs, y, r, n, last, start, stop):
+    """sum over super-blocks of e (d sum_j sc_j sum_l q_l x_l - dmin sum_j m_j sum_l x_l) for the NX rows of x and
+    row r of a Q4_K W (blocks (R, nb * 144) uint8; sc (R, nb * 8) int16 its six-bit scales and mb (R, nb * 8) uint8
+    its mins, kquant._k_scales); x's codes xq (N, K) int8, scales e (N, nb), and xs (N, K / 32) float32: e times
+    x's sums of 32 codes (_scaled_sums)."""
+    return types.void(blocks, sc, mb, xq, e, xs, y, *_TILE_ARGS), _q45_k_codegen(False)
+
+
+@intrinsic
+def _q5_k_tile(typingctx, blocks, sc, mb, xq, e, xs, y, r, n, last, start, stop):
+    """As _q4_k_tile for Q5_K (blocks (R, nb * 176): the fifth bits at bytes 16..47, the nibbles from 48)."""
+    return types.void(blocks, sc, mb, xq, e, xs, y, *_TILE_ARGS), _q45_k_codegen(True)
 
 
 # ----------------------------------------------------------------------------
-# Q6_K: one super-block a step
+# Q6_K: one super-block a step; its int8 scales and d read from the super-block itself
 
 def _q6_k_codegen(context, builder, sig, args):
-    blocks_ty, sc_ty, dd_ty, x_ty, e_ty = sig.args[:5]
-    blocks, sc, dd, xq, e = args[:5]
+    """The -32 of every code comes off in int32 inside the step: the 16 scales times x's 16 sums of 16 codes (one
+    vpmaddwd), times 32, from the same lanes (exact; per lane <= 8 * 2 * 16002 * 128 + 32 * 2 * 128 * 2032)."""
+    blocks_ty, x_ty, e_ty, s_ty = sig.args[:4]
+    blocks, xq, e, s16 = args[:4]
     i8, i16, i32, i64 = ir.IntType(8), ir.IntType(16), ir.IntType(32), ir.IntType(64)
-    v32 = ir.VectorType(i8, 32)
-    zero = ir.Constant(ir.VectorType(i32, LANES), [0] * LANES)
+    v32, l8 = ir.VectorType(i8, 32), ir.VectorType(i32, LANES)
+    zero = ir.Constant(l8, [0] * LANES)
 
     def byte_splat(v):
         return ir.Constant(v32, [v] * 32)
 
+    def lanes(n, idx):
+        return ir.Constant(ir.VectorType(i32, n), idx)
+
     def body(b, r, rows_x, accs):
         brow = _row(context, builder, blocks_ty, blocks, r)
-        scrow = _row(context, builder, sc_ty, sc, r)
         base = builder.mul(b, ir.Constant(i64, 210))
         at = lambda k: builder.add(base, ir.Constant(i64, k))   # noqa: E731
+        sc8 = _load(builder, brow, at(192), ir.VectorType(i8, 16))
+        sc16 = builder.sext(sc8, ir.VectorType(i16, 16))
         ints = [zero] * NX
         for half in range(2):
-            for k in range(4):
-                ql = _load(builder, brow, at(64 * half + 32 * (k & 1)), v32)
-                qh = _load(builder, brow, at(128 + 32 * half), v32)
-                nibble = builder.lshr(ql, byte_splat(4)) if k >= 2 else builder.and_(ql, byte_splat(15))
+            ql0, ql1 = _load(builder, brow, at(64 * half), v32), _load(builder, brow, at(64 * half + 32), v32)
+            qh = _load(builder, brow, at(128 + 32 * half), v32)
+            for k, (ql, high) in enumerate(((ql0, False), (ql1, False), (ql0, True), (ql1, True))):
+                nibble = builder.lshr(ql, byte_splat(4)) if high else builder.and_(ql, byte_splat(15))
                 two = builder.and_(builder.lshr(qh, byte_splat(2 * k)), byte_splat(3))
                 codes = builder.or_(nibble, builder.shl(two, byte_splat(4)))
-                at_sc = builder.add(builder.mul(b, ir.Constant(i64, 16)), ir.Constant(i64, 8 * half + 2 * k))
-                sv = _load(builder, scrow, at_sc, ir.VectorType(i16, 2))      # the scales of its two groups of 16
-                sv = builder.shuffle_vector(sv, sv, ir.Constant(ir.VectorType(i32, 16), [0] * 8 + [1] * 8))
+                i = 8 * half + 2 * k
+                sv = builder.shuffle_vector(sc16, sc16, lanes(16, [i] * 8 + [i + 1] * 8))   # its two groups of 16
                 for t, n in enumerate(rows_x):
                     xat = builder.add(builder.mul(b, ir.Constant(i64, QK)), ir.Constant(i64, 128 * half + 32 * k))
                     x = _load(builder, _row(context, builder, x_ty, xq, n), xat, v32)
                     prod = avx2_call(builder, "pmadd.wd", [avx2_call(builder, "pmadd.ub.sw", [codes, x]), sv])
                     ints[t] = builder.add(ints[t], prod)
-        db = builder.load(builder.gep(_row(context, builder, dd_ty, dd, r), [b]))
+        d = _half(builder, builder.gep(brow, [at(208)]))
         for t, n in enumerate(rows_x):
+            # x's 16 sums of 16 codes as int16 (|sum| <= 2032) by the 16 scales: one vpmaddwd gives 8 lanes of
+            # two products each; 32 times that off the lanes (any lane split of the super-block's sum is exact)
+            sums = _load(builder, _row(context, builder, s_ty, s16, n), builder.mul(b, ir.Constant(i64, 16)),
+                         ir.VectorType(i16, 16))
+            shifted = avx2_call(builder, "pmadd.wd", [sc16, sums])
+            total = builder.sub(ints[t], builder.shl(shifted, ir.Constant(l8, [5] * LANES)))
             eb = builder.load(builder.gep(_row(context, builder, e_ty, e, n), [b]))
-            _fma_into(builder, accs[t], ints[t], _splat(builder, builder.fmul(db, eb), LANES))
+            _fma_into(builder, accs[t], total, _splat(builder, builder.fmul(d, eb), LANES))
 
     _tile_frame(context, builder, sig, args, body)
     return context.get_dummy_value()
 
 
 @intrinsic
-def _q6_k_tile(typingctx, blocks, sc, dd, xq, e, y, r, n, last, start, stop):
-    """sum over super-blocks of d e sum_i sc_i sum_l q_l x_l (codes 0..63) for the NX rows of x and row r of a
-    Q6_K W (blocks (R, nb * 210) uint8, its int8 scales as sc (R, nb * 16) int16, dd (R, nb) float32); the -32
-    comes off outside."""
-    return types.void(blocks, sc, dd, xq, e, y, *_TILE_ARGS), _q6_k_codegen
+def _q6_k_tile(typingctx, blocks, xq, e, s16, y, r, n, last, start, stop):
+    """sum over super-blocks of d e sum_i sc_i sum_l (q_l - 32) x_l for the NX rows of x and row r of a Q6_K W
+    (blocks (R, nb * 210) uint8, scales and d read from them); x's sums of 16 codes s16 (N, K / 16) int16."""
+    return types.void(blocks, xq, e, s16, y, *_TILE_ARGS), _q6_k_codegen
 
 
 # ----------------------------------------------------------------------------
@@ -366,68 +419,88 @@ def _q8_0_threaded(bounds, codes, d, xq, e, y, tile, chunk):
                         _q8_0_tile(codes, d, xq, e, y, r, n, N - 1, k0, min(k0 + chunk, steps))
 
 
-def _q4_k_serial(bounds, blocks, sc, dd, xq, e, y, tile, chunk):
-    N, steps = xq.shape[0], dd.shape[1]
+def _q4_k_serial(bounds, blocks, sc, mb, xq, e, xs, y, tile, chunk):
+    N, steps = xq.shape[0], e.shape[1]
     for t in range(bounds.shape[0] - 1):
         for r0 in range(bounds[t], bounds[t + 1], tile):
             r1 = min(r0 + tile, bounds[t + 1])
             for k0 in range(0, steps, chunk):
                 for n in range(0, N, NX):
                     for r in range(r0, r1):
-                        _q4_k_tile(blocks, sc, dd, xq, e, y, r, n, N - 1, k0, min(k0 + chunk, steps))
+                        _q4_k_tile(blocks, sc, mb, xq, e, xs, y, r, n, N - 1, k0, min(k0 + chunk, steps))
 
 
-def _q4_k_threaded(bounds, blocks, sc, dd, xq, e, y, tile, chunk):
-    N, steps = xq.shape[0], dd.shape[1]
+def _q4_k_threaded(bounds, blocks, sc, mb, xq, e, xs, y, tile, chunk):
+    N, steps = xq.shape[0], e.shape[1]
     for t in prange(bounds.shape[0] - 1):
         for r0 in range(bounds[t], bounds[t + 1], tile):
             r1 = min(r0 + tile, bounds[t + 1])
             for k0 in range(0, steps, chunk):
                 for n in range(0, N, NX):
                     for r in range(r0, r1):
-                        _q4_k_tile(blocks, sc, dd, xq, e, y, r, n, N - 1, k0, min(k0 + chunk, steps))
+                        _q4_k_tile(blocks, sc, mb, xq, e, xs, y, r, n, N - 1, k0, min(k0 + chunk, steps))
 
 
-def _q6_k_serial(bounds, blocks, sc, dd, xq, e, y, tile, chunk):
-    N, steps = xq.shape[0], dd.shape[1]
+def _q5_k_serial(bounds, blocks, sc, mb, xq, e, xs, y, tile, chunk):
+    N, steps = xq.shape[0], e.shape[1]
     for t in range(bounds.shape[0] - 1):
         for r0 in range(bounds[t], bounds[t + 1], tile):
             r1 = min(r0 + tile, bounds[t + 1])
             for k0 in range(0, steps, chunk):
                 for n in range(0, N, NX):
                     for r in range(r0, r1):
-                        _q6_k_tile(blocks, sc, dd, xq, e, y, r, n, N - 1, k0, min(k0 + chunk, steps))
+                        _q5_k_tile(blocks, sc, mb, xq, e, xs, y, r, n, N - 1, k0, min(k0 + chunk, steps))
 
 
-def _q6_k_threaded(bounds, blocks, sc, dd, xq, e, y, tile, chunk):
-    N, steps = xq.shape[0], dd.shape[1]
+def _q5_k_threaded(bounds, blocks, sc, mb, xq, e, xs, y, tile, chunk):
+    N, steps = xq.shape[0], e.shape[1]
     for t in prange(bounds.shape[0] - 1):
         for r0 in range(bounds[t], bounds[t + 1], tile):
             r1 = min(r0 + tile, bounds[t + 1])
             for k0 in range(0, steps, chunk):
                 for n in range(0, N, NX):
                     for r in range(r0, r1):
-                        _q6_k_tile(blocks, sc, dd, xq, e, y, r, n, N - 1, k0, min(k0 + chunk, steps))
+                        _q5_k_tile(blocks, sc, mb, xq, e, xs, y, r, n, N - 1, k0, min(k0 + chunk, steps))
+
+
+def _q6_k_serial(bounds, blocks, xq, e, s16, y, tile, chunk):
+    N, steps = xq.shape[0], e.shape[1]
+    for t in range(bounds.shape[0] - 1):
+        for r0 in range(bounds[t], bounds[t + 1], tile):
+            r1 = min(r0 + tile, bounds[t + 1])
+            for k0 in range(0, steps, chunk):
+                for n in range(0, N, NX):
+                    for r in range(r0, r1):
+                        _q6_k_tile(blocks, xq, e, s16, y, r, n, N - 1, k0, min(k0 + chunk, steps))
+
+
+def _q6_k_threaded(bounds, blocks, xq, e, s16, y, tile, chunk):
+    N, steps = xq.shape[0], e.shape[1]
+    for t in prange(bounds.shape[0] - 1):
+        for r0 in range(bounds[t], bounds[t + 1], tile):
+            r1 = min(r0 + tile, bounds[t + 1])
+            for k0 in range(0, steps, chunk):
+                for n in range(0, N, NX):
+                    for r in range(r0, r1):
+                        _q6_k_tile(blocks, xq, e, s16, y, r, n, N - 1, k0, min(k0 + chunk, steps))
 
 
 _LOOPS = {"q4_0": (kernel(_q4_0_serial), parallel_kernel(_q4_0_threaded)),
           "q8_0": (kernel(_q8_0_serial), parallel_kernel(_q8_0_threaded)),
           "q4_K": (kernel(_q4_k_serial), parallel_kernel(_q4_k_threaded)),
+          "q5_K": (kernel(_q5_k_serial), parallel_kernel(_q5_k_threaded)),
           "q6_K": (kernel(_q6_k_serial), parallel_kernel(_q6_k_threaded))}
 
 
 @kernel
-def _scaled_sums(e, sums, group, out):
-    """out[n, g] = e[n, g // (G / nb)] * (x's sums of 16 codes, ``group`` at a time): x's side of the correction
-    GEMMs. sums (N, K / 16); group = 2 gives the sums of 32 (Q4_K's sub-blocks), 1 those of 16 (Q6_K's)."""
+def _scaled_sums(e, sums, out):
+    """out (N, K / 32) = x's scale e of each super-block times its sums of 32 codes (sums: of 16): x's side of the
+    k-quant mins' term."""
     N, G = out.shape
     per = G // e.shape[1]
     for n in range(N):
         for g in range(G):
-            total = np.int32(0)
-            for k in range(group):
-                total += sums[n, group * g + k]
-            out[n, g] = e[n, g // per] * np.float32(total)
+            out[n, g] = e[n, g // per] * np.float32(sums[n, 2 * g] + sums[n, 2 * g + 1])
 
 
 # ----------------------------------------------------------------------------
@@ -440,7 +513,7 @@ def available(kind, K):
         return False
     if kind in ("q4_0", "q8_0"):
         return K % (2 * BLOCK) == 0                     # blocks two at a time
-    return kind in ("q4_K", "q6_K")
+    return kind in ("q4_K", "q5_K", "q6_K")
 
 
 def _plan(K, step, step_bytes):
@@ -453,7 +526,8 @@ def _plan(K, step, step_bytes):
 
 def _run(kind, R, K, *args):
     """y (N, R) = the tile loops of ``kind`` over args (ending with y), rows of W split between threads."""
-    step, step_bytes = {"q4_0": (2 * BLOCK, 36), "q8_0": (2 * BLOCK, 68), "q4_K": (QK, 144), "q6_K": (QK, 210)}[kind]
+    step, step_bytes = {"q4_0": (2 * BLOCK, 36), "q8_0": (2 * BLOCK, 68), "q4_K": (QK, 144), "q5_K": (QK, 176),
+                        "q6_K": (QK, 210)}[kind]
     run_rows(_LOOPS[kind], thread_cap(), R, *args, *_plan(K, step, step_bytes))
     return args[-1]
 
@@ -474,29 +548,19 @@ def q4_0(xp, e, lanes, codes, scales):
     return _run("q4_0", R, K, codes, scales, xp, e, lanes, np.empty((N, R), np.float32))
 
 
-def q4_k(xq, e, sums, blocks, sc, dd, mins):
-    """xq (N, K) int8, e (N, K / 256), sums (N, K / 16) of x in Q8_K blocks (kquant._quantize_rows); W as blocks
-    (R, K / 256 * 144) uint8 with its scales unpacked (kquant._q4_k_scales: sc (R, K / 32) int16, d (R, K / 256),
-    mins (R, K / 32) = dmin m) -> y (N, R): the integer GEMM, then the mins' term, a GEMM K / 32 long."""
+def q45_k(xq, e, sums, blocks, scales, fifth):
+    """xq (N, K) int8, e (N, K / 256), sums (N, K / 16) of x in Q8_K blocks (kquant._x_codes); W as Q4_K (fifth
+    False) or Q5_K blocks (R, K / 256 * 144 or 176) uint8 with its scales and mins unpacked (kquant._k_scales:
+    (sc, m), each (R, K / 32), int16 and uint8) -> y (N, R). The mins' term is inside the tile step: dmin m times
+    e times x's sums of 32, one multiply-add of eight float lanes a super-block and row of x."""
     (N, K), R = xq.shape, blocks.shape[0]
-    y = _run("q4_K", R, K, blocks, sc, dd, xq, e, np.empty((N, R), np.float32))
     xs = np.empty((N, K // 32), np.float32)
-    _scaled_sums(e, sums, 2, xs)
-    # the correction is small (K / 32 long): on one thread, because BLAS's own threads keep spinning for a while
-    # after a call and take the cores from the next integer GEMM's threads (a 64-row Q4_K product of 3072 x 768
-    # at 2 threads: 7.7 ms with the correction on BLAS's threads, 3.7 ms without; 3.5 ms at 1 thread)
-    with single_threaded_blas():
-        y -= xs @ mins.T                                # dmin m times x's sums of 32
-    return y
+    _scaled_sums(e, sums, xs)
+    return _run("q5_K" if fifth else "q4_K", R, K, blocks, *scales, xq, e, xs, np.empty((N, R), np.float32))
 
 
-def q6_k(xq, e, sums, blocks, sc, dd, offs):
-    """As q4_k for Q6_K: W's int8 scales sc (R, K / 16) as int16, d (R, K / 256) and offs (R, K / 16) = 32 d sc
-    (kquant._q6_k_scales) -> y (N, R)."""
+def q6_k(xq, e, sums, blocks):
+    """As q45_k for Q6_K (blocks (R, K / 256 * 210) uint8; its scales are read from them) -> y (N, R)."""
     (N, K), R = xq.shape, blocks.shape[0]
-    y = _run("q6_K", R, K, blocks, sc, dd, xq, e, np.empty((N, R), np.float32))
-    xs = np.empty((N, K // 16), np.float32)
-    _scaled_sums(e, sums, 1, xs)
-    with single_threaded_blas():                        # as in q4_k
-        y -= xs @ offs.T                                # 32 d sc times x's sums of 16
-    return y
+    s16 = sums.astype(np.int16)                          # |a sum of 16 codes| <= 16 * 127: the tile's vpmaddwd
+    return _run("q6_K", R, K, blocks, xq, e, s16, np.empty((N, R), np.float32))

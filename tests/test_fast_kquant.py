@@ -1,0 +1,71 @@
+"""The fast engine's k-quant kernels on x86 with AVX2 (zerollm.engine.fast.kquant, issue #61): Q5_K's byte kernel
+for a decode step, and the Q4_K / Q5_K scales a prefill unpacks once a matrix.
+
+Q5_K's codes are Q4_K's nibbles with a fifth bit from the 32 qh bytes of its super-block; the byte kernel takes x's
+8-bit codes as bytes (vpmaddubsw) where the float-lane kernel holds them in float32 lanes: the same integer sums,
+so the two agree to float32 rounding, and both are within INT8_TOLERANCE of the NumPy reference (dequantize, then
+BLAS). The prefill's integer GEMM (engine/fast/qgemm.py) is checked row by row against the decode kernels in
+tests/test_fast_qgemm.py, Q5_K included.
+"""
+
+import numpy as np
+import pytest
+
+from zerollm.interop import kquant
+from zerollm.nn.linear import quantized_matmul
+
+fast = pytest.importorskip("zerollm.engine.fast.quant")
+from zerollm.engine.fast import jit, kquant as kernels  # noqa: E402  (numba: the line above checks it is there)
+from zerollm.engine.threads import limit_threads  # noqa: E402
+
+pytestmark = pytest.mark.skipif(not jit.BYTE_PRODUCTS, reason="the byte kernels are written for x86 with AVX2; "
+                                "elsewhere the float-lane kernels run (tests/test_kquant.py)")
+
+
+def matrix(kind, rows=131, cols=512, seed=6):
+    """Every scale, min, code and fifth bit in use: row r scaled by r's step from 1e-6 to 3."""
+    rng = np.random.default_rng(seed)
+    return kquant.KQuantMatrix.from_float(rng.standard_normal((rows, cols)) * np.linspace(1e-6, 3, rows)[:, None], kind)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_q5_k_decode_rows_go_through_the_byte_kernel_and_equal_the_float_lanes_and_the_reference(monkeypatch,
+                                                                                                 threads):
+    calls = []
+    serial, threaded = kernels._Q5K_BYTES
+    monkeypatch.setattr(kernels, "_Q5K_BYTES", (lambda *a: calls.append(1) or serial(*a),
+                                                lambda *a: calls.append(2) or threaded(*a)))
+    w = matrix("q5_K")
+    x = np.random.default_rng(7).standard_normal((3, 512)).astype(np.float32)
+    x[1, 256:] = 0                                            # a super-block of x all zeros: its scale is 0
+    with limit_threads(threads):
+        got = kernels.kquant_matmul(x, w)
+        assert calls == [threads]                             # the byte kernel ran, serial or threaded
+        monkeypatch.setattr(jit, "BYTE_PRODUCTS", False)
+        lanes = kernels.kquant_matmul(x, w)                   # the float-lane kernel
+    assert calls == [threads] and got.shape == (3, 131) and np.abs(got).max() > 0
+    np.testing.assert_allclose(got, lanes, rtol=1e-6, atol=1e-6 * np.abs(lanes).max())
+    ref = quantized_matmul.reference(x, w)
+    err = np.abs(got - ref).max() / np.abs(ref).max()
+    assert 1e-5 < err <= fast.INT8_TOLERANCE                  # x in 8 bits: near the float product, not it
+
+
+@pytest.mark.parametrize("kind", ["q4_K", "q5_K"])
+def test_a_prefill_unpacks_a_matrix_s_scales_once_and_again_when_its_blocks_are_replaced(monkeypatch, kind):
+    """The six-bit scales and mins of a Q4_K / Q5_K matrix are unpacked at its first prefill and kept with it; a
+    second prefill reuses them; a matrix whose blocks array is replaced (another matrix's bytes) is unpacked
+    again and multiplies as the new bytes say."""
+    unpacked = []
+    real = kernels._unpack_k_scales
+    monkeypatch.setattr(kernels, "_unpack_k_scales", lambda *a: unpacked.append(1) or real(*a))
+    w, other = matrix(kind, seed=1), matrix(kind, seed=2)
+    x = np.random.default_rng(3).standard_normal((16, 512)).astype(np.float32)
+    first = kernels.kquant_matmul(x, w)
+    second = kernels.kquant_matmul(x, w)
+    assert len(unpacked) == 1 and np.array_equal(first, second)
+    w.blocks = other.blocks.copy()
+    third = kernels.kquant_matmul(x, w)
+    ref = quantized_matmul.reference(x, other)
+    assert len(unpacked) == 2
+    assert np.abs(third - ref).max() <= fast.INT8_TOLERANCE * np.abs(ref).max()
+    assert np.abs(third - first).max() > 0.1 * np.abs(ref).max()

@@ -45,6 +45,10 @@ streaming its own rows front to back; one row is 24 blocks at GPT-2's width, so 
 
 Shapes: x (N, K), W (R, K) as scales (R, nb) float32 and codes, y (N, R); nb = K / 32.
 
+A ``StackedBlocks`` W (parts of different kinds, as Llama Q4_K_M's c_attn: q, k in Q4_K, v in Q6_K) goes part by
+part, except where every part is Q4_K or Q6_K on the byte kernels: then x is rounded once and all the rows are
+one launch (``one_launch``), bit for bit the same numbers.
+
 ``quantized_matmul(x, w)`` dispatches on ``w.kind``; a kind without a branch here (a new block
 format) answers NotImplemented and the reference runs. Add a format by adding a branch in
 ``quantized_matmul`` that keeps its signature (x, w) -> y or NotImplemented.

@@ -6,8 +6,10 @@
 """
 
 import contextlib
+import fcntl
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -62,12 +64,33 @@ _TOOL_RUNS = {}
 
 
 def tiny_tool_run(tmp_path_factory, steps=400):
-    """A run of a 2-layer byte model fine-tuned (in this process, about ten seconds; once per session) on
+    """A run of a 2-layer byte model fine-tuned (about ten seconds of CPU; once per test run) on
     ``tool_rows`` until it says them by heart: greedy, it thinks "calc", calls the calculator with the
-    question, and after the tool's answer thinks "ok" and repeats it."""
+    question, and after the tool's answer thinks "ok" and repeats it. The suite's pytest-xdist workers
+    share it: the first to ask trains it, another that asks meanwhile waits for it (the runs of four test
+    files, and every worker trained its own)."""
     if steps not in _TOOL_RUNS:
-        _TOOL_RUNS[steps] = _train_tool_run(tmp_path_factory.mktemp("tool-run"), steps)
+        _TOOL_RUNS[steps] = _shared_tool_run(_run_folder(tmp_path_factory), steps)
     return _TOOL_RUNS[steps]
+
+
+def _run_folder(tmp_path_factory):
+    """The temporary folder every worker of this test run sees: pytest-xdist gives each worker a folder of
+    its own inside it; a run without xdist has its basetemp alone (its parent holds earlier runs)."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+def _shared_tool_run(root, steps):
+    folder, done = root / f"tool-run-{steps}", root / f"tool-run-{steps}.done"
+    with open(root / f"tool-run-{steps}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)                  # released when the file closes
+        if not done.exists():
+            shutil.rmtree(folder, ignore_errors=True)     # what a worker whose training failed left
+            folder.mkdir()
+            _train_tool_run(folder, steps)
+            done.touch()
+    return folder / "run"
 
 
 def _train_tool_run(folder, steps):

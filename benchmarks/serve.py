@@ -511,13 +511,18 @@ def main(argv=None):
     p.add_argument("--json", default=None, help="also write the results here")
     args = p.parse_args(argv)
     os.environ.setdefault("OPENBLAS_NUM_THREADS", str(args.threads))     # for the server's process
+    from zerollm.cli.commands.serve import serve_engine
+    # the server's engine ($ZEROLLM_ENGINE, else serve's default), named for both: the in-process baselines
+    # decode on the same one
+    os.environ["ZEROLLM_ENGINE"] = serve_engine(argparse.Namespace(engine=None))
     import torch
     from threadpoolctl import threadpool_limits
     torch.set_num_threads(args.threads)
     threadpool_limits(args.threads)    # NumPy's BLAS in this process was loaded before the variable was set
     host = host_rows(args.threads)
     print(f"host: {host['host']}; BLAS: {host['blas']}; GEMM 1024^2 float32: {host['gemm_gflops']:.1f} GFLOP/s; "
-          f"load average {host['load'][0]:.1f}; {args.threads} BLAS thread(s); clients pinned to core "
+          f"load average {host['load'][0]:.1f}; {args.threads} BLAS thread(s); engine {os.environ['ZEROLLM_ENGINE']}; "
+          f"clients pinned to core "
           f"{_cores()[-1] if len(_cores()) > 1 else 'shared'}", flush=True)
     result = {"shape": args.shape, "new_tokens": args.new_tokens, "host": host, "rows": [], "features": []}
     with tempfile.TemporaryDirectory() as tmp:

@@ -516,11 +516,8 @@ def _q6k_row_codegen(context, builder, sig, args):
     8 * 2 * 16002 * 128: no overflow. The codes' offset of 32: the 16 scales times x's 16 code sums (vpmulld), 32
     times that taken off in int32 (exact); then float lanes times d e into one float accumulator."""
     _, xq, _, sums, _ = args
-    f32, i8, i16, i32, i64 = ir.FloatType(), ir.IntType(8), ir.IntType(16), ir.IntType(32), ir.IntType(64)
-    v32, l8, vf = ir.VectorType(i8, 32), ir.VectorType(i32, 8), ir.VectorType(f32, 8)
-
-    def byte_splat(v):
-        return ir.Constant(v32, [v] * 32)
+    f32, i8, i32, i64 = ir.FloatType(), ir.IntType(8), ir.IntType(32), ir.IntType(64)
+    l8, vf = ir.VectorType(i32, 8), ir.VectorType(f32, 8)
 
     def lanes(n, idx):
         return ir.Constant(ir.VectorType(i32, n), idx)
@@ -529,21 +526,16 @@ def _q6k_row_codegen(context, builder, sig, args):
         load = lambda k, n: builder.load(builder.bitcast(at(k), ir.VectorType(i8, n).as_pointer()),   # noqa: E731
                                          align=1)
         sc8 = load(192, 16)
-        sc16 = builder.sext(sc8, ir.VectorType(i16, 16))
+        _, pick = qgemm.q6_scales(builder, sc8)
         acc = ir.Constant(l8, [0] * 8)
         x0 = builder.mul(b, ir.Constant(i64, QK))
         for half in range(2):
             ql0, ql1, qh = load(64 * half, 32), load(64 * half + 32, 32), load(128 + 32 * half, 32)
-            for k, (ql, high) in enumerate(((ql0, False), (ql1, False), (ql0, True), (ql1, True))):
-                nibble = builder.lshr(ql, byte_splat(4)) if high else builder.and_(ql, byte_splat(15))
-                two = builder.and_(builder.lshr(qh, byte_splat(2 * k)), byte_splat(3))
-                codes = builder.or_(nibble, builder.shl(two, byte_splat(4)))
+            for k, codes in enumerate(qgemm.q6_codes(builder, ql0, ql1, qh)):
                 x = vector_load(context, builder, sig.args[1], xq,
                                 builder.add(x0, ir.Constant(i64, 128 * half + 32 * k)), 32)
                 pairs = avx2_call(builder, "pmadd.ub.sw", [codes, x])
-                i = 8 * half + 2 * k
-                scale = builder.shuffle_vector(sc16, sc16, lanes(16, [i] * 8 + [i + 1] * 8))
-                acc = builder.add(acc, avx2_call(builder, "pmadd.wd", [pairs, scale]))
+                acc = builder.add(acc, avx2_call(builder, "pmadd.wd", [pairs, pick(8 * half + 2 * k)]))
         s16 = vector_load(context, builder, sig.args[3], sums, builder.mul(b, ir.Constant(i64, 16)), 16)
         sc32 = builder.sext(sc8, ir.VectorType(i32, 16))
         prod = builder.mul(sc32, s16)

@@ -314,6 +314,39 @@ def _q5_k_tile(typingctx, blocks, sc, mb, xq, e, xs, y, r, n, last, start, stop)
 # ----------------------------------------------------------------------------
 # Q6_K: one super-block a step; its int8 scales and d read from the super-block itself
 
+def q6_codes(builder, ql0, ql1, qh):
+    """A half super-block's four registers of 32 six-bit Q6_K codes (0..63: positions l, l + 32, l + 64, l + 96)
+    from its two 32-byte ql loads (low nibbles, then high) and its 32 bytes of qh (two bits each). Shared by
+    kquant.py's row intrinsic and the tile step here."""
+    v32 = ql0.type
+
+    def byte_splat(v):
+        return ir.Constant(v32, [v] * 32)
+
+    out = []
+    for k, (ql, high) in enumerate(((ql0, False), (ql1, False), (ql0, True), (ql1, True))):
+        nibble = builder.lshr(ql, byte_splat(4)) if high else builder.and_(ql, byte_splat(15))
+        two = builder.and_(builder.lshr(qh, byte_splat(2 * k)), byte_splat(3))
+        out.append(builder.or_(nibble, builder.shl(two, byte_splat(4))))
+    return out
+
+
+def q6_scales(builder, sc8):
+    """The 16 int8 scales of a Q6_K super-block -> (sc16, pick): sc16 the 16 as int16 lanes, and pick(i) the 16
+    int16 lanes [sc_i] * 8 + [sc_(i+1)] * 8 that vpmaddwd needs for the register of codes with groups i, i + 1.
+    The eight scales of a half are put in both 128-bit halves of a register once (one vpermq), so a pick is one
+    in-lane vpshufb, where LLVM had made each pick of a sign extension and a shuffle of its own."""
+    i16, i32 = ir.IntType(16), ir.IntType(32)
+    sc16 = builder.sext(sc8, ir.VectorType(i16, 16))
+    both = [builder.shuffle_vector(sc16, sc16, ir.Constant(ir.VectorType(i32, 16), list(range(8 * h, 8 * h + 8)) * 2))
+            for h in range(2)]
+
+    def pick(i):
+        half, j = divmod(i, 8)
+        return builder.shuffle_vector(both[half], both[half],
+                                      ir.Constant(ir.VectorType(i32, 16), [j] * 8 + [8 + j + 1] * 8))
+    return sc16, pick
+
 def _q6_k_codegen(context, builder, sig, args):
     """The -32 of every code comes off in int32 inside the step: the 16 scales times x's 16 sums of 16 codes (one
     vpmaddwd), times 32, from the same lanes (exact; per lane <= 8 * 2 * 16002 * 128 + 32 * 2 * 128 * 2032)."""
@@ -323,28 +356,17 @@ def _q6_k_codegen(context, builder, sig, args):
     v32, l8 = ir.VectorType(i8, 32), ir.VectorType(i32, LANES)
     zero = ir.Constant(l8, [0] * LANES)
 
-    def byte_splat(v):
-        return ir.Constant(v32, [v] * 32)
-
-    def lanes(n, idx):
-        return ir.Constant(ir.VectorType(i32, n), idx)
-
     def body(b, r, rows_x, accs):
         brow = _row(context, builder, blocks_ty, blocks, r)
         base = builder.mul(b, ir.Constant(i64, 210))
         at = lambda k: builder.add(base, ir.Constant(i64, k))   # noqa: E731
-        sc8 = _load(builder, brow, at(192), ir.VectorType(i8, 16))
-        sc16 = builder.sext(sc8, ir.VectorType(i16, 16))
+        sc16, pick = q6_scales(builder, _load(builder, brow, at(192), ir.VectorType(i8, 16)))
         ints = [zero] * NX
         for half in range(2):
             ql0, ql1 = _load(builder, brow, at(64 * half), v32), _load(builder, brow, at(64 * half + 32), v32)
             qh = _load(builder, brow, at(128 + 32 * half), v32)
-            for k, (ql, high) in enumerate(((ql0, False), (ql1, False), (ql0, True), (ql1, True))):
-                nibble = builder.lshr(ql, byte_splat(4)) if high else builder.and_(ql, byte_splat(15))
-                two = builder.and_(builder.lshr(qh, byte_splat(2 * k)), byte_splat(3))
-                codes = builder.or_(nibble, builder.shl(two, byte_splat(4)))
-                i = 8 * half + 2 * k
-                sv = builder.shuffle_vector(sc16, sc16, lanes(16, [i] * 8 + [i + 1] * 8))   # its two groups of 16
+            for k, codes in enumerate(q6_codes(builder, ql0, ql1, qh)):
+                sv = pick(8 * half + 2 * k)                  # the scales of its two groups of 16
                 for t, n in enumerate(rows_x):
                     xat = builder.add(builder.mul(b, ir.Constant(i64, QK)), ir.Constant(i64, 128 * half + 32 * k))
                     x = _load(builder, _row(context, builder, x_ty, xq, n), xat, v32)

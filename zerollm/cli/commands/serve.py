@@ -13,7 +13,6 @@ to --grace seconds, end the rest (a 503, or a stream's error event and [DONE]), 
 import contextlib
 import errno
 import functools
-import importlib.util
 import ipaddress
 import logging
 import os
@@ -23,7 +22,7 @@ import sys
 
 from zerollm.io.argtypes import Range
 from zerollm.model.budget import add_force_argument
-from zerollm.engine import ENGINES, ENV as ENGINE_ENV, use_engine
+from zerollm.engine import add_engine_argument, apply_engine_argument
 from zerollm.io.errors import ZeroLLMError
 from zerollm.cli.source import add_source_arguments, load_source
 from zerollm.engine.threads import add_threads_argument, limit_threads
@@ -55,20 +54,7 @@ def add_arguments(p):
     add_feature_arguments(p)
     add_force_argument(p)
     add_threads_argument(p)
-    p.add_argument("--engine", choices=ENGINES, default=None,
-                   help="'numpy' (the readable reference) or 'fast' (fused numba kernels, pip install "
-                        "\"zerollm[fast]\"); default: $ZEROLLM_ENGINE, else fast where numba is installed "
-                        "(it serves more tokens/s), else numpy")
-
-
-def serve_engine(args):
-    """The engine zerollm serve runs on: --engine, else $ZEROLLM_ENGINE, else 'fast' where numba is installed
-    (more tokens/s at 1, 4 and 16 clients on both shapes measured in docs/serving.md), else 'numpy'."""
-    if args.engine is not None:
-        return args.engine
-    if os.environ.get(ENGINE_ENV):
-        return os.environ[ENGINE_ENV]          # use_engine checks it, with zerollm.engine's message
-    return "fast" if importlib.util.find_spec("numba") is not None else "numpy"
+    add_engine_argument(p)
 
 
 STEP_TOKENS = 64          # docs/serving.md, "Chunked prefill": how this default was chosen
@@ -170,8 +156,8 @@ def run(args):
     except ImportError as err:
         raise ZeroLLMError(f"zerollm serve needs FastAPI, uvicorn and prometheus-client ({err}); install them with "
                            "pip install \"zerollm[serve]\"") from None
-    # the engine for this command only: `zerollm serve` called in a process that goes on (a test) leaves it as it was
-    with use_engine(serve_engine(args)), limit_threads(args.threads):
+    apply_engine_argument(args)
+    with limit_threads(args.threads):
         model, tok = load_source(args, "zerollm serve")
         name = args.model_name if args.model_name is not None else _name_of(args.ckpt or args.hf or args.gguf)
         backend = Backend(model, tok, name=name, max_batch=args.max_batch, max_queue=args.max_queue,

@@ -222,6 +222,7 @@ def test_stacked_k_quant_parts_are_one_launch_bit_for_bit_the_part_by_part_produ
     rng = np.random.default_rng(4)
     parts = [kquant.KQuantMatrix.from_float(rng.standard_normal((rows, 256)), kind)
              for rows, kind in ((96, "q4_K"), (64, "q4_K"), (96, "q6_K"))]
+    parts[2].blocks.flags.writeable = False                  # as a file's parts can be: some read-only, some not
     w = quant.StackedBlocks(parts)
     launches = []
     for module in (fast_quant, fast_kquant):

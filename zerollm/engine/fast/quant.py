@@ -54,6 +54,8 @@ format) answers NotImplemented and the reference runs. Add a format by adding a 
 ``quantized_matmul`` that keeps its signature (x, w) -> y or NotImplemented.
 """
 
+import weakref
+
 import numpy as np
 from llvmlite import ir
 from numba import prange, types
@@ -567,12 +569,32 @@ def one_launch(w):
                                      for p in w.parts)
 
 
+_STACKS = {}             # id(StackedBlocks) -> (a weak reference to it, its kernel arguments)
+
+
+def _stack_arguments(w):
+    """The parts' blocks as read-only views (a file's parts can be some read-only, some not, and numba indexes a
+    tuple by a runtime number only where its arrays are of one type), the offsets and each part's kind code;
+    made once per StackedBlocks (weakly kept)."""
+    got = _STACKS.get(id(w))
+    if got is not None and got[0]() is w:
+        return got[1]
+    views = []
+    for p in w.parts:
+        v = p.blocks.view()
+        v.flags.writeable = False
+        views.append(v)
+    args = (tuple(views), np.asarray(w.offsets, np.int64), np.array([_STACK_KINDS[p.kind] for p in w.parts], np.int64))
+    if len(_STACKS) >= 4096:
+        _STACKS.clear()
+    _STACKS[id(w)] = (weakref.ref(w), args)
+    return args
+
+
 def _stacked_kquant(x, w, threads):
     """y = x @ W^T for a StackedBlocks that ``one_launch`` takes, fewer than SLAB_FROM rows of x (float32 C)."""
-    six = np.array([_STACK_KINDS[p.kind] for p in w.parts], np.int64)
     y = np.empty((x.shape[0], w.shape[0]), np.float32)
-    run_rows(_KSTACK, threads, w.shape[0], tuple(p.blocks for p in w.parts), np.asarray(w.offsets, np.int64), six,
-             x, y)
+    run_rows(_KSTACK, threads, w.shape[0], *_stack_arguments(w), x, y)
     return y
 
 

@@ -45,6 +45,23 @@ def plots(monkeypatch):
     monkeypatch.setenv("ZEROLLM_PLOTS", "1")
 
 
+# torch (the parity tests' reference, in this process) starts a pool of one thread per core: on the suite's
+# 2 cores, each of the 2 pytest-xdist workers ran its torch ops on 2 threads that waited for the other
+# worker's, and the torch-heavy files took twice the CPU (tests/test_torch_ref.py + tests/test_hf.py: 20-26 s
+# against 10). One thread gives the same values (the tests compare with tolerances), for half the CPU.
+# zerollm's own threads are left as they are: BLAS's are what --threads sets, and the fast engine's kernels
+# take their count from BLAS's (zerollm/engine/fast/blas.py), numba's pool is its own.
+def _torch_on_one_thread():
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.get_num_threads() != 1:
+        torch.set_num_threads(1)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    _torch_on_one_thread()        # before each test: a test module may import torch when it runs
+
+
 # ----------------------------------------------------------------------------
 # the guard: nothing outside the repository
 

@@ -15,7 +15,7 @@ Why not BLAS on decoded slabs (quant.py's ``_by_slabs``, which the float path st
 over W in float32, and sgemm's FMAs, 8 numbers each, run on two of the core's four vector pipes, where AVX2's
 integer products (vpmaddubsw: 32 bytes) and the adds, shifts and conversions around them spread over all four.
 The compiled inner loops (``inspect_asm``), in instructions per 32 weights and row of x: Q4_0 6.0 (4.9 of them
-vector), Q4_K 6.6 and Q5_K 7.7 (their mins' term included), Q8_0 7.6, Q6_K 7.6 (its -32 included), against
+vector), Q4_K 5.9 and Q5_K 6.9 (their mins' term included), Q8_0 7.6, Q6_K 7.6 (its -32 included), against
 sgemm's 4 FMAs and their broadcasts; measured, about 1.2-1.5x sgemm's speed on a 64 x 768 @ 3072 x 768 product
 (benchmarks/qgemm.py; docs/gguf.md). W is read in its own 4.5 to 8.5 bits a number.
 
@@ -283,10 +283,12 @@ def _q45_k_codegen(fifth):
             mins = builder.uitofp(_load(builder, _row(context, builder, m_ty, mb, r), eight, ir.VectorType(i8, 8)), vf)
             mins = builder.fmul(mins, _splat(builder, _half(builder, at(2)), LANES))
             d = _half(builder, at(0))
+            nine = builder.mul(b, ir.Constant(i64, 9))
             for i, n in enumerate(rows_x):
-                eb = builder.load(builder.gep(_row(context, builder, e_ty, e, n), [b]))
+                exrow = _row(context, builder, xs_ty, xs, n)     # x's scale of the super-block, then its 8 e sums
+                eb = builder.load(builder.gep(exrow, [nine]))
                 _fma_into(builder, accs[i], ints[i], _splat(builder, builder.fmul(d, eb), LANES))
-                xsv = _load(builder, _row(context, builder, xs_ty, xs, n), eight, vf)
+                xsv = _load(builder, exrow, builder.add(nine, ir.Constant(i64, 1)), vf)
                 acc = builder.load(accs[i])
                 builder.store(builder.fsub(acc, builder.fmul(mins, xsv, flags=["contract"]), flags=["contract"]),
                               accs[i])
@@ -300,8 +302,10 @@ def _q45_k_codegen(fifth):
 def _q4_k_tile(typingctx, blocks, sc, mb, xq, e, xs, y, r, n, last, start, stop):
     """sum over super-blocks of e (d sum_j sc_j sum_l q_l x_l - dmin sum_j m_j sum_l x_l) for the NX rows of x and
     row r of a Q4_K W (blocks (R, nb * 144) uint8; sc (R, nb * 8) int16 its six-bit scales and mb (R, nb * 8) uint8
-    its mins, kquant._k_scales); x's codes xq (N, K) int8, scales e (N, nb), and xs (N, K / 32) float32: e times
-    x's sums of 32 codes (_scaled_sums)."""
+    its mins, kquant._k_scales); x's codes xq (N, K) int8, and xs (N, nb * 9) float32: for each super-block x's
+    scale e, then e times x's eight sums of 32 codes (_scaled_sums). e (N, nb), x's scales again, only sizes the
+    loops: reading e from xs keeps one pointer a row of x, so the step's pointers stay in registers (a separate e
+    and xs spilled them: 211 instructions a step against 189)."""
     return types.void(blocks, sc, mb, xq, e, xs, y, *_TILE_ARGS), _q45_k_codegen(False)
 
 
@@ -516,13 +520,15 @@ _LOOPS = {"q4_0": (kernel(_q4_0_serial), parallel_kernel(_q4_0_threaded)),
 
 @kernel
 def _scaled_sums(e, sums, out):
-    """out (N, K / 32) = x's scale e of each super-block times its sums of 32 codes (sums: of 16): x's side of the
-    k-quant mins' term."""
-    N, G = out.shape
-    per = G // e.shape[1]
+    """out (N, nb * 9): for each super-block of x its scale e, then e times its eight sums of 32 codes (sums: of
+    16): x's side of the Q4_K / Q5_K tile step (the scale of its integer sums and the mins' term)."""
+    N, nb = e.shape
     for n in range(N):
-        for g in range(G):
-            out[n, g] = e[n, g // per] * np.float32(sums[n, 2 * g] + sums[n, 2 * g + 1])
+        for b in range(nb):
+            out[n, 9 * b] = e[n, b]
+            for j in range(8):
+                g = 8 * b + j
+                out[n, 9 * b + 1 + j] = e[n, b] * np.float32(sums[n, 2 * g] + sums[n, 2 * g + 1])
 
 
 # ----------------------------------------------------------------------------
@@ -575,8 +581,9 @@ def q45_k(xq, e, sums, blocks, scales, fifth):
     False) or Q5_K blocks (R, K / 256 * 144 or 176) uint8 with its scales and mins unpacked (kquant._k_scales:
     (sc, m), each (R, K / 32), int16 and uint8) -> y (N, R). The mins' term is inside the tile step: dmin m times
     e times x's sums of 32, one multiply-add of eight float lanes a super-block and row of x."""
+    # xs: e and the eight e sums of each super-block side by side (the tile reads both through one row pointer)
     (N, K), R = xq.shape, blocks.shape[0]
-    xs = np.empty((N, K // 32), np.float32)
+    xs = np.empty((N, K // 256 * 9), np.float32)
     _scaled_sums(e, sums, xs)
     return _run("q5_K" if fifth else "q4_K", R, K, blocks, *scales, xq, e, xs, np.empty((N, R), np.float32))
 

@@ -241,3 +241,24 @@ def test_stacked_k_quant_parts_are_one_launch_bit_for_bit_the_part_by_part_produ
                 assert np.array_equal(fast_quant.quantized_matmul(x, w), want) and len(launches) == 1
     mixed = quant.StackedBlocks(parts[:2] + [quant.QuantizedMatrix.from_float(rng.standard_normal((64, 256)), "q8_0")])
     assert fast_quant.one_launch(w) and not fast_quant.one_launch(mixed)
+
+
+def test_attention_over_a_long_enough_cache_is_split_between_threads_bit_for_bit(monkeypatch):
+    """At 2 threads the fused block splits the attention's (row, head) pairs between numba's threads once a step
+    reads ATTEND_SPLIT_FROM cached numbers, and the logits are bit for bit those of the one-thread attention;
+    below the threshold, or at 1 thread, the serial kernel runs."""
+    split = []
+    threaded = decode._attend_threaded
+    monkeypatch.setattr(decode, "_attend_threaded", lambda *a: split.append(1) or threaded(*a))
+    model = model_of(LLAMA, "q4_0")
+    with use_engine("fast"), limit_threads(2):
+        monkeypatch.setattr(decode, "ATTEND_SPLIT_FROM", 1 << 30)          # never: the serial attention
+        serial = forced_logits(model, 3)
+        assert split == []
+        monkeypatch.setattr(decode, "ATTEND_SPLIT_FROM", 1)                # always
+        threads = forced_logits(model, 3)
+        assert len(split) == model.config.n_layer * STEPS
+    assert np.array_equal(serial, threads)
+    with use_engine("fast"), limit_threads(1):
+        one = forced_logits(model, 3)
+    assert len(split) == model.config.n_layer * STEPS and np.array_equal(one, serial)

@@ -36,6 +36,9 @@ Python around the kernels is kept small, as a step repeats it for every layer: a
 checked once and the answer kept (``_layer_weights``: weak references, checked again when any weight is
 replaced), the step's positions and RoPE tables are made once for all layers, and the quantized products go
 straight to the integer kernels (quant.integer_product), each one compiled call that also rounds x to 8 bits.
+At 2 threads or more the attention over a long cache (ATTEND_SPLIT_FROM) splits its (row, head) pairs between
+numba's threads (``_attend_threaded``: each pair the same arithmetic, y bit for bit the serial kernel's); it is the
+largest part of a step that is not a matrix product, and otherwise ran on one thread while the other waited.
 """
 
 import operator
@@ -43,11 +46,12 @@ import weakref
 from typing import NamedTuple
 
 import numpy as np
+from numba import prange
 
 from zerollm.engine.amp import autocast_format, block_products_exact
 from zerollm.engine.fast import qgemm
-from zerollm.engine.fast.blas import thread_cap
-from zerollm.engine.fast.jit import exp32, kernel
+from zerollm.engine.fast.blas import run_threaded, thread_cap
+from zerollm.engine.fast.jit import exp32, inline, kernel, parallel_kernel
 from zerollm.engine.fast.norm import row_mean_rstd
 from zerollm.engine.fast.quant import SLAB_FROM, integer_product, quantized_matmul
 from zerollm.engine.fast.rows import COLUMN_ROWS_UP_TO, few_rows, rows_product
@@ -135,53 +139,87 @@ def _rotate(src, bias, at, cos, sin, out):
 
 
 @kernel
-def _attend(qkv, bias, cos, sin, kc, vc, pos, n_head, y):
-    """For each row b at position p = pos[b]: its new key and value (with the bias, k turned by RoPE) go
-    into slot p of the cache kc, vc (B, nkv, S, hs); each query head j (turned by RoPE) attends to slots
-    0..p of its key/value head j // g; y[b, j hs:(j + 1) hs] = softmax(q k^T / sqrt(hs)) v.
-    cos, sin: (B, hs), or (1, hs) for every row, or (1, 0) without RoPE."""
+def _store_new(qkv, bias, cos, sin, kc, vc, pos):
+    """Each row b's new key (with the bias, turned by RoPE) and value into slot pos[b] of the cache kc, vc."""
     B = qkv.shape[0]
-    nkv, S, hs = kc.shape[1], kc.shape[2], kc.shape[3]
-    g = n_head // nkv
-    nq = n_head * hs
-    scale = np.float32(1.0 / np.sqrt(np.float64(hs)))
-    q = np.empty(hs, np.float32)
+    nkv, hs = kc.shape[1], kc.shape[3]
+    nq = qkv.shape[1] - 2 * nkv * hs
     kn = np.empty(hs, np.float32)
-    scores = np.empty(S, np.float32)
-    acc = np.empty(hs, np.float32)
     for b in range(B):
         p = pos[b]
         r = b if cos.shape[0] > 1 else 0
-        for h in range(nkv):                                  # 1. this step's keys and values into the cache
+        for h in range(nkv):
             _rotate(qkv[b], bias, nq + h * hs, cos[r], sin[r], kn)
             for i in range(hs):
                 kc[b, h, p, i] = kn[i]
                 at = nq + nkv * hs + h * hs + i
                 vc[b, h, p, i] = qkv[b, at] + bias[at] if bias.shape[0] else qkv[b, at]
-        for j in range(n_head):                               # 2. every query head over slots 0..p
-            kvh = j // g
-            _rotate(qkv[b], bias, j * hs, cos[r], sin[r], q)
-            m = np.float32(-np.inf)
-            for t in range(p + 1):
-                s = np.float32(0.0)
-                for i in range(hs):
-                    s += q[i] * kc[b, kvh, t, i]
-                s *= scale
-                scores[t] = s
-                m = max(m, s)
-            total = np.float32(0.0)
-            for t in range(p + 1):
-                e = exp32(scores[t] - m)
-                scores[t] = e
-                total += e
-            acc[:] = 0
-            for t in range(p + 1):
-                w = scores[t]
-                for i in range(hs):
-                    acc[i] += w * vc[b, kvh, t, i]
-            inv = np.float32(1.0) / total
-            for i in range(hs):
-                y[b, j * hs + i] = acc[i] * inv
+
+
+@inline
+def _attend_head(qkv, bias, cos, sin, kc, vc, pos, n_head, y, item, q, scores, acc):
+    """Query head j = item % n_head of row b = item // n_head (turned by RoPE) over slots 0..pos[b] of its
+    key/value head j // g: y[b, j hs:(j + 1) hs] = softmax(q k^T / sqrt(hs)) v. q, acc: hs floats of scratch,
+    scores: S floats."""
+    b, j = item // n_head, item % n_head
+    nkv, hs = kc.shape[1], kc.shape[3]
+    kvh = j // (n_head // nkv)
+    p = pos[b]
+    r = b if cos.shape[0] > 1 else 0
+    scale = np.float32(1.0 / np.sqrt(np.float64(hs)))
+    _rotate(qkv[b], bias, j * hs, cos[r], sin[r], q)
+    m = np.float32(-np.inf)
+    for t in range(p + 1):
+        s = np.float32(0.0)
+        for i in range(hs):
+            s += q[i] * kc[b, kvh, t, i]
+        s *= scale
+        scores[t] = s
+        m = max(m, s)
+    total = np.float32(0.0)
+    for t in range(p + 1):
+        e = exp32(scores[t] - m)
+        scores[t] = e
+        total += e
+    acc[:] = 0
+    for t in range(p + 1):
+        w = scores[t]
+        for i in range(hs):
+            acc[i] += w * vc[b, kvh, t, i]
+    inv = np.float32(1.0) / total
+    for i in range(hs):
+        y[b, j * hs + i] = acc[i] * inv
+
+
+@kernel
+def _attend(qkv, bias, cos, sin, kc, vc, pos, n_head, y):
+    """For each row b at position p = pos[b]: its new key and value (with the bias, k turned by RoPE) go
+    into slot p of the cache kc, vc (B, nkv, S, hs); each query head j (turned by RoPE) attends to slots
+    0..p of its key/value head j // g; y[b, j hs:(j + 1) hs] = softmax(q k^T / sqrt(hs)) v.
+    cos, sin: (B, hs), or (1, hs) for every row, or (1, 0) without RoPE."""
+    _store_new(qkv, bias, cos, sin, kc, vc, pos)
+    S, hs = kc.shape[2], kc.shape[3]
+    q, acc, scores = np.empty(hs, np.float32), np.empty(hs, np.float32), np.empty(S, np.float32)
+    for item in range(qkv.shape[0] * n_head):
+        _attend_head(qkv, bias, cos, sin, kc, vc, pos, n_head, y, item, q, scores, acc)
+
+
+@parallel_kernel
+def _attend_threaded(qkv, bias, cos, sin, kc, vc, pos, n_head, y):
+    """_attend with the (row, head) pairs split between numba's threads: each pair is the same arithmetic as on
+    one thread, so y is bit for bit _attend's."""
+    _store_new(qkv, bias, cos, sin, kc, vc, pos)
+    S, hs = kc.shape[2], kc.shape[3]
+    for item in prange(qkv.shape[0] * n_head):
+        q, acc, scores = np.empty(hs, np.float32), np.empty(hs, np.float32), np.empty(S, np.float32)
+        _attend_head(qkv, bias, cos, sin, kc, vc, pos, n_head, y, item, q, scores, acc)
+
+
+# Attention is split between threads from this many cached key numbers read a step (heads x slots x head size,
+# the longest row's): a threaded launch costs about 5 us more than a serial call (blas.run_threaded). One row of a
+# Llama-124M-shaped step (12 heads of 64, best of 3000, load 3.6): 64 slots 10.4 us serial / 9.9 us on 2 threads,
+# 128 slots 17.7 / 13.7, 192 slots 25.5 / 17.7; so from about 86 slots at that width.
+ATTEND_SPLIT_FROM = 1 << 16
 
 
 # ----------------------------------------------------------------------------
@@ -365,8 +403,12 @@ def block_forward(x, params, prefix, cfg, run=None, *, layer=0, lora=None):
     kc, vc = run.kv.k[layer], run.kv.v[layer]                                # (B, nkv, 1, S, hs) each
     S = kc.shape[-2]
     y = np.empty((B, cfg.n_head * hs), np.float32)
-    _attend(qkv, _bias(b_attn), rope[0], rope[1], kc.reshape(B, nkv, S, hs), vc.reshape(B, nkv, S, hs), pos,
+    args = (qkv, _bias(b_attn), rope[0], rope[1], kc.reshape(B, nkv, S, hs), vc.reshape(B, nkv, S, hs), pos,
             cfg.n_head, y)
+    if threads > 1 and cfg.n_head * hs * (int(pos.max()) + 1) >= ATTEND_SPLIT_FROM:
+        run_threaded(_attend, _attend_threaded, min(threads, B * cfg.n_head), *args)
+    else:
+        _attend(*args)
     a = _product(y, w_proj, threads)                                                  # (B, C)
     out = np.empty((B, C), np.float32)
     _add_norm(x2, a, _bias(b_proj), ln2, _bias(ln2_b), eps, rms, out, h)

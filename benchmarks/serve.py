@@ -489,10 +489,12 @@ def host_rows(threads):
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--shape", choices=("tang", "gpt2"), default="tang")
-    p.add_argument("--only", choices=("clients", "features", "chunked", "budget", "join", "single"), default=None,
+    p.add_argument("--only", choices=("clients", "features", "chunked", "budget", "join", "single", "step"),
+                   default=None,
                    help="run one part (default clients and features; budget: the step budget's sweep, in process; "
                         "join: what a row joining and leaving the batch costs, in process; single: one streaming "
-                        "client against the sequential run, request by request)")
+                        "client against the sequential run, request by request; step: a decode step at each "
+                        "--clients rows split into the model, the sampler, prefill and the rest, in process)")
     p.add_argument("--clients", type=int, nargs="+", default=[1, 4, 16, 64])
     p.add_argument("--rounds", type=int, default=2, help="requests per client (default 2)")
     p.add_argument("--new-tokens", type=int, default=32)
@@ -569,9 +571,87 @@ def main(argv=None):
             print(f"| {r['shape']} | {r['rows']} | {r['context']} | {r['cache_mb']:.0f} | {r['decode_ms']:.1f} | "
                   f"{r['join_step_ms']:.1f} | {r['add_rows_ms']:.1f} | {r['leave_step_ms']:.1f} | "
                   f"{r['keep_rows_ms']:.1f} |", flush=True)
+    if args.only == "step":
+        with tempfile.TemporaryDirectory() as tmp:
+            rows, sampler = step_rows(Path(tmp) / args.shape, args)
+        print("| rows | step ms | model forward ms | sampler ms | prefill ms | rest ms | rows drawn exactly |\n"
+              "|---:|---:|---:|---:|---:|---:|---:|", flush=True)
+        for r in rows:
+            result["features"].append(r)
+            print(f"| {r['rows']} | {r['step_ms']:.2f} | {r['forward_ms']:.2f} | {r['sampler_ms']:.2f} | "
+                  f"{r['prefill_ms']:.2f} | {r['rest_ms']:.2f} | {r['exact_rows']} of {r['drawn_rows']} |", flush=True)
+        result["sampler"] = sampler
+        print(f"sampler alone, 16 rows x {sampler['vocab']} ids, temperature 0.8: draw {sampler['draw_us']:.0f} us, "
+              f"draw_exact (every row in float64, the sampler before) {sampler['exact_us']:.0f} us: "
+              f"{sampler['exact_us'] / sampler['draw_us']:.2f}x", flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
     return 0
+
+
+def step_rows(folder, args, steps=32, repeats=5):
+    """In this process, no HTTP: --clients rows of the benchmark's prompts decode ``steps`` tokens at
+    temperature 0.8; a step's time (the best of ``repeats`` runs' means) split into the model's forward
+    (Scheduler._last_logits), the sampler (sample.choose), prompts joining (Scheduler._join, none after
+    the first step) and the rest (the scheduler's bookkeeping, emitting). Then the sampler alone, draw
+    against draw_exact on the same logits in this run."""
+    import zerollm.generation.batching as batching
+    from zerollm.data import chat
+    from zerollm.generation import sample
+    model, tok = build(args.shape, folder)
+    spent, counted = {}, {"exact": 0, "drawn": 0}
+
+    def timed(name, fn):
+        def wrapper(*a, **k):
+            t0 = time.perf_counter()
+            out = fn(*a, **k)
+            spent[name] = spent.get(name, 0.0) + time.perf_counter() - t0
+            return out
+        return wrapper
+
+    def counting(name, fn):
+        def wrapper(logits, u, *a):
+            counted[name] += len(u)
+            return fn(logits, u, *a)
+        return wrapper
+
+    saved = (batching.choose, batching.Scheduler._last_logits, batching.Scheduler._join, sample.draw, sample.draw_exact)
+    batching.choose = timed("sampler", batching.choose)
+    batching.Scheduler._last_logits = timed("forward", batching.Scheduler._last_logits)
+    batching.Scheduler._join = timed("prefill", batching.Scheduler._join)
+    sample.draw, sample.draw_exact = counting("drawn", sample.draw), counting("exact", sample.draw_exact)
+
+    def run(rows):
+        s = batching.Scheduler(model, max_batch=rows)
+        for i in range(rows):
+            s.submit(batching.Request(chat.encode_prompt(tok, PROMPTS[i % len(PROMPTS)]), steps,
+                                      sample.Sampling(0.8), np.random.default_rng(i), emit=_ignore))
+        s.step()                                    # the prompts' prefill and first tokens
+        spent.clear()
+        t0, n = time.perf_counter(), 0
+        while s.busy:
+            s.step()
+            n += 1
+        return (time.perf_counter() - t0) / n, {k: v / n for k, v in spent.items()}
+
+    out = []
+    try:
+        for rows in args.clients:
+            run(rows)
+            counted.update(exact=0, drawn=0)
+            step, parts = min((run(rows) for _ in range(repeats)), key=lambda r: r[0])
+            named = sum(parts.get(k, 0.0) for k in ("forward", "sampler", "prefill"))
+            out.append({"rows": rows, "step_ms": 1000 * step, "forward_ms": 1000 * parts.get("forward", 0.0),
+                        "sampler_ms": 1000 * parts.get("sampler", 0.0), "prefill_ms": 1000 * parts.get("prefill", 0.0),
+                        "rest_ms": 1000 * (step - named), "exact_rows": counted["exact"], "drawn_rows": counted["drawn"]})
+    finally:
+        batching.choose, batching.Scheduler._last_logits, batching.Scheduler._join, sample.draw, sample.draw_exact = saved
+    V = model.config.vocab_size
+    logits = (np.random.default_rng(0).standard_normal((16, V)) * 2).astype(np.float32)
+    u = np.random.default_rng(1).random(16)
+    draw_s = min(_timed(lambda: sample.draw(logits, u, 0.8)) for _ in range(50))
+    exact_s = min(_timed(lambda: sample.draw_exact(np.divide(logits, 0.8, dtype=np.float64), u)) for _ in range(50))
+    return out, {"vocab": V, "draw_us": 1e6 * draw_s, "exact_us": 1e6 * exact_s}
 
 
 def clients_rows(folder, args):

@@ -3,6 +3,9 @@
     sampling = Sampling(temperature=0.8, top_k=40)
     ids = choose(logits, rng, sampling)       # (B, V) -> (B,), one uniform number per row from rng
 
+The draw is inverse-CDF sampling in float64 (draw_exact); ``draw`` finds the same ids with float32 exp and
+block sums, drawing a row again in float64 only where float32 could have picked another id.
+
 The one decode loop that calls it step after step is zerollm.generation.batching.Scheduler.
 """
 

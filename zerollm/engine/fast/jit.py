@@ -4,8 +4,9 @@ block kernels (quant.py, kquant.py) vector loads, AVX2's byte products (``BYTE_P
 Settings (``kernel`` and ``exact_kernel``):
 - nogil=True: a kernel releases Python's GIL like a NumPy ufunc does, so the batch shards of
   ``zerollm train --threads N`` (zerollm.training.parallel) run their kernels at the same time;
-- cache=True: the machine code is saved next to this package (or, where that folder is read-only,
-  in numba's per-user cache; NUMBA_CACHE_DIR moves it), so only the first run compiles (seconds);
+- cache=True: the machine code is saved next to this package, in a folder of its own for each version
+  of these sources (``kernel_cache_folder``; where that folder is read-only, in numba's per-user cache;
+  NUMBA_CACHE_DIR moves it), so only the first run compiles (seconds);
 - no threads inside a kernel: the threads are the shards', as for the BLAS calls. The one exception
   is ``parallel_kernel`` (numba's prange), for the small quantized products of a decode step
   (engine/fast/quant.py, kquant.py), where a launch must cost microseconds; each has a serial twin for
@@ -19,9 +20,12 @@ and overflow behave as in NumPy. ``exact_kernel`` allows nothing: it rounds ever
 as the NumPy reference does, and gives bit-identical results.
 """
 
+import contextlib
 import functools
+import hashlib
 import os
 import platform
+import shutil
 import sys
 import tempfile
 
@@ -99,6 +103,44 @@ check_cpu_settings()
 # cache of compiled kernels is keyed by the features, so code built with other settings is not reused.
 if wide_vector_features() is not None:
     numba.config.CPU_FEATURES = wide_vector_features()
+
+
+
+def kernel_cache_folder(folder=os.path.dirname(os.path.abspath(__file__))):
+    """Where this version of the engine's sources keeps its compiled kernels: ``__pycache__/kernels-<key>``
+    beside them, the key a hash of every .py file in this folder.
+
+    Why not numba's own place: numba reuses a cached kernel while the file of the function it compiled
+    keeps its size and time, and does not look at what that function inlined from another file. After a
+    ``git pull`` that changed exp32 here but not activation.py, the GELU kernel went on running the old
+    exp32 (6x slower; a changed meaning would have been a wrong answer). One folder per version of the
+    sources cannot hold a kernel built from other sources."""
+    digest = hashlib.sha1()
+    for name in sorted(f for f in os.listdir(folder) if f.endswith(".py")):
+        with open(os.path.join(folder, name), "rb") as f:
+            digest.update(name.encode() + b"\0" + f.read())
+    return os.path.join(folder, "__pycache__", "kernels-" + digest.hexdigest()[:12])
+
+
+def _keep_kernels_by_version():
+    """numba's CACHE_DIR set to kernel_cache_folder(), unless the user chose one (NUMBA_CACHE_DIR; the tests
+    choose one keyed the same way, tests/conftest.py). Kernels of earlier versions in that __pycache__ (older
+    keys, and numba's files from before this scheme) are removed: only these sources could load them. Where
+    the folder cannot be written (a read-only install), numba falls back to its per-user cache, as before."""
+    if os.environ.get("NUMBA_CACHE_DIR"):
+        return
+    numba.config.CACHE_DIR = here = kernel_cache_folder()
+    pycache = os.path.dirname(here)
+    with contextlib.suppress(OSError):
+        for entry in os.listdir(pycache):
+            path = os.path.join(pycache, entry)
+            if entry.startswith("kernels-") and path != here:
+                shutil.rmtree(path, ignore_errors=True)
+            elif entry.endswith((".nbi", ".nbc")):
+                os.remove(path)
+
+
+_keep_kernels_by_version()
 
 kernel = numba.njit(nogil=True, cache=True, fastmath=FASTMATH, error_model="numpy")
 parallel_kernel = numba.njit(nogil=True, cache=True, fastmath=FASTMATH, error_model="numpy", parallel=True)

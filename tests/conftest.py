@@ -22,7 +22,8 @@ REPO = Path(__file__).resolve().parents[1]
 # numba (the fast engine, zerollm.engine.fast) caches compiled kernels next to their source by default:
 # in the tests they go to a temporary folder instead, shared by later runs on this machine. numba checks
 # only the file of the function it compiled, not what that function inlined from another file (exp32 in
-# engine/fast/jit.py, say): one folder per version of the engine's sources, so no stale kernel is loaded
+# engine/fast/jit.py, say): one folder per version of the engine's sources, so no stale kernel is loaded (the
+# package keys its own folder the same way where NUMBA_CACHE_DIR is not set: jit.kernel_cache_folder)
 _FAST_SOURCES = hashlib.sha1(b"".join(p.read_bytes() for p in sorted((REPO / "zerollm/engine/fast").glob("*.py"))))
 os.environ.setdefault("NUMBA_CACHE_DIR", os.path.join(tempfile.gettempdir(), "zerollm-numba-cache",
                                                       _FAST_SOURCES.hexdigest()[:12]))

@@ -262,3 +262,7 @@ def test_attention_over_a_long_enough_cache_is_split_between_threads_bit_for_bit
     with use_engine("fast"), limit_threads(1):
         one = forced_logits(model, 3)
     assert len(split) == model.config.n_layer * STEPS and np.array_equal(one, serial)
+    # float32 layers multiply with BLAS: their attention stays on one thread (two spinning pools fought)
+    with use_engine("fast"), limit_threads(2):
+        forced_logits(model_of(LLAMA, "f32"), 3)
+    assert len(split) == model.config.n_layer * STEPS

@@ -36,9 +36,11 @@ Python around the kernels is kept small, as a step repeats it for every layer: a
 checked once and the answer kept (``_layer_weights``: weak references, checked again when any weight is
 replaced), the step's positions and RoPE tables are made once for all layers, and the quantized products go
 straight to the integer kernels (quant.integer_product), each one compiled call that also rounds x to 8 bits.
-At 2 threads or more the attention over a long cache (ATTEND_SPLIT_FROM) splits its (row, head) pairs between
-numba's threads (``_attend_threaded``: each pair the same arithmetic, y bit for bit the serial kernel's); it is the
-largest part of a step that is not a matrix product, and otherwise ran on one thread while the other waited.
+At 2 threads or more the attention over a long cache (ATTEND_SPLIT_FROM) of a quantized layer splits its (row, head)
+pairs between numba's threads (``_attend_threaded``: each pair the same arithmetic, y bit for bit the serial kernel's);
+it is the largest part of a step that is not a matrix product, and otherwise ran on one thread while the other waited.
+Between float32 layers' BLAS products it stays on one thread: the two thread pools, each spinning after its call,
+took the cores from each other.
 """
 
 import operator
@@ -405,7 +407,10 @@ def block_forward(x, params, prefix, cfg, run=None, *, layer=0, lora=None):
     y = np.empty((B, cfg.n_head * hs), np.float32)
     args = (qkv, _bias(b_attn), rope[0], rope[1], kc.reshape(B, nkv, S, hs), vc.reshape(B, nkv, S, hs), pos,
             cfg.n_head, y)
-    if threads > 1 and cfg.n_head * hs * (int(pos.max()) + 1) >= ATTEND_SPLIT_FROM:
+    # not between BLAS products (float32 weights): numba's threads, still spinning after the attention, took the
+    # cores from BLAS's (a GPT-2 f32 decode at 2 threads 74 -> 49 tok/s); the block kernels are numba's own
+    if (threads > 1 and not isinstance(w_attn, np.ndarray)
+            and cfg.n_head * hs * (int(pos.max()) + 1) >= ATTEND_SPLIT_FROM):
         run_threaded(_attend, _attend_threaded, min(threads, B * cfg.n_head), *args)
     else:
         _attend(*args)

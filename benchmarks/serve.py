@@ -513,9 +513,10 @@ def main(argv=None):
     p.add_argument("--json", default=None, help="also write the results here")
     args = p.parse_args(argv)
     os.environ.setdefault("OPENBLAS_NUM_THREADS", str(args.threads))     # for the server's process
-    from zerollm.engine import get_engine
-    # the server's engine ($ZEROLLM_ENGINE, else numpy), named for both: the in-process baselines decode on it too
-    os.environ["ZEROLLM_ENGINE"] = get_engine()
+    from zerollm.cli.commands.serve import serve_engine
+    # the server's engine ($ZEROLLM_ENGINE, else serve's default), named for both: the in-process baselines
+    # decode on the same one
+    os.environ["ZEROLLM_ENGINE"] = serve_engine(argparse.Namespace(engine=None))
     import torch
     from threadpoolctl import threadpool_limits
     torch.set_num_threads(args.threads)

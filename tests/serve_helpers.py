@@ -115,8 +115,9 @@ def _train_tool_run(folder, steps):
 @contextlib.contextmanager
 def server(folder, *args, env=None, source="--hf"):
     """Start `zerollm serve --hf folder --port 0 ARGS` (``source="--ckpt"``: a run), wait until it listens;
-    SIGTERM it afterwards."""
-    environ = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
+    SIGTERM it afterwards. It runs the NumPy engine unless ``env`` says otherwise: the tests compare its
+    answers with `zerollm sample`'s, whose default that is (serve's own default is tests/test_serve_loop.py's)."""
+    environ = {**os.environ, "PYTHONPATH": str(ROOT), "ZEROLLM_ENGINE": "numpy", **(env or {})}
     proc = subprocess.Popen([sys.executable, "-m", "zerollm", "serve", source, str(folder), "--port", "0",
                              "--threads", "1", *args], stderr=subprocess.PIPE, text=True, env=environ)
     try:

@@ -1,5 +1,6 @@
 """The server's event loop: uvloop where it is installed (the `serve` extra), asyncio's own loop where it
-is not, and the same streamed events on either (docs/serving.md, "The HTTP path")."""
+is not, and the same streamed events on either; and its engine: fast where numba is installed, unless
+--engine or $ZEROLLM_ENGINE says otherwise (docs/serving.md, "The HTTP path")."""
 
 import json
 import os
@@ -47,3 +48,13 @@ def test_uvloop_where_installed_asyncio_without_it_and_the_same_stream(tmp_path)
     answer, finish, usage, ended = on_uvloop
     assert len(answer) > 3 and len(finish) == 1 and usage["completion_tokens"] > 3 and ended
     assert on_asyncio == on_uvloop
+
+
+def test_the_engine_is_fast_where_numba_is_installed_unless_told(tmp_path):
+    folder = tiny_chat_model(tmp_path)
+    with server(folder, env={"ZEROLLM_ENGINE": ""}) as (base, proc):          # empty: as if unset
+        answer, finish, usage, ended = _stream(base)
+        assert "/numba/" in _maps(proc)
+    assert len(answer) > 3 and len(finish) == 1 and usage["completion_tokens"] > 3 and ended
+    with server(folder, "--engine", "numpy", env={"ZEROLLM_ENGINE": ""}) as (base, proc):
+        assert _stream(base)[3] and "/numba/" not in _maps(proc)

@@ -21,6 +21,7 @@ and then the reference runs. The engine is one setting for the whole process.
 
 import contextlib
 import functools
+import importlib.util
 import os
 import re
 import warnings
@@ -137,12 +138,30 @@ def accelerated(reference):
     return dispatch
 
 
-def add_engine_argument(parser, training=False):
+def add_engine_argument(parser, training=False, prefer_fast=False):
+    """--engine. ``prefer_fast``: a command whose default is the fast engine where numba is installed
+    (zerollm serve: engine_for)."""
+    if prefer_fast:
+        parser.add_argument("--engine", choices=ENGINES, default=None,
+                            help="'numpy' (the readable reference) or 'fast' (fused numba kernels, pip install "
+                                 "\"zerollm[fast]\"); default: $ZEROLLM_ENGINE, else fast where numba is installed "
+                                 "(it serves more tokens/s), else numpy")
+        return
     more = (" Resume with the engine a run was trained with for bit-identical losses (the two engines "
             "round exp and long sums differently).") if training else ""
     parser.add_argument("--engine", choices=ENGINES, default=None,
                         help=f"'numpy' (the readable reference) or 'fast' (fused numba kernels, "
                              f"pip install \"zerollm[fast]\"); default: ${ENV} or numpy." + more)
+
+
+def engine_for(args, prefer_fast=False):
+    """The engine a command runs on: --engine, else $ZEROLLM_ENGINE, else (``prefer_fast``) 'fast' where numba
+    is installed, else 'numpy'. Selects nothing (use_engine(engine_for(args)) does, for the command only)."""
+    if getattr(args, "engine", None):
+        return args.engine
+    if os.environ.get(ENV):
+        return os.environ[ENV]                 # use_engine checks it, with get_engine's message
+    return "fast" if prefer_fast and importlib.util.find_spec("numba") is not None else "numpy"
 
 
 def apply_engine_argument(args):

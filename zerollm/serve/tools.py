@@ -296,9 +296,9 @@ def _settled(text, calls):
         opened = text.rfind(CALL_OPEN)
         if opened >= 0 and text.find(CALL_CLOSE, opened) < 0:
             end = opened
-    for marker in (CALL_OPEN, THINK_CLOSE, THINK_OPEN):
-        for k in range(min(len(marker) - 1, end), 0, -1):
-            if text.endswith(marker[:k], 0, end):
+    for tag in (CALL_OPEN, THINK_CLOSE, THINK_OPEN):          # (not `marker`: the grammar's, imported above)
+        for k in range(min(len(tag) - 1, end), 0, -1):
+            if text.endswith(tag[:k], 0, end):
                 end = min(end, end - k)
                 break
     return end

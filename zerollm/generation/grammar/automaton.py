@@ -309,7 +309,7 @@ def _minimize(dfa):
     """Merge the states no text tells apart (Moore's partition refinement): fewer states, fewer index rows.
     Start with {accepting, not}; split a block while its states go, on some byte, to different blocks.
     Blocks are numbered in order of their first state, so the start stays 0."""
-    delta, S = dfa.delta, dfa.n_states
+    delta = dfa.delta
     columns = delta                                                       # (S, K): a column per byte class
     block, n = dfa.accepting.astype(np.int32), -1
     while True:

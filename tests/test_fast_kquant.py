@@ -32,8 +32,8 @@ def matrix(kind, rows=131, cols=512, seed=6):
 def test_q5_k_decode_rows_go_through_the_byte_kernel_and_equal_the_float_lanes_and_the_reference(monkeypatch,
                                                                                                  threads):
     calls = []
-    serial, threaded = kernels._Q5K_BYTES
-    monkeypatch.setattr(kernels, "_Q5K_BYTES", (lambda *a: calls.append(1) or serial(*a),
+    serial, threaded = kernels._Q45K_BYTES
+    monkeypatch.setattr(kernels, "_Q45K_BYTES", (lambda *a: calls.append(1) or serial(*a),
                                                 lambda *a: calls.append(2) or threaded(*a)))
     w = matrix("q5_K")
     x = np.random.default_rng(7).standard_normal((3, 512)).astype(np.float32)

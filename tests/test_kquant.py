@@ -326,7 +326,7 @@ def test_k_quants_through_vpmaddubsw_equal_the_float_lane_kernels(monkeypatch, t
     from zerollm.engine.fast import kquant as kernels
     from zerollm.engine.threads import limit_threads
     calls = []
-    name = "_Q4K_BYTES" if kind == "q4_K" else "_Q6K_BYTES"
+    name = "_Q45K_BYTES" if kind == "q4_K" else "_Q6K_BYTES"
     serial, threaded = getattr(kernels, name)
     monkeypatch.setattr(kernels, name, (lambda *a: calls.append(1) or serial(*a),
                                         lambda *a: calls.append(2) or threaded(*a)))

@@ -576,42 +576,31 @@ def _q6k_bytes_rows_threaded(bounds, blocks, x, y):
 _Q6K_BYTES = (kernel(_q6k_bytes_rows_serial), parallel_kernel(_q6k_bytes_rows_threaded))
 
 
-def _q4k_bytes_rows_serial(bounds, blocks, x, y):
+@inline
+def _q45k_row(blk_row, xq, e, sums, nb, fifth):
+    """One row of Q4_K (fifth False) or Q5_K blocks by its byte intrinsic; fifth is the same for a whole launch."""
+    if fifth:
+        return _q5k_row(blk_row, xq, e, sums, nb)
+    return _q4k_row(blk_row, xq, e, sums, nb)
+
+
+def _q45k_bytes_rows_serial(bounds, blocks, x, fifth, y):
     xq, e, sums = _x_codes(x, np.int8)
     for t in range(bounds.shape[0] - 1):
         for r in range(bounds[t], bounds[t + 1]):
             for n in range(xq.shape[0]):
-                y[n, r] = _q4k_row(blocks[r], xq[n], e[n], sums[n], blocks.shape[1])
+                y[n, r] = _q45k_row(blocks[r], xq[n], e[n], sums[n], blocks.shape[1], fifth)
 
 
-def _q4k_bytes_rows_threaded(bounds, blocks, x, y):
+def _q45k_bytes_rows_threaded(bounds, blocks, x, fifth, y):
     xq, e, sums = _x_codes(x, np.int8)
     for t in prange(bounds.shape[0] - 1):
         for r in range(bounds[t], bounds[t + 1]):
             for n in range(xq.shape[0]):
-                y[n, r] = _q4k_row(blocks[r], xq[n], e[n], sums[n], blocks.shape[1])
+                y[n, r] = _q45k_row(blocks[r], xq[n], e[n], sums[n], blocks.shape[1], fifth)
 
 
-_Q4K_BYTES = (kernel(_q4k_bytes_rows_serial), parallel_kernel(_q4k_bytes_rows_threaded))
-
-
-def _q5k_bytes_rows_serial(bounds, blocks, x, y):
-    xq, e, sums = _x_codes(x, np.int8)
-    for t in range(bounds.shape[0] - 1):
-        for r in range(bounds[t], bounds[t + 1]):
-            for n in range(xq.shape[0]):
-                y[n, r] = _q5k_row(blocks[r], xq[n], e[n], sums[n], blocks.shape[1])
-
-
-def _q5k_bytes_rows_threaded(bounds, blocks, x, y):
-    xq, e, sums = _x_codes(x, np.int8)
-    for t in prange(bounds.shape[0] - 1):
-        for r in range(bounds[t], bounds[t + 1]):
-            for n in range(xq.shape[0]):
-                y[n, r] = _q5k_row(blocks[r], xq[n], e[n], sums[n], blocks.shape[1])
-
-
-_Q5K_BYTES = (kernel(_q5k_bytes_rows_serial), parallel_kernel(_q5k_bytes_rows_threaded))
+_Q45K_BYTES = (kernel(_q45k_bytes_rows_serial), parallel_kernel(_q45k_bytes_rows_threaded))
 
 
 # two functions for each kind and way, not one dispatcher: numba's disk cache is keyed by the function. Each
@@ -683,8 +672,10 @@ def integer_product(x, w, threads, blocks=None):
     N, R = x.shape[0], w.shape[0]
     y = np.empty((N, R), np.float32)
     if jit.BYTE_PRODUCTS:
-        run_rows(_Q4K_BYTES if kind == "q4_K" else _Q5K_BYTES if kind == "q5_K" else _Q6K_BYTES, threads, R, blocks,
-                 x, y)
+        if kind == "q6_K":
+            run_rows(_Q6K_BYTES, threads, R, blocks, x, y)
+        else:
+            run_rows(_Q45K_BYTES, threads, R, blocks, x, kind == "q5_K", y)
     elif kind == "q6_K":
         run_rows(_Q6, threads, R, blocks, x, y)
     else:

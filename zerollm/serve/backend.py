@@ -34,7 +34,9 @@ DISCONNECT_POLL_S = 0.5       # how often a request that is not streamed checks 
 
 
 class Backend:
-    def __init__(self, model, tokenizer, *, name, max_batch=16, max_queue=64, features=Features()):
+    def __init__(self, model, tokenizer, *, name, max_batch=16, max_queue=64, features=Features(),
+                 stream_interval=0.0):
+        self.stream_interval = stream_interval       # a stream's chunks at least this many seconds apart (Run)
         allowed = decodable(tokenizer, model.config.vocab_size)
         self.model, self.tok, self.name = model.eval(), tokenizer, name
         self.scheduler = Scheduler(model, max_batch=max_batch, max_queue=max_queue,
@@ -115,7 +117,7 @@ class Backend:
         """Queue ``choices.n`` choices for ``prompt`` -> a Run (call from the event loop). Raises QueueFull,
         or ZeroLLMError for a request that cannot run (BeyondContext: past the context), before anything
         is queued."""
-        run = Run(asyncio.get_running_loop())
+        run = Run(asyncio.get_running_loop(), self.stream_interval)
         run.reqs = self.requests(prompt, choices, run.emit)
         self.metrics.watch(run.reqs)
         self.scheduler.submit_all(run.reqs)                  # all n choices or none
@@ -140,21 +142,38 @@ class Choices:
 class Run:
     """The choices of one HTTP request, on their way from the scheduler's thread to the event loop.
 
-    Events go into a deque; the loop is woken only when no wake-up is pending already. Waking it is a
-    write to its self-pipe and a GIL handoff between the two threads, so tokens that come while the
-    loop is busy (or a step's several tokens of one request: n choices, kept guesses) cost one handoff."""
+    Events go into a deque; the loop is woken only when it waits for them and no wake-up is pending
+    already. Waking it is a write to its self-pipe and a GIL handoff between the two threads, so tokens
+    that come while the loop is busy (or a step's several tokens of one request: n choices, kept guesses)
+    cost one handoff.
 
-    def __init__(self, loop):
-        self.loop, self.reqs = loop, []
+    ``interval`` (seconds; ``zerollm serve --stream-interval``): the loop takes the events at most that
+    often, so tokens that come sooner go out together in the next chunk. The first token and a choice's
+    end are taken as soon as they come. On one core a chunk's HTTP work (JSON, the ASGI layers, the
+    write) is time the model does not get, about a fifth of a small model's token (docs/serving.md)::
+
+        tokens   t1  t2  t3  t4  t5  t6  t7  t8  Done
+        chunks   t1 ─────────────── t2..t6 ─────────── t7,t8,Done
+                    └─ interval ──┘        └─ interval ┘ (an end does not wait it out)
+    """
+
+    def __init__(self, loop, interval=0.0):
+        self.loop, self.reqs, self.interval = loop, [], interval
         self.items = collections.deque()       # appended on the scheduler's thread, taken on the loop's
         self.waiter = None                     # the loop's future while it waits for items (one wait at a time)
         self.waking = False                    # a wake-up is scheduled and has not run yet
+        self.holding = False                   # the loop waits out the interval: only an end wakes it
+        self.ends = 0                          # Done events in items
         self.lock = threading.Lock()
 
     def emit(self, item):                      # called on the scheduler's thread
-        self.items.append(item)
         with self.lock:
-            if self.waking:
+            self.items.append(item)
+            if isinstance(item[1], Done):
+                self.ends += 1
+            elif self.holding:
+                return
+            if self.waiter is None or self.waking:
                 return
             self.waking = True
         try:
@@ -163,8 +182,6 @@ class Run:
             pass
 
     def _wake(self):                           # on the loop
-        with self.lock:
-            self.waking = False
         if self.waiter is not None and not self.waiter.done():
             self.waiter.set_result(None)
 
@@ -182,39 +199,46 @@ class Run:
 
     async def batches(self, disconnected=None):
         """As events(), but everything that has arrived so far at once: a client that fell behind a few
-        steps gets them in one piece, so a loaded server writes fewer, larger chunks."""
-        running = len(self.reqs)
+        steps, or tokens within one interval, get them in one piece, so fewer, larger chunks are written."""
+        running, due = len(self.reqs), 0.0
         try:
             while running:
-                item = await self._next(disconnected)
-                if item is None:
+                batch = await self._next(disconnected, due)
+                if batch is None:
                     return
-                batch = [item]
-                while self.items:
-                    batch.append(self.items.popleft())
                 running -= sum(isinstance(ev, Done) for _, ev in batch)
                 yield batch
+                due = self.loop.time() + self.interval
         finally:
             self.cancel()
 
-    async def _next(self, disconnected):
-        while not self.items:
-            # a plain future, not an asyncio.Event (its wait() makes a future and a waiter list every time);
-            # an item that came before this line is seen by the check above or wakes this future
-            self.waiter = self.loop.create_future()
-            if self.items:
-                break
+    async def _next(self, disconnected, due):
+        """Every item so far, once there is one and ``due`` (loop time) has come or a choice ended; None when
+        ``disconnected()`` says the client left."""
+        poll = None if disconnected is None else self.loop.time() + DISCONNECT_POLL_S
+        while True:
+            now = self.loop.time()
+            with self.lock:
+                held = now < due
+                if self.items and (self.ends or not held):
+                    batch, self.ends = list(self.items), 0
+                    self.items.clear()
+                    return batch
+                # a plain future, not an asyncio.Event (its wait() makes a future and a waiter list every time)
+                self.waiter, self.holding = self.loop.create_future(), held
+            until = due if held and (poll is None or due < poll) else poll
+            timer = None if until is None else self.loop.call_at(until, self._wake)
             try:
-                if disconnected is None:
-                    await self.waiter
-                else:
-                    await asyncio.wait_for(self.waiter, DISCONNECT_POLL_S)
-            except asyncio.TimeoutError:
+                await self.waiter
+            finally:
+                if timer is not None:
+                    timer.cancel()
+                with self.lock:
+                    self.waiter, self.waking, self.holding = None, False, False
+            if poll is not None and self.loop.time() >= poll:
                 if await disconnected():
                     return None
-            finally:
-                self.waiter = None
-        return self.items.popleft()
+                poll = self.loop.time() + DISCONNECT_POLL_S
 
 
 def check_draft(model, tok, draft, draft_tok, where):

@@ -64,6 +64,7 @@ def serve_engine(args):
 
 
 STEP_TOKENS = 64          # docs/serving.md, "Chunked prefill": how this default was chosen
+STREAM_INTERVAL_MS = 16   # docs/serving.md, "The HTTP path": a page shows at most one update a frame
 
 
 def add_feature_arguments(p):
@@ -85,6 +86,10 @@ def add_feature_arguments(p):
     p.add_argument("--draft", default=None, metavar="RUN",
                    help="a smaller model with the same tokenizer (a zerollm run, step or model directory) whose "
                         "greedy guesses the served model checks, --speculate-tokens at a time")
+    p.add_argument("--stream-interval", type=Range(float, 0, 10_000), default=STREAM_INTERVAL_MS, metavar="MS",
+                   help="milliseconds between a streamed answer's chunks at least: tokens that come sooner go "
+                        "together into the next chunk; the first token and the end go at once (default "
+                        f"{STREAM_INTERVAL_MS:g}: a 60 Hz screen's frame; 0: a chunk per token)")
     p.add_argument("--metrics-public", action="store_true",
                    help="serve GET /metrics without the API key (default: it needs the key as /v1 does)")
 
@@ -167,7 +172,8 @@ def run(args):
         model, tok = load_source(args, "zerollm serve")
         name = args.model_name if args.model_name is not None else _name_of(args.ckpt or args.hf or args.gguf)
         backend = Backend(model, tok, name=name, max_batch=args.max_batch, max_queue=args.max_queue,
-                          features=features_of(args, open_draft(args, model, tok)))
+                          features=features_of(args, open_draft(args, model, tok)),
+                          stream_interval=args.stream_interval / 1000)
         app = build_app(backend, api_key=api_key, max_body=args.max_body, body_timeout=args.body_timeout,
                         metrics_public=args.metrics_public)
         # loop "auto": uvloop where it is installed (the serve extra), else asyncio's own loop; a streamed token

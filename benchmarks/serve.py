@@ -76,6 +76,9 @@ def build(shape, folder):
     return model, tok
 
 
+SERVER_FLAGS = []        # every server of this run: --stream-interval MS where given
+
+
 def start_server(folder, max_batch, threads, *flags):
     """`zerollm serve` on every core but the clients' one -> (process, base URL)."""
     # this tree first; a PYTHONPATH given too stays behind it (an A/B run adds a package folder that way)
@@ -83,7 +86,7 @@ def start_server(folder, max_batch, threads, *flags):
     cores = _server_cores()
     proc = subprocess.Popen([sys.executable, "-m", "zerollm", "serve", "--hf", str(folder), "--port", "0",
                              "--max-batch", str(max_batch), "--max-queue", "1024", "--threads", str(threads),
-                             "--metrics-public", *flags],
+                             "--metrics-public", *SERVER_FLAGS, *flags],
                             stderr=subprocess.PIPE, text=True, env=env,
                             preexec_fn=(lambda: os.sched_setaffinity(0, cores)) if cores else None)
     for line in proc.stderr:
@@ -152,6 +155,7 @@ def _client_process(base, plan, out):
                 await asyncio.sleep(0.002)
         else:
             await asyncio.sleep(delay)
+        clock["first"] = min(clock["first"], time.perf_counter())
         for body in plan["clients"][k]:
             await one_request(http, base, dict(body), records[k], progress[k])
 
@@ -162,10 +166,13 @@ def _client_process(base, plan, out):
         limits = httpx.Limits(max_connections=n + 4)
         async with httpx.AsyncClient(timeout=600, trust_env=False, limits=limits) as http:
             await asyncio.gather(*(client(http, k, d) for k, d in enumerate(starts)))
-    starts = [0.0] * len(plan["clients"])
-    t0 = time.perf_counter()
+            clock["wall"] = time.perf_counter() - clock["first"]         # before the pool closes
+    # the wall time runs from the first request sent to the last answer's end, not from the clients' own start
+    # (a process, an httpx pool and a connection each: about 70 ms, which made one client's two requests look
+    # half as fast as they were)
+    starts, clock = [0.0] * len(plan["clients"]), {"first": float("inf"), "wall": None}
     asyncio.run(everyone())
-    out.send({"wall": time.perf_counter() - t0, "records": records})
+    out.send({"wall": clock["wall"], "records": records})
 
 
 def load(base, clients, rate=float("inf"), seed=0, delays=None):
@@ -347,7 +354,8 @@ def chunk_rows(folder, args):
                                ("long prompt, --max-num-batched-tokens 0", ("--max-num-batched-tokens", "0"),
                                 streams + long_one),
                                *((f"long prompt, {name}", f, streams + long_one) for name, f in chunked)):
-        proc, base = start_server(folder, 16, args.threads, *flags)
+        # a chunk per token: the time between tokens is what is measured, not --stream-interval's
+        proc, base = start_server(folder, 16, args.threads, "--stream-interval", "0", *flags)
         try:
             load(base, [[completion("warm", 4, 0)]])        # the server's first request pays its first calls' setup
             _, records = load(base, plan, delays=[0.0] * 8 + [-args.long_after] * (len(plan) - 8))
@@ -514,8 +522,13 @@ def main(argv=None):
     p.add_argument("--pairs", type=int, default=12, help="requests of the single part (default 12)")
     p.add_argument("--join-tokens", type=int, default=256, help="each row's context in the join part (default 256)")
     p.add_argument("--threads", type=int, default=1, help="BLAS threads of the server and the baselines")
+    p.add_argument("--stream-interval", type=float, default=None, metavar="MS",
+                   help="the servers' --stream-interval (default: the server's own; the chunked part always runs "
+                        "with 0, a chunk per token, as its time between tokens is per token)")
     p.add_argument("--json", default=None, help="also write the results here")
     args = p.parse_args(argv)
+    if args.stream_interval is not None:
+        SERVER_FLAGS[:] = ["--stream-interval", f"{args.stream_interval:g}"]
     os.environ.setdefault("OPENBLAS_NUM_THREADS", str(args.threads))     # for the server's process
     from zerollm.cli.commands.serve import serve_engine
     # the server's engine ($ZEROLLM_ENGINE, else serve's default), named for both: the in-process baselines

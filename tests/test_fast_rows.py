@@ -20,6 +20,7 @@ from zerollm.nn import linear as nn_linear
 pytest.importorskip("numba")                               # the fast engine's one requirement
 from zerollm.engine.fast import KERNELS, decode, rows      # noqa: E402
 from zerollm.engine.fast import linear as fast_linear      # noqa: E402
+from zerollm.engine.fast.blas import run_rows              # noqa: E402
 
 
 def close(got, ref):
@@ -37,6 +38,27 @@ def test_head_product_equals_blas(n, threads):
         got = rows.head_product(x, w)
     close(got, x @ w.T)
     assert got.shape == (n, 301) and KERNELS["head_product"] is rows.head_product
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("n", [1, 3, 4, 6, 13])
+@pytest.mark.parametrize("pairs", [False, True])
+def test_each_head_kernel_equals_blas(pairs, n, threads):
+    """One row of W at a time and two (an odd row count: the last row alone; 1-3 rows of x left over)."""
+    rng = np.random.default_rng(n)
+    x = rng.standard_normal((n, 37)).astype(np.float32)
+    w = rng.standard_normal((301, 37)).astype(np.float32)
+    y = np.full((n, 301), np.nan, np.float32)
+    run_rows(rows._HEAD_PAIRS if pairs else rows._HEAD, threads, 301, x, w, y, per_thread=64)
+    close(y, x @ w.T)
+
+
+def test_the_head_takes_two_rows_of_w_where_the_products_take_the_time():
+    small = np.zeros((301, 23), np.float32)                       # stays in the cache: any number of rows
+    large = np.lib.stride_tricks.as_strided(np.zeros(1, np.float32), (rows.PAIRS_UP_TO_BYTES // 4 + 1, 1), (0, 4))
+    assert rows.head_kernels(2, small) is rows._HEAD_PAIRS
+    assert rows.head_kernels(rows.PAIRS_FROM_ROWS - 1, large) is rows._HEAD        # read from memory, few rows
+    assert rows.head_kernels(rows.PAIRS_FROM_ROWS, large) is rows._HEAD_PAIRS
 
 
 @pytest.mark.parametrize("threads", [1, 2])

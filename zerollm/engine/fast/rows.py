@@ -9,7 +9,10 @@ of W once and use it for every row of x while it is in a register.
     head_product(x, w)        x (N, C) @ w.T, w (V, C) C-contiguous: the output head / tied embedding
                               (reference: zerollm.nn.linear.head_product). For each row r of W, the dot
                               products with 4 rows of x at a time: 4 running sums over C, which LLVM keeps in
-                              vector registers (vfmadd on ymm / zmm), one horizontal sum per output.
+                              vector registers (vfmadd on ymm / zmm), one horizontal sum per output. Where
+                              the products, not the reading of W, take the time (a head that stays in the
+                              cache, or 12 rows and more), 2 rows of W at a time: 8 sums, 6 loads for 8
+                              multiply-adds instead of 5 for 4 (PAIRS_FROM_ROWS, PAIRS_UP_TO_BYTES).
     rows_product(x, w)        x (N, i) @ w, w (i, o) C-contiguous: the linear layers' layout (the fused decode
                               block, zerollm.engine.fast.decode), 2..COLUMN_ROWS_UP_TO rows. Columns in blocks
                               of ``COLUMNS``; in each block, 4 rows of W at a time are added into 2 rows of y at
@@ -34,6 +37,12 @@ COLUMN_ROWS_UP_TO = 6  # rows_product's: 1.4x BLAS at 6 rows of GPT-2's c_fc, 0.
 COLUMNS = 1024         # columns of y a block of rows_product (4 KB a row of y's block and of w: L1 / L2; 256 and
                        # 512 were slower on GPT-2's c_fc)
 _ROWS_PER_THREAD = 64  # at least this many rows of W (or columns of y) for a thread of its own
+# head_product takes 2 rows of W at a time from this many rows of x, or at any number for a W of at most this
+# many bytes (half this host's 32 MiB L3: a head that stays in the cache is bound by its products, not by memory). One thread, 2 / 4 / 8 / 16 rows, one row of W at a time against two: the tang head (5,713 x 192,
+# 4.4 MB) 193 / 235 / 450 / 628 against 134 / 154 / 273 / 486 us; GPT-2's (50,257 x 768, 154 MB, read from
+# memory) 6 / 8 / 10 / 12 / 16 rows 15.9 / 14.3 / 20.5 / 26.4 / 34.0 against 17.9 / 16.7 / 21.4 / 22.8 / 27.8 ms
+PAIRS_FROM_ROWS = 12
+PAIRS_UP_TO_BYTES = 16 << 20
 
 
 def _dots(x, w, y, r0, r1):
@@ -65,6 +74,43 @@ def _dots(x, w, y, r0, r1):
 _dots_inline = kernel(_dots)
 
 
+def _dot_pairs(x, w, y, r0, r1):
+    """As _dots, two rows of w at a time against 4 rows of x: 8 running sums (an odd last row of w: _dots)."""
+    N, K = x.shape
+    r = r0
+    while r + 2 <= r1:
+        n = 0
+        while n + 4 <= N:
+            a0 = a1 = a2 = a3 = b0 = b1 = b2 = b3 = np.float32(0)
+            for k in range(K):
+                u, v = w[r, k], w[r + 1, k]
+                x0, x1, x2, x3 = x[n, k], x[n + 1, k], x[n + 2, k], x[n + 3, k]
+                a0 += x0 * u
+                a1 += x1 * u
+                a2 += x2 * u
+                a3 += x3 * u
+                b0 += x0 * v
+                b1 += x1 * v
+                b2 += x2 * v
+                b3 += x3 * v
+            y[n, r], y[n + 1, r], y[n + 2, r], y[n + 3, r] = a0, a1, a2, a3
+            y[n, r + 1], y[n + 1, r + 1], y[n + 2, r + 1], y[n + 3, r + 1] = b0, b1, b2, b3
+            n += 4
+        while n < N:                                   # the last 1-3 rows of x
+            a = b = np.float32(0)
+            for k in range(K):
+                a += x[n, k] * w[r, k]
+                b += x[n, k] * w[r + 1, k]
+            y[n, r], y[n, r + 1] = a, b
+            n += 1
+        r += 2
+    if r < r1:
+        _dots_inline(x, w, y, r, r1)
+
+
+_dot_pairs_inline = kernel(_dot_pairs)
+
+
 def _head_serial(bounds, x, w, y):
     for t in range(bounds.shape[0] - 1):
         _dots_inline(x, w, y, bounds[t], bounds[t + 1])
@@ -76,6 +122,25 @@ def _head_threaded(bounds, x, w, y):
 
 
 _HEAD = (kernel(_head_serial), parallel_kernel(_head_threaded))
+
+
+def _head_pairs_serial(bounds, x, w, y):
+    for t in range(bounds.shape[0] - 1):
+        _dot_pairs_inline(x, w, y, bounds[t], bounds[t + 1])
+
+
+def _head_pairs_threaded(bounds, x, w, y):
+    for t in prange(bounds.shape[0] - 1):
+        _dot_pairs_inline(x, w, y, bounds[t], bounds[t + 1])
+
+
+_HEAD_PAIRS = (kernel(_head_pairs_serial), parallel_kernel(_head_pairs_threaded))
+
+
+def head_kernels(n, w):
+    """The head's kernel pair for n rows of x against w: 2 rows of W at a time where the products take the
+    time (PAIRS_FROM_ROWS rows of x, or a W of at most PAIRS_UP_TO_BYTES), else one."""
+    return _HEAD_PAIRS if n >= PAIRS_FROM_ROWS or w.nbytes <= PAIRS_UP_TO_BYTES else _HEAD
 
 
 def _axpys(x, w, y, c0, c1):
@@ -156,7 +221,7 @@ def head_product(x, w):
             and x.shape[1] == w.shape[1] and w.shape[0] > 0 and few_rows(x, w)):
         return NotImplemented
     y = np.empty((x.shape[0], w.shape[0]), np.float32)
-    run_rows(_HEAD, thread_cap(), w.shape[0], x, w, y, per_thread=_ROWS_PER_THREAD)
+    run_rows(head_kernels(x.shape[0], w), thread_cap(), w.shape[0], x, w, y, per_thread=_ROWS_PER_THREAD)
     return y
 
 

@@ -34,6 +34,8 @@ reference function it stands in for, and answers NotImplemented for what it was 
     rows.head_product                   zerollm.nn.linear.head_product             sums reordered (2-16 rows of x:
                                                                                W read once, not packed)
     bpe.encode_chunks                   zerollm.tokenizers.bpe.encode_chunks       the same ids
+    sampler.block_masses                zerollm.generation.sample.block_masses     <= 2 ulp (exp); the same ids
+                                                                               (sample.draw's margin)
     decode.block_forward                zerollm.nn.block.block_forward             sums reordered, exp (decode rows
                                                                                through a KV cache only)
 
@@ -46,8 +48,8 @@ numba's cache) the first time it runs.
 """
 
 from zerollm.engine.fast import (activation, attention, bpe, decode, flash, linear, norm, optim, qlora, quant, rows,
-                                  sdpa)
+                                  sampler, sdpa)
 
 KERNELS = {**attention.KERNELS, **flash.KERNELS, **norm.KERNELS, **activation.KERNELS, **optim.KERNELS,
            **quant.KERNELS, **qlora.KERNELS, **bpe.KERNELS, **sdpa.KERNELS, **linear.KERNELS,
-           **decode.KERNELS, **rows.KERNELS}
+           **decode.KERNELS, **rows.KERNELS, **sampler.KERNELS}

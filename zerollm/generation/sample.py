@@ -138,32 +138,35 @@ def _margin(V, m, temperature):
 
 
 @accelerated
-def block_masses(x, m, temperature):
-    """(B, V) logits, (B, 1) a finite number per row (their max) -> (B, ceil(V / BLOCK)) float64: the mass up to
-    the end of each block of BLOCK ids, each id's float32 exp((x - m) / temperature) added in float32 within its
-    block (the ids past V: 0), the blocks in float64. The fast engine's kernel (zerollm.engine.fast.sampler)
-    makes one pass; this makes five over the logits."""
+def draw_shortcut(x, u, temperature):
+    """(B, V) float32 or float64 logits, (B,) float64 uniform numbers -> ((B,) ids, (B,) sure): the ids found
+    with float32 exp and float32 sums of BLOCK ids (see BLOCK above), and whether each is certainly the one
+    draw_exact gives (u farther than the margin from its cumulative bounds). ``draw`` draws the others again.
+    The fast engine's kernel (zerollm.engine.fast.sampler) does a row in one pass over its logits."""
     B, V = x.shape
     nb = -(-V // BLOCK)
+    m = x.max(axis=-1, keepdims=True)
+    m[~np.isfinite(m)] = 0                                     # an all -inf row: exp gives zeros, no NaN
     e = np.zeros((B, nb * BLOCK), np.float32)                  # padded with zeros to whole blocks
     z = e[:, :V]
     np.subtract(x, m, out=z, casting="same_kind")              # float32 logits: float32 throughout
     if temperature != 1.0:
         z *= np.float32(1 / temperature)
     np.exp(z, out=z)
-    return np.cumsum(e.reshape(B, nb, BLOCK) @ _ONES, axis=-1, dtype=np.float64)
-
-
-def _block_exps(x, m, temperature, b):
-    """(B, BLOCK) float32: the exp of block b[i]'s ids of row i, computed as block_masses computes them."""
-    B, V = x.shape
-    ids = b[:, None] * BLOCK + np.arange(BLOCK)
-    z = np.zeros((B, BLOCK), np.float32)
-    inside = ids < V                                           # the last block's ids past V stay 0
-    np.subtract(x[np.arange(B)[:, None], np.minimum(ids, V - 1)], m, out=z, where=inside, casting="same_kind")
-    if temperature != 1.0:
-        z *= np.float32(1 / temperature)
-    return np.where(inside, np.exp(z), np.float32(0))
+    e = e.reshape(B, nb, BLOCK)
+    cum = np.cumsum(e @ _ONES, axis=-1, dtype=np.float64)                            # (B, nb) mass up to each block's end
+    total = cum[:, -1]
+    target = u * total
+    b = np.minimum((cum < target[:, None]).sum(axis=-1), nb - 1)                    # the block reaching the target
+    rows = np.arange(B)
+    before = np.where(b > 0, cum[rows, b - 1], 0.0)                                  # (B,) mass before that block
+    inside = before[:, None] + np.cumsum(e[rows, b], axis=-1, dtype=np.float64)      # (B, BLOCK)
+    j = np.minimum((inside < target[:, None]).sum(axis=-1), BLOCK - 1)               # the id within the block
+    lower = np.where(j > 0, inside[rows, j - 1], before)                             # cumulative mass before the id
+    upper = inside[rows, j]                                                          # ... and up to it
+    ids = b * BLOCK + j
+    margin = _margin(V, m, temperature) * total
+    return ids, (lower < target - margin) & (upper >= target + margin) & (ids < V)
 
 
 def draw(logits, u, temperature=1.0):
@@ -172,26 +175,11 @@ def draw(logits, u, temperature=1.0):
     x = np.asarray(logits)
     if x.dtype.itemsize < 4:                                   # float16, bfloat16: exactly in float32
         x = x.astype(np.float32)
-    B, V = x.shape
-    m = x.max(axis=-1, keepdims=True)
-    m[~np.isfinite(m)] = 0                                     # an all -inf row: exp gives zeros, no NaN
-    cum = block_masses(x, m, temperature)                                            # (B, nb) mass up to each block's end
-    nb = cum.shape[1]
-    total = cum[:, -1]
-    target = np.asarray(u, np.float64) * total
-    b = np.minimum((cum < target[:, None]).sum(axis=-1), nb - 1)                    # the block reaching the target
-    rows = np.arange(B)
-    before = np.where(b > 0, cum[rows, b - 1], 0.0)                                  # (B,) mass before that block
-    inside = before[:, None] + np.cumsum(_block_exps(x, m, temperature, b), axis=-1, dtype=np.float64)  # (B, BLOCK)
-    j = np.minimum((inside < target[:, None]).sum(axis=-1), BLOCK - 1)               # the id within the block
-    lower = np.where(j > 0, inside[rows, j - 1], before)                             # cumulative mass before the id
-    upper = inside[rows, j]                                                          # ... and up to it
-    ids = b * BLOCK + j
-    margin = _margin(V, m, temperature) * total
-    sure = (lower < target - margin) & (upper >= target + margin) & (ids < V)
+    u = np.asarray(u, np.float64)
+    ids, sure = draw_shortcut(x, u, temperature)
     unsure = np.flatnonzero(~sure)                             # near a boundary, or NaN, or nothing to draw
     if len(unsure):
-        ids[unsure] = draw_exact(np.divide(x[unsure], temperature, dtype=np.float64), np.asarray(u)[unsure])
+        ids[unsure] = draw_exact(np.divide(x[unsure], temperature, dtype=np.float64), u[unsure])
     return ids
 
 

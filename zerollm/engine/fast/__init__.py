@@ -34,8 +34,8 @@ reference function it stands in for, and answers NotImplemented for what it was 
     rows.head_product                   zerollm.nn.linear.head_product             sums reordered (2-16 rows of x:
                                                                                W read once, not packed)
     bpe.encode_chunks                   zerollm.tokenizers.bpe.encode_chunks       the same ids
-    sampler.block_masses                zerollm.generation.sample.block_masses     <= 2 ulp (exp); the same ids
-                                                                               (sample.draw's margin)
+    sampler.draw_shortcut               zerollm.generation.sample.draw_shortcut    <= 2 ulp (exp); sample.draw
+                                                                               gives the same ids (its margin)
     decode.block_forward                zerollm.nn.block.block_forward             sums reordered, exp (decode rows
                                                                                through a KV cache only)
 

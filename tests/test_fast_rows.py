@@ -49,16 +49,16 @@ def test_each_head_kernel_equals_blas(pairs, n, threads):
     x = rng.standard_normal((n, 37)).astype(np.float32)
     w = rng.standard_normal((301, 37)).astype(np.float32)
     y = np.full((n, 301), np.nan, np.float32)
-    run_rows(rows._HEAD_PAIRS if pairs else rows._HEAD, threads, 301, x, w, y, per_thread=64)
+    run_rows(rows._HEAD, threads, 301, x, w, y, pairs, per_thread=64)
     close(y, x @ w.T)
 
 
 def test_the_head_takes_two_rows_of_w_where_the_products_take_the_time():
     small = np.zeros((301, 23), np.float32)                       # stays in the cache: any number of rows
     large = np.lib.stride_tricks.as_strided(np.zeros(1, np.float32), (rows.PAIRS_UP_TO_BYTES // 4 + 1, 1), (0, 4))
-    assert rows.head_kernels(2, small) is rows._HEAD_PAIRS
-    assert rows.head_kernels(rows.PAIRS_FROM_ROWS - 1, large) is rows._HEAD        # read from memory, few rows
-    assert rows.head_kernels(rows.PAIRS_FROM_ROWS, large) is rows._HEAD_PAIRS
+    assert rows.two_rows_of_w(2, small)
+    assert not rows.two_rows_of_w(rows.PAIRS_FROM_ROWS - 1, large)                   # read from memory, few rows
+    assert rows.two_rows_of_w(rows.PAIRS_FROM_ROWS, large)
 
 
 @pytest.mark.parametrize("threads", [1, 2])

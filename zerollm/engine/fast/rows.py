@@ -111,36 +111,33 @@ def _dot_pairs(x, w, y, r0, r1):
 _dot_pairs_inline = kernel(_dot_pairs)
 
 
-def _head_serial(bounds, x, w, y):
+def _head_rows(x, w, y, r0, r1, pairs):
+    if pairs:
+        _dot_pairs_inline(x, w, y, r0, r1)
+    else:
+        _dots_inline(x, w, y, r0, r1)
+
+
+_head_rows_inline = kernel(_head_rows)
+
+
+def _head_serial(bounds, x, w, y, pairs):
     for t in range(bounds.shape[0] - 1):
-        _dots_inline(x, w, y, bounds[t], bounds[t + 1])
+        _head_rows_inline(x, w, y, bounds[t], bounds[t + 1], pairs)
 
 
-def _head_threaded(bounds, x, w, y):
+def _head_threaded(bounds, x, w, y, pairs):
     for t in prange(bounds.shape[0] - 1):
-        _dots_inline(x, w, y, bounds[t], bounds[t + 1])
+        _head_rows_inline(x, w, y, bounds[t], bounds[t + 1], pairs)
 
 
 _HEAD = (kernel(_head_serial), parallel_kernel(_head_threaded))
 
 
-def _head_pairs_serial(bounds, x, w, y):
-    for t in range(bounds.shape[0] - 1):
-        _dot_pairs_inline(x, w, y, bounds[t], bounds[t + 1])
-
-
-def _head_pairs_threaded(bounds, x, w, y):
-    for t in prange(bounds.shape[0] - 1):
-        _dot_pairs_inline(x, w, y, bounds[t], bounds[t + 1])
-
-
-_HEAD_PAIRS = (kernel(_head_pairs_serial), parallel_kernel(_head_pairs_threaded))
-
-
-def head_kernels(n, w):
-    """The head's kernel pair for n rows of x against w: 2 rows of W at a time where the products take the
+def two_rows_of_w(n, w):
+    """Whether the head takes 2 rows of W at a time for n rows of x against w: where the products take the
     time (PAIRS_FROM_ROWS rows of x, or a W of at most PAIRS_UP_TO_BYTES), else one."""
-    return _HEAD_PAIRS if n >= PAIRS_FROM_ROWS or w.nbytes <= PAIRS_UP_TO_BYTES else _HEAD
+    return n >= PAIRS_FROM_ROWS or w.nbytes <= PAIRS_UP_TO_BYTES
 
 
 def _axpys(x, w, y, c0, c1):
@@ -221,7 +218,7 @@ def head_product(x, w):
             and x.shape[1] == w.shape[1] and w.shape[0] > 0 and few_rows(x, w)):
         return NotImplemented
     y = np.empty((x.shape[0], w.shape[0]), np.float32)
-    run_rows(head_kernels(x.shape[0], w), thread_cap(), w.shape[0], x, w, y, per_thread=_ROWS_PER_THREAD)
+    run_rows(_HEAD, thread_cap(), w.shape[0], x, w, y, two_rows_of_w(x.shape[0], w), per_thread=_ROWS_PER_THREAD)
     return y
 
 

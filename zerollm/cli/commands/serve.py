@@ -182,6 +182,7 @@ def run(args):
                                 timeout_graceful_shutdown=args.grace, ws="none", loop="auto",
                                 http=functools.partial(Protocol, header_timeout=args.header_timeout))  # h11: guard.py
         server = _server(uvicorn, config, app)
+        backend.warm_up()                     # the engine's first calls before listening, not in a client's answer
         backend.start()
         try:
             server.run()

@@ -38,9 +38,10 @@ COLUMNS = 1024         # columns of y a block of rows_product (4 KB a row of y's
                        # 512 were slower on GPT-2's c_fc)
 _ROWS_PER_THREAD = 64  # at least this many rows of W (or columns of y) for a thread of its own
 # head_product takes 2 rows of W at a time from this many rows of x, or at any number for a W of at most this
-# many bytes (half this host's 32 MiB L3: a head that stays in the cache is bound by its products, not by memory). One thread, 2 / 4 / 8 / 16 rows, one row of W at a time against two: the tang head (5,713 x 192,
-# 4.4 MB) 193 / 235 / 450 / 628 against 134 / 154 / 273 / 486 us; GPT-2's (50,257 x 768, 154 MB, read from
-# memory) 6 / 8 / 10 / 12 / 16 rows 15.9 / 14.3 / 20.5 / 26.4 / 34.0 against 17.9 / 16.7 / 21.4 / 22.8 / 27.8 ms
+# many bytes (half this host's 32 MiB L3: a head that stays in the cache is bound by its products, not by
+# memory). One thread, one row of W at a time against two: the tang head (5,713 x 192, 4.4 MB) at 2 / 4 / 8 /
+# 16 rows 193 / 235 / 450 / 628 against 134 / 154 / 273 / 486 us; GPT-2's (50,257 x 768, 154 MB, read from
+# memory) at 6 / 8 / 10 / 12 / 16 rows 15.9 / 14.3 / 20.5 / 26.4 / 34.0 against 17.9 / 16.7 / 21.4 / 22.8 / 27.8 ms
 PAIRS_FROM_ROWS = 12
 PAIRS_UP_TO_BYTES = 16 << 20
 

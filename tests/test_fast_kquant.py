@@ -1,5 +1,6 @@
 """The fast engine's k-quant kernels on x86 with AVX2 (zerollm.engine.fast.kquant, issue #61): Q5_K's byte kernel
-for a decode step, and the Q4_K / Q5_K scales a prefill unpacks once a matrix.
+for a decode step, the Q4_K / Q5_K scales a prefill unpacks once a matrix, and the four streams of rows a decode
+step's byte kernels take (each row bit for bit its one-row intrinsic's).
 
 Q5_K's codes are Q4_K's nibbles with a fifth bit from the 32 qh bytes of its super-block; the byte kernel takes x's
 8-bit codes as bytes (vpmaddubsw) where the float-lane kernel holds them in float32 lanes: the same integer sums,
@@ -69,3 +70,38 @@ def test_a_prefill_unpacks_a_matrix_s_scales_once_and_again_when_its_blocks_are_
     assert len(unpacked) == 2
     assert np.abs(third - ref).max() <= fast.INT8_TOLERANCE * np.abs(ref).max()
     assert np.abs(third - first).max() > 0.1 * np.abs(ref).max()
+
+
+@pytest.fixture(scope="module")
+def one_row_at_a_time():
+    """The byte kernels' arithmetic one row of W at a time (the one-row intrinsics), to check the four streams by."""
+    import numba
+
+    @numba.njit(cache=False)
+    def rows(blocks, xq, e, sums, kind, y):
+        for r in range(blocks.shape[0]):
+            for n in range(xq.shape[0]):
+                if kind == 6:
+                    y[n, r] = kernels._q6k_row(blocks[r], xq[n], e[n], sums[n], blocks.shape[1])
+                elif kind == 5:
+                    y[n, r] = kernels._q5k_row(blocks[r], xq[n], e[n], sums[n], blocks.shape[1])
+                else:
+                    y[n, r] = kernels._q4k_row(blocks[r], xq[n], e[n], sums[n], blocks.shape[1])
+    return rows
+
+
+@pytest.mark.parametrize("kind", ["q4_K", "q5_K", "q6_K"])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_four_streams_of_rows_give_each_row_s_one_row_product_bit_for_bit(one_row_at_a_time, kind, threads):
+    """A thread's rows go four at a time, a quarter of its rows apart, the rest one by one (_QUARTERS): every row
+    count, split or not between two threads, gives each row exactly what the one-row intrinsic gives it."""
+    x = np.random.default_rng(8).standard_normal((2, 512)).astype(np.float32)
+    xq, e, sums = kernels._x_codes(x, np.int8)
+    for rows in (1, 3, 4, 5, 8, 11, 131):
+        w = kquant.KQuantMatrix.from_float(np.random.default_rng(rows).standard_normal((rows, 512)), kind)
+        want = np.full((2, rows), np.nan, np.float32)
+        one_row_at_a_time(w.blocks, xq, e, sums, int(kind[1]), want)
+        with limit_threads(threads):
+            got = kernels.integer_product(x, w, threads)
+        assert np.isfinite(want).all() and np.abs(want).max() > 0
+        np.testing.assert_array_equal(got, want, err_msg=f"{kind}, {rows} rows, {threads} threads")

@@ -30,7 +30,8 @@ sum a row. About Q4_0's time per byte (benchmarks/kquant_matvec.py); exact integ
 order than the float-lane kernels'. Elsewhere every kind keeps the float lanes. The float16 scales are widened by
 LLVM's fpext (vcvtph2ps), not by float arithmetic with a power of two from libm. Rounding x to 8 bits moves y by
 about 0.5% of its largest entry, as in llama.cpp (the tolerance is engine/fast/quant.py's INT8_TOLERANCE). Rows of W
-are split between threads like the Q8_0 / Q4_0 kernels'.
+are split between threads like the Q8_0 / Q4_0 kernels', and each thread takes its rows four at a time, a quarter
+of them apart (``_QUARTERS``: four streams from memory; each row's numbers are its one-row intrinsic's, bit for bit).
 
 **Many rows of x** (qgemm.ROWS_FROM or more, a prompt's prefill): on x86 with AVX2 the integer GEMM of
 engine/fast/qgemm.py (``_many_rows``), Q4_K / Q5_K scales unpacked once a matrix (``_k_scales``). Elsewhere, from
@@ -403,25 +404,33 @@ def _q6_row(blk_row, xq, e, sums):
 def _row_frame(context, builder, sig, args, width, superblock):
     """The frame of the k-quant row intrinsics: a loop over the row's nb super-blocks of ``width`` bytes, where
     ``superblock(b, at, eb)`` gives super-block b's 8 float32 lanes (at(k): a pointer to its byte k; eb: x's scale
-    of it), added into one float accumulator; one horizontal sum at the end -> the float32 dot product."""
-    blk_row, _, e, _, nb = args
+    of it), added into one float accumulator; one horizontal sum at the end -> the float32 dot product. Rows of W
+    given after nb (the four-row intrinsics) go through the same loop, each with its own accumulator -> a tuple:
+    x's loads serve all of them, and each row's chain of multiply-adds runs beside the others'."""
+    blk_rows, e, nb = [args[0], *args[5:]], args[2], args[4]
     f32, i32, i64 = ir.FloatType(), ir.IntType(32), ir.IntType(64)
     vf = ir.VectorType(f32, 8)
-    data = context.make_array(sig.args[0])(context, builder, value=blk_row).data
+    datas = [context.make_array(sig.args[0])(context, builder, value=blk).data for blk in blk_rows]
     e_data = context.make_array(sig.args[2])(context, builder, value=e).data
-    acc_ptr = builder.alloca(vf)
-    builder.store(ir.Constant(vf, [0.0] * 8), acc_ptr)
+    accs = [builder.alloca(vf) for _ in datas]
+    for acc_ptr in accs:
+        builder.store(ir.Constant(vf, [0.0] * 8), acc_ptr)
     with cgutils.for_range(builder, nb) as loop:
         b = loop.index
         base = builder.mul(b, ir.Constant(i64, width))
-        at = lambda k: builder.gep(data, [builder.add(base, ir.Constant(i64, k))])          # noqa: E731
-        total = superblock(b, at, builder.load(builder.gep(e_data, [b])))
-        builder.store(builder.fadd(builder.load(acc_ptr), total, flags=["contract"]), acc_ptr)
-    acc = builder.load(acc_ptr)
-    out = builder.extract_element(acc, ir.Constant(i32, 0))
-    for lane in range(1, 8):
-        out = builder.fadd(out, builder.extract_element(acc, ir.Constant(i32, lane)))
-    return out
+        eb = builder.load(builder.gep(e_data, [b]))
+        for data, acc_ptr in zip(datas, accs):
+            at = lambda k, data=data: builder.gep(data, [builder.add(base, ir.Constant(i64, k))])  # noqa: E731
+            total = superblock(b, at, eb)
+            builder.store(builder.fadd(builder.load(acc_ptr), total, flags=["contract"]), acc_ptr)
+    outs = []
+    for acc_ptr in accs:
+        acc = builder.load(acc_ptr)
+        out = builder.extract_element(acc, ir.Constant(i32, 0))
+        for lane in range(1, 8):
+            out = builder.fadd(out, builder.extract_element(acc, ir.Constant(i32, lane)))
+        outs.append(out)
+    return outs[0] if len(outs) == 1 else context.make_tuple(builder, sig.return_type, outs)
 
 
 def _q45k_row_codegen(fifth):
@@ -440,7 +449,7 @@ def _q4k_row_body(context, builder, sig, args, fifth):
     neighbours again, and the eight 32-bit lanes add up over the super-block (<= 8 * 2 * 3810 * 63: no
     overflow); the mins' term is the eight mins times x's code sums of each 32, one vpmulld. Both go to float
     lanes times d e and dmin e (d, dmin: float16 widened by vcvtph2ps) into one float accumulator."""
-    _, xq, _, sums, _ = args
+    xq, sums = args[1], args[3]
     f32, i8, i16, i32, i64 = ir.FloatType(), ir.IntType(8), ir.IntType(16), ir.IntType(32), ir.IntType(64)
     v32, l8, vf = ir.VectorType(i8, 32), ir.VectorType(i32, 8), ir.VectorType(f32, 8)
 
@@ -507,6 +516,20 @@ def _q5k_row(typingctx, blk_row, xq, e, sums, nb):
     return types.float32(blk_row, xq, e, sums, types.int64), _q45k_row_codegen(True)
 
 
+def _rows4(codegen, what):
+    """A k-quant intrinsic for four rows of W against one row of x (the one-row intrinsic's arguments, then the
+    other three rows) -> four float32."""
+    def typer(typingctx, blk_row, xq, e, sums, nb, blk_row2, blk_row3, blk_row4):
+        return (types.UniTuple(types.float32, 4)(blk_row, xq, e, sums, types.int64, blk_row2, blk_row3, blk_row4),
+                codegen)
+    typer.__doc__ = f"Four rows of a {what} matrix against one row of x -> (float32,) * 4."
+    return intrinsic(typer)
+
+
+_q4k_rows4 = _rows4(_q45k_row_codegen(False), "Q4_K")
+_q5k_rows4 = _rows4(_q45k_row_codegen(True), "Q5_K")
+
+
 def _q6k_row_codegen(context, builder, sig, args):
     """One row of W (nb super-blocks of 210 bytes) against one row of x (int8 codes, nb scales, sums of 16 codes),
     all in registers, one horizontal sum a row. Each super-block by halves of 128: 32 bytes of ql (twice) and 32
@@ -515,7 +538,7 @@ def _q6k_row_codegen(context, builder, sig, args):
     of the register's two groups of 16 (8 lanes each, picked from the 16 scales loaded once). Per lane at most
     8 * 2 * 16002 * 128: no overflow. The codes' offset of 32: the 16 scales times x's 16 code sums (vpmulld), 32
     times that taken off in int32 (exact); then float lanes times d e into one float accumulator."""
-    _, xq, _, sums, _ = args
+    xq, sums = args[1], args[3]
     f32, i8, i32, i64 = ir.FloatType(), ir.IntType(8), ir.IntType(32), ir.IntType(64)
     l8, vf = ir.VectorType(i32, 8), ir.VectorType(f32, 8)
 
@@ -557,20 +580,41 @@ def _q6k_row(typingctx, blk_row, xq, e, sums, nb):
     return types.float32(blk_row, xq, e, sums, types.int64), _q6k_row_codegen
 
 
+_q6k_rows4 = _rows4(_q6k_row_codegen, "Q6_K")
+
+
+# _QUARTERS: a thread's rows r0..r1 - 1 go as four streams, rows i, i + q, i + 2q and i + 3q together (q a quarter of
+# them), the few left over one at a time. A decode step reads each matrix once from memory (a 45 MB model does not
+# fit in the caches), so the kernel's speed is how fast one core streams the blocks in, and one row at a time is
+# limited by its instructions (a Q4_K row's scales, broadcasts and multiply-adds: about 14 GB/s of blocks, in the
+# caches or not). Four rows at a time share x's loads and run four chains of multiply-adds side by side, but four
+# NEIGHBOURING rows are four interleaved streams whose hardware prefetches fall on one another: streamed from memory
+# they were slower than one row at a time (Q6_K 4.7 against 16-19 GB/s). Four rows a quarter apart are four
+# separate streams: a llama Q4_K_M file's Q4_K matrices 13.0-13.6 -> 16.5-17.7 GB/s, its Q6_K 14-20 -> 18-19.5
+# (2026-12-07, AMD EPYC Zen 4, one thread; the 4-stream reading beats a software prefetch, which was tried).
+@inline
+def _q6k_span(r0, r1, blocks, xq, e, sums, y):
+    """Rows r0..r1 - 1 of a Q6_K matrix against every row of x, as four streams (``_QUARTERS``)."""
+    nb, q = blocks.shape[1], (r1 - r0) // 4
+    for i in range(r0, r0 + q):
+        for n in range(xq.shape[0]):
+            y[n, i], y[n, i + q], y[n, i + 2 * q], y[n, i + 3 * q] = _q6k_rows4(
+                blocks[i], xq[n], e[n], sums[n], nb, blocks[i + q], blocks[i + 2 * q], blocks[i + 3 * q])
+    for i in range(r0 + 4 * q, r1):
+        for n in range(xq.shape[0]):
+            y[n, i] = _q6k_row(blocks[i], xq[n], e[n], sums[n], nb)
+
+
 def _q6k_bytes_rows_serial(bounds, blocks, x, y):
     xq, e, sums = _x_codes(x, np.int8)
     for t in range(bounds.shape[0] - 1):
-        for r in range(bounds[t], bounds[t + 1]):
-            for n in range(xq.shape[0]):
-                y[n, r] = _q6k_row(blocks[r], xq[n], e[n], sums[n], blocks.shape[1])
+        _q6k_span(bounds[t], bounds[t + 1], blocks, xq, e, sums, y)
 
 
 def _q6k_bytes_rows_threaded(bounds, blocks, x, y):
     xq, e, sums = _x_codes(x, np.int8)
     for t in prange(bounds.shape[0] - 1):
-        for r in range(bounds[t], bounds[t + 1]):
-            for n in range(xq.shape[0]):
-                y[n, r] = _q6k_row(blocks[r], xq[n], e[n], sums[n], blocks.shape[1])
+        _q6k_span(bounds[t], bounds[t + 1], blocks, xq, e, sums, y)
 
 
 _Q6K_BYTES = (kernel(_q6k_bytes_rows_serial), parallel_kernel(_q6k_bytes_rows_threaded))
@@ -584,20 +628,37 @@ def _q45k_row(blk_row, xq, e, sums, nb, fifth):
     return _q4k_row(blk_row, xq, e, sums, nb)
 
 
+@inline
+def _q45k_rows4(blk_row, xq, e, sums, nb, fifth, blk_row2, blk_row3, blk_row4):
+    """Four rows of Q4_K (fifth False) or Q5_K blocks by their four-row intrinsic -> (float32,) * 4."""
+    if fifth:
+        return _q5k_rows4(blk_row, xq, e, sums, nb, blk_row2, blk_row3, blk_row4)
+    return _q4k_rows4(blk_row, xq, e, sums, nb, blk_row2, blk_row3, blk_row4)
+
+
+@inline
+def _q45k_span(r0, r1, blocks, xq, e, sums, fifth, y):
+    """Rows r0..r1 - 1 of a Q4_K / Q5_K matrix against every row of x, as four streams (``_QUARTERS``)."""
+    nb, q = blocks.shape[1], (r1 - r0) // 4
+    for i in range(r0, r0 + q):
+        for n in range(xq.shape[0]):
+            y[n, i], y[n, i + q], y[n, i + 2 * q], y[n, i + 3 * q] = _q45k_rows4(
+                blocks[i], xq[n], e[n], sums[n], nb, fifth, blocks[i + q], blocks[i + 2 * q], blocks[i + 3 * q])
+    for i in range(r0 + 4 * q, r1):
+        for n in range(xq.shape[0]):
+            y[n, i] = _q45k_row(blocks[i], xq[n], e[n], sums[n], nb, fifth)
+
+
 def _q45k_bytes_rows_serial(bounds, blocks, x, fifth, y):
     xq, e, sums = _x_codes(x, np.int8)
     for t in range(bounds.shape[0] - 1):
-        for r in range(bounds[t], bounds[t + 1]):
-            for n in range(xq.shape[0]):
-                y[n, r] = _q45k_row(blocks[r], xq[n], e[n], sums[n], blocks.shape[1], fifth)
+        _q45k_span(bounds[t], bounds[t + 1], blocks, xq, e, sums, fifth, y)
 
 
 def _q45k_bytes_rows_threaded(bounds, blocks, x, fifth, y):
     xq, e, sums = _x_codes(x, np.int8)
     for t in prange(bounds.shape[0] - 1):
-        for r in range(bounds[t], bounds[t + 1]):
-            for n in range(xq.shape[0]):
-                y[n, r] = _q45k_row(blocks[r], xq[n], e[n], sums[n], blocks.shape[1], fifth)
+        _q45k_span(bounds[t], bounds[t + 1], blocks, xq, e, sums, fifth, y)
 
 
 _Q45K_BYTES = (kernel(_q45k_bytes_rows_serial), parallel_kernel(_q45k_bytes_rows_threaded))

@@ -155,3 +155,40 @@ def test_a_float_gguf_s_linear_weights_are_contiguous_as_blas_wants(tmp_path):
     for name in ("h.0.attn.c_attn.weight", "h.1.mlp.c_proj.weight"):
         w = model.params[name]
         assert w.flags.c_contiguous and w.shape == np.asarray(tiny(GPT2).params[name]).shape
+
+
+@pytest.mark.skipif(not jit.BYTE_PRODUCTS, reason="Q4_0's pair kernel is written for x86 with AVX2")
+@pytest.mark.parametrize("kind", ["q8_0", "q4_0"])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_four_streams_of_rows_give_each_row_s_one_row_product_bit_for_bit(kind, threads):
+    """A decode step's Q8_0 / Q4_0 rows go four at a time, a quarter of a thread's rows apart (kquant.py's
+    _QUARTERS), the rest one by one: every row gets exactly what the one-row intrinsic gives it."""
+    import numba
+
+    @numba.njit(cache=False)
+    def q8_rows(codes, d, xq, e, lanes, y):
+        for r in range(codes.shape[0]):
+            for n in range(xq.shape[0]):
+                y[n, r] = fast._row_dot_q8(codes[r], d[r], xq[n], e[n], d.shape[1])
+
+    @numba.njit(cache=False)
+    def q4_rows(codes, d, xq, e, lanes, y):
+        for r in range(codes.shape[0]):
+            for n in range(xq.shape[0]):
+                y[n, r] = fast._row_dot_q4_pairs(codes[r], d[r], xq[n], e[n], lanes[n], d.shape[1])
+
+    one_at_a_time = q8_rows if kind == "q8_0" else q4_rows
+
+    x = np.random.default_rng(9).standard_normal((2, 128)).astype(np.float32)
+    if kind == "q8_0":
+        (xq, e), lanes = fast._x_int16(x), np.zeros((2, 1), np.int32)
+    else:
+        xq, e, lanes = fast._x_pairs(x)
+    for rows in (1, 3, 4, 5, 8, 11, 131):
+        w = quant.QuantizedMatrix.from_float(np.random.default_rng(rows).standard_normal((rows, 128)), kind)
+        want = np.full((2, rows), np.nan, np.float32)
+        one_at_a_time(w.codes, w.scales, xq, e, lanes, want)
+        with limit_threads(threads):
+            got = fast.integer_product(x, w, threads)
+        assert np.isfinite(want).all() and np.abs(want).max() > 0
+        np.testing.assert_array_equal(got, want, err_msg=f"{kind}, {rows} rows, {threads} threads")

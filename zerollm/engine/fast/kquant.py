@@ -593,28 +593,29 @@ _q6k_rows4 = _rows4(_q6k_row_codegen, "Q6_K")
 # separate streams: a llama Q4_K_M file's Q4_K matrices 13.0-13.6 -> 16.5-17.7 GB/s, its Q6_K 14-20 -> 18-19.5
 # (2026-12-07, AMD EPYC Zen 4, one thread; the 4-stream reading beats a software prefetch, which was tried).
 @inline
-def _q6k_span(r0, r1, blocks, xq, e, sums, y):
-    """Rows r0..r1 - 1 of a Q6_K matrix against every row of x, as four streams (``_QUARTERS``)."""
+def _q6k_span(r0, r1, blocks, xq, e, sums, y, at):
+    """Rows r0..r1 - 1 of a Q6_K matrix against every row of x, as four streams (``_QUARTERS``), into columns
+    at + r0 .. at + r1 - 1 of y (at: where the matrix's rows begin in y, 0 but in a stack of parts)."""
     nb, q = blocks.shape[1], (r1 - r0) // 4
     for i in range(r0, r0 + q):
         for n in range(xq.shape[0]):
-            y[n, i], y[n, i + q], y[n, i + 2 * q], y[n, i + 3 * q] = _q6k_rows4(
+            y[n, at + i], y[n, at + i + q], y[n, at + i + 2 * q], y[n, at + i + 3 * q] = _q6k_rows4(
                 blocks[i], xq[n], e[n], sums[n], nb, blocks[i + q], blocks[i + 2 * q], blocks[i + 3 * q])
     for i in range(r0 + 4 * q, r1):
         for n in range(xq.shape[0]):
-            y[n, i] = _q6k_row(blocks[i], xq[n], e[n], sums[n], nb)
+            y[n, at + i] = _q6k_row(blocks[i], xq[n], e[n], sums[n], nb)
 
 
 def _q6k_bytes_rows_serial(bounds, blocks, x, y):
     xq, e, sums = _x_codes(x, np.int8)
     for t in range(bounds.shape[0] - 1):
-        _q6k_span(bounds[t], bounds[t + 1], blocks, xq, e, sums, y)
+        _q6k_span(bounds[t], bounds[t + 1], blocks, xq, e, sums, y, 0)
 
 
 def _q6k_bytes_rows_threaded(bounds, blocks, x, y):
     xq, e, sums = _x_codes(x, np.int8)
     for t in prange(bounds.shape[0] - 1):
-        _q6k_span(bounds[t], bounds[t + 1], blocks, xq, e, sums, y)
+        _q6k_span(bounds[t], bounds[t + 1], blocks, xq, e, sums, y, 0)
 
 
 _Q6K_BYTES = (kernel(_q6k_bytes_rows_serial), parallel_kernel(_q6k_bytes_rows_threaded))
@@ -637,28 +638,29 @@ def _q45k_rows4(blk_row, xq, e, sums, nb, fifth, blk_row2, blk_row3, blk_row4):
 
 
 @inline
-def _q45k_span(r0, r1, blocks, xq, e, sums, fifth, y):
-    """Rows r0..r1 - 1 of a Q4_K / Q5_K matrix against every row of x, as four streams (``_QUARTERS``)."""
+def _q45k_span(r0, r1, blocks, xq, e, sums, fifth, y, at):
+    """Rows r0..r1 - 1 of a Q4_K / Q5_K matrix against every row of x, as four streams (``_QUARTERS``), into
+    columns at + r0 .. at + r1 - 1 of y (as _q6k_span's)."""
     nb, q = blocks.shape[1], (r1 - r0) // 4
     for i in range(r0, r0 + q):
         for n in range(xq.shape[0]):
-            y[n, i], y[n, i + q], y[n, i + 2 * q], y[n, i + 3 * q] = _q45k_rows4(
+            y[n, at + i], y[n, at + i + q], y[n, at + i + 2 * q], y[n, at + i + 3 * q] = _q45k_rows4(
                 blocks[i], xq[n], e[n], sums[n], nb, fifth, blocks[i + q], blocks[i + 2 * q], blocks[i + 3 * q])
     for i in range(r0 + 4 * q, r1):
         for n in range(xq.shape[0]):
-            y[n, i] = _q45k_row(blocks[i], xq[n], e[n], sums[n], nb, fifth)
+            y[n, at + i] = _q45k_row(blocks[i], xq[n], e[n], sums[n], nb, fifth)
 
 
 def _q45k_bytes_rows_serial(bounds, blocks, x, fifth, y):
     xq, e, sums = _x_codes(x, np.int8)
     for t in range(bounds.shape[0] - 1):
-        _q45k_span(bounds[t], bounds[t + 1], blocks, xq, e, sums, fifth, y)
+        _q45k_span(bounds[t], bounds[t + 1], blocks, xq, e, sums, fifth, y, 0)
 
 
 def _q45k_bytes_rows_threaded(bounds, blocks, x, fifth, y):
     xq, e, sums = _x_codes(x, np.int8)
     for t in prange(bounds.shape[0] - 1):
-        _q45k_span(bounds[t], bounds[t + 1], blocks, xq, e, sums, fifth, y)
+        _q45k_span(bounds[t], bounds[t + 1], blocks, xq, e, sums, fifth, y, 0)
 
 
 _Q45K_BYTES = (kernel(_q45k_bytes_rows_serial), parallel_kernel(_q45k_bytes_rows_threaded))

@@ -68,7 +68,7 @@ from zerollm.engine.amp import block_products_exact
 from zerollm.engine.fast.blas import run_rows, thread_cap
 from zerollm.engine.fast import jit, qgemm
 from zerollm.engine.fast.jit import avx2_call, float32_arrays, inline, kernel, parallel_kernel, vector_load
-from zerollm.engine.fast.kquant import _q4k_row, _q6k_row, _x_codes
+from zerollm.engine.fast.kquant import _q45k_span, _q6k_span, _x_codes
 from zerollm.engine.fast.qlora import _DECODERS as DECODERS, ROWS
 
 BLOCK = 32
@@ -586,18 +586,15 @@ _STACK_KINDS = {"q4_K": 0, "q6_K": 1}          # which row intrinsic a part take
 
 @inline
 def _stack_span(r0, r1, parts, offsets, six, xq, e, sums, y):
-    """Rows r0..r1 - 1 of the stacked W, each through its part's row intrinsic (six[p]: Q6_K, else Q4_K)."""
-    p = 0
-    for r in range(r0, r1):
-        while r >= offsets[p + 1]:
-            p += 1
-        blk = parts[p]
-        i = r - offsets[p]
-        for n in range(xq.shape[0]):
+    """Rows r0..r1 - 1 of the stacked W: the rows of each part among them through that part's kernel span (six[p]:
+    Q6_K, else Q4_K), four streams at a time as for one matrix (kquant.py's _QUARTERS)."""
+    for p in range(len(offsets) - 1):
+        lo, hi = max(r0, offsets[p]), min(r1, offsets[p + 1])
+        if lo < hi:
             if six[p]:
-                y[n, r] = _q6k_row(blk[i], xq[n], e[n], sums[n], blk.shape[1])
+                _q6k_span(lo - offsets[p], hi - offsets[p], parts[p], xq, e, sums, y, offsets[p])
             else:
-                y[n, r] = _q4k_row(blk[i], xq[n], e[n], sums[n], blk.shape[1])
+                _q45k_span(lo - offsets[p], hi - offsets[p], parts[p], xq, e, sums, False, y, offsets[p])
 
 
 def _kstack_rows_serial(bounds, parts, offsets, six, x, y):

@@ -1,5 +1,5 @@
-"""The fast engine's few-row float32 products (zerollm.engine.fast.rows, issue #60): 2-16 rows of x against the
-head's layout (x @ W.T, W (V, C)) and the linear layers' (x @ W, W (i, o)), within float32 rounding of BLAS;
+"""The fast engine's few-row float32 products (zerollm.engine.fast.rows, issues #60, #61): 2-16 rows of x (one
+against a weight read from memory) against the head's layout (x @ W.T, W (V, C)) and the linear layers' (x @ W, W (i, o)), within float32 rounding of BLAS;
 what they were not written for answers NotImplemented (BLAS runs); a model's head and a decode step reach them
 on the fast engine only; greedy tokens through the Scheduler equal the NumPy engine's at 2-5 rows. Tiny shapes.
 """
@@ -73,7 +73,7 @@ def test_rows_product_equals_blas(n, threads):
 def test_what_the_few_row_kernels_were_not_written_for_answers_not_implemented():
     rng = np.random.default_rng(0)
     w = rng.standard_normal((40, 8)).astype(np.float32)
-    for x in (np.ones((1, 8), np.float32),                       # one row: BLAS's matrix-vector product
+    for x in (np.ones((1, 8), np.float32),                       # one row, a small w: BLAS's matrix-vector product
               np.ones((rows.ROWS_UP_TO + 1, 8), np.float32),     # many rows: BLAS's sgemm
               np.ones((3, 8)),                                   # float64
               np.ones((3, 16), np.float32)[:, ::2],              # not contiguous
@@ -84,6 +84,30 @@ def test_what_the_few_row_kernels_were_not_written_for_answers_not_implemented()
     up_to = rows.COLUMN_ROWS_UP_TO
     assert not rows.few_rows(np.ones((up_to + 1, 8), np.float32), w.T.copy(), up_to)
     assert rows.few_rows(np.ones((up_to, 8), np.float32), w.T.copy(), up_to)
+
+
+@pytest.mark.parametrize("i", [23, 1024])
+def test_one_row_goes_as_four_streams_equal_to_blas_on_any_number_of_threads(i):
+    """One row of x against a w of at least ONE_ROW_FROM_BYTES: rows k, k + q, k + 2q, k + 3q of w at a time (23:
+    the last 3 rows one by one), y's columns split between threads, so 1 and 2 threads give the same bits."""
+    rng = np.random.default_rng(i)
+    o = rows.ONE_ROW_FROM_BYTES // (4 * i) + 70                  # just past the size, columns split unevenly
+    x = rng.standard_normal((1, i)).astype(np.float32)
+    w = rng.standard_normal((i, o)).astype(np.float32)
+    assert rows.column_rows(x, w, 1) and not rows.column_rows(x, w[:, :o // 2].copy(), 1)   # a small w: BLAS's
+    assert not rows.column_rows(x, w, 2)                                          # 2 threads: BLAS's
+    got = rows.rows_product(x, w, 1)
+    close(got, x @ w)
+    np.testing.assert_array_equal(rows.rows_product(x, w, 2), got)
+
+
+def test_one_row_reaches_the_head_kernel_only_for_a_head_read_from_memory():
+    rng = np.random.default_rng(3)
+    V = rows.PAIRS_UP_TO_BYTES // (4 * 64) + 5                    # 64 columns, just past PAIRS_UP_TO_BYTES
+    w = rng.standard_normal((V, 64)).astype(np.float32)
+    x = rng.standard_normal((1, 64)).astype(np.float32)
+    close(rows.head_product(x, w), x @ w.T)
+    assert rows.head_product(x, w[: V // 2]) is NotImplemented   # in the cache: BLAS's matrix-vector product
 
 
 def test_linear_forward_takes_the_few_row_kernels_with_the_bias_added(monkeypatch):

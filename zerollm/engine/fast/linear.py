@@ -23,9 +23,9 @@ bias answer NotImplemented.
 import numpy as np
 
 from zerollm.engine.amp import autocast_format
-from zerollm.engine.fast.blas import NO_TRANS, ROW_MAJOR, TRANS, sgemm
+from zerollm.engine.fast.blas import NO_TRANS, ROW_MAJOR, TRANS, sgemm, thread_cap
 from zerollm.engine.caches import LinearCache
-from zerollm.engine.fast.rows import COLUMN_ROWS_UP_TO, few_rows, head_product, rows_product
+from zerollm.engine.fast.rows import column_rows, head_product, rows_product
 
 
 def _weight_layout(w):
@@ -47,20 +47,23 @@ def linear_forward(x, w, b=None):
             or x.size == 0 or w.size == 0):
         return NotImplemented
     layout = _weight_layout(w)
-    if layout is None or x.size == x.shape[-1]:
-        # one row (decoding a token): NumPy's matmul calls BLAS's matrix-vector product, which streams w once;
-        # sgemm with M = 1 first copies all of w into its packed panels, 4-6x slower (docs/gguf.md#decode-speed)
+    if layout is None:
         return NotImplemented
     op, ldb = layout
     i, o = w.shape
     x2 = np.ascontiguousarray(x.reshape(-1, i))         # (N, i): a view when x is contiguous
     n = x2.shape[0]
-    # 2-16 rows (a decode step of a few requests): w read once (engine/fast/rows.py); BLAS's sgemm packs it first
-    few = (rows_product(x2, w) if op == NO_TRANS and few_rows(x2, w, COLUMN_ROWS_UP_TO)
+    # 2-16 rows (a decode step of a few requests), or one row against a large w: w read once (engine/fast/rows.py);
+    # BLAS's sgemm packs it first
+    few = (rows_product(x2, w) if op == NO_TRANS and column_rows(x2, w, thread_cap())
            else head_product(x2, w.T) if op == TRANS else NotImplemented)
     if few is not NotImplemented:
         few += b
         return few.reshape(*x.shape[:-1], o), LinearCache(x, w, True)
+    if n == 1:
+        # one row (decoding a token) otherwise: NumPy's matmul calls BLAS's matrix-vector product, which streams w
+        # once; sgemm with M = 1 first copies all of w into its packed panels, 4-6x slower (docs/gguf.md#decode-speed)
+        return NotImplemented
     y = np.empty((n, o), np.float32)
     y[...] = b                                          # every row starts as the bias
     gemm(ROW_MAJOR, NO_TRANS, op, n, o, i, 1.0, x2.ctypes.data, i, w.ctypes.data, ldb,   # y += x2 @ w

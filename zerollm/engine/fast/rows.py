@@ -1,4 +1,4 @@
-"""Float32 products of a few rows of x (2 to 16): each weight element read once a call.
+"""Float32 products of a few rows of x (2 to 16, or one against a large weight): each weight element read once a call.
 
 Why: a decode step of the server's continuous batching multiplies 2-16 rows (one new token per request) by
 every weight. For so few rows OpenBLAS's sgemm first copies the whole weight into its packed panels, then
@@ -16,7 +16,9 @@ of W once and use it for every row of x while it is in a register.
     rows_product(x, w)        x (N, i) @ w, w (i, o) C-contiguous: the linear layers' layout (the fused decode
                               block, zerollm.engine.fast.decode), 2..COLUMN_ROWS_UP_TO rows. Columns in blocks
                               of ``COLUMNS``; in each block, 4 rows of W at a time are added into 2 rows of y at
-                              a time (y's block stays in the L1 cache, W's rows pass once).
+                              a time (y's block stays in the L1 cache, W's rows pass once). One row against a W
+                              of ONE_ROW_FROM_BYTES or more: rows k, k + q, k + 2q, k + 3q of W at a time over
+                              all of y's columns, four streams from memory, faster than BLAS's gemv there.
 
 Exactness: the same products as BLAS's, summed in another order: within float32 rounding of it.
 Rows of W (head) or blocks of columns (rows_product) are split over threads like the quantized kernels
@@ -31,12 +33,16 @@ from zerollm.engine.amp import autocast_format
 from zerollm.engine.fast.blas import run_rows, thread_cap
 from zerollm.engine.fast.jit import float32_arrays, kernel, parallel_kernel
 
-ROWS_FROM = 2          # one row: BLAS's matrix-vector product already reads W once
+ROWS_FROM = 2          # one row: BLAS's matrix-vector product, but for a large W (ONE_ROW_FROM_BYTES, the head's below)
 ROWS_UP_TO = 16        # head_product's crossover (benchmarks/rows.py): at 16 rows BLAS's packed sgemm is level
 COLUMN_ROWS_UP_TO = 6  # rows_product's: 1.4x BLAS at 6 rows of GPT-2's c_fc, 0.9x at 8
 COLUMNS = 1024         # columns of y a block of rows_product (4 KB a row of y's block and of w: L1 / L2; 256 and
                        # 512 were slower on GPT-2's c_fc)
 _ROWS_PER_THREAD = 64  # at least this many rows of W (or columns of y) for a thread of its own
+# one row of x against a w of (i, o) from this size: streamed from memory, four streams read it faster than BLAS's
+# matrix-vector product (one thread, AMD EPYC Zen 4: GPT-2's 36 matrices 401-419 -> 310-313 us each, 29 against
+# 22 GB/s); the tang model's (192 x 768 and smaller, in the caches) 7.8-7.9 against 8.3 us, so they keep BLAS
+ONE_ROW_FROM_BYTES = 1 << 20
 # head_product takes 2 rows of W at a time from this many rows of x, or at any number for a W of at most this
 # many bytes (half this host's 32 MiB L3: a head that stays in the cache is bound by its products, not by
 # memory). One thread, one row of W at a time against two: the tang head (5,713 x 192, 4.4 MB) at 2 / 4 / 8 /
@@ -44,6 +50,9 @@ _ROWS_PER_THREAD = 64  # at least this many rows of W (or columns of y) for a th
 # memory) at 6 / 8 / 10 / 12 / 16 rows 15.9 / 14.3 / 20.5 / 26.4 / 34.0 against 17.9 / 16.7 / 21.4 / 22.8 / 27.8 ms
 PAIRS_FROM_ROWS = 12
 PAIRS_UP_TO_BYTES = 16 << 20
+# One row of x goes to head_product only against a head larger than PAIRS_UP_TO_BYTES (read from memory): GPT-2's
+# (154 MB) 9.95 ms by BLAS's matrix-vector product, 5.1 ms here; a head in the cache is BLAS's (the tang head,
+# 4.4 MB: 69 against 84 us; one thread, AMD EPYC Zen 4)
 
 
 def _dots(x, w, y, r0, r1):
@@ -197,18 +206,64 @@ def _columns_threaded(bounds, x, w, y):
 _COLUMNS = (kernel(_columns_serial), parallel_kernel(_columns_threaded))
 
 
-def few_rows(x, w, up_to=ROWS_UP_TO):
-    """True when x (N, K) @ a float32 weight goes to these kernels: 2..up_to rows (ROWS_UP_TO for the head's
-    layout, COLUMN_ROWS_UP_TO for rows_product's), float32, C-contiguous, no autocast."""
-    return (x.ndim == 2 and ROWS_FROM <= x.shape[0] <= up_to and w.ndim == 2 and float32_arrays(x, w)
+def _one_row_axpys(x, w, y, c0, c1):
+    """y[0, c0:c1] = x[0] @ w[:, c0:c1] for one row of x: rows k, k + q, k + 2q and k + 3q of w (q a quarter of
+    w's rows) added into y's columns together, so w is read as four streams front to back (the k-quant kernels'
+    four streams, engine/fast/kquant.py's _QUARTERS) and y's columns are loaded and stored once for four rows."""
+    K = w.shape[0]
+    q = K // 4
+    yn = y[0, c0:c1]
+    for j in range(yn.shape[0]):
+        yn[j] = 0
+    for k in range(q):
+        a0, a1, a2, a3 = x[0, k], x[0, k + q], x[0, k + 2 * q], x[0, k + 3 * q]
+        w0, w1, w2, w3 = w[k, c0:c1], w[k + q, c0:c1], w[k + 2 * q, c0:c1], w[k + 3 * q, c0:c1]
+        for j in range(yn.shape[0]):
+            yn[j] += a0 * w0[j] + a1 * w1[j] + a2 * w2[j] + a3 * w3[j]
+    for k in range(4 * q, K):
+        a, wk = x[0, k], w[k, c0:c1]
+        for j in range(yn.shape[0]):
+            yn[j] += a * wk[j]
+
+
+_one_row_inline = kernel(_one_row_axpys)
+
+
+def _one_row_serial(bounds, x, w, y):
+    for t in range(bounds.shape[0] - 1):
+        _one_row_inline(x, w, y, bounds[t], bounds[t + 1])
+
+
+def _one_row_threaded(bounds, x, w, y):
+    for t in prange(bounds.shape[0] - 1):
+        _one_row_inline(x, w, y, bounds[t], bounds[t + 1])
+
+
+_ONE_ROW = (kernel(_one_row_serial), parallel_kernel(_one_row_threaded))
+
+
+def few_rows(x, w, up_to=ROWS_UP_TO, from_rows=ROWS_FROM):
+    """True when x (N, K) @ a float32 weight goes to these kernels: from_rows..up_to rows (ROWS_UP_TO for the
+    head's layout, COLUMN_ROWS_UP_TO for rows_product's), float32, C-contiguous, no autocast."""
+    return (x.ndim == 2 and from_rows <= x.shape[0] <= up_to and w.ndim == 2 and float32_arrays(x, w)
             and autocast_format() is None)
 
 
+def column_rows(x, w, threads):
+    """Does x (N, i) @ w (i, o) go to rows_product on ``threads`` threads? 2..COLUMN_ROWS_UP_TO rows, or one row
+    on one thread against a w of at least ONE_ROW_FROM_BYTES (smaller ones stay in the caches, where BLAS's
+    matrix-vector product is as fast; on two threads the split of y's columns read w in pieces, and BLAS's threads
+    and numba's took the cores from each other: GPT-2 / llama f32 decode 80 / 86 -> 60 / 77 tok/s)."""
+    return few_rows(x, w, COLUMN_ROWS_UP_TO, 1) and (x.shape[0] > 1 or (threads == 1 and w.nbytes >= ONE_ROW_FROM_BYTES))
+
+
 def rows_product(x, w, threads=None):
-    """y = x @ w for x (N, i), w (i, o), both float32 C-contiguous (few_rows(x, w, COLUMN_ROWS_UP_TO): the caller
-    checks). threads: blas.thread_cap() when None."""
+    """y = x @ w for x (N, i), w (i, o), both float32 C-contiguous (few_rows(x, w, COLUMN_ROWS_UP_TO, 1): the
+    caller checks). One row goes as four streams of w's rows (``_one_row_axpys``), more in blocks of columns.
+    threads: blas.thread_cap() when None; the threads split y's columns, so the sums are the same on any number."""
     y = np.empty((x.shape[0], w.shape[1]), np.float32)
-    run_rows(_COLUMNS, thread_cap() if threads is None else threads, w.shape[1], x, w, y, per_thread=_ROWS_PER_THREAD)
+    pair = _ONE_ROW if x.shape[0] == 1 else _COLUMNS
+    run_rows(pair, thread_cap() if threads is None else threads, w.shape[1], x, w, y, per_thread=_ROWS_PER_THREAD)
     return y
 
 
@@ -216,7 +271,8 @@ def head_product(x, w):
     """logits = x @ w.T for x (N, C), w (V, C) (the fast twin of zerollm.nn.linear.head_product); NotImplemented
     outside few_rows or when the shapes do not match."""
     if not (isinstance(x, np.ndarray) and isinstance(w, np.ndarray) and x.ndim == 2 and w.ndim == 2
-            and x.shape[1] == w.shape[1] and w.shape[0] > 0 and few_rows(x, w)):
+            and x.shape[1] == w.shape[1] and w.shape[0] > 0
+            and few_rows(x, w, ROWS_UP_TO, 1 if w.nbytes > PAIRS_UP_TO_BYTES else ROWS_FROM)):
         return NotImplemented
     y = np.empty((x.shape[0], w.shape[0]), np.float32)
     run_rows(_HEAD, thread_cap(), w.shape[0], x, w, y, two_rows_of_w(x.shape[0], w), per_thread=_ROWS_PER_THREAD)

@@ -68,7 +68,8 @@ from zerollm.engine.amp import block_products_exact
 from zerollm.engine.fast.blas import run_rows, thread_cap
 from zerollm.engine.fast import jit, qgemm
 from zerollm.engine.fast.jit import avx2_call, float32_arrays, inline, kernel, parallel_kernel, vector_load
-from zerollm.engine.fast.kquant import _q45k_span, _q6k_span, _x_codes
+from zerollm.engine.fast.kquant import _q45k_span, _q6k_span, _x_codes, kquant_matmul
+from zerollm.engine.fast.kquant import integer_product as kquant_product
 from zerollm.engine.fast.qlora import _DECODERS as DECODERS, ROWS
 
 BLOCK = 32
@@ -560,7 +561,6 @@ def quantized_matmul(x, w):
     if kind == "stacked":                                # parts of different kinds (q, k in Q4_K, v in Q6_K)
         return _stacked_matmul(x, w)
     if kind in ("q4_K", "q5_K", "q6_K"):                 # super-blocks of 256: engine/fast/kquant.py
-        from zerollm.engine.fast.kquant import kquant_matmul
         return kquant_matmul(x, w)
     if (kind not in _FLOAT or not (type(x) is np.ndarray and x.dtype == _F32 and x.flags.c_contiguous)
             or not float32_arrays(w.scales) or x.ndim != 2 or x.shape[1] != w.shape[1]
@@ -666,7 +666,6 @@ def integer_product(x, w, threads):
             y[:, r0:r1] = integer_product(x, part, threads)
         return y
     if kind in ("q4_K", "q5_K", "q6_K"):
-        from zerollm.engine.fast.kquant import integer_product as kquant_product
         return kquant_product(x, w, threads)
     (N, K), R = x.shape, w.shape[0]
     y = np.empty((N, R), np.float32)

@@ -10,9 +10,9 @@ GEMMs (benchmarks/profile.py), so that the last table checks every goal of issue
     python benchmarks/run.py --engine numpy      # zerollm's NumPy engine only (default: numpy,fast
                                                  #   when numba is installed, see zerollm.engine)
 
-Every contender runs in its own process (benchmarks/worker.py), alternating A B A B ... for several
-rounds, with the same thread count, CPUs, weights and batches. Per measurement we report each
-contender's median over rounds and the median of the PAIRED speed ratios zerollm/torch (one ratio
+Every contender runs in its own process (benchmarks/worker.py; --smoke: one process takes every job),
+alternating A B A B ... for several rounds, with the same thread count, CPUs, weights and batches. Per
+measurement we report each contender's median over rounds and the median of the PAIRED speed ratios zerollm/torch (one ratio
 per round, so slow phases of a shared machine hit both sides of a pair). Training is timed only
 after one step from identical weights gave the same loss on both sides. See docs/benchmarks.md.
 """
@@ -21,6 +21,7 @@ import argparse
 import datetime
 import json
 import os
+import select
 import statistics
 import subprocess
 import sys
@@ -119,8 +120,52 @@ def flash_available():
 # ----------------------------------------------------------------------------
 # running workers
 
+class SharedWorker:
+    """--smoke: one worker process (worker.py --serve) per thread count and kernel choice takes every job in turn.
+    The smoke run's numbers mean nothing (tiny configs, 2 steps); it checks that the harness runs end to end,
+    and a fresh process a job spent nearly all its time importing torch and numba (25 processes, 40-90 s)."""
+
+    def __init__(self):
+        self.procs = {}                                      # (threads, coretype) -> (Popen, its stderr file)
+
+    def ask(self, task, contender, params, threads, coretype):
+        key = (threads, coretype)
+        if key not in self.procs:
+            log = tempfile.TemporaryFile(mode="w+")          # a file: a pipe nobody reads would fill and block
+            proc = subprocess.Popen([sys.executable, str(HERE / "worker.py"), "--serve"], stdin=subprocess.PIPE,
+                                    stdout=subprocess.PIPE, stderr=log, text=True, cwd=ROOT,
+                                    env=worker_env(threads, coretype=coretype))
+            self.procs[key] = (proc, log)
+        proc, log = self.procs[key]
+        proc.stdin.write(json.dumps([task, contender, dict(params, threads=threads)]) + "\n")
+        proc.stdin.flush()
+        ready, _, _ = select.select([proc.stdout], [], [], WORKER_TIMEOUT_S)
+        line = proc.stdout.readline() if ready else ""
+        if line:
+            return json.loads(line)
+        proc.kill()
+        proc.wait()
+        del self.procs[key]
+        log.seek(0)
+        tail = " | ".join(log.read().strip().splitlines()[-3:])
+        return {"error": f"{task}/{contender}: the shared worker " + (f"exited with {proc.returncode}: {tail}" if ready
+                else f"took over {WORKER_TIMEOUT_S} s and was stopped")}
+
+    def close(self):
+        for proc, log in self.procs.values():
+            proc.stdin.close()
+            proc.wait(timeout=60)
+            log.close()
+        self.procs.clear()
+
+
+SHARED = None        # a SharedWorker while a --smoke run goes on (run_all), else None: a process a job
+
+
 def run_worker(task, contender, params, threads, coretype=None):
     """One worker process -> its JSON result, or {"error": ...} with the tail of its stderr."""
+    if SHARED is not None:
+        return SHARED.ask(task, contender, params, threads, coretype)
     cmd = [sys.executable, str(HERE / "worker.py"), task, contender, json.dumps(dict(params, threads=threads))]
     try:
         proc = subprocess.run(cmd, env=worker_env(threads, coretype=coretype), capture_output=True, text=True,
@@ -332,6 +377,18 @@ def run_all(mode, threads_list, rounds, engines=("numpy",), coretype=None, only=
     results = {"meta": meta(mode, threads_list, rounds, engines), "check": [], **{sec: [] for sec in SECTIONS},
                "mfu": []}
     results["meta"]["openblas_coretype"] = coretype
+    global SHARED
+    SHARED = SharedWorker() if mode == "smoke" else None
+    try:
+        return measure_all(results, mode, threads_list, rounds, engines, coretype, only)
+    finally:
+        if SHARED is not None:
+            SHARED.close()
+        SHARED = None
+
+
+def measure_all(results, mode, threads_list, rounds, engines, coretype, only):
+    """run_all's measurements, added into ``results``."""
     start, flash = time.perf_counter(), flash_available()
     if only is None or "train" in only:
         torch_runs = {}

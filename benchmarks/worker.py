@@ -15,10 +15,19 @@ params: the task's own (config, batch, T, n, ...) plus "threads", "seed" and "bu
 
 The harness (run.py) sets the thread variables in this process's environment; here we pin the
 CPUs, apply torch.set_num_threads and threadpoolctl, and only then build and time.
+
+    python benchmarks/worker.py --serve
+
+(run.py --smoke only, where the numbers mean nothing and the run checks the harness): one process takes
+one job a line on stdin, the JSON list [task, contender, params], and answers each with its one line of
+JSON, so that torch and numba are imported once, not once a job. A job that raises answers
+{"error": ...} and the process takes the next.
 """
 
+import contextlib
 import json
 import sys
+import traceback
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -68,13 +77,10 @@ def measure(side, task, contender, params):
     return out
 
 
-def main(argv=None):
-    argv = sys.argv[1:] if argv is None else argv
-    if len(argv) != 3 or argv[0] not in TASKS or argv[1] not in CONTENDERS:
-        sys.exit(f"usage: worker.py {{{','.join(TASKS)}}} {{{','.join(CONTENDERS)}}} '<json params>'")
-    task, contender, params = argv[0], argv[1], json.loads(argv[2])
+def run(task, contender, params):
+    """One measurement of ``contender`` (a name of CONTENDERS) at ``task`` -> the dict main prints."""
     contender, engine = split_engine(contender)
-    params["engine"] = engine
+    params = dict(params, engine=engine)
     threads = params["threads"]
     cpus = bench_measure.pin_cpus(threads)                # before any thread pool exists
     # zerollm's CLI keeps freed memory in the process (zerollm.engine.memory); both contenders get the same
@@ -88,14 +94,50 @@ def main(argv=None):
     # zerollm trains with N threads as N batch shards in N Python threads, each with single-threaded
     # BLAS (zerollm.training.parallel, what `zerollm train --threads N` does); everything else uses N BLAS threads
     sharded = contender == "zerollm" and task in ("train", "forward", "check") and threads > 1
-    limiter = bench_measure.limit_threads(1 if sharded else threads, use_torch)   # held until exit
+    # the limits stay after run returns: threadpoolctl restores them only when a with block ends
+    limiter = bench_measure.limit_threads(1 if sharded else threads, use_torch)
     if task == "check":
         out = {"losses": side.check_losses(params, params["steps"])}
     else:
         out = measure(side, task, contender, params)
     out.update(task=task, contender=contender, engine=engine, threads=threads, cpus=cpus,
                threadpool_limits=limiter is not None, info=bench_measure.library_info(use_torch))
-    print(json.dumps(out))
+    return out
+
+
+def usage_error(task, contender):
+    """None for a known task and contender, else the usage line."""
+    if task in TASKS and contender in CONTENDERS:
+        return None
+    return f"usage: worker.py {{{','.join(TASKS)}}} {{{','.join(CONTENDERS)}}} '<json params>'"
+
+
+def serve():
+    """--serve: a job a line -> an answer a line; what a job prints goes to stderr, so stdout holds answers only."""
+    answers = sys.stdout
+    for line in sys.stdin:
+        task, contender, params = json.loads(line)
+        wrong = usage_error(task, contender)
+        try:
+            if wrong:
+                raise ValueError(wrong)
+            with contextlib.redirect_stdout(sys.stderr):
+                out = run(task, contender, params)
+        except Exception as e:                                          # noqa: BLE001 (one job's failure)
+            traceback.print_exc()
+            out = {"error": f"{task}/{contender} failed: {type(e).__name__}: {e}"}
+        answers.write(json.dumps(out) + "\n")
+        answers.flush()
+    return 0
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    if argv == ["--serve"]:
+        return serve()
+    if len(argv) != 3 or usage_error(argv[0], argv[1]):
+        sys.exit(usage_error("", ""))
+    print(json.dumps(run(argv[0], argv[1], json.loads(argv[2]))))
     return 0
 
 

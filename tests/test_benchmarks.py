@@ -1,6 +1,7 @@
 """benchmarks/: the harness end to end in --smoke mode, and its pieces (FLOP count, env, paired ratios).
 
-The smoke run starts ~20 worker processes, both engines (torch and transformers imports dominate): ~35 s.
+The smoke run sends its ~25 jobs, both engines and torch, to one shared worker process (run.py's SharedWorker;
+it was a process a job, 40-90 s of imports): ~18 s on a quiet 2-core machine.
 """
 
 import importlib.util
@@ -312,6 +313,23 @@ def test_a_failing_worker_is_reported_not_raised():
     res = run.run_worker("train", "no-such-contender", {}, threads=1)
     assert "exited with 1" in res["error"] and "usage: worker.py" in res["error"]
 
+
+def test_the_smoke_runs_shared_worker_answers_a_failed_job_and_takes_the_next():
+    """--smoke's one worker process: a job that fails is an error record, and the same process then measures."""
+    run = load("run")
+    shared = run.SharedWorker()
+    try:
+        bad = shared.ask("train", "no-such-contender", {}, 1, None)
+        budget = dict(warmup=1, min_steps=2, min_seconds=0.0, max_steps=2)
+        good = shared.ask("gemm", "numpy", dict(n=32, seed=0, budget=budget), 1, None)
+        (proc, _), = shared.procs.values()
+        crashed = shared.ask("gemm", "numpy", dict(n=32, seed=0), 1, None)    # no budget: a KeyError in the job
+    finally:
+        shared.close()
+    assert "failed: ValueError: usage: worker.py" in bad["error"]
+    assert good["task"] == "gemm" and len(good["times"]) == 2 and all(t > 0 for t in good["times"])
+    assert good["info"]["affinity"] == [sorted(os.sched_getaffinity(0))[0]] and good["threads"] == 1
+    assert "failed: KeyError" in crashed["error"] and proc.poll() == 0          # answered, then closed cleanly
 
 # ----------------------------------------------------------------------------
 # the per-op profile (benchmarks/profile.py)

@@ -21,6 +21,14 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def bare_env():
+    """The environment of a command checked as from a clean shell: PYTHONPATH alone, plus the suite's cache of
+    compiled kernels and its BLAS kernels (tests/conftest.py). Without the cache a fast-engine start in a fresh
+    clone compiled its kernels into a second, cold folder (a port-in-use refusal took 15 s against 1.6)."""
+    keep = ("NUMBA_CACHE_DIR", "OPENBLAS_CORETYPE")
+    return {"PYTHONPATH": str(ROOT), **{name: os.environ[name] for name in keep if name in os.environ}}
+
+
 def tiny_chat_model(folder, block_size=96, seed=1, n_embd=32, n_layer=2, name="tiny-chat", chat_tokens=True):
     """A random GPT (2 layers, width 32) with a byte tokenizer and the chat template's tokens, exported
     as a Hugging Face directory (``chat_tokens=False``: a base model, bytes only, that never stops early). Its weights are scaled up so greedy answers vary from token to token

@@ -13,7 +13,7 @@ import time
 import numpy as np
 import pytest
 
-from serve_helpers import ROOT, tiny_chat_model
+from serve_helpers import ROOT, bare_env, tiny_chat_model
 from zerollm.data import chat
 from zerollm.generation.display import StreamDecoder
 from zerollm.interop.hf import load, load_tokenizer_dir
@@ -169,7 +169,7 @@ def test_overflow_drops_the_oldest_turn_with_a_note(models):
 def test_a_base_model_is_refused_without_raw(models):
     _, base = models
     out = subprocess.run([sys.executable, "-m", "zerollm", "chat", "--hf", str(base)], input="", capture_output=True,
-                         text=True, env={"PYTHONPATH": str(ROOT)}, timeout=60)
+                         text=True, env=bare_env(), timeout=60)
     assert out.returncode == 1 and out.stderr.count("\n") == 1
     assert "zerollm sft" in out.stderr and "--raw" in out.stderr
 
@@ -233,7 +233,7 @@ def test_a_system_message_too_long_for_the_context_is_named_as_the_cause(models)
 def test_chat_refuses_a_system_flag_that_fills_the_context_at_once(models):
     model, _ = models
     out = subprocess.run([sys.executable, "-m", "zerollm", "chat", "--hf", str(model), "--system", "z" * 5000],
-                         input="", capture_output=True, text=True, env={"PYTHONPATH": str(ROOT)}, timeout=60)
+                         input="", capture_output=True, text=True, env=bare_env(), timeout=60)
     assert out.returncode == 1 and out.stderr.count("\n") == 1, out.stderr
     assert "the system message alone takes" in out.stderr and "give a shorter --system" in out.stderr
 

@@ -17,7 +17,7 @@ import httpx
 import openai
 import pytest
 
-from serve_helpers import ROOT, greedy_reference, seeds, server, tiny_chat_model
+from serve_helpers import bare_env, greedy_reference, seeds, server, tiny_chat_model
 from zerollm.generation.display import printable
 from zerollm.generation.text import TextStream
 from zerollm.tokenizers import ByteTokenizer
@@ -76,7 +76,7 @@ def test_seeded_sampling_equals_zerollm_sample_with_that_seed(client, model_dir,
     r = _chat(client, "abc", max_tokens=10, temperature=1.0, seed=seed, n=2, logprobs=True)
     out = subprocess.run([sys.executable, "-m", "zerollm", "sample", "--hf", str(model_dir), "--prompt", "abc",
                           "--temperature", "1", "--seed", str(seed), "--max-new-tokens", "10", "--threads", "1"],
-                         capture_output=True, text=True, env={"PYTHONPATH": str(ROOT)}, timeout=60)
+                         capture_output=True, text=True, env=bare_env(), timeout=60)
     assert as_sample_prints(r.choices[0]) == out.stdout
     assert len(r.choices) == 2 and r.choices[1].index == 1
     again = _chat(client, "abc", max_tokens=10, temperature=1.0, seed=seed, n=2)
@@ -209,7 +209,7 @@ def test_error_messages_are_our_words_without_pydantics_prefix(base, body, messa
 
 def test_a_public_host_without_a_key_refuses_to_start(model_dir):
     out = subprocess.run([sys.executable, "-m", "zerollm", "serve", "--hf", str(model_dir), "--host", "0.0.0.0"],
-                         capture_output=True, text=True, env={"PYTHONPATH": str(ROOT)}, timeout=60)
+                         capture_output=True, text=True, env=bare_env(), timeout=60)
     assert out.returncode == 1
     assert out.stderr.count("\n") == 1 and "--api-key" in out.stderr
 
@@ -223,7 +223,7 @@ def test_a_port_in_use_is_one_line_with_the_reason(model_dir):
         taken.listen()
         port = taken.getsockname()[1]
         out = subprocess.run([sys.executable, "-m", "zerollm", "serve", "--hf", str(model_dir), "--port", str(port)],
-                             capture_output=True, text=True, env={"PYTHONPATH": str(ROOT)}, timeout=60)
+                             capture_output=True, text=True, env=bare_env(), timeout=60)
     assert out.returncode == 1 and out.stderr.count("\n") == 1, out.stderr
     assert f"could not listen on 127.0.0.1:{port} ([Errno 98]" in out.stderr and "try another --port" in out.stderr
 

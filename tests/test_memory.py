@@ -160,3 +160,102 @@ def test_fast_gelu_and_norm_outputs_are_apart_from_their_inputs():
         assert min(_distance(dx, a) for a in (x, s, y)) >= 512 - 64
         out, cache = norm.layernorm_forward(x, np.ones(256, np.float32), np.zeros(256, np.float32))
         assert min(_distance(x, out), _distance(x, cache.xhat), _distance(out, cache.xhat)) >= 1024 - 64
+
+
+# ----------------------------------------------------------------------------
+# the weights a decode step streams, side by side on 2 MiB pages
+
+def _thp_setting():
+    """The bracketed word of /sys/kernel/mm/transparent_hugepage/enabled (always, madvise, never), or None."""
+    try:
+        text = open("/sys/kernel/mm/transparent_hugepage/enabled").read()
+    except OSError:
+        return None
+    return text[text.index("[") + 1:text.index("]")]
+
+
+def _huge_kib_at(address):
+    """AnonHugePages (KiB) of the mapping of this process that holds ``address`` (/proc/self/smaps)."""
+    inside, huge = False, None
+    with open("/proc/self/smaps") as f:
+        for line in f:
+            head = line.split()[0]
+            if "-" in head and ":" not in head:
+                start, end = (int(x, 16) for x in head.split("-"))
+                inside = start <= address < end
+            elif inside and head == "AnonHugePages:":
+                huge = int(line.split()[1])
+    return huge
+
+
+class _Holder:
+    pass
+
+
+def test_move_into_huge_pages_puts_equal_copies_side_by_side_in_place():
+    from zerollm.engine.memory import HUGE_PAGE, move_into_huge_pages
+    rng = np.random.default_rng(0)
+    holders = [_Holder() for _ in range(3)]
+    holders[0].codes = rng.integers(-127, 128, (1000, 1500), dtype=np.int8)      # 1.5 MB
+    holders[0].scales = rng.standard_normal((1000, 47)).astype(np.float32)      # not a multiple of 64 bytes
+    holders[1].blocks = rng.integers(0, 256, (300, 3, 144), dtype=np.uint8)
+    holders[2].codes = rng.integers(0, 256, (700, 1024), dtype=np.uint8)
+    holders[2].scales = None                                                    # no array: left alone
+    slots = [(h, a) for h in holders for a in ("codes", "scales", "blocks")]
+    before = {(id(h), a): getattr(h, a).copy() for h, a in slots if isinstance(getattr(h, a, None), np.ndarray)}
+    old = {(id(h), a): getattr(h, a) for h, a in slots if isinstance(getattr(h, a, None), np.ndarray)}
+    moved = move_into_huge_pages(slots)
+    sizes = [(v.nbytes + 63) // 64 * 64 for v in before.values()]
+    assert moved == sum(sizes) >= HUGE_PAGE and holders[2].scales is None and not hasattr(holders[2], "blocks")
+    starts = []
+    for (h, a) in [(h, a) for h, a in slots if (id(h), a) in before]:
+        got = getattr(h, a)
+        assert got is not old[id(h), a] and got.dtype == before[id(h), a].dtype
+        np.testing.assert_array_equal(got, before[id(h), a])
+        assert got.flags.c_contiguous and got.flags.writeable and got.ctypes.data % 64 == 0
+        starts.append(got.ctypes.data)
+    assert starts[0] % HUGE_PAGE == 0
+    assert [b - a for a, b in zip(starts, starts[1:])] == sizes[:-1]                # side by side, in order
+    if _thp_setting() in ("always", "madvise"):          # Linux honours the request on this machine
+        assert _huge_kib_at(starts[0]) >= HUGE_PAGE // 1024
+    holders[0].codes[0, 0] = 5                            # still an ordinary writable array
+    assert holders[0].codes[0, 0] == 5
+
+
+def test_move_into_huge_pages_leaves_small_sets_and_systems_without_the_advice_alone(monkeypatch):
+    from zerollm.engine import memory
+    small = _Holder()
+    small.codes = np.ones((100, 100), np.int8)
+    kept = small.codes
+    assert memory.move_into_huge_pages([(small, "codes")]) == 0 and small.codes is kept     # under one 2 MiB page
+    big = _Holder()
+    big.codes = np.ones((3000, 1000), np.int8)
+    kept = big.codes
+    monkeypatch.setattr(memory, "huge_page_arena", lambda nbytes: None)                  # no madvise here
+    assert memory.move_into_huge_pages([(big, "codes")]) == 0 and big.codes is kept
+
+
+def test_a_quantized_gguf_on_the_fast_engine_runs_from_one_huge_page_arena(tmp_path, monkeypatch):
+    """Every matrix in blocks lies in one arena after loading, and the logits are those of the same file loaded
+    with its blocks left where the reader put them."""
+    from zerollm.engine import memory, use_engine
+    from zerollm.interop.gguf import export_gguf
+    from zerollm.interop.gguf_load import load_gguf
+    cfg = GPTConfig(vocab_size=300, block_size=32, n_layer=4, n_head=4, n_embd=256, norm="rmsnorm", pos="rope",
+                    mlp="swiglu", bias=False, tie_embeddings=False)
+    path = tmp_path / "m.gguf"
+    export_gguf(GPT(cfg, seed=0).eval(), path, quant_kind="q8_0")
+    idx = np.array([[1, 7, 42, 99, 5]])
+    with use_engine("fast"):
+        moved, _, _ = load_gguf(path)
+        got = moved.forward(idx)[0]
+        monkeypatch.setattr(memory, "huge_page_arena", lambda nbytes: None)
+        stayed, _, _ = load_gguf(path)
+        want = stayed.forward(idx)[0]
+    np.testing.assert_array_equal(got, want)
+    blocks = {n: w for n, w in moved.params.items() if not isinstance(w, np.ndarray)}
+    assert {f"h.{i}.mlp.c_fc.weight" for i in range(4)} <= set(blocks)
+    arrays = [a for w in blocks.values() for a in (w.codes, w.scales)]
+    first = min(a.ctypes.data for a in arrays)
+    span = max(a.ctypes.data + a.nbytes for a in arrays) - first
+    assert span <= sum((a.nbytes + 63) // 64 * 64 for a in arrays) and first % memory.HUGE_PAGE == 0

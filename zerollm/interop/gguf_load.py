@@ -278,7 +278,7 @@ def load_gguf(path, *, quantized=None, force=None, quantize=None):
     reading = quant.QuantizeOnRead(model.params, None if quantize in (None, "stored") else quantize, kept)
     try:
         fill_params(reading, floats, cfg, family, where)
-        reading.done()
+        reading.finish()
     except (ValueError, ZeroLLMError) as err:
         if floats.failed:                    # a tensor not finite: its own error, naming it
             raise

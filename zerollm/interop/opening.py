@@ -216,7 +216,7 @@ def _read_in_blocks(path, ckpt, kind, force):
                 target[r0:r0 + len(block)] = block
             else:
                 target[...] = block
-    reading.done()
+    reading.finish()
     heads = {n: t.rows(0, t.shape[0]) for n, t in heads.items()}
     require_finite(heads, file)
     return model.eval(), heads

@@ -64,7 +64,7 @@ def load(path, dtype="float32", *, force=None, quantize=None):
         from zerollm.interop.quant import QuantizeOnRead
         reading = QuantizeOnRead(model.params, quantize)
         fill_params(reading, tensors, cfg, family, path)        # the same, each linear matrix into blocks after it
-        reading.done()
+        reading.finish()
     return model.eval()
 
 

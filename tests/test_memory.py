@@ -236,8 +236,8 @@ def test_move_into_huge_pages_leaves_small_sets_and_systems_without_the_advice_a
 
 
 def test_a_quantized_gguf_on_the_fast_engine_runs_from_one_huge_page_arena(tmp_path, monkeypatch):
-    """Every matrix in blocks lies in one arena after loading, and the logits are those of the same file loaded
-    with its blocks left where the reader put them."""
+    """Every matrix in blocks and every float matrix lies in one arena after loading, and the logits are those of
+    the same file loaded with its matrices left where the reader put them."""
     from zerollm.engine import memory, use_engine
     from zerollm.interop.gguf import export_gguf
     from zerollm.interop.gguf_load import load_gguf
@@ -256,6 +256,9 @@ def test_a_quantized_gguf_on_the_fast_engine_runs_from_one_huge_page_arena(tmp_p
     blocks = {n: w for n, w in moved.params.items() if not isinstance(w, np.ndarray)}
     assert {f"h.{i}.mlp.c_fc.weight" for i in range(4)} <= set(blocks)
     arrays = [a for w in blocks.values() for a in (w.codes, w.scales)]
+    floats = [w for w in moved.params.values() if isinstance(w, np.ndarray) and w.ndim == 2]
+    assert floats                                                   # the token table: float, in the arena too
+    arrays += floats
     first = min(a.ctypes.data for a in arrays)
     span = max(a.ctypes.data + a.nbytes for a in arrays) - first
     assert span <= sum((a.nbytes + 63) // 64 * 64 for a in arrays) and first % memory.HUGE_PAGE == 0

@@ -74,7 +74,8 @@ def _libc():
 # quantized file is smaller than one such page, so the matrices are copied side by side into one stretch.
 # Decode tokens/s, the same model on 4 KiB and on 2 MiB pages alternated in one process, 10 runs each, AMD EPYC
 # Zen 4 VM: llama Q4_K_M 1 thread 239 -> 259 (8 of 10 runs faster), 2 threads 269 -> 284; GPT-2 Q8_0 153 -> 184,
-# Q4_0 202 -> 247. float32 weights (BLAS, 340 MB) did not change: 60 -> 60.
+# Q4_0 202 -> 247; float32 GGUF files, read by BLAS and engine/fast/rows.py, gained less: GPT-2 1 thread 60 -> 60,
+# 2 threads 68 -> 70, llama 1 thread 74 -> 77, 2 threads 64 -> 71.
 
 HUGE_PAGE = 2 << 20
 
@@ -100,22 +101,25 @@ RELEASE_EVERY = 8 << 20        # bytes copied between two release_freed_memory c
 
 
 def move_into_huge_pages(slots):
-    """For each (object, attribute) of ``slots`` whose value is an array: a copy of it in place of it, the copies side
-    by side in one huge_page_arena (each at a 64-byte boundary, C-contiguous, writable). The originals' memory is
+    """For each (object, attribute) of ``slots`` (or (dict, key)) whose value is an array: a copy of it in place of it,
+    the copies side by side in one huge_page_arena (each at a 64-byte boundary, C-contiguous, writable). The originals' memory is
     given back as the copying goes (release_freed_memory every RELEASE_EVERY bytes and at the end), so the process
     holds at most that much more than before. Nothing moves where there is no arena, or where the arrays all together
     fill less than one 2 MiB page. Returns the bytes moved."""
-    slots = [(obj, attr) for obj, attr in slots if isinstance(getattr(obj, attr, None), np.ndarray)]
-    sizes = [(getattr(obj, attr).nbytes + LINE - 1) // LINE * LINE for obj, attr in slots]
+    slots = [(obj, attr) for obj, attr in slots if isinstance(_slot(obj, attr), np.ndarray)]
+    sizes = [(_slot(obj, attr).nbytes + LINE - 1) // LINE * LINE for obj, attr in slots]
     arena = huge_page_arena(sum(sizes)) if sum(sizes) >= HUGE_PAGE else None
     if arena is None:
         return 0
     at = since = 0
     for (obj, attr), size in zip(slots, sizes):
-        a = getattr(obj, attr)
+        a = _slot(obj, attr)
         copy = arena[at:at + a.nbytes].view(a.dtype).reshape(a.shape)
         copy[...] = a
-        setattr(obj, attr, copy)
+        if isinstance(obj, dict):
+            obj[attr] = copy
+        else:
+            setattr(obj, attr, copy)
         del a
         at, since = at + size, since + size
         if since >= RELEASE_EVERY:
@@ -123,6 +127,10 @@ def move_into_huge_pages(slots):
             since = 0
     release_freed_memory()
     return at
+
+
+def _slot(obj, key):
+    return obj.get(key) if isinstance(obj, dict) else getattr(obj, key, None)
 
 
 def release_freed_memory():

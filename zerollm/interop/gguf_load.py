@@ -278,7 +278,7 @@ def load_gguf(path, *, quantized=None, force=None, quantize=None):
     reading = quant.QuantizeOnRead(model.params, None if quantize in (None, "stored") else quantize, kept)
     try:
         fill_params(reading, floats, cfg, family, where)
-        reading.finish()
+        reading.finish(floats=True)      # a GGUF file is for running: its matrices onto 2 MiB pages
     except (ValueError, ZeroLLMError) as err:
         if floats.failed:                    # a tensor not finite: its own error, naming it
             raise

@@ -325,21 +325,23 @@ class QuantizeOnRead:
             self.params[name] = base_blocks(name, w, self.kind)
             self.float_bytes -= w.nbytes
 
-    def finish(self):
-        """The reading is over: the last matrix quantized (done), then every matrix in blocks moved onto 2 MiB
-        pages (blocks_in_huge_pages)."""
+    def finish(self, floats=False):
+        """The reading is over: the last matrix quantized (done), then every matrix in blocks (and with ``floats``
+        every float matrix too) moved onto 2 MiB pages (weights_in_huge_pages)."""
         self.done()
-        blocks_in_huge_pages(self.params)
+        weights_in_huge_pages(self.params, floats)
 
 
-def blocks_in_huge_pages(params):
+def weights_in_huge_pages(params, floats=False):
     """The arrays of every matrix in blocks of ``params`` (a QuantizedMatrix's codes and scales, a KQuantMatrix's
-    blocks, each part's of a StackedBlocks) copied side by side into memory on 2 MiB pages, in place of their own
-    (zerollm.engine.memory.move_into_huge_pages): a decode step streams them all, and on 4 KiB pages each 4 KiB
-    cost a TLB miss (llama Q4_K_M decode 8% faster, GPT-2 Q4_0 22%). Float matrices stay where they are: BLAS
-    streamed them no faster. Where the system gives no such memory nothing moves. Returns the bytes moved."""
-    return move_into_huge_pages((m, attr) for w in params.values() for m in getattr(w, "parts", (w,))
-                                if not isinstance(m, np.ndarray) for attr in ("codes", "scales", "blocks"))
+    blocks, each part's of a StackedBlocks), and with ``floats`` every 2-D float array too, copied side by side into
+    memory on 2 MiB pages, in place of their own (zerollm.engine.memory.move_into_huge_pages): a decode step streams
+    them all, and on 4 KiB pages each 4 KiB cost a TLB miss (llama Q4_K_M decode 8% faster, GPT-2 Q4_0 22%, a float
+    llama 4-11%). Where the system gives no such memory nothing moves. Returns the bytes moved."""
+    blocks = [(m, attr) for w in params.values() for m in getattr(w, "parts", (w,))
+              if not isinstance(m, np.ndarray) for attr in ("codes", "scales", "blocks")]
+    plain = [(params, name) for name, w in params.items() if floats and isinstance(w, np.ndarray) and w.ndim == 2]
+    return move_into_huge_pages(blocks + plain)
 
 
 def quantized_bytes(params, kind):

@@ -12,9 +12,9 @@ GEMMs (benchmarks/profile.py), so that the last table checks every goal of issue
 
 Every contender runs in its own process (benchmarks/worker.py; --smoke: one process takes every job),
 alternating A B A B ... for several rounds, with the same thread count, CPUs, weights and batches. Per
-measurement we report each contender's median over rounds and the median of the PAIRED speed ratios zerollm/torch (one ratio
-per round, so slow phases of a shared machine hit both sides of a pair). Training is timed only
-after one step from identical weights gave the same loss on both sides. See docs/benchmarks.md.
+measurement we report each contender's median over rounds and the median of the PAIRED speed ratios
+zerollm/torch (one ratio per round, so slow phases of a shared machine hit both sides of a pair). Training is
+timed only after one step from identical weights gave the same loss on both sides. See docs/benchmarks.md.
 """
 
 import argparse
@@ -148,8 +148,8 @@ class SharedWorker:
         del self.procs[key]
         log.seek(0)
         tail = " | ".join(log.read().strip().splitlines()[-3:])
-        return {"error": f"{task}/{contender}: the shared worker " + (f"exited with {proc.returncode}: {tail}" if ready
-                else f"took over {WORKER_TIMEOUT_S} s and was stopped")}
+        why = f"exited with {proc.returncode}: {tail}" if ready else f"took over {WORKER_TIMEOUT_S} s and was stopped"
+        return {"error": f"{task}/{contender}: the shared worker {why}"}
 
     def close(self):
         for proc, log in self.procs.values():

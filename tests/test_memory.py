@@ -222,6 +222,15 @@ def test_move_into_huge_pages_puts_equal_copies_side_by_side_in_place():
     assert holders[0].codes[0, 0] == 5
 
 
+def test_an_array_held_in_two_places_is_moved_once_and_stays_one_array():
+    from zerollm.engine.memory import move_into_huge_pages
+    table = np.arange(3 << 20, dtype=np.uint8).reshape(3, -1)            # 3 MiB, as a tied token table and head
+    params = {"wte.weight": table, "lm_head.weight": table}
+    moved = move_into_huge_pages([(params, "wte.weight"), (params, "lm_head.weight")])
+    assert moved == table.nbytes and params["wte.weight"] is params["lm_head.weight"] is not table
+    np.testing.assert_array_equal(params["wte.weight"], table)
+
+
 def test_move_into_huge_pages_leaves_small_sets_and_systems_without_the_advice_alone(monkeypatch):
     from zerollm.engine import memory
     small = _Holder()

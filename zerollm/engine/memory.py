@@ -101,27 +101,30 @@ RELEASE_EVERY = 8 << 20        # bytes copied between two release_freed_memory c
 
 
 def move_into_huge_pages(slots):
-    """For each (object, attribute) of ``slots`` (or (dict, key)) whose value is an array: a copy of it in place of it,
-    the copies side by side in one huge_page_arena (each at a 64-byte boundary, C-contiguous, writable). The originals' memory is
-    given back as the copying goes (release_freed_memory every RELEASE_EVERY bytes and at the end), so the process
-    holds at most that much more than before. Nothing moves where there is no arena, or where the arrays all together
-    fill less than one 2 MiB page. Returns the bytes moved."""
+    """For each (object, attribute) of ``slots`` (or (dict, key)) whose value is an array: a copy of it in place of
+    it, the copies side by side in one huge_page_arena (each at a 64-byte boundary, C-contiguous, writable). The
+    originals' memory is given back as the copying goes (release_freed_memory every RELEASE_EVERY bytes and at the
+    end), so the process holds at most that much more than before. Nothing moves where there is no arena, or where
+    the arrays all together fill less than one 2 MiB page. Returns the bytes moved."""
     slots = [(obj, attr) for obj, attr in slots if isinstance(_slot(obj, attr), np.ndarray)]
-    sizes = [(_slot(obj, attr).nbytes + LINE - 1) // LINE * LINE for obj, attr in slots]
-    arena = huge_page_arena(sum(sizes)) if sum(sizes) >= HUGE_PAGE else None
+    sizes = {id(a): (a.nbytes + LINE - 1) // LINE * LINE for a in (_slot(obj, attr) for obj, attr in slots)}
+    arena = huge_page_arena(sum(sizes.values())) if sum(sizes.values()) >= HUGE_PAGE else None
     if arena is None:
         return 0
     at = since = 0
-    for (obj, attr), size in zip(slots, sizes):
+    copies = {}                      # id of an original -> its copy: an array held in two places stays one array
+    for obj, attr in slots:
         a = _slot(obj, attr)
-        copy = arena[at:at + a.nbytes].view(a.dtype).reshape(a.shape)
-        copy[...] = a
+        copy = copies.get(id(a))
+        if copy is None:
+            copy = copies[id(a)] = arena[at:at + a.nbytes].view(a.dtype).reshape(a.shape)
+            copy[...] = a
+            at, since = at + sizes[id(a)], since + sizes[id(a)]
         if isinstance(obj, dict):
             obj[attr] = copy
         else:
             setattr(obj, attr, copy)
         del a
-        at, since = at + size, since + size
         if since >= RELEASE_EVERY:
             release_freed_memory()
             since = 0

@@ -136,16 +136,14 @@ async def one_request(client, base, body, record, progress=None):
         record.append((start, times, tokens, repr(err)))
 
 
-def _client_process(base, plan, out):
-    """The load of ``plan`` ({"clients": [[body, ...], ...], "rate", "seed"}), run in this process -> out.send."""
+async def _run_plan(http, base, plan):
+    """The load of ``plan`` ({"clients": [[body, ...], ...], "rate", "seed", "delays"}) through the httpx pool
+    ``http`` -> {"wall", "records"}."""
     import asyncio
-    import httpx
-    if len(_cores()) > 1:
-        os.sched_setaffinity(0, {_cores()[-1]})
     records = [[] for _ in plan["clients"]]
     progress = [[0] for _ in plan["clients"]]
 
-    async def client(http, k, delay):
+    async def client(k, delay):
         # a client that is already connected, as one that keeps its connection (HTTP keep-alive) is: the first
         # request of a new process otherwise timed httpx's own start (its connection pool, its first connection:
         # 25-35 ms of TTFT against 7-10 ms for the next request on the same client, quiet, tang shape)
@@ -159,34 +157,68 @@ def _client_process(base, plan, out):
         for body in plan["clients"][k]:
             await one_request(http, base, dict(body), records[k], progress[k])
 
-    async def everyone():
-        n, rate = len(plan["clients"]), plan["rate"]
-        gaps = np.random.default_rng(plan["seed"]).exponential(1 / rate, n) if rate != float("inf") else np.zeros(n)
-        starts[:] = plan["delays"] if plan["delays"] is not None else np.cumsum(gaps) - gaps[0]
-        limits = httpx.Limits(max_connections=n + 4)
-        async with httpx.AsyncClient(timeout=600, trust_env=False, limits=limits) as http:
-            await asyncio.gather(*(client(http, k, d) for k, d in enumerate(starts)))
-            clock["wall"] = time.perf_counter() - clock["first"]         # before the pool closes
     # the wall time runs from the first request sent to the last answer's end, not from the clients' own start
     # (a process, an httpx pool and a connection each: about 70 ms, which made one client's two requests look
     # half as fast as they were)
-    starts, clock = [0.0] * len(plan["clients"]), {"first": float("inf"), "wall": None}
-    asyncio.run(everyone())
-    out.send({"wall": clock["wall"], "records": records})
+    n, rate = len(plan["clients"]), plan["rate"]
+    gaps = np.random.default_rng(plan["seed"]).exponential(1 / rate, n) if rate != float("inf") else np.zeros(n)
+    starts = list(plan["delays"] if plan["delays"] is not None else np.cumsum(gaps) - gaps[0])
+    clock = {"first": float("inf")}
+    await asyncio.gather(*(client(k, d) for k, d in enumerate(starts)))
+    return {"wall": time.perf_counter() - clock["first"], "records": records}
+
+
+def _client_process(base, conn):
+    """Run each plan that comes through ``conn`` (a Pipe's end; None ends) in this process, on the last core,
+    with one httpx pool for all of them -> conn.send of each result."""
+    import asyncio
+    import httpx
+    if len(_cores()) > 1:
+        os.sched_setaffinity(0, {_cores()[-1]})
+
+    async def serve_plans():
+        limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
+        async with httpx.AsyncClient(timeout=600, trust_env=False, limits=limits) as http:
+            while (plan := conn.recv()) is not None:          # nothing else runs on this loop between plans
+                conn.send(await _run_plan(http, base, plan))
+    asyncio.run(serve_plans())
+
+
+class Clients:
+    """A client process of its own for the load tests, kept for as many ``run`` calls as the caller makes:
+    its httpx pool and the connections it opened stay between them, as a real client's do (the openai SDK
+    keeps one pool). ``load`` makes one for a single plan."""
+
+    def __init__(self, base):
+        import multiprocessing
+        ctx = multiprocessing.get_context("spawn")
+        self.conn, there = ctx.Pipe()
+        self.proc = ctx.Process(target=_client_process, args=(base, there), daemon=True)
+        self.proc.start()
+
+    def run(self, clients, rate=float("inf"), seed=0, delays=None):
+        """Run ``clients`` (each a list of request bodies sent one after another; client k starts at delays[k]
+        seconds, or at -m: once every client starting at 0 has had m content chunks; else by the Poisson
+        process of ``rate``) -> the summary (tokens/s, TTFT, TPOT, ITL) and the per-client records."""
+        self.conn.send({"clients": clients, "rate": rate, "seed": seed, "delays": delays})
+        got = self.conn.recv()
+        return summary(got["wall"], [r for rec in got["records"] for r in rec]), got["records"]
+
+    def close(self):
+        self.conn.send(None)
+        self.proc.join(30)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
 
 
 def load(base, clients, rate=float("inf"), seed=0, delays=None):
-    """Run ``clients`` (each a list of request bodies sent one after another; client k starts at delays[k]
-    seconds, or at -m: once every client starting at 0 has had m content chunks; else by the Poisson process
-    of ``rate``) from a separate process -> its summary (tokens/s, TTFT, TPOT, ITL) and the per-client records."""
-    import multiprocessing
-    ctx = multiprocessing.get_context("spawn")
-    here, there = ctx.Pipe()
-    proc = ctx.Process(target=_client_process, args=(base, {"clients": clients, "rate": rate, "seed": seed, "delays": delays}, there))
-    proc.start()
-    got = here.recv()
-    proc.join()
-    return summary(got["wall"], [r for rec in got["records"] for r in rec]), got["records"]
+    """Clients(base).run(...) in a client process made for this one plan (see Clients.run)."""
+    with Clients(base) as c:
+        return c.run(clients, rate, seed, delays)
 
 
 def summary(wall, records):
@@ -520,6 +552,9 @@ def main(argv=None):
     p.add_argument("--budgets", type=int, nargs="+", default=None,
                    help="--max-num-batched-tokens of the chunked cases (default: the server's default)")
     p.add_argument("--pairs", type=int, default=12, help="requests of the single part (default 12)")
+    p.add_argument("--new-client-per-request", action="store_true",
+                   help="the single part's client: a new process (and connection) for each request, as this "
+                        "benchmark measured before 2026-12-07, instead of one client kept for all of them")
     p.add_argument("--join-tokens", type=int, default=256, help="each row's context in the join part (default 256)")
     p.add_argument("--threads", type=int, default=1, help="BLAS threads of the server and the baselines")
     p.add_argument("--stream-interval", type=float, default=None, metavar="MS",
@@ -551,7 +586,7 @@ def main(argv=None):
             r = single_rows(Path(tmp) / args.shape, args)
             result["single"] = r
             q = np.percentile(r["ratios"], [0, 50, 100])
-            print(f"one streaming client: {r['serve_tokens_per_s']:.1f} tok/s; sequential in process "
+            print(f"one streaming client ({r['client']}): {r['serve_tokens_per_s']:.1f} tok/s; sequential in process "
                   f"{r['sequential_tokens_per_s']:.1f} tok/s; ratio {r['ratio']:.2f} over {r['pairs']} pairs "
                   f"(a pair's ratio: min {q[0]:.2f}, median {q[1]:.2f}, max {q[2]:.2f}); CPU a token: the server "
                   f"process {r['serve_cpu_ms_per_token']:.2f} ms (every thread; the event loop's "
@@ -709,15 +744,19 @@ def single_rows(folder, args):
     threading.Thread(target=lambda: [None for _ in proc.stderr], daemon=True).start()   # its log never blocks it
     serve_s = seq_s = serve_cpu = loop_cpu = seq_cpu = 0.0
     tokens, served_tokens, ratios = 0, 0, []
+    # one client process for every pair (its pool and connection kept, as a real client's are), unless
+    # --new-client-per-request: a process each (its first streamed request's own code paths are cold then)
+    kept = None if args.new_client_per_request else Clients(base)
+    send = load if kept is None else (lambda _, plan: kept.run(plan))
     try:
-        load_test(base, 1, 1, 4, float("inf"))
+        send(base, [[chat_body(PROMPTS[0], 4, 0)]])
         ids = chat.encode_prompt(tok, PROMPTS[0])
         with _on_server_cores():           # as the server's warm-up: first calls' setup (the fast engine loads its kernels)
             for _ in generate(model, np.array([ids]), 4, Sampling(0.8), rng=np.random.default_rng(0)):
                 pass
         for i in range(args.pairs):
             c0, l0 = _cpu_seconds(proc.pid), _cpu_seconds(proc.pid, proc.pid)
-            _, records = load(base, [[chat_body(PROMPTS[0], args.new_tokens, i)]])
+            _, records = send(base, [[chat_body(PROMPTS[0], args.new_tokens, i)]])
             serve_cpu, loop_cpu = serve_cpu + _cpu_seconds(proc.pid) - c0, loop_cpu + _cpu_seconds(proc.pid, proc.pid) - l0
             start, times, got, err = records[0][0]
             if err is not None or not times:
@@ -732,8 +771,10 @@ def single_rows(folder, args):
             tokens, served_tokens = tokens + n, served_tokens + got
             ratios.append((got / served) / (n / seq))
     finally:
+        if kept is not None:
+            kept.close()
         stop_server(proc)
-    return {"pairs": args.pairs, "serve_tokens_per_s": tokens / serve_s, "sequential_tokens_per_s": tokens / seq_s,
+    return {"pairs": args.pairs, "client": "new per request" if kept is None else "kept", "serve_tokens_per_s": tokens / serve_s, "sequential_tokens_per_s": tokens / seq_s,
             "ratio": seq_s / serve_s, "ratios": ratios, "serve_cpu_ms_per_token": 1000 * serve_cpu / served_tokens,
             "sequential_cpu_ms_per_token": 1000 * seq_cpu / tokens, "loop_cpu_ms_per_token": 1000 * loop_cpu / served_tokens}
 

@@ -161,3 +161,84 @@ def test_greedy_tokens_at_2_to_5_rows_equal_the_numpy_engine(layout):
 
 def greedy_rows(model, prompts):
     return [[int(t) for t in step] for step in generate(model, prompts, STEPS, Sampling(0.0))]
+
+
+# ----------------------------------------------------------------------------
+# the register-tile sgemm at 7-256 rows (rows.packless_product): on any x86-64 host (LLVM splits the 16-lane
+# vectors where there is no AVX-512), so the tests set microkernel.USE and the size limits themselves
+
+@pytest.fixture
+def packless(monkeypatch):
+    """microkernel.USE on, any weight size: every 7..256-row float32 product of the fast engine goes there."""
+    from zerollm.engine.fast import microkernel
+    monkeypatch.setattr(microkernel, "USE", True)
+    monkeypatch.setattr(rows, "PACKLESS_FROM_BYTES", 0)
+    monkeypatch.setattr(rows, "PACKLESS_SMALL_FROM_BYTES", 0)
+    calls = []
+    product = rows.packless_product
+    spy = (lambda x, w, threads=None: calls.append(x.shape[0]) or product(x, w, threads))
+    monkeypatch.setattr(fast_linear, "packless_product", spy)
+    monkeypatch.setattr(decode, "packless_product", spy)
+    return calls
+
+
+@pytest.mark.parametrize("n, i, o", [(7, 37, 300), (13, 64, 129), (64, 23, 1000), (256, 5, 77)])
+def test_packless_product_equals_blas_and_gives_the_same_bits_on_any_number_of_threads(packless, n, i, o):
+    """Odd sizes: 6-row tiles and the 4/2/1-row ones, 64-column tiles and the 32/16/scalar rest; the threads'
+    columns start at multiples of 64, so a column is the same sum however y is split."""
+    rng = np.random.default_rng(n)
+    x = rng.standard_normal((n, i)).astype(np.float32)
+    w = rng.standard_normal((i, o)).astype(np.float32)
+    one = rows.packless_product(x, w, 1)
+    close(one, x @ w)
+    assert np.array_equal(rows.packless_product(x, w, 2), one)
+
+
+def test_which_products_go_to_the_packless_sgemm(monkeypatch):
+    from zerollm.engine.fast import microkernel
+    monkeypatch.setattr(microkernel, "USE", True)
+    big = np.zeros((128, rows.PACKLESS_FROM_BYTES // 512), np.float32)           # exactly PACKLESS_FROM_BYTES
+    small = np.zeros((128, rows.PACKLESS_SMALL_FROM_BYTES // 512), np.float32)   # exactly PACKLESS_SMALL_FROM_BYTES
+    rows_of = (lambda n, dtype=np.float32: np.zeros((n, 128), dtype))
+    assert rows.packless_rows(rows_of(rows.PACKLESS_FROM_ROWS), big)
+    assert rows.packless_rows(rows_of(rows.PACKLESS_UP_TO_ROWS), big)
+    assert not rows.packless_rows(rows_of(rows.PACKLESS_FROM_ROWS - 1), big)       # rows_product's
+    assert not rows.packless_rows(rows_of(rows.PACKLESS_UP_TO_ROWS + 1), big)      # BLAS is level there
+    assert not rows.packless_rows(rows_of(rows.PACKLESS_FROM_ROWS), small)         # in the cache: BLAS's, at few rows
+    assert rows.packless_rows(rows_of(rows.PACKLESS_ANY_FROM_ROWS), small)
+    assert not rows.packless_rows(rows_of(rows.PACKLESS_ANY_FROM_ROWS), small[:, :-1])
+    assert not rows.packless_rows(rows_of(8, np.float64), big.astype(np.float64))
+    assert not rows.packless_rows(rows_of(8), np.asfortranarray(big))
+    assert not rows.packless_rows(np.zeros((8, 127), np.float32), big)              # shapes that do not multiply
+    with autocast("bf16"):
+        assert not rows.packless_rows(rows_of(8), big)
+    monkeypatch.setattr(microkernel, "USE", False)                                 # no AVX-512, or switched off
+    assert not rows.packless_rows(rows_of(8), big)
+
+
+def test_linear_forward_takes_the_packless_sgemm_with_and_without_bias(packless):
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((2, 5, 24)).astype(np.float32)                       # 10 rows
+    w = rng.standard_normal((24, 40)).astype(np.float32)
+    b = rng.standard_normal(40).astype(np.float32)
+    y, cache = fast_linear.linear_forward(x, w, b)
+    close(y, x @ w + b)
+    assert cache.has_bias and packless == [10]
+    y, cache = fast_linear.linear_forward(x, w)
+    close(y, x @ w)
+    assert not cache.has_bias and packless == [10, 10]
+    assert fast_linear.linear_forward(x[:, :1], w) is NotImplemented             # 2 rows, no bias: the reference
+    assert fast_linear.linear_forward(x, np.ascontiguousarray(w.T).T) is NotImplemented   # (o, i).T, no bias
+
+
+@pytest.mark.parametrize("layout", [GPT2, LLAMA], ids=["gpt2", "llama"])
+def test_greedy_tokens_at_7_and_9_rows_through_the_packless_sgemm_equal_the_numpy_engine(packless, layout):
+    model = tiny(layout)
+    prompts = np.concatenate([PROMPTS, PROMPTS + 1, PROMPTS[:1] + 2, PROMPTS[:2] + 3])   # 9 prompts
+    for n in (7, 9):
+        with use_engine("numpy"):
+            ref = greedy_rows(model, prompts[:n])
+        packless.clear()
+        with use_engine("fast"):
+            assert greedy_rows(model, prompts[:n]) == ref, n
+        assert n in packless                                                       # the decode steps' products

@@ -56,7 +56,7 @@ from zerollm.engine.fast.blas import run_threaded, thread_cap
 from zerollm.engine.fast.jit import exp32, inline, kernel, parallel_kernel
 from zerollm.engine.fast.norm import row_mean_rstd
 from zerollm.engine.fast.quant import SLAB_FROM, integer_product, quantized_matmul
-from zerollm.engine.fast.rows import column_rows, rows_product
+from zerollm.engine.fast.rows import column_rows, packless_product, packless_rows, rows_product
 
 BLOCK_KINDS = ("q8_0", "q4_0", "q4_K", "q5_K", "q6_K")   # what quant.quantized_matmul multiplies as stored
 _NONE = np.zeros(0, np.float32)                           # "no bias": one numba signature for both cases
@@ -247,8 +247,11 @@ def _product(h, w, threads):
     when threads is 0 (many rows, or float products asked for)."""
     if isinstance(w, np.ndarray):
         # 2-6 rows (a decode step of a few requests): w read once (engine/fast/rows.py); BLAS would pack it first.
-        # One row against a large w: four streams (rows.ONE_ROW_FROM_BYTES)
-        return rows_product(h, w, threads) if threads and column_rows(h, w, threads) else h @ w
+        # One row against a large w: four streams (rows.ONE_ROW_FROM_BYTES). 7 rows and more on AVX-512: the
+        # register-tile sgemm, which packs nothing (rows.packless_rows; threads is 0 from qgemm.ROWS_FROM rows)
+        if threads and column_rows(h, w, threads):
+            return rows_product(h, w, threads)
+        return packless_product(h, w, threads or thread_cap()) if packless_rows(h, w) else h @ w
     return integer_product(h, w, threads) if threads else quantized_matmul(h, w)
 
 

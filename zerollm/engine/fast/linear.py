@@ -15,9 +15,10 @@ in the L3 cache when the reference adds b (docs/profiles/design-decisions.md#the
 Small, but it costs one BLAS call.
 
 For 2-16 rows of x (2-6 for w (i, o)) the few-row kernels of engine/fast/rows.py multiply instead, and b is
-added after, as in the reference. The backward is the reference's (three products; nothing to fold). One row
-of x (decoding), float64, autocast, weights that are neither (i, o) nor (o, i).T in memory, and layers without
-bias answer NotImplemented.
+added after, as in the reference; so does the register-tile sgemm at 7-256 rows against a large enough w (i, o)
+on AVX-512 hosts (rows.packless_rows), which is also the one way a layer without bias comes here. The backward
+is the reference's (three products; nothing to fold). One row of x (decoding), float64, autocast, weights that
+are neither (i, o) nor (o, i).T in memory, and layers without bias outside packless_rows answer NotImplemented.
 """
 
 import numpy as np
@@ -25,7 +26,7 @@ import numpy as np
 from zerollm.engine.amp import autocast_format
 from zerollm.engine.fast.blas import NO_TRANS, ROW_MAJOR, TRANS, sgemm, thread_cap
 from zerollm.engine.caches import LinearCache
-from zerollm.engine.fast.rows import column_rows, head_product, rows_product
+from zerollm.engine.fast.rows import column_rows, head_product, packless_product, packless_rows, rows_product
 
 
 def _weight_layout(w):
@@ -40,17 +41,22 @@ def _weight_layout(w):
 
 def linear_forward(x, w, b=None):
     gemm = sgemm()
-    if (b is None or gemm is None or autocast_format() is not None or not isinstance(w, np.ndarray)
-            or not isinstance(x, np.ndarray) or not isinstance(b, np.ndarray)
-            or x.dtype != np.float32 or w.dtype != np.float32 or b.dtype != np.float32
-            or w.ndim != 2 or x.ndim < 1 or b.shape != (w.shape[1],) or x.shape[-1] != w.shape[0]
-            or x.size == 0 or w.size == 0):
+    if (gemm is None or autocast_format() is not None or not isinstance(w, np.ndarray)
+            or not isinstance(x, np.ndarray) or not (b is None or isinstance(b, np.ndarray))
+            or x.dtype != np.float32 or w.dtype != np.float32 or (b is not None and b.dtype != np.float32)
+            or w.ndim != 2 or x.ndim < 1 or (b is not None and b.shape != (w.shape[1],))
+            or x.shape[-1] != w.shape[0] or x.size == 0 or w.size == 0):
         return NotImplemented
     layout = _weight_layout(w)
     if layout is None:
         return NotImplemented
     op, ldb = layout
     i, o = w.shape
+    if b is None:                       # nothing to fold: only the register-tile sgemm differs from the reference
+        x2 = x.reshape(-1, i)
+        if op != NO_TRANS or not packless_rows(x2, w):
+            return NotImplemented
+        return packless_product(x2, w).reshape(*x.shape[:-1], o), LinearCache(x, w, False)
     x2 = np.ascontiguousarray(x.reshape(-1, i))         # (N, i): a view when x is contiguous
     n = x2.shape[0]
     # 2-16 rows (a decode step of a few requests), or one row against a large w: w read once (engine/fast/rows.py);
@@ -64,6 +70,11 @@ def linear_forward(x, w, b=None):
         # one row (decoding a token) otherwise: NumPy's matmul calls BLAS's matrix-vector product, which streams w
         # once; sgemm with M = 1 first copies all of w into its packed panels, 4-6x slower (docs/gguf.md#decode-speed)
         return NotImplemented
+    if op == NO_TRANS and packless_rows(x2, w):
+        # 7-256 rows (a prompt's prefill, a decode step of many requests) on AVX-512: nothing packed (rows.py)
+        y = packless_product(x2, w)
+        y += b
+        return y.reshape(*x.shape[:-1], o), LinearCache(x, w, True)
     y = np.empty((n, o), np.float32)
     y[...] = b                                          # every row starts as the bias
     gemm(ROW_MAJOR, NO_TRANS, op, n, o, i, 1.0, x2.ctypes.data, i, w.ctypes.data, ldb,   # y += x2 @ w

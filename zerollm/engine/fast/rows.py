@@ -20,6 +20,12 @@ of W once and use it for every row of x while it is in a register.
                               of ONE_ROW_FROM_BYTES or more: rows k, k + q, k + 2q, k + 3q of W at a time over
                               all of y's columns, four streams from memory, faster than BLAS's gemv there.
 
+    packless_product(x, w)    x (N, i) @ w, w (i, o) C-contiguous, 7..PACKLESS_UP_TO_ROWS rows (a decode step of
+                              many requests, a prompt's prefill) on AVX-512 hosts: the attention's register-tile
+                              sgemm (engine/fast/microkernel.py: 6 rows x 64 columns of y in registers, w read
+                              where it lies), y's columns split over threads. OpenBLAS packs all of w into its
+                              panels at every call first; at these rows that copy is a large part of the work.
+
 Exactness: the same products as BLAS's, summed in another order: within float32 rounding of it.
 Rows of W (head) or blocks of columns (rows_product) are split over threads like the quantized kernels
 (blas.run_rows). Outside those rows, for float64, non-contiguous arrays or under autocast the
@@ -30,8 +36,9 @@ import numpy as np
 from numba import prange
 
 from zerollm.engine.amp import autocast_format
-from zerollm.engine.fast.blas import run_rows, thread_cap
-from zerollm.engine.fast.jit import float32_arrays, kernel, parallel_kernel
+from zerollm.engine.fast import microkernel
+from zerollm.engine.fast.blas import run_rows, run_threaded, thread_cap
+from zerollm.engine.fast.jit import float32_arrays, kernel, parallel_kernel, row_bounds
 
 ROWS_FROM = 2          # one row: BLAS's matrix-vector product, but for a large W (ONE_ROW_FROM_BYTES, the head's below)
 ROWS_UP_TO = 16        # head_product's crossover (benchmarks/rows.py): at 16 rows BLAS's packed sgemm is level
@@ -50,6 +57,19 @@ ONE_ROW_FROM_BYTES = 1 << 20
 # memory) at 6 / 8 / 10 / 12 / 16 rows 15.9 / 14.3 / 20.5 / 26.4 / 34.0 against 17.9 / 16.7 / 21.4 / 22.8 / 27.8 ms
 PAIRS_FROM_ROWS = 12
 PAIRS_UP_TO_BYTES = 16 << 20
+# packless_product from PACKLESS_FROM_ROWS rows of x against a w of PACKLESS_FROM_BYTES or more, from
+# PACKLESS_ANY_FROM_ROWS rows against one of PACKLESS_SMALL_FROM_BYTES or more, up to PACKLESS_UP_TO_ROWS rows.
+# One thread, AMD EPYC Zen 4 (AVX-512), OpenBLAS 0.3.31 SkylakeX, time of ours / BLAS's (benchmarks/rows.py
+# --packless): GPT-2's c_fc (768 x 3072) at 4 / 8 / 16 / 64 / 128 rows 0.20 / 0.39 / 0.44 / 0.87 / 0.93, its
+# c_attn (768 x 2304) 0.39 / 0.58 / 0.69 / 0.83 / 0.93; the tang model's c_fc (192 x 768) at 8 / 16 rows
+# 0.65 / 0.71, its c_attn (192 x 576, 442 KB) 1.30 at 8 rows but 0.71 at 12; its c_proj (192 x 192, 147 KB,
+# in the L2 cache) 1.26-1.80: BLAS's. Below 7 rows rows_product takes w (i, o); past 256 rows BLAS is level.
+PACKLESS_FROM_ROWS = 7
+PACKLESS_ANY_FROM_ROWS = 12
+PACKLESS_UP_TO_ROWS = 256
+PACKLESS_FROM_BYTES = 512 << 10
+PACKLESS_SMALL_FROM_BYTES = 256 << 10
+_COLUMNS_PER_THREAD = 128   # at least this many columns of y for a thread of packless_product
 # One row of x goes to head_product only against a head larger than PAIRS_UP_TO_BYTES (read from memory): GPT-2's
 # (154 MB) 9.95 ms by BLAS's matrix-vector product, 5.1 ms here; a head in the cache is BLAS's (the tang head,
 # 4.4 MB: 69 against 84 us; one thread, AMD EPYC Zen 4)
@@ -242,6 +262,31 @@ def _one_row_threaded(bounds, x, w, y):
 _ONE_ROW = (kernel(_one_row_serial), parallel_kernel(_one_row_threaded))
 
 
+def _packless_span(x, w, y, c0, c1):
+    """y[:, c0:c1] = x @ w[:, c0:c1] by the attention's register-tile sgemm (addresses, row strides o)."""
+    M, K = x.shape
+    o = w.shape[1]
+    microkernel.sgemm(M, c1 - c0, K, np.float32(1.0), x.ctypes.data, K, 1, w.ctypes.data + 4 * c0, o,
+                      np.float32(0.0), y.ctypes.data + 4 * c0, o)
+
+
+_packless_span_kernel = kernel(_packless_span)
+
+
+def _packless_serial(bounds, x, w, y):
+    for t in range(bounds.shape[0] - 1):
+        _packless_span_kernel(x, w, y, bounds[t], bounds[t + 1])
+
+
+def _packless_threaded(bounds, x, w, y):
+    for t in prange(bounds.shape[0] - 1):
+        _packless_span_kernel(x, w, y, bounds[t], bounds[t + 1])
+
+
+_PACKLESS = (kernel(_packless_serial), parallel_kernel(_packless_threaded))
+TILE_COLUMNS = 64           # the widest tile of microkernel.sgemm: a thread's columns start at a multiple of it
+
+
 def few_rows(x, w, up_to=ROWS_UP_TO, from_rows=ROWS_FROM):
     """True when x (N, K) @ a float32 weight goes to these kernels: from_rows..up_to rows (ROWS_UP_TO for the
     head's layout, COLUMN_ROWS_UP_TO for rows_product's), float32, C-contiguous, no autocast."""
@@ -264,6 +309,32 @@ def rows_product(x, w, threads=None):
     y = np.empty((x.shape[0], w.shape[1]), np.float32)
     pair = _ONE_ROW if x.shape[0] == 1 else _COLUMNS
     run_rows(pair, thread_cap() if threads is None else threads, w.shape[1], x, w, y, per_thread=_ROWS_PER_THREAD)
+    return y
+
+
+def packless_rows(x, w):
+    """Does x (N, i) @ w (i, o) go to packless_product? On a host where microkernel.USE (AVX-512), float32
+    C-contiguous, no autocast, PACKLESS_FROM_ROWS..PACKLESS_UP_TO_ROWS rows against a w of PACKLESS_FROM_BYTES or
+    more (PACKLESS_SMALL_FROM_BYTES from PACKLESS_ANY_FROM_ROWS rows): where BLAS's packing costs more than it
+    saves (see the numbers above)."""
+    if (not microkernel.USE or not few_rows(x, w, PACKLESS_UP_TO_ROWS, PACKLESS_FROM_ROWS)
+            or x.shape[1] != w.shape[0]):
+        return False
+    return w.nbytes >= (PACKLESS_SMALL_FROM_BYTES if x.shape[0] >= PACKLESS_ANY_FROM_ROWS else PACKLESS_FROM_BYTES)
+
+
+def packless_product(x, w, threads=None):
+    """y = x @ w for x (N, i), w (i, o), both float32 C-contiguous (packless_rows(x, w): the caller checks), by the
+    register-tile sgemm; threads (blas.thread_cap() when None) split y's columns at multiples of 64, so each
+    column gets the same tile, and the same bits, on any number of threads."""
+    o = w.shape[1]
+    y = np.empty((x.shape[0], o), np.float32)
+    n_threads = max(1, min(thread_cap() if threads is None else threads, o // _COLUMNS_PER_THREAD))
+    if n_threads == 1:
+        _PACKLESS[0](row_bounds(o, 1), x, w, y)
+    else:
+        bounds = np.minimum(row_bounds(-(-o // TILE_COLUMNS), n_threads) * TILE_COLUMNS, o)
+        run_threaded(*_PACKLESS, n_threads, bounds, x, w, y)
     return y
 
 

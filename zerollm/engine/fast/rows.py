@@ -59,11 +59,12 @@ PAIRS_FROM_ROWS = 12
 PAIRS_UP_TO_BYTES = 16 << 20
 # packless_product from PACKLESS_FROM_ROWS rows of x against a w of PACKLESS_FROM_BYTES or more, from
 # PACKLESS_ANY_FROM_ROWS rows against one of PACKLESS_SMALL_FROM_BYTES or more, up to PACKLESS_UP_TO_ROWS rows.
-# One thread, AMD EPYC Zen 4 (AVX-512), OpenBLAS 0.3.31 SkylakeX, time of ours / BLAS's (benchmarks/rows.py
-# --packless): GPT-2's c_fc (768 x 3072) at 4 / 8 / 16 / 64 / 128 rows 0.20 / 0.39 / 0.44 / 0.87 / 0.93, its
-# c_attn (768 x 2304) 0.39 / 0.58 / 0.69 / 0.83 / 0.93; the tang model's c_fc (192 x 768) at 8 / 16 rows
-# 0.65 / 0.71, its c_attn (192 x 576, 442 KB) 1.30 at 8 rows but 0.71 at 12; its c_proj (192 x 192, 147 KB,
-# in the L2 cache) 1.26-1.80: BLAS's. Below 7 rows rows_product takes w (i, o); past 256 rows BLAS is level.
+# One thread, AMD EPYC Zen 4 (AVX-512), OpenBLAS 0.3.31 SkylakeX, time of ours / BLAS's (each product alone on
+# random x and w, best of five timeit runs; docs/serving.md has the step it changed): GPT-2's c_fc (768 x 3072)
+# at 4 / 8 / 16 / 64 / 128 rows 0.20 / 0.39 / 0.44 / 0.87 / 0.93, its c_attn (768 x 2304) 0.39 / 0.58 / 0.69 /
+# 0.83 / 0.93; the tang model's c_fc (192 x 768) at 8 / 16 rows 0.65 / 0.71, its c_attn (192 x 576, 442 KB)
+# 1.30 at 8 rows but 0.71 at 12; its c_proj (192 x 192, 147 KB, in the L2 cache) 1.26-1.80: BLAS's. Below 7
+# rows rows_product takes w (i, o). Past 256 rows (not measured; a training batch) BLAS keeps its products.
 PACKLESS_FROM_ROWS = 7
 PACKLESS_ANY_FROM_ROWS = 12
 PACKLESS_UP_TO_ROWS = 256

@@ -174,11 +174,13 @@ def packless(monkeypatch):
     monkeypatch.setattr(microkernel, "USE", True)
     monkeypatch.setattr(rows, "PACKLESS_FROM_BYTES", 0)
     monkeypatch.setattr(rows, "PACKLESS_SMALL_FROM_BYTES", 0)
+    monkeypatch.setattr(rows, "PADDED_HEAD_FROM_ROWS", 7)
     calls = []
-    product = rows.packless_product
+    product, head = rows.packless_product, rows._padded_head
     spy = (lambda x, w, threads=None: calls.append(x.shape[0]) or product(x, w, threads))
     monkeypatch.setattr(fast_linear, "packless_product", spy)
     monkeypatch.setattr(decode, "packless_product", spy)
+    monkeypatch.setattr(rows, "_padded_head", lambda x, w: calls.append(("head", x.shape[0])) or head(x, w))
     return calls
 
 
@@ -241,4 +243,40 @@ def test_greedy_tokens_at_7_and_9_rows_through_the_packless_sgemm_equal_the_nump
         packless.clear()
         with use_engine("fast"):
             assert greedy_rows(model, prompts[:n]) == ref, n
-        assert n in packless                                                       # the decode steps' products
+        assert n in packless and ("head", n) in packless                           # the decode steps' products
+
+
+@pytest.mark.parametrize("n", [1, 7, 8, 13, 16])
+def test_the_padded_head_equals_blas_and_gives_the_same_bits_on_any_number_of_threads(packless, n):
+    """x^T padded to 16 columns; 301 rows of W: 8-row tiles and a rest of 5, split over 2 threads at a multiple
+    of 8 (at least 64 rows a thread)."""
+    rng = np.random.default_rng(n)
+    x = rng.standard_normal((n, 37)).astype(np.float32)
+    w = rng.standard_normal((301, 37)).astype(np.float32)
+    with limit_threads(1):
+        one = rows._padded_head(x, w)
+    close(one, x @ w.T)
+    assert one.shape == (n, 301) and one.flags.c_contiguous
+    with limit_threads(2):
+        assert np.array_equal(rows._padded_head(x, w), one)
+
+
+def test_which_head_products_go_to_the_padded_sgemm(monkeypatch):
+    from zerollm.engine.fast import microkernel
+    monkeypatch.setattr(microkernel, "USE", True)
+    cached = np.zeros((301, 23), np.float32)
+    read = np.lib.stride_tricks.as_strided(np.zeros(1, np.float32), (rows.PAIRS_UP_TO_BYTES // 4 + 1, 1), (0, 4))
+    assert rows.padded_head(rows.PADDED_HEAD_FROM_ROWS, cached) and rows.padded_head(rows.HEAD_LANES, cached)
+    assert not rows.padded_head(rows.PADDED_HEAD_FROM_ROWS - 1, cached)          # the head kernel's
+    assert rows.padded_head(rows.PADDED_HEAD_READ_FROM_ROWS, read)
+    assert not rows.padded_head(rows.PADDED_HEAD_READ_FROM_ROWS - 1, read)
+    assert not rows.padded_head(rows.HEAD_LANES + 1, read)                         # past one vector of x^T
+    calls = []
+    monkeypatch.setattr(rows, "_padded_head", lambda x, w: calls.append(x.shape[0]) or x @ w.T)
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((16, 23)).astype(np.float32)
+    for n in (rows.PADDED_HEAD_FROM_ROWS - 1, rows.PADDED_HEAD_FROM_ROWS):
+        close(rows.head_product(x[:n], cached + 1), x[:n] @ (cached + 1).T)
+    assert calls == [rows.PADDED_HEAD_FROM_ROWS]
+    monkeypatch.setattr(microkernel, "USE", False)                                 # no AVX-512, or switched off
+    assert not rows.padded_head(rows.HEAD_LANES, cached)

@@ -26,6 +26,9 @@ of W once and use it for every row of x while it is in a register.
                               where it lies), y's columns split over threads. OpenBLAS packs all of w into its
                               panels at every call first; at these rows that copy is a large part of the work.
 
+                              head_product takes the same sgemm as (W @ x^T)^T for 14-16 rows (8-16 against a
+                              head read from memory): x^T padded with zeros to 16 columns, one vector.
+
 Exactness: the same products as BLAS's, summed in another order: within float32 rounding of it.
 Rows of W (head) or blocks of columns (rows_product) are split over threads like the quantized kernels
 (blas.run_rows). Outside those rows, for float64, non-contiguous arrays or under autocast the
@@ -71,6 +74,15 @@ PACKLESS_UP_TO_ROWS = 256
 PACKLESS_FROM_BYTES = 512 << 10
 PACKLESS_SMALL_FROM_BYTES = 256 << 10
 _COLUMNS_PER_THREAD = 128   # at least this many columns of y for a thread of packless_product
+# head_product through the same sgemm as (W @ x^T)^T, x^T padded to HEAD_LANES columns (one AVX-512 vector; fewer
+# would fall to its scalar edge code, 20x slower), from PADDED_HEAD_FROM_ROWS rows, or PADDED_HEAD_READ_FROM_ROWS
+# for a head read from memory. One thread, same host, time of it ÷ the head kernel's (transposes included):
+# GPT-2's head (50,257 x 768, 154 MB) 0.81 / 0.51 / 0.61 / 0.57 at 8 / 10 / 12 / 16 rows (26.3 -> 14.9 ms at 16);
+# the tang head (5,713 x 192, 4.4 MB) 1.15 / 1.04 / 0.81 / 0.83 at 8 / 12 / 14 / 16; the llama shape's (512 x 768)
+# 1.69 / 1.12 / 0.92 / 0.88. At 2 threads GPT-2's 0.54-0.56 at 14-16 rows, the tang head's 0.79 / 1.03 at 14 / 16.
+HEAD_LANES = 16
+PADDED_HEAD_FROM_ROWS = 14
+PADDED_HEAD_READ_FROM_ROWS = 8
 # One row of x goes to head_product only against a head larger than PAIRS_UP_TO_BYTES (read from memory): GPT-2's
 # (154 MB) 9.95 ms by BLAS's matrix-vector product, 5.1 ms here; a head in the cache is BLAS's (the tang head,
 # 4.4 MB: 69 against 84 us; one thread, AMD EPYC Zen 4)
@@ -263,28 +275,46 @@ def _one_row_threaded(bounds, x, w, y):
 _ONE_ROW = (kernel(_one_row_serial), parallel_kernel(_one_row_threaded))
 
 
-def _packless_span(x, w, y, c0, c1):
-    """y[:, c0:c1] = x @ w[:, c0:c1] by the attention's register-tile sgemm (addresses, row strides o)."""
-    M, K = x.shape
-    o = w.shape[1]
-    microkernel.sgemm(M, c1 - c0, K, np.float32(1.0), x.ctypes.data, K, 1, w.ctypes.data + 4 * c0, o,
-                      np.float32(0.0), y.ctypes.data + 4 * c0, o)
+def _sgemm_span(by_rows, a, b, c, s0, s1):
+    """C = A B (a (M, K), b (K, N), c (M, N), float32 C-contiguous) for rows s0..s1 of A and C (by_rows), else
+    for columns s0..s1 of B and C, by the attention's register-tile sgemm (addresses and row strides)."""
+    M, K = a.shape
+    N = b.shape[1]
+    if by_rows:
+        microkernel.sgemm(s1 - s0, N, K, np.float32(1.0), a.ctypes.data + 4 * s0 * K, K, 1, b.ctypes.data, N,
+                          np.float32(0.0), c.ctypes.data + 4 * s0 * N, N)
+    else:
+        microkernel.sgemm(M, s1 - s0, K, np.float32(1.0), a.ctypes.data, K, 1, b.ctypes.data + 4 * s0, N,
+                          np.float32(0.0), c.ctypes.data + 4 * s0, N)
 
 
-_packless_span_kernel = kernel(_packless_span)
+_sgemm_span_kernel = kernel(_sgemm_span)
 
 
-def _packless_serial(bounds, x, w, y):
+def _sgemm_serial(bounds, by_rows, a, b, c):
     for t in range(bounds.shape[0] - 1):
-        _packless_span_kernel(x, w, y, bounds[t], bounds[t + 1])
+        _sgemm_span_kernel(by_rows, a, b, c, bounds[t], bounds[t + 1])
 
 
-def _packless_threaded(bounds, x, w, y):
+def _sgemm_threaded(bounds, by_rows, a, b, c):
     for t in prange(bounds.shape[0] - 1):
-        _packless_span_kernel(x, w, y, bounds[t], bounds[t + 1])
+        _sgemm_span_kernel(by_rows, a, b, c, bounds[t], bounds[t + 1])
 
 
-_PACKLESS = (kernel(_packless_serial), parallel_kernel(_packless_threaded))
+_SGEMM = (kernel(_sgemm_serial), parallel_kernel(_sgemm_threaded))
+
+
+def _tiled_sgemm(by_rows, a, b, c, threads, step, per_thread):
+    """_sgemm_span over all of C on up to ``threads`` threads (at least ``per_thread`` rows or columns each), the
+    parts starting at multiples of ``step``: each row or column gets the same tiles, and bits, on any number."""
+    R = a.shape[0] if by_rows else b.shape[1]
+    n_threads = max(1, min(threads, R // per_thread))
+    if n_threads == 1:
+        return _SGEMM[0](row_bounds(R, 1), by_rows, a, b, c)
+    bounds = np.minimum(row_bounds(-(-R // step), n_threads) * step, R)
+    run_threaded(*_SGEMM, n_threads, bounds, by_rows, a, b, c)
+
+
 TILE_COLUMNS = 64           # the widest tile of microkernel.sgemm: a thread's columns start at a multiple of it
 
 
@@ -328,15 +358,29 @@ def packless_product(x, w, threads=None):
     """y = x @ w for x (N, i), w (i, o), both float32 C-contiguous (packless_rows(x, w): the caller checks), by the
     register-tile sgemm; threads (blas.thread_cap() when None) split y's columns at multiples of 64, so each
     column gets the same tile, and the same bits, on any number of threads."""
-    o = w.shape[1]
-    y = np.empty((x.shape[0], o), np.float32)
-    n_threads = max(1, min(thread_cap() if threads is None else threads, o // _COLUMNS_PER_THREAD))
-    if n_threads == 1:
-        _PACKLESS[0](row_bounds(o, 1), x, w, y)
-    else:
-        bounds = np.minimum(row_bounds(-(-o // TILE_COLUMNS), n_threads) * TILE_COLUMNS, o)
-        run_threaded(*_PACKLESS, n_threads, bounds, x, w, y)
+    y = np.empty((x.shape[0], w.shape[1]), np.float32)
+    _tiled_sgemm(False, x, w, y, thread_cap() if threads is None else threads, TILE_COLUMNS, _COLUMNS_PER_THREAD)
     return y
+
+
+def padded_head(n, w):
+    """Does a head product of n rows against w (V, C) go to the register-tile sgemm (_padded_head)? On AVX-512
+    hosts (microkernel.USE), from PADDED_HEAD_FROM_ROWS rows (PADDED_HEAD_READ_FROM_ROWS for a head of more than
+    PAIRS_UP_TO_BYTES, read from memory) up to HEAD_LANES."""
+    low = PADDED_HEAD_READ_FROM_ROWS if w.nbytes > PAIRS_UP_TO_BYTES else PADDED_HEAD_FROM_ROWS
+    return microkernel.USE and low <= n <= HEAD_LANES
+
+
+def _padded_head(x, w):
+    """x @ w.T as (w @ x^T)^T: x^T padded with zeros to HEAD_LANES columns, one AVX-512 vector, so the sgemm's
+    8 x 16 tile takes 8 rows of W against all of x at each step and reads W once; W's rows split over threads
+    at multiples of 8."""
+    n, C = x.shape
+    xt = np.zeros((C, HEAD_LANES), np.float32)
+    xt[:, :n] = x.T
+    yt = np.empty((w.shape[0], HEAD_LANES), np.float32)
+    _tiled_sgemm(True, w, xt, yt, thread_cap(), 8, _ROWS_PER_THREAD)
+    return np.ascontiguousarray(yt[:, :n].T)
 
 
 def head_product(x, w):
@@ -346,6 +390,8 @@ def head_product(x, w):
             and x.shape[1] == w.shape[1] and w.shape[0] > 0
             and few_rows(x, w, ROWS_UP_TO, 1 if w.nbytes > PAIRS_UP_TO_BYTES else ROWS_FROM)):
         return NotImplemented
+    if padded_head(x.shape[0], w):
+        return _padded_head(x, w)
     y = np.empty((x.shape[0], w.shape[0]), np.float32)
     run_rows(_HEAD, thread_cap(), w.shape[0], x, w, y, two_rows_of_w(x.shape[0], w), per_thread=_ROWS_PER_THREAD)
     return y

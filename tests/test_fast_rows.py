@@ -169,7 +169,8 @@ def greedy_rows(model, prompts):
 
 @pytest.fixture
 def packless(monkeypatch):
-    """microkernel.USE on, any weight size: every 7..256-row float32 product of the fast engine goes there."""
+    """microkernel.USE on, any weight size, one thread: every 7..256-row float32 product of the fast engine goes
+    there, and every head product of 7..16 rows to the padded head."""
     from zerollm.engine.fast import microkernel
     monkeypatch.setattr(microkernel, "USE", True)
     monkeypatch.setattr(rows, "PACKLESS_FROM_BYTES", 0)
@@ -177,23 +178,21 @@ def packless(monkeypatch):
     monkeypatch.setattr(rows, "PADDED_HEAD_FROM_ROWS", 7)
     calls = []
     product, head = rows.packless_product, rows._padded_head
-    spy = (lambda x, w, threads=None: calls.append(x.shape[0]) or product(x, w, threads))
+    spy = (lambda x, w: calls.append(x.shape[0]) or product(x, w))
     monkeypatch.setattr(fast_linear, "packless_product", spy)
     monkeypatch.setattr(decode, "packless_product", spy)
     monkeypatch.setattr(rows, "_padded_head", lambda x, w: calls.append(("head", x.shape[0])) or head(x, w))
-    return calls
+    with limit_threads(1):                                   # one thread only (rows.packless_rows says why)
+        yield calls
 
 
 @pytest.mark.parametrize("n, i, o", [(7, 37, 300), (13, 64, 129), (64, 23, 1000), (256, 5, 77)])
-def test_packless_product_equals_blas_and_gives_the_same_bits_on_any_number_of_threads(packless, n, i, o):
-    """Odd sizes: 6-row tiles and the 4/2/1-row ones, 64-column tiles and the 32/16/scalar rest; the threads'
-    columns start at multiples of 64, so a column is the same sum however y is split."""
+def test_packless_product_equals_blas(n, i, o):
+    """Odd sizes: 6-row tiles and the 4/2/1-row ones, 64-column tiles and the 32/16/scalar rest."""
     rng = np.random.default_rng(n)
     x = rng.standard_normal((n, i)).astype(np.float32)
     w = rng.standard_normal((i, o)).astype(np.float32)
-    one = rows.packless_product(x, w, 1)
-    close(one, x @ w)
-    assert np.array_equal(rows.packless_product(x, w, 2), one)
+    close(rows.packless_product(x, w), x @ w)
 
 
 def test_which_products_go_to_the_packless_sgemm(monkeypatch):
@@ -202,20 +201,21 @@ def test_which_products_go_to_the_packless_sgemm(monkeypatch):
     big = np.zeros((128, rows.PACKLESS_FROM_BYTES // 512), np.float32)           # exactly PACKLESS_FROM_BYTES
     small = np.zeros((128, rows.PACKLESS_SMALL_FROM_BYTES // 512), np.float32)   # exactly PACKLESS_SMALL_FROM_BYTES
     rows_of = (lambda n, dtype=np.float32: np.zeros((n, 128), dtype))
-    assert rows.packless_rows(rows_of(rows.PACKLESS_FROM_ROWS), big)
-    assert rows.packless_rows(rows_of(rows.PACKLESS_UP_TO_ROWS), big)
-    assert not rows.packless_rows(rows_of(rows.PACKLESS_FROM_ROWS - 1), big)       # rows_product's
-    assert not rows.packless_rows(rows_of(rows.PACKLESS_UP_TO_ROWS + 1), big)      # BLAS is level there
-    assert not rows.packless_rows(rows_of(rows.PACKLESS_FROM_ROWS), small)         # in the cache: BLAS's, at few rows
-    assert rows.packless_rows(rows_of(rows.PACKLESS_ANY_FROM_ROWS), small)
-    assert not rows.packless_rows(rows_of(rows.PACKLESS_ANY_FROM_ROWS), small[:, :-1])
-    assert not rows.packless_rows(rows_of(8, np.float64), big.astype(np.float64))
-    assert not rows.packless_rows(rows_of(8), np.asfortranarray(big))
-    assert not rows.packless_rows(np.zeros((8, 127), np.float32), big)              # shapes that do not multiply
+    assert rows.packless_rows(rows_of(rows.PACKLESS_FROM_ROWS), big, 1)
+    assert rows.packless_rows(rows_of(rows.PACKLESS_UP_TO_ROWS), big, 1)
+    assert not rows.packless_rows(rows_of(rows.PACKLESS_FROM_ROWS), big, 2)       # numba's threads against BLAS's
+    assert not rows.packless_rows(rows_of(rows.PACKLESS_FROM_ROWS - 1), big, 1)    # rows_product's
+    assert not rows.packless_rows(rows_of(rows.PACKLESS_UP_TO_ROWS + 1), big, 1)   # BLAS is level there
+    assert not rows.packless_rows(rows_of(rows.PACKLESS_FROM_ROWS), small, 1)      # in the cache: BLAS's, at few rows
+    assert rows.packless_rows(rows_of(rows.PACKLESS_ANY_FROM_ROWS), small, 1)
+    assert not rows.packless_rows(rows_of(rows.PACKLESS_ANY_FROM_ROWS), small[:, :-1], 1)
+    assert not rows.packless_rows(rows_of(8, np.float64), big.astype(np.float64), 1)
+    assert not rows.packless_rows(rows_of(8), np.asfortranarray(big), 1)
+    assert not rows.packless_rows(np.zeros((8, 127), np.float32), big, 1)           # shapes that do not multiply
     with autocast("bf16"):
-        assert not rows.packless_rows(rows_of(8), big)
+        assert not rows.packless_rows(rows_of(8), big, 1)
     monkeypatch.setattr(microkernel, "USE", False)                                 # no AVX-512, or switched off
-    assert not rows.packless_rows(rows_of(8), big)
+    assert not rows.packless_rows(rows_of(8), big, 1)
 
 
 def test_linear_forward_takes_the_packless_sgemm_with_and_without_bias(packless):
@@ -247,18 +247,14 @@ def test_greedy_tokens_at_7_and_9_rows_through_the_packless_sgemm_equal_the_nump
 
 
 @pytest.mark.parametrize("n", [1, 7, 8, 13, 16])
-def test_the_padded_head_equals_blas_and_gives_the_same_bits_on_any_number_of_threads(packless, n):
-    """x^T padded to 16 columns; 301 rows of W: 8-row tiles and a rest of 5, split over 2 threads at a multiple
-    of 8 (at least 64 rows a thread)."""
+def test_the_padded_head_equals_blas(packless, n):
+    """x^T padded to 16 columns; 301 rows of W: 8-row tiles and a rest of 5."""
     rng = np.random.default_rng(n)
     x = rng.standard_normal((n, 37)).astype(np.float32)
     w = rng.standard_normal((301, 37)).astype(np.float32)
-    with limit_threads(1):
-        one = rows._padded_head(x, w)
-    close(one, x @ w.T)
-    assert one.shape == (n, 301) and one.flags.c_contiguous
-    with limit_threads(2):
-        assert np.array_equal(rows._padded_head(x, w), one)
+    got = rows._padded_head(x, w)
+    close(got, x @ w.T)
+    assert got.shape == (n, 301) and got.flags.c_contiguous
 
 
 def test_which_head_products_go_to_the_padded_sgemm(monkeypatch):
@@ -266,17 +262,19 @@ def test_which_head_products_go_to_the_padded_sgemm(monkeypatch):
     monkeypatch.setattr(microkernel, "USE", True)
     cached = np.zeros((301, 23), np.float32)
     read = np.lib.stride_tricks.as_strided(np.zeros(1, np.float32), (rows.PAIRS_UP_TO_BYTES // 4 + 1, 1), (0, 4))
-    assert rows.padded_head(rows.PADDED_HEAD_FROM_ROWS, cached) and rows.padded_head(rows.HEAD_LANES, cached)
-    assert not rows.padded_head(rows.PADDED_HEAD_FROM_ROWS - 1, cached)          # the head kernel's
-    assert rows.padded_head(rows.PADDED_HEAD_READ_FROM_ROWS, read)
-    assert not rows.padded_head(rows.PADDED_HEAD_READ_FROM_ROWS - 1, read)
-    assert not rows.padded_head(rows.HEAD_LANES + 1, read)                         # past one vector of x^T
+    assert rows.padded_head(rows.PADDED_HEAD_FROM_ROWS, cached, 1) and rows.padded_head(rows.HEAD_LANES, cached, 1)
+    assert not rows.padded_head(rows.PADDED_HEAD_FROM_ROWS, cached, 2)           # as packless_rows: one thread
+    assert not rows.padded_head(rows.PADDED_HEAD_FROM_ROWS - 1, cached, 1)       # the head kernel's
+    assert rows.padded_head(rows.PADDED_HEAD_READ_FROM_ROWS, read, 1)
+    assert not rows.padded_head(rows.PADDED_HEAD_READ_FROM_ROWS - 1, read, 1)
+    assert not rows.padded_head(rows.HEAD_LANES + 1, read, 1)                      # past one vector of x^T
     calls = []
     monkeypatch.setattr(rows, "_padded_head", lambda x, w: calls.append(x.shape[0]) or x @ w.T)
     rng = np.random.default_rng(3)
     x = rng.standard_normal((16, 23)).astype(np.float32)
-    for n in (rows.PADDED_HEAD_FROM_ROWS - 1, rows.PADDED_HEAD_FROM_ROWS):
-        close(rows.head_product(x[:n], cached + 1), x[:n] @ (cached + 1).T)
+    with limit_threads(1):
+        for n in (rows.PADDED_HEAD_FROM_ROWS - 1, rows.PADDED_HEAD_FROM_ROWS):
+            close(rows.head_product(x[:n], cached + 1), x[:n] @ (cached + 1).T)
     assert calls == [rows.PADDED_HEAD_FROM_ROWS]
     monkeypatch.setattr(microkernel, "USE", False)                                 # no AVX-512, or switched off
-    assert not rows.padded_head(rows.HEAD_LANES, cached)
+    assert not rows.padded_head(rows.HEAD_LANES, cached, 1)

@@ -251,7 +251,7 @@ def _product(h, w, threads):
         # register-tile sgemm, which packs nothing (rows.packless_rows; threads is 0 from qgemm.ROWS_FROM rows)
         if threads and column_rows(h, w, threads):
             return rows_product(h, w, threads)
-        return packless_product(h, w, threads or thread_cap()) if packless_rows(h, w) else h @ w
+        return packless_product(h, w) if packless_rows(h, w, threads or thread_cap()) else h @ w
     return integer_product(h, w, threads) if threads else quantized_matmul(h, w)
 
 

@@ -16,9 +16,10 @@ Small, but it costs one BLAS call.
 
 For 2-16 rows of x (2-6 for w (i, o)) the few-row kernels of engine/fast/rows.py multiply instead, and b is
 added after, as in the reference; so does the register-tile sgemm at 7-256 rows against a large enough w (i, o)
-on AVX-512 hosts (rows.packless_rows), which is also the one way a layer without bias comes here. The backward
-is the reference's (three products; nothing to fold). One row of x (decoding), float64, autocast, weights that
-are neither (i, o) nor (o, i).T in memory, and layers without bias outside packless_rows answer NotImplemented.
+on one thread of an AVX-512 host (rows.packless_rows), which is also the one way a layer without bias comes
+here. The backward is the reference's (three products; nothing to fold). One row of x (decoding), float64,
+autocast, weights that are neither (i, o) nor (o, i).T in memory, and layers without bias outside packless_rows
+answer NotImplemented.
 """
 
 import numpy as np
@@ -54,7 +55,7 @@ def linear_forward(x, w, b=None):
     i, o = w.shape
     if b is None:                       # nothing to fold: only the register-tile sgemm differs from the reference
         x2 = x.reshape(-1, i)
-        if op != NO_TRANS or not packless_rows(x2, w):
+        if op != NO_TRANS or not packless_rows(x2, w, thread_cap()):
             return NotImplemented
         return packless_product(x2, w).reshape(*x.shape[:-1], o), LinearCache(x, w, False)
     x2 = np.ascontiguousarray(x.reshape(-1, i))         # (N, i): a view when x is contiguous
@@ -70,8 +71,8 @@ def linear_forward(x, w, b=None):
         # one row (decoding a token) otherwise: NumPy's matmul calls BLAS's matrix-vector product, which streams w
         # once; sgemm with M = 1 first copies all of w into its packed panels, 4-6x slower (docs/gguf.md#decode-speed)
         return NotImplemented
-    if op == NO_TRANS and packless_rows(x2, w):
-        # 7-256 rows (a prompt's prefill, a decode step of many requests) on AVX-512: nothing packed (rows.py)
+    if op == NO_TRANS and packless_rows(x2, w, thread_cap()):
+        # 7-256 rows (a prompt's prefill, a decode step of many requests) on one AVX-512 thread: nothing packed
         y = packless_product(x2, w)
         y += b
         return y.reshape(*x.shape[:-1], o), LinearCache(x, w, True)

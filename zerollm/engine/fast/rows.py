@@ -23,8 +23,8 @@ of W once and use it for every row of x while it is in a register.
     packless_product(x, w)    x (N, i) @ w, w (i, o) C-contiguous, 7..PACKLESS_UP_TO_ROWS rows (a decode step of
                               many requests, a prompt's prefill) on AVX-512 hosts: the attention's register-tile
                               sgemm (engine/fast/microkernel.py: 6 rows x 64 columns of y in registers, w read
-                              where it lies), y's columns split over threads. OpenBLAS packs all of w into its
-                              panels at every call first; at these rows that copy is a large part of the work.
+                              where it lies), on one thread. OpenBLAS packs all of w into its panels at every
+                              call first; at these rows that copy is a large part of the work.
 
                               head_product takes the same sgemm as (W @ x^T)^T for 14-16 rows (8-16 against a
                               head read from memory): x^T padded with zeros to 16 columns, one vector.
@@ -40,8 +40,8 @@ from numba import prange
 
 from zerollm.engine.amp import autocast_format
 from zerollm.engine.fast import microkernel
-from zerollm.engine.fast.blas import run_rows, run_threaded, thread_cap
-from zerollm.engine.fast.jit import float32_arrays, kernel, parallel_kernel, row_bounds
+from zerollm.engine.fast.blas import run_rows, thread_cap
+from zerollm.engine.fast.jit import float32_arrays, kernel, parallel_kernel
 
 ROWS_FROM = 2          # one row: BLAS's matrix-vector product, but for a large W (ONE_ROW_FROM_BYTES, the head's below)
 ROWS_UP_TO = 16        # head_product's crossover (benchmarks/rows.py): at 16 rows BLAS's packed sgemm is level
@@ -73,13 +73,12 @@ PACKLESS_ANY_FROM_ROWS = 12
 PACKLESS_UP_TO_ROWS = 256
 PACKLESS_FROM_BYTES = 512 << 10
 PACKLESS_SMALL_FROM_BYTES = 256 << 10
-_COLUMNS_PER_THREAD = 128   # at least this many columns of y for a thread of packless_product
 # head_product through the same sgemm as (W @ x^T)^T, x^T padded to HEAD_LANES columns (one AVX-512 vector; fewer
 # would fall to its scalar edge code, 20x slower), from PADDED_HEAD_FROM_ROWS rows, or PADDED_HEAD_READ_FROM_ROWS
 # for a head read from memory. One thread, same host, time of it ÷ the head kernel's (transposes included):
 # GPT-2's head (50,257 x 768, 154 MB) 0.81 / 0.51 / 0.61 / 0.57 at 8 / 10 / 12 / 16 rows (26.3 -> 14.9 ms at 16);
 # the tang head (5,713 x 192, 4.4 MB) 1.15 / 1.04 / 0.81 / 0.83 at 8 / 12 / 14 / 16; the llama shape's (512 x 768)
-# 1.69 / 1.12 / 0.92 / 0.88. At 2 threads GPT-2's 0.54-0.56 at 14-16 rows, the tang head's 0.79 / 1.03 at 14 / 16.
+# 1.69 / 1.12 / 0.92 / 0.88. One thread only, as packless_rows.
 HEAD_LANES = 16
 PADDED_HEAD_FROM_ROWS = 14
 PADDED_HEAD_READ_FROM_ROWS = 8
@@ -291,33 +290,6 @@ def _sgemm_span(by_rows, a, b, c, s0, s1):
 _sgemm_span_kernel = kernel(_sgemm_span)
 
 
-def _sgemm_serial(bounds, by_rows, a, b, c):
-    for t in range(bounds.shape[0] - 1):
-        _sgemm_span_kernel(by_rows, a, b, c, bounds[t], bounds[t + 1])
-
-
-def _sgemm_threaded(bounds, by_rows, a, b, c):
-    for t in prange(bounds.shape[0] - 1):
-        _sgemm_span_kernel(by_rows, a, b, c, bounds[t], bounds[t + 1])
-
-
-_SGEMM = (kernel(_sgemm_serial), parallel_kernel(_sgemm_threaded))
-
-
-def _tiled_sgemm(by_rows, a, b, c, threads, step, per_thread):
-    """_sgemm_span over all of C on up to ``threads`` threads (at least ``per_thread`` rows or columns each), the
-    parts starting at multiples of ``step``: each row or column gets the same tiles, and bits, on any number."""
-    R = a.shape[0] if by_rows else b.shape[1]
-    n_threads = max(1, min(threads, R // per_thread))
-    if n_threads == 1:
-        return _SGEMM[0](row_bounds(R, 1), by_rows, a, b, c)
-    bounds = np.minimum(row_bounds(-(-R // step), n_threads) * step, R)
-    run_threaded(*_SGEMM, n_threads, bounds, by_rows, a, b, c)
-
-
-TILE_COLUMNS = 64           # the widest tile of microkernel.sgemm: a thread's columns start at a multiple of it
-
-
 def few_rows(x, w, up_to=ROWS_UP_TO, from_rows=ROWS_FROM):
     """True when x (N, K) @ a float32 weight goes to these kernels: from_rows..up_to rows (ROWS_UP_TO for the
     head's layout, COLUMN_ROWS_UP_TO for rows_product's), float32, C-contiguous, no autocast."""
@@ -343,43 +315,43 @@ def rows_product(x, w, threads=None):
     return y
 
 
-def packless_rows(x, w):
-    """Does x (N, i) @ w (i, o) go to packless_product? On a host where microkernel.USE (AVX-512), float32
-    C-contiguous, no autocast, PACKLESS_FROM_ROWS..PACKLESS_UP_TO_ROWS rows against a w of PACKLESS_FROM_BYTES or
-    more (PACKLESS_SMALL_FROM_BYTES from PACKLESS_ANY_FROM_ROWS rows): where BLAS's packing costs more than it
-    saves (see the numbers above)."""
-    if (not microkernel.USE or not few_rows(x, w, PACKLESS_UP_TO_ROWS, PACKLESS_FROM_ROWS)
+def packless_rows(x, w, threads):
+    """Does x (N, i) @ w (i, o) go to packless_product? On one thread (``threads``: blas.thread_cap()) of a host
+    where microkernel.USE (AVX-512), float32 C-contiguous, no autocast, PACKLESS_FROM_ROWS..PACKLESS_UP_TO_ROWS rows
+    against a w of PACKLESS_FROM_BYTES or more (PACKLESS_SMALL_FROM_BYTES from PACKLESS_ANY_FROM_ROWS rows): where
+    BLAS's packing costs more than it saves (see the numbers above). Not on two threads and more: numba's threads
+    and OpenBLAS's (the products around it) took the cores from each other, a llama f32 prefill of 64 tokens at 2
+    threads 717-751 tok/s with BLAS against 432-443 with this product's columns split over numba's threads."""
+    if (threads != 1 or not microkernel.USE or not few_rows(x, w, PACKLESS_UP_TO_ROWS, PACKLESS_FROM_ROWS)
             or x.shape[1] != w.shape[0]):
         return False
     return w.nbytes >= (PACKLESS_SMALL_FROM_BYTES if x.shape[0] >= PACKLESS_ANY_FROM_ROWS else PACKLESS_FROM_BYTES)
 
 
-def packless_product(x, w, threads=None):
-    """y = x @ w for x (N, i), w (i, o), both float32 C-contiguous (packless_rows(x, w): the caller checks), by the
-    register-tile sgemm; threads (blas.thread_cap() when None) split y's columns at multiples of 64, so each
-    column gets the same tile, and the same bits, on any number of threads."""
+def packless_product(x, w):
+    """y = x @ w for x (N, i), w (i, o), both float32 C-contiguous (packless_rows(x, w, 1): the caller checks), by
+    the register-tile sgemm, on this thread."""
     y = np.empty((x.shape[0], w.shape[1]), np.float32)
-    _tiled_sgemm(False, x, w, y, thread_cap() if threads is None else threads, TILE_COLUMNS, _COLUMNS_PER_THREAD)
+    _sgemm_span_kernel(False, x, w, y, 0, w.shape[1])
     return y
 
 
-def padded_head(n, w):
-    """Does a head product of n rows against w (V, C) go to the register-tile sgemm (_padded_head)? On AVX-512
-    hosts (microkernel.USE), from PADDED_HEAD_FROM_ROWS rows (PADDED_HEAD_READ_FROM_ROWS for a head of more than
-    PAIRS_UP_TO_BYTES, read from memory) up to HEAD_LANES."""
+def padded_head(n, w, threads):
+    """Does a head product of n rows against w (V, C) go to the register-tile sgemm (_padded_head)? On one thread
+    (as packless_rows) of an AVX-512 host (microkernel.USE), from PADDED_HEAD_FROM_ROWS rows
+    (PADDED_HEAD_READ_FROM_ROWS for a head of more than PAIRS_UP_TO_BYTES, read from memory) up to HEAD_LANES."""
     low = PADDED_HEAD_READ_FROM_ROWS if w.nbytes > PAIRS_UP_TO_BYTES else PADDED_HEAD_FROM_ROWS
-    return microkernel.USE and low <= n <= HEAD_LANES
+    return threads == 1 and microkernel.USE and low <= n <= HEAD_LANES
 
 
 def _padded_head(x, w):
     """x @ w.T as (w @ x^T)^T: x^T padded with zeros to HEAD_LANES columns, one AVX-512 vector, so the sgemm's
-    8 x 16 tile takes 8 rows of W against all of x at each step and reads W once; W's rows split over threads
-    at multiples of 8."""
+    8 x 16 tile takes 8 rows of W against all of x at each step and reads W once."""
     n, C = x.shape
     xt = np.zeros((C, HEAD_LANES), np.float32)
     xt[:, :n] = x.T
     yt = np.empty((w.shape[0], HEAD_LANES), np.float32)
-    _tiled_sgemm(True, w, xt, yt, thread_cap(), 8, _ROWS_PER_THREAD)
+    _sgemm_span_kernel(True, w, xt, yt, 0, w.shape[0])
     return np.ascontiguousarray(yt[:, :n].T)
 
 
@@ -390,7 +362,7 @@ def head_product(x, w):
             and x.shape[1] == w.shape[1] and w.shape[0] > 0
             and few_rows(x, w, ROWS_UP_TO, 1 if w.nbytes > PAIRS_UP_TO_BYTES else ROWS_FROM)):
         return NotImplemented
-    if padded_head(x.shape[0], w):
+    if padded_head(x.shape[0], w, thread_cap()):
         return _padded_head(x, w)
     y = np.empty((x.shape[0], w.shape[0]), np.float32)
     run_rows(_HEAD, thread_cap(), w.shape[0], x, w, y, two_rows_of_w(x.shape[0], w), per_thread=_ROWS_PER_THREAD)

@@ -319,9 +319,11 @@ def packless_rows(x, w, threads):
     """Does x (N, i) @ w (i, o) go to packless_product? On one thread (``threads``: blas.thread_cap()) of a host
     where microkernel.USE (AVX-512), float32 C-contiguous, no autocast, PACKLESS_FROM_ROWS..PACKLESS_UP_TO_ROWS rows
     against a w of PACKLESS_FROM_BYTES or more (PACKLESS_SMALL_FROM_BYTES from PACKLESS_ANY_FROM_ROWS rows): where
-    BLAS's packing costs more than it saves (see the numbers above). Not on two threads and more: numba's threads
-    and OpenBLAS's (the products around it) took the cores from each other, a llama f32 prefill of 64 tokens at 2
-    threads 717-751 tok/s with BLAS against 432-443 with this product's columns split over numba's threads."""
+    BLAS's packing costs more than it saves (see the numbers above). Not on two threads and more: the product's
+    columns split over numba's threads or over Python threads (blas.run_planned, as the attention's kernels) each
+    ran 2x faster alone, but a llama f32 prefill of 64 tokens at 2 threads fell from 717-751 tok/s (BLAS for every
+    product) to 432-443 and 486 tok/s. Not profiled further; most likely they and OpenBLAS's threads (the reference
+    attention's products; its workers spin for a while after a call) took the cores from each other."""
     if (threads != 1 or not microkernel.USE or not few_rows(x, w, PACKLESS_UP_TO_ROWS, PACKLESS_FROM_ROWS)
             or x.shape[1] != w.shape[0]):
         return False

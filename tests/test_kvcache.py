@@ -152,3 +152,45 @@ def test_generate_is_reproducible_and_validates():
     for kwargs in (dict(temperature=-1), dict(top_k=0), dict(top_p=0.0), dict(top_p=1.5)):
         with pytest.raises(ZeroLLMError):
             next(generate(model, [1], 1, Sampling(**kwargs)))
+
+
+# ----------------------------------------------------------------------------
+# a prompt, or a chunk of one, after every earlier key: the plain causal rule (nn.attention.only_causal)
+
+def test_only_causal_knows_the_plain_causal_rule_from_every_other_mask():
+    from zerollm.nn.attention import only_causal
+    from zerollm.nn.self_attention import causal_mask
+    assert only_causal(causal_mask(5)) and only_causal(causal_mask(3, 8))      # a prompt; a chunk after 5 keys
+    assert not only_causal(causal_mask(1, 8))                                  # one token: decoding keeps its path
+    assert not only_causal(window_mask(6, window=3))                           # a sliding window hides more
+    hidden = causal_mask(4, 6)
+    hidden[2, 0] = True                                                        # one more key hidden
+    assert not only_causal(hidden) and not only_causal(causal_mask(4, 6)[None])   # rows of their own: 3-D
+    assert not only_causal(None) and not only_causal(~causal_mask(4))
+
+
+@pytest.mark.parametrize("arch", sorted(ARCHS))
+@pytest.mark.parametrize("engine", ["numpy", "fast"])
+def test_a_prompt_in_chunks_through_the_cache_runs_the_plain_attention_and_equals_recomputation(arch, engine,
+                                                                                                monkeypatch):
+    """Two chunks (5 then 4 tokens) into a KV cache go through softmax_attention with causal=True and no mask,
+    the fused kernel on the fast engine (as a forward without cache does), and give the full forward's logits."""
+    pytest.importorskip("numba") if engine == "fast" else None
+    import zerollm.nn.attention as attention
+    from zerollm.engine import use_engine
+    model = model_for(arch)
+    ids = np.random.default_rng(3).integers(0, 50, (2, 9))
+    calls = []
+    plain = attention.softmax_attention
+    monkeypatch.setattr(attention, "softmax_attention",
+                        lambda q, k, v, scale, causal: calls.append((q.shape[3], k.shape[3], causal))
+                        or plain(q, k, v, scale, causal))
+    with use_engine(engine):
+        full = model.forward(ids)[0]
+        calls.clear()
+        cache = KVCache(model.config, 2, 40)
+        first = model.forward(ids[:, :5], kv_cache=cache)[0]
+        second = model.forward(ids[:, 5:], kv_cache=cache)[0]
+    assert calls == [(5, 5, True)] * 2 + [(4, 9, True)] * 2                    # 2 layers a chunk
+    got = np.concatenate([first, second], axis=1)
+    np.testing.assert_allclose(got, full, rtol=0, atol=1e-5 * np.abs(full).max())

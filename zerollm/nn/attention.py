@@ -429,6 +429,14 @@ class MHACache(NamedTuple):
     qk_norm: tuple | None = None    # (NormCache of q, NormCache of k) with QK-norm
 
 
+def only_causal(mask):
+    """Is a KV cache's (T, Tk) mask, T > 1, exactly the causal rule (causal_mask(T, Tk): the T queries are the last
+    T positions, each sees every key up to its own)? Then nothing else is hidden (no window, no padding, no row
+    of its own), and softmax_attention's fused kernel (the fast engine) can run it, as it runs a training step's."""
+    return (isinstance(mask, np.ndarray) and mask.ndim == 2 and 1 < mask.shape[0] <= mask.shape[1]
+            and np.array_equal(mask, causal_mask(*mask.shape)))
+
+
 def mha_forward(x, weights, config, run=ForwardPass(), *, layer=0, lora=None):
     """Multi-head self-attention: x (B, T, C) -> (B, T, C).
 
@@ -455,6 +463,8 @@ def mha_forward(x, weights, config, run=ForwardPass(), *, layer=0, lora=None):
     if kv is not None:
         k, v, mask = kv.update(layer, k, v)                # (B,nkv,1,Tk,hs) x2, (T, Tk)
         causal = False                                     # the cache's mask already hides the future
+        if only_causal(mask):                              # a prompt, or a chunk of one, after every earlier key:
+            mask, causal = None, True                      # the causal rule alone, which the fused kernel takes
     if mask is not None and mask.ndim == 3:
         mask = mask[:, None, None]                         # (B, T, Tk) -> (B, 1, 1, T, Tk)
     sdpa = flash_sdpa_forward if attn_impl == "flash" else sdpa_forward

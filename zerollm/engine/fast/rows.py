@@ -274,20 +274,16 @@ def _one_row_threaded(bounds, x, w, y):
 _ONE_ROW = (kernel(_one_row_serial), parallel_kernel(_one_row_threaded))
 
 
-def _sgemm_span(by_rows, a, b, c, s0, s1):
-    """C = A B (a (M, K), b (K, N), c (M, N), float32 C-contiguous) for rows s0..s1 of A and C (by_rows), else
-    for columns s0..s1 of B and C, by the attention's register-tile sgemm (addresses and row strides)."""
+def _sgemm(a, b, c):
+    """c = a @ b for a (M, K), b (K, N), c (M, N), float32 C-contiguous, by the attention's register-tile sgemm
+    (addresses and row strides)."""
     M, K = a.shape
     N = b.shape[1]
-    if by_rows:
-        microkernel.sgemm(s1 - s0, N, K, np.float32(1.0), a.ctypes.data + 4 * s0 * K, K, 1, b.ctypes.data, N,
-                          np.float32(0.0), c.ctypes.data + 4 * s0 * N, N)
-    else:
-        microkernel.sgemm(M, s1 - s0, K, np.float32(1.0), a.ctypes.data, K, 1, b.ctypes.data + 4 * s0, N,
-                          np.float32(0.0), c.ctypes.data + 4 * s0, N)
+    microkernel.sgemm(M, N, K, np.float32(1.0), a.ctypes.data, K, 1, b.ctypes.data, N, np.float32(0.0),
+                      c.ctypes.data, N)
 
 
-_sgemm_span_kernel = kernel(_sgemm_span)
+_sgemm_kernel = kernel(_sgemm)
 
 
 def few_rows(x, w, up_to=ROWS_UP_TO, from_rows=ROWS_FROM):
@@ -334,7 +330,7 @@ def packless_product(x, w):
     """y = x @ w for x (N, i), w (i, o), both float32 C-contiguous (packless_rows(x, w, 1): the caller checks), by
     the register-tile sgemm, on this thread."""
     y = np.empty((x.shape[0], w.shape[1]), np.float32)
-    _sgemm_span_kernel(False, x, w, y, 0, w.shape[1])
+    _sgemm_kernel(x, w, y)
     return y
 
 
@@ -353,7 +349,7 @@ def _padded_head(x, w):
     xt = np.zeros((C, HEAD_LANES), np.float32)
     xt[:, :n] = x.T
     yt = np.empty((w.shape[0], HEAD_LANES), np.float32)
-    _sgemm_span_kernel(True, w, xt, yt, 0, w.shape[0])
+    _sgemm_kernel(w, xt, yt)
     return np.ascontiguousarray(yt[:, :n].T)
 
 

@@ -318,8 +318,9 @@ def packless_rows(x, w, threads):
     BLAS's packing costs more than it saves (see the numbers above). Not on two threads and more: the product's
     columns split over numba's threads or over Python threads (blas.run_planned, as the attention's kernels) each
     ran 2x faster alone, but a llama f32 prefill of 64 tokens at 2 threads fell from 717-751 tok/s (BLAS for every
-    product) to 432-443 and 486 tok/s. Not profiled further; most likely they and OpenBLAS's threads (the reference
-    attention's products; its workers spin for a while after a call) took the cores from each other."""
+    product) to 432-443 and 486 tok/s, and still to 515-521 once the prompt's attention ran in its fused kernel
+    (nn.attention.only_causal). Inside the model each split product ran at about one thread's speed; the cause is
+    not found (OMP_WAIT_POLICY=PASSIVE changed nothing)."""
     if (threads != 1 or not microkernel.USE or not few_rows(x, w, PACKLESS_UP_TO_ROWS, PACKLESS_FROM_ROWS)
             or x.shape[1] != w.shape[0]):
         return False

@@ -155,18 +155,21 @@ def test_generate_is_reproducible_and_validates():
 
 
 # ----------------------------------------------------------------------------
-# a prompt, or a chunk of one, after every earlier key: the plain causal rule (nn.attention.only_causal)
+# a prompt, or a chunk of one, in a full cache: the plain causal rule (KVCache.causal_only)
 
-def test_only_causal_knows_the_plain_causal_rule_from_every_other_mask():
-    from zerollm.nn.attention import only_causal
+@pytest.mark.parametrize("arch", sorted(ARCHS))
+def test_a_full_caches_mask_is_exactly_the_causal_rule_and_only_it_says_so(arch):
     from zerollm.nn.self_attention import causal_mask
-    assert only_causal(causal_mask(5)) and only_causal(causal_mask(3, 8))      # a prompt; a chunk after 5 keys
-    assert not only_causal(causal_mask(1, 8))                                  # one token: decoding keeps its path
-    assert not only_causal(window_mask(6, window=3))                           # a sliding window hides more
-    hidden = causal_mask(4, 6)
-    hidden[2, 0] = True                                                        # one more key hidden
-    assert not only_causal(hidden) and not only_causal(causal_mask(4, 6)[None])   # rows of their own: 3-D
-    assert not only_causal(None) and not only_causal(~causal_mask(4))
+    cfg = model_for(arch).config
+    k = np.zeros((2, cfg.n_kv_head, 1, 4, cfg.head_size), np.float32)
+    full = KVCache(cfg, 2, 40)
+    for T in (4, 3, 1):                                    # a prompt, a chunk after it, one token
+        _, _, mask = full.update(0, k[..., :T, :], k[..., :T, :])
+        assert np.array_equal(mask, causal_mask(T, full.pos + T))
+        full.advance(T)
+    assert full.causal_only
+    assert not KVCache(cfg, 2, window=3, sinks=1).causal_only                  # the window hides more
+    assert not KVCache(cfg, 2, 40, per_row=True).causal_only                    # a mask of each row's own
 
 
 @pytest.mark.parametrize("arch", sorted(ARCHS))

@@ -82,6 +82,13 @@ class KVCache:
     def per_row(self):
         return np.ndim(self.pos) == 1
 
+    @property
+    def causal_only(self):
+        """Does update() hide exactly the causal rule, causal_mask(T, Tk), and nothing else? A full cache with one
+        position for every row does: its T new tokens are the last T of the Tk it returns. A rolling buffer
+        (window, sinks) or rows at their own positions hide more, one mask per row for the latter."""
+        return not self.rolling and not self.per_row
+
     def _slot(self, p):
         """Where absolute position p lives: sinks stay put, the rest go round the ring."""
         if not self.rolling or p < self.sinks:

@@ -429,14 +429,6 @@ class MHACache(NamedTuple):
     qk_norm: tuple | None = None    # (NormCache of q, NormCache of k) with QK-norm
 
 
-def only_causal(mask):
-    """Is a KV cache's (T, Tk) mask, T > 1, exactly the causal rule (causal_mask(T, Tk): the T queries are the last
-    T positions, each sees every key up to its own)? Then nothing else is hidden (no window, no padding, no row
-    of its own), and softmax_attention's fused kernel (the fast engine) can run it, as it runs a training step's."""
-    return (isinstance(mask, np.ndarray) and mask.ndim == 2 and 1 < mask.shape[0] <= mask.shape[1]
-            and np.array_equal(mask, causal_mask(*mask.shape)))
-
-
 def mha_forward(x, weights, config, run=ForwardPass(), *, layer=0, lora=None):
     """Multi-head self-attention: x (B, T, C) -> (B, T, C).
 
@@ -461,10 +453,12 @@ def mha_forward(x, weights, config, run=ForwardPass(), *, layer=0, lora=None):
         k, rope_k = rope_forward(k, *rope)
     q, k, v = cast(q), cast(k), cast(v)                    # mixed precision: 16-bit inputs of q k^T and a v
     if kv is not None:
+        T = k.shape[-2]
         k, v, mask = kv.update(layer, k, v)                # (B,nkv,1,Tk,hs) x2, (T, Tk)
         causal = False                                     # the cache's mask already hides the future
-        if only_causal(mask):                              # a prompt, or a chunk of one, after every earlier key:
-            mask, causal = None, True                      # the causal rule alone, which the fused kernel takes
+        if T > 1 and kv.causal_only:                       # a prompt, or a chunk of one: the causal rule alone,
+            mask, causal = None, True                      # which the fused kernel takes (one token: its mask
+                                                           # path is 1.4-3.9x faster than the kernel)
     if mask is not None and mask.ndim == 3:
         mask = mask[:, None, None]                         # (B, T, Tk) -> (B, 1, 1, T, Tk)
     sdpa = flash_sdpa_forward if attn_impl == "flash" else sdpa_forward

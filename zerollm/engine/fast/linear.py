@@ -53,16 +53,19 @@ def linear_forward(x, w, b=None):
         return NotImplemented
     op, ldb = layout
     i, o = w.shape
-    if b is None:                       # nothing to fold: only the register-tile sgemm differs from the reference
-        x2 = x.reshape(-1, i)
-        if op != NO_TRANS or not packless_rows(x2, w, thread_cap()):
-            return NotImplemented
-        return packless_product(x2, w).reshape(*x.shape[:-1], o), LinearCache(x, w, False)
     x2 = np.ascontiguousarray(x.reshape(-1, i))         # (N, i): a view when x is contiguous
-    n = x2.shape[0]
+    n, threads = x2.shape[0], thread_cap()
+    if op == NO_TRANS and packless_rows(x2, w, threads):
+        # 7-256 rows (a prompt's prefill, a decode step of many requests) on one AVX-512 thread: nothing packed
+        y = packless_product(x2, w)
+        if b is not None:
+            y += b
+        return y.reshape(*x.shape[:-1], o), LinearCache(x, w, b is not None)
+    if b is None:                                       # nothing to fold: the reference's one BLAS call it is
+        return NotImplemented
     # 2-16 rows (a decode step of a few requests), or one row against a large w: w read once (engine/fast/rows.py);
     # BLAS's sgemm packs it first
-    few = (rows_product(x2, w) if op == NO_TRANS and column_rows(x2, w, thread_cap())
+    few = (rows_product(x2, w) if op == NO_TRANS and column_rows(x2, w, threads)
            else head_product(x2, w.T) if op == TRANS else NotImplemented)
     if few is not NotImplemented:
         few += b
@@ -71,11 +74,6 @@ def linear_forward(x, w, b=None):
         # one row (decoding a token) otherwise: NumPy's matmul calls BLAS's matrix-vector product, which streams w
         # once; sgemm with M = 1 first copies all of w into its packed panels, 4-6x slower (docs/gguf.md#decode-speed)
         return NotImplemented
-    if op == NO_TRANS and packless_rows(x2, w, thread_cap()):
-        # 7-256 rows (a prompt's prefill, a decode step of many requests) on one AVX-512 thread: nothing packed
-        y = packless_product(x2, w)
-        y += b
-        return y.reshape(*x.shape[:-1], o), LinearCache(x, w, True)
     y = np.empty((n, o), np.float32)
     y[...] = b                                          # every row starts as the bias
     gemm(ROW_MAJOR, NO_TRANS, op, n, o, i, 1.0, x2.ctypes.data, i, w.ctypes.data, ldb,   # y += x2 @ w

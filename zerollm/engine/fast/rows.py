@@ -319,7 +319,7 @@ def packless_rows(x, w, threads):
     columns split over numba's threads or over Python threads (blas.run_planned, as the attention's kernels) each
     ran 2x faster alone, but a llama f32 prefill of 64 tokens at 2 threads fell from 717-751 tok/s (BLAS for every
     product) to 432-443 and 486 tok/s, and still to 515-521 once the prompt's attention ran in its fused kernel
-    (nn.attention.only_causal). Inside the model each split product ran at about one thread's speed; the cause is
+    (KVCache.causal_only). Inside the model each split product ran at about one thread's speed; the cause is
     not found (OMP_WAIT_POLICY=PASSIVE changed nothing)."""
     if (threads != 1 or not microkernel.USE or not few_rows(x, w, PACKLESS_UP_TO_ROWS, PACKLESS_FROM_ROWS)
             or x.shape[1] != w.shape[0]):
@@ -361,10 +361,11 @@ def head_product(x, w):
             and x.shape[1] == w.shape[1] and w.shape[0] > 0
             and few_rows(x, w, ROWS_UP_TO, 1 if w.nbytes > PAIRS_UP_TO_BYTES else ROWS_FROM)):
         return NotImplemented
-    if padded_head(x.shape[0], w, thread_cap()):
+    threads = thread_cap()
+    if padded_head(x.shape[0], w, threads):
         return _padded_head(x, w)
     y = np.empty((x.shape[0], w.shape[0]), np.float32)
-    run_rows(_HEAD, thread_cap(), w.shape[0], x, w, y, two_rows_of_w(x.shape[0], w), per_thread=_ROWS_PER_THREAD)
+    run_rows(_HEAD, threads, w.shape[0], x, w, y, two_rows_of_w(x.shape[0], w), per_thread=_ROWS_PER_THREAD)
     return y
 
 

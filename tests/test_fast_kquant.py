@@ -105,3 +105,42 @@ def test_four_streams_of_rows_give_each_row_s_one_row_product_bit_for_bit(one_ro
             got = kernels.integer_product(x, w, threads)
         assert np.isfinite(want).all() and np.abs(want).max() > 0
         np.testing.assert_array_equal(got, want, err_msg=f"{kind}, {rows} rows, {threads} threads")
+
+
+@pytest.mark.skipif(not jit.WIDE_BYTE_PRODUCTS, reason="the 64-byte form needs AVX-512BW; without it _q4k_row is the "
+                    "32-byte form that every other test here runs")
+def test_q4_k_on_64_byte_registers_gives_the_32_byte_kernel_s_numbers_bit_for_bit():
+    """Where the host has AVX-512BW, Q4_K's row intrinsic is compiled for zmm registers (two sub-blocks in each,
+    x's matching codes side by side): the same integer sums and the same float steps as the AVX2 form, so every
+    row is the same float32, bit for bit, with every scale, min and code in use and a super-block of x all zero.
+    The compiled code is checked too: vpmaddubsw on zmm in the one, on ymm only in the other."""
+    import numba
+
+    @numba.njit(cache=False)
+    def wide(blocks, xq, e, sums, y):
+        for r in range(blocks.shape[0]):
+            for n in range(xq.shape[0]):
+                y[n, r] = kernels._q4k_row(blocks[r], xq[n], e[n], sums[n], blocks.shape[1])
+
+    @numba.njit(cache=False)
+    def narrow(blocks, xq, e, sums, y):
+        for r in range(blocks.shape[0]):
+            for n in range(xq.shape[0]):
+                y[n, r] = kernels._q4k_ymm_row(blocks[r], xq[n], e[n], sums[n], blocks.shape[1])
+
+    w = matrix("q4_K")
+    x = np.random.default_rng(9).standard_normal((3, 512)).astype(np.float32)
+    x[1, 256:] = 0
+    xq, e, sums = kernels._x_codes(x, np.int8)
+    got, want = (np.full((3, 131), np.nan, np.float32) for _ in range(2))
+    wide(w.blocks, xq, e, sums, got)
+    narrow(w.blocks, xq, e, sums, want)
+    assert np.isfinite(want).all() and np.abs(want).max() > 0 and (want[1] != 0).all()
+    np.testing.assert_array_equal(got, want)
+    with limit_threads(2):
+        np.testing.assert_array_equal(kernels.integer_product(x, w, 2), want)    # four streams, two threads
+
+    def products(f):
+        asm = f.inspect_asm(f.signatures[0])
+        return {line.split()[-1] for line in asm.splitlines() if line.strip().startswith("vpmaddubsw")}
+    assert any("zmm" in r for r in products(wide)) and not any("zmm" in r for r in products(narrow))

@@ -262,6 +262,17 @@ def avx2_call(builder, name, operands):
     return builder.call(fn, operands)
 
 
+def avx512_call(builder, name, operands):
+    """AVX-512BW's vpmaddubsw ("pmaddubs.w.512": <64 x u8> x <64 x i8> -> <32 x i16>) or vpmaddwd ("pmaddw.d.512":
+    <32 x i16> x <32 x i16> -> <16 x i32>), as avx2_call's on registers twice as wide (hosts with
+    WIDE_BYTE_PRODUCTS only)."""
+    i8, i16, i32 = ir.IntType(8), ir.IntType(16), ir.IntType(32)
+    types_ = {"pmaddubs.w.512": (ir.VectorType(i16, 32), [ir.VectorType(i8, 64)] * 2),
+              "pmaddw.d.512": (ir.VectorType(i32, 16), [ir.VectorType(i16, 32)] * 2)}[name]
+    fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(*types_), "llvm.x86.avx512." + name)
+    return builder.call(fn, operands)
+
+
 def _avx2_host():
     """May the kernels call AVX2's instructions by name? x86-64 with AVX2, and numba compiling for this very
     CPU (no NUMBA_CPU_NAME / NUMBA_CPU_FEATURES, which could name a CPU without them)."""
@@ -272,6 +283,8 @@ def _avx2_host():
 
 
 BYTE_PRODUCTS = _avx2_host()    # Q4_0, Q4_K, Q6_K against 8-bit activations through vpmaddubsw (quant.py, kquant.py)
+# the same products 64 bytes at a time (AVX-512BW's vpmaddubsw and vpmaddwd on zmm registers: kquant.py's Q4_K)
+WIDE_BYTE_PRODUCTS = BYTE_PRODUCTS and bool(llvm_binding.get_host_cpu_features().get("avx512bw"))
 
 
 @functools.lru_cache(maxsize=256)

@@ -24,11 +24,14 @@ sub-block's sum is below 2^24, so exact, as int32 sums would be, but numba types
 On x86 with AVX2 (engine/fast/jit.py's ``BYTE_PRODUCTS``) Q4_K and Q6_K take x's codes as bytes instead, as Q4_0
 does there: vpmaddubsw multiplies 32 codes by 32 bytes of x and adds neighbours, vpmaddwd by the sub-block's scale
 adds neighbours again into int32 lanes; a whole row is one intrinsic (``_q4k_row``, ``_q6k_row``, and ``_q5k_row``:
-Q4_K's with a fifth bit from qh): the six-bit scales and mins split in 32-bit words, the mins' (or Q6_K's offset's)
+Q4_K's with a fifth bit from qh): the six-bit scales and mins split in vector byte lanes, the mins' (or Q6_K's offset's)
 term as eight products of vectors, each super-block's int32 lanes into float lanes times its scales, one horizontal
 sum a row. About Q4_0's time per byte (benchmarks/kquant_matvec.py); exact integer sums, the float sums in another
-order than the float-lane kernels'. Elsewhere every kind keeps the float lanes. The float16 scales are widened by
-LLVM's fpext (vcvtph2ps), not by float arithmetic with a power of two from libm. Rounding x to 8 bits moves y by
+order than the float-lane kernels'. Where the host has AVX-512BW (``jit.WIDE_BYTE_PRODUCTS``) Q4_K's row takes 64
+bytes of codes a register (``_q4k_wide_codegen``): the same integer sums and float steps, so the same float32 bit
+for bit, with half the multiply instructions (about 10% less time a super-block on an AMD Zen 4). Elsewhere every
+kind keeps the float lanes. The float16 scales are widened by LLVM's fpext (vcvtph2ps), not by float arithmetic
+with a power of two from libm. Rounding x to 8 bits moves y by
 about 0.5% of its largest entry, as in llama.cpp (the tolerance is engine/fast/quant.py's INT8_TOLERANCE). Rows of W
 are split between threads like the Q8_0 / Q4_0 kernels', and each thread takes its rows four at a time, a quarter
 of them apart (``_QUARTERS``: four streams from memory; each row's numbers are its one-row intrinsic's, bit for bit).
@@ -59,7 +62,7 @@ from numba.extending import intrinsic
 from zerollm.engine.amp import block_products_exact
 from zerollm.engine.fast.blas import run_rows, thread_cap
 from zerollm.engine.fast import jit, qgemm
-from zerollm.engine.fast.jit import avx2_call, inline, kernel, parallel_kernel, vector_load
+from zerollm.engine.fast.jit import avx2_call, avx512_call, inline, kernel, parallel_kernel, vector_load
 
 QK = 256
 _F32 = np.dtype(np.float32)
@@ -433,50 +436,95 @@ def _row_frame(context, builder, sig, args, width, superblock):
     return outs[0] if len(outs) == 1 else context.make_tuple(builder, sig.return_type, outs)
 
 
-def _q45k_row_codegen(fifth):
+def _k_scale_vectors(builder, at):
+    """Q4_K / Q5_K's eight six-bit scales and eight six-bit mins as two <8 x i8>, from the 12 packed bytes at at(4)
+    loaded as one vector (bytes 4..19 of the super-block, the last four unused) and split in byte lanes:
+
+        scale j < 4: b[j] & 63          scale j >= 4: (b[j + 4] & 15) | (b[j - 4] >> 6) << 4
+        min j < 4:   b[j + 4] & 63      min j >= 4:   (b[j + 4] >> 4) | (b[j] >> 6) << 4
+
+    Two byte shuffles put each lane's low part and its two high bits in place, then ands, shifts and ors: no
+    general-purpose register and no insert into a vector."""
+    both = _k_scale_bytes(builder, at)
+    half = lambda start: ir.Constant(ir.VectorType(ir.IntType(32), 8), list(range(start, start + 8)))   # noqa: E731
+    return builder.shuffle_vector(both, both, half(0)), builder.shuffle_vector(both, both, half(8))
+
+
+def _k_scale_bytes(builder, at):
+    """_k_scale_vectors' sixteen bytes in one <16 x i8>: the eight scales, then the eight mins (as there)."""
+    i8, i32 = ir.IntType(8), ir.IntType(32)
+    v16 = ir.VectorType(i8, 16)
+
+    def bytes_(values):
+        return ir.Constant(v16, values)
+
+    def lanes(idx, n=16):
+        return ir.Constant(ir.VectorType(i32, n), idx)
+
+    b = builder.load(builder.bitcast(at(4), v16.as_pointer()), align=1)
+    low = builder.shuffle_vector(b, b, lanes([0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 8, 9, 10, 11]))
+    top = builder.shuffle_vector(b, b, lanes([0, 1, 2, 3, 0, 1, 2, 3, 4, 5, 6, 7, 4, 5, 6, 7]))
+    low = builder.or_(builder.and_(low, bytes_([63] * 4 + [15] * 4 + [63] * 4 + [0] * 4)),
+                      builder.and_(builder.lshr(low, bytes_([4] * 16)), bytes_([0] * 12 + [15] * 4)))
+    high = builder.and_(builder.lshr(top, bytes_([2] * 16)), bytes_(([0] * 4 + [0x30] * 4) * 2))
+    return builder.or_(low, high)
+
+
+def _k_float_lanes(context, builder, sig, args, b, at, eb, acc, mins):
+    """A Q4_K / Q5_K super-block b's eight float32 lanes from its integer sums: acc (<8 x i32>, the scaled code
+    products) times d e, less the mins' term times dmin e. The mins' term: the eight mins (<8 x i32>) times x's code
+    sums of each 32 (the row intrinsic's args[3] holds them by 16), one vpmulld."""
+    i32, i64, f32 = ir.IntType(32), ir.IntType(64), ir.FloatType()
+    l8, vf = ir.VectorType(i32, 8), ir.VectorType(f32, 8)
+    s16 = vector_load(context, builder, sig.args[3], args[3], builder.mul(b, ir.Constant(i64, 16)), 16)
+    pick = lambda idx: builder.shuffle_vector(s16, s16, ir.Constant(l8, idx))   # noqa: E731
+    shifted = builder.mul(mins, builder.add(pick(list(range(0, 16, 2))), pick(list(range(1, 16, 2)))))
+    de, dme = _d_dmin(builder, at, eb)
+
+    def splat(v):
+        one = builder.insert_element(ir.Constant(vf, ir.Undefined), v, ir.Constant(i32, 0))
+        return builder.shuffle_vector(one, one, ir.Constant(l8, [0] * 8))
+
+    total = builder.fmul(builder.sitofp(acc, vf), splat(de), flags=["contract"])
+    return builder.fsub(total, builder.fmul(builder.sitofp(shifted, vf), splat(dme), flags=["contract"]),
+                        flags=["contract"])
+
+
+def _d_dmin(builder, at, eb):
+    """A Q4_K / Q5_K super-block's d and dmin (float16 at bytes 0..3) times x's scale eb, as two float32: bytes
+    0..7 loaded as four halves and widened at once (vcvtph2ps from memory; the other two halves unused)."""
+    f32, i32 = ir.FloatType(), ir.IntType(32)
+    halves = builder.load(builder.bitcast(at(0), ir.VectorType(ir.HalfType(), 4).as_pointer()), align=1)
+    wide = builder.fpext(halves, ir.VectorType(f32, 4))
+    return (builder.fmul(builder.extract_element(wide, ir.Constant(i32, 0)), eb),
+            builder.fmul(builder.extract_element(wide, ir.Constant(i32, 1)), eb))
+
+
+def _q45k_row_codegen(fifth, wide=None):
     """The row intrinsic's codegen for Q4_K (fifth False) or Q5_K (fifth True: 176 bytes a super-block, the qh
-    bytes at 16..47 give each code its bit 4, codes from byte 48)."""
+    bytes at 16..47 give each code its bit 4, codes from byte 48). Q4_K on 64-byte registers (_q4k_wide_codegen)
+    where the host has them (wide None: jit.WIDE_BYTE_PRODUCTS; numba's disk cache is kept apart for each CPU's
+    features, so a kernel compiled here with them is never loaded where they are missing)."""
+    if not fifth and (jit.WIDE_BYTE_PRODUCTS if wide is None else wide):
+        return _q4k_wide_codegen
     return lambda context, builder, sig, args: _q4k_row_body(context, builder, sig, args, fifth)
 
 
 def _q4k_row_body(context, builder, sig, args, fifth):
     """One row of W (nb super-blocks of 144 bytes) against one row of x (int8 codes, nb scales, sums of 16 codes),
-    all in registers, one horizontal sum a row. Each super-block: the 12 scale bytes read as three 32-bit words
-    and split a byte lane at a time (scales 0..3 = w0 & 0x3f.., 4..7 = (w2 & 0x0f..) | ((w0 >> 6) & 0x03..) << 4,
-    mins alike from w1 and w2), not byte by byte; for each 64 numbers the 32 bytes of codes give sub-block 2g
+    all in registers, one horizontal sum a row. Each super-block: the 12 scale bytes split in vector lanes
+    (_k_scale_vectors); for each 64 numbers the 32 bytes of codes give sub-block 2g
     (low nibbles) and 2g + 1 (high), vpmaddubsw multiplies each by its 32 bytes of x and adds neighbours (<= 2 *
     15 * 127, no saturation), vpmaddwd by the sub-block's scale (a register lane broadcast, <= 63) adds
     neighbours again, and the eight 32-bit lanes add up over the super-block (<= 8 * 2 * 3810 * 63: no
-    overflow); the mins' term is the eight mins times x's code sums of each 32, one vpmulld. Both go to float
-    lanes times d e and dmin e (d, dmin: float16 widened by vcvtph2ps) into one float accumulator."""
-    xq, sums = args[1], args[3]
-    f32, i8, i16, i32, i64 = ir.FloatType(), ir.IntType(8), ir.IntType(16), ir.IntType(32), ir.IntType(64)
-    v32, l8, vf = ir.VectorType(i8, 32), ir.VectorType(i32, 8), ir.VectorType(f32, 8)
-
-    def const(v):
-        return ir.Constant(i32, v)
-
-    def splat(v, n, t):
-        one = builder.insert_element(ir.Constant(ir.VectorType(t, n), ir.Undefined), v, const(0))
-        return builder.shuffle_vector(one, one, ir.Constant(ir.VectorType(i32, n), [0] * n))
+    overflow); then _k_float_lanes (the mins' term, d and dmin) into one float accumulator."""
+    xq = args[1]
+    i8, i16, i32, i64 = ir.IntType(8), ir.IntType(16), ir.IntType(32), ir.IntType(64)
+    v32, l8 = ir.VectorType(i8, 32), ir.VectorType(i32, 8)
 
     def superblock(b, at, eb):
-        word = lambda k: builder.load(builder.bitcast(at(k), i32.as_pointer()), align=1)     # noqa: E731
-        half = lambda k: builder.fpext(builder.load(builder.bitcast(at(k), ir.HalfType().as_pointer()), align=1),
-                                       f32)                                                  # noqa: E731
-        w0, w1, w2 = word(4), word(8), word(12)
-        low6, low4, low2 = const(0x3F3F3F3F), const(0x0F0F0F0F), const(0x03030303)
-        high2 = lambda w: builder.shl(builder.and_(builder.lshr(w, const(6)), low2), const(4))   # noqa: E731
-
-        def eight_bytes(lo, hi):
-            v = ir.Constant(ir.VectorType(i32, 2), ir.Undefined)
-            v = builder.insert_element(builder.insert_element(v, lo, const(0)), hi, const(1))
-            return builder.bitcast(v, ir.VectorType(i8, 8))
-
-        scales = builder.zext(eight_bytes(builder.and_(w0, low6), builder.or_(builder.and_(w2, low4), high2(w0))),
-                              ir.VectorType(i16, 8))
-        mins = builder.zext(eight_bytes(builder.and_(w1, low6),
-                                        builder.or_(builder.and_(builder.lshr(w2, const(4)), low4), high2(w1))), l8)
+        scales, mins = _k_scale_vectors(builder, at)
+        scales, mins = builder.zext(scales, ir.VectorType(i16, 8)), builder.zext(mins, l8)
         acc = ir.Constant(l8, [0] * 8)
         x0 = builder.mul(b, ir.Constant(i64, QK))
         qh = builder.load(builder.bitcast(at(16), v32.as_pointer()), align=1) if fifth else None
@@ -492,15 +540,54 @@ def _q4k_row_body(context, builder, sig, args, fifth):
                 pairs = avx2_call(builder, "pmadd.ub.sw", [codes, x])
                 scale = builder.shuffle_vector(scales, scales, ir.Constant(ir.VectorType(i32, 16), [j] * 16))
                 acc = builder.add(acc, avx2_call(builder, "pmadd.wd", [pairs, scale]))
-        s16 = vector_load(context, builder, sig.args[3], sums, builder.mul(b, ir.Constant(i64, 16)), 16)
-        pick = lambda idx: builder.shuffle_vector(s16, s16, ir.Constant(l8, idx))   # noqa: E731
-        shifted = builder.mul(mins, builder.add(pick(list(range(0, 16, 2))), pick(list(range(1, 16, 2)))))
-        de, dme = builder.fmul(half(0), eb), builder.fmul(half(2), eb)
-        total = builder.fmul(builder.sitofp(acc, vf), splat(de, 8, f32), flags=["contract"])
-        return builder.fsub(total, builder.fmul(builder.sitofp(shifted, vf), splat(dme, 8, f32), flags=["contract"]),
-                            flags=["contract"])
+        return _k_float_lanes(context, builder, sig, args, b, at, eb, acc, mins)
 
     return _row_frame(context, builder, sig, args, 176 if fifth else 144, superblock)
+
+
+def _q4k_wide_codegen(context, builder, sig, args):
+    """As _q4k_row_body's Q4_K, 64 bytes of codes at a time (hosts with jit.WIDE_BYTE_PRODUCTS). A zmm of the
+    super-block's codes holds two groups of 32 bytes: its low nibbles are sub-blocks 4h and 4h + 2, its high
+    nibbles 4h + 1 and 4h + 3; x's two matching runs of 32 codes are put side by side in one register, and the
+    sub-blocks' two scales fill the two halves of the scale register. Half the multiply instructions of the
+    AVX2 form, the same integer sums (the 16 lanes folded to 8 before the float step)."""
+    xq = args[1]
+    i8, i16, i32, i64 = ir.IntType(8), ir.IntType(16), ir.IntType(32), ir.IntType(64)
+    v64, l8, l16 = ir.VectorType(i8, 64), ir.VectorType(i32, 8), ir.VectorType(i32, 16)
+
+    def lanes(idx):
+        return ir.Constant(ir.VectorType(i32, len(idx)), idx)
+
+    def superblock(b, at, eb):
+        scales, mins = _k_scale_vectors(builder, at)
+        scales, mins = builder.zext(scales, ir.VectorType(i16, 8)), builder.zext(mins, l8)
+        acc = ir.Constant(l16, [0] * 16)
+        x0 = builder.mul(b, ir.Constant(i64, QK))
+
+        def x_pair(a, c):                  # x's codes a..a + 31 and c..c + 31 of this super-block, side by side
+            xa = vector_load(context, builder, sig.args[1], xq, builder.add(x0, ir.Constant(i64, a)), 32)
+            xc = vector_load(context, builder, sig.args[1], xq, builder.add(x0, ir.Constant(i64, c)), 32)
+            return builder.shuffle_vector(xa, xc, lanes(list(range(64))))
+
+        for h in range(2):
+            q = builder.load(builder.bitcast(at(16 + 64 * h), v64.as_pointer()), align=1)
+            low = builder.and_(q, ir.Constant(v64, [15] * 64))
+            high = builder.lshr(q, ir.Constant(v64, [4] * 64))
+            for codes, j in ((low, 4 * h), (high, 4 * h + 1)):
+                pairs = avx512_call(builder, "pmaddubs.w.512", [codes, x_pair(32 * j, 32 * j + 64)])
+                scale = builder.shuffle_vector(scales, scales, lanes([j] * 16 + [j + 2] * 16))
+                acc = builder.add(acc, avx512_call(builder, "pmaddw.d.512", [pairs, scale]))
+        acc = builder.add(builder.shuffle_vector(acc, acc, lanes(list(range(8)))),
+                          builder.shuffle_vector(acc, acc, lanes(list(range(8, 16)))))
+        return _k_float_lanes(context, builder, sig, args, b, at, eb, acc, mins)
+
+    return _row_frame(context, builder, sig, args, 144, superblock)
+
+
+@intrinsic
+def _q4k_ymm_row(typingctx, blk_row, xq, e, sums, nb):
+    """_q4k_row as AVX2 hosts compile it (32-byte registers), on any host: what tests compare the 64-byte form with."""
+    return types.float32(blk_row, xq, e, sums, types.int64), _q45k_row_codegen(False, wide=False)
 
 
 @intrinsic
@@ -664,6 +751,7 @@ def _q45k_bytes_rows_threaded(bounds, blocks, x, fifth, y):
 
 
 _Q45K_BYTES = (kernel(_q45k_bytes_rows_serial), parallel_kernel(_q45k_bytes_rows_threaded))
+
 
 
 # two functions for each kind and way, not one dispatcher: numba's disk cache is keyed by the function. Each

@@ -192,3 +192,39 @@ def test_four_streams_of_rows_give_each_row_s_one_row_product_bit_for_bit(kind, 
             got = fast.integer_product(x, w, threads)
         assert np.isfinite(want).all() and np.abs(want).max() > 0
         np.testing.assert_array_equal(got, want, err_msg=f"{kind}, {rows} rows, {threads} threads")
+
+
+@pytest.mark.parametrize("block", [32, 256])
+@pytest.mark.parametrize("dtype", [np.int8, np.int16, np.float32])
+def test_x_in_8_bit_blocks_is_max_over_127_and_halves_rounded_away_from_zero(block, dtype):
+    """The activations' rounding that every integer kernel starts from (Q8_0 blocks of 32 in quant.py, Q8_K blocks
+    of 256 with the sums of each 16 codes in kquant.py), against its definition in NumPy: e = max|x| / 127 of each
+    block (within an ulp: the kernel multiplies by 1 / 127), code = x / e rounded to the nearest whole number with
+    halves away from zero, a block of zeros all zero codes. Rows whose largest |x| sits at every lane of the
+    kernel's eight running maxima, halves placed on purpose, and a block all zero."""
+    from zerollm.engine.fast import kquant as kernels
+    rng = np.random.default_rng(block)
+    N, K = 9, 4 * block
+    x = rng.standard_normal((N, K)).astype(np.float32)
+    for n in range(8):
+        x[n, n::block] = 5.0 * (1 + n)                        # the largest at lane n of the eight maxima
+    x[8, :block] = 0
+    x[0, 1] = 5.0 * 63.5 / 127                               # exactly half a step: rounds away from zero
+    x[0, 2] = -x[0, 1]
+    xq = np.full((N, K), 99, dtype)
+    e = np.zeros((N, K // block), np.float32)
+    if block == 32:
+        fast._quantize_rows(x, xq, e)
+    else:
+        sums = np.zeros((N, K // 16), np.int32)
+        kernels._quantize_rows(x, xq, e, sums)
+        np.testing.assert_array_equal(sums, xq.astype(np.int32).reshape(N, -1, 16).sum(-1))
+    blocks = x.reshape(N, -1, block)
+    want_e = np.abs(blocks).max(-1) / np.float32(127)
+    np.testing.assert_allclose(e, want_e, rtol=2e-7, atol=0)
+    v = blocks / np.where(e > 0, e, 1)[..., None]
+    want = np.where(e[..., None] > 0, np.trunc(v + np.where(v >= 0, 0.5, -0.5)), 0).reshape(N, K)
+    assert np.abs(xq.astype(np.float64) - want).max() <= 1                 # 1 / e as the kernel rounds it
+    exact = np.abs(np.abs(v) % 1 - 0.5).reshape(N, K) > 1e-3              # not near a half: the code is sure
+    np.testing.assert_array_equal(xq[exact], want[exact])
+    assert xq[0, 1] == 64 and xq[0, 2] == -64 and (xq[8, :block] == 0).all() and np.abs(xq).max() == 127

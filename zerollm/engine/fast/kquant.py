@@ -289,19 +289,14 @@ def _quantize_rows(x, xq, e, sums):
     N, K = x.shape
     for n in range(N):
         for b in range(K // QK):
-            m = np.float32(0.0)
-            for j in range(QK):
-                m = max(m, abs(x[n, b * QK + j]))
-            d = m / np.float32(127.0)
-            inv = np.float32(1.0) / d if d > 0 else np.float32(0.0)
+            row, codes = x[n, b * QK:(b + 1) * QK], xq[n, b * QK:(b + 1) * QK]
+            d = jit.max_abs(row) / np.float32(127.0)
             e[n, b] = d
+            jit.round_codes(row, np.float32(1.0) / d if d > 0 else np.float32(0.0), codes)
             for g in range(QK // 16):
                 total = np.int32(0)
                 for l in range(16):
-                    v = x[n, b * QK + 16 * g + l] * inv
-                    q = np.int32(v + np.float32(0.5) if v >= 0 else v - np.float32(0.5))
-                    xq[n, b * QK + 16 * g + l] = q
-                    total += q
+                    total += np.int32(codes[16 * g + l])
                 sums[n, b * (QK // 16) + g] = total
 
 

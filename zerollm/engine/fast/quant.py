@@ -310,15 +310,10 @@ def _quantize_rows(x, xq, e):
     N, K = x.shape
     for n in range(N):
         for b in range(K // BLOCK):
-            m = np.float32(0.0)
-            for j in range(BLOCK):
-                m = max(m, abs(x[n, b * BLOCK + j]))
-            d = m / np.float32(127.0)
-            inv = np.float32(1.0) / d if d > 0 else np.float32(0.0)
+            row = x[n, b * BLOCK:(b + 1) * BLOCK]
+            d = jit.max_abs(row) / np.float32(127.0)
             e[n, b] = d
-            for j in range(BLOCK):
-                v = x[n, b * BLOCK + j] * inv
-                xq[n, b * BLOCK + j] = np.int32(v + np.float32(0.5) if v >= 0 else v - np.float32(0.5))
+            jit.round_codes(row, np.float32(1.0) / d if d > 0 else np.float32(0.0), xq[n, b * BLOCK:(b + 1) * BLOCK])
 
 
 @kernel

@@ -182,6 +182,35 @@ def test_activations_forward_close_and_backward_bit_identical(name):
         assert np.array_equal(bwd(dy, c_ref), bwd.reference(dy, c_ref))
 
 
+def test_fast_silu_takes_swiglu_s_gate_where_it_lies_in_c_fc_s_output():
+    """SwiGLU's gate is gu[..., :H], a view whose rows are not adjacent: the fast SiLU reads it where it lies
+    (engine/fast/activation.py: _row_span) and gives what it gives for the same numbers copied out, bit for bit,
+    close to the reference; its cache keeps the view. A view it cannot read row by row (every other number) is
+    left to the reference (NotImplemented). Through SwiGLU the layer's answer is the reference's, to rounding."""
+    from zerollm.engine.fast import activation as kernels
+    from zerollm.nn.mlp import MLPWeights, swiglu_forward
+    rng = np.random.default_rng(11)
+    gu = normal(rng, 3, 5, 2 * 96, scale=3.0)
+    gu[0, 0, :4] = [-100.0, 0.0, 100.0, -0.0]
+    gate = gu[..., :96]
+    assert not gate.flags.c_contiguous
+    y, c = kernels.silu_forward(gate)
+    y_copy, c_copy = kernels.silu_forward(np.ascontiguousarray(gate))
+    assert np.array_equal(y, y_copy) and np.array_equal(c.aux, c_copy.aux) and c.x is gate
+    y_ref, _ = activation.silu_forward.reference(gate)
+    assert rel(y, y_ref) <= TOL and np.array_equal(gu[..., 96:], gu.copy()[..., 96:])     # the up half untouched
+    assert kernels.silu_forward(gu[..., ::2]) is NotImplemented
+    assert kernels.silu_forward(gu[:, ::2, :96]) is NotImplemented              # rows do not step evenly
+    every_other = gu.reshape(15, 2 * 96)[::2, :96]                               # they do: read where it lies
+    assert np.array_equal(kernels.silu_forward(every_other)[0], kernels.silu_forward(every_other.copy())[0])
+    w = MLPWeights(normal(rng, 24, 2 * 96), None, normal(rng, 96, 24), None)
+    x = normal(rng, 3, 5, 24)
+    with use_engine("numpy"):
+        want, _ = swiglu_forward(x, w)
+    got, cache = swiglu_forward(x, w)
+    assert rel(got, want) <= TOL and cache.silu.x.base is not None             # the gate was not copied
+
+
 def test_fast_gelu_tanh_backward_recomputes_the_forwards_s_bit_for_bit():
     """The fast forward keeps no s; its backward recomputes s with the forward's own steps
     (engine/fast/activation.py: _sigmoid_2u), so it equals the exact backward given the forward's s, bit for bit.

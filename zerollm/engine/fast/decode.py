@@ -329,12 +329,14 @@ _SHARED_POS = {}        # (B, p) -> every row at position p, the last step's onl
 
 
 def _positions(kv, B, S):
-    """Each row's position as int64 (B,), or None where one would not fit the cache's S slots."""
+    """Each row's position as int64 (B,) and the largest of them, or None where one would not fit the cache's S
+    slots."""
     pos = kv.pos
     if isinstance(pos, np.ndarray):
-        if pos.dtype != np.int64 or pos.shape != (B,) or not pos.flags.c_contiguous or int(pos.max(initial=0)) >= S:
+        if pos.dtype != np.int64 or pos.shape != (B,) or not pos.flags.c_contiguous:
             return None
-        return pos
+        top = int(pos.max(initial=0))
+        return None if top >= S else (pos, top)
     p = int(pos)
     if p >= S:
         return None
@@ -342,12 +344,12 @@ def _positions(kv, B, S):
     if got is None:
         _SHARED_POS.clear()
         got = _SHARED_POS[B, p] = np.full(B, p, np.int64)
-    return got
+    return got, p
 
 
 def _plan(x, params, prefix, cfg, run, layer, lora):
-    """The weights of the fused block in NAMES' order and each row's position, or None where the reference
-    must run."""
+    """The weights of the fused block in NAMES' order, each row's position and the largest, or None where the
+    reference must run."""
     if (run is None or lora is not None or run.training or run.mask is not None or not isinstance(x, np.ndarray)
             or x.dtype != np.float32 or x.ndim != 3 or x.shape[1] != 1 or autocast_format() is not None):
         return None
@@ -362,7 +364,7 @@ def _plan(x, params, prefix, cfg, run, layer, lora):
     if w is None:
         return None
     pos = _positions(kv, B, kc.shape[-2])
-    return None if pos is None else (w, pos)
+    return None if pos is None else (w, *pos)
 
 
 _ROPE = {}              # id of the last step's (cos, sin) -> (the pair itself, its tables as (rows, hs))
@@ -393,7 +395,7 @@ def block_forward(x, params, prefix, cfg, run=None, *, layer=0, lora=None):
     plan = _plan(x, params, prefix, cfg, run, layer, lora)
     if plan is None:
         return NotImplemented
-    (ln1, ln1_b, ln2, ln2_b, w_attn, b_attn, w_proj, b_proj, w_fc, b_fc, w_proj2, b_proj2), pos = plan
+    (ln1, ln1_b, ln2, ln2_b, w_attn, b_attn, w_proj, b_proj, w_fc, b_fc, w_proj2, b_proj2), pos, top = plan
     B, _, C = x.shape
     hs, nkv = cfg.head_size, cfg.n_kv_head
     rope = _rope_rows(run, B, hs)
@@ -414,7 +416,7 @@ def block_forward(x, params, prefix, cfg, run=None, *, layer=0, lora=None):
     # not between BLAS products (float32 weights): numba's threads, still spinning after the attention, took the
     # cores from BLAS's (a GPT-2 f32 decode at 2 threads 74 -> 49 tok/s); the block kernels are numba's own
     if (threads > 1 and not isinstance(w_attn, np.ndarray)
-            and cfg.n_head * hs * (int(pos.max()) + 1) >= ATTEND_SPLIT_FROM):
+            and cfg.n_head * hs * (top + 1) >= ATTEND_SPLIT_FROM):
         run_threaded(_attend, _attend_threaded, min(threads, B * cfg.n_head), *args)
     else:
         _attend(*args)

@@ -440,21 +440,14 @@ def _k_scale_vectors(builder, at):
 
     Two byte shuffles put each lane's low part and its two high bits in place, then ands, shifts and ors: no
     general-purpose register and no insert into a vector."""
-    both = _k_scale_bytes(builder, at)
-    half = lambda start: ir.Constant(ir.VectorType(ir.IntType(32), 8), list(range(start, start + 8)))   # noqa: E731
-    return builder.shuffle_vector(both, both, half(0)), builder.shuffle_vector(both, both, half(8))
-
-
-def _k_scale_bytes(builder, at):
-    """_k_scale_vectors' sixteen bytes in one <16 x i8>: the eight scales, then the eight mins (as there)."""
     i8, i32 = ir.IntType(8), ir.IntType(32)
     v16 = ir.VectorType(i8, 16)
 
     def bytes_(values):
         return ir.Constant(v16, values)
 
-    def lanes(idx, n=16):
-        return ir.Constant(ir.VectorType(i32, n), idx)
+    def lanes(idx):
+        return ir.Constant(ir.VectorType(i32, len(idx)), idx)
 
     b = builder.load(builder.bitcast(at(4), v16.as_pointer()), align=1)
     low = builder.shuffle_vector(b, b, lanes([0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 8, 9, 10, 11]))
@@ -462,7 +455,8 @@ def _k_scale_bytes(builder, at):
     low = builder.or_(builder.and_(low, bytes_([63] * 4 + [15] * 4 + [63] * 4 + [0] * 4)),
                       builder.and_(builder.lshr(low, bytes_([4] * 16)), bytes_([0] * 12 + [15] * 4)))
     high = builder.and_(builder.lshr(top, bytes_([2] * 16)), bytes_(([0] * 4 + [0x30] * 4) * 2))
-    return builder.or_(low, high)
+    both = builder.or_(low, high)                        # the eight scales, then the eight mins
+    return tuple(builder.shuffle_vector(both, both, lanes(list(range(k, k + 8)))) for k in (0, 8))
 
 
 def _k_float_lanes(context, builder, sig, args, b, at, eb, acc, mins):

@@ -77,6 +77,7 @@ def build(shape, folder):
 
 
 SERVER_FLAGS = []        # every server of this run: --stream-interval MS where given
+PIN = [True]            # the server and the in-process baselines kept off the clients' core (--no-pin: not)
 
 
 def start_server(folder, max_batch, threads, *flags):
@@ -107,7 +108,7 @@ def _cores():
 
 def _server_cores():
     cores = _cores()
-    return set(cores[:-1]) if len(cores) > 1 else None
+    return set(cores[:-1]) if len(cores) > 1 and PIN[0] else None
 
 
 # ----------------------------------------------------------------------------
@@ -557,11 +558,15 @@ def main(argv=None):
                         "benchmark measured before 2026-12-07, instead of one client kept for all of them")
     p.add_argument("--join-tokens", type=int, default=256, help="each row's context in the join part (default 256)")
     p.add_argument("--threads", type=int, default=1, help="BLAS threads of the server and the baselines")
+    p.add_argument("--no-pin", action="store_true",
+                   help="let the server and the in-process baselines run on every core, the clients' one too "
+                        "(as `zerollm serve` runs on a user's machine; by default they keep off the clients' core)")
     p.add_argument("--stream-interval", type=float, default=None, metavar="MS",
                    help="the servers' --stream-interval (default: the server's own; the chunked part always runs "
                         "with 0, a chunk per token, as its time between tokens is per token)")
     p.add_argument("--json", default=None, help="also write the results here")
     args = p.parse_args(argv)
+    PIN[0] = not args.no_pin
     if args.stream_interval is not None:
         SERVER_FLAGS[:] = ["--stream-interval", f"{args.stream_interval:g}"]
     os.environ.setdefault("OPENBLAS_NUM_THREADS", str(args.threads))     # for the server's process
@@ -577,7 +582,8 @@ def main(argv=None):
     print(f"host: {host['host']}; BLAS: {host['blas']}; GEMM 1024^2 float32: {host['gemm_gflops']:.1f} GFLOP/s; "
           f"load average {host['load'][0]:.1f}; {args.threads} BLAS thread(s); engine {os.environ['ZEROLLM_ENGINE']}; "
           f"clients pinned to core "
-          f"{_cores()[-1] if len(_cores()) > 1 else 'shared'}", flush=True)
+          f"{_cores()[-1] if len(_cores()) > 1 else 'shared'}"
+          f"{'' if _server_cores() or len(_cores()) < 2 else '; the server on every core (--no-pin)'}", flush=True)
     result = {"shape": args.shape, "new_tokens": args.new_tokens, "host": host, "rows": [], "features": []}
     with tempfile.TemporaryDirectory() as tmp:
         if args.only in (None, "clients"):

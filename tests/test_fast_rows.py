@@ -278,3 +278,26 @@ def test_which_head_products_go_to_the_padded_sgemm(monkeypatch):
     assert calls == [rows.PADDED_HEAD_FROM_ROWS]
     monkeypatch.setattr(microkernel, "USE", False)                                 # no AVX-512, or switched off
     assert not rows.padded_head(rows.HEAD_LANES, cached, 1)
+
+
+def test_the_head_takes_numba_s_threads_only_where_the_layers_products_did(monkeypatch):
+    """At 2 threads the head runs on numba's threads only at 2..COLUMN_ROWS_UP_TO rows, where a float32 model's
+    layers multiply on them too (rows_product); at 1 row and from 7 rows, where the layers' products go to BLAS,
+    it runs on one thread: the two pools, each spinning after its call, took the cores from each other (a 16-row
+    tang step 7.6-7.9 -> 2.2-2.6 ms). Every case still equals BLAS."""
+    from zerollm.engine.fast import microkernel
+    monkeypatch.setattr(microkernel, "USE", False)           # the head kernel at every row count (no padded sgemm)
+    seen = []
+    real = rows.run_rows
+    monkeypatch.setattr(rows, "run_rows",
+                        lambda pair, threads, *a, **k: seen.append(threads) or real(pair, threads, *a, **k))
+    rng = np.random.default_rng(4)
+    w = rng.standard_normal((301, 23)).astype(np.float32)
+    big = rng.standard_normal((rows.PAIRS_UP_TO_BYTES // (4 * 64) + 5, 64)).astype(np.float32)   # one row reaches it
+    with limit_threads(2):
+        for n in (2, rows.COLUMN_ROWS_UP_TO, rows.COLUMN_ROWS_UP_TO + 1, 16):
+            x = rng.standard_normal((n, 23)).astype(np.float32)
+            close(rows.head_product(x, w), x @ w.T)
+        x = rng.standard_normal((1, 64)).astype(np.float32)
+        close(rows.head_product(x, big), x @ big.T)
+    assert seen == [2, 2, 1, 1, 1]

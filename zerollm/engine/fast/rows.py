@@ -31,7 +31,8 @@ of W once and use it for every row of x while it is in a register.
 
 Exactness: the same products as BLAS's, summed in another order: within float32 rounding of it.
 Rows of W (head) or blocks of columns (rows_product) are split over threads like the quantized kernels
-(blas.run_rows). Outside those rows, for float64, non-contiguous arrays or under autocast the
+(blas.run_rows); the head only at the row counts where the layers' products run on numba's threads too (2 to
+COLUMN_ROWS_UP_TO rows), elsewhere on one thread: beside BLAS's threads numba's took the cores from them. Outside those rows, for float64, non-contiguous arrays or under autocast the
 callers keep BLAS (head_product answers NotImplemented, and the reference runs).
 """
 
@@ -361,7 +362,13 @@ def head_product(x, w):
             and x.shape[1] == w.shape[1] and w.shape[0] > 0
             and few_rows(x, w, ROWS_UP_TO, 1 if w.nbytes > PAIRS_UP_TO_BYTES else ROWS_FROM)):
         return NotImplemented
-    threads = thread_cap()
+    # numba's threads only where the layers' products ran on them too (rows_product: 2..COLUMN_ROWS_UP_TO rows of a
+    # float32 model); elsewhere one thread, whatever --threads says. The layers' float32 products go to BLAS for one
+    # row and from 7 rows, and numba's threads and BLAS's, each spinning after its own call, took the cores from each
+    # other (engine/fast/decode.py keeps its attention on one thread there for the same reason). A decode step at 2
+    # threads on a 2-core host, the head on 2 numba threads -> on one: tang 16 rows 7.6-7.9 -> 2.2-2.6 ms, 8 rows
+    # 7.6-8.1 -> 1.2-1.5 ms; GPT-2 1 / 8 / 16 rows 29-30 / 68-70 / 85-89 -> 21 / 52-59 / 63-71 ms.
+    threads = thread_cap() if 1 < x.shape[0] <= COLUMN_ROWS_UP_TO else 1
     if padded_head(x.shape[0], w, threads):
         return _padded_head(x, w)
     y = np.empty((x.shape[0], w.shape[0]), np.float32)

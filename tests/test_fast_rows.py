@@ -63,7 +63,8 @@ def test_the_head_takes_two_rows_of_w_where_the_products_take_the_time():
 
 @pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("n", [2, 3, 4, 5])
-def test_rows_product_equals_blas(n, threads):
+def test_rows_product_equals_blas(n, threads, monkeypatch):
+    monkeypatch.setattr(rows, "SPLIT_FROM_BYTES", 0)               # this small w split too, at 2 threads
     rng = np.random.default_rng(n)
     x = rng.standard_normal((n, 23)).astype(np.float32)          # 23 = 5 x 4 + 3: the last rows of w one by one
     w = rng.standard_normal((23, rows.COLUMNS + 70)).astype(np.float32)   # two column blocks, the last short
@@ -280,11 +281,12 @@ def test_which_head_products_go_to_the_padded_sgemm(monkeypatch):
     assert not rows.padded_head(rows.HEAD_LANES, cached, 1)
 
 
-def test_the_head_takes_numba_s_threads_only_where_the_layers_products_did(monkeypatch):
-    """At 2 threads the head runs on numba's threads only at 2..COLUMN_ROWS_UP_TO rows, where a float32 model's
-    layers multiply on them too (rows_product); at 1 row and from 7 rows, where the layers' products go to BLAS,
-    it runs on one thread: the two pools, each spinning after its call, took the cores from each other (a 16-row
-    tang step 7.6-7.9 -> 2.2-2.6 ms). Every case still equals BLAS."""
+def test_numba_s_threads_only_for_large_weights_and_never_beside_blas_s(monkeypatch):
+    """At 2 threads: rows_product splits y's columns only for a w of SPLIT_FROM_BYTES or more; the head takes numba's
+    threads only for a head read from memory at 2..COLUMN_ROWS_UP_TO rows, where a float32 model's large layers
+    multiply on them too (rows_product). At 1 row and from 7 rows, where the layers' products go to BLAS, and for a
+    head in the cache, one thread: numba's threads beside BLAS's took the cores from each other (a 16-row tang step
+    7.6-7.9 -> 2.2-2.6 ms), and a short launch lost more than it saved. Every case still equals BLAS."""
     from zerollm.engine.fast import microkernel
     monkeypatch.setattr(microkernel, "USE", False)           # the head kernel at every row count (no padded sgemm)
     seen = []
@@ -292,12 +294,17 @@ def test_the_head_takes_numba_s_threads_only_where_the_layers_products_did(monke
     monkeypatch.setattr(rows, "run_rows",
                         lambda pair, threads, *a, **k: seen.append(threads) or real(pair, threads, *a, **k))
     rng = np.random.default_rng(4)
-    w = rng.standard_normal((301, 23)).astype(np.float32)
-    big = rng.standard_normal((rows.PAIRS_UP_TO_BYTES // (4 * 64) + 5, 64)).astype(np.float32)   # one row reaches it
+    small = rng.standard_normal((301, 64)).astype(np.float32)
+    big = rng.standard_normal((rows.PAIRS_UP_TO_BYTES // (4 * 64) + 5, 64)).astype(np.float32)   # read from memory
     with limit_threads(2):
-        for n in (2, rows.COLUMN_ROWS_UP_TO, rows.COLUMN_ROWS_UP_TO + 1, 16):
-            x = rng.standard_normal((n, 23)).astype(np.float32)
-            close(rows.head_product(x, w), x @ w.T)
-        x = rng.standard_normal((1, 64)).astype(np.float32)
-        close(rows.head_product(x, big), x @ big.T)
-    assert seen == [2, 2, 1, 1, 1]
+        for n in (1, 2, rows.COLUMN_ROWS_UP_TO, rows.COLUMN_ROWS_UP_TO + 1, 16):
+            x = rng.standard_normal((n, 64)).astype(np.float32)
+            close(rows.head_product(x, big), x @ big.T)
+        assert seen == [1, 2, 2, 1, 1]
+        seen.clear()
+        x = rng.standard_normal((3, 64)).astype(np.float32)
+        close(rows.head_product(x, small), x @ small.T)
+        close(rows.rows_product(x, small.T.copy(), 2), x @ small.T)                     # 77 KB: one thread
+        wide = rng.standard_normal((64, rows.SPLIT_FROM_BYTES // (4 * 64))).astype(np.float32)
+        close(rows.rows_product(x, wide, 2), x @ wide)                                   # 1 MiB: two
+        assert seen == [1, 1, 2]

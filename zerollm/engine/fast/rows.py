@@ -31,9 +31,11 @@ of W once and use it for every row of x while it is in a register.
 
 Exactness: the same products as BLAS's, summed in another order: within float32 rounding of it.
 Rows of W (head) or blocks of columns (rows_product) are split over threads like the quantized kernels
-(blas.run_rows); the head only at the row counts where the layers' products run on numba's threads too (2 to
-COLUMN_ROWS_UP_TO rows), elsewhere on one thread: beside BLAS's threads numba's took the cores from them. Outside those rows, for float64, non-contiguous arrays or under autocast the
-callers keep BLAS (head_product answers NotImplemented, and the reference runs).
+(blas.run_rows): rows_product's only for a w of SPLIT_FROM_BYTES or more, the head's only for a head read from
+memory at 2 to COLUMN_ROWS_UP_TO rows, where large layers' products run on numba's threads too; elsewhere one
+thread (beside BLAS's threads numba's took the cores from them, and a short launch lost more than it saved).
+Outside those rows, for float64, non-contiguous arrays or under autocast the callers keep BLAS (head_product answers
+NotImplemented, and the reference runs).
 """
 
 import numpy as np
@@ -54,6 +56,10 @@ _ROWS_PER_THREAD = 64  # at least this many rows of W (or columns of y) for a th
 # matrix-vector product (one thread, AMD EPYC Zen 4: GPT-2's 36 matrices 401-419 -> 310-313 us each, 29 against
 # 22 GB/s); the tang model's (192 x 768 and smaller, in the caches) 7.8-7.9 against 8.3 us, so they keep BLAS
 ONE_ROW_FROM_BYTES = 1 << 20
+# rows_product splits y's columns over threads only for a w of this size or more: below it a launch on numba's
+# threads cost more than it saved (the tang model's matrices, 192 x 768 and smaller, at 2-6 rows on 2 threads:
+# a decode step 1.1-3.3 ms split against 0.7-1.6 on one thread; GPT-2's, 2.4 MB and more, 23-31 against 32-39 ms)
+SPLIT_FROM_BYTES = 1 << 20
 # head_product takes 2 rows of W at a time from this many rows of x, or at any number for a W of at most this
 # many bytes (half this host's 32 MiB L3: a head that stays in the cache is bound by its products, not by
 # memory). One thread, one row of W at a time against two: the tang head (5,713 x 192, 4.4 MB) at 2 / 4 / 8 /
@@ -305,10 +311,12 @@ def column_rows(x, w, threads):
 def rows_product(x, w, threads=None):
     """y = x @ w for x (N, i), w (i, o), both float32 C-contiguous (few_rows(x, w, COLUMN_ROWS_UP_TO, 1): the
     caller checks). One row goes as four streams of w's rows (``_one_row_axpys``), more in blocks of columns.
-    threads: blas.thread_cap() when None; the threads split y's columns, so the sums are the same on any number."""
+    threads: blas.thread_cap() when None, one for a w under SPLIT_FROM_BYTES; the threads split y's columns, so
+    the sums are the same on any number."""
     y = np.empty((x.shape[0], w.shape[1]), np.float32)
     pair = _ONE_ROW if x.shape[0] == 1 else _COLUMNS
-    run_rows(pair, thread_cap() if threads is None else threads, w.shape[1], x, w, y, per_thread=_ROWS_PER_THREAD)
+    threads = 1 if w.nbytes < SPLIT_FROM_BYTES else thread_cap() if threads is None else threads
+    run_rows(pair, threads, w.shape[1], x, w, y, per_thread=_ROWS_PER_THREAD)
     return y
 
 
@@ -362,13 +370,15 @@ def head_product(x, w):
             and x.shape[1] == w.shape[1] and w.shape[0] > 0
             and few_rows(x, w, ROWS_UP_TO, 1 if w.nbytes > PAIRS_UP_TO_BYTES else ROWS_FROM)):
         return NotImplemented
-    # numba's threads only where the layers' products ran on them too (rows_product: 2..COLUMN_ROWS_UP_TO rows of a
-    # float32 model); elsewhere one thread, whatever --threads says. The layers' float32 products go to BLAS for one
-    # row and from 7 rows, and numba's threads and BLAS's, each spinning after its own call, took the cores from each
-    # other (engine/fast/decode.py keeps its attention on one thread there for the same reason). A decode step at 2
-    # threads on a 2-core host, the head on 2 numba threads -> on one: tang 16 rows 7.6-7.9 -> 2.2-2.6 ms, 8 rows
-    # 7.6-8.1 -> 1.2-1.5 ms; GPT-2 1 / 8 / 16 rows 29-30 / 68-70 / 85-89 -> 21 / 52-59 / 63-71 ms.
-    threads = thread_cap() if 1 < x.shape[0] <= COLUMN_ROWS_UP_TO else 1
+    # numba's threads only for a head read from memory (GPT-2's) at 2..COLUMN_ROWS_UP_TO rows, where a float32
+    # model's large layers multiply on them too (rows_product); elsewhere one thread, whatever --threads says. The
+    # layers' float32 products go to BLAS for one row and from 7 rows, and numba's threads and BLAS's, each spinning
+    # after its own call, took the cores from each other (engine/fast/decode.py keeps its attention on one thread
+    # there for the same reason); and a head in the cache is too short for a launch that wakes numba's threads once
+    # a step. A decode step at 2 threads on a 2-core host, the head on 2 numba threads -> on one: tang 16 rows
+    # 7.6-7.9 -> 2.2-2.6 ms, 8 rows 7.6-8.1 -> 1.2-1.5 ms, 2 / 4 rows (with rows_product's SPLIT_FROM_BYTES)
+    # 1.4-2.7 / 1.7-2.4 -> 0.7 / 1.0 ms; GPT-2 1 / 8 / 16 rows 29-30 / 68-70 / 85-89 -> 21 / 52-59 / 63-71 ms.
+    threads = thread_cap() if 1 < x.shape[0] <= COLUMN_ROWS_UP_TO and w.nbytes > PAIRS_UP_TO_BYTES else 1
     if padded_head(x.shape[0], w, threads):
         return _padded_head(x, w)
     y = np.empty((x.shape[0], w.shape[0]), np.float32)

@@ -20,7 +20,8 @@ from zerollm.nn import linear as nn_linear
 pytest.importorskip("numba")                               # the fast engine's one requirement
 from zerollm.engine.fast import KERNELS, decode, rows      # noqa: E402
 from zerollm.engine.fast import linear as fast_linear      # noqa: E402
-from zerollm.engine.fast.blas import run_rows              # noqa: E402
+from zerollm.engine.fast.blas import (blas_threads, own_threads, owns_threads, planned_splits, run_rows,  # noqa: E402
+                                      thread_cap)
 
 
 def close(got, ref):
@@ -113,7 +114,7 @@ def test_one_row_reaches_the_head_kernel_only_for_a_head_read_from_memory():
 
 def test_linear_forward_takes_the_few_row_kernels_with_the_bias_added(monkeypatch):
     calls = []
-    monkeypatch.setattr(fast_linear, "rows_product", lambda x, w: calls.append("rows") or rows.rows_product(x, w))
+    monkeypatch.setattr(fast_linear, "rows_product", lambda x, w, t: calls.append("rows") or rows.rows_product(x, w, t))
     monkeypatch.setattr(fast_linear, "head_product", lambda x, w: calls.append("head") or rows.head_product(x, w))
     rng = np.random.default_rng(1)
     x = rng.standard_normal((3, 24)).astype(np.float32)
@@ -179,7 +180,7 @@ def packless(monkeypatch):
     monkeypatch.setattr(rows, "PADDED_HEAD_FROM_ROWS", 7)
     calls = []
     product, head = rows.packless_product, rows._padded_head
-    spy = (lambda x, w: calls.append(x.shape[0]) or product(x, w))
+    spy = (lambda x, w, threads=1: calls.append(x.shape[0]) or product(x, w, threads))
     monkeypatch.setattr(fast_linear, "packless_product", spy)
     monkeypatch.setattr(decode, "packless_product", spy)
     monkeypatch.setattr(rows, "_padded_head", lambda x, w: calls.append(("head", x.shape[0])) or head(x, w))
@@ -308,3 +309,100 @@ def test_numba_s_threads_only_for_large_weights_and_never_beside_blas_s(monkeypa
         wide = rng.standard_normal((64, rows.SPLIT_FROM_BYTES // (4 * 64))).astype(np.float32)
         close(rows.rows_product(x, wide, 2), x @ wide)                                   # 1 MiB: two
         assert seen == [1, 1, 2]
+
+
+# ----------------------------------------------------------------------------
+# the server's scheduler thread: BLAS on one thread, the kernels split what is large (blas.own_threads)
+
+def test_own_threads_holds_blas_to_one_thread_while_the_kernels_keep_the_count():
+    with limit_threads(2):
+        assert blas_threads() == 2 and not owns_threads()
+        with own_threads():
+            assert (blas_threads(), thread_cap(), owns_threads()) == (1, 2, True)
+            with own_threads():                              # nested: no change, and the outer block still holds
+                assert (blas_threads(), thread_cap()) == (1, 2)
+            assert (blas_threads(), thread_cap(), owns_threads()) == (1, 2, True)
+        assert (blas_threads(), thread_cap(), owns_threads()) == (2, 2, False)
+    with limit_threads(1), own_threads():                    # one thread: nothing to hold
+        assert (blas_threads(), thread_cap(), owns_threads()) == (1, 1, False)
+
+
+@pytest.mark.parametrize("n", [7, 300])
+def test_the_packless_sgemm_split_over_threads_gives_the_same_numbers(monkeypatch, n):
+    """Inside own_threads a w of SPLIT_FROM_BYTES or more goes to the register-tile sgemm at 2 threads from 7 rows,
+    past PACKLESS_UP_TO_ROWS too, y's columns in two parts of whole 64-column tiles: each entry is the same sum as
+    on one thread, bit for bit. Outside own_threads, BLAS keeps it."""
+    from zerollm.engine.fast import microkernel
+    monkeypatch.setattr(microkernel, "USE", True)
+    rng = np.random.default_rng(n)
+    x = rng.standard_normal((n, 128)).astype(np.float32)
+    w = rng.standard_normal((128, rows.SPLIT_FROM_BYTES // 512 + 37)).astype(np.float32)   # 1 MiB + 37 columns
+    one = rows.packless_product(x, w, 1)
+    close(one, x @ w)
+    with limit_threads(2):
+        assert not rows.packless_rows(x, w, 2)
+        with own_threads():
+            assert rows.packless_rows(x, w, thread_cap())
+            before = planned_splits()
+            two = rows.packless_product(x, w, thread_cap())
+            assert planned_splits() == before + 1                # two parts, on two threads
+    np.testing.assert_array_equal(two, one)
+
+
+def test_inside_own_threads_a_small_weight_keeps_the_one_thread_rules(monkeypatch):
+    from zerollm.engine.fast import microkernel
+    monkeypatch.setattr(microkernel, "USE", True)
+    big = np.zeros((128, rows.PACKLESS_FROM_BYTES // 512), np.float32)           # 512 KB: under SPLIT_FROM_BYTES
+    wide = np.zeros((128, rows.SPLIT_FROM_BYTES // 512), np.float32)
+    rows_of = (lambda n: np.ones((n, 128), np.float32))
+    with limit_threads(2), own_threads():
+        assert rows.packless_rows(rows_of(rows.PACKLESS_FROM_ROWS), big, 2)
+        assert not rows.packless_rows(rows_of(rows.PACKLESS_UP_TO_ROWS + 1), big, 2)
+        assert rows.packless_rows(rows_of(rows.PACKLESS_UP_TO_ROWS + 1), wide, 2)
+        assert not rows.packless_rows(rows_of(rows.PACKLESS_FROM_ROWS - 1), wide, 2)   # rows_product's
+        before = planned_splits()
+        close(rows.packless_product(rows_of(9), big, 2), rows_of(9) @ big)
+        assert planned_splits() == before                        # one part: a launch would cost more than it saves
+        assert rows.column_rows(rows_of(1), wide, 2)              # one row: four streams (on one thread)
+    with limit_threads(2):
+        assert not rows.column_rows(rows_of(1), wide, 2)          # beside BLAS's threads: BLAS's product
+    monkeypatch.setattr(microkernel, "USE", False)
+    with limit_threads(2), own_threads():
+        assert not rows.packless_rows(rows_of(rows.PACKLESS_FROM_ROWS), big, 2)
+
+
+@pytest.mark.parametrize("avx512", [True, False])
+def test_the_scheduler_thread_runs_blas_on_one_thread_on_the_fast_engine(monkeypatch, avx512):
+    """Scheduler.run (the server's thread) steps inside serving_threads: on the fast engine where the register-tile
+    sgemm takes the many-row products, BLAS on that thread only and the kernels' count kept; elsewhere, and on the
+    NumPy engine, BLAS keeps its threads. The tokens are the NumPy engine's."""
+    import threading
+    from zerollm.engine.fast import microkernel
+    from zerollm.generation import batching
+    monkeypatch.setattr(microkernel, "USE", avx512)
+    model = tiny(LLAMA)
+    seen = []
+    step = batching.Scheduler._step
+    monkeypatch.setattr(batching.Scheduler, "_step", lambda s: seen.append((blas_threads(), thread_cap())) or step(s))
+
+    def served(engine):
+        got = []
+        with use_engine(engine), limit_threads(2):
+            s = batching.Scheduler(model, max_batch=4)
+            stop = threading.Event()
+            thread = threading.Thread(target=s.run, args=(stop,))
+            thread.start()
+            for i, prompt in enumerate(PROMPTS[:3]):
+                s.submit(batching.Request(list(prompt), STEPS, Sampling(0.0), np.random.default_rng(i),
+                                          emit=got.append))
+            while s.busy or len(got) < 3 * STEPS:
+                thread.join(0.01)
+            stop.set()
+            thread.join()
+            assert blas_threads() == 2                           # given back when the thread ends
+        return [ev.id for ev in got if hasattr(ev, "id")]
+
+    fast = served("fast")
+    assert set(seen) == ({(1, 2)} if avx512 else {(2, 2)})
+    seen.clear()
+    assert served("numpy") == fast and set(seen) == {(2, 2)}

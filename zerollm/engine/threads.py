@@ -11,6 +11,7 @@ the per-parameter work between two steps (the gradient sum, its norm, AdamW), pa
 import contextlib
 from concurrent.futures import ThreadPoolExecutor
 
+from zerollm.engine import accelerated
 from zerollm.io.argtypes import THREADS
 
 
@@ -34,6 +35,15 @@ def limit_threads(n):
     from threadpoolctl import threadpool_limits
     with threadpool_limits(limits=n):
         yield
+
+
+@accelerated
+def serving_threads():
+    """The context a scheduler's own thread runs in (generation.batching.Scheduler.run: the server's, beside its
+    event loop). Here nothing changes: NumPy's BLAS takes the threads --threads allowed. The fast engine's
+    kernel of this name runs BLAS on the calling thread only, so that BLAS's idle workers do not spin on the
+    cores the event loop needs, and splits the large products over those threads itself (engine/fast/rows.py)."""
+    return contextlib.nullcontext()
 
 
 class ThreadPool(ThreadPoolExecutor):

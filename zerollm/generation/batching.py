@@ -57,6 +57,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from zerollm.engine.threads import serving_threads
 from zerollm.io.errors import ZeroLLMError
 from zerollm.model.kvcache import KVCache
 from zerollm.generation.prefill import BatchCache, Prefilling
@@ -182,13 +183,16 @@ class Scheduler(Prefilling, Speculating):
         return len(self.rows) + len(self.joining) + len(self.waiting)
 
     def run(self, stop):
-        """Step until the threading.Event ``stop`` is set, sleeping while there is nothing to do."""
-        while not stop.is_set():
-            with self.wake:
-                if not self.rows and not self.waiting and not self.prefills:
-                    self.wake.wait(timeout=0.1)
-                    continue
-            self.step()
+        """Step until the threading.Event ``stop`` is set, sleeping while there is nothing to do. On a thread of
+        its own beside others that need the cores (the server's event loop): BLAS runs on this thread only,
+        so that its idle workers do not spin on those cores (zerollm.engine.threads.serving_threads)."""
+        with serving_threads():
+            while not stop.is_set():
+                with self.wake:
+                    if not self.rows and not self.waiting and not self.prefills:
+                        self.wake.wait(timeout=0.1)
+                        continue
+                self.step()
 
     def stream(self, reqs):
         """Run ``reqs`` as one group in the caller's thread: yield each step's [(index in reqs, Token | Done)]

@@ -33,6 +33,9 @@ reference function it stands in for, and answers NotImplemented for what it was 
     qlora.quantized_matmul_t            zerollm.nn.linear.quantized_matmul_t       sums reordered (same slabs)
     rows.head_product                   zerollm.nn.linear.head_product             sums reordered (2-16 rows of x:
                                                                                W read once, not packed)
+    rows.serving_threads                zerollm.engine.threads.serving_threads     (the server's scheduler thread:
+                                                                               BLAS on it alone, large products
+                                                                               split by ours)
     bpe.encode_chunks                   zerollm.tokenizers.bpe.encode_chunks       the same ids
     sampler.draw_shortcut               zerollm.generation.sample.draw_shortcut    <= 2 ulp (exp); sample.draw
                                                                                gives the same ids (its margin)

@@ -101,10 +101,51 @@ class single_threaded_blas:
             _blas().set_threads(self.before)
 
 
+_OWN = [None]     # inside own_threads(): the threads the kernels split over while BLAS runs on one
+
+
+class own_threads:
+    """Inside the block the engine's own kernels split their work over the threads BLAS was allowed
+    (``thread_cap()`` still says so), and BLAS itself runs on the calling thread only. The server's
+    scheduler thread runs this way on hosts where the engine's kernels take the many-row products
+    (rows.serving_threads).
+
+    Why: after a call on two threads or more, OpenBLAS's worker threads spin, waiting for the next call,
+    for about 100 ms of CPU each (measured: 104 ms of one core after one 512 x 512 product on 2 threads;
+    0.1 ms after one on 1 thread). A server makes such calls every step, so its BLAS workers never stop
+    spinning, on the cores its event loop needs: on a 2-core host at --threads 2, one streaming client's
+    tokens cost the server 2.2-2.6 ms of CPU each, against 1.2-1.8 with BLAS held here (tang shape,
+    alternated runs; docs/serving.md).
+    A kernel of ours split over threads beside them gets about one core's speed (a llama f32 prefill of
+    64 tokens split over 2 threads: 132 ms, against 88 ms by BLAS's own threads).
+    Nested blocks, and one thread, change nothing."""
+
+    def __enter__(self):
+        self.threads = thread_cap()
+        self.on = self.threads > 1 and _OWN[0] is None
+        if self.on:
+            self.before = blas_threads()
+            _OWN[0] = self.threads
+            _blas().set_threads(1)
+        return self
+
+    def __exit__(self, *exc):
+        if self.on:
+            _blas().set_threads(self.before)
+            _OWN[0] = None
+
+
+def owns_threads():
+    """Is this inside own_threads() on more than one thread?"""
+    return _OWN[0] is not None
+
+
 def thread_cap():
     """What BLAS was allowed (--threads), at most numba's threads: kernel_threads' limit, asked once by a caller
-    that launches several kernels in a row (engine/fast/decode.py's block)."""
-    return min(blas_threads(), numba.config.NUMBA_NUM_THREADS)
+    that launches several kernels in a row (engine/fast/decode.py's block). Inside own_threads(), the threads
+    BLAS was allowed before it."""
+    own = _OWN[0]
+    return own if own is not None else min(blas_threads(), numba.config.NUMBA_NUM_THREADS)
 
 
 def kernel_threads(n_items):

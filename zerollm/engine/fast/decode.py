@@ -250,8 +250,11 @@ def _product(h, w, threads):
         # One row against a large w: four streams (rows.ONE_ROW_FROM_BYTES). 7 rows and more on AVX-512: the
         # register-tile sgemm, which packs nothing (rows.packless_rows; threads is 0 from qgemm.ROWS_FROM rows)
         if threads and column_rows(h, w, threads):
-            return rows_product(h, w, threads)
-        return packless_product(h, w) if packless_rows(h, w, threads or thread_cap()) else h @ w
+            # one row on this thread: four streams take what memory gives a core (inside blas.own_threads, split over
+            # numba's threads, GPT-2's decode step took 24 ms against 20)
+            return rows_product(h, w, threads if h.shape[0] > 1 else 1)
+        threads = threads or thread_cap()
+        return packless_product(h, w, threads) if packless_rows(h, w, threads) else h @ w
     return integer_product(h, w, threads) if threads else quantized_matmul(h, w)
 
 

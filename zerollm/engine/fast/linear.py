@@ -16,10 +16,10 @@ Small, but it costs one BLAS call.
 
 For 2-16 rows of x (2-6 for w (i, o)) the few-row kernels of engine/fast/rows.py multiply instead, and b is
 added after, as in the reference; so does the register-tile sgemm at 7-256 rows against a large enough w (i, o)
-on one thread of an AVX-512 host (rows.packless_rows), which is also the one way a layer without bias comes
-here. The backward is the reference's (three products; nothing to fold). One row of x (decoding), float64,
-autocast, weights that are neither (i, o) nor (o, i).T in memory, and layers without bias outside packless_rows
-answer NotImplemented.
+on one thread of an AVX-512 host, or from 7 rows on the server's threads (rows.packless_rows), which is also the
+one way a layer without bias comes here. The backward is the reference's (three products; nothing to fold). One
+row of x (decoding), float64, autocast, weights that are neither (i, o) nor (o, i).T in memory, and layers
+without bias outside packless_rows answer NotImplemented.
 """
 
 import numpy as np
@@ -56,8 +56,9 @@ def linear_forward(x, w, b=None):
     x2 = np.ascontiguousarray(x.reshape(-1, i))         # (N, i): a view when x is contiguous
     n, threads = x2.shape[0], thread_cap()
     if op == NO_TRANS and packless_rows(x2, w, threads):
-        # 7-256 rows (a prompt's prefill, a decode step of many requests) on one AVX-512 thread: nothing packed
-        y = packless_product(x2, w)
+        # 7-256 rows (a prompt's prefill, a decode step of many requests) on one AVX-512 thread, or from 7 on the
+        # server's threads (rows.serving_threads): nothing packed
+        y = packless_product(x2, w, threads)
         if b is not None:
             y += b
         return y.reshape(*x.shape[:-1], o), LinearCache(x, w, b is not None)
@@ -65,7 +66,7 @@ def linear_forward(x, w, b=None):
         return NotImplemented
     # 2-16 rows (a decode step of a few requests), or one row against a large w: w read once (engine/fast/rows.py);
     # BLAS's sgemm packs it first
-    few = (rows_product(x2, w) if op == NO_TRANS and column_rows(x2, w, threads)
+    few = (rows_product(x2, w, threads if n > 1 else 1) if op == NO_TRANS and column_rows(x2, w, threads)
            else head_product(x2, w.T) if op == TRANS else NotImplemented)
     if few is not NotImplemented:
         few += b

@@ -38,12 +38,14 @@ Outside those rows, for float64, non-contiguous arrays or under autocast the cal
 NotImplemented, and the reference runs).
 """
 
+import contextlib
+
 import numpy as np
 from numba import prange
 
 from zerollm.engine.amp import autocast_format
 from zerollm.engine.fast import microkernel
-from zerollm.engine.fast.blas import run_rows, thread_cap
+from zerollm.engine.fast.blas import owns_threads, own_threads, run_planned, run_rows, thread_cap
 from zerollm.engine.fast.jit import float32_arrays, kernel, parallel_kernel
 
 ROWS_FROM = 2          # one row: BLAS's matrix-vector product, but for a large W (ONE_ROW_FROM_BYTES, the head's below)
@@ -80,6 +82,7 @@ PACKLESS_ANY_FROM_ROWS = 12
 PACKLESS_UP_TO_ROWS = 256
 PACKLESS_FROM_BYTES = 512 << 10
 PACKLESS_SMALL_FROM_BYTES = 256 << 10
+TILE_COLUMNS = 64       # the register-tile sgemm's widest block: a thread's share of packless_product's columns
 # head_product through the same sgemm as (W @ x^T)^T, x^T padded to HEAD_LANES columns (one AVX-512 vector; fewer
 # would fall to its scalar edge code, 20x slower), from PADDED_HEAD_FROM_ROWS rows, or PADDED_HEAD_READ_FROM_ROWS
 # for a head read from memory. One thread, same host, time of it ÷ the head kernel's (transposes included):
@@ -281,13 +284,16 @@ def _one_row_threaded(bounds, x, w, y):
 _ONE_ROW = (kernel(_one_row_serial), parallel_kernel(_one_row_threaded))
 
 
-def _sgemm(a, b, c):
+def _sgemm(plan, a, b, c):
     """c = a @ b for a (M, K), b (K, N), c (M, N), float32 C-contiguous, by the attention's register-tile sgemm
-    (addresses and row strides)."""
+    (addresses and row strides): the columns plan[t, 0]..plan[t, 1] of c for each row t of the plan (one row:
+    one thread's share, blas.run_planned)."""
     M, K = a.shape
     N = b.shape[1]
-    microkernel.sgemm(M, N, K, np.float32(1.0), a.ctypes.data, K, 1, b.ctypes.data, N, np.float32(0.0),
-                      c.ctypes.data, N)
+    for t in range(plan.shape[0]):
+        c0, c1 = plan[t, 0], plan[t, 1]
+        microkernel.sgemm(M, c1 - c0, K, np.float32(1.0), a.ctypes.data, K, 1, b.ctypes.data + 4 * c0, N,
+                          np.float32(0.0), c.ctypes.data + 4 * c0, N)
 
 
 _sgemm_kernel = kernel(_sgemm)
@@ -304,8 +310,10 @@ def column_rows(x, w, threads):
     """Does x (N, i) @ w (i, o) go to rows_product on ``threads`` threads? 2..COLUMN_ROWS_UP_TO rows, or one row
     on one thread against a w of at least ONE_ROW_FROM_BYTES (smaller ones stay in the caches, where BLAS's
     matrix-vector product is as fast; on two threads the split of y's columns read w in pieces, and BLAS's threads
-    and numba's took the cores from each other: GPT-2 / llama f32 decode 80 / 86 -> 60 / 77 tok/s)."""
-    return few_rows(x, w, COLUMN_ROWS_UP_TO, 1) and (x.shape[0] > 1 or (threads == 1 and w.nbytes >= ONE_ROW_FROM_BYTES))
+    and numba's took the cores from each other: GPT-2 / llama f32 decode 80 / 86 -> 60 / 77 tok/s). Inside
+    blas.own_threads(), where BLAS runs on one thread, one row goes to rows_product on any number (the callers
+    give it one thread)."""
+    return few_rows(x, w, COLUMN_ROWS_UP_TO, 1) and (x.shape[0] > 1 or ((threads == 1 or owns_threads()) and w.nbytes >= ONE_ROW_FROM_BYTES))
 
 
 def rows_product(x, w, threads=None):
@@ -321,27 +329,45 @@ def rows_product(x, w, threads=None):
 
 
 def packless_rows(x, w, threads):
-    """Does x (N, i) @ w (i, o) go to packless_product? On one thread (``threads``: blas.thread_cap()) of a host
-    where microkernel.USE (AVX-512), float32 C-contiguous, no autocast, PACKLESS_FROM_ROWS..PACKLESS_UP_TO_ROWS rows
-    against a w of PACKLESS_FROM_BYTES or more (PACKLESS_SMALL_FROM_BYTES from PACKLESS_ANY_FROM_ROWS rows): where
-    BLAS's packing costs more than it saves (see the numbers above). Not on two threads and more: the product's
-    columns split over numba's threads or over Python threads (blas.run_planned, as the attention's kernels) each
-    ran 2x faster alone, but a llama f32 prefill of 64 tokens at 2 threads fell from 717-751 tok/s (BLAS for every
-    product) to 432-443 and 486 tok/s, and still to 515-521 once the prompt's attention ran in its fused kernel
-    (KVCache.causal_only). Inside the model each split product ran at about one thread's speed; the cause is
-    not found (OMP_WAIT_POLICY=PASSIVE changed nothing)."""
-    if (threads != 1 or not microkernel.USE or not few_rows(x, w, PACKLESS_UP_TO_ROWS, PACKLESS_FROM_ROWS)
+    """Does x (N, i) @ w (i, o) go to packless_product? On a host where microkernel.USE (AVX-512), float32
+    C-contiguous, no autocast, PACKLESS_FROM_ROWS..PACKLESS_UP_TO_ROWS rows against a w of PACKLESS_FROM_BYTES or
+    more (PACKLESS_SMALL_FROM_BYTES from PACKLESS_ANY_FROM_ROWS rows): where BLAS's packing costs more than it
+    saves (see the numbers above). On one thread (``threads``: blas.thread_cap()). On more only inside
+    blas.own_threads() (the server's scheduler thread), where BLAS runs on one thread: there a w of
+    SPLIT_FROM_BYTES or more from PACKLESS_FROM_ROWS rows on (no upper limit: the register-tile sgemm was faster
+    than BLAS's on one thread at every size measured, 64-1,024 rows of llama's 768 x 2,048, 2,048 x 768 and
+    768 x 768, 1.04-1.39x), split over the threads; a smaller one as on one thread. Outside own_threads() on two
+    threads and more BLAS keeps the products: beside its spinning threads a split product ran at about one
+    thread's speed (blas.own_threads), and a product on one thread beside BLAS's two loses to them."""
+    if threads > 1 and not owns_threads():
+        return False
+    split = threads > 1 and w.nbytes >= SPLIT_FROM_BYTES
+    if (not microkernel.USE or not few_rows(x, w, x.shape[0] if split else PACKLESS_UP_TO_ROWS, PACKLESS_FROM_ROWS)
             or x.shape[1] != w.shape[0]):
         return False
     return w.nbytes >= (PACKLESS_SMALL_FROM_BYTES if x.shape[0] >= PACKLESS_ANY_FROM_ROWS else PACKLESS_FROM_BYTES)
 
 
-def packless_product(x, w):
-    """y = x @ w for x (N, i), w (i, o), both float32 C-contiguous (packless_rows(x, w, 1): the caller checks), by
-    the register-tile sgemm, on this thread."""
-    y = np.empty((x.shape[0], w.shape[1]), np.float32)
-    _sgemm_kernel(x, w, y)
+def packless_product(x, w, threads=1):
+    """y = x @ w for x (N, i), w (i, o), both float32 C-contiguous (packless_rows(x, w, threads): the caller
+    checks), by the register-tile sgemm: on this thread, or, for a w of SPLIT_FROM_BYTES or more, y's columns in
+    ``threads`` parts of whole 64-column tiles, one a thread (blas.run_planned). Each entry is the same sum
+    either way."""
+    o = w.shape[1]
+    y = np.empty((x.shape[0], o), np.float32)
+    parts = max(1, min(threads if w.nbytes >= SPLIT_FROM_BYTES else 1, o // TILE_COLUMNS))
+    edges = [o * t // parts // TILE_COLUMNS * TILE_COLUMNS for t in range(parts)] + [o]
+    plan = np.array([edges[:-1], edges[1:]], np.int64).T
+    run_planned(_sgemm_kernel, parts, plan, x, w, y)
     return y
+
+
+def serving_threads():
+    """The context the server's scheduler thread runs in (zerollm.engine.threads.serving_threads): blas.own_threads()
+    on a host where the register-tile sgemm takes the products of 7 rows and more, so that BLAS's idle threads
+    never spin beside the event loop; elsewhere (no AVX-512) BLAS keeps its threads: its products of many rows
+    would run on one thread (not measured: this host has AVX-512)."""
+    return own_threads() if microkernel.USE else contextlib.nullcontext()
 
 
 def padded_head(n, w, threads):
@@ -359,7 +385,7 @@ def _padded_head(x, w):
     xt = np.zeros((C, HEAD_LANES), np.float32)
     xt[:, :n] = x.T
     yt = np.empty((w.shape[0], HEAD_LANES), np.float32)
-    _sgemm_kernel(w, xt, yt)
+    _sgemm_kernel(np.array([[0, HEAD_LANES]], np.int64), w, xt, yt)
     return np.ascontiguousarray(yt[:, :n].T)
 
 
@@ -386,4 +412,4 @@ def head_product(x, w):
     return y
 
 
-KERNELS = {"head_product": head_product}
+KERNELS = {"head_product": head_product, "serving_threads": serving_threads}

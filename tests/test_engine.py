@@ -211,6 +211,28 @@ def test_fast_silu_takes_swiglu_s_gate_where_it_lies_in_c_fc_s_output():
     assert rel(got, want) <= TOL and cache.silu.x.base is not None             # the gate was not copied
 
 
+def test_fast_rope_is_the_reference_bit_for_bit_on_q_and_k_where_they_lie():
+    """RoPE's kernel reads q's and k's views into the fused qkv product (not adjacent rows) and plain arrays of 2 to
+    5 dimensions, and gives the reference's float32 bits, with the same cache; float64 and tables of another shape
+    are left to the reference (NotImplemented)."""
+    from zerollm.engine.fast import attention as kernels
+    from zerollm.nn.position import rope_forward, rope_tables
+    rng = np.random.default_rng(12)
+    qkv = normal(rng, 2, 9, (4 + 2 * 2) * 16, scale=3.0)
+    q, k, v = attention.split_qkv(qkv, 4, 2)                      # (2, 2, 2, 9, 16), (2, 2, 1, 9, 16): views
+    cos, sin = rope_tables(9, 16, offset=5)
+    assert not q.flags.c_contiguous
+    for x in (q, k, np.ascontiguousarray(q), q[0, 0], q[0, 0, 0], normal(rng, 3, 9, 16)):
+        (y, c), (y_ref, c_ref) = kernels.rope_forward(x, cos, sin), rope_forward.reference(x, cos, sin)
+        assert np.array_equal(y, y_ref) and y.dtype == np.float32 and c.cos is cos and c.sin is sin
+        assert type(c) is type(c_ref)
+    from zerollm.engine.fast import KERNELS
+    assert KERNELS["rope_forward"] is kernels.rope_forward             # what the fast engine dispatches to
+    assert kernels.rope_forward(q.astype(np.float64), cos, sin) is NotImplemented
+    assert kernels.rope_forward(q, cos[None], sin[None]) is NotImplemented
+    assert kernels.rope_forward(q[..., :15], cos[:, :15], sin[:, :15]) is NotImplemented   # an odd head size
+
+
 def test_fast_gelu_tanh_backward_recomputes_the_forwards_s_bit_for_bit():
     """The fast forward keeps no s; its backward recomputes s with the forward's own steps
     (engine/fast/activation.py: _sigmoid_2u), so it equals the exact backward given the forward's s, bit for bit.

@@ -26,3 +26,8 @@ class NormCache(NamedTuple):
     rstd: np.ndarray    # (..., 1) 1 / standard deviation (or 1 / rms)
     w: np.ndarray       # (C,) gain
     has_bias: bool
+
+
+class RopeCache(NamedTuple):
+    cos: np.ndarray   # (T, hs)
+    sin: np.ndarray   # (T, hs)

@@ -4,9 +4,10 @@ Learned positions are an embedding lookup (see embedding.py) of 0..T-1.
 Shapes: T time, C channels, hs head size.
 """
 
-from typing import NamedTuple
-
 import numpy as np
+
+from zerollm.engine import accelerated
+from zerollm.engine.caches import RopeCache  # noqa: F401  (the cache rope_forward leaves; kept below both engines)
 
 
 # ----------------------------------------------------------------------------
@@ -55,11 +56,7 @@ def rotate_half_transpose(g):
     return np.concatenate([g[..., h:], -g[..., :h]], axis=-1)
 
 
-class RopeCache(NamedTuple):
-    cos: np.ndarray   # (T, hs)
-    sin: np.ndarray   # (T, hs)
-
-
+@accelerated
 def rope_forward(x, cos, sin):
     """y = x * cos + rotate_half(x) * sin.  x: (..., T, hs), cos/sin: (T, hs) -> (..., T, hs)."""
     return x * cos + rotate_half(x) * sin, RopeCache(cos, sin)

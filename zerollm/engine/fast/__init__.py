@@ -8,6 +8,7 @@ reference function it stands in for, and answers NotImplemented for what it was 
     kernel (this package)               reference                                  exact?
     attention.masked_softmax            zerollm.nn.attention.masked_softmax        <= 2 ulp (exp)
     attention.masked_softmax_backward   zerollm.nn.attention.masked_softmax_backward   sums reordered
+    attention.rope_forward              zerollm.nn.position.rope_forward           bit-identical
     sdpa.softmax_attention (+ backward) zerollm.nn.attention.softmax_attention     products reordered
     norm.layernorm_forward / backward   zerollm.nn.norm                            sums reordered
     norm.rmsnorm_forward / backward     zerollm.nn.norm                            sums reordered

@@ -180,7 +180,7 @@ def packless(monkeypatch):
     monkeypatch.setattr(rows, "PADDED_HEAD_FROM_ROWS", 7)
     calls = []
     product, head = rows.packless_product, rows._padded_head
-    spy = (lambda x, w, threads=1: calls.append(x.shape[0]) or product(x, w, threads))
+    spy = (lambda x, w: calls.append(x.shape[0]) or product(x, w))
     monkeypatch.setattr(fast_linear, "packless_product", spy)
     monkeypatch.setattr(decode, "packless_product", spy)
     monkeypatch.setattr(rows, "_padded_head", lambda x, w: calls.append(("head", x.shape[0])) or head(x, w))
@@ -327,55 +327,59 @@ def test_own_threads_holds_blas_to_one_thread_while_the_kernels_keep_the_count()
         assert (blas_threads(), thread_cap(), owns_threads()) == (1, 1, False)
 
 
+@pytest.mark.parametrize("own", [True, False], ids=["register-tile", "blas"])
 @pytest.mark.parametrize("n", [7, 300])
-def test_the_packless_sgemm_split_over_threads_gives_the_same_numbers(monkeypatch, n):
-    """Inside own_threads a w of SPLIT_FROM_BYTES or more goes to the register-tile sgemm at 2 threads from 7 rows,
-    past PACKLESS_UP_TO_ROWS too, y's columns in two parts of whole 64-column tiles: each entry is the same sum as
-    on one thread, bit for bit. Outside own_threads, BLAS keeps it."""
+def test_split_product_gives_the_same_numbers_as_one_thread(monkeypatch, n, own):
+    """Inside own_threads a w of SPLIT_FROM_BYTES or more goes to split_product at 2 threads from 7 rows, past
+    PACKLESS_UP_TO_ROWS too: y's columns in two parts of whole 64-column tiles, each by the register-tile sgemm (the
+    same sums as on one thread, bit for bit) or, without AVX-512, by BLAS's sgemm. Outside own_threads, BLAS keeps
+    the product."""
     from zerollm.engine.fast import microkernel
-    monkeypatch.setattr(microkernel, "USE", True)
+    monkeypatch.setattr(microkernel, "USE", own)
     rng = np.random.default_rng(n)
     x = rng.standard_normal((n, 128)).astype(np.float32)
     w = rng.standard_normal((128, rows.SPLIT_FROM_BYTES // 512 + 37)).astype(np.float32)   # 1 MiB + 37 columns
-    one = rows.packless_product(x, w, 1)
-    close(one, x @ w)
     with limit_threads(2):
-        assert not rows.packless_rows(x, w, 2)
+        assert not rows.split_rows(x, w, 2)
         with own_threads():
-            assert rows.packless_rows(x, w, thread_cap())
+            assert rows.split_rows(x, w, thread_cap())
             before = planned_splits()
-            two = rows.packless_product(x, w, thread_cap())
+            two = rows.split_product(x, w, thread_cap())
             assert planned_splits() == before + 1                # two parts, on two threads
-    np.testing.assert_array_equal(two, one)
+            one = rows.split_product(x, w, 1)
+    if own:
+        np.testing.assert_array_equal(two, rows.packless_product(x, w))
+    close(two, one)
+    close(two, x @ w)
 
 
-def test_inside_own_threads_a_small_weight_keeps_the_one_thread_rules(monkeypatch):
+def test_inside_own_threads_a_small_weight_stays_on_one_thread(monkeypatch):
     from zerollm.engine.fast import microkernel
     monkeypatch.setattr(microkernel, "USE", True)
     big = np.zeros((128, rows.PACKLESS_FROM_BYTES // 512), np.float32)           # 512 KB: under SPLIT_FROM_BYTES
     wide = np.zeros((128, rows.SPLIT_FROM_BYTES // 512), np.float32)
     rows_of = (lambda n: np.ones((n, 128), np.float32))
     with limit_threads(2), own_threads():
-        assert rows.packless_rows(rows_of(rows.PACKLESS_FROM_ROWS), big, 2)
+        assert rows.packless_rows(rows_of(rows.PACKLESS_FROM_ROWS), big, 2)          # one thread: BLAS's is one too
+        assert not rows.split_rows(rows_of(rows.PACKLESS_FROM_ROWS), big, 2)
         assert not rows.packless_rows(rows_of(rows.PACKLESS_UP_TO_ROWS + 1), big, 2)
-        assert rows.packless_rows(rows_of(rows.PACKLESS_UP_TO_ROWS + 1), wide, 2)
-        assert not rows.packless_rows(rows_of(rows.PACKLESS_FROM_ROWS - 1), wide, 2)   # rows_product's
-        before = planned_splits()
-        close(rows.packless_product(rows_of(9), big, 2), rows_of(9) @ big)
-        assert planned_splits() == before                        # one part: a launch would cost more than it saves
+        assert rows.split_rows(rows_of(rows.PACKLESS_UP_TO_ROWS + 1), wide, 2)
+        assert not rows.split_rows(rows_of(rows.PACKLESS_FROM_ROWS - 1), wide, 2)     # rows_product's
         assert rows.column_rows(rows_of(1), wide, 2)              # one row: four streams (on one thread)
     with limit_threads(2):
-        assert not rows.column_rows(rows_of(1), wide, 2)          # beside BLAS's threads: BLAS's product
+        assert not rows.packless_rows(rows_of(rows.PACKLESS_FROM_ROWS), big, 2)      # beside BLAS's two threads
+        assert not rows.column_rows(rows_of(1), wide, 2)
     monkeypatch.setattr(microkernel, "USE", False)
     with limit_threads(2), own_threads():
         assert not rows.packless_rows(rows_of(rows.PACKLESS_FROM_ROWS), big, 2)
+        assert rows.split_rows(rows_of(rows.PACKLESS_FROM_ROWS), wide, 2)             # by BLAS's sgemm, in parts
 
 
 @pytest.mark.parametrize("avx512", [True, False])
 def test_the_scheduler_thread_runs_blas_on_one_thread_on_the_fast_engine(monkeypatch, avx512):
-    """Scheduler.run (the server's thread) steps inside serving_threads: on the fast engine where the register-tile
-    sgemm takes the many-row products, BLAS on that thread only and the kernels' count kept; elsewhere, and on the
-    NumPy engine, BLAS keeps its threads. The tokens are the NumPy engine's."""
+    """Scheduler.run (the server's thread) steps inside serving_threads: on the fast engine, BLAS on that thread
+    only and the kernels' count kept, with or without the register-tile sgemm; on the NumPy engine BLAS keeps its
+    threads. The tokens are the NumPy engine's."""
     import threading
     from zerollm.engine.fast import microkernel
     from zerollm.generation import batching
@@ -403,6 +407,6 @@ def test_the_scheduler_thread_runs_blas_on_one_thread_on_the_fast_engine(monkeyp
         return [ev.id for ev in got if hasattr(ev, "id")]
 
     fast = served("fast")
-    assert set(seen) == ({(1, 2)} if avx512 else {(2, 2)})
+    assert set(seen) == {(1, 2)}
     seen.clear()
     assert served("numpy") == fast and set(seen) == {(2, 2)}

@@ -107,8 +107,7 @@ _OWN = [None]     # inside own_threads(): the threads the kernels split over whi
 class own_threads:
     """Inside the block the engine's own kernels split their work over the threads BLAS was allowed
     (``thread_cap()`` still says so), and BLAS itself runs on the calling thread only. The server's
-    scheduler thread runs this way on hosts where the engine's kernels take the many-row products
-    (rows.serving_threads).
+    scheduler thread runs this way (rows.serving_threads), its large many-row products split by rows.split_product.
 
     Why: after a call on two threads or more, OpenBLAS's worker threads spin, waiting for the next call,
     for about 100 ms of CPU each (measured: 104 ms of one core after one 512 x 512 product on 2 threads;

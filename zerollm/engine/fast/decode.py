@@ -56,7 +56,8 @@ from zerollm.engine.fast.blas import run_threaded, thread_cap
 from zerollm.engine.fast.jit import exp32, inline, kernel, parallel_kernel
 from zerollm.engine.fast.norm import row_mean_rstd
 from zerollm.engine.fast.quant import SLAB_FROM, integer_product, quantized_matmul
-from zerollm.engine.fast.rows import column_rows, packless_product, packless_rows, rows_product
+from zerollm.engine.fast.rows import (column_rows, packless_product, packless_rows, rows_product, split_product,
+                                      split_rows)
 
 BLOCK_KINDS = ("q8_0", "q4_0", "q4_K", "q5_K", "q6_K")   # what quant.quantized_matmul multiplies as stored
 _NONE = np.zeros(0, np.float32)                           # "no bias": one numba signature for both cases
@@ -254,7 +255,9 @@ def _product(h, w, threads):
             # numba's threads, GPT-2's decode step took 24 ms against 20)
             return rows_product(h, w, threads if h.shape[0] > 1 else 1)
         threads = threads or thread_cap()
-        return packless_product(h, w, threads) if packless_rows(h, w, threads) else h @ w
+        if split_rows(h, w, threads):                  # the server's thread (rows.serving_threads)
+            return split_product(h, w, threads)
+        return packless_product(h, w) if packless_rows(h, w, threads) else h @ w
     return integer_product(h, w, threads) if threads else quantized_matmul(h, w)
 
 

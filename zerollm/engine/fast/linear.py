@@ -16,10 +16,11 @@ Small, but it costs one BLAS call.
 
 For 2-16 rows of x (2-6 for w (i, o)) the few-row kernels of engine/fast/rows.py multiply instead, and b is
 added after, as in the reference; so does the register-tile sgemm at 7-256 rows against a large enough w (i, o)
-on one thread of an AVX-512 host, or from 7 rows on the server's threads (rows.packless_rows), which is also the
-one way a layer without bias comes here. The backward is the reference's (three products; nothing to fold). One
-row of x (decoding), float64, autocast, weights that are neither (i, o) nor (o, i).T in memory, and layers
-without bias outside packless_rows answer NotImplemented.
+on one thread of an AVX-512 host (rows.packless_rows), and so does rows.split_product from 7 rows against a w of
+1 MiB or more on the server's threads, split over them (rows.split_rows): the ways a layer without bias comes here.
+The backward is the reference's (three products; nothing to fold). One row of x (decoding), float64, autocast,
+weights that are neither (i, o) nor (o, i).T in memory, and layers without bias outside those answer
+NotImplemented.
 """
 
 import numpy as np
@@ -27,7 +28,8 @@ import numpy as np
 from zerollm.engine.amp import autocast_format
 from zerollm.engine.fast.blas import NO_TRANS, ROW_MAJOR, TRANS, sgemm, thread_cap
 from zerollm.engine.caches import LinearCache
-from zerollm.engine.fast.rows import column_rows, head_product, packless_product, packless_rows, rows_product
+from zerollm.engine.fast.rows import (column_rows, head_product, packless_product, packless_rows, rows_product,
+                                      split_product, split_rows)
 
 
 def _weight_layout(w):
@@ -55,10 +57,11 @@ def linear_forward(x, w, b=None):
     i, o = w.shape
     x2 = np.ascontiguousarray(x.reshape(-1, i))         # (N, i): a view when x is contiguous
     n, threads = x2.shape[0], thread_cap()
-    if op == NO_TRANS and packless_rows(x2, w, threads):
-        # 7-256 rows (a prompt's prefill, a decode step of many requests) on one AVX-512 thread, or from 7 on the
-        # server's threads (rows.serving_threads): nothing packed
-        y = packless_product(x2, w, threads)
+    split = op == NO_TRANS and split_rows(x2, w, threads)
+    if split or (op == NO_TRANS and packless_rows(x2, w, threads)):
+        # 7-256 rows (a prompt's prefill, a decode step of many requests) on one AVX-512 thread: nothing packed; from
+        # 7 rows on the server's threads (rows.serving_threads), y's columns split over them
+        y = split_product(x2, w, threads) if split else packless_product(x2, w)
         if b is not None:
             y += b
         return y.reshape(*x.shape[:-1], o), LinearCache(x, w, b is not None)

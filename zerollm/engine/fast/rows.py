@@ -25,6 +25,9 @@ of W once and use it for every row of x while it is in a register.
                               sgemm (engine/fast/microkernel.py: 6 rows x 64 columns of y in registers, w read
                               where it lies), on one thread. OpenBLAS packs all of w into its panels at every
                               call first; at these rows that copy is a large part of the work.
+    split_product(x, w, n)    the same from 7 rows, y's columns split over n threads: only on the server's
+                              scheduler thread, where BLAS runs on one thread (blas.own_threads, serving_threads);
+                              each part by the register-tile sgemm on AVX-512 hosts, by BLAS's sgemm elsewhere.
 
                               head_product takes the same sgemm as (W @ x^T)^T for 14-16 rows (8-16 against a
                               head read from memory): x^T padded with zeros to 16 columns, one vector.
@@ -38,14 +41,13 @@ Outside those rows, for float64, non-contiguous arrays or under autocast the cal
 NotImplemented, and the reference runs).
 """
 
-import contextlib
-
 import numpy as np
 from numba import prange
 
 from zerollm.engine.amp import autocast_format
 from zerollm.engine.fast import microkernel
-from zerollm.engine.fast.blas import owns_threads, own_threads, run_planned, run_rows, thread_cap
+from zerollm.engine.fast.blas import (NO_TRANS, ROW_MAJOR, owns_threads, own_threads, run_planned, run_rows, sgemm,
+                                     thread_cap)
 from zerollm.engine.fast.jit import float32_arrays, kernel, parallel_kernel
 
 ROWS_FROM = 2          # one row: BLAS's matrix-vector product, but for a large W (ONE_ROW_FROM_BYTES, the head's below)
@@ -82,7 +84,7 @@ PACKLESS_ANY_FROM_ROWS = 12
 PACKLESS_UP_TO_ROWS = 256
 PACKLESS_FROM_BYTES = 512 << 10
 PACKLESS_SMALL_FROM_BYTES = 256 << 10
-TILE_COLUMNS = 64       # the register-tile sgemm's widest block: a thread's share of packless_product's columns
+TILE_COLUMNS = 64       # the register-tile sgemm's widest block: split_product's parts are whole ones
 # head_product through the same sgemm as (W @ x^T)^T, x^T padded to HEAD_LANES columns (one AVX-512 vector; fewer
 # would fall to its scalar edge code, 20x slower), from PADDED_HEAD_FROM_ROWS rows, or PADDED_HEAD_READ_FROM_ROWS
 # for a head read from memory. One thread, same host, time of it ÷ the head kernel's (transposes included):
@@ -329,45 +331,64 @@ def rows_product(x, w, threads=None):
 
 
 def packless_rows(x, w, threads):
-    """Does x (N, i) @ w (i, o) go to packless_product? On a host where microkernel.USE (AVX-512), float32
-    C-contiguous, no autocast, PACKLESS_FROM_ROWS..PACKLESS_UP_TO_ROWS rows against a w of PACKLESS_FROM_BYTES or
-    more (PACKLESS_SMALL_FROM_BYTES from PACKLESS_ANY_FROM_ROWS rows): where BLAS's packing costs more than it
-    saves (see the numbers above). On one thread (``threads``: blas.thread_cap()). On more only inside
-    blas.own_threads() (the server's scheduler thread), where BLAS runs on one thread: there a w of
-    SPLIT_FROM_BYTES or more from PACKLESS_FROM_ROWS rows on (no upper limit: the register-tile sgemm was faster
-    than BLAS's on one thread at every size measured, 64-1,024 rows of llama's 768 x 2,048, 2,048 x 768 and
-    768 x 768, 1.04-1.39x), split over the threads; a smaller one as on one thread. Outside own_threads() on two
-    threads and more BLAS keeps the products: beside its spinning threads a split product ran at about one
-    thread's speed (blas.own_threads), and a product on one thread beside BLAS's two loses to them."""
-    if threads > 1 and not owns_threads():
-        return False
-    split = threads > 1 and w.nbytes >= SPLIT_FROM_BYTES
-    if (not microkernel.USE or not few_rows(x, w, x.shape[0] if split else PACKLESS_UP_TO_ROWS, PACKLESS_FROM_ROWS)
-            or x.shape[1] != w.shape[0]):
+    """Does x (N, i) @ w (i, o) go to packless_product? On one thread (``threads``: blas.thread_cap()) of a host
+    where microkernel.USE (AVX-512), float32 C-contiguous, no autocast, PACKLESS_FROM_ROWS..PACKLESS_UP_TO_ROWS rows
+    against a w of PACKLESS_FROM_BYTES or more (PACKLESS_SMALL_FROM_BYTES from PACKLESS_ANY_FROM_ROWS rows): where
+    BLAS's packing costs more than it saves (see the numbers above). On more threads only inside blas.own_threads()
+    (the server's scheduler thread), where BLAS runs on one thread too (and a w of SPLIT_FROM_BYTES or more goes to
+    split_product first). Outside it, on two threads and more, BLAS's two threads keep the product: split over
+    threads beside BLAS's spinning ones, it ran at about one thread's speed (blas.own_threads)."""
+    if ((threads != 1 and not owns_threads()) or not microkernel.USE
+            or not few_rows(x, w, PACKLESS_UP_TO_ROWS, PACKLESS_FROM_ROWS) or x.shape[1] != w.shape[0]):
         return False
     return w.nbytes >= (PACKLESS_SMALL_FROM_BYTES if x.shape[0] >= PACKLESS_ANY_FROM_ROWS else PACKLESS_FROM_BYTES)
 
 
-def packless_product(x, w, threads=1):
-    """y = x @ w for x (N, i), w (i, o), both float32 C-contiguous (packless_rows(x, w, threads): the caller
-    checks), by the register-tile sgemm: on this thread, or, for a w of SPLIT_FROM_BYTES or more, y's columns in
-    ``threads`` parts of whole 64-column tiles, one a thread (blas.run_planned). Each entry is the same sum
-    either way."""
+def packless_product(x, w):
+    """y = x @ w for x (N, i), w (i, o), both float32 C-contiguous (packless_rows(x, w, threads): the caller checks),
+    by the register-tile sgemm, on this thread."""
+    y = np.empty((x.shape[0], w.shape[1]), np.float32)
+    _sgemm_kernel(np.array([[0, w.shape[1]]], np.int64), x, w, y)
+    return y
+
+
+def split_rows(x, w, threads):
+    """Does x (N, i) @ w (i, o) go to split_product? Only inside blas.own_threads() on two threads or more (the
+    server's scheduler thread, where BLAS runs on that thread alone): PACKLESS_FROM_ROWS rows or more (no upper
+    limit) against a w of SPLIT_FROM_BYTES or more, float32 C-contiguous, no autocast. A smaller w stays on one
+    thread (a launch on the other costs more than it saves: blas.run_planned hands a part to a Python thread)."""
+    return (threads > 1 and owns_threads() and w.nbytes >= SPLIT_FROM_BYTES
+            and few_rows(x, w, x.shape[0], PACKLESS_FROM_ROWS) and x.shape[1] == w.shape[0])
+
+
+def _blas_columns(plan, x, w, y):
+    """y's columns plan[t, 0]..plan[t, 1] of x @ w for each row t of the plan, by BLAS's sgemm on this thread."""
+    gemm, (M, K), N = sgemm(), x.shape, w.shape[1]
+    for c0, c1 in plan:
+        gemm(ROW_MAJOR, NO_TRANS, NO_TRANS, M, int(c1 - c0), K, 1.0, x.ctypes.data, K, w.ctypes.data + 4 * int(c0), N,
+             0.0, y.ctypes.data + 4 * int(c0), N)
+
+
+def split_product(x, w, threads):
+    """y = x @ w for x (N, i), w (i, o), both float32 C-contiguous (split_rows(x, w, threads): the caller checks):
+    y's columns in ``threads`` parts of whole 64-column tiles, one a thread (blas.run_planned), each part by the
+    register-tile sgemm where microkernel.USE (AVX-512; the same sums as on one thread, bit for bit), else by BLAS's
+    sgemm on that thread. The register-tile sgemm was faster than BLAS's on one thread at every size measured (64-
+    1,024 rows of llama's 768 x 2,048, 2,048 x 768 and 768 x 768: 1.04-1.39x)."""
     o = w.shape[1]
     y = np.empty((x.shape[0], o), np.float32)
-    parts = max(1, min(threads if w.nbytes >= SPLIT_FROM_BYTES else 1, o // TILE_COLUMNS))
+    parts = max(1, min(threads, o // TILE_COLUMNS))
     edges = [o * t // parts // TILE_COLUMNS * TILE_COLUMNS for t in range(parts)] + [o]
     plan = np.array([edges[:-1], edges[1:]], np.int64).T
-    run_planned(_sgemm_kernel, parts, plan, x, w, y)
+    run_planned(_sgemm_kernel if microkernel.USE else _blas_columns, parts, plan, x, w, y)
     return y
 
 
 def serving_threads():
-    """The context the server's scheduler thread runs in (zerollm.engine.threads.serving_threads): blas.own_threads()
-    on a host where the register-tile sgemm takes the products of 7 rows and more, so that BLAS's idle threads
-    never spin beside the event loop; elsewhere (no AVX-512) BLAS keeps its threads: its products of many rows
-    would run on one thread (not measured: this host has AVX-512)."""
-    return own_threads() if microkernel.USE else contextlib.nullcontext()
+    """The context the server's scheduler thread runs in (zerollm.engine.threads.serving_threads): blas.own_threads(),
+    so that BLAS's idle threads never spin beside the event loop; its products of many rows against a large w split
+    over the threads by split_product."""
+    return own_threads()
 
 
 def padded_head(n, w, threads):

@@ -315,7 +315,8 @@ def column_rows(x, w, threads):
     and numba's took the cores from each other: GPT-2 / llama f32 decode 80 / 86 -> 60 / 77 tok/s). Inside
     blas.own_threads(), where BLAS runs on one thread, one row goes to rows_product on any number (the callers
     give it one thread)."""
-    return few_rows(x, w, COLUMN_ROWS_UP_TO, 1) and (x.shape[0] > 1 or ((threads == 1 or owns_threads()) and w.nbytes >= ONE_ROW_FROM_BYTES))
+    one_row_ok = (threads == 1 or owns_threads()) and w.nbytes >= ONE_ROW_FROM_BYTES
+    return few_rows(x, w, COLUMN_ROWS_UP_TO, 1) and (x.shape[0] > 1 or one_row_ok)
 
 
 def rows_product(x, w, threads=None):

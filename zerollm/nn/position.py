@@ -7,7 +7,7 @@ Shapes: T time, C channels, hs head size.
 import numpy as np
 
 from zerollm.engine import accelerated
-from zerollm.engine.caches import RopeCache  # noqa: F401  (the cache rope_forward leaves; kept below both engines)
+from zerollm.engine.caches import RopeCache
 
 
 # ----------------------------------------------------------------------------

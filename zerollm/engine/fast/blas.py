@@ -120,17 +120,16 @@ class own_threads:
     Nested blocks, and one thread, change nothing."""
 
     def __enter__(self):
-        self.threads = thread_cap()
-        self.on = self.threads > 1 and _OWN[0] is None
-        if self.on:
-            self.before = blas_threads()
-            _OWN[0] = self.threads
-            _blas().set_threads(1)
+        threads = thread_cap()
+        self.blas = single_threaded_blas() if threads > 1 and _OWN[0] is None else None
+        if self.blas is not None:
+            self.blas.__enter__()
+            _OWN[0] = threads
         return self
 
     def __exit__(self, *exc):
-        if self.on:
-            _blas().set_threads(self.before)
+        if self.blas is not None:
+            self.blas.__exit__(*exc)
             _OWN[0] = None
 
 

@@ -210,6 +210,63 @@ def test_a_model_that_never_learned_tools_says_so(plain_app, tools_app):
     assert _post(plain_app).status_code == 200 and _post(tools_app, tools=[CALCULATOR]).status_code == 200
 
 
+
+# ----------------------------------------------------------------------------
+# where a request is read: a small body on the event loop, a large one (or a forced call's grammar) on a worker
+
+OFF_LOOP = {"parse_body", "tool_plan", "chat_prompt", "text_prompt"}
+
+
+@pytest.fixture
+def hops(monkeypatch):
+    """The names of the functions sent to a worker thread (anyio.to_thread.run_sync) while the test runs."""
+    import anyio.to_thread
+    names, real = [], anyio.to_thread.run_sync
+
+    def counting(fn, *args, **kw):
+        names.append(getattr(fn, "__name__", repr(fn)))
+        return real(fn, *args, **kw)
+    monkeypatch.setattr(anyio.to_thread, "run_sync", counting)
+    return names
+
+
+@pytest.mark.parametrize("path, body, worker", [
+    ("/v1/chat/completions", {"messages": ASK}, ["parse_body", "tool_plan", "chat_prompt"]),
+    ("/v1/completions", {"prompt": "12*34="}, ["parse_body", "text_prompt"]),
+])
+def test_a_small_body_is_read_on_the_loop_a_large_one_on_a_worker_with_the_same_answer(plain_app, hops, path,
+                                                                                           body, worker):
+    from zerollm.serve.api import INLINE_BODY
+    raw = json.dumps({**body, "max_tokens": 4, "temperature": 0})
+    small = plain_app.post(path, content=raw, headers={"content-type": "application/json"})
+    assert small.status_code == 200, small.text
+    assert not OFF_LOOP & set(hops), hops
+    padded = raw[:-1] + " " * INLINE_BODY + "}"              # the same JSON, past the limit in bytes
+    large = plain_app.post(path, content=padded, headers={"content-type": "application/json"})
+    assert large.status_code == 200, large.text
+    assert [h for h in hops if h in OFF_LOOP] == worker
+    assert small.json()["choices"] == large.json()["choices"]
+
+
+def test_a_small_body_with_tools_still_plans_them_on_a_worker(tools_app, hops):
+    r = _post(tools_app, tools=[CALCULATOR], tool_choice="required")       # a forced call: its grammar is built
+    assert r.status_code == 200, r.text
+    assert "tool_plan" in hops and "parse_body" not in hops, hops
+
+
+@pytest.mark.parametrize("raw, says", [
+    (b"[" * 2000, "nested too deeply"),                               # json.loads's own recursion limit, on the loop
+    (b'{"messages": ' + b"[" * 1010 + b"]" * 1010 + b"}", "nested too deeply"),
+    (b'{"messages": [{"role": "user", "content": "x"}], "max_tokens": -1}', "max_tokens"),
+])
+def test_a_small_bad_body_read_on_the_loop_gets_its_400_and_the_next_request_its_answer(plain_app, hops, raw, says):
+    from zerollm.serve.api import INLINE_BODY
+    assert len(raw) <= INLINE_BODY
+    r = plain_app.post("/v1/chat/completions", content=raw, headers={"content-type": "application/json"})
+    assert r.status_code == 400, r.text
+    assert says in r.json()["error"]["message"] and not OFF_LOOP & set(hops)
+    assert _post(plain_app).status_code == 200
+
 def test_parallel_tool_calls_false_makes_the_end_of_a_call_a_stop_id():
     from zerollm.serve.schemas import ChatRequest
     from zerollm.serve.tools import tool_plan

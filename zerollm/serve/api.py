@@ -41,6 +41,11 @@ from zerollm.serve.tools import CALL_CLOSE, Answer, template_messages, tool_plan
 
 PAGE = Path(__file__).with_name("page.html")
 PARSERS = 4                  # bodies parsed at once: each may hold tens of MB of Python objects for a moment
+# A body of at most this many bytes is parsed, checked and turned into prompt ids on the event loop: that takes
+# 10-100 us for 2 KiB (BPE's encoding the most), less than a hop to a worker thread and back, whose three hops
+# a request cost the server 0.3-0.4 ms of CPU (docs/serving.md, "Small bodies on the event loop"). Larger bodies,
+# a forced call's grammar and fitting a prompt to the context go to a worker thread, so none stalls the loop.
+INLINE_BODY = 2048
 SHOWN_NAME = 100             # characters of a field's name an error repeats (a JSON key may be a megabyte)
 
 
@@ -57,7 +62,9 @@ def build_app(backend, *, api_key=None, max_body=1 << 20, body_timeout=30.0, met
     app.add_middleware(Ending)                                         # the outermost
     _add_error_handlers(app)
 
-    def off_loop(fn, *args):
+    def off_loop(fn, *args, small=False):
+        if small:                   # see INLINE_BODY
+            return _now(fn, *args)
         return anyio.to_thread.run_sync(fn, *args, limiter=parsers)
 
     @app.get("/health")
@@ -88,16 +95,19 @@ def build_app(backend, *, api_key=None, max_body=1 << 20, body_timeout=30.0, met
 
     @app.post("/v1/chat/completions")
     async def chat_completions(request: Request):
-        body = await off_loop(parse_body, await _body_bytes(request), ChatRequest)
+        raw = await _body_bytes(request)
+        small = len(raw) <= INLINE_BODY
+        body = await off_loop(parse_body, raw, ChatRequest, small=small)
         _check_model(backend, body.model)
-        plan = await off_loop(tool_plan, backend.tok, body, backend.model.config.vocab_size)
+        plan = await off_loop(tool_plan, backend.tok, body, backend.model.config.vocab_size,
+                              small=small and not body.tools)     # tools: a forced call's grammar is built
         messages = template_messages(body)
         thinking = body.chat_template_kwargs is None or body.chat_template_kwargs.enable_thinking
         try:
             if body.fit_context:
                 prompt, fitted = await off_loop(_fit, backend, body, messages, plan.tools, thinking)
             else:
-                prompt, fitted = await off_loop(backend.chat_prompt, messages, plan.tools, thinking), None
+                prompt, fitted = await off_loop(backend.chat_prompt, messages, plan.tools, thinking, small=small), None
         except ZeroLLMError as err:
             raise ApiError(400, str(err), param="messages") from None
         prompt = prompt + plan.forced_ids(backend.tok)         # tool_choice required or named: a call begun
@@ -105,14 +115,20 @@ def build_app(backend, *, api_key=None, max_body=1 << 20, body_timeout=30.0, met
 
     @app.post("/v1/completions")
     async def completions(request: Request):
-        body = await off_loop(parse_body, await _body_bytes(request), CompletionRequest)
+        raw = await _body_bytes(request)
+        small = len(raw) <= INLINE_BODY
+        body = await off_loop(parse_body, raw, CompletionRequest, small=small)
         _check_model(backend, body.model)
-        prompt = await off_loop(backend.text_prompt, body.prompt)
+        prompt = await off_loop(backend.text_prompt, body.prompt, small=small)
         if not prompt:
             raise ApiError(400, "the prompt encodes to no tokens", param="prompt")
         return await _complete(backend, body, prompt, request, chat=False)
 
     return app
+
+
+async def _now(fn, *args):
+    return fn(*args)
 
 
 def _model_card(backend):

@@ -7,6 +7,7 @@ median, p99) and throughput, at 1, 4, 16, 64 streaming clients and with each eng
     python benchmarks/serve.py --only budget --long-prompt 2000    # the step budget's sweep, in process
     python benchmarks/serve.py --only join --shape gpt2            # a row joining / leaving the batch, in process
     python benchmarks/serve.py --only single --pairs 12            # one client vs sequential, request by request
+    python benchmarks/serve.py --only versus --against /tmp/base    # this tree's server vs another checkout's
     python benchmarks/serve.py --request-rate 20        # Poisson arrivals, 20 requests/s on average
     python benchmarks/serve.py --json serve.json        # the numbers as JSON too
 
@@ -16,6 +17,13 @@ all at once per client (``--request-rate inf``, each client sending its next req
 ended) or by a Poisson process (exponential gaps of mean 1/rate, seeded). TTFT: send -> first content
 chunk; ITL: every gap between two content chunks of one request; TPOT: per request, (last chunk - first
 chunk) / (tokens - 1).
+
+``versus`` compares two versions of the server itself: this checkout's and the one at --against (another
+checkout of zerollm, for example `git worktree add /tmp/base HEAD~1`), both running at once on the server's
+cores, requests alternating between them (4 at a time, the order turned each time), so that a machine whose
+speed moves from one minute to the next moves both alike. It reports what each server spent a request (CPU of
+the event loop and of the whole process, from /proc, and the client's wall time): a change of a few tenths of a
+millisecond a request shows there, where tokens/s of runs minutes apart differ by 10-40% on a shared machine.
 
 1. ``clients``: C concurrent streaming clients, --rounds requests each (temperature 0.8, seeded), beside the
    same prompts one after another in this process, on the server's cores, as `zerollm sample` decodes them (zerollm.generation.decode,
@@ -80,15 +88,16 @@ SERVER_FLAGS = []        # every server of this run: --stream-interval MS where 
 PIN = [True]            # the server and the in-process baselines kept off the clients' core (--no-pin: not)
 
 
-def start_server(folder, max_batch, threads, *flags):
-    """`zerollm serve` on every core but the clients' one -> (process, base URL)."""
-    # this tree first; a PYTHONPATH given too stays behind it (an A/B run adds a package folder that way)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (str(ROOT), os.environ.get("PYTHONPATH"))))}
+def start_server(folder, max_batch, threads, *flags, root=ROOT):
+    """`zerollm serve` of the checkout ``root`` (this one by default) on every core but the clients' one ->
+    (process, base URL)."""
+    # that tree first; a PYTHONPATH given too stays behind it (an A/B run adds a package folder that way)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (str(root), os.environ.get("PYTHONPATH"))))}
     cores = _server_cores()
     proc = subprocess.Popen([sys.executable, "-m", "zerollm", "serve", "--hf", str(folder), "--port", "0",
                              "--max-batch", str(max_batch), "--max-queue", "1024", "--threads", str(threads),
                              "--metrics-public", *SERVER_FLAGS, *flags],
-                            stderr=subprocess.PIPE, text=True, env=env,
+                            stderr=subprocess.PIPE, text=True, env=env, cwd=root,   # `-m` imports from the cwd first
                             preexec_fn=(lambda: os.sched_setaffinity(0, cores)) if cores else None)
     for line in proc.stderr:
         found = re.search(r"on (http://\S+)", line)
@@ -534,12 +543,13 @@ def host_rows(threads):
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--shape", choices=("tang", "gpt2"), default="tang")
-    p.add_argument("--only", choices=("clients", "features", "chunked", "budget", "join", "single", "step"),
+    p.add_argument("--only", choices=("clients", "features", "chunked", "budget", "join", "single", "step", "versus"),
                    default=None,
                    help="run one part (default clients and features; budget: the step budget's sweep, in process; "
                         "join: what a row joining and leaving the batch costs, in process; single: one streaming "
                         "client against the sequential run, request by request; step: a decode step at each "
-                        "--clients rows split into the model, the sampler, prefill and the rest, in process)")
+                        "--clients rows split into the model, the sampler, prefill and the rest, in process; "
+                        "versus: this checkout's server against --against's, requests alternating)")
     p.add_argument("--clients", type=int, nargs="+", default=[1, 4, 16, 64])
     p.add_argument("--rounds", type=int, default=2, help="requests per client (default 2)")
     p.add_argument("--new-tokens", type=int, default=32)
@@ -556,6 +566,10 @@ def main(argv=None):
     p.add_argument("--new-client-per-request", action="store_true",
                    help="the single part's client: a new process (and connection) for each request, as this "
                         "benchmark measured before 2026-12-07, instead of one client kept for all of them")
+    p.add_argument("--against", type=Path, default=None, metavar="DIR",
+                   help="the versus part's other checkout of zerollm (a folder holding zerollm/)")
+    p.add_argument("--requests", type=int, default=200,
+                   help="requests each server answers at each size in the versus part (default 200)")
     p.add_argument("--join-tokens", type=int, default=256, help="each row's context in the join part (default 256)")
     p.add_argument("--threads", type=int, default=1, help="BLAS threads of the server and the baselines")
     p.add_argument("--no-pin", action="store_true",
@@ -566,6 +580,9 @@ def main(argv=None):
                         "with 0, a chunk per token, as its time between tokens is per token)")
     p.add_argument("--json", default=None, help="also write the results here")
     args = p.parse_args(argv)
+    if args.only == "versus" and (args.against is None or not (args.against / "zerollm" / "__init__.py").is_file()):
+        p.error("--only versus needs --against DIR, another checkout of zerollm (DIR/zerollm/__init__.py), for "
+                "example made by `git worktree add /tmp/base HEAD~1`")
     PIN[0] = not args.no_pin
     if args.stream_interval is not None:
         SERVER_FLAGS[:] = ["--stream-interval", f"{args.stream_interval:g}"]
@@ -643,6 +660,14 @@ def main(argv=None):
         print(f"sampler alone, 16 rows x {sampler['vocab']} ids, temperature 0.8: draw {sampler['draw_us']:.0f} us, "
               f"draw_exact (every row in float64, the sampler before) {sampler['exact_us']:.0f} us: "
               f"{sampler['exact_us'] / sampler['draw_us']:.2f}x", flush=True)
+    if args.only == "versus":
+        with tempfile.TemporaryDirectory() as tmp:
+            result["versus"] = versus_rows(Path(tmp) / args.shape, args)
+        print("| checkout | new tokens | requests | event loop CPU ms a request | process CPU ms a request | wall ms a "
+              "request |\n|---|---:|---:|---:|---:|---:|", flush=True)
+        for r in result["versus"]:
+            print(f"| {r['root']} | {r['new_tokens']} | {r['requests']} | {r['loop_cpu_ms']:.3f} | "
+                  f"{r['process_cpu_ms']:.3f} | {r['wall_ms']:.3f} |", flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
     return 0
@@ -783,6 +808,43 @@ def single_rows(folder, args):
     return {"pairs": args.pairs, "client": "new per request" if kept is None else "kept", "serve_tokens_per_s": tokens / serve_s, "sequential_tokens_per_s": tokens / seq_s,
             "ratio": seq_s / serve_s, "ratios": ratios, "serve_cpu_ms_per_token": 1000 * serve_cpu / served_tokens,
             "sequential_cpu_ms_per_token": 1000 * seq_cpu / tokens, "loop_cpu_ms_per_token": 1000 * loop_cpu / served_tokens}
+
+
+def versus_rows(folder, args, group=4):
+    """This checkout's server and --against's, both started on the server's cores, each with a client process
+    of its own; at 1 new token and at --new-tokens, --requests requests each, sent ``group`` at a time (one after
+    another) to one server and then to the other, the order turned every time. -> a row per server and size:
+    CPU a request (the event loop's thread and the whole process, /proc) and the client's wall time."""
+    build(args.shape, folder)
+    roots = [ROOT, args.against.resolve()]
+    servers = [start_server(folder, 16, args.threads, root=r) for r in roots]
+    for proc, _ in servers:
+        threading.Thread(target=lambda proc=proc: [None for _ in proc.stderr], daemon=True).start()
+    clients = [Clients(base) for _, base in servers]
+    rows = []
+    try:
+        for c in clients:                                   # first calls' setup, and a kept connection each
+            c.run([[chat_body(PROMPTS[0], 4, 0)] for _ in range(group)])
+        for new in dict.fromkeys((1, args.new_tokens)):
+            spent = [[0.0, 0.0, 0.0] for _ in servers]     # loop CPU, process CPU, wall (seconds)
+            for turn in range(max(1, args.requests // group)):
+                for k in ((0, 1) if turn % 2 == 0 else (1, 0)):
+                    proc = servers[k][0]
+                    loop0, all0, t0 = _cpu_seconds(proc.pid, proc.pid), _cpu_seconds(proc.pid), time.perf_counter()
+                    clients[k].run([[chat_body(PROMPTS[(turn + j) % len(PROMPTS)], new, turn * group + j)
+                                     for j in range(group)]])
+                    spent[k][2] += time.perf_counter() - t0
+                    spent[k][0] += _cpu_seconds(proc.pid, proc.pid) - loop0
+                    spent[k][1] += _cpu_seconds(proc.pid) - all0
+            n = max(1, args.requests // group) * group
+            rows += [{"root": str(r), "new_tokens": new, "requests": n, "loop_cpu_ms": 1000 * s[0] / n,
+                      "process_cpu_ms": 1000 * s[1] / n, "wall_ms": 1000 * s[2] / n} for r, s in zip(roots, spent)]
+    finally:
+        for c in clients:
+            c.close()
+        for proc, _ in servers:
+            stop_server(proc)
+    return rows
 
 
 def _cpu_seconds(pid, thread=None):

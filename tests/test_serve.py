@@ -97,6 +97,8 @@ def test_stream_equals_the_whole_answer_and_ends_with_usage(client):
     assert "".join(pieces) == whole.choices[0].message.content
     assert finish == whole.choices[0].finish_reason
     assert usage.completion_tokens == whole.usage.completion_tokens
+    # the prompt's first 16 tokens (one prefix-cache block; 18 in all) were stored by the whole answer just before
+    assert usage.prompt_tokens == 18 and usage.prompt_tokens_details.cached_tokens == 16
 
 
 def test_stop_string_cuts_the_answer_before_it(client):

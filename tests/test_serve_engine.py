@@ -354,7 +354,9 @@ def _answers(base, headers, **kw):
 @pytest.mark.slow
 def test_server_features_give_the_same_answers_and_metrics_count_them(model_dir):
     """One server with every feature on (speculation too), one with every one off: the same greedy and
-    seeded texts; /metrics parsed by prometheus_client counts the requests, tokens and cache hits."""
+    seeded texts; /metrics parsed by prometheus_client counts the requests, tokens and cache hits, and each
+    answer's own numbers (usage.prompt_tokens_details.cached_tokens, metrics.speculative_decoding) add up to
+    the counters."""
     key = {"Authorization": "Bearer k"}
     with server(model_dir, "--prefix-cache", "0", "--max-num-batched-tokens", "0") as (base, _):
         plain = [_answers(base, None, temperature=0), _answers(base, None, seed=7)]
@@ -373,6 +375,15 @@ def test_server_features_give_the_same_answers_and_metrics_count_them(model_dir)
     assert found["vllm:prefix_cache_queries_total"] == found["vllm:prompt_tokens_total"]
     assert 0 < found["vllm:spec_decode_num_accepted_tokens_total"] <= found["vllm:spec_decode_num_draft_tokens_total"]
     assert found["vllm:num_requests_running"] == 0
+    cached = [a["usage"]["prompt_tokens_details"]["cached_tokens"] for a in greedy]
+    assert sum(cached) == found["vllm:prefix_cache_hits_total"] and cached[0] == 0 and cached[2] > 0, cached
+    assert all(c % 16 == 0 and c < a["usage"]["prompt_tokens"] for c, a in zip(cached, greedy))   # whole blocks
+    spec = [a["metrics"]["speculative_decoding"] for a in greedy]
+    assert sum(s["num_draft_tokens"] for s in spec) == found["vllm:spec_decode_num_draft_tokens_total"]
+    assert sum(s["num_accepted_draft_tokens"] for s in spec) == found["vllm:spec_decode_num_accepted_tokens_total"]
+    assert all(s["draft_acceptance_rate"] == (s["num_accepted_draft_tokens"] / s["num_draft_tokens"]
+                                              if s["num_draft_tokens"] else 0.0) for s in spec)
+    assert all("metrics" not in a and a["usage"]["prompt_tokens_details"] == {"cached_tokens": 0} for a in plain[0])
     with server(model_dir, "--metrics-public") as (base, _):           # seeded: prefix cache and chunks on
         seeded = _answers(base, None, seed=7)
         assert httpx.get(f"{base}/metrics").status_code == 200

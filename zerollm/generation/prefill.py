@@ -190,6 +190,8 @@ class Prefilling:
                     cache.put(b, i * self.prefix.block, block.k, block.v)
             hit = n * self.prefix.block if n else 0
             cache.pos[:] = hit
+            for r, _ in members:
+                r.cached = hit
             draft = self.features.draft     # the draft's own cache of these rows, filled chunk by chunk too
             draft = KVCache(draft.config, len(members), max_len=max(slots, 1), per_row=True) if draft else None
             out.append(_Prefill([r for r, _ in members], cache, hit, [blocks for _, blocks in members], draft))

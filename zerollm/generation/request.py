@@ -74,6 +74,12 @@ class Request:
     logits: list = field(default_factory=list)
     ids: list = field(default_factory=list)    # every id generated so far, a stop id included
     cancelled: bool = False
+    # what the engine's features did for this request (OpenAI's usage.prompt_tokens_details, vLLM's per-request
+    # speculative decoding numbers): prompt tokens whose keys and values came from the prefix cache, and tokens
+    # guessed (speculation) and kept
+    cached: int = 0
+    drafted: int = 0
+    accepted: int = 0
 
     def cancel(self):
         """Ask the scheduler to drop this request at its next step (the client went away)."""

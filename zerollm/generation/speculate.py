@@ -127,8 +127,10 @@ class Speculating:
             p = probabilities(logits[j][None], req.sampling, row.counts[None], seen, self.allowed)[0]  # (V,)
             greedy = req.sampling.temperature < GREEDY_BELOW                    # p is then one-hot: no draw
             self.drafted += 1
+            req.drafted += 1
             if (p[g] == 1.0) if greedy else (req.rng.random() < p[g]):
                 self.accepted += 1
+                req.accepted += 1
                 if req.keep_logits:
                     req.logits.append(logits[j].copy())
                 if not self._emit(row, g, logits[j]):
@@ -139,6 +141,7 @@ class Speculating:
             rest[g] = 0.0
             row.forced = int(np.argmax(rest)) if greedy else _draw(rest / rest.sum(), req.rng)
             self.drafted += len(guess) - j - 1
+            req.drafted += len(guess) - j - 1
             return j
         return len(guess)
 

@@ -335,7 +335,7 @@ async def _complete(backend, body, prompt, request, chat, fitted=None):
             raise ApiError(500, "the model failed while generating; see the server's log", "server_error")
         if c.finish in (None, "cancelled"):
             raise ApiError(503, f"the request was cancelled ({SHUTDOWN})", "server_error", code="shutting_down")
-    return _whole(choices, meta, len(prompt), chat)
+    return {**_whole(choices, meta, _usage(choices, len(prompt), run), chat), **_speculation(backend, run)}
 
 
 def _take(backend, run, choices, i, ev, chat):
@@ -365,9 +365,21 @@ def _logprob_entry(backend, ev, chat):
     return {"token": text, "logprob": ev.logprob, "top": {t["token"]: t["logprob"] for t in top}}
 
 
-def _usage(choices, n_prompt):
+def _usage(choices, n_prompt, run):
     done = sum(c.tokens for c in choices)
-    return {"prompt_tokens": n_prompt, "completion_tokens": done, "total_tokens": n_prompt + done}
+    # OpenAI's prompt_tokens_details.cached_tokens: the prompt tokens the prefix cache gave (one prompt for all choices)
+    return {"prompt_tokens": n_prompt, "completion_tokens": done, "total_tokens": n_prompt + done,
+            "prompt_tokens_details": {"cached_tokens": max((r.cached for r in run.reqs), default=0)}}
+
+
+def _speculation(backend, run):
+    """vLLM's per-request numbers of speculative decoding, as a response's (or the usage chunk's) ``metrics``
+    field: tokens guessed and kept over the request's choices; {} when the server does not speculate."""
+    if backend.scheduler.features.speculation.method == "off":
+        return {}
+    drafted, kept = sum(r.drafted for r in run.reqs), sum(r.accepted for r in run.reqs)
+    return {"metrics": {"speculative_decoding": {"num_draft_tokens": drafted, "num_accepted_draft_tokens": kept,
+                                                 "draft_acceptance_rate": kept / drafted if drafted else 0.0}}}
 
 
 def _choice_logprobs(c, chat):
@@ -390,15 +402,14 @@ def _offsets(entries):
     return out
 
 
-def _whole(choices, meta, n_prompt, chat):
+def _whole(choices, meta, usage, chat):
     if chat:
         body = [{"index": i, **dict(zip(("message", "finish_reason"), Answer(chat).message(c.text, c.finish))),
                  "logprobs": _choice_logprobs(c, chat), **incomplete_note(c.note)} for i, c in enumerate(choices)]
-        return {**meta, "object": "chat.completion", "choices": body, "usage": _usage(choices, n_prompt),
-                "system_fingerprint": None}
+        return {**meta, "object": "chat.completion", "choices": body, "usage": usage, "system_fingerprint": None}
     body = [{"index": i, "text": c.text, "logprobs": _choice_logprobs(c, chat), "finish_reason": c.finish,
              **incomplete_note(c.note)} for i, c in enumerate(choices)]
-    return {**meta, "object": "text_completion", "choices": body, "usage": _usage(choices, n_prompt)}
+    return {**meta, "object": "text_completion", "choices": body, "usage": usage}
 
 
 async def _stream(backend, run, choices, meta, n_prompt, chat, include_usage):
@@ -445,7 +456,8 @@ async def _stream(backend, run, choices, meta, n_prompt, chat, include_usage):
                 yield STREAM_END
                 return
         if include_usage:
-            yield sse({**meta, "object": obj, "choices": [], "usage": _usage(choices, n_prompt)})
+            yield sse({**meta, "object": obj, "choices": [], "usage": _usage(choices, n_prompt, run),
+                       **_speculation(backend, run)})
         yield STREAM_END
     finally:
         run.cancel()

@@ -107,6 +107,43 @@ def test_chinese_interface(page):
     assert {labels, (page.text_content("#send"), page.text_content("#stop"))} == {("发送", "停止"), ("Send", "Stop")}
 
 
+
+def test_an_answer_says_what_the_prefix_cache_and_the_guesses_gave(browser, tmp_path):
+    """With --speculate ngram: under each answer, the prompt tokens the prefix cache gave (none the first time;
+    the system prompt's whole blocks when the answer is regenerated) and the guessed tokens kept, in the page's
+    language, adding up to the server's /metrics counters."""
+    import re
+    from prometheus_client.parser import text_string_to_metric_families
+    model = tiny_chat_model(tmp_path, block_size=256, seed=3)
+    with server(model, "--speculate", "ngram") as (url, _):
+        page = _open(browser, url, 1280, 800, "en-US")
+        page.fill("#system", "You answer in one short line. " * 3)          # 90 bytes: 5 whole blocks of 16
+        _settings(page, 0, 12, None)
+        _send(page, "abcabcabc")
+        page.wait_for_selector(".msg.assistant[data-done=finished]")
+        first = page.text_content(".stats")
+        page.click("#regenerate")
+        page.wait_for_selector(".msg.assistant[data-done=finished]")
+        lines = page.locator(".stats").all_text_contents()                  # the first answer's went with it
+        counters = httpx.get(url + "/metrics", timeout=30).text
+        page.click("#lang")
+        chinese = page.text_content(".stats")
+        assert page.errors == []
+        page.close()
+    assert "prefix cache" not in first and re.fullmatch(r"(\d+) of (\d+) guessed tokens kept", first), first
+    assert len(lines) == 1, lines
+    got = re.fullmatch(r"(\d+) of (\d+) prompt tokens came from the prefix cache; (\d+) of (\d+) guessed tokens "
+                       r"kept", lines[0])
+    assert got, lines[0]
+    cached, prompt, kept, drafted = map(int, got.groups())
+    assert cached >= 80 and cached % 16 == 0 and cached < prompt and kept <= drafted, lines[0]
+    found = {s.name: s.value for fam in text_string_to_metric_families(counters) for s in fam.samples}
+    first_kept, first_drafted = map(int, re.fullmatch(r"(\d+) of (\d+).*", first).groups())
+    assert found["vllm:spec_decode_num_draft_tokens_total"] == first_drafted + drafted > 0
+    assert found["vllm:spec_decode_num_accepted_tokens_total"] == first_kept + kept
+    assert found["vllm:prefix_cache_hits_total"] == cached
+    assert chinese == f"提示的 {prompt} 个词元里有 {cached} 个来自前缀缓存；猜测的 {drafted} 个词元留下了 {kept} 个"
+
 # ----------------------------------------------------------------------------
 # a small context, a phone, 中文
 

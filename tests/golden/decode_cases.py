@@ -279,7 +279,7 @@ def server_cases(api, folder):
             }
             for name, (route, body) in bodies.items():
                 r = client.post(route, json=body).json()
-                out[name] = {"choices": r["choices"], "usage": r["usage"]}
+                out[name] = {"choices": r["choices"], "usage": _counts(r["usage"])}
             with client.stream("POST", "/v1/chat/completions", json=dict(
                     messages=[{"role": "user", "content": "yo"}], max_tokens=25, seed=3, temperature=0.8,
                     stop=["|s", "zz"], stream=True, stream_options={"include_usage": True})) as r:
@@ -296,7 +296,12 @@ def _streamed(lines):
     choices = [c for chunk in chunks for c in chunk["choices"]]
     return {"text": "".join(c["delta"].get("content") or "" for c in choices),
             "finish": [c["finish_reason"] for c in choices if c["finish_reason"]],
-            "usage": [chunk["usage"] for chunk in chunks if chunk.get("usage")], "last": lines[-1]}
+            "usage": [_counts(chunk["usage"]) for chunk in chunks if chunk.get("usage")], "last": lines[-1]}
+
+
+def _counts(usage):
+    """The token counts of a usage object, the fields e7f1a09 sent (prompt_tokens_details came later: #60)."""
+    return {k: usage[k] for k in ("prompt_tokens", "completion_tokens", "total_tokens")}
 
 
 CASES = {"generate": generate_cases, "completions": completions_cases, "cli": cli_cases, "tasks": task_cases,

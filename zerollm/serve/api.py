@@ -43,8 +43,9 @@ PAGE = Path(__file__).with_name("page.html")
 PARSERS = 4                  # bodies parsed at once: each may hold tens of MB of Python objects for a moment
 # A body of at most this many bytes is parsed, checked and turned into prompt ids on the event loop: that takes
 # 10-100 us for 2 KiB (BPE's encoding the most), less than a hop to a worker thread and back, whose three hops
-# a request cost the server 0.3-0.4 ms of CPU (docs/serving.md, "Small bodies on the event loop"). Larger bodies,
-# a forced call's grammar and fitting a prompt to the context go to a worker thread, so none stalls the loop.
+# a request cost the server 0.2-0.45 ms of CPU (docs/serving.md, "Small bodies on the event loop"). Larger bodies,
+# the plan of a request with tools (it may build a forced call's grammar) and fitting a prompt to the context go
+# to a worker thread, so none of them stalls the loop.
 INLINE_BODY = 2048
 SHOWN_NAME = 100             # characters of a field's name an error repeats (a JSON key may be a megabyte)
 

@@ -267,6 +267,27 @@ def test_a_small_bad_body_read_on_the_loop_gets_its_400_and_the_next_request_its
     assert says in r.json()["error"]["message"] and not OFF_LOOP & set(hops)
     assert _post(plain_app).status_code == 200
 
+def test_reasoning_tokens_are_a_leading_think_block_through_its_end():
+    from zerollm.serve.tools import reasoning_tokens
+    tok = chat.prepare_tokenizer(ByteTokenizer(), needs=("think",))
+    think, end = chat.special_id(tok, "<think>"), chat.special_id(tok, "</think>")
+    assert reasoning_tokens(tok, [think, 99, 98, end, 97, 96]) == 4
+    assert reasoning_tokens(tok, [think, 99, 98]) == 3                       # never closed: all of it
+    assert reasoning_tokens(tok, [97, think, 99, end]) == 0                  # it did not begin by thinking
+    assert reasoning_tokens(tok, []) == 0
+
+
+def test_a_chat_answer_counts_its_reasoning_tokens_and_a_completion_has_no_such_field(plain_app, tools_app):
+    r = _post(plain_app).json()["usage"]
+    assert r["completion_tokens_details"] == {"reasoning_tokens": 0} and r["prompt_tokens_details"]["cached_tokens"] >= 0
+    done = plain_app.post("/v1/completions", json={"prompt": "12*34=", "max_tokens": 4}).json()["usage"]
+    assert "completion_tokens_details" not in done and set(done) >= {"prompt_tokens", "prompt_tokens_details"}
+    r = _post(tools_app, max_tokens=12).json()                # a random model: it may or may not begin with <think>
+    thought = r["usage"]["completion_tokens_details"]["reasoning_tokens"]
+    assert (thought > 0) == ("reasoning_content" in r["choices"][0]["message"]), r
+    assert thought <= r["usage"]["completion_tokens"]
+
+
 def test_parallel_tool_calls_false_makes_the_end_of_a_call_a_stop_id():
     from zerollm.serve.schemas import ChatRequest
     from zerollm.serve.tools import tool_plan
@@ -406,8 +427,10 @@ def test_the_openai_client_drives_the_tool_loop(client, stream, question, answer
         messages.append({"role": "assistant", "content": None, "reasoning_content": reasoning, "tool_calls": [
             {"id": cid, "type": "function", "function": {"name": name, "arguments": arguments}}]})
     else:
-        choice = client.chat.completions.create(messages=messages, **ask).choices[0]
+        reply = client.chat.completions.create(messages=messages, **ask)
+        choice = reply.choices[0]
         reasoning, content, finish = choice.message.reasoning_content, choice.message.content, choice.finish_reason
+        assert reply.usage.completion_tokens_details.reasoning_tokens == 6          # <think> c a l c </think>
         [call] = choice.message.tool_calls
         cid, name, arguments = call.id, call.function.name, call.function.arguments
         messages.append(choice.message.model_dump(exclude_none=True))

@@ -37,7 +37,7 @@ from zerollm.serve.guard import (JSON, RETRY_AFTER_S, SHUTDOWN, STREAM_END, ApiE
 from zerollm.serve.metrics import CONTENT_TYPE as METRICS_TYPE
 from zerollm.serve.schemas import ChatRequest, CompletionRequest, first_problem
 from zerollm.serve.structured import incomplete_note, response_grammar
-from zerollm.serve.tools import CALL_CLOSE, Answer, template_messages, tool_plan
+from zerollm.serve.tools import CALL_CLOSE, Answer, reasoning_tokens, template_messages, tool_plan
 
 PAGE = Path(__file__).with_name("page.html")
 PARSERS = 4                  # bodies parsed at once: each may hold tens of MB of Python objects for a moment
@@ -336,7 +336,8 @@ async def _complete(backend, body, prompt, request, chat, fitted=None):
             raise ApiError(500, "the model failed while generating; see the server's log", "server_error")
         if c.finish in (None, "cancelled"):
             raise ApiError(503, f"the request was cancelled ({SHUTDOWN})", "server_error", code="shutting_down")
-    return {**_whole(choices, meta, _usage(choices, len(prompt), run), chat), **_speculation(backend, run)}
+    return {**_whole(choices, meta, _usage(backend, run, choices, len(prompt), chat), chat),
+            **_speculation(backend, run)}
 
 
 def _take(backend, run, choices, i, ev, chat):
@@ -366,11 +367,17 @@ def _logprob_entry(backend, ev, chat):
     return {"token": text, "logprob": ev.logprob, "top": {t["token"]: t["logprob"] for t in top}}
 
 
-def _usage(choices, n_prompt, run):
+def _usage(backend, run, choices, n_prompt, chat):
+    """OpenAI's usage: the token counts, prompt_tokens_details.cached_tokens (the prompt tokens the prefix cache
+    gave: one prompt for all choices) and, for a chat answer, completion_tokens_details.reasoning_tokens (the
+    choices' think blocks, counted in completion_tokens too)."""
     done = sum(c.tokens for c in choices)
-    # OpenAI's prompt_tokens_details.cached_tokens: the prompt tokens the prefix cache gave (one prompt for all choices)
-    return {"prompt_tokens": n_prompt, "completion_tokens": done, "total_tokens": n_prompt + done,
-            "prompt_tokens_details": {"cached_tokens": max((r.cached for r in run.reqs), default=0)}}
+    usage = {"prompt_tokens": n_prompt, "completion_tokens": done, "total_tokens": n_prompt + done,
+             "prompt_tokens_details": {"cached_tokens": max((r.cached for r in run.reqs), default=0)}}
+    if chat:
+        thought = sum(reasoning_tokens(backend.tok, r.ids) for r in run.reqs) if chat.thinking else 0
+        usage["completion_tokens_details"] = {"reasoning_tokens": thought}
+    return usage
 
 
 def _speculation(backend, run):
@@ -457,7 +464,7 @@ async def _stream(backend, run, choices, meta, n_prompt, chat, include_usage):
                 yield STREAM_END
                 return
         if include_usage:
-            yield sse({**meta, "object": obj, "choices": [], "usage": _usage(choices, n_prompt, run),
+            yield sse({**meta, "object": obj, "choices": [], "usage": _usage(backend, run, choices, n_prompt, chat),
                        **_speculation(backend, run)})
         yield STREAM_END
     finally:

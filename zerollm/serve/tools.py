@@ -214,6 +214,16 @@ def parse(text, names):
     return parsed.reasoning, parsed.content, list(parsed.tool_calls)
 
 
+def reasoning_tokens(tok, ids):
+    """OpenAI's completion_tokens_details.reasoning_tokens of one choice: its ids from a <think> it begins with
+    through the matching </think> (all of them when the block never closes, as parse() reads such an answer),
+    0 when it does not begin by thinking."""
+    if not ids or ids[0] != chat.special_id(tok, THINK_OPEN):
+        return 0
+    close = chat.special_id(tok, THINK_CLOSE)
+    return ids.index(close) + 1 if close in ids else len(ids)
+
+
 def call_id():
     return "call_" + uuid.uuid4().hex[:24]
 

@@ -2,6 +2,8 @@
 under one line, each tool call a card, the user's result sent back as a tool message, the answer after it.
 The browser is tests/test_explain_browser.py's fixture; the model is fine-tuned in the test."""
 
+import re
+
 import pytest
 
 from serve_helpers import server, tiny_tool_run
@@ -53,6 +55,11 @@ def test_thinking_folds_a_tool_call_is_a_card_and_its_result_goes_back(page):
     first, second = _bubbles(page)
     assert second == {"thinking": "ok", "folded": True, "text": "408", "cards": [], "done": "finished"}
     assert page.is_disabled(".toolcall input") and page.query_selector(".send-results") is None
+    # under each answer: its think block's tokens (<think>, "calc" / "ok" in bytes, </think>); the second turn's
+    # prompt begins with the first's, which the prefix cache holds
+    thought, cached = page.locator(".stats").all_text_contents()
+    assert thought == "6 tokens of thinking", thought
+    assert re.fullmatch(r"4 tokens of thinking; \d+ of \d+ prompt tokens came from the prefix cache", cached), cached
     page.click(".thinking summary")                      # unfolds on a click
     assert page.eval_on_selector(".thinking", "e => e.open")
 

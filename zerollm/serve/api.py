@@ -178,7 +178,8 @@ async def _body_bytes(request):
 
 def parse_body(raw, model):
     """JSON bytes -> a ``model`` (ChatRequest or CompletionRequest), or the ApiError that says what is wrong
-    with them. Runs on a worker thread; ``first_problem`` bounds what pydantic is given."""
+    with them. Runs on a worker thread for a body over INLINE_BODY, on the event loop for a smaller one;
+    ``first_problem`` bounds what pydantic is given."""
     if not raw:
         raise ApiError(400, "the request needs a JSON object body")
     try:

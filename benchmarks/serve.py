@@ -816,13 +816,13 @@ def versus_rows(folder, args, group=4):
     another) to one server and then to the other, the order turned every time. -> a row per server and size:
     CPU a request (the event loop's thread and the whole process, /proc) and the client's wall time."""
     build(args.shape, folder)
-    roots = [ROOT, args.against.resolve()]
-    servers = [start_server(folder, 16, args.threads, root=r) for r in roots]
-    for proc, _ in servers:
-        threading.Thread(target=lambda proc=proc: [None for _ in proc.stderr], daemon=True).start()
-    clients = [Clients(base) for _, base in servers]
-    rows = []
+    roots, servers, clients, rows = [ROOT, args.against.resolve()], [], [], []
     try:
+        for root in roots:
+            servers.append(start_server(folder, 16, args.threads, root=root))
+            proc = servers[-1][0]
+            threading.Thread(target=lambda proc=proc: [None for _ in proc.stderr], daemon=True).start()
+            clients.append(Clients(servers[-1][1]))
         for c in clients:                                   # first calls' setup, and a kept connection each
             c.run([[chat_body(PROMPTS[0], 4, 0)] for _ in range(group)])
         for new in dict.fromkeys((1, args.new_tokens)):

@@ -210,7 +210,6 @@ def test_a_model_that_never_learned_tools_says_so(plain_app, tools_app):
     assert _post(plain_app).status_code == 200 and _post(tools_app, tools=[CALCULATOR]).status_code == 200
 
 
-
 # ----------------------------------------------------------------------------
 # where a request is read: a small body on the event loop, a large one (or a forced call's grammar) on a worker
 
@@ -267,6 +266,7 @@ def test_a_small_bad_body_read_on_the_loop_gets_its_400_and_the_next_request_its
     assert says in r.json()["error"]["message"] and not OFF_LOOP & set(hops)
     assert _post(plain_app).status_code == 200
 
+
 def test_reasoning_tokens_are_a_leading_think_block_through_its_end():
     from zerollm.serve.tools import reasoning_tokens
     tok = chat.prepare_tokenizer(ByteTokenizer(), needs=("think",))
@@ -279,7 +279,7 @@ def test_reasoning_tokens_are_a_leading_think_block_through_its_end():
 
 def test_a_chat_answer_counts_its_reasoning_tokens_and_a_completion_has_no_such_field(plain_app, tools_app):
     r = _post(plain_app).json()["usage"]
-    assert r["completion_tokens_details"] == {"reasoning_tokens": 0} and r["prompt_tokens_details"]["cached_tokens"] >= 0
+    assert r["completion_tokens_details"] == {"reasoning_tokens": 0} and "cached_tokens" in r["prompt_tokens_details"]
     done = plain_app.post("/v1/completions", json={"prompt": "12*34=", "max_tokens": 4}).json()["usage"]
     assert "completion_tokens_details" not in done and set(done) >= {"prompt_tokens", "prompt_tokens_details"}
     r = _post(tools_app, max_tokens=12).json()                # a random model: it may or may not begin with <think>
